@@ -1,0 +1,234 @@
+"""Domain models: skill, revision, resource, flow step, parameter, grant and principal.
+
+These are the shapes of the catalog (design section 1). Pydantic validates them where content enters
+(import, sync); the hot search path works on plain arrays and never builds these per hit.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "GRANT_PATTERN",
+    "SLUG_PATTERN",
+    "SCOPE_MEMORY_READ",
+    "FlowStep",
+    "Parameter",
+    "Principal",
+    "Resource",
+    "ResourceKind",
+    "Revision",
+    "Skill",
+    "SkillContent",
+    "SkillKind",
+    "SkillStatus",
+    "placeholders_in",
+]
+
+SkillKind = Literal["knowledge", "flow_template"]
+SkillStatus = Literal["active", "archived"]
+ResourceKind = Literal["reference", "example", "template", "document", "artifact", "script"]
+ParameterType = Literal["string", "integer", "number", "boolean"]
+
+SLUG_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
+GRANT_PATTERN = re.compile(r"^(sub|team|user):[A-Za-z0-9._-]{1,128}$")
+SCOPE_MEMORY_READ = "memory:read"
+
+# `{name}` not preceded by another `{` (that would be the escape `{{`).
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def placeholders_in(value: Any) -> set[str]:
+    """Every `{param}` name used in any string of a (nested) step value; `{{`/`}}` are literal braces."""
+    found: set[str] = set()
+    if isinstance(value, str):
+        found.update(m.group(1) for m in _PLACEHOLDER.finditer(value) if m.group(1))
+    elif isinstance(value, dict):
+        for item in value.values():
+            found |= placeholders_in(item)
+    elif isinstance(value, list):
+        for item in value:
+            found |= placeholders_in(item)
+    return found
+
+
+class Parameter(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=64)
+    type: ParameterType = "string"
+    required: bool = False
+    description: str = ""
+    default: Any = None
+    enum: list[Any] | None = None
+
+    def problem_with(self, value: Any) -> str | None:
+        """Why ``value`` does not fit this parameter, or ``None`` when it does."""
+        expected: tuple[type, ...] = {
+            "string": (str,),
+            "integer": (int,),
+            "number": (int, float),
+            "boolean": (bool,),
+        }[self.type]
+        if isinstance(value, bool) and self.type != "boolean":
+            return f"expected {self.type}, got boolean"
+        if not isinstance(value, expected):
+            return f"expected {self.type}, got {_json_type(value)}"
+        if self.enum is not None and value not in self.enum:
+            return f"must be one of {self.enum!r}"
+        return None
+
+    @model_validator(mode="after")
+    def _default_fits(self) -> Parameter:
+        if self.default is not None and (problem := self.problem_with(self.default)):
+            raise ValueError(f"default of parameter {self.name!r}: {problem}")
+        return self
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}.get(
+        type(value), type(value).__name__
+    )
+
+
+class FlowStep(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool: str = Field(min_length=1, max_length=128)
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class Resource(BaseModel):
+    """A file of a revision. ``content`` holds the bytes; text is decoded only at the surfaces."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    resource_id: str = ""
+    path: str = Field(min_length=1, max_length=512)
+    kind: ResourceKind = "document"
+    media_type: str = "application/octet-stream"
+    size: int = 0
+    sha256: str = ""
+    content: bytes = b""
+
+    @field_validator("path")
+    @classmethod
+    def _relative_path(cls, value: str) -> str:
+        parts = value.split("/")
+        if value.startswith("/") or "\\" in value or any(p in ("", ".", "..") for p in parts):
+            raise ValueError(f"resource path must be relative and normalised, got {value!r}")
+        return value
+
+
+class Revision(BaseModel):
+    """Immutable content of a skill at one point in time, identified by its ``canonical_hash``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    revision_id: str = ""
+    skill_id: str = ""
+    version: str = ""
+    created_at: str = ""
+    canonical_hash: str = ""
+    name: str
+    description: str
+    kind: SkillKind
+    tags: tuple[str, ...] = ()
+    instructions: str = ""
+    steps: tuple[FlowStep, ...] = ()
+    parameters: tuple[Parameter, ...] = ()
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Skill(BaseModel):
+    """A skill's identity and its current state in the catalog."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    skill_id: str
+    slug: str
+    name: str = Field(min_length=1, max_length=200)
+    description: str = Field(min_length=1, max_length=1024)
+    kind: SkillKind
+    tags: tuple[str, ...] = ()
+    grant: str
+    status: SkillStatus = "active"
+    current_revision_id: str = ""
+    updated_at: str = ""
+    source: str = ""
+
+    @field_validator("slug")
+    @classmethod
+    def _slug(cls, value: str) -> str:
+        if not SLUG_PATTERN.match(value):
+            raise ValueError("slug must be 1-64 chars of a-z, 0-9 and '-', not starting or ending with '-'")
+        return value
+
+    @field_validator("grant")
+    @classmethod
+    def _grant(cls, value: str) -> str:
+        if not GRANT_PATTERN.match(value):
+            raise ValueError("grant must be sub:<id>, team:<id> or user:<id>")
+        return value
+
+
+class SkillContent(BaseModel):
+    """What import and sync hand to the store: one skill and the revision content it should now have."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    skill_id: str
+    slug: str
+    grant: str
+    source: str
+    revision: Revision
+    resources: tuple[Resource, ...] = ()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SkillContent:
+        Skill(
+            skill_id=self.skill_id,
+            slug=self.slug,
+            name=self.revision.name,
+            description=self.revision.description,
+            kind=self.revision.kind,
+            grant=self.grant,
+        )
+        rev = self.revision
+        if rev.kind == "flow_template":
+            if not rev.steps:
+                raise ValueError("a flow_template needs at least one step")
+            declared = {p.name for p in rev.parameters}
+            if len(declared) != len(rev.parameters):
+                raise ValueError("parameter names must be unique")
+            undeclared = sorted(placeholders_in([s.args for s in rev.steps]) - declared)
+            if undeclared:
+                raise ValueError(f"step placeholder(s) with no matching parameter: {', '.join(undeclared)}")
+        elif rev.steps or rev.parameters:
+            raise ValueError("only a flow_template may have steps or parameters")
+        paths = [r.path for r in self.resources]
+        if len(set(paths)) != len(paths):
+            raise ValueError("resource paths must be unique within a revision")
+        return self
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The caller: a set of grant keys (``None`` means every grant, the local operator) and scopes."""
+
+    name: str
+    grants: frozenset[str] | None = None
+    scopes: frozenset[str] = field(default_factory=lambda: frozenset({SCOPE_MEMORY_READ}))
+
+    @classmethod
+    def operator(cls) -> Principal:
+        return cls(name="operator", grants=None, scopes=frozenset({SCOPE_MEMORY_READ}))
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.scopes

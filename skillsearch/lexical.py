@@ -1,0 +1,231 @@
+"""The lexical side of search: a Tantivy BM25 index with field boosts and raw filter fields.
+
+This is the one module that imports ``tantivy``; its errors become ours here. Design points:
+- English text fields share one analyzer (lowercase, stop words, English stemmer).
+- CJK text has no spaces, so runs of CJK characters also go into a ``cjk`` field analysed into character
+  1- and 2-grams; a query's CJK runs are matched there by their bigrams, which finds a word inside a
+  sentence. Tantivy does not save custom analyzers with the index: they are registered on every open.
+- User text never reaches the query parser raw: it is reduced to words first, so quotes, ``AND``, ``:``
+  or ``*`` are searched as text and never raise.
+- The visibility filter, kind and tags are ``Must`` clauses with a constant score of 0, so they restrict
+  without changing BM25 scores, and the top k are k visible documents.
+- Each document carries ``key``, a 60-bit number derived from its skill id and kept as a fast field, so a
+  hit maps back to its skill without loading stored documents.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from threading import Lock
+from typing import Any, NamedTuple
+
+import numpy as np
+import tantivy
+
+from skillsearch.errors import IndexNotReadyError
+from skillsearch.hashing import sha256_hex
+
+__all__ = ["FIELD_BOOSTS", "LexicalDoc", "LexicalHits", "LexicalIndex", "cjk_runs", "skill_key"]
+
+EN_ANALYZER = "skill_en"
+CJK_ANALYZER = "skill_cjk"
+TEXT_FIELDS = ("name", "slug", "tags_text", "description", "instructions")
+FIELD_BOOSTS: dict[str, float] = {"name": 3.0, "slug": 2.0, "tags_text": 2.0, "description": 1.5, "instructions": 1.0}
+CJK_BOOST = 1.0
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff66-\uff9f]+")
+_NON_WORD = re.compile(r"[^\w]+", re.UNICODE)
+
+
+def skill_key(skill_id: str) -> int:
+    return int(sha256_hex(skill_id.encode("utf-8"))[:15], 16)
+
+
+def cjk_runs(text: str) -> list[str]:
+    return _CJK.findall(text)
+
+
+def _bigrams(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+@dataclass(frozen=True)
+class LexicalDoc:
+    skill_id: str
+    grant: str
+    kind: str
+    tags: tuple[str, ...]
+    name: str
+    slug: str
+    description: str
+    instructions: str
+
+
+class LexicalHits(NamedTuple):
+    keys: np.ndarray
+    scores: np.ndarray
+
+
+def _schema() -> tantivy.Schema:
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field("skill_id", stored=True, tokenizer_name="raw")
+    sb.add_unsigned_field("key", stored=False, indexed=False, fast=True)
+    for raw in ("grant", "kind", "status", "tag"):
+        sb.add_text_field(raw, stored=False, tokenizer_name="raw")
+    for name in TEXT_FIELDS:
+        sb.add_text_field(name, stored=False, tokenizer_name=EN_ANALYZER)
+    sb.add_text_field("cjk", stored=False, tokenizer_name=CJK_ANALYZER)
+    return sb.build()
+
+
+def _register_analyzers(index: tantivy.Index) -> None:
+    en = (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.stopword("english"))
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+    cjk = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.ngram(1, 2)).filter(tantivy.Filter.lowercase()).build()
+    index.register_tokenizer(EN_ANALYZER, en)
+    index.register_tokenizer(CJK_ANALYZER, cjk)
+
+
+class LexicalIndex:
+    """A Tantivy index in a folder. One writer, explicit commits, reload after each commit."""
+
+    def __init__(self, path: Path, create: bool = False) -> None:
+        self.path = Path(path)
+        self.schema = _schema()
+        try:
+            if create:
+                if self.path.exists():
+                    shutil.rmtree(self.path)
+                self.path.mkdir(parents=True)
+                self.index = tantivy.Index(self.schema, path=str(self.path))
+            else:
+                if not tantivy.Index.exists(str(self.path)):
+                    raise IndexNotReadyError(
+                        f"no lexical index at {self.path}; run `skillsearch reindex`", {"path": str(self.path)}
+                    )
+                self.index = tantivy.Index.open(str(self.path))
+                self.schema = self.index.schema
+        except ValueError as exc:
+            raise IndexNotReadyError(
+                f"the lexical index at {self.path} cannot be opened ({exc}); run `skillsearch reindex`",
+                {"path": str(self.path)},
+            ) from exc
+        _register_analyzers(self.index)
+        self._writer: Any = None
+        self._lock = Lock()
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    def _doc(self, d: LexicalDoc) -> tantivy.Document:
+        text = " ".join((d.name, d.description, d.instructions))
+        fields: dict[str, Any] = {
+            "skill_id": d.skill_id,
+            "key": skill_key(d.skill_id),
+            "grant": d.grant,
+            "kind": d.kind,
+            "status": "active",
+            "tag": list(d.tags),
+            "name": d.name,
+            "slug": d.slug.replace("-", " "),
+            "tags_text": " ".join(d.tags),
+            "description": d.description,
+            "instructions": d.instructions,
+            "cjk": " ".join(cjk_runs(text)),
+        }
+        return tantivy.Document.from_dict(fields, self.schema)
+
+    def apply(self, upserts: Sequence[LexicalDoc], deletes: Iterable[str]) -> None:
+        """Replace or remove documents and commit once; on a failed commit the writer is rebuilt."""
+        with self._lock:
+            if self._writer is None:
+                self._writer = self.index.writer(heap_size=50_000_000, num_threads=1)
+            w = self._writer
+            try:
+                for skill_id in deletes:
+                    w.delete_documents_by_term("skill_id", skill_id)
+                for d in upserts:
+                    w.delete_documents_by_term("skill_id", d.skill_id)
+                    w.add_document(self._doc(d))
+                w.commit()
+            except ValueError as exc:
+                self._writer = None
+                raise IndexNotReadyError(f"lexical index update failed ({exc}); run `skillsearch reindex`") from exc
+            self.index.reload()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._writer is not None:
+                self._writer.wait_merging_threads()
+                self._writer = None
+
+    # -- reads ------------------------------------------------------------------------------------
+
+    def num_docs(self) -> int:
+        return int(self.index.searcher().num_docs)
+
+    def searcher(self) -> tantivy.Searcher:
+        return self.index.searcher()
+
+    def build_query(
+        self, text: str, grants: Sequence[str], kind: str | None = None, tags: Sequence[str] = ()
+    ) -> tantivy.Query | None:
+        """The whole lexical query, filters included, or ``None`` when the text has no searchable word."""
+        words = _NON_WORD.sub(" ", text).strip().lower()
+        should: list[tuple[tantivy.Occur, tantivy.Query]] = []
+        if words:
+            query, _errors = self.index.parse_query_lenient(words, list(TEXT_FIELDS), field_boosts=FIELD_BOOSTS)
+            should.append((tantivy.Occur.Should, query))
+        grams = sorted({g for run in cjk_runs(text) for g in _bigrams(run)})
+        if grams:
+            terms = [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "cjk", g)) for g in grams]
+            cjk_q = tantivy.Query.boost_query(tantivy.Query.boolean_query(terms), CJK_BOOST)
+            should.append((tantivy.Occur.Should, cjk_q))
+        if not should or not grants:
+            return None
+        must: list[tuple[tantivy.Occur, tantivy.Query]] = [
+            (tantivy.Occur.Must, tantivy.Query.boolean_query(should)),
+            (tantivy.Occur.Must, self._filter("grant", list(grants))),
+        ]
+        if kind:
+            must.append((tantivy.Occur.Must, self._filter("kind", [kind])))
+        for tag in tags:
+            must.append((tantivy.Occur.Must, self._filter("tag", [tag])))
+        return tantivy.Query.boolean_query(must)
+
+    def _filter(self, field: str, values: list[str]) -> tantivy.Query:
+        return tantivy.Query.const_score_query(tantivy.Query.term_set_query(self.schema, field, values), 0.0)
+
+    def search(
+        self,
+        text: str,
+        grants: Sequence[str],
+        limit: int,
+        kind: str | None = None,
+        tags: Sequence[str] = (),
+        searcher: tantivy.Searcher | None = None,
+    ) -> LexicalHits:
+        query = self.build_query(text, grants, kind, tags)
+        if query is None or limit <= 0:
+            return LexicalHits(np.zeros(0, np.uint64), np.zeros(0, np.float32))
+        s = searcher or self.index.searcher()
+        try:
+            result = s.search(query, limit=limit, count=False)
+        except ValueError as exc:
+            raise IndexNotReadyError(f"lexical search failed: {exc}") from exc
+        hits = [(score, addr) for score, addr in result.hits if score > 0.0]
+        if not hits:
+            return LexicalHits(np.zeros(0, np.uint64), np.zeros(0, np.float32))
+        keys = s.fast_field_values("key", [addr for _, addr in hits])
+        return LexicalHits(np.asarray(keys, dtype=np.uint64), np.asarray([h[0] for h in hits], dtype=np.float32))

@@ -1,0 +1,143 @@
+"""The thin reads on the catalog: list (paged), get (kind-specific content) and flow-template resolve.
+
+Every read applies the single visibility rule; a skill the caller may not see is ``SKILL_NOT_FOUND``,
+exactly like one that does not exist, so nothing leaks its existence.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from skillsearch.domain import Principal, Revision, Skill
+from skillsearch.errors import SkillInvalidError, SkillNotFoundError, ValidationError
+from skillsearch.store import CatalogStore
+from skillsearch.templates import resolve_steps
+from skillsearch.views import (
+    ListResponse,
+    ParameterView,
+    ResolvedFlow,
+    ResolvedStep,
+    ResourceInfo,
+    SkillDetail,
+    SkillSummary,
+    StepView,
+)
+from skillsearch.visibility import is_visible, visible_grants
+
+__all__ = ["get_detail", "list_page", "resolve_flow", "visible_skill"]
+
+MAX_PAGE = 200
+
+
+def _encode_cursor(skill: Skill) -> str:
+    return base64.urlsafe_b64encode(json.dumps([skill.name, skill.skill_id]).encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[str, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        name, skill_id = json.loads(raw)
+        if not isinstance(name, str) or not isinstance(skill_id, str):
+            raise ValueError
+        return name, skill_id
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        raise ValidationError("invalid cursor: pass the next_cursor of a previous page", {"cursor": cursor}) from None
+
+
+def list_page(
+    store: CatalogStore,
+    principal: Principal,
+    *,
+    kind: str | None = None,
+    tags: Sequence[str] = (),
+    cursor: str | None = None,
+    limit: int = 50,
+) -> ListResponse:
+    if not 1 <= limit <= MAX_PAGE:
+        raise ValidationError(f"limit must be between 1 and {MAX_PAGE}", {"limit": limit})
+    if kind is not None and kind not in ("knowledge", "flow_template"):
+        raise ValidationError("kind must be knowledge or flow_template", {"kind": kind})
+    after = _decode_cursor(cursor) if cursor else None
+    grants = visible_grants(principal, store.grants(), store.revoked_subscriptions())
+    page = store.list_page(sorted(grants), kind=kind, tags=tags, after=after, limit=limit + 1)
+    items = [
+        SkillSummary(skill_id=s.skill_id, name=s.name, description=s.description, kind=s.kind, tags=list(s.tags))
+        for s in page[:limit]
+    ]
+    return ListResponse(items=items, next_cursor=_encode_cursor(page[limit - 1]) if len(page) > limit else None)
+
+
+def visible_skill(store: CatalogStore, principal: Principal, skill_id: str) -> Skill:
+    """The skill if this principal may see it now; ``SKILL_NOT_FOUND`` otherwise (no existence leak)."""
+    if not isinstance(skill_id, str) or not skill_id or len(skill_id) > 200:
+        raise ValidationError("skill_id must be a non-empty string of at most 200 characters")
+    skill = store.skill(skill_id)
+    if skill is None or not is_visible(skill.status, skill.grant, principal, store.revoked_subscriptions()):
+        raise SkillNotFoundError(f"no skill {skill_id!r} is visible to you", {"skill_id": skill_id})
+    return skill
+
+
+def _current_revision(store: CatalogStore, skill: Skill) -> Revision:
+    revision = store.revision(skill.current_revision_id)
+    if revision is None:  # the store's own invariant; never expected
+        raise SkillNotFoundError(f"skill {skill.skill_id!r} has no current revision", {"skill_id": skill.skill_id})
+    return revision
+
+
+def resource_infos(store: CatalogStore, revision_id: str) -> list[ResourceInfo]:
+    return [
+        ResourceInfo(resource_id=r.resource_id, path=r.path, kind=r.kind, media_type=r.media_type, size=r.size,
+                     sha256=r.sha256)
+        for r in store.resources(revision_id)
+    ]
+
+
+def get_detail(store: CatalogStore, principal: Principal, skill_id: str) -> SkillDetail:
+    skill = visible_skill(store, principal, skill_id)
+    rev = _current_revision(store, skill)
+    flow = skill.kind == "flow_template"
+    return SkillDetail(
+        skill_id=skill.skill_id,
+        slug=skill.slug,
+        name=skill.name,
+        description=skill.description,
+        kind=skill.kind,
+        tags=list(skill.tags),
+        revision_id=rev.revision_id,
+        version=rev.version,
+        canonical_hash=rev.canonical_hash,
+        updated_at=skill.updated_at,
+        instructions=rev.instructions if (rev.instructions or not flow) else None,
+        steps=[StepView(tool=s.tool, args=s.args) for s in rev.steps] if flow else None,
+        parameters=[ParameterView(**p.model_dump()) for p in rev.parameters] if flow else None,
+        resources=resource_infos(store, rev.revision_id),
+    )
+
+
+def resolve_flow(
+    store: CatalogStore,
+    principal: Principal,
+    skill_id: str,
+    values: Mapping[str, Any],
+    known_tools: Iterable[str] | None = None,
+) -> ResolvedFlow:
+    skill = visible_skill(store, principal, skill_id)
+    if skill.kind != "flow_template":
+        raise SkillInvalidError(
+            f"skill {skill_id!r} is a {skill.kind} skill, not a flow_template: read it with get_skill",
+            {"skill_id": skill_id, "kind": skill.kind},
+        )
+    if not isinstance(values, Mapping):
+        raise ValidationError("parameters must be an object of name to value")
+    rev = _current_revision(store, skill)
+    steps, effective = resolve_steps(rev.steps, rev.parameters, values, known_tools)
+    return ResolvedFlow(
+        skill_id=skill.skill_id,
+        revision_id=rev.revision_id,
+        steps=[ResolvedStep(**s) for s in steps],
+        parameters=effective,
+    )

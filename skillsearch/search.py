@@ -1,0 +1,216 @@
+"""The search use case: both retrievers under the caller's visibility, fused, re-checked, explained.
+
+1. The grants the principal may see now (its set minus revoked subscriptions) go into both retrievers as
+   a filter, so each returns its top ``depth`` *visible* candidates.
+2. Every candidate gets both raw scores: BM25 (0 when it does not match) and its exact cosine.
+3. The chosen fusion (default: z-score convex combination, semantic weight 0.6) orders them.
+4. The fused list is re-checked against the store in one query (status, grant, revocation) before it is
+   returned: the index may lag the store by one batch, the answer may not.
+5. ``no_match``: when no candidate matches lexically and the best cosine is under the encoder's calibrated
+   threshold, nothing is a good match and the list is left empty rather than padded with noise.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+import numpy as np
+
+from skillsearch.domain import Principal, Skill
+from skillsearch.encoder import Encoder
+from skillsearch.errors import ValidationError
+from skillsearch.fusion import FUSION_METHODS, Candidates, FusionMethod, fuse
+from skillsearch.indexer import IndexSnapshot
+from skillsearch.lexical import LexicalIndex
+from skillsearch.settings import Settings
+from skillsearch.store import CatalogStore
+from skillsearch.vectors import top_k
+from skillsearch.visibility import is_visible, visible_grants
+
+__all__ = ["DEFAULT_NO_MATCH_COSINE", "Hit", "SearchMode", "SearchRequest", "SearchResult", "run_search"]
+
+SearchMode = Literal["hybrid", "lexical", "semantic"]
+SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
+KINDS = ("knowledge", "flow_template")
+
+# Cosine under which a semantic-only candidate is noise, per encoder, until the index carries its own
+# calibration (``manifest.json`` -> ``calibration.no_match_cosine``), measured on dev queries.
+DEFAULT_NO_MATCH_COSINE: dict[str, float] = {
+    "sentence-transformers/all-MiniLM-L6-v2": 0.25,
+    "intfloat/multilingual-e5-small": 0.80,
+    "hashing-bow-256": 0.15,
+}
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    query: str
+    limit: int = 10
+    mode: str = "hybrid"
+    kind: str | None = None
+    tags: tuple[str, ...] = ()
+    fusion: str | None = None
+    semantic_weight: float | None = None
+
+
+@dataclass(frozen=True)
+class Hit:
+    skill: Skill
+    score: float
+    explanation: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    hits: list[Hit]
+    no_match: bool
+    mode: str
+    fusion: str | None
+    took_ms: float
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def validate(request: SearchRequest, settings: Settings) -> SearchRequest:
+    problems: list[str] = []
+    query = request.query.strip() if isinstance(request.query, str) else ""
+    if not query:
+        problems.append("query must not be empty")
+    if len(request.query) > settings.max_query_chars:
+        problems.append(f"query is longer than {settings.max_query_chars} characters")
+    if not 1 <= request.limit <= settings.max_limit:
+        problems.append(f"limit must be between 1 and {settings.max_limit}")
+    if request.mode not in SEARCH_MODES:
+        problems.append(f"mode must be one of {', '.join(SEARCH_MODES)}")
+    if request.kind is not None and request.kind not in KINDS:
+        problems.append(f"kind must be one of {', '.join(KINDS)}")
+    if request.fusion is not None and request.fusion not in FUSION_METHODS:
+        problems.append(f"fusion must be one of {', '.join(FUSION_METHODS)}")
+    if request.semantic_weight is not None and not 0.0 <= request.semantic_weight <= 1.0:
+        problems.append("semantic_weight must be between 0 and 1")
+    if problems:
+        raise ValidationError("; ".join(problems), {"problems": problems})
+    return request
+
+
+def run_search(
+    request: SearchRequest,
+    principal: Principal,
+    *,
+    snapshot: IndexSnapshot,
+    lexical: LexicalIndex,
+    encoder: Encoder,
+    store: CatalogStore,
+    settings: Settings,
+    calibration: dict[str, Any] | None = None,
+) -> SearchResult:
+    started = time.perf_counter()
+    request = validate(request, settings)
+    timings: dict[str, float] = {}
+    vectors = snapshot.vectors
+    revoked = store.revoked_subscriptions()
+    grants = sorted(visible_grants(principal, vectors.grant_names, revoked))
+    depth = max(request.limit, settings.candidate_depth)
+    method: FusionMethod = request.fusion or settings.fusion  # type: ignore[assignment]
+    weight = settings.semantic_weight if request.semantic_weight is None else request.semantic_weight
+    use_lex = request.mode in ("lexical", "hybrid")
+    use_sem = request.mode in ("semantic", "hybrid")
+
+    lex_rows = np.zeros(0, np.int64)
+    lex_scores = np.zeros(0, np.float32)
+    if use_lex and grants:
+        t = time.perf_counter()
+        hits = lexical.search(request.query, grants, depth, request.kind, request.tags, searcher=snapshot.searcher)
+        mapped = [(vectors.key_to_row.get(int(k)), s) for k, s in zip(hits.keys, hits.scores, strict=True)]
+        mapped = [(r, s) for r, s in mapped if r is not None]
+        lex_rows = np.asarray([r for r, _ in mapped], dtype=np.int64)
+        lex_scores = np.asarray([s for _, s in mapped], dtype=np.float32)
+        timings["lexical_ms"] = (time.perf_counter() - t) * 1000
+
+    sem_all: np.ndarray | None = None
+    sem_rows = np.zeros(0, np.int64)
+    if use_sem and grants and len(vectors):
+        t = time.perf_counter()
+        q = encoder.encode_query(request.query)
+        timings["encode_ms"] = (time.perf_counter() - t) * 1000
+        t = time.perf_counter()
+        sem_all = vectors.scores(q, vectors.mask(grants, request.kind, request.tags))
+        sem_rows = top_k(sem_all, depth)
+        timings["vector_ms"] = (time.perf_counter() - t) * 1000
+
+    rows = np.unique(np.concatenate([lex_rows, sem_rows])) if (lex_rows.size or sem_rows.size) else lex_rows
+    lexical_score = np.zeros(rows.size, np.float32)
+    lexical_rank = np.zeros(rows.size, np.int64)
+    semantic_rank = np.zeros(rows.size, np.int64)
+    pos = {int(r): i for i, r in enumerate(rows)}
+    for rank, (r, s) in enumerate(zip(lex_rows, lex_scores, strict=True), start=1):
+        lexical_score[pos[int(r)]] = s
+        lexical_rank[pos[int(r)]] = rank
+    for rank, r in enumerate(sem_rows, start=1):
+        semantic_rank[pos[int(r)]] = rank
+    semantic = sem_all[rows].astype(np.float32) if sem_all is not None else np.zeros(rows.size, np.float32)
+    cands = Candidates(rows, lexical_score, semantic, lexical_rank, semantic_rank)
+
+    if request.mode == "lexical":
+        fused = lexical_score.astype(np.float64)
+    elif request.mode == "semantic":
+        fused = semantic.astype(np.float64)
+    else:
+        fused = fuse(cands, method, weight, settings.rrf_k)
+
+    threshold = float(
+        (calibration or {}).get("no_match_cosine", DEFAULT_NO_MATCH_COSINE.get(encoder.name, 0.25))
+    )
+    keep = np.ones(rows.size, dtype=bool)
+    if use_sem:
+        keep = (lexical_rank > 0) | (semantic >= threshold)
+    if request.mode == "lexical":
+        keep = lexical_rank > 0
+    order = np.argsort(-fused, kind="stable")
+    order = order[keep[order]]
+
+    # Re-check visibility on the fused list against the store, in one round trip.
+    t = time.perf_counter()
+    hits_out: list[Hit] = []
+    chunk = max(request.limit * 2, 20)
+    for start in range(0, order.size, chunk):
+        part = order[start : start + chunk]
+        ids = [vectors.rows[int(rows[i])].skill_id for i in part]
+        skills = store.skills(ids)
+        for i, skill_id in zip(part, ids, strict=True):
+            skill = skills.get(skill_id)
+            if skill is None or not is_visible(skill.status, skill.grant, principal, revoked):
+                continue
+            if request.kind and skill.kind != request.kind:
+                continue
+            if request.tags and not set(request.tags) <= set(skill.tags):
+                continue
+            hits_out.append(Hit(skill, float(fused[i]), _explain(cands, int(i), fused, method, weight, request.mode)))
+            if len(hits_out) == request.limit:
+                break
+        if len(hits_out) == request.limit:
+            break
+    timings["recheck_ms"] = (time.perf_counter() - t) * 1000
+    return SearchResult(
+        hits=hits_out,
+        no_match=not hits_out,
+        mode=request.mode,
+        fusion=method if request.mode == "hybrid" else None,
+        took_ms=(time.perf_counter() - started) * 1000,
+        timings=timings,
+    )
+
+
+def _explain(
+    c: Candidates, i: int, fused: np.ndarray, method: str, weight: float, mode: str
+) -> dict[str, Any]:
+    return {
+        "lexical_rank": int(c.lexical_rank[i]) or None,
+        "lexical_score": round(float(c.lexical[i]), 4) if c.lexical_rank[i] else None,
+        "semantic_rank": int(c.semantic_rank[i]) or None,
+        "semantic_score": round(float(c.semantic[i]), 4) if mode != "lexical" else None,
+        "fused_score": round(float(fused[i]), 4),
+        "fusion": method if mode == "hybrid" else None,
+        "semantic_weight": weight if mode == "hybrid" else None,
+    }

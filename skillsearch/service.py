@@ -1,0 +1,242 @@
+"""The composition root: one :class:`Catalog` that owns the store, the encoder and the search index, and
+offers every use case to the surfaces (CLI, MCP, HTTP). Surfaces never reach below this class.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources as importlib_resources
+from pathlib import Path
+from threading import RLock
+from typing import Any
+
+from skillsearch.domain import GRANT_PATTERN, Principal
+from skillsearch.encoder import CachedQueryEncoder, Encoder, make_encoder
+from skillsearch.errors import ValidationError
+from skillsearch.importer import ImportProblem, parse_path
+from skillsearch.indexer import IndexStats, ProgressFactory, SearchIndex
+from skillsearch.reads import get_detail, list_page, resolve_flow
+from skillsearch.search import SearchRequest, SearchResult, run_search
+from skillsearch.settings import Settings
+from skillsearch.store import CatalogStore, UpsertOutcome
+from skillsearch.views import (
+    Explanation,
+    ListResponse,
+    ResolvedFlow,
+    SearchHitView,
+    SearchResponse,
+    SkillDetail,
+)
+
+__all__ = ["Catalog", "ImportReport", "sample_catalog_dir"]
+
+log = logging.getLogger("skillsearch")
+
+
+def sample_catalog_dir() -> Path:
+    return Path(str(importlib_resources.files("skillsearch") / "sample"))
+
+
+@dataclass
+class ImportReport:
+    source: str
+    grant: str
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    problems: list[ImportProblem] = field(default_factory=list)
+    index: IndexStats | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "grant": self.grant,
+            "created": len(self.created),
+            "updated": len(self.updated),
+            "unchanged": len(self.unchanged),
+            "problems": [{"file": p.file, "reason": p.reason} for p in self.problems],
+            "embedded": self.index.embedded if self.index else 0,
+        }
+
+
+class Catalog:
+    """Store + encoder + index for one data directory."""
+
+    def __init__(self, settings: Settings, encoder: Encoder | None = None) -> None:
+        self.settings = settings
+        self.data_dir = Path(settings.data_dir)
+        self.store = CatalogStore.in_dir(self.data_dir)
+        self._encoder = encoder
+        self._index: SearchIndex | None = None
+        self._lock = RLock()
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        settings: Settings,
+        *,
+        encoder: Encoder | None = None,
+        seed: bool | None = None,
+        progress: ProgressFactory | None = None,
+    ) -> Catalog:
+        """Open a data directory for reading: seed the sample catalog into an empty one (when enabled) and
+        open the index, building or repairing it as needed."""
+        catalog = cls(settings, encoder)
+        if (settings.seed_sample if seed is None else seed) and catalog.is_empty():
+            catalog.import_sample(progress)
+        catalog.index(progress)
+        return catalog
+
+    def is_empty(self) -> bool:
+        return self.store.count() == 0 and not self.store.all_sync_states()
+
+    @property
+    def encoder(self) -> Encoder:
+        if self._encoder is None:
+            self._encoder = make_encoder(self.settings.encoder)
+        if not isinstance(self._encoder, CachedQueryEncoder):
+            self._encoder = CachedQueryEncoder(self._encoder, self.settings.query_cache_size)
+        return self._encoder
+
+    def index(self, progress: ProgressFactory | None = None) -> SearchIndex:
+        """The search index, opened on first use and brought up to the store when another process
+        changed the catalog since (the store's generation moved)."""
+        with self._lock:
+            if self._index is None:
+                idx = SearchIndex(self.data_dir, self.encoder, self.settings.embed_instructions_chars)
+                idx.open(self.store, progress)
+                self._index = idx
+            elif self._index.snapshot().generation != self.store.generation():
+                self._index.refresh(self.store)
+            return self._index
+
+    def reindex(self, progress: ProgressFactory | None = None) -> IndexStats:
+        with self._lock:
+            idx = self._index or SearchIndex(self.data_dir, self.encoder, self.settings.embed_instructions_chars)
+            stats = idx.rebuild(self.store, progress)
+            self._index = idx
+            return stats
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
+        self.store.close()
+
+    # -- writes: import ---------------------------------------------------------------------------
+
+    def import_path(
+        self, path: Path, source: str, grant: str, progress: ProgressFactory | None = None
+    ) -> ImportReport:
+        if not GRANT_PATTERN.match(grant or ""):
+            raise ValidationError(f"invalid grant {grant!r}: use sub:<id>, team:<id> or user:<id>")
+        if not source or len(source) > 128:
+            raise ValidationError("source must be a non-empty name of at most 128 characters")
+        parsed = parse_path(path, source, grant)
+        report = ImportReport(source=source, grant=grant, problems=list(parsed.problems))
+        outcomes: dict[str, UpsertOutcome] = {}
+        with self.store.transaction():
+            for content in parsed.skills:
+                clash = self.store.skill_by_slug(grant, content.slug)
+                if clash is not None and clash.skill_id != content.skill_id:
+                    report.problems.append(ImportProblem(
+                        parsed.files[content.skill_id],
+                        f"slug {content.slug!r} is already used in grant {grant} by source {clash.source!r}",
+                    ))
+                    continue
+                owner = self.store.skill(content.skill_id)
+                if owner is not None and owner.source != source:
+                    report.problems.append(ImportProblem(
+                        parsed.files[content.skill_id],
+                        f"skill {content.skill_id} belongs to source {owner.source!r}, not {source!r}",
+                    ))
+                    continue
+                outcomes[content.skill_id] = self.store.upsert(content)
+        for skill_id, outcome in outcomes.items():
+            getattr(report, outcome).append(skill_id)
+        changed = report.created + report.updated
+        if self._index is not None:
+            report.index = self._index.refresh(self.store, changed) if changed else None
+        elif (self.data_dir / "manifest.json").exists() or changed:
+            self.index(progress)
+        return report
+
+    def import_sample(self, progress: ProgressFactory | None = None) -> list[ImportReport]:
+        root = sample_catalog_dir()
+        manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+        reports = [self.import_path(root / s["path"], s["source"], s["grant"], progress) for s in manifest["sources"]]
+        for r in reports:
+            for p in r.problems:
+                log.warning("sample catalog: %s", p)
+        return reports
+
+    # -- reads ------------------------------------------------------------------------------------
+
+    def search(self, principal: Principal, request: SearchRequest) -> SearchResult:
+        idx = self.index()
+        return run_search(
+            request,
+            principal,
+            snapshot=idx.snapshot(),
+            lexical=idx.lexical,
+            encoder=self.encoder,
+            store=self.store,
+            settings=self.settings,
+            calibration=idx.calibration,
+        )
+
+    def search_view(self, principal: Principal, request: SearchRequest) -> SearchResponse:
+        result = self.search(principal, request)
+        return SearchResponse(
+            query=request.query,
+            mode=result.mode,
+            fusion=result.fusion,
+            no_match=result.no_match,
+            took_ms=round(result.took_ms, 3),
+            hits=[
+                SearchHitView(
+                    skill_id=h.skill.skill_id,
+                    slug=h.skill.slug,
+                    name=h.skill.name,
+                    description=h.skill.description,
+                    kind=h.skill.kind,
+                    tags=list(h.skill.tags),
+                    score=round(h.score, 6),
+                    explanation=Explanation(**h.explanation),
+                )
+                for h in result.hits
+            ],
+        )
+
+    def list_skills(
+        self,
+        principal: Principal,
+        *,
+        kind: str | None = None,
+        tags: Sequence[str] = (),
+        cursor: str | None = None,
+        limit: int = 50,
+    ) -> ListResponse:
+        return list_page(self.store, principal, kind=kind, tags=tags, cursor=cursor, limit=limit)
+
+    def get_skill(self, principal: Principal, skill_id: str) -> SkillDetail:
+        return get_detail(self.store, principal, skill_id)
+
+    def resolve(
+        self,
+        principal: Principal,
+        skill_id: str,
+        values: Mapping[str, Any],
+        known_tools: Iterable[str] | None = None,
+    ) -> ResolvedFlow:
+        return resolve_flow(self.store, principal, skill_id, values, known_tools)
+
+

@@ -1,0 +1,59 @@
+"""Settings: where data lives, which encoder, and the search defaults the dev data supports.
+
+Values come from keyword arguments, else ``SKILLSEARCH_*`` environment variables, else the defaults below.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Settings"]
+
+
+def _env_default(name: str, default: Any) -> Any:
+    raw = os.environ.get(f"SKILLSEARCH_{name.upper()}")
+    if raw is None:
+        return default
+    if isinstance(default, bool):
+        return raw.strip().lower() in ("1", "true", "yes", "on")
+    if isinstance(default, int):
+        return int(raw)
+    if isinstance(default, float):
+        return float(raw)
+    if isinstance(default, Path):
+        return Path(raw)
+    return raw
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir: Path = Path("index")
+    # "minilm" (default, English), "e5" (multilingual, optional extra) or "hashing" (fast tests only).
+    encoder: str = "minilm"
+    # Fusion defaults (design section 4): z-score convex combination, semantic weight about 0.6.
+    fusion: str = "zscore"
+    semantic_weight: float = 0.6
+    rrf_k: int = 60
+    # How many candidates each retriever hands to fusion.
+    candidate_depth: int = 100
+    # Characters of the instructions that go into the embedded text.
+    embed_instructions_chars: int = 600
+    query_cache_size: int = 1024
+    max_query_chars: int = 2000
+    max_limit: int = 100
+    # Seed an empty data directory with the bundled sample catalog when it is opened for reading.
+    seed_sample: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> Settings:
+        values = {f.name: _env_default(f.name, f.default) for f in fields(cls) if f.name != "extra"}
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        values["data_dir"] = Path(values["data_dir"])
+        return cls(**values)
+
+    def with_(self, **changes: Any) -> Settings:
+        return replace(self, **changes)

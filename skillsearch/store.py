@@ -1,0 +1,470 @@
+"""The SQLite catalog (design section 2): skills, immutable revisions, resources, sync state, revocations.
+
+One file, WAL mode, a connection per thread. Every write goes through :meth:`CatalogStore.transaction`,
+so a batch lands whole or not at all. There is no authoring API: content arrives as :class:`SkillContent`
+from import or sync, and new content always makes a new revision.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from skillsearch.domain import FlowStep, Parameter, Resource, Revision, Skill, SkillContent
+from skillsearch.hashing import canonical_hash, sha256_hex, stable_id
+
+__all__ = ["CatalogStore", "IndexRow", "SyncState", "UpsertOutcome", "utc_now"]
+
+UpsertOutcome = Literal["created", "updated", "unchanged"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS skills (
+    skill_id TEXT PRIMARY KEY,
+    slug TEXT NOT NULL,
+    name TEXT NOT NULL,
+    description TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    grant_key TEXT NOT NULL,
+    status TEXT NOT NULL,
+    current_revision_id TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    source TEXT NOT NULL,
+    UNIQUE (grant_key, slug)
+);
+CREATE INDEX IF NOT EXISTS skills_by_name ON skills (grant_key, name, skill_id);
+CREATE TABLE IF NOT EXISTS revisions (
+    revision_id TEXT PRIMARY KEY,
+    skill_id TEXT NOT NULL,
+    version TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    canonical_hash TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS revisions_by_skill ON revisions (skill_id, created_at);
+CREATE TABLE IF NOT EXISTS resources (
+    resource_id TEXT PRIMARY KEY,
+    revision_id TEXT NOT NULL,
+    path TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    media_type TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    content BLOB NOT NULL,
+    UNIQUE (revision_id, path)
+);
+CREATE TABLE IF NOT EXISTS sync_state (
+    source TEXT PRIMARY KEY,
+    cursor TEXT,
+    last_success TEXT,
+    last_error TEXT,
+    counts TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS revoked_subscriptions (
+    subscription_id TEXT PRIMARY KEY,
+    revoked_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+_SKILL_COLUMNS = (
+    "skill_id, slug, name, description, kind, tags, grant_key, status, current_revision_id, updated_at, source"
+)
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    """What the search index needs of one active skill's current revision."""
+
+    skill_id: str
+    slug: str
+    grant: str
+    kind: str
+    tags: tuple[str, ...]
+    name: str
+    description: str
+    instructions: str
+    canonical_hash: str
+
+
+@dataclass(frozen=True)
+class SyncState:
+    source: str
+    cursor: str | None
+    last_success: str | None
+    last_error: str | None
+    counts: dict[str, int]
+
+
+def _skill_from_row(row: sqlite3.Row) -> Skill:
+    return Skill(
+        skill_id=row["skill_id"],
+        slug=row["slug"],
+        name=row["name"],
+        description=row["description"],
+        kind=row["kind"],
+        tags=tuple(json.loads(row["tags"])),
+        grant=row["grant_key"],
+        status=row["status"],
+        current_revision_id=row["current_revision_id"],
+        updated_at=row["updated_at"],
+        source=row["source"],
+    )
+
+
+def _revision_from_row(row: sqlite3.Row) -> Revision:
+    body = json.loads(row["body"])
+    return Revision(
+        revision_id=row["revision_id"],
+        skill_id=row["skill_id"],
+        version=row["version"],
+        created_at=row["created_at"],
+        canonical_hash=row["canonical_hash"],
+        name=body["name"],
+        description=body["description"],
+        kind=body["kind"],
+        tags=tuple(body["tags"]),
+        instructions=body["instructions"],
+        steps=tuple(FlowStep(**s) for s in body["steps"]),
+        parameters=tuple(Parameter(**p) for p in body["parameters"]),
+        metadata=body.get("metadata", {}),
+    )
+
+
+def _resource_from_row(row: sqlite3.Row, with_content: bool) -> Resource:
+    return Resource(
+        resource_id=row["resource_id"],
+        path=row["path"],
+        kind=row["kind"],
+        media_type=row["media_type"],
+        size=row["size"],
+        sha256=row["sha256"],
+        content=bytes(row["content"]) if with_content else b"",
+    )
+
+
+class CatalogStore:
+    """The local catalog in ``<data_dir>/catalog.sqlite3``."""
+
+    FILENAME = "catalog.sqlite3"
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._write_lock = threading.RLock()
+        self._conn().executescript(_SCHEMA)
+
+    @classmethod
+    def in_dir(cls, data_dir: Path) -> CatalogStore:
+        return cls(Path(data_dir) / cls.FILENAME)
+
+    # -- connections and transactions -------------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; nested use joins the outer one. Rolls back on any exception."""
+        conn = self._conn()
+        if conn.in_transaction:
+            yield conn
+            return
+        with self._write_lock:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def data_version(self) -> int:
+        """Changes whenever another connection commits; cheap enough to ask on every request."""
+        return int(self._conn().execute("PRAGMA data_version").fetchone()[0])
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    def upsert(self, content: SkillContent, now: str | None = None) -> UpsertOutcome:
+        """Store ``content`` as the skill's current revision. Unchanged content makes no new revision."""
+        now = now or utc_now()
+        resources = [
+            r.model_copy(update={"sha256": sha256_hex(r.content), "size": len(r.content)}) for r in content.resources
+        ]
+        chash = canonical_hash(content.revision, resources)
+        revision_id = stable_id("rev", content.skill_id, chash)
+        rev = content.revision
+        with self.transaction() as conn:
+            existing = conn.execute(
+                f"SELECT {_SKILL_COLUMNS} FROM skills WHERE skill_id = ?", (content.skill_id,)
+            ).fetchone()
+            if existing is not None and existing["current_revision_id"] == revision_id and (
+                existing["status"] == "active"
+                and existing["grant_key"] == content.grant
+                and existing["slug"] == content.slug
+                and existing["source"] == content.source
+            ):
+                return "unchanged"
+            known = conn.execute("SELECT 1 FROM revisions WHERE revision_id = ?", (revision_id,)).fetchone()
+            if known is None:
+                body = {
+                    "name": rev.name,
+                    "description": rev.description,
+                    "kind": rev.kind,
+                    "tags": list(rev.tags),
+                    "instructions": rev.instructions,
+                    "steps": [s.model_dump() for s in rev.steps],
+                    "parameters": [p.model_dump() for p in rev.parameters],
+                    "metadata": rev.metadata,
+                }
+                conn.execute(
+                    "INSERT INTO revisions (revision_id, skill_id, version, created_at, canonical_hash, body)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (revision_id, content.skill_id, rev.version, rev.created_at or now, chash, json.dumps(body)),
+                )
+                conn.executemany(
+                    "INSERT INTO resources (resource_id, revision_id, path, kind, media_type, size, sha256, content)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (stable_id("res", revision_id, r.path), revision_id, r.path, r.kind, r.media_type,
+                         r.size, r.sha256, r.content)
+                        for r in resources
+                    ],
+                )
+            values = (
+                content.slug, rev.name, rev.description, rev.kind, json.dumps(list(rev.tags)), content.grant,
+                revision_id, now, content.source, content.skill_id,
+            )
+            if existing is None:
+                conn.execute(
+                    "INSERT INTO skills (slug, name, description, kind, tags, grant_key, status,"
+                    " current_revision_id, updated_at, source, skill_id)"
+                    " VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?)",
+                    values,
+                )
+                self._bump(conn)
+                return "created"
+            conn.execute(
+                "UPDATE skills SET slug = ?, name = ?, description = ?, kind = ?, tags = ?, grant_key = ?,"
+                " status = 'active', current_revision_id = ?, updated_at = ?, source = ? WHERE skill_id = ?",
+                values,
+            )
+            self._bump(conn)
+            return "updated"
+
+    def archive(self, skill_id: str, now: str | None = None) -> bool:
+        with self.transaction() as conn:
+            cur = conn.execute(
+                "UPDATE skills SET status = 'archived', updated_at = ? WHERE skill_id = ? AND status != 'archived'",
+                (now or utc_now(), skill_id),
+            )
+            if cur.rowcount:
+                self._bump(conn)
+            return cur.rowcount > 0
+
+    def delete(self, skill_id: str) -> bool:
+        """Remove a skill and everything it had (an upstream delete, not an archive)."""
+        with self.transaction() as conn:
+            cur = conn.execute("DELETE FROM skills WHERE skill_id = ?", (skill_id,))
+            conn.execute(
+                "DELETE FROM resources WHERE revision_id IN (SELECT revision_id FROM revisions WHERE skill_id = ?)",
+                (skill_id,),
+            )
+            conn.execute("DELETE FROM revisions WHERE skill_id = ?", (skill_id,))
+            if cur.rowcount:
+                self._bump(conn)
+            return cur.rowcount > 0
+
+    def set_revoked(self, subscription_id: str, revoked: bool, now: str | None = None) -> None:
+        with self.transaction() as conn:
+            if revoked:
+                conn.execute(
+                    "INSERT OR IGNORE INTO revoked_subscriptions (subscription_id, revoked_at) VALUES (?, ?)",
+                    (subscription_id, now or utc_now()),
+                )
+            else:
+                conn.execute("DELETE FROM revoked_subscriptions WHERE subscription_id = ?", (subscription_id,))
+            self._bump(conn)
+
+    def _bump(self, conn: sqlite3.Connection) -> None:
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('generation', '1')"
+            " ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
+
+    # -- sync state -------------------------------------------------------------------------------
+
+    def sync_state(self, source: str) -> SyncState | None:
+        row = self._conn().execute("SELECT * FROM sync_state WHERE source = ?", (source,)).fetchone()
+        if row is None:
+            return None
+        return SyncState(row["source"], row["cursor"], row["last_success"], row["last_error"], json.loads(row["counts"]))
+
+    def all_sync_states(self) -> list[SyncState]:
+        rows = self._conn().execute("SELECT source FROM sync_state ORDER BY source").fetchall()
+        return [s for r in rows if (s := self.sync_state(r["source"])) is not None]
+
+    def save_sync_state(self, state: SyncState) -> None:
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO sync_state (source, cursor, last_success, last_error, counts) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT(source) DO UPDATE SET cursor = excluded.cursor, last_success = excluded.last_success,"
+                " last_error = excluded.last_error, counts = excluded.counts",
+                (state.source, state.cursor, state.last_success, state.last_error, json.dumps(state.counts)),
+            )
+
+    # -- reads ------------------------------------------------------------------------------------
+
+    def generation(self) -> int:
+        row = self._conn().execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        return int(row["value"]) if row else 0
+
+    def revoked_subscriptions(self) -> frozenset[str]:
+        rows = self._conn().execute("SELECT subscription_id FROM revoked_subscriptions").fetchall()
+        return frozenset(r["subscription_id"] for r in rows)
+
+    def grants(self) -> list[str]:
+        return [r[0] for r in self._conn().execute("SELECT DISTINCT grant_key FROM skills ORDER BY grant_key")]
+
+    def count(self, status: str | None = None) -> int:
+        if status is None:
+            return int(self._conn().execute("SELECT COUNT(*) FROM skills").fetchone()[0])
+        return int(self._conn().execute("SELECT COUNT(*) FROM skills WHERE status = ?", (status,)).fetchone()[0])
+
+    def skill(self, skill_id: str) -> Skill | None:
+        row = self._conn().execute(f"SELECT {_SKILL_COLUMNS} FROM skills WHERE skill_id = ?", (skill_id,)).fetchone()
+        return _skill_from_row(row) if row else None
+
+    def skill_by_slug(self, grant: str, slug: str) -> Skill | None:
+        row = self._conn().execute(
+            f"SELECT {_SKILL_COLUMNS} FROM skills WHERE grant_key = ? AND slug = ?", (grant, slug)
+        ).fetchone()
+        return _skill_from_row(row) if row else None
+
+    def skills_by_slug(self, slug: str) -> list[Skill]:
+        rows = self._conn().execute(
+            f"SELECT {_SKILL_COLUMNS} FROM skills WHERE slug = ? ORDER BY grant_key", (slug,)
+        ).fetchall()
+        return [_skill_from_row(r) for r in rows]
+
+    def skills(self, skill_ids: Sequence[str]) -> dict[str, Skill]:
+        """Many skills in one round trip (the search path asks once per query, never per hit)."""
+        out: dict[str, Skill] = {}
+        ids = list(dict.fromkeys(skill_ids))
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in self._conn().execute(
+                f"SELECT {_SKILL_COLUMNS} FROM skills WHERE skill_id IN ({marks})", chunk
+            ):
+                out[row["skill_id"]] = _skill_from_row(row)
+        return out
+
+    def skill_ids_of_source(self, source: str) -> list[str]:
+        return [r[0] for r in self._conn().execute("SELECT skill_id FROM skills WHERE source = ?", (source,))]
+
+    def list_page(
+        self,
+        grants: Iterable[str],
+        *,
+        kind: str | None = None,
+        tags: Sequence[str] = (),
+        after: tuple[str, str] | None = None,
+        limit: int = 50,
+    ) -> list[Skill]:
+        """Active skills of the given grants ordered by (name, skill_id), keyset-paged after ``after``."""
+        grant_list = list(grants)
+        if not grant_list:
+            return []
+        clauses = [f"status = 'active' AND grant_key IN ({','.join('?' * len(grant_list))})"]
+        params: list[Any] = list(grant_list)
+        if kind:
+            clauses.append("kind = ?")
+            params.append(kind)
+        for tag in tags:
+            clauses.append("EXISTS (SELECT 1 FROM json_each(skills.tags) WHERE json_each.value = ?)")
+            params.append(tag)
+        if after is not None:
+            clauses.append("(name, skill_id) > (?, ?)")
+            params.extend(after)
+        params.append(limit)
+        rows = self._conn().execute(
+            f"SELECT {_SKILL_COLUMNS} FROM skills WHERE {' AND '.join(clauses)} ORDER BY name, skill_id LIMIT ?",
+            params,
+        ).fetchall()
+        return [_skill_from_row(r) for r in rows]
+
+    def revision(self, revision_id: str) -> Revision | None:
+        row = self._conn().execute("SELECT * FROM revisions WHERE revision_id = ?", (revision_id,)).fetchone()
+        return _revision_from_row(row) if row else None
+
+    def revisions_of(self, skill_id: str) -> list[Revision]:
+        rows = self._conn().execute(
+            "SELECT * FROM revisions WHERE skill_id = ? ORDER BY created_at, revision_id", (skill_id,)
+        ).fetchall()
+        return [_revision_from_row(r) for r in rows]
+
+    def resources(self, revision_id: str, with_content: bool = False) -> list[Resource]:
+        rows = self._conn().execute(
+            "SELECT * FROM resources WHERE revision_id = ? ORDER BY path", (revision_id,)
+        ).fetchall()
+        return [_resource_from_row(r, with_content) for r in rows]
+
+    def resource(self, revision_id: str, path_or_id: str) -> Resource | None:
+        row = self._conn().execute(
+            "SELECT * FROM resources WHERE revision_id = ? AND (path = ? OR resource_id = ?)",
+            (revision_id, path_or_id, path_or_id),
+        ).fetchone()
+        return _resource_from_row(row, True) if row else None
+
+    def index_rows(self, skill_ids: Sequence[str] | None = None) -> Iterator[IndexRow]:
+        """Active skills with their current revision's text, for (re)building the search index."""
+        sql = (
+            "SELECT s.skill_id, s.slug, s.grant_key, s.kind, s.tags, s.name, s.description, r.body,"
+            " r.canonical_hash FROM skills s JOIN revisions r ON r.revision_id = s.current_revision_id"
+            " WHERE s.status = 'active'"
+        )
+        params: list[Any] = []
+        if skill_ids is not None:
+            if not skill_ids:
+                return
+            sql += f" AND s.skill_id IN ({','.join('?' * len(skill_ids))})"
+            params = list(skill_ids)
+        for row in self._conn().execute(sql + " ORDER BY s.skill_id", params):
+            yield IndexRow(
+                skill_id=row["skill_id"],
+                slug=row["slug"],
+                grant=row["grant_key"],
+                kind=row["kind"],
+                tags=tuple(json.loads(row["tags"])),
+                name=row["name"],
+                description=row["description"],
+                instructions=json.loads(row["body"])["instructions"],
+                canonical_hash=row["canonical_hash"],
+            )

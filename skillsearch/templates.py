@@ -1,0 +1,116 @@
+"""Flow-template resolution (design section 5): validate values, apply defaults, substitute placeholders.
+
+Resolution is all or nothing: every problem is collected into one ``VALIDATION_ERROR`` and no partially
+substituted step list is ever returned. Nothing here executes a step.
+
+Substitution rules:
+- a string that is exactly ``{param}`` takes the value with its JSON type;
+- any other string gets the value's text (booleans as ``true``/``false``) in place of each ``{param}``;
+- ``{{`` and ``}}`` are literal braces;
+- an optional parameter with no value and no default removes an argument that is exactly ``{param}``
+  (the tool's own default applies) and becomes the empty string inside a longer string.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from skillsearch.domain import FlowStep, Parameter
+from skillsearch.errors import SkillInvalidError, ValidationError
+
+__all__ = ["coerce_text_value", "resolve_steps"]
+
+_TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_WHOLE = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+_OMIT = object()
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def _substitute(value: Any, values: Mapping[str, Any]) -> Any:
+    if isinstance(value, str):
+        whole = _WHOLE.match(value)
+        if whole:
+            return values.get(whole.group(1), _OMIT)
+
+        def repl(m: re.Match[str]) -> str:
+            if m.group(0) == "{{":
+                return "{"
+            if m.group(0) == "}}":
+                return "}"
+            return _as_text(values.get(m.group(1)))
+
+        return _TOKEN.sub(repl, value)
+    if isinstance(value, dict):
+        out = {k: _substitute(v, values) for k, v in value.items()}
+        return {k: v for k, v in out.items() if v is not _OMIT}
+    if isinstance(value, list):
+        return [v for v in (_substitute(item, values) for item in value) if v is not _OMIT]
+    return value
+
+
+def resolve_steps(
+    steps: Sequence[FlowStep],
+    parameters: Sequence[Parameter],
+    values: Mapping[str, Any],
+    known_tools: Iterable[str] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The ordered, substituted steps and the effective parameter values, or one ``ValidationError``."""
+    if known_tools is not None:
+        known = set(known_tools)
+        unknown_tools = sorted({s.tool for s in steps} - known)
+        if unknown_tools:
+            raise SkillInvalidError(
+                f"template names tool(s) this host does not provide: {', '.join(unknown_tools)}",
+                {"unknown_tools": unknown_tools},
+            )
+    by_name = {p.name: p for p in parameters}
+    problems: list[dict[str, str]] = []
+    for name in sorted(set(values) - set(by_name)):
+        problems.append({"parameter": name, "problem": "unknown", "message": f"unknown parameter {name!r}"})
+    effective: dict[str, Any] = {}
+    for p in parameters:
+        if p.name in values and values[p.name] is not None:
+            problem = p.problem_with(values[p.name])
+            if problem:
+                problems.append({"parameter": p.name, "problem": "invalid", "message": f"{p.name}: {problem}"})
+            else:
+                effective[p.name] = values[p.name]
+        elif p.default is not None:
+            effective[p.name] = p.default
+        elif p.required:
+            problems.append({"parameter": p.name, "problem": "missing", "message": f"missing required parameter {p.name!r}"})
+    if problems:
+        summary = "; ".join(x["message"] for x in problems)
+        raise ValidationError(f"invalid parameters: {summary}", {"problems": problems})
+    resolved = [{"tool": s.tool, "args": _substitute(s.args, effective)} for s in steps]
+    return resolved, effective
+
+
+def coerce_text_value(parameter: Parameter | None, text: str) -> Any:
+    """Turn a command-line ``NAME=VALUE`` text into the parameter's type, leaving it as text if it will
+    not parse so that resolution reports the type problem."""
+    if parameter is None or parameter.type == "string":
+        return text
+    try:
+        if parameter.type == "integer":
+            return int(text)
+        if parameter.type == "number":
+            return float(text)
+    except ValueError:
+        return text
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    return text

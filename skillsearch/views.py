@@ -1,0 +1,120 @@
+"""The answers of the read use cases, as pydantic models: one shape for MCP, HTTP and the CLI's JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+__all__ = [
+    "Explanation",
+    "ListResponse",
+    "ParameterView",
+    "ResolvedFlow",
+    "ResolvedStep",
+    "ResourceInfo",
+    "SearchHitView",
+    "SearchResponse",
+    "SkillDetail",
+    "SkillSummary",
+    "StepView",
+]
+
+
+class SkillSummary(BaseModel):
+    """What a list shows of a skill: no upstream fields."""
+
+    skill_id: str = Field(description="Stable opaque id; pass it to get_skill or resolve_skill.")
+    name: str
+    description: str
+    kind: str = Field(description="'knowledge' (instructions to read) or 'flow_template' (steps to run).")
+    tags: list[str]
+
+
+class Explanation(BaseModel):
+    """Why a hit ranked where it did."""
+
+    lexical_rank: int | None = Field(None, description="Rank in the BM25 list (1 = best), null if not matched.")
+    lexical_score: float | None = Field(None, description="BM25 score.")
+    semantic_rank: int | None = Field(None, description="Rank by cosine among the semantic candidates.")
+    semantic_score: float | None = Field(None, description="Cosine similarity of query and skill embeddings.")
+    fused_score: float = Field(description="The score the list is ordered by.")
+    fusion: str | None = Field(None, description="Fusion method in hybrid mode: zscore, minmax or rrf.")
+    semantic_weight: float | None = None
+
+
+class SearchHitView(BaseModel):
+    skill_id: str
+    slug: str
+    name: str
+    description: str
+    kind: str
+    tags: list[str]
+    score: float
+    explanation: Explanation
+
+
+class SearchResponse(BaseModel):
+    query: str
+    mode: str
+    fusion: str | None
+    hits: list[SearchHitView]
+    no_match: bool = Field(description="True when nothing in the catalog is a good match for the query.")
+    took_ms: float
+
+
+class ListResponse(BaseModel):
+    items: list[SkillSummary]
+    next_cursor: str | None = Field(None, description="Pass as cursor to get the next page; null at the end.")
+
+
+class ResourceInfo(BaseModel):
+    resource_id: str
+    path: str
+    kind: str
+    media_type: str
+    size: int
+    sha256: str
+
+
+class ParameterView(BaseModel):
+    name: str
+    type: str
+    required: bool
+    description: str = ""
+    default: Any = None
+    enum: list[Any] | None = None
+
+
+class StepView(BaseModel):
+    tool: str
+    args: dict[str, Any]
+
+
+class SkillDetail(BaseModel):
+    skill_id: str
+    slug: str
+    name: str
+    description: str
+    kind: str
+    tags: list[str]
+    revision_id: str
+    version: str
+    canonical_hash: str
+    updated_at: str
+    instructions: str | None = Field(None, description="Markdown instructions (knowledge) or usage notes (flow).")
+    steps: list[StepView] | None = Field(None, description="Flow templates only: ordered tool calls with {param}.")
+    parameters: list[ParameterView] | None = Field(None, description="Flow templates only: the parameter schema.")
+    resources: list[ResourceInfo]
+
+
+class ResolvedStep(BaseModel):
+    tool: str
+    args: dict[str, Any]
+
+
+class ResolvedFlow(BaseModel):
+    skill_id: str
+    revision_id: str
+    steps: list[ResolvedStep] = Field(description="Call these tools yourself, in order; nothing was executed.")
+    parameters: dict[str, Any] = Field(description="The effective values, defaults applied.")

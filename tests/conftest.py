@@ -1,0 +1,71 @@
+"""Shared fixtures. The real embedding model is loaded once per test session."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from skillsearch.encoder import CachedQueryEncoder, Encoder, HashingEncoder, MiniLMEncoder  # noqa: E402
+from skillsearch.service import Catalog  # noqa: E402
+from skillsearch.settings import Settings  # noqa: E402
+
+DATA = Path(__file__).parent / "data"
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def encoder() -> Encoder:
+    """The real all-MiniLM-L6-v2, loaded from its PyPI package, once."""
+    return CachedQueryEncoder(MiniLMEncoder())
+
+
+@pytest.fixture(scope="session")
+def fake_encoder() -> Encoder:
+    return HashingEncoder()
+
+
+@pytest.fixture(scope="session")
+def sample_dir(tmp_path_factory: pytest.TempPathFactory, encoder: Encoder) -> Path:
+    """A data directory holding the bundled sample catalog, indexed with the real model (built once)."""
+    data_dir = tmp_path_factory.mktemp("sample-index")
+    catalog = Catalog.open(Settings(data_dir=data_dir), encoder=encoder)
+    catalog.close()
+    return data_dir
+
+
+@pytest.fixture(scope="session")
+def sample(sample_dir: Path, encoder: Encoder) -> Iterator[Catalog]:
+    """The sample catalog, read-only: tests that write use ``fresh_sample``."""
+    catalog = Catalog.open(Settings(data_dir=sample_dir), encoder=encoder)
+    yield catalog
+    catalog.close()
+
+
+@pytest.fixture
+def fresh_sample(sample_dir: Path, tmp_path: Path, encoder: Encoder) -> Iterator[Catalog]:
+    """A private copy of the sample catalog and its index, free to change."""
+    target = tmp_path / "data"
+    shutil.copytree(sample_dir, target)
+    catalog = Catalog.open(Settings(data_dir=target), encoder=encoder)
+    yield catalog
+    catalog.close()
+
+
+@pytest.fixture
+def empty_catalog(tmp_path: Path, encoder: Encoder) -> Iterator[Catalog]:
+    catalog = Catalog.open(Settings(data_dir=tmp_path / "data", seed_sample=False), encoder=encoder)
+    yield catalog
+    catalog.close()

@@ -1,0 +1,80 @@
+"""Flow-template resolution: pure core, no I/O."""
+
+from __future__ import annotations
+
+import pytest
+
+from skillsearch.domain import FlowStep, Parameter
+from skillsearch.errors import SkillInvalidError, ValidationError
+from skillsearch.templates import coerce_text_value, resolve_steps
+
+PARAMS = (
+    Parameter(name="service", type="string", required=True),
+    Parameter(name="replicas", type="integer", required=True),
+    Parameter(name="ratio", type="number", default=0.5),
+    Parameter(name="dry_run", type="boolean", default=False),
+    Parameter(name="env", type="string", default="staging", enum=["staging", "production"]),
+    Parameter(name="note", type="string"),
+)
+STEPS = (
+    FlowStep(tool="k8s.scale", args={"deployment": "{service}", "replicas": "{replicas}", "dry": "{dry_run}"}),
+    FlowStep(tool="metrics.query", args={"q": "rate{{service=\"{service}\"}}[5m]", "ratio": "{ratio}"}),
+    FlowStep(tool="notify.send", args={"targets": [{"env": "{env}", "text": "scaled {service} to {replicas}"}],
+                                       "note": "{note}", "footer": "note: {note}"}),
+)
+
+
+def test_whole_value_placeholders_keep_their_type() -> None:
+    steps, values = resolve_steps(STEPS, PARAMS, {"service": "api", "replicas": 3})
+    assert steps[0]["args"] == {"deployment": "api", "replicas": 3, "dry": False}
+    assert steps[1]["args"]["ratio"] == 0.5
+    assert values["env"] == "staging"
+
+
+def test_nested_args_and_escaped_braces_are_substituted() -> None:
+    steps, _ = resolve_steps(STEPS, PARAMS, {"service": "api", "replicas": 2, "env": "production"})
+    assert steps[1]["args"]["q"] == 'rate{service="api"}[5m]'
+    assert steps[2]["args"]["targets"] == [{"env": "production", "text": "scaled api to 2"}]
+
+
+def test_optional_parameter_without_value_drops_whole_argument() -> None:
+    steps, _ = resolve_steps(STEPS, PARAMS, {"service": "api", "replicas": 1})
+    assert "note" not in steps[2]["args"]
+    assert steps[2]["args"]["footer"] == "note: "
+
+
+def test_step_tool_names_and_order_are_the_templates() -> None:
+    steps, _ = resolve_steps(STEPS, PARAMS, {"service": "api", "replicas": 1})
+    assert [s["tool"] for s in steps] == [s.tool for s in STEPS]
+
+
+def test_all_problems_are_reported_in_one_error() -> None:
+    with pytest.raises(ValidationError) as info:
+        resolve_steps(STEPS, PARAMS, {"replicas": "three", "env": "moon", "colour": "red"})
+    problems = {(p["parameter"], p["problem"]) for p in info.value.details["problems"]}
+    assert problems == {("service", "missing"), ("replicas", "invalid"), ("env", "invalid"), ("colour", "unknown")}
+    assert info.value.code == "VALIDATION_ERROR"
+
+
+def test_boolean_is_not_an_integer() -> None:
+    with pytest.raises(ValidationError, match="expected integer, got boolean"):
+        resolve_steps(STEPS, PARAMS, {"service": "api", "replicas": True})
+
+
+def test_unknown_tool_is_skill_invalid_when_host_names_its_tools() -> None:
+    with pytest.raises(SkillInvalidError, match="metrics.query"):
+        resolve_steps(STEPS, PARAMS, {"service": "a", "replicas": 1}, known_tools={"k8s.scale", "notify.send"})
+
+
+def test_default_must_fit_its_type_and_enum() -> None:
+    with pytest.raises(ValueError, match="default"):
+        Parameter(name="env", type="string", default="moon", enum=["staging"])
+
+
+@pytest.mark.parametrize(
+    ("ptype", "text", "expected"),
+    [("integer", "42", 42), ("number", "1.5", 1.5), ("boolean", "TRUE", True), ("string", "007", "007"),
+     ("integer", "x", "x")],
+)
+def test_command_line_values_are_coerced_to_the_schema(ptype: str, text: str, expected: object) -> None:
+    assert coerce_text_value(Parameter(name="p", type=ptype), text) == expected  # type: ignore[arg-type]
