@@ -6,22 +6,28 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources as importlib_resources
 from pathlib import Path
-from threading import RLock
+from threading import Event, RLock
 from typing import Any
 
 from skillsearch.domain import GRANT_PATTERN, Principal
 from skillsearch.encoder import CachedQueryEncoder, Encoder, make_encoder
-from skillsearch.errors import ValidationError
+from skillsearch.errors import UpstreamUnavailableError, ValidationError
 from skillsearch.importer import ImportProblem, parse_path
 from skillsearch.indexer import IndexStats, ProgressFactory, SearchIndex
 from skillsearch.reads import get_detail, list_page, resolve_flow
 from skillsearch.search import SearchRequest, SearchResult, run_search
 from skillsearch.settings import Settings
 from skillsearch.store import CatalogStore, UpsertOutcome
+from skillsearch.sync.client import HttpSubscriptionClient, SubscriptionClient
+from skillsearch.sync.config import SubscriptionConfig, SyncConfig
+from skillsearch.sync.poller import Poller
+from skillsearch.sync.runner import SyncReport, sync_subscription
+from skillsearch.sync.status import SyncStatus, sync_status
 from skillsearch.views import (
     Explanation,
     ListResponse,
@@ -76,6 +82,7 @@ class Catalog:
         self._encoder = encoder
         self._index: SearchIndex | None = None
         self._lock = RLock()
+        self._writers = 0
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -115,7 +122,7 @@ class Catalog:
                 idx = SearchIndex(self.data_dir, self.encoder, self.settings.embed_instructions_chars)
                 idx.open(self.store, progress)
                 self._index = idx
-            elif self._index.snapshot().generation != self.store.generation():
+            elif self._writers == 0 and self._index.snapshot().generation != self.store.generation():
                 self._index.refresh(self.store)
             return self._index
 
@@ -240,3 +247,77 @@ class Catalog:
         return resolve_flow(self.store, principal, skill_id, values, known_tools)
 
 
+
+    # -- writes: sync from the subscription platform ----------------------------------------------
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Mark an in-process batch in progress: its own index refresh follows its commit, so reads in
+        other threads keep the current snapshot instead of starting a full refresh of their own."""
+        with self._lock:
+            self._writers += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._writers -= 1
+
+    def sync_subscription(
+        self,
+        sub: SubscriptionConfig,
+        client: SubscriptionClient,
+        *,
+        page_limit: int = 100,
+        cancel: Event | None = None,
+    ) -> SyncReport:
+        """Pull and apply every waiting change of one subscription (see :mod:`skillsearch.sync.runner`)."""
+        index = self.index()
+        with self.writing():
+            return sync_subscription(self.store, index, client, sub, page_limit=page_limit, cancel=cancel)
+
+    def sync_once(
+        self,
+        config: SyncConfig,
+        subscription_ids: Sequence[str] | None = None,
+        client: SubscriptionClient | None = None,
+    ) -> list[SyncReport]:
+        """One run of each configured subscription (or of those named). A subscription whose upstream
+        fails gets a report with ``error`` set; the others still run."""
+        subs = list(config.subscriptions)
+        if subscription_ids:
+            unknown = sorted(set(subscription_ids) - {s.id for s in subs})
+            if unknown:
+                raise ValidationError(f"not configured: {', '.join(unknown)}", {"unknown": unknown})
+            subs = [s for s in subs if s.id in subscription_ids]
+        own = client is None
+        http = client or HttpSubscriptionClient(config.upstream)
+        reports: list[SyncReport] = []
+        try:
+            for sub in subs:
+                try:
+                    reports.append(self.sync_subscription(sub, http, page_limit=config.upstream.page_limit))
+                except UpstreamUnavailableError as exc:
+                    reports.append(SyncReport.failed(sub.id, exc))
+        finally:
+            if own:
+                http.close()
+        return reports
+
+    def sync_status(self, config: SyncConfig, poller: Poller | None = None) -> SyncStatus:
+        return sync_status(self.store, config, poller.status() if poller is not None else None)
+
+    def make_poller(self, config: SyncConfig, client: SubscriptionClient | None = None) -> Poller:
+        """A background poller for ``config`` (not started). Stopping it cuts a retry wait short."""
+        stop = Event()
+        http = client or HttpSubscriptionClient(config.upstream, cancel=stop)
+
+        def run(sub: SubscriptionConfig, cancel: Event) -> SyncReport:
+            return self.sync_subscription(sub, http, page_limit=config.upstream.page_limit, cancel=cancel)
+
+        return Poller(
+            run, config.subscriptions,
+            backoff_base_s=max(config.upstream.backoff_base_s, 0.05),
+            backoff_max_s=max(config.upstream.backoff_max_s, 1.0),
+            stop_event=stop,
+            on_stop=http.close if client is None else None,
+        )

@@ -72,6 +72,10 @@ CREATE TABLE IF NOT EXISTS revoked_subscriptions (
     revoked_at TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS webhook_events (
+    event_id TEXT PRIMARY KEY,
+    received_at REAL NOT NULL
+);
 """
 
 _SKILL_COLUMNS = (
@@ -218,7 +222,7 @@ class CatalogStore:
             r.model_copy(update={"sha256": sha256_hex(r.content), "size": len(r.content)}) for r in content.resources
         ]
         chash = canonical_hash(content.revision, resources)
-        revision_id = stable_id("rev", content.skill_id, chash)
+        revision_id = self.revision_id_of(content, chash)
         rev = content.revision
         with self.transaction() as conn:
             existing = conn.execute(
@@ -278,6 +282,11 @@ class CatalogStore:
             self._bump(conn)
             return "updated"
 
+    @staticmethod
+    def revision_id_of(content: SkillContent, chash: str | None = None) -> str:
+        """The id ``content`` gets as a revision: the same content of the same skill gives the same id."""
+        return stable_id("rev", content.skill_id, chash or canonical_hash(content.revision, content.resources))
+
     def archive(self, skill_id: str, now: str | None = None) -> bool:
         with self.transaction() as conn:
             cur = conn.execute(
@@ -317,6 +326,23 @@ class CatalogStore:
             "INSERT INTO meta (key, value) VALUES ('generation', '1')"
             " ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
         )
+
+    def remember_event(self, event_id: str, now: float, forget_before: float) -> bool:
+        """Record a webhook event id; ``False`` when it was already seen (a replay). Joins the caller's
+        transaction so the record and the event's effect land together. Ids older than ``forget_before``
+        are dropped: the timestamp window refuses those events anyway."""
+        with self.transaction() as conn:
+            conn.execute("DELETE FROM webhook_events WHERE received_at < ?", (forget_before,))
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO webhook_events (event_id, received_at) VALUES (?, ?)", (event_id, now)
+            )
+            return cur.rowcount > 0
+
+    def revoked_at(self, subscription_id: str) -> str | None:
+        row = self._conn().execute(
+            "SELECT revoked_at FROM revoked_subscriptions WHERE subscription_id = ?", (subscription_id,)
+        ).fetchone()
+        return str(row["revoked_at"]) if row else None
 
     # -- sync state -------------------------------------------------------------------------------
 

@@ -1,0 +1,40 @@
+"""Sync from the subscription platform (design section 3): the wire contract, the HTTP client, applying
+pages to the store and index, the background poller, the webhook receiver and the reference upstream.
+
+Layout, one concept per module:
+
+    contract.py   pydantic models of the wire format, webhook signature
+    config.py     sync settings from TOML (upstream URL, token, secret, subscriptions)
+    client.py     SubscriptionClient protocol + the httpx client (timeouts, retries, Retry-After)
+    apply.py      validate and apply one page: store transaction, then incremental index refresh
+    runner.py     one run of one subscription: paging, full resync on 410, revocation
+    poller.py     background thread: intervals with jitter, backoff, triggers
+    status.py     per-subscription status view
+    webhook.py    FastAPI router: POST /v1/sync/webhook, GET /v1/sync/status
+    changelog.py  the reference upstream's compacted change log
+    upstream.py   the reference upstream app (``skillsearch upstream``)
+"""
+
+from __future__ import annotations
+
+from skillsearch.sync.client import CursorExpired, HttpSubscriptionClient, SubscriptionClient, SubscriptionRevoked
+from skillsearch.sync.config import SubscriptionConfig, SyncConfig, UpstreamConfig, default_config_path, load_config
+from skillsearch.sync.poller import Poller
+from skillsearch.sync.runner import SyncReport, sync_subscription
+from skillsearch.sync.status import SyncStatus
+
+__all__ = [
+    "CursorExpired",
+    "HttpSubscriptionClient",
+    "Poller",
+    "SubscriptionClient",
+    "SubscriptionConfig",
+    "SubscriptionRevoked",
+    "SyncConfig",
+    "SyncReport",
+    "SyncStatus",
+    "UpstreamConfig",
+    "default_config_path",
+    "load_config",
+    "sync_subscription",
+]

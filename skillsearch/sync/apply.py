@@ -1,0 +1,216 @@
+"""Applying one page of upstream changes: validate each item, store the page in one transaction, then
+bring the index up to date for the changed skills only.
+
+Why it is shaped like this:
+- Items are validated one by one. A malformed item is rejected with its reason (logged, counted in the
+  sync state) and the valid items of the same page are still stored. Each item is applied inside its own
+  savepoint, so even a store-level refusal (a slug taken by another skill) only undoes that item.
+- The page's content and the cursor that follows it are committed in the same transaction: the stored
+  cursor never runs ahead of the stored content, and a crash before the commit repeats the page.
+- The index is refreshed after the commit with the ids the page touched; the index re-embeds only the
+  skills whose embedded text changed. Reads re-check visibility against the store, so an archived or
+  revoked skill leaves search as soon as the commit lands, before the index catches up.
+- An archived skill keeps its revisions (pinned reads of them still work); a deleted one loses them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic
+
+from skillsearch.domain import Resource, Revision, SkillContent
+from skillsearch.indexer import IndexStats, SearchIndex
+from skillsearch.store import CatalogStore, SyncState, utc_now
+from skillsearch.sync.config import SubscriptionConfig
+from skillsearch.sync.contract import DeleteItem, UpsertItem, parse_item
+
+__all__ = ["PageOutcome", "Rejection", "apply_page", "purge_subscription", "to_content"]
+
+log = logging.getLogger("skillsearch.sync")
+
+COUNTERS = ("created", "updated", "archived", "deleted", "rejected", "pages")
+
+
+@dataclass(frozen=True)
+class Rejection:
+    skill_id: str | None
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.skill_id or '(no skill id)'}: {self.reason}"
+
+
+@dataclass
+class PageOutcome:
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    archived: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    rejected: list[Rejection] = field(default_factory=list)
+    index: IndexStats | None = None
+
+    @property
+    def changed(self) -> list[str]:
+        return list(dict.fromkeys(self.created + self.updated + self.archived + self.deleted))
+
+    def merge(self, other: PageOutcome) -> None:
+        for name in ("created", "updated", "unchanged", "archived", "deleted", "rejected"):
+            getattr(self, name).extend(getattr(other, name))
+
+
+def _error_text(exc: pydantic.ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(x) for x in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    return "; ".join(parts)
+
+
+def to_content(item: UpsertItem, sub: SubscriptionConfig) -> SkillContent:
+    """The wire item as the store's :class:`SkillContent`; ``ValueError`` with a reason when invalid."""
+    rev = item.revision
+    try:
+        resources = tuple(
+            Resource(path=r.path, kind=r.kind, media_type=r.media_type, content=r.data()) for r in item.resources
+        )
+        return SkillContent(
+            skill_id=item.skill.skill_id,
+            slug=item.skill.slug,
+            grant=sub.grant,
+            source=sub.source,
+            revision=Revision(
+                version=rev.version,
+                created_at=rev.created_at,
+                name=rev.name.strip(),
+                description=rev.description.strip(),
+                kind=rev.kind,
+                tags=tuple(t.strip().lower() for t in rev.tags if t.strip()),
+                instructions=rev.instructions,
+                steps=tuple(rev.steps),
+                parameters=tuple(rev.parameters),
+                metadata=rev.metadata,
+            ),
+            resources=resources,
+        )
+    except pydantic.ValidationError as exc:
+        raise ValueError(_error_text(exc)) from None
+
+
+def _raw_skill_id(raw: Any) -> str | None:
+    if isinstance(raw, dict):
+        sid = raw.get("skill_id")
+        if sid is None and isinstance(raw.get("skill"), dict):
+            sid = raw["skill"].get("skill_id")
+        return sid if isinstance(sid, str) and 0 < len(sid) <= 200 else None
+    return None
+
+
+def _apply_one(store: CatalogStore, sub: SubscriptionConfig, item: UpsertItem | DeleteItem,
+               out: PageOutcome, now: str) -> None:
+    """Apply one valid item; raises ``ValueError`` when the store must refuse it."""
+    if isinstance(item, DeleteItem):
+        owner = store.skill(item.skill_id)
+        if owner is None:
+            out.unchanged.append(item.skill_id)
+            return
+        if owner.source != sub.source:
+            raise ValueError(f"delete refused: the skill belongs to source {owner.source!r}")
+        store.delete(item.skill_id)
+        out.deleted.append(item.skill_id)
+        return
+    content = to_content(item, sub)
+    existing = store.skill(content.skill_id)
+    if existing is not None and existing.source != sub.source:
+        raise ValueError(f"the skill id belongs to source {existing.source!r}")
+    clash = store.skill_by_slug(content.grant, content.slug)
+    if clash is not None and clash.skill_id != content.skill_id:
+        raise ValueError(f"slug {content.slug!r} is already used in {content.grant} by skill {clash.skill_id}")
+    if item.skill.status == "archived":
+        if (
+            existing is not None
+            and existing.status == "archived"
+            and existing.current_revision_id == store.revision_id_of(content)
+        ):
+            out.unchanged.append(content.skill_id)
+            return
+        store.upsert(content, now)
+        store.archive(content.skill_id, now)
+        out.archived.append(content.skill_id)
+        return
+    getattr(out, store.upsert(content, now)).append(content.skill_id)
+
+
+def apply_page(
+    store: CatalogStore,
+    index: SearchIndex | None,
+    sub: SubscriptionConfig,
+    items: Iterable[Any],
+    *,
+    state: SyncState,
+    cursor: str | None,
+    finished: bool,
+    seen: set[str] | None = None,
+    sweep: bool = False,
+) -> tuple[PageOutcome, SyncState]:
+    """Store one page and save ``cursor`` with it; returns what happened and the sync state now stored.
+
+    ``seen`` collects the skill ids the upstream listed (full resync); with ``sweep`` (its last page) the
+    skills of this subscription that the upstream no longer listed are deleted in the same transaction.
+    """
+    out = PageOutcome()
+    now = utc_now()
+    with store.transaction() as conn:
+        for raw in items:
+            raw_id = _raw_skill_id(raw)
+            if seen is not None and raw_id is not None:
+                seen.add(raw_id)
+            conn.execute("SAVEPOINT sync_item")
+            try:
+                _apply_one(store, sub, parse_item(raw), out, now)
+            except pydantic.ValidationError as exc:
+                conn.execute("ROLLBACK TO sync_item")
+                out.rejected.append(Rejection(raw_id, _error_text(exc)))
+            except ValueError as exc:
+                conn.execute("ROLLBACK TO sync_item")
+                out.rejected.append(Rejection(raw_id, str(exc)))
+            conn.execute("RELEASE sync_item")
+        if sweep and seen is not None:
+            for skill_id in store.skill_ids_of_source(sub.source):
+                if skill_id not in seen:
+                    store.delete(skill_id)
+                    out.deleted.append(skill_id)
+        counts = {k: int(state.counts.get(k, 0)) for k in COUNTERS}
+        for k in ("created", "updated", "archived", "deleted", "rejected"):
+            counts[k] += len(getattr(out, k))
+        counts["pages"] += 1
+        last_error = state.last_error
+        if out.rejected:
+            last_error = f"{now} rejected {len(out.rejected)} item(s): " + "; ".join(map(str, out.rejected[:3]))
+        new_state = SyncState(sub.source, cursor, now if finished else state.last_success, last_error, counts)
+        store.save_sync_state(new_state)
+    for r in out.rejected:
+        log.warning("sync %s: rejected item %s", sub.id, r)
+    if index is not None and out.changed:
+        out.index = index.refresh(store, out.changed)
+    return out, new_state
+
+
+def purge_subscription(store: CatalogStore, index: SearchIndex | None, sub: SubscriptionConfig,
+                       state: SyncState, reason: str) -> list[str]:
+    """The platform confirmed a revocation: keep it marked revoked, drop its skills, forget the cursor."""
+    now = utc_now()
+    with store.transaction():
+        store.set_revoked(sub.id, True, now)
+        gone = [s for s in store.skill_ids_of_source(sub.source) if store.delete(s)]
+        counts = dict(state.counts)
+        counts["deleted"] = int(counts.get("deleted", 0)) + len(gone)
+        store.save_sync_state(SyncState(sub.source, None, state.last_success, f"{now} {reason}", counts))
+    if index is not None and gone:
+        index.refresh(store, gone)
+    return gone

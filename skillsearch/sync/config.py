@@ -1,0 +1,163 @@
+"""Sync settings: which upstream, with which credentials, and which subscriptions on which interval.
+
+Read from a TOML file (``--config PATH``, else ``<data-dir>/sync.toml``)::
+
+    [upstream]
+    url = "http://127.0.0.1:8765"
+    token = "demo-token"              # or token_env = "SKILLSEARCH_UPSTREAM_TOKEN"
+    webhook_secret = "demo-secret"    # or webhook_secret_env = "..."; no secret means no webhook
+    timeout_s = 10.0                  # per request (connect, read, write, pool)
+    retries = 4                       # attempts after the first one, for 5xx/429/transport errors
+    backoff_base_s = 0.5              # exponential backoff with full jitter, capped by backoff_max_s
+    backoff_max_s = 30.0
+    page_limit = 100
+    webhook_tolerance_s = 300         # accepted clock skew of a webhook's timestamp
+
+    [[subscriptions]]
+    id = "starter-pack"
+    interval_s = 60                   # poll interval; each wait is jittered by +-10%
+
+Secrets may come from the environment so the file can be committed without them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from skillsearch.errors import ValidationError
+from skillsearch.sync.contract import SUBSCRIPTION_ID_PATTERN
+
+__all__ = ["SubscriptionConfig", "SyncConfig", "UpstreamConfig", "default_config_path", "load_config"]
+
+CONFIG_FILENAME = "sync.toml"
+_SUB_ID = re.compile(SUBSCRIPTION_ID_PATTERN)
+
+
+@dataclass(frozen=True)
+class UpstreamConfig:
+    url: str
+    token: str
+    webhook_secret: str | None = None
+    timeout_s: float = 10.0
+    retries: int = 4
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 30.0
+    page_limit: int = 100
+    webhook_tolerance_s: int = 300
+
+
+@dataclass(frozen=True)
+class SubscriptionConfig:
+    id: str
+    interval_s: float = 60.0
+
+    @property
+    def source(self) -> str:
+        """The store's name for what this subscription owns (sync state is kept under it)."""
+        return f"upstream:{self.id}"
+
+    @property
+    def grant(self) -> str:
+        return f"sub:{self.id}"
+
+
+@dataclass(frozen=True)
+class SyncConfig:
+    upstream: UpstreamConfig
+    subscriptions: tuple[SubscriptionConfig, ...] = field(default_factory=tuple)
+
+    def subscription(self, subscription_id: str) -> SubscriptionConfig | None:
+        return next((s for s in self.subscriptions if s.id == subscription_id), None)
+
+
+def default_config_path(data_dir: Path) -> Path:
+    return Path(data_dir) / CONFIG_FILENAME
+
+
+def _secret(table: dict[str, Any], name: str, problems: list[str]) -> str | None:
+    value = table.get(name)
+    env = table.get(f"{name}_env")
+    if value is None and env is not None:
+        if not isinstance(env, str) or not env:
+            problems.append(f"upstream.{name}_env must name an environment variable")
+            return None
+        value = os.environ.get(env)
+        if value is None:
+            problems.append(f"upstream.{name}_env names {env}, which is not set")
+    if value is not None and (not isinstance(value, str) or not value):
+        problems.append(f"upstream.{name} must be a non-empty string")
+        return None
+    return value
+
+
+def _number(table: dict[str, Any], name: str, default: float, low: float, high: float, problems: list[str]) -> Any:
+    value = table.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        problems.append(f"upstream.{name} must be a number between {low} and {high}")
+        return default
+    return value
+
+
+def parse_config(data: dict[str, Any], where: str = "sync config") -> SyncConfig:
+    """Validate a parsed TOML document; every problem is listed in one ``VALIDATION_ERROR``."""
+    problems: list[str] = []
+    up = data.get("upstream")
+    if not isinstance(up, dict):
+        raise ValidationError(f"{where}: missing [upstream] table", {"problems": ["missing [upstream] table"]})
+    url = up.get("url")
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        problems.append("upstream.url must be an http:// or https:// URL")
+    token = _secret(up, "token", problems)
+    if token is None and not any("upstream.token" in p for p in problems):
+        problems.append("upstream.token (or token_env) is required")
+    upstream = UpstreamConfig(
+        url=str(url).rstrip("/"),
+        token=token or "",
+        webhook_secret=_secret(up, "webhook_secret", problems),
+        timeout_s=float(_number(up, "timeout_s", 10.0, 0.01, 600, problems)),
+        retries=int(_number(up, "retries", 4, 0, 20, problems)),
+        backoff_base_s=float(_number(up, "backoff_base_s", 0.5, 0.0, 600, problems)),
+        backoff_max_s=float(_number(up, "backoff_max_s", 30.0, 0.0, 3600, problems)),
+        page_limit=int(_number(up, "page_limit", 100, 1, 1000, problems)),
+        webhook_tolerance_s=int(_number(up, "webhook_tolerance_s", 300, 1, 86400, problems)),
+    )
+    subs: list[SubscriptionConfig] = []
+    raw_subs = data.get("subscriptions", [])
+    if not isinstance(raw_subs, list):
+        problems.append("subscriptions must be an array of tables ([[subscriptions]])")
+        raw_subs = []
+    for i, raw in enumerate(raw_subs):
+        sid = raw.get("id") if isinstance(raw, dict) else None
+        if not isinstance(sid, str) or not _SUB_ID.match(sid):
+            problems.append(f"subscriptions[{i}].id must be 1-128 characters of A-Z, a-z, 0-9, '.', '_', '-'")
+            continue
+        interval = raw.get("interval_s", 60.0)
+        if isinstance(interval, bool) or not isinstance(interval, int | float) or not 0.05 <= interval <= 86400:
+            problems.append(f"subscriptions[{i}].interval_s must be a number of seconds between 0.05 and 86400")
+            continue
+        if any(s.id == sid for s in subs):
+            problems.append(f"subscription {sid!r} is listed twice")
+            continue
+        subs.append(SubscriptionConfig(sid, float(interval)))
+    if problems:
+        raise ValidationError(f"{where}: " + "; ".join(problems), {"problems": problems})
+    return SyncConfig(upstream, tuple(subs))
+
+
+def load_config(path: Path) -> SyncConfig:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValidationError(
+            f"no sync configuration at {path}: write one (see docs/upstream-api.md) or pass --config",
+            {"path": str(path)},
+        ) from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ValidationError(f"{path} is not a readable TOML file: {exc}", {"path": str(path)}) from None
+    return parse_config(data, str(path))

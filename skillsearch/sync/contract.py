@@ -1,0 +1,194 @@
+"""The wire format between the subscription platform and this catalog (``docs/upstream-api.md``).
+
+Pydantic models of what travels over HTTP, shared by the client (which parses them), the reference upstream
+(which produces them) and the webhook receiver (which checks them). The models are tolerant readers
+(unknown fields are ignored) so the platform can add fields without breaking us; what we rely on is
+validated strictly, one item at a time, so one malformed item never costs the valid ones beside it.
+
+The webhook signature lives here too because it is part of the contract both sides must compute alike:
+``v1=hex(HMAC-SHA256(secret, "<timestamp>." + raw_body))``. The timestamp is inside the signed bytes, so
+a captured request cannot be replayed later under a fresh timestamp.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from skillsearch.domain import FlowStep, Parameter, ResourceKind, SkillKind
+
+__all__ = [
+    "SIGNATURE_HEADER",
+    "SUBSCRIPTION_ID_PATTERN",
+    "TIMESTAMP_HEADER",
+    "ChangeItem",
+    "ChangePage",
+    "DeleteItem",
+    "ErrorBody",
+    "RawChangePage",
+    "UpsertItem",
+    "WebhookEvent",
+    "WireResource",
+    "WireRevision",
+    "WireSkill",
+    "parse_item",
+    "sign_webhook",
+    "signature_matches",
+]
+
+SUBSCRIPTION_ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
+SKILL_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$"
+SIGNATURE_HEADER = "X-Skillsearch-Signature"
+TIMESTAMP_HEADER = "X-Skillsearch-Timestamp"
+EVENT_TYPES = ("skills.changed", "subscription.revoked")
+
+_TOLERANT = ConfigDict(extra="ignore", frozen=True)
+
+
+class WireResource(BaseModel):
+    """A file of a revision. ``sha256`` is checked against the decoded content when present."""
+
+    model_config = _TOLERANT
+
+    path: str = Field(min_length=1, max_length=512, description="Logical path, e.g. scripts/check.py.")
+    kind: ResourceKind = "document"
+    media_type: str = Field("application/octet-stream", max_length=200)
+    encoding: Literal["utf-8", "base64"] = Field("utf-8", description="How `content` carries the bytes.")
+    content: str = Field("", description="The file: text as is, binary as base64.")
+    sha256: str | None = Field(None, description="Hex sha256 of the decoded bytes; a mismatch rejects the item.")
+
+    def data(self) -> bytes:
+        """The decoded bytes; raises ``ValueError`` on bad base64 or a hash that does not match."""
+        if self.encoding == "base64":
+            try:
+                raw = base64.b64decode(self.content, validate=True)
+            except (binascii.Error, ValueError):
+                raise ValueError(f"resource {self.path}: content is not valid base64") from None
+        else:
+            raw = self.content.encode("utf-8")
+        if self.sha256 is not None and hashlib.sha256(raw).hexdigest() != self.sha256.lower():
+            raise ValueError(f"resource {self.path}: sha256 does not match its content")
+        return raw
+
+
+class WireSkill(BaseModel):
+    """The skill's identity as the platform knows it."""
+
+    model_config = _TOLERANT
+
+    skill_id: str = Field(pattern=SKILL_ID_PATTERN, description="Stable, opaque; kept as the local skill id.")
+    slug: str = Field(min_length=1, max_length=64)
+    status: Literal["active", "archived"] = "active"
+    updated_at: str | None = None
+
+
+class WireRevision(BaseModel):
+    """The content of the skill's current revision."""
+
+    model_config = _TOLERANT
+
+    version: str = Field("", max_length=128, description="The platform's own version label.")
+    created_at: str = ""
+    name: str = Field(min_length=1, max_length=200)
+    description: str = Field(min_length=1, max_length=1024)
+    kind: SkillKind = "knowledge"
+    tags: list[str] = Field(default_factory=list, max_length=64)
+    instructions: str = Field("", max_length=1_000_000)
+    steps: list[FlowStep] = Field(default_factory=list)
+    parameters: list[Parameter] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class UpsertItem(BaseModel):
+    """Create the skill or give it new content (a new revision locally) or a new status."""
+
+    model_config = _TOLERANT
+
+    op: Literal["upsert"]
+    skill: WireSkill
+    revision: WireRevision
+    resources: list[WireResource] = Field(default_factory=list, max_length=500)
+
+
+class DeleteItem(BaseModel):
+    """The skill is gone from the subscription: remove it and its revisions."""
+
+    model_config = _TOLERANT
+
+    op: Literal["delete"]
+    skill_id: str = Field(pattern=SKILL_ID_PATTERN)
+
+
+ChangeItem = Annotated[UpsertItem | DeleteItem, Field(discriminator="op")]
+_ITEM = TypeAdapter(ChangeItem)
+
+
+def parse_item(raw: Any) -> UpsertItem | DeleteItem:
+    """One change item, strictly; raises pydantic's ``ValidationError`` when it is malformed."""
+    return _ITEM.validate_python(raw)
+
+
+class ChangePage(BaseModel):
+    """One page of changes since a cursor, as the platform sends it."""
+
+    model_config = _TOLERANT
+
+    items: list[ChangeItem]
+    next_cursor: str = Field(min_length=1, max_length=512, description="Pass as `since` for the next page.")
+    has_more: bool = Field(description="True while more changes are waiting after `next_cursor`.")
+
+
+class RawChangePage(BaseModel):
+    """The page envelope as the client reads it: items stay raw and are validated one by one later."""
+
+    model_config = _TOLERANT
+
+    items: list[Any]
+    next_cursor: str = Field(min_length=1, max_length=512)
+    has_more: bool
+
+
+class ErrorDetail(BaseModel):
+    model_config = _TOLERANT
+
+    code: str
+    message: str = ""
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class ErrorBody(BaseModel):
+    """Every non-2xx answer of the platform: ``CURSOR_EXPIRED`` (410), ``SUBSCRIPTION_REVOKED`` (403), ..."""
+
+    model_config = _TOLERANT
+
+    error: ErrorDetail
+
+
+class WebhookEvent(BaseModel):
+    """A push notification. ``id`` is unique per event: the receiver refuses to act on one twice."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    id: str = Field(min_length=1, max_length=128)
+    type: str = Field(min_length=1, max_length=64, description="skills.changed | subscription.revoked")
+    subscription_id: str = Field(pattern=SUBSCRIPTION_ID_PATTERN)
+    created_at: str = ""
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+def sign_webhook(secret: str, timestamp: int | str, body: bytes) -> str:
+    """The signature header value for ``body`` sent at ``timestamp`` (unix seconds)."""
+    mac = hmac.new(secret.encode("utf-8"), f"{timestamp}.".encode("ascii") + body, hashlib.sha256)
+    return "v1=" + mac.hexdigest()
+
+
+def signature_matches(secret: str, timestamp: str, body: bytes, header: str) -> bool:
+    """Constant-time check of a signature header (it may list several ``v1=`` values during a key roll)."""
+    expected = sign_webhook(secret, timestamp, body)
+    candidates = [part.strip() for part in header.split(",") if part.strip()]
+    return any(hmac.compare_digest(expected, c) for c in candidates)

@@ -1,0 +1,150 @@
+"""One sync run of one subscription: page through the changes since the stored cursor until the upstream
+says there are no more.
+
+- **Incremental** (a cursor is stored): every page is stored with the cursor that follows it, so a restart
+  resumes right after the last stored page.
+- **Full** (no cursor yet, or the upstream answered 410 for ours): the upstream lists every skill. The
+  stored cursor stays empty until the last page, where the skills of this subscription that were not
+  listed are deleted and the final cursor saved, all in the last page's transaction. A crash during a
+  full sync therefore restarts it from the beginning: pages already stored come back unchanged (nothing
+  is re-embedded), and nothing the upstream dropped while our cursor was expired can survive.
+- **Revoked** (the upstream answers 403 ``SUBSCRIPTION_REVOKED``): the revocation is confirmed locally
+  and the subscription's skills are dropped. A revocation is lifted only by a successful answer to a pull
+  that started after it was recorded, so a pull already in flight when a revocation webhook arrived
+  cannot undo it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from skillsearch.errors import SkillSearchError, UpstreamUnavailableError
+from skillsearch.indexer import SearchIndex
+from skillsearch.store import CatalogStore, SyncState, utc_now
+from skillsearch.sync.apply import PageOutcome, apply_page, purge_subscription
+from skillsearch.sync.client import CursorExpired, SubscriptionClient, SubscriptionRevoked
+from skillsearch.sync.config import SubscriptionConfig
+
+__all__ = ["SyncReport", "sync_subscription"]
+
+log = logging.getLogger("skillsearch.sync")
+
+MAX_FULL_RESTARTS = 2
+
+
+@dataclass
+class SyncReport:
+    subscription_id: str
+    outcome: PageOutcome
+    pages: int = 0
+    full: bool = False
+    revoked: bool = False
+    cursor: str | None = None
+    embedded: int = 0
+    seconds: float = 0.0
+    error: dict[str, Any] | None = None
+
+    @classmethod
+    def failed(cls, subscription_id: str, exc: SkillSearchError) -> SyncReport:
+        return cls(subscription_id, PageOutcome(), error=exc.to_dict())
+
+    def to_dict(self) -> dict[str, Any]:
+        o = self.outcome
+        return {
+            "subscription_id": self.subscription_id,
+            "full": self.full,
+            "revoked": self.revoked,
+            "pages": self.pages,
+            "created": len(o.created),
+            "updated": len(o.updated),
+            "unchanged": len(o.unchanged),
+            "archived": len(o.archived),
+            "deleted": len(o.deleted),
+            "rejected": [{"skill_id": r.skill_id, "reason": r.reason} for r in o.rejected],
+            "embedded": self.embedded,
+            "cursor": self.cursor,
+            "seconds": round(self.seconds, 3),
+            "error": self.error,
+        }
+
+
+def _record_error(store: CatalogStore, sub: SubscriptionConfig, exc: Exception) -> None:
+    state = store.sync_state(sub.source) or SyncState(sub.source, None, None, None, {})
+    message = getattr(exc, "message", None) or str(exc)
+    store.save_sync_state(SyncState(state.source, state.cursor, state.last_success, f"{utc_now()} {message}",
+                                    state.counts))
+
+
+def sync_subscription(
+    store: CatalogStore,
+    index: SearchIndex | None,
+    client: SubscriptionClient,
+    sub: SubscriptionConfig,
+    *,
+    page_limit: int = 100,
+    cancel: threading.Event | None = None,
+) -> SyncReport:
+    """Pull and apply every change of ``sub`` waiting upstream. Raises ``UpstreamUnavailableError`` (after
+    recording it as the subscription's last error) when the upstream cannot be read."""
+    started_clock = time.perf_counter()
+    started = utc_now()
+    report = SyncReport(sub.id, PageOutcome())
+    state = store.sync_state(sub.source) or SyncState(sub.source, None, None, None, {})
+    cursor = state.cursor
+    full = cursor is None
+    seen: set[str] = set()
+    restarts = 0
+    try:
+        while True:
+            if cancel is not None and cancel.is_set():
+                raise UpstreamUnavailableError("sync was stopped before it finished", {"subscription_id": sub.id})
+            try:
+                page = client.fetch_page(sub.id, cursor, page_limit)
+            except CursorExpired:
+                restarts += 1
+                if restarts > MAX_FULL_RESTARTS:
+                    raise UpstreamUnavailableError(
+                        f"upstream kept expiring the cursor of subscription {sub.id!r} during a full sync",
+                        {"subscription_id": sub.id},
+                    ) from None
+                log.warning("sync %s: cursor expired upstream; starting a full resync", sub.id)
+                cursor, full = None, True
+                seen.clear()
+                continue
+            except SubscriptionRevoked:
+                gone = purge_subscription(store, index, sub, state, "subscription revoked upstream")
+                log.warning("sync %s: revoked upstream; %d skill(s) removed", sub.id, len(gone))
+                report.outcome.deleted.extend(gone)
+                report.revoked = True
+                cursor = None
+                break
+            revoked_at = store.revoked_at(sub.id)
+            if revoked_at is not None and revoked_at < started:
+                store.set_revoked(sub.id, False)
+                log.warning("sync %s: upstream serves the subscription again; revocation lifted", sub.id)
+            last = not page.has_more
+            outcome, state = apply_page(
+                store, index, sub, page.items,
+                state=state,
+                cursor=page.next_cursor if (last or not full) else None,
+                finished=last,
+                seen=seen if full else None,
+                sweep=full and last,
+            )
+            report.outcome.merge(outcome)
+            report.pages += 1
+            report.embedded += outcome.index.embedded if outcome.index else 0
+            cursor = page.next_cursor
+            if last:
+                break
+    except UpstreamUnavailableError as exc:
+        _record_error(store, sub, exc)
+        raise
+    report.full = full
+    report.cursor = cursor
+    report.seconds = time.perf_counter() - started_clock
+    return report

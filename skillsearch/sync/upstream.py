@@ -1,0 +1,312 @@
+"""The reference upstream: a small subscription platform that serves folders of skills under our contract.
+
+``skillsearch upstream --from starter-pack=skillsearch/sample/starter`` serves each folder (Agent Skills,
+read by :func:`skillsearch.importer.parse_path`, or a JSON/JSONL bundle) as one subscription at
+``GET /v1/subscriptions/{id}/skills`` with bearer auth, keeps a change log per subscription so ``since``
+works (:mod:`skillsearch.sync.changelog`), and offers admin routes (left out of the OpenAPI contract) to
+publish a changed revision, archive, delete, revoke, reinstate, expire cursors and send signed webhooks.
+It is what the README demo, the tests and the benchmarks sync from; it is not a production platform
+(state lives in memory and is gone when it stops, which expires every cursor it handed out).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import re
+import secrets
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Path as PathParam
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from skillsearch.domain import SkillContent
+from skillsearch.errors import ValidationError
+from skillsearch.importer import is_text_media_type, parse_path
+from skillsearch.store import utc_now
+from skillsearch.sync.changelog import CursorUnknown, Feed
+from skillsearch.sync.client import send_webhook
+from skillsearch.sync.contract import SUBSCRIPTION_ID_PATTERN, ChangePage, ErrorBody, UpsertItem, WebhookEvent
+
+__all__ = ["ReferenceUpstream", "UpstreamError", "WebhookTarget", "create_upstream_app", "parse_sources", "wire_item"]
+
+log = logging.getLogger("skillsearch.upstream")
+
+MAX_PAGE = 1000
+SubPath = Annotated[str, PathParam(pattern=SUBSCRIPTION_ID_PATTERN)]
+
+
+class UpstreamError(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+    def response(self) -> JSONResponse:
+        body = {"error": {"code": self.code, "message": self.message, "details": {}}}
+        return JSONResponse(body, status_code=self.status)
+
+
+def wire_item(content: SkillContent, status: str = "active") -> dict[str, Any]:
+    """A stored or imported skill as an ``upsert`` item of the contract."""
+    rev = content.revision
+    resources = []
+    for r in content.resources:
+        text: str | None = None
+        if is_text_media_type(r.media_type) or r.media_type == "application/octet-stream":
+            try:
+                text = r.content.decode("utf-8")
+            except UnicodeDecodeError:
+                text = None
+        resources.append({
+            "path": r.path, "kind": r.kind, "media_type": r.media_type,
+            "encoding": "utf-8" if text is not None else "base64",
+            "content": text if text is not None else base64.b64encode(r.content).decode("ascii"),
+            "sha256": hashlib.sha256(r.content).hexdigest(),
+        })
+    return {
+        "op": "upsert",
+        "skill": {"skill_id": content.skill_id, "slug": content.slug, "status": status, "updated_at": utc_now()},
+        "revision": {
+            "version": rev.version, "created_at": rev.created_at or utc_now(), "name": rev.name,
+            "description": rev.description, "kind": rev.kind, "tags": list(rev.tags),
+            "instructions": rev.instructions, "steps": [s.model_dump() for s in rev.steps],
+            "parameters": [p.model_dump(exclude_none=True) for p in rev.parameters], "metadata": rev.metadata,
+        },
+        "resources": resources,
+    }
+
+
+@dataclass
+class WebhookTarget:
+    url: str
+    secret: str
+
+
+class ReferenceUpstream:
+    """The platform's state: one :class:`Feed` per subscription, the accepted tokens, the webhook target."""
+
+    def __init__(self, tokens: Sequence[str], webhook: WebhookTarget | None = None) -> None:
+        self.tokens = frozenset(tokens)
+        self.webhook = webhook
+        self.epoch = secrets.token_hex(4)
+        self.feeds: dict[str, Feed] = {}
+        self._lock = threading.Lock()
+        self.requests = 0
+
+    def feed(self, subscription_id: str, create: bool = False) -> Feed:
+        with self._lock:
+            feed = self.feeds.get(subscription_id)
+            if feed is None and create:
+                feed = self.feeds[subscription_id] = Feed(subscription_id, self.epoch)
+        if feed is None:
+            raise UpstreamError(404, "SUBSCRIPTION_NOT_FOUND", f"no subscription {subscription_id!r}")
+        return feed
+
+    def load(self, subscription_id: str, path: Path) -> list[str]:
+        """Publish every skill of a folder or bundle; returns the problems of the invalid ones."""
+        parsed = parse_path(Path(path), f"upstream:{subscription_id}", f"sub:{subscription_id}")
+        feed = self.feed(subscription_id, create=True)
+        for content in parsed.skills:
+            feed.put(wire_item(content))
+        return [str(p) for p in parsed.problems]
+
+    # -- the platform's operations (also behind the admin routes) -----------------------------------
+
+    def publish(self, subscription_id: str, item: dict[str, Any]) -> int:
+        """Publish new content (or a new status) for a skill; the item is checked against the contract."""
+        checked = UpsertItem.model_validate(item)
+        return self.feed(subscription_id).put(checked.model_dump(mode="json"))
+
+    def edit(self, subscription_id: str, skill_id: str, **revision_changes: Any) -> int:
+        """Publish the skill's current item with some revision fields changed (a new revision)."""
+        item = self._current(subscription_id, skill_id)
+        item = {**item, "revision": {**item["revision"], **revision_changes, "created_at": utc_now()}}
+        return self.publish(subscription_id, item)
+
+    def archive(self, subscription_id: str, skill_id: str) -> int:
+        item = self._current(subscription_id, skill_id)
+        return self.publish(subscription_id, {**item, "skill": {**item["skill"], "status": "archived"}})
+
+    def delete(self, subscription_id: str, skill_id: str) -> int:
+        self._current(subscription_id, skill_id)
+        return self.feed(subscription_id).put({"op": "delete", "skill_id": skill_id})
+
+    def set_revoked(self, subscription_id: str, revoked: bool) -> None:
+        self.feed(subscription_id).revoked = revoked
+
+    def expire_cursors(self, subscription_id: str) -> None:
+        self.feed(subscription_id).expire_cursors()
+
+    def _current(self, subscription_id: str, skill_id: str) -> dict[str, Any]:
+        item = self.feed(subscription_id).get(skill_id)
+        if item is None:
+            raise UpstreamError(404, "SKILL_NOT_FOUND", f"no skill {skill_id!r} in {subscription_id!r}")
+        return item
+
+    def notify(self, event_type: str, subscription_id: str) -> int:
+        """Send one signed webhook to the configured receiver; returns its HTTP status."""
+        if self.webhook is None:
+            raise UpstreamError(409, "WEBHOOK_NOT_CONFIGURED", "start the upstream with --webhook-url and a secret")
+        event = WebhookEvent(id=f"evt_{uuid.uuid4().hex}", type=event_type, subscription_id=subscription_id,
+                             created_at=utc_now())
+        try:
+            return send_webhook(self.webhook.url, self.webhook.secret, event).status_code
+        except Exception as exc:  # the receiver's failure is reported, not raised into the admin route
+            raise UpstreamError(502, "WEBHOOK_FAILED", f"webhook to {self.webhook.url} failed: {exc}") from None
+
+    # -- the contract's read ----------------------------------------------------------------------
+
+    def changes(self, subscription_id: str, since: str | None, limit: int) -> dict[str, Any]:
+        feed = self.feed(subscription_id)
+        if feed.revoked:
+            raise UpstreamError(403, "SUBSCRIPTION_REVOKED", f"subscription {subscription_id!r} is revoked")
+        try:
+            page = feed.page(since, limit)
+        except CursorUnknown:
+            raise UpstreamError(410, "CURSOR_EXPIRED", "unknown or expired cursor: sync again from the start") \
+                from None
+        return {"items": page.items, "next_cursor": page.next_cursor, "has_more": page.has_more}
+
+
+def create_upstream_app(upstream: ReferenceUpstream) -> FastAPI:
+    app = FastAPI(
+        title="Subscription platform (skillsearch reference upstream)",
+        version="1",
+        description="The contract skillsearch syncs from; see docs/upstream-api.md.",
+    )
+
+    @app.exception_handler(UpstreamError)
+    async def _upstream_error(request: Request, exc: UpstreamError) -> JSONResponse:
+        return exc.response()
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return UpstreamError(400, "VALIDATION_ERROR", str(exc.errors()[0].get("msg", "bad request"))).response()
+
+    def bearer(request: Request) -> None:
+        upstream.requests += 1
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not any(secrets.compare_digest(token, t) for t in upstream.tokens):
+            raise UpstreamError(401, "UNAUTHENTICATED", "a valid bearer token is required")
+
+    auth = [Depends(bearer)]
+    errors: dict[int | str, dict[str, Any]] = {
+        code: {"model": ErrorBody, "description": text}
+        for code, text in [(401, "missing or wrong bearer token"), (403, "SUBSCRIPTION_REVOKED"),
+                           (404, "SUBSCRIPTION_NOT_FOUND"), (410, "CURSOR_EXPIRED: sync again without since"),
+                           (429, "slow down; honour Retry-After"), (503, "try again later; honour Retry-After")]
+    }
+
+    @app.get("/v1/subscriptions/{subscription_id}/skills", response_model=ChangePage, dependencies=auth,
+             responses=errors, summary="Changes of a subscription's skills since a cursor")
+    def changes(
+        subscription_id: SubPath,
+        since: Annotated[str | None, Query(max_length=512, description="next_cursor of the previous page; "
+                                           "omit for a full listing")] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    ) -> JSONResponse:
+        return JSONResponse(upstream.changes(subscription_id, since, limit))
+
+    @app.get("/healthz", include_in_schema=False)
+    def healthz() -> dict[str, str]:
+        return {"status": "ok", "epoch": upstream.epoch}
+
+    # -- admin ------------------------------------------------------------------------------------
+
+    def _notify(notify: bool, event_type: str, subscription_id: str) -> int | None:
+        return upstream.notify(event_type, subscription_id) if notify else None
+
+    @app.get("/admin/subscriptions/{subscription_id}/skills", include_in_schema=False, dependencies=auth)
+    def live(subscription_id: SubPath) -> dict[str, Any]:
+        return {"items": list(upstream.feed(subscription_id).live().values())}
+
+    @app.put("/admin/subscriptions/{subscription_id}/skills", include_in_schema=False, dependencies=auth)
+    async def publish(subscription_id: SubPath, item: UpsertItem, notify: bool = False) -> dict[str, Any]:
+        seq = upstream.publish(subscription_id, item.model_dump(mode="json"))
+        status = await anyio.to_thread.run_sync(_notify, notify, "skills.changed", subscription_id)
+        return {"seq": seq, "webhook_status": status}
+
+    @app.post("/admin/subscriptions/{subscription_id}/skills/{skill_id}/edit", include_in_schema=False,
+              dependencies=auth)
+    async def edit(subscription_id: SubPath, skill_id: str, changes: dict[str, Any],
+                   notify: bool = False) -> dict[str, Any]:
+        seq = upstream.edit(subscription_id, skill_id, **changes)
+        status = await anyio.to_thread.run_sync(_notify, notify, "skills.changed", subscription_id)
+        return {"seq": seq, "webhook_status": status}
+
+    @app.post("/admin/subscriptions/{subscription_id}/skills/{skill_id}/archive", include_in_schema=False,
+              dependencies=auth)
+    async def archive(subscription_id: SubPath, skill_id: str, notify: bool = False) -> dict[str, Any]:
+        seq = upstream.archive(subscription_id, skill_id)
+        status = await anyio.to_thread.run_sync(_notify, notify, "skills.changed", subscription_id)
+        return {"seq": seq, "webhook_status": status}
+
+    @app.delete("/admin/subscriptions/{subscription_id}/skills/{skill_id}", include_in_schema=False,
+                dependencies=auth)
+    async def delete(subscription_id: SubPath, skill_id: str, notify: bool = False) -> dict[str, Any]:
+        seq = upstream.delete(subscription_id, skill_id)
+        status = await anyio.to_thread.run_sync(_notify, notify, "skills.changed", subscription_id)
+        return {"seq": seq, "webhook_status": status}
+
+    @app.post("/admin/subscriptions/{subscription_id}/revoke", include_in_schema=False, dependencies=auth)
+    async def revoke(subscription_id: SubPath, notify: bool = False) -> dict[str, Any]:
+        upstream.set_revoked(subscription_id, True)
+        status = await anyio.to_thread.run_sync(_notify, notify, "subscription.revoked", subscription_id)
+        return {"revoked": True, "webhook_status": status}
+
+    @app.post("/admin/subscriptions/{subscription_id}/reinstate", include_in_schema=False, dependencies=auth)
+    def reinstate(subscription_id: SubPath) -> dict[str, Any]:
+        upstream.set_revoked(subscription_id, False)
+        return {"revoked": False}
+
+    @app.post("/admin/subscriptions/{subscription_id}/expire-cursors", include_in_schema=False,
+              dependencies=auth)
+    def expire(subscription_id: SubPath) -> dict[str, Any]:
+        upstream.expire_cursors(subscription_id)
+        return {"expired": True}
+
+    @app.post("/admin/webhooks/{event_type}/{subscription_id}", include_in_schema=False, dependencies=auth)
+    async def webhook(event_type: str, subscription_id: SubPath) -> dict[str, Any]:
+        upstream.feed(subscription_id)
+        return {"webhook_status": await anyio.to_thread.run_sync(upstream.notify, event_type, subscription_id)}
+
+    return app
+
+
+def parse_sources(values: Sequence[str]) -> list[tuple[str, Path]]:
+    """``--from [ID=]PATH`` values; without an id the folder or file name is the subscription id."""
+    out = []
+    for value in values:
+        sid, sep, path = value.partition("=")
+        if not sep:
+            sid, path = Path(value).stem or "default", value
+        if not re.match(SUBSCRIPTION_ID_PATTERN, sid):
+            raise ValidationError(f"invalid subscription id {sid!r} in --from {value!r}")
+        out.append((sid, Path(path)))
+    return out
+
+
+def run_upstream(sources: Sequence[str], *, host: str, port: int, tokens: Sequence[str],
+                 webhook_url: str | None = None, webhook_secret: str | None = None) -> None:
+    """``skillsearch upstream``: load the folders and serve them until interrupted."""
+    import uvicorn
+
+    if bool(webhook_url) != bool(webhook_secret):
+        raise ValidationError("--webhook-url and --webhook-secret go together")
+    upstream = ReferenceUpstream(tokens, WebhookTarget(webhook_url, webhook_secret) if webhook_url and webhook_secret
+                                 else None)
+    for sid, path in parse_sources(sources):
+        for problem in upstream.load(sid, path):
+            log.warning("upstream %s: invalid skill %s", sid, problem)
+        log.warning("upstream: subscription %s serves %d skills from %s", sid, len(upstream.feed(sid).live()), path)
+    uvicorn.run(create_upstream_app(upstream), host=host, port=port, log_level="warning")

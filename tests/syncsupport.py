@@ -1,0 +1,89 @@
+"""Helpers shared by the sync tests: serve an ASGI app over real HTTP on 127.0.0.1, build sync settings."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import uvicorn
+
+from skillsearch.indexer import _doc_hash  # the index's own freshness key: the honest thing to compare
+from skillsearch.service import Catalog, sample_catalog_dir
+from skillsearch.sync.config import SubscriptionConfig, SyncConfig, UpstreamConfig
+from skillsearch.sync.upstream import ReferenceUpstream, WebhookTarget
+
+TOKEN = "test-token"
+SECRET = "test-webhook-secret"
+STARTER = sample_catalog_dir() / "starter"
+
+
+@contextmanager
+def serve(app: Any) -> Iterator[str]:
+    """Run ``app`` with uvicorn on a free port in a thread; yields its base URL and stops it after."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off", timeout_graceful_shutdown=1))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("test server did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(5)
+        sock.close()
+
+
+def upstream_with_starter(subscription_id: str = "starter-pack", webhook_url: str | None = None) -> ReferenceUpstream:
+    up = ReferenceUpstream([TOKEN], WebhookTarget(webhook_url, SECRET) if webhook_url else None)
+    assert up.load(subscription_id, STARTER) == []
+    assert up.load(subscription_id, STARTER / "flows.json") == []
+    return up
+
+
+def config_for(url: str, *subscriptions: str, interval_s: float = 60.0, **upstream: Any) -> SyncConfig:
+    values: dict[str, Any] = {"timeout_s": 5.0, "retries": 3, "backoff_base_s": 0.01, "backoff_max_s": 0.05,
+                              "page_limit": 100, "webhook_secret": SECRET}
+    values.update(upstream)
+    return SyncConfig(UpstreamConfig(url=url, token=TOKEN, **values),
+                      tuple(SubscriptionConfig(s, interval_s) for s in subscriptions))
+
+
+def catalog_content(catalog: Catalog, source: str) -> dict[str, tuple[str, str, str, tuple[str, ...]]]:
+    """What the store holds for a source: skill id -> (status, name, description, sorted resource hashes)."""
+    out = {}
+    skills = catalog.store.skills(catalog.store.skill_ids_of_source(source))
+    for sid, s in skills.items():
+        rev = catalog.store.revision(s.current_revision_id)
+        assert rev is not None, f"{sid} points at a missing revision"
+        res = tuple(sorted(r.sha256 for r in catalog.store.resources(rev.revision_id)))
+        out[sid] = (s.status, rev.name, rev.description, res)
+    return out
+
+
+def upstream_content(up: ReferenceUpstream, subscription_id: str) -> dict[str, tuple[str, str, str, tuple[str, ...]]]:
+    out = {}
+    for sid, item in up.feed(subscription_id).live().items():
+        res = tuple(sorted(r["sha256"] for r in item["resources"]))
+        out[sid] = (item["skill"]["status"], item["revision"]["name"], item["revision"]["description"], res)
+    return out
+
+
+def index_matches_store(catalog: Catalog) -> None:
+    """The index holds exactly the store's active skills, each with its current content hash."""
+    idx = catalog.index()
+    snap = idx.snapshot()
+    rows = {r.skill_id: r for r in catalog.store.index_rows()}
+    assert {r.skill_id: r.doc_hash for r in snap.vectors.rows} == {s: _doc_hash(r) for s, r in rows.items()}
+    assert idx.lexical.num_docs() == len(rows)
+    assert snap.generation == catalog.store.generation()
