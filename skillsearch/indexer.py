@@ -17,6 +17,7 @@ command to run. Searches read an :class:`IndexSnapshot` that is swapped whole af
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import time
@@ -39,6 +40,7 @@ from skillsearch.vectors import VectorRow, VectorSnapshot
 __all__ = ["FORMAT_VERSION", "IndexSnapshot", "IndexStats", "SearchIndex", "embedded_text"]
 
 FORMAT_VERSION = 1
+log = logging.getLogger("skillsearch")
 MANIFEST = "manifest.json"
 
 ProgressFactory = Callable[[int, str], Callable[[int], None]]
@@ -141,13 +143,26 @@ class SearchIndex:
                 {"index_encoder": built.get("name"), "configured_encoder": self.encoder.name},
             )
         self.calibration = dict(manifest.get("calibration") or {})
-        vectors = VectorSnapshot.load(self.data_dir / "vectors")
+        damaged = False
+        try:
+            vectors = VectorSnapshot.load(self.data_dir / "vectors")
+        except IndexNotReadyError as exc:
+            # A process killed between the two renames of a save, or mid-rebuild: derived data, so rebuild it.
+            log.warning("%s; rebuilding the vectors from the catalog", exc.message)
+            vectors, damaged = VectorSnapshot.empty(self.encoder.dim), True
         if vectors.dim != self.encoder.dim:
             raise IndexMismatchError(f"vector dimension {vectors.dim} != encoder's {self.encoder.dim}; reindex")
-        self.lexical = LexicalIndex(self.data_dir / "lexical")
-        self._snapshot = IndexSnapshot(self.lexical.searcher(), vectors, int(manifest.get("store_generation", -1)))
+        try:
+            self.lexical = LexicalIndex(self.data_dir / "lexical")
+            searcher = self.lexical.searcher()
+        except (IndexNotReadyError, ValueError) as exc:
+            log.warning("lexical index unreadable (%s); rebuilding it from the catalog", exc)
+            self.lexical, damaged = LexicalIndex(self.data_dir / "lexical", create=True), True
+            searcher = self.lexical.searcher()
+        self._snapshot = IndexSnapshot(searcher, vectors, int(manifest.get("store_generation", -1)))
         if (
-            self._snapshot.generation != store.generation()
+            damaged
+            or self._snapshot.generation != store.generation()
             or self.lexical.num_docs() != len(vectors)
         ):
             return self.repair(store, progress)

@@ -137,6 +137,8 @@ def sync_subscription(
             )
             report.outcome.merge(outcome)
             report.pages += 1
+            log.info("sync %s: page %d stored (%d changed, %d rejected)%s", sub.id, report.pages,
+                     len(outcome.changed), len(outcome.rejected), "" if page.has_more else ", done")
             report.embedded += outcome.index.embedded if outcome.index else 0
             cursor = page.next_cursor
             if last:

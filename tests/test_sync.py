@@ -1,0 +1,291 @@
+"""Sync against the reference upstream over real HTTP on 127.0.0.1, with the real model, SQLite and Tantivy."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from syncsupport import (
+    SECRET,
+    TOKEN,
+    catalog_content,
+    config_for,
+    index_matches_store,
+    serve,
+    upstream_content,
+    upstream_with_starter,
+)
+
+from skillsearch import cli
+from skillsearch.domain import Principal
+from skillsearch.encoder import Encoder
+from skillsearch.errors import SkillNotFoundError
+from skillsearch.hashing import stable_id
+from skillsearch.search import SearchRequest
+from skillsearch.service import Catalog
+from skillsearch.settings import Settings
+from skillsearch.sync.contract import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign_webhook
+from skillsearch.sync.upstream import ReferenceUpstream, WebhookTarget, create_upstream_app
+from skillsearch.sync.webhook import make_sync_router
+
+SUB = "starter-pack"
+SOURCE = f"upstream:{SUB}"
+MEMBER = Principal(name="member", grants=frozenset({f"sub:{SUB}"}))
+OUTSIDER = Principal(name="outsider", grants=frozenset({"sub:other"}))
+BISECT = stable_id("sk", f"sub:{SUB}", "git-bisect-regressions")
+PROFILING = stable_id("sk", f"sub:{SUB}", "python-profiling")
+REGEX = stable_id("sk", f"sub:{SUB}", "regex-debugging")
+
+
+@pytest.fixture
+def upstream() -> ReferenceUpstream:
+    return upstream_with_starter(SUB)
+
+
+@pytest.fixture
+def upstream_url(upstream: ReferenceUpstream) -> Iterator[str]:
+    with serve(create_upstream_app(upstream)) as url:
+        yield url
+
+
+@pytest.fixture
+def catalog(tmp_path: Path, encoder: Encoder) -> Iterator[Catalog]:
+    c = Catalog.open(Settings(data_dir=tmp_path / "data", seed_sample=False), encoder=encoder)
+    yield c
+    c.close()
+
+
+def hit_ids(catalog: Catalog, principal: Principal, query: str) -> list[str]:
+    return [h.skill_id for h in catalog.search_view(principal, SearchRequest(query=query, limit=10)).hits]
+
+
+def test_first_full_sync_brings_exactly_the_upstream_content(catalog: Catalog, upstream: ReferenceUpstream,
+                                                             upstream_url: str) -> None:
+    [report] = catalog.sync_once(config_for(upstream_url, SUB))
+    assert report.error is None and report.full
+    assert len(report.outcome.created) == len(upstream.feed(SUB).live()) == 18
+    assert catalog_content(catalog, SOURCE) == upstream_content(upstream, SUB)
+    index_matches_store(catalog)
+    assert catalog.store.skill(BISECT).grant == f"sub:{SUB}"  # type: ignore[union-attr]
+    assert hit_ids(catalog, MEMBER, "find the commit that introduced a regression")[0] == BISECT
+    assert BISECT not in hit_ids(catalog, OUTSIDER, "find the commit that introduced a regression")
+    flows = [s for s in catalog.store.skills(catalog.store.skill_ids_of_source(SOURCE)).values()
+             if s.kind == "flow_template"]
+    assert flows, "the bundle's flow templates arrive with their steps"
+    assert catalog.get_skill(MEMBER, flows[0].skill_id).steps
+
+
+def test_incremental_sync_reembeds_only_the_changed_skill(catalog: Catalog, upstream: ReferenceUpstream,
+                                                          upstream_url: str) -> None:
+    config = config_for(upstream_url, SUB)
+    catalog.sync_once(config)
+    old_revision = catalog.store.skill(PROFILING).current_revision_id  # type: ignore[union-attr]
+    before = catalog.index().embed_count
+    upstream.edit(SUB, PROFILING, description="Profile CPU hot spots and flamegraph zebra allocations in Python.")
+
+    [report] = catalog.sync_once(config)
+
+    assert not report.full and report.outcome.updated == [PROFILING] and report.pages == 1
+    assert catalog.index().embed_count - before == 1
+    assert hit_ids(catalog, MEMBER, "flamegraph zebra")[0] == PROFILING
+    assert catalog.store.skill(PROFILING).current_revision_id != old_revision  # type: ignore[union-attr]
+    assert catalog.store.revision(old_revision) is not None, "the old revision stays readable for pinned reads"
+    assert catalog_content(catalog, SOURCE) == upstream_content(upstream, SUB)
+    index_matches_store(catalog)
+    [again] = catalog.sync_once(config)
+    assert again.outcome.changed == [] and catalog.index().embed_count - before == 1
+
+
+def test_delete_removes_the_skill_and_its_revisions(catalog: Catalog, upstream: ReferenceUpstream,
+                                                    upstream_url: str) -> None:
+    config = config_for(upstream_url, SUB)
+    catalog.sync_once(config)
+    revision = catalog.store.skill(REGEX).current_revision_id  # type: ignore[union-attr]
+    upstream.delete(SUB, REGEX)
+
+    [report] = catalog.sync_once(config)
+
+    assert report.outcome.deleted == [REGEX]
+    assert catalog.store.skill(REGEX) is None and catalog.store.revision(revision) is None
+    assert REGEX not in hit_ids(catalog, MEMBER, "debug a regular expression")
+    assert catalog_content(catalog, SOURCE) == upstream_content(upstream, SUB)
+    index_matches_store(catalog)
+
+
+def test_archive_leaves_search_but_keeps_revisions(catalog: Catalog, upstream: ReferenceUpstream,
+                                                   upstream_url: str) -> None:
+    config = config_for(upstream_url, SUB)
+    catalog.sync_once(config)
+    assert hit_ids(catalog, MEMBER, "find the commit that introduced a regression")[0] == BISECT
+    revision = catalog.store.skill(BISECT).current_revision_id  # type: ignore[union-attr]
+    upstream.archive(SUB, BISECT)
+
+    [report] = catalog.sync_once(config)
+
+    assert report.outcome.archived == [BISECT]
+    assert BISECT not in hit_ids(catalog, MEMBER, "find the commit that introduced a regression")
+    with pytest.raises(SkillNotFoundError):
+        catalog.get_skill(MEMBER, BISECT)
+    assert catalog.store.revision(revision) is not None and catalog.store.resources(revision)
+    assert catalog_content(catalog, SOURCE) == upstream_content(upstream, SUB)
+    index_matches_store(catalog)
+
+
+def test_expired_cursor_resyncs_fully_and_drops_what_was_missed(catalog: Catalog, upstream: ReferenceUpstream,
+                                                                 upstream_url: str) -> None:
+    config = config_for(upstream_url, SUB, page_limit=4)
+    catalog.sync_once(config)
+    upstream.delete(SUB, REGEX)
+    upstream.edit(SUB, PROFILING, description="Measure where Python spends time with sampling profilers.")
+    upstream.expire_cursors(SUB)  # the delete's tombstone is compacted away: only a full listing can tell
+    before = catalog.index().embed_count
+
+    [report] = catalog.sync_once(config)
+
+    assert report.full and report.error is None
+    assert REGEX in report.outcome.deleted and report.outcome.updated == [PROFILING]
+    assert catalog.index().embed_count - before == 1, "unchanged skills are not re-embedded by a resync"
+    assert catalog_content(catalog, SOURCE) == upstream_content(upstream, SUB)
+    index_matches_store(catalog)
+
+
+def test_pagination_across_many_pages(catalog: Catalog, upstream: ReferenceUpstream, upstream_url: str) -> None:
+    config = config_for(upstream_url, SUB, page_limit=3)
+    [report] = catalog.sync_once(config)
+    assert report.pages >= 6
+    state = catalog.store.sync_state(SOURCE)
+    assert state is not None and state.cursor == report.cursor and state.counts["pages"] == report.pages
+    for sid in list(upstream.feed(SUB).live())[:7]:
+        upstream.edit(SUB, sid, version="2.0.0")
+    [report] = catalog.sync_once(config)
+    assert report.pages == 3 and len(report.outcome.updated) == 7
+    assert catalog_content(catalog, SOURCE) == upstream_content(upstream, SUB)
+    index_matches_store(catalog)
+
+
+# -- push: the webhook receiver on our HTTP app ---------------------------------------------------------
+
+
+def _app(catalog: Catalog, url: str, poller: object = None) -> FastAPI:
+    app = FastAPI()
+    app.include_router(make_sync_router(catalog, config_for(url, SUB), poller))  # type: ignore[arg-type]
+    return app
+
+
+def _post(url: str, body: bytes, timestamp: int | None = None, secret: str = SECRET,
+          signature: str | None = None) -> httpx.Response:
+    ts = int(time.time()) if timestamp is None else timestamp
+    headers = {TIMESTAMP_HEADER: str(ts), SIGNATURE_HEADER: signature or sign_webhook(secret, ts, body)}
+    return httpx.post(f"{url}/v1/sync/webhook", content=body, headers=headers)
+
+
+def _event(event_id: str, kind: str = "subscription.revoked", sub: str = SUB) -> bytes:
+    return json.dumps({"id": event_id, "type": kind, "subscription_id": sub}).encode()
+
+
+def test_revoke_by_webhook_hides_at_once_then_the_pull_confirms(catalog: Catalog, upstream: ReferenceUpstream,
+                                                                upstream_url: str) -> None:
+    config = config_for(upstream_url, SUB)
+    catalog.sync_once(config)
+    with serve(_app(catalog, upstream_url)) as app_url:
+        upstream.webhook = WebhookTarget(f"{app_url}/v1/sync/webhook", SECRET)
+        upstream.set_revoked(SUB, True)
+        assert upstream.notify("subscription.revoked", SUB) == 202
+
+        # no pull has run: the store still holds the skills, yet no read shows them
+        assert catalog.store.skill(BISECT) is not None
+        assert hit_ids(catalog, MEMBER, "find the commit that introduced a regression") == []
+        assert catalog.list_skills(MEMBER).items == []
+        with pytest.raises(SkillNotFoundError):
+            catalog.get_skill(MEMBER, BISECT)
+
+        [report] = catalog.sync_once(config)
+        assert report.revoked and catalog.store.skill(BISECT) is None
+        status = httpx.get(f"{app_url}/v1/sync/status").json()["subscriptions"][0]
+        assert status["revoked"] and status["skills_active"] == 0 and status["cursor"] is None
+        index_matches_store(catalog)
+
+        upstream.set_revoked(SUB, False)  # reinstated upstream: the next pull lifts it and brings all back
+        [report] = catalog.sync_once(config)
+        assert report.full and not catalog.store.revoked_at(SUB)
+        assert catalog_content(catalog, SOURCE) == upstream_content(upstream, SUB)
+        assert hit_ids(catalog, MEMBER, "find the commit that introduced a regression")[0] == BISECT
+
+
+def test_skills_changed_webhook_pulls_now_through_the_poller(catalog: Catalog, upstream: ReferenceUpstream,
+                                                             upstream_url: str) -> None:
+    config = config_for(upstream_url, SUB, interval_s=3600)
+    poller = catalog.make_poller(config)
+    poller.start()
+    try:
+        assert poller.wait_for_runs(SUB, 1, timeout=60), "the first run starts at once"
+        upstream.edit(SUB, PROFILING, description="Find slow code with py-spy and a walrus flamegraph.")
+        with serve(_app(catalog, upstream_url, poller)) as app_url:
+            response = _post(app_url, _event("evt-changed-1", "skills.changed"))
+            assert response.status_code == 202 and response.json()["action"] == "pull_scheduled"
+            assert poller.wait_for_runs(SUB, 2, timeout=60), "the webhook moved the next pull to now"
+            assert hit_ids(catalog, MEMBER, "walrus flamegraph")[0] == PROFILING
+            assert httpx.get(f"{app_url}/v1/sync/status").json()["subscriptions"][0]["poller"]["runs"] == 2
+    finally:
+        poller.stop()
+
+
+def test_bad_stale_unsigned_and_replayed_webhooks_are_refused(catalog: Catalog, upstream_url: str) -> None:
+    catalog.sync_once(config_for(upstream_url, SUB))
+    body = _event("evt-1")
+    with serve(_app(catalog, upstream_url)) as url:
+        refused = [
+            _post(url, body, secret="not-the-secret"),
+            _post(url, body, timestamp=int(time.time()) - 3600),
+            _post(url, body, signature="v1=" + "0" * 64),
+            httpx.post(f"{url}/v1/sync/webhook", content=body),
+            _post(url, body + b" ", signature=sign_webhook(SECRET, int(time.time()), body)),
+        ]
+        for response in refused:
+            assert response.status_code == 401, response.text
+            assert response.json()["error"]["code"] == "UNAUTHENTICATED"
+        assert catalog.store.revoked_subscriptions() == frozenset(), "nothing changed"
+
+        ts = int(time.time())
+        first = _post(url, body, timestamp=ts)
+        assert first.status_code == 202 and catalog.store.revoked_subscriptions() == {SUB}
+        catalog.store.set_revoked(SUB, False)  # reinstated since; a replay must not revoke again
+        replay = _post(url, body, timestamp=ts)
+        assert replay.status_code == 401 and "replayed" in replay.json()["error"]["message"]
+        assert catalog.store.revoked_subscriptions() == frozenset()
+
+        malformed = b'{"id": "evt-2", "type": "skills.changed"}'
+        response = _post(url, malformed)
+        assert response.status_code == 400 and response.json()["error"]["code"] == "VALIDATION_ERROR"
+
+
+def test_cli_sync_and_status(catalog: Catalog, upstream: ReferenceUpstream, upstream_url: str,
+                             tmp_path: Path) -> None:
+    config_file = tmp_path / "sync.toml"
+    config_file.write_text(
+        f'[upstream]\nurl = "{upstream_url}"\ntoken_env = "TEST_UPSTREAM_TOKEN"\npage_limit = 5\n\n'
+        f'[[subscriptions]]\nid = "{SUB}"\ninterval_s = 30\n',
+        encoding="utf-8",
+    )
+    data_dir = str(catalog.data_dir)
+    catalog.close()
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TEST_UPSTREAM_TOKEN", TOKEN)
+        code = cli.main(["--data-dir", data_dir, "-q", "sync", "--config", str(config_file), "--json"], out)
+        assert code == 0, out.getvalue()
+        [run] = json.loads(out.getvalue())["subscriptions"]
+        assert run["created"] == 18 and run["pages"] == 4 and run["error"] is None
+        out = io.StringIO()
+        assert cli.main(["--data-dir", data_dir, "sync", "--config", str(config_file), "--status", "--json"], out) == 0
+    [status] = json.loads(out.getvalue())["subscriptions"]
+    assert status["cursor"] == run["cursor"] and status["skills_active"] == 18 and status["last_success"]
+    out = io.StringIO()
+    assert cli.main(["--data-dir", data_dir, "sync", "--config", str(config_file), "--json"], out) == 1
+    assert json.loads(out.getvalue())["error"]["code"] == "VALIDATION_ERROR"  # token_env is not set now
