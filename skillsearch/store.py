@@ -72,6 +72,11 @@ CREATE TABLE IF NOT EXISTS revoked_subscriptions (
     revoked_at TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sync_listed (
+    source TEXT NOT NULL,
+    skill_id TEXT NOT NULL,
+    PRIMARY KEY (source, skill_id)
+);
 CREATE TABLE IF NOT EXISTS webhook_events (
     event_id TEXT PRIMARY KEY,
     received_at REAL NOT NULL
@@ -337,6 +342,22 @@ class CatalogStore:
                 "INSERT OR IGNORE INTO webhook_events (event_id, received_at) VALUES (?, ?)", (event_id, now)
             )
             return cur.rowcount > 0
+
+    def mark_listed(self, source: str, skill_ids: Iterable[str]) -> None:
+        """Remember skills a full sync of ``source`` has seen so far: a resumed full sync still knows them."""
+        with self.transaction() as conn:
+            conn.executemany("INSERT OR IGNORE INTO sync_listed (source, skill_id) VALUES (?, ?)",
+                             [(source, s) for s in skill_ids])
+
+    def listed(self, source: str) -> set[str]:
+        return {r[0] for r in self._conn().execute("SELECT skill_id FROM sync_listed WHERE source = ?", (source,))}
+
+    def full_sync_in_progress(self, source: str) -> bool:
+        return self._conn().execute("SELECT 1 FROM sync_listed WHERE source = ? LIMIT 1", (source,)).fetchone() is not None
+
+    def clear_listed(self, source: str) -> None:
+        with self.transaction() as conn:
+            conn.execute("DELETE FROM sync_listed WHERE source = ?", (source,))
 
     def revoked_at(self, subscription_id: str) -> str | None:
         row = self._conn().execute(

@@ -155,21 +155,22 @@ def apply_page(
     state: SyncState,
     cursor: str | None,
     finished: bool,
-    seen: set[str] | None = None,
-    sweep: bool = False,
+    full: bool = False,
 ) -> tuple[PageOutcome, SyncState]:
     """Store one page and save ``cursor`` with it; returns what happened and the sync state now stored.
 
-    ``seen`` collects the skill ids the upstream listed (full resync); with ``sweep`` (its last page) the
-    skills of this subscription that the upstream no longer listed are deleted in the same transaction.
+    In a ``full`` sync the skill ids the upstream listed are recorded in the store with the page, so a full
+    sync resumed after a crash still knows them; on its last page (``finished``) the skills of this
+    subscription that were never listed are deleted, in the same transaction.
     """
     out = PageOutcome()
     now = utc_now()
+    listed: list[str] = []
     with store.transaction() as conn:
         for raw in items:
             raw_id = _raw_skill_id(raw)
-            if seen is not None and raw_id is not None:
-                seen.add(raw_id)
+            if raw_id is not None:
+                listed.append(raw_id)
             conn.execute("SAVEPOINT sync_item")
             try:
                 _apply_one(store, sub, parse_item(raw), out, now)
@@ -180,11 +181,16 @@ def apply_page(
                 conn.execute("ROLLBACK TO sync_item")
                 out.rejected.append(Rejection(raw_id, str(exc)))
             conn.execute("RELEASE sync_item")
-        if sweep and seen is not None:
-            for skill_id in store.skill_ids_of_source(sub.source):
-                if skill_id not in seen:
-                    store.delete(skill_id)
-                    out.deleted.append(skill_id)
+        if full:
+            # "" marks the full sync as in progress even when a page listed no usable id.
+            store.mark_listed(sub.source, ["", *listed])
+            if finished:
+                seen = store.listed(sub.source)
+                for skill_id in store.skill_ids_of_source(sub.source):
+                    if skill_id not in seen:
+                        store.delete(skill_id)
+                        out.deleted.append(skill_id)
+                store.clear_listed(sub.source)
         counts = {k: int(state.counts.get(k, 0)) for k in COUNTERS}
         for k in ("created", "updated", "archived", "deleted", "rejected"):
             counts[k] += len(getattr(out, k))
@@ -207,6 +213,7 @@ def purge_subscription(store: CatalogStore, index: SearchIndex | None, sub: Subs
     now = utc_now()
     with store.transaction():
         store.set_revoked(sub.id, True, now)
+        store.clear_listed(sub.source)
         gone = [s for s in store.skill_ids_of_source(sub.source) if store.delete(s)]
         counts = dict(state.counts)
         counts["deleted"] = int(counts.get("deleted", 0)) + len(gone)

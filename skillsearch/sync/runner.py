@@ -3,11 +3,11 @@ says there are no more.
 
 - **Incremental** (a cursor is stored): every page is stored with the cursor that follows it, so a restart
   resumes right after the last stored page.
-- **Full** (no cursor yet, or the upstream answered 410 for ours): the upstream lists every skill. The
-  stored cursor stays empty until the last page, where the skills of this subscription that were not
-  listed are deleted and the final cursor saved, all in the last page's transaction. A crash during a
-  full sync therefore restarts it from the beginning: pages already stored come back unchanged (nothing
-  is re-embedded), and nothing the upstream dropped while our cursor was expired can survive.
+- **Full** (no cursor yet, or the upstream answered 410 for ours): the upstream lists every skill. Each
+  page also records the ids it listed, so a full sync interrupted by a crash resumes from its stored
+  cursor and still knows what it saw before. On the last page the skills of this subscription that were
+  never listed are deleted, in that page's transaction: nothing the upstream dropped while our cursor was
+  expired can survive a resync.
 - **Revoked** (the upstream answers 403 ``SUBSCRIPTION_REVOKED``): the revocation is confirmed locally
   and the subscription's skills are dropped. A revocation is lifted only by a successful answer to a pull
   that started after it was recorded, so a pull already in flight when a revocation webhook arrived
@@ -95,8 +95,9 @@ def sync_subscription(
     report = SyncReport(sub.id, PageOutcome())
     state = store.sync_state(sub.source) or SyncState(sub.source, None, None, None, {})
     cursor = state.cursor
-    full = cursor is None
-    seen: set[str] = set()
+    if cursor is None:
+        store.clear_listed(sub.source)
+    full = cursor is None or store.full_sync_in_progress(sub.source)
     restarts = 0
     try:
         while True:
@@ -113,7 +114,7 @@ def sync_subscription(
                     ) from None
                 log.warning("sync %s: cursor expired upstream; starting a full resync", sub.id)
                 cursor, full = None, True
-                seen.clear()
+                store.clear_listed(sub.source)
                 continue
             except SubscriptionRevoked:
                 gone = purge_subscription(store, index, sub, state, "subscription revoked upstream")
@@ -130,10 +131,9 @@ def sync_subscription(
             outcome, state = apply_page(
                 store, index, sub, page.items,
                 state=state,
-                cursor=page.next_cursor if (last or not full) else None,
+                cursor=page.next_cursor,
                 finished=last,
-                seen=seen if full else None,
-                sweep=full and last,
+                full=full,
             )
             report.outcome.merge(outcome)
             report.pages += 1

@@ -1,0 +1,166 @@
+"""Crash safety: ``skillsearch sync`` is killed with SIGKILL at many moments (while it starts and repairs,
+between pages, inside a page's transaction, while the index is written). After each kill the store is
+consistent and, once reopened, the index matches it; the last, uninterrupted sync ends with exactly the
+upstream's content.
+
+The subprocess uses the package's ``hashing`` encoder: what is under test is the store/index/cursor
+machinery across process death, and 20+ cold starts of the real model would cost minutes. The real model
+covers the same paths in-process in ``test_sync.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+from syncsupport import TOKEN, catalog_content, index_matches_store, serve, upstream_content
+
+from skillsearch.encoder import Encoder
+from skillsearch.service import Catalog
+from skillsearch.settings import Settings
+from skillsearch.sync.upstream import ReferenceUpstream, create_upstream_app
+
+SUB = "crashy"
+SOURCE = f"upstream:{SUB}"
+KILLS = 20
+MAX_RUNS = 40
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _bundle(path: Path, n: int) -> Path:
+    skills = [
+        {"slug": f"skill-{i:03d}", "name": f"Skill {i:03d}", "description": f"Handles task number {i} well.",
+         "tags": ["crash", f"group-{i % 5}"], "instructions": f"Step one for {i}. Step two.",
+         "resources": [{"path": "references/note.md", "text": f"note {i}"}]}
+        for i in range(n)
+    ]
+    path.write_text(json.dumps(skills), encoding="utf-8")
+    return path
+
+
+def _mutate(up: ReferenceUpstream, rng: random.Random, run: int) -> None:
+    live = sorted(up.feed(SUB).live())
+    for sid in rng.sample(live, 12):
+        up.edit(SUB, sid, description=f"Changed in run {run}: {rng.random():.6f}.")
+    up.archive(SUB, rng.choice(live))
+    up.delete(SUB, rng.choice([s for s in live if up.feed(SUB).get(s)]))
+    for j in range(2):
+        item = json.loads(json.dumps(up.feed(SUB).get(sorted(up.feed(SUB).live())[0])))
+        item["skill"] = {"skill_id": f"sk_new_{run}_{j}", "slug": f"new-{run}-{j}", "status": "active"}
+        item["revision"]["name"] = f"New skill {run}-{j}"
+        up.publish(SUB, item)
+    if run % 9 == 8:
+        up.expire_cursors(SUB)
+
+
+def _store_is_consistent(db: Path) -> None:
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        orphans = {
+            "skill without its current revision": "SELECT COUNT(*) FROM skills s WHERE NOT EXISTS"
+            " (SELECT 1 FROM revisions r WHERE r.revision_id = s.current_revision_id)",
+            "revision without its skill": "SELECT COUNT(*) FROM revisions r WHERE NOT EXISTS"
+            " (SELECT 1 FROM skills s WHERE s.skill_id = r.skill_id)",
+            "resource without its revision": "SELECT COUNT(*) FROM resources x WHERE NOT EXISTS"
+            " (SELECT 1 FROM revisions r WHERE r.revision_id = x.revision_id)",
+        }
+        for what, sql in orphans.items():
+            assert conn.execute(sql).fetchone()[0] == 0, what
+
+
+def _spawn(data_dir: Path, watch: bool = True) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data_dir), "--encoder", "hashing", "-q", "-v",
+         "sync", "--json"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE if watch else subprocess.DEVNULL, text=True, env=env,
+        cwd=REPO,
+    )
+
+
+def _kill_after_pages(proc: subprocess.Popen[str], pages: int, delay: float) -> bool:
+    """SIGKILL once ``pages`` pages were stored (plus ``delay``); ``False`` if it finished first."""
+    assert proc.stderr is not None
+    seen = 0
+    for line in proc.stderr:
+        if " stored (" in line:
+            seen += 1
+            if seen >= pages:
+                time.sleep(delay)
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                return proc.returncode == -signal.SIGKILL
+    proc.wait()
+    return False
+
+
+def _kill_after(proc: subprocess.Popen[str], seconds: float) -> bool:
+    try:
+        proc.wait(seconds)
+        return False
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        return True
+
+
+@pytest.fixture
+def upstream(tmp_path: Path) -> ReferenceUpstream:
+    up = ReferenceUpstream([TOKEN])
+    assert up.load(SUB, _bundle(tmp_path / "bundle.json", 60)) == []
+    return up
+
+
+@pytest.fixture
+def upstream_url(upstream: ReferenceUpstream) -> Iterator[str]:
+    with serve(create_upstream_app(upstream)) as url:
+        yield url
+
+
+def test_sigkill_at_many_moments_loses_nothing(tmp_path: Path, upstream: ReferenceUpstream, upstream_url: str,
+                                               fake_encoder: Encoder) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "sync.toml").write_text(
+        f'[upstream]\nurl = "{upstream_url}"\ntoken = "{TOKEN}"\npage_limit = 6\nretries = 1\n'
+        f'backoff_base_s = 0.01\n\n[[subscriptions]]\nid = "{SUB}"\n',
+        encoding="utf-8",
+    )
+    rng = random.Random(20261129)
+    killed = run = 0
+    while killed < KILLS and run < MAX_RUNS:
+        with _spawn(data_dir, watch=run % 2 == 0) as proc:
+            if run % 2 == 0:
+                killed += _kill_after_pages(proc, 2 + run % 5, rng.uniform(0.0, 0.03))
+            else:
+                killed += _kill_after(proc, rng.uniform(0.3, 3.0))
+
+        _store_is_consistent(data_dir / "catalog.sqlite3")
+        catalog = Catalog(Settings(data_dir=data_dir, seed_sample=False, encoder="hashing"), encoder=fake_encoder)
+        try:
+            index_matches_store(catalog)  # opening repaired whatever the kill left behind
+        finally:
+            catalog.close()
+        _mutate(upstream, rng, run)
+        run += 1
+
+    assert killed >= KILLS, f"only {killed} of {run} runs were killed before they finished"
+    with _spawn(data_dir) as proc:
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    catalog = Catalog(Settings(data_dir=data_dir, seed_sample=False, encoder="hashing"), encoder=fake_encoder)
+    try:
+        assert catalog_content(catalog, SOURCE) == upstream_content(upstream, SUB)
+        index_matches_store(catalog)
+    finally:
+        catalog.close()
