@@ -1,0 +1,115 @@
+"""Searches run in a loop while one sync applies 1,000 changes: no search fails, and none returns a skill
+that was never visible to its principal (another subscription's, or one that arrived already archived)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from syncsupport import TOKEN, catalog_content, config_for, index_matches_store, serve, upstream_content
+
+from skillsearch.domain import Principal
+from skillsearch.encoder import Encoder
+from skillsearch.search import SearchRequest
+from skillsearch.service import Catalog
+from skillsearch.settings import Settings
+from skillsearch.sync.upstream import ReferenceUpstream, create_upstream_app
+
+QUERIES = ["handles alpha task", "beta task helper", "archived task", "quick task number 7", "helper"]
+
+
+def _item(skill_id: str, name: str, status: str = "active") -> dict[str, Any]:
+    return {
+        "op": "upsert",
+        "skill": {"skill_id": skill_id, "slug": skill_id.replace("_", "-"), "status": status},
+        "revision": {"name": name, "description": f"{name} handles a quick task.", "kind": "knowledge",
+                     "tags": ["task"], "instructions": f"Use {name} for the task."},
+        "resources": [],
+    }
+
+
+@pytest.fixture
+def upstream() -> ReferenceUpstream:
+    up = ReferenceUpstream([TOKEN])
+    for sub, n in (("alpha", 100), ("beta", 10)):
+        up.feed(sub, create=True)
+        for i in range(n):
+            up.publish(sub, _item(f"{sub}_{i:04d}", f"{sub} task helper {i}"))
+    return up
+
+
+@pytest.fixture
+def upstream_url(upstream: ReferenceUpstream) -> Iterator[str]:
+    with serve(create_upstream_app(upstream)) as url:
+        yield url
+
+
+@pytest.fixture
+def catalog(tmp_path: Path, encoder: Encoder) -> Iterator[Catalog]:
+    c = Catalog.open(Settings(data_dir=tmp_path / "data", seed_sample=False), encoder=encoder)
+    yield c
+    c.close()
+
+
+def test_searches_during_a_sync_of_1000_changes(catalog: Catalog, upstream: ReferenceUpstream,
+                                                upstream_url: str) -> None:
+    config = config_for(upstream_url, "alpha", "beta", page_limit=50)
+    catalog.sync_once(config)
+    visible_ever = {f"alpha_{i:04d}" for i in range(600)}
+    changes = 0
+    for i in range(100, 600):
+        upstream.publish("alpha", _item(f"alpha_{i:04d}", f"alpha task helper {i}"))
+        changes += 1
+    for i in range(150):
+        upstream.publish("alpha", _item(f"alpha_arch_{i:04d}", f"archived task helper {i}", status="archived"))
+        changes += 1
+    for i in range(0, 60):
+        upstream.edit("alpha", f"alpha_{i:04d}", description=f"Edited: handles alpha task number {i}.")
+        changes += 1
+    for i in range(60, 100):
+        upstream.delete("alpha", f"alpha_{i:04d}")
+        changes += 1
+    for i in range(10, 260):
+        upstream.publish("beta", _item(f"beta_{i:04d}", f"beta task helper {i}"))
+        changes += 1
+    assert changes == 1000
+
+    principal = Principal(name="alpha-user", grants=frozenset({"sub:alpha"}))
+    done = threading.Event()
+    errors: list[BaseException] = []
+    seen: set[str] = set()
+    searches = [0]
+
+    def search_loop(offset: int) -> None:
+        n = offset
+        while not done.is_set():
+            try:
+                response = catalog.search_view(principal, SearchRequest(query=QUERIES[n % len(QUERIES)], limit=20))
+                seen.update(h.skill_id for h in response.hits)
+                searches[0] += 1
+            except BaseException as exc:  # every failure is a finding
+                errors.append(exc)
+                return
+            n += 1
+
+    threads = [threading.Thread(target=search_loop, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        reports = catalog.sync_once(config)
+    finally:
+        done.set()
+        for t in threads:
+            t.join(60)
+
+    assert [r.error for r in reports] == [None, None]
+    assert sum(len(r.outcome.changed) for r in reports) == 1000
+    assert errors == []
+    assert searches[0] >= 10
+    assert seen and seen <= visible_ever, sorted(seen - visible_ever)[:10]
+    for sub in ("alpha", "beta"):
+        assert catalog_content(catalog, f"upstream:{sub}") == upstream_content(upstream, sub)
+    index_matches_store(catalog)
