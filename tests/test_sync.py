@@ -31,7 +31,7 @@ from skillsearch.search import SearchRequest
 from skillsearch.service import Catalog
 from skillsearch.settings import Settings
 from skillsearch.sync.contract import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign_webhook
-from skillsearch.sync.upstream import ReferenceUpstream, WebhookTarget, create_upstream_app
+from skillsearch.sync.upstream import ReferenceUpstream, WebhookTarget, contract_openapi, create_upstream_app
 from skillsearch.sync.webhook import make_sync_router
 
 SUB = "starter-pack"
@@ -289,3 +289,46 @@ def test_cli_sync_and_status(catalog: Catalog, upstream: ReferenceUpstream, upst
     out = io.StringIO()
     assert cli.main(["--data-dir", data_dir, "sync", "--config", str(config_file), "--json"], out) == 1
     assert json.loads(out.getvalue())["error"]["code"] == "VALIDATION_ERROR"  # token_env is not set now
+
+
+def test_openapi_file_is_the_reference_upstreams_contract() -> None:
+    committed = json.loads((Path(__file__).parents[1] / "docs" / "upstream-openapi.json").read_text("utf-8"))
+    assert committed == contract_openapi(), "regenerate: python -m skillsearch.sync.upstream > docs/upstream-openapi.json"
+    assert set(committed["webhooks"]) == {"skills.changed", "subscription.revoked"}
+
+
+def test_reference_upstream_contract_errors_and_admin_routes(catalog: Catalog, upstream: ReferenceUpstream,
+                                                            upstream_url: str) -> None:
+    feed = f"{upstream_url}/v1/subscriptions/{SUB}/skills"
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    assert httpx.get(feed).status_code == 401
+    assert httpx.get(feed, headers={"Authorization": "Bearer nope"}).json()["error"]["code"] == "UNAUTHENTICATED"
+    assert httpx.get(f"{upstream_url}/v1/subscriptions/nope/skills", headers=auth).status_code == 404
+    assert httpx.get(feed, headers=auth, params={"since": "stale.1"}).json()["error"]["code"] == "CURSOR_EXPIRED"
+    assert httpx.get(feed, headers=auth, params={"limit": 0}).json()["error"]["code"] == "VALIDATION_ERROR"
+    first = httpx.get(feed, headers=auth, params={"limit": 5}).json()
+    assert len(first["items"]) == 5 and first["has_more"]
+
+    config = config_for(upstream_url, SUB)
+    catalog.sync_once(config)
+    admin = f"{upstream_url}/admin/subscriptions/{SUB}"
+    assert httpx.post(f"{admin}/skills/{PROFILING}/archive").status_code == 401
+    assert httpx.post(f"{admin}/skills/{PROFILING}/edit", headers=auth,
+                      json={"description": "Profiling with a capybara sampler."}).status_code == 200
+    assert httpx.post(f"{admin}/skills/{BISECT}/archive", headers=auth).status_code == 200
+    assert httpx.delete(f"{admin}/skills/{REGEX}", headers=auth).status_code == 200
+    item = httpx.get(f"{admin}/skills", headers=auth).json()["items"][0]
+    item["skill"] = {"skill_id": "sk_brand_new", "slug": "brand-new"}
+    item["revision"]["name"] = "Brand new skill"
+    assert httpx.put(f"{admin}/skills", headers=auth, json=item).status_code == 200
+    [report] = catalog.sync_once(config)
+    assert (report.outcome.created, report.outcome.updated) == (["sk_brand_new"], [PROFILING])
+    assert (report.outcome.archived, report.outcome.deleted) == ([BISECT], [REGEX])
+    assert catalog_content(catalog, SOURCE) == upstream_content(upstream, SUB)
+
+    assert httpx.post(f"{admin}/expire-cursors", headers=auth).status_code == 200
+    assert httpx.post(f"{admin}/revoke", headers=auth).status_code == 200
+    assert httpx.get(feed, headers=auth).json()["error"]["code"] == "SUBSCRIPTION_REVOKED"
+    assert httpx.post(f"{admin}/reinstate", headers=auth).status_code == 200
+    [report] = catalog.sync_once(config)
+    assert report.full and report.error is None

@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from skillsearch.domain import SkillContent
 from skillsearch.errors import ValidationError
@@ -43,6 +44,13 @@ log = logging.getLogger("skillsearch.upstream")
 
 MAX_PAGE = 1000
 SubPath = Annotated[str, PathParam(pattern=SUBSCRIPTION_ID_PATTERN)]
+BearerCredentials = Annotated[
+    HTTPAuthorizationCredentials | None,
+    Depends(HTTPBearer(auto_error=False, description="The deployment's API token for the platform.")),
+]
+TimestampHeader = Annotated[str, Header(description="Unix seconds when the event was sent; refused outside"
+                                        " the receiver's window (default 300 s).")]
+SignatureHeader = Annotated[str, Header(description='v1=hex(HMAC-SHA256(secret, "<timestamp>." + raw body))')]
 
 
 class UpstreamError(Exception):
@@ -192,11 +200,10 @@ def create_upstream_app(upstream: ReferenceUpstream) -> FastAPI:
     async def _bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         return UpstreamError(400, "VALIDATION_ERROR", str(exc.errors()[0].get("msg", "bad request"))).response()
 
-    def bearer(request: Request) -> None:
+    def bearer(credentials: BearerCredentials) -> None:
         upstream.requests += 1
-        header = request.headers.get("Authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not any(secrets.compare_digest(token, t) for t in upstream.tokens):
+        token = credentials.credentials if credentials is not None else ""
+        if not any(secrets.compare_digest(token, t) for t in upstream.tokens):
             raise UpstreamError(401, "UNAUTHENTICATED", "a valid bearer token is required")
 
     auth = [Depends(bearer)]
@@ -216,6 +223,26 @@ def create_upstream_app(upstream: ReferenceUpstream) -> FastAPI:
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     ) -> JSONResponse:
         return JSONResponse(upstream.changes(subscription_id, since, limit))
+
+    @app.webhooks.post("skills.changed", summary="Skills of a subscription changed: pull now",
+                       status_code=202, responses={401: {"description": "unsigned, badly signed, stale or replayed"}})
+    def skills_changed(
+        event: WebhookEvent,
+        x_skillsearch_timestamp: TimestampHeader,
+        x_skillsearch_signature: SignatureHeader,
+    ) -> None:
+        """Sent to the catalog's `POST /v1/sync/webhook` after changes were published. Only an accelerator:
+        the catalog pulls `GET /v1/subscriptions/{id}/skills` on its interval anyway."""
+
+    @app.webhooks.post("subscription.revoked", summary="A subscription was revoked: hide its skills now",
+                       status_code=202, responses={401: {"description": "unsigned, badly signed, stale or replayed"}})
+    def subscription_revoked(
+        event: WebhookEvent,
+        x_skillsearch_timestamp: TimestampHeader,
+        x_skillsearch_signature: SignatureHeader,
+    ) -> None:
+        """Sent after the revocation took effect (the feed already answers 403 `SUBSCRIPTION_REVOKED`). The
+        catalog hides the subscription's skills before answering, then pulls to confirm."""
 
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:
@@ -310,3 +337,16 @@ def run_upstream(sources: Sequence[str], *, host: str, port: int, tokens: Sequen
             log.warning("upstream %s: invalid skill %s", sid, problem)
         log.warning("upstream: subscription %s serves %d skills from %s", sid, len(upstream.feed(sid).live()), path)
     uvicorn.run(create_upstream_app(upstream), host=host, port=port, log_level="warning")
+
+
+def contract_openapi() -> dict[str, Any]:
+    """The contract as OpenAPI (``docs/upstream-openapi.json``): the feed route and the two webhooks."""
+    return create_upstream_app(ReferenceUpstream([])).openapi()
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    json.dump(contract_openapi(), sys.stdout, indent=2)
+    sys.stdout.write("\n")
