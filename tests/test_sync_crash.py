@@ -55,7 +55,7 @@ def _mutate(up: ReferenceUpstream, rng: random.Random, run: int) -> None:
     up.archive(SUB, rng.choice(live))
     up.delete(SUB, rng.choice([s for s in live if up.feed(SUB).get(s)]))
     for j in range(2):
-        item = json.loads(json.dumps(up.feed(SUB).get(sorted(up.feed(SUB).live())[0])))
+        item = json.loads(json.dumps(up.feed(SUB).get(min(up.feed(SUB).live()))))
         item["skill"] = {"skill_id": f"sk_new_{run}_{j}", "slug": f"new-{run}-{j}", "status": "active"}
         item["revision"]["name"] = f"New skill {run}-{j}"
         up.publish(SUB, item)

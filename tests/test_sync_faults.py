@@ -17,7 +17,13 @@ from urllib.parse import parse_qs, urlparse
 
 import httpx
 import pytest
-from syncsupport import catalog_content, config_for, index_matches_store, upstream_content, upstream_with_starter
+from syncsupport import (
+    catalog_content,
+    config_for,
+    index_matches_store,
+    upstream_content,
+    upstream_with_starter,
+)
 
 from skillsearch.encoder import Encoder
 from skillsearch.errors import UpstreamUnavailableError

@@ -17,8 +17,19 @@ Layout, one concept per module:
 
 from __future__ import annotations
 
-from skillsearch.sync.client import CursorExpired, HttpSubscriptionClient, SubscriptionClient, SubscriptionRevoked
-from skillsearch.sync.config import SubscriptionConfig, SyncConfig, UpstreamConfig, default_config_path, load_config
+from skillsearch.sync.client import (
+    CursorExpired,
+    HttpSubscriptionClient,
+    SubscriptionClient,
+    SubscriptionRevoked,
+)
+from skillsearch.sync.config import (
+    SubscriptionConfig,
+    SyncConfig,
+    UpstreamConfig,
+    default_config_path,
+    load_config,
+)
 from skillsearch.sync.poller import Poller
 from skillsearch.sync.runner import SyncReport, sync_subscription
 from skillsearch.sync.status import SyncStatus

@@ -21,7 +21,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import Protocol
 from urllib.parse import quote
@@ -182,8 +182,8 @@ def _error_code(response: httpx.Response) -> str | None:
 
 
 def send_webhook(url: str, secret: str, event: WebhookEvent, *, timeout_s: float = 10.0,
-                 timestamp: int | None = None) -> httpx.Response:
-    """POST one signed event (the reference upstream's push); the receiver's answer is returned as is."""
+                 timestamp: int | None = None) -> int:
+    """POST one signed event (the reference upstream's push); returns the receiver's HTTP status."""
     body = json.dumps(event.model_dump(), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     ts = int(time.time()) if timestamp is None else timestamp
     headers = {
@@ -191,5 +191,8 @@ def send_webhook(url: str, secret: str, event: WebhookEvent, *, timeout_s: float
         TIMESTAMP_HEADER: str(ts),
         SIGNATURE_HEADER: sign_webhook(secret, ts, body),
     }
-    with httpx.Client(timeout=timeout_s) as http:
-        return http.post(url, content=body, headers=headers)
+    try:
+        with httpx.Client(timeout=timeout_s) as http:
+            return http.post(url, content=body, headers=headers).status_code
+    except httpx.HTTPError as exc:
+        raise UpstreamUnavailableError(f"webhook to {url} failed: {type(exc).__name__}: {exc}") from None

@@ -31,7 +31,7 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from skillsearch.domain import SkillContent
-from skillsearch.errors import ValidationError
+from skillsearch.errors import UpstreamUnavailableError, ValidationError
 from skillsearch.importer import is_text_media_type, parse_path
 from skillsearch.store import utc_now
 from skillsearch.sync.changelog import CursorUnknown, Feed
@@ -167,9 +167,9 @@ class ReferenceUpstream:
         event = WebhookEvent(id=f"evt_{uuid.uuid4().hex}", type=event_type, subscription_id=subscription_id,
                              created_at=utc_now())
         try:
-            return send_webhook(self.webhook.url, self.webhook.secret, event).status_code
-        except Exception as exc:  # the receiver's failure is reported, not raised into the admin route
-            raise UpstreamError(502, "WEBHOOK_FAILED", f"webhook to {self.webhook.url} failed: {exc}") from None
+            return send_webhook(self.webhook.url, self.webhook.secret, event)
+        except UpstreamUnavailableError as exc:
+            raise UpstreamError(502, "WEBHOOK_FAILED", exc.message) from None
 
     # -- the contract's read ----------------------------------------------------------------------
 
