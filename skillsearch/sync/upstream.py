@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import logging
 import re
 import secrets
+import sys
 import threading
 import uuid
 from collections.abc import Sequence
@@ -39,8 +39,6 @@ from skillsearch.sync.client import send_webhook
 from skillsearch.sync.contract import SUBSCRIPTION_ID_PATTERN, ChangePage, ErrorBody, UpsertItem, WebhookEvent
 
 __all__ = ["ReferenceUpstream", "UpstreamError", "WebhookTarget", "create_upstream_app", "parse_sources", "wire_item"]
-
-log = logging.getLogger("skillsearch.upstream")
 
 MAX_PAGE = 1000
 SubPath = Annotated[str, PathParam(pattern=SUBSCRIPTION_ID_PATTERN)]
@@ -333,9 +331,11 @@ def run_upstream(sources: Sequence[str], *, host: str, port: int, tokens: Sequen
     upstream = ReferenceUpstream(tokens, WebhookTarget(webhook_url, webhook_secret) if webhook_url and webhook_secret
                                  else None)
     for sid, path in parse_sources(sources):
+        before = len(upstream.feeds[sid].live()) if sid in upstream.feeds else 0
         for problem in upstream.load(sid, path):
-            log.warning("upstream %s: invalid skill %s", sid, problem)
-        log.warning("upstream: subscription %s serves %d skills from %s", sid, len(upstream.feed(sid).live()), path)
+            print(f"upstream {sid}: invalid skill {problem}", file=sys.stderr)
+        print(f"upstream {sid}: {len(upstream.feed(sid).live()) - before} skills from {path}", file=sys.stderr)
+    print(f"upstream: serving on http://{host}:{port}/v1/subscriptions/{{id}}/skills", file=sys.stderr)
     uvicorn.run(create_upstream_app(upstream), host=host, port=port, log_level="warning")
 
 
@@ -346,7 +346,6 @@ def contract_openapi() -> dict[str, Any]:
 
 if __name__ == "__main__":
     import json
-    import sys
 
     json.dump(contract_openapi(), sys.stdout, indent=2)
     sys.stdout.write("\n")
