@@ -208,6 +208,24 @@ class CatalogStore:
                 raise
             conn.execute("COMMIT")
 
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """Inside a transaction: a block that is undone alone when it raises. A constraint the block broke
+        (a slug taken in the same grant, ...) comes out as ``ValueError`` with the store's reason."""
+        conn = self._conn()
+        conn.execute("SAVEPOINT block")
+        try:
+            yield
+        except sqlite3.IntegrityError as exc:
+            conn.execute("ROLLBACK TO block")
+            conn.execute("RELEASE block")
+            raise ValueError(f"the catalog refused it: {exc}") from None
+        except BaseException:
+            conn.execute("ROLLBACK TO block")
+            conn.execute("RELEASE block")
+            raise
+        conn.execute("RELEASE block")
+
     def data_version(self) -> int:
         """Changes whenever another connection commits; cheap enough to ask on every request."""
         return int(self._conn().execute("PRAGMA data_version").fetchone()[0])

@@ -267,3 +267,20 @@ def test_refusals_are_not_retried() -> None:
     with pytest.raises(UpstreamUnavailableError) as caught:
         client.fetch_page(SUB, None, 10)
     assert caught.value.details["status"] == 401 and client.requests == 1 and waits == []
+
+
+def test_a_slug_clash_inside_a_page_rejects_only_that_item(catalog: Catalog, upstream: ReferenceUpstream,
+                                                            flaky: FlakyUpstream) -> None:
+    config = config_for(flaky.url, SUB)
+    catalog.sync_once(config)
+    taken = upstream.feed(SUB).get(stable_id("sk", f"sub:{SUB}", "regex-debugging"))
+    assert taken is not None
+    upstream.publish(SUB, _upsert("usurper") | {"skill": {"skill_id": "sk_usurper", "slug": taken["skill"]["slug"]}})
+    upstream.publish(SUB, _upsert("newcomer"))
+
+    [report] = catalog.sync_once(config)
+
+    assert [r.skill_id for r in report.outcome.rejected] == ["sk_usurper"]
+    assert "already used" in report.outcome.rejected[0].reason
+    assert report.outcome.created == ["sk_newcomer"] and catalog.store.skill("sk_usurper") is None
+    index_matches_store(catalog)

@@ -166,21 +166,18 @@ def apply_page(
     out = PageOutcome()
     now = utc_now()
     listed: list[str] = []
-    with store.transaction() as conn:
+    with store.transaction():
         for raw in items:
             raw_id = _raw_skill_id(raw)
             if raw_id is not None:
                 listed.append(raw_id)
-            conn.execute("SAVEPOINT sync_item")
             try:
-                _apply_one(store, sub, parse_item(raw), out, now)
+                with store.savepoint():
+                    _apply_one(store, sub, parse_item(raw), out, now)
             except pydantic.ValidationError as exc:
-                conn.execute("ROLLBACK TO sync_item")
                 out.rejected.append(Rejection(raw_id, _error_text(exc)))
             except ValueError as exc:
-                conn.execute("ROLLBACK TO sync_item")
                 out.rejected.append(Rejection(raw_id, str(exc)))
-            conn.execute("RELEASE sync_item")
         if full:
             # "" marks the full sync as in progress even when a page listed no usable id.
             store.mark_listed(sub.source, ["", *listed])

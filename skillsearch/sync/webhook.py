@@ -97,6 +97,9 @@ def make_sync_router(
                    400: {"description": "signed but malformed"}},
     )
     async def webhook(request: Request) -> JSONResponse:
+        declared = request.headers.get("content-length", "")
+        if not declared.isdigit() or int(declared) > MAX_WEBHOOK_BYTES:
+            return _error(ValidationError(f"webhook body must be declared and at most {MAX_WEBHOOK_BYTES} bytes"))
         body = await request.body()
         now = clock()
         try:
