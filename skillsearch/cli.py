@@ -23,7 +23,7 @@ from skillsearch.errors import SkillSearchError, ValidationError
 from skillsearch.search import SearchRequest
 from skillsearch.service import Catalog
 from skillsearch.settings import Settings
-from skillsearch.sync.config import SyncConfig
+from skillsearch.sync.config import SyncConfig, default_config_path, load_config
 from skillsearch.templates import coerce_text_value
 
 __all__ = ["build_parser", "main"]
@@ -183,8 +183,6 @@ def cmd_reindex(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _sync_config(args: argparse.Namespace) -> SyncConfig:
-    from skillsearch.sync.config import default_config_path, load_config
-
     return load_config(Path(args.config) if args.config else default_config_path(Path(args.data_dir)))
 
 
@@ -200,6 +198,7 @@ def cmd_sync(args: argparse.Namespace, out: TextIO) -> int:
             for s in status.subscriptions
         ) or "no subscriptions configured")
         return 0
+    log.info("sync: opening the index in %s", args.data_dir)
     catalog.index(_progress_factory(not args.quiet))
     reports = catalog.sync_once(config, args.subscription or None)
     for r in reports:

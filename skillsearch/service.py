@@ -246,8 +246,6 @@ class Catalog:
     ) -> ResolvedFlow:
         return resolve_flow(self.store, principal, skill_id, values, known_tools)
 
-
-
     # -- writes: sync from the subscription platform ----------------------------------------------
 
     @contextmanager

@@ -368,10 +368,12 @@ class CatalogStore:
                              [(source, s) for s in skill_ids])
 
     def listed(self, source: str) -> set[str]:
-        return {r[0] for r in self._conn().execute("SELECT skill_id FROM sync_listed WHERE source = ?", (source,))}
+        rows = self._conn().execute("SELECT skill_id FROM sync_listed WHERE source = ?", (source,))
+        return {r[0] for r in rows}
 
     def full_sync_in_progress(self, source: str) -> bool:
-        return self._conn().execute("SELECT 1 FROM sync_listed WHERE source = ? LIMIT 1", (source,)).fetchone() is not None
+        row = self._conn().execute("SELECT 1 FROM sync_listed WHERE source = ? LIMIT 1", (source,)).fetchone()
+        return row is not None
 
     def clear_listed(self, source: str) -> None:
         with self.transaction() as conn:

@@ -98,6 +98,7 @@ def sync_subscription(
     if cursor is None:
         store.clear_listed(sub.source)
     full = cursor is None or store.full_sync_in_progress(sub.source)
+    log.info("sync %s: starting a %s sync from cursor %s", sub.id, "full" if full else "incremental", cursor)
     restarts = 0
     try:
         while True:
