@@ -78,40 +78,36 @@ def _store_is_consistent(db: Path) -> None:
             assert conn.execute(sql).fetchone()[0] == 0, what
 
 
-def _spawn(data_dir: Path, watch: bool = True) -> subprocess.Popen[str]:
+def _spawn(data_dir: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
     return subprocess.Popen(
         [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data_dir), "--encoder", "hashing", "-q", "-v",
          "sync", "--json"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE if watch else subprocess.DEVNULL, text=True, env=env,
-        cwd=REPO,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
     )
 
 
-def _kill_after_pages(proc: subprocess.Popen[str], pages: int, delay: float) -> bool:
-    """SIGKILL once ``pages`` pages were stored (plus ``delay``); ``False`` if it finished first."""
+# Each kill waits for a moment the process announces on stderr, then a random few milliseconds more:
+# while the index is opened (and repaired after the previous kill), as a run starts, or after page k.
+MOMENTS = [("opening the index", 1, 0.08), ("starting a", 1, 0.03), (" stored (", 1, 0.03),
+           (" stored (", 2, 0.03), (" stored (", 3, 0.03)]
+
+
+def _kill_after_line(proc: subprocess.Popen[str], marker: str, count: int, delay: float) -> bool:
+    """SIGKILL ``delay`` seconds after the ``count``-th stderr line holding ``marker``; ``False`` if the
+    process finished first."""
     assert proc.stderr is not None
     seen = 0
     for line in proc.stderr:
-        if " stored (" in line:
+        if marker in line:
             seen += 1
-            if seen >= pages:
+            if seen >= count:
                 time.sleep(delay)
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
                 return proc.returncode == -signal.SIGKILL
     proc.wait()
     return False
-
-
-def _kill_after(proc: subprocess.Popen[str], seconds: float) -> bool:
-    try:
-        proc.wait(seconds)
-        return False
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        return True
 
 
 @pytest.fixture
@@ -132,18 +128,16 @@ def test_sigkill_at_many_moments_loses_nothing(tmp_path: Path, upstream: Referen
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     (data_dir / "sync.toml").write_text(
-        f'[upstream]\nurl = "{upstream_url}"\ntoken = "{TOKEN}"\npage_limit = 6\nretries = 1\n'
+        f'[upstream]\nurl = "{upstream_url}"\ntoken = "{TOKEN}"\npage_limit = 4\nretries = 1\n'
         f'backoff_base_s = 0.01\n\n[[subscriptions]]\nid = "{SUB}"\n',
         encoding="utf-8",
     )
     rng = random.Random(20261129)
     killed = run = 0
     while killed < KILLS and run < MAX_RUNS:
-        with _spawn(data_dir, watch=run % 2 == 0) as proc:
-            if run % 2 == 0:
-                killed += _kill_after_pages(proc, 2 + run % 5, rng.uniform(0.0, 0.03))
-            else:
-                killed += _kill_after(proc, rng.uniform(0.3, 3.0))
+        marker, count, jitter = MOMENTS[run % len(MOMENTS)]
+        with _spawn(data_dir) as proc:
+            killed += _kill_after_line(proc, marker, count, rng.uniform(0.0, jitter))
 
         _store_is_consistent(data_dir / "catalog.sqlite3")
         catalog = Catalog(Settings(data_dir=data_dir, seed_sample=False, encoder="hashing"), encoder=fake_encoder)
