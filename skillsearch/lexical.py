@@ -15,8 +15,10 @@ This is the one module that imports ``tantivy``; its errors become ours here. De
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,6 +100,18 @@ def _register_analyzers(index: tantivy.Index) -> None:
     index.register_tokenizer(CJK_ANALYZER, cjk)
 
 
+def _remove_folder(path: Path) -> None:
+    """Delete an index folder, first moving it aside: a reader of the old index still open in this
+    process (its meta watcher) may create a lock file in the folder while it is being deleted, which
+    makes a plain ``rmtree`` fail with "directory not empty". Leftovers of a crash are removed too."""
+    for stale in path.parent.glob(f"{path.name}.old-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    if path.exists():
+        trash = path.with_name(f"{path.name}.old-{os.getpid()}-{time.monotonic_ns()}")
+        os.replace(path, trash)
+        shutil.rmtree(trash, ignore_errors=True)
+
+
 class LexicalIndex:
     """A Tantivy index in a folder. One writer, explicit commits, reload after each commit."""
 
@@ -106,9 +120,8 @@ class LexicalIndex:
         self.schema = _schema()
         try:
             if create:
-                if self.path.exists():
-                    shutil.rmtree(self.path)
-                self.path.mkdir(parents=True)
+                _remove_folder(self.path)
+                self.path.mkdir(parents=True, exist_ok=True)
                 self.index = tantivy.Index(self.schema, path=str(self.path))
             else:
                 if not tantivy.Index.exists(str(self.path)):
