@@ -22,9 +22,12 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
+
+import anyio
 
 from skillsearch.errors import SkillSearchError
 from skillsearch.sync.config import SubscriptionConfig
@@ -92,6 +95,15 @@ class Poller:
             self._thread = None
         if self._on_stop is not None:
             self._on_stop()
+
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        """Run while an ASGI app runs: ``create_app(..., lifespans=[lambda app: poller.lifespan()])``."""
+        self.start()
+        try:
+            yield
+        finally:
+            await anyio.to_thread.run_sync(self.stop)
 
     @property
     def running(self) -> bool:
