@@ -181,6 +181,91 @@ def cmd_reindex(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _principals_path(args: argparse.Namespace) -> Path:
+    from skillsearch.auth import PRINCIPALS_FILE
+
+    return Path(args.principals) if args.principals else Path(args.data_dir) / PRINCIPALS_FILE
+
+
+def _serve_banner(url: str, demo: bool, principals: Path) -> str:
+    from skillsearch.auth import DEMO_TOKEN
+
+    lines = [f"skillsearch is serving on {url}", f"  search page:  {url}/", f"  API docs:     {url}/docs"]
+    if demo:
+        lines += [
+            f"  demo token:   {DEMO_TOKEN}   (sample catalog only: sees sub:starter-pack and team:data-science)",
+            f"  try:          curl -H 'Authorization: Bearer {DEMO_TOKEN}' '{url}/v1/search?q=profile+python+code'",
+        ]
+    else:
+        lines += [
+            f"  principals:   {principals}",
+            "  add a token:  skillsearch token add NAME --grant sub:<id> --scope skills:read",
+            f"  try:          curl -H 'Authorization: Bearer <token>' '{url}/v1/search?q=profile+python+code'",
+        ]
+    return "\n".join(lines)
+
+
+def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
+    from skillsearch.auth import PrincipalRegistry
+    from skillsearch.http_app import create_app
+    from skillsearch.http_middleware import configure_json_logging
+    from skillsearch.http_server import serve
+
+    catalog = _open(args)
+    principals = _principals_path(args)
+    registry = PrincipalRegistry.for_catalog(catalog, principals)
+    app = create_app(catalog, principals=registry)
+    configure_json_logging(logging.INFO if args.verbose else logging.WARNING if args.quiet else logging.INFO)
+
+    def started(url: str) -> None:
+        out.write(_serve_banner(url, registry.demo, principals) + "\n")
+        out.flush()
+
+    try:
+        serve(app, host=args.host, port=args.port, on_started=started)
+    finally:
+        catalog.close()
+    return 0
+
+
+def cmd_token_add(args: argparse.Namespace, out: TextIO) -> int:
+    from skillsearch.auth import KNOWN_SCOPES, add_principal
+
+    path = _principals_path(args)
+    scopes = args.scope or list(KNOWN_SCOPES)
+    token = add_principal(path, args.name, args.grant or [], scopes)
+    payload = {"name": args.name, "token": token, "grants": args.grant, "scopes": scopes, "file": str(path)}
+    _emit(out, args, payload, lambda: (
+        f"{token}\n"
+        f"(principal {args.name!r} in {path}; this token is shown once and only its sha256 is stored)"
+    ))
+    return 0
+
+
+def cmd_token_list(args: argparse.Namespace, out: TextIO) -> int:
+    from skillsearch.auth import PrincipalRegistry
+
+    registry = PrincipalRegistry(_principals_path(args))
+    rows = []
+    for name in registry.names():
+        p = registry.principal(name)
+        rows.append({"name": name, "grants": ["*"] if p.grants is None else sorted(p.grants),
+                     "scopes": sorted(p.scopes)})
+    _emit(out, args, {"principals": rows}, lambda: "\n".join(
+        f"{r['name']}  grants={','.join(r['grants'])}  scopes={','.join(r['scopes'])}" for r in rows
+    ) or "(no principals)")
+    return 0
+
+
+def cmd_token_remove(args: argparse.Namespace, out: TextIO) -> int:
+    from skillsearch.auth import remove_principal
+
+    removed = remove_principal(_principals_path(args), args.name)
+    _emit(out, args, {"name": args.name, "removed": removed},
+          lambda: f"removed {args.name}" if removed else f"no principal {args.name!r}")
+    return 0 if removed else 1
+
+
 # -- parser ---------------------------------------------------------------------------------------------
 
 
@@ -235,6 +320,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--param", action="append", metavar="NAME=VALUE")
 
     add("reindex", cmd_reindex, "rebuild the search index from the catalog")
+
+    p = add("serve", cmd_serve, "serve the HTTP API, metrics and the search page (FastAPI + uvicorn)")
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p.add_argument("--principals", help="principals file (default <data-dir>/principals.toml)")
+
+    p = add("token", cmd_token_list, "manage bearer tokens of the principals file")
+    tokens = p.add_subparsers(dest="token_command", required=True, metavar="ACTION")
+    for action, func, help_text in (
+        ("add", cmd_token_add, "create a principal (or re-key it) and print its new token once"),
+        ("list", cmd_token_list, "list principals with their grants and scopes (never tokens)"),
+        ("remove", cmd_token_remove, "remove a principal"),
+    ):
+        t = tokens.add_parser(action, help=help_text, description=help_text)
+        t.set_defaults(func=func)
+        t.add_argument("--json", action="store_true", help="print one JSON object")
+        t.add_argument("--principals", help="principals file (default <data-dir>/principals.toml)")
+        if action != "list":
+            t.add_argument("name", help="principal name: letters, digits, '.', '_', '-'")
+        if action == "add":
+            t.add_argument("--grant", action="append", metavar="G", required=True,
+                           help="grant key the principal sees: sub:<id>, team:<id>, user:<id>, or * (repeatable)")
+            t.add_argument("--scope", action="append", metavar="S",
+                           help="scope: skills:read, memory:read (repeatable; default both)")
     return parser
 
 

@@ -34,7 +34,8 @@ access_log = logging.getLogger("skillsearch.http")
 REQUEST_ID_HEADER = "x-request-id"
 _CLIENT_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
-_STANDARD_RECORD_KEYS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+_STANDARD_RECORD_KEYS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message", "asctime", "color_message"}
 
 
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> bytes:
