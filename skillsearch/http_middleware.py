@@ -96,32 +96,42 @@ class RequestContextMiddleware:
         state["request_id"] = request_id
         status = 500
         response_started = False
+        exceeded = False  # the body went over the limit; whatever the app answers, the caller gets 413
 
         async def send_with_id(message: Message) -> None:
             nonlocal status, response_started
             if message["type"] == "http.response.start":
+                if exceeded:
+                    await reply(413, too_large)
+                    return
                 status = int(message["status"])
                 response_started = True
                 message["headers"] = [*message.get("headers", []),
                                       (REQUEST_ID_HEADER.encode(), request_id.encode())]
+            elif exceeded and status == 413:
+                return
             await send(message)
 
         received = 0
 
         async def limited_receive() -> Message:
-            nonlocal received
+            nonlocal received, exceeded
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_body_bytes:
+                    exceeded = True
                     raise _BodyTooLarge
             return message
 
         async def reply(code: int, body: bytes) -> None:
-            await send_with_id({"type": "http.response.start", "status": code,
-                                "headers": [(b"content-type", b"application/json"),
-                                            (b"content-length", str(len(body)).encode())]})
-            await send_with_id({"type": "http.response.body", "body": body})
+            nonlocal status, response_started
+            status, response_started = code, True
+            await send({"type": "http.response.start", "status": code,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(body)).encode()),
+                                    (REQUEST_ID_HEADER.encode(), request_id.encode())]})
+            await send({"type": "http.response.body", "body": body})
 
         too_large = error_body("VALIDATION_ERROR", f"request body is larger than {self.max_body_bytes} bytes",
                                {"max_body_bytes": self.max_body_bytes})
