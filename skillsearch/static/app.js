@@ -6,6 +6,7 @@
 const $ = (sel) => document.querySelector(sel);
 const TOKEN_KEY = "skillsearch.token";
 let token = localStorage.getItem(TOKEN_KEY) || "";
+let searches = 0;  // finished searches, exposed as body[data-searches] so tests can wait for the next one
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -188,6 +189,7 @@ async function runSearch(state) {
     $("#status").textContent = "";
     showError(err);
   }
+  document.body.dataset.searches = String(++searches);
 }
 
 function parameterInput(p) {
