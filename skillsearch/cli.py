@@ -215,7 +215,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     principals = _principals_path(args)
     registry = PrincipalRegistry.for_catalog(catalog, principals)
     app = create_app(catalog, principals=registry)
-    configure_json_logging(logging.INFO if args.verbose else logging.WARNING if args.quiet else logging.INFO)
+    configure_json_logging(logging.DEBUG if args.verbose else logging.INFO)
 
     def started(url: str) -> None:
         out.write(_serve_banner(url, registry.demo, principals) + "\n")

@@ -500,3 +500,53 @@ def test_real_http_concurrency_and_streamed_limits(sample: Catalog) -> None:
             resp = c.post("/v1/skills/sk_x/resolve", content=body(), headers={"Content-Type": "application/json"})
             assert_error(resp, 413, "VALIDATION_ERROR")
             assert c.get("/healthz").status_code == 200
+
+
+# -- `skillsearch serve` as a process ---------------------------------------------------------------------------
+
+
+def test_serve_prints_url_demo_token_and_a_curl_that_works(sample_dir: Path, tmp_path: Path) -> None:
+    import os
+    import re
+    import shutil
+    import signal
+    import subprocess
+    import sys
+
+
+    data = tmp_path / "data"
+    shutil.copytree(sample_dir, data)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data), "-q", "serve", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        banner = [proc.stdout.readline() for _ in range(5)]
+        text = "".join(banner)
+        url = re.search(r"serving on (http://127\.0\.0\.1:\d+)", text)
+        assert url, text + (proc.stderr.read() if proc.poll() is not None and proc.stderr else "")
+        assert f"demo token:   {DEMO_TOKEN}" in text
+        curl = re.search(r"curl -H 'Authorization: Bearer ([^']+)' '([^']+)'", text)
+        assert curl and curl.group(1) == DEMO_TOKEN and curl.group(2).startswith(url.group(1))
+        resp = httpx.get(curl.group(2), headers=bearer(curl.group(1)), timeout=30)
+        assert resp.status_code == 200 and resp.json()["hits"][0]["slug"] == "python-profiling"
+        assert httpx.get(url.group(1) + "/readyz", timeout=30).json()["status"] == "ready"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        stderr = proc.stderr.read() if proc.stderr else ""
+        if proc.stdout:
+            proc.stdout.close()
+        if proc.stderr:
+            proc.stderr.close()
+    logs = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    assert any(r.get("route") == "/v1/search" and r.get("principal") == "demo" for r in logs)
+    assert DEMO_TOKEN not in stderr
+    assert proc.returncode in (0, 130)  # Ctrl-C: a clean shutdown, reported as "interrupted"
+
