@@ -70,7 +70,7 @@ def query_pool(catalog: Path, n: int, seed: int = 7) -> list[str]:
     """Short queries from real descriptions: the first 4-8 words of each, shuffled."""
     texts = []
     for skill_md in sorted(catalog.glob("*/SKILL.md")):
-        m = re.search(r"^description:\s*(.+)$", skill_md.read_text(encoding="utf-8", errors="replace"), re.M)
+        m = re.search(r"^description:\s*(.+)$", skill_md.read_text(encoding="utf-8", errors="replace"), re.MULTILINE)
         if m:
             words = re.sub(r"[\"'>|]", " ", m.group(1)).split()
             if len(words) >= 4:
@@ -176,24 +176,24 @@ def write_results(out: Path, result: dict[str, Any]) -> None:
         "",
         f"- date: {result['date']}",
         f"- command: `{result['command']}`",
-        f"- machine: {m['cpu']} ({m['cpus']} CPUs), Python {m['python']}, {m['platform']};"
-        f" load average at start {', '.join(f'{x:.2f}' for x in m['loadavg_at_start'])}",
-        f"- catalog: {result['catalog']['skills']} skills (`{result['catalog']['path']}`), encoder"
-        f" {result['catalog']['encoder']}, data dir reused between runs",
-        f"- load: {result['config']['clients']} async httpx clients (one keep-alive connection each) for"
+        (f"- machine: {m['cpu']} ({m['cpus']} CPUs), Python {m['python']}, {m['platform']};"
+        f" load average at start {', '.join(f'{x:.2f}' for x in m['loadavg_at_start'])}"),
+        (f"- catalog: {result['catalog']['skills']} skills (`{result['catalog']['path']}`), encoder"
+        f" {result['catalog']['encoder']}, data dir reused between runs"),
+        (f"- load: {result['config']['clients']} async httpx clients (one keep-alive connection each) for"
         f" {result['config']['duration']} s after {result['config']['warmup']} s warm-up, `GET /v1/search`"
         f" mode={result['config']['mode']} limit={result['config']['limit']}, queries drawn from a pool of"
         f" {result['config']['queries']} (first words of real descriptions); server: `skillsearch serve`, one"
-        " uvicorn process on 127.0.0.1, the clients in another process on the same machine",
+        " uvicorn process on 127.0.0.1, the clients in another process on the same machine"),
         "",
         "| where | requests | req/s | p50 ms | p95 ms | p99 ms | max ms | errors |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-        f"| HTTP, {result['config']['clients']} clients | {h['requests']} | {h['rps']} | {h['latency_ms']['p50']} |"
-        f" {h['latency_ms']['p95']} | {h['latency_ms']['p99']} | {h['latency_ms']['max']} | {h['errors']} |",
-        f"| in process, one at a time, query not cached | {ip['queries']} | – | {ip['cold_ms']['p50']} |"
-        f" {ip['cold_ms']['p95']} | {ip['cold_ms']['p99']} | {ip['cold_ms']['max']} | – |",
-        f"| in process, one at a time, query cached | {ip['queries']} | – | {ip['warm_ms']['p50']} |"
-        f" {ip['warm_ms']['p95']} | {ip['warm_ms']['p99']} | {ip['warm_ms']['max']} | – |",
+        (f"| HTTP, {result['config']['clients']} clients | {h['requests']} | {h['rps']} | {h['latency_ms']['p50']} |"
+        f" {h['latency_ms']['p95']} | {h['latency_ms']['p99']} | {h['latency_ms']['max']} | {h['errors']} |"),
+        (f"| in process, one at a time, query not cached | {ip['queries']} | – | {ip['cold_ms']['p50']} |"
+        f" {ip['cold_ms']['p95']} | {ip['cold_ms']['p99']} | {ip['cold_ms']['max']} | – |"),
+        (f"| in process, one at a time, query cached | {ip['queries']} | – | {ip['warm_ms']['p50']} |"
+        f" {ip['warm_ms']['p95']} | {ip['warm_ms']['p99']} | {ip['warm_ms']['max']} | – |"),
         "",
         f"Statuses: {json.dumps(h['statuses'])}.",
         "",

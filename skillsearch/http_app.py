@@ -24,7 +24,8 @@ from importlib import resources as importlib_resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Depends, FastAPI, Path as PathParam, Query, Request
+from fastapi import APIRouter, Body, Depends, FastAPI, Query, Request
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, JSONResponse, Response
@@ -43,7 +44,7 @@ from skillsearch.search import SearchRequest
 from skillsearch.service import Catalog
 from skillsearch.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
 
-__all__ = ["ErrorBody", "Limits", "Lifespan", "create_app", "require_bearer"]
+__all__ = ["ErrorBody", "Lifespan", "Limits", "create_app", "require_bearer"]
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[Any]]
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=64)]

@@ -31,7 +31,7 @@ def sync_age_seconds(last_success: list[str | None], now: float | None = None) -
         if not text:
             continue
         try:
-            stamps.append(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp())
+            stamps.append(datetime.fromisoformat(text).timestamp())
         except ValueError:
             continue
     if not stamps:
