@@ -27,7 +27,7 @@ import re
 import secrets
 import threading
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -207,9 +207,10 @@ def remove_principal(path: Path, name: str) -> bool:
 class PrincipalRegistry:
     """The principals of one file (re-read when it changes on disk) plus, optionally, the demo principal."""
 
-    def __init__(self, path: Path | None, *, demo: bool = False) -> None:
+    def __init__(self, path: Path | None, *, demo: bool | Callable[[], bool] = False) -> None:
         self.path = path
-        self.demo = demo
+        self._demo = demo
+        self._demo_now: bool | None = None
         self._lock = threading.Lock()
         self._stamp: tuple[int, int] | None = None
         self._loaded = False
@@ -220,27 +221,40 @@ class PrincipalRegistry:
     def for_catalog(cls, catalog: Catalog, path: Path | None = None) -> PrincipalRegistry:
         """The registry a server on ``catalog`` uses: its data dir's file, and the demo principal only
         when the catalog is exactly the bundled sample."""
-        return cls(path or catalog.data_dir / PRINCIPALS_FILE, demo=runs_on_sample_catalog(catalog))
+        seen: dict[str, Any] = {"generation": None, "sample": False}
+
+        def still_sample() -> bool:
+            # Re-checked whenever the catalog changes: a sync or import of anything else ends the demo.
+            generation = catalog.store.generation()
+            if generation != seen["generation"]:
+                seen["sample"], seen["generation"] = runs_on_sample_catalog(catalog), generation
+            return bool(seen["sample"])
+
+        return cls(path or catalog.data_dir / PRINCIPALS_FILE, demo=still_sample)
+
+    @property
+    def demo(self) -> bool:
+        """Whether the demo principal exists right now."""
+        return self._demo() if callable(self._demo) else self._demo
 
     def _reload(self) -> None:
-        if self.path is None:
-            entries: dict[str, PrincipalEntry] = {}
-            stamp = None
-        else:
+        demo = self.demo
+        stamp: tuple[int, int] | None = None
+        if self.path is not None:
             try:
                 st = self.path.stat()
                 stamp = (st.st_mtime_ns, st.st_size)
             except FileNotFoundError:
                 stamp = None
-            if self._loaded and stamp == self._stamp:
-                return
-            entries = _read_file(self.path)
-        if self.demo:
+        if self._loaded and stamp == self._stamp and demo == self._demo_now:
+            return
+        entries = _read_file(self.path) if self.path is not None else {}
+        if demo:
             entries.setdefault(DEMO_PRINCIPAL, PrincipalEntry(
                 Principal(DEMO_PRINCIPAL, DEMO_GRANTS, frozenset({SCOPE_SKILLS_READ, SCOPE_MEMORY_READ})),
                 hash_token(DEMO_TOKEN),
             ))
-        self._entries, self._stamp, self._loaded = entries, stamp, True
+        self._entries, self._stamp, self._demo_now, self._loaded = entries, stamp, demo, True
 
     def names(self) -> list[str]:
         with self._lock:

@@ -283,7 +283,8 @@ def create_app(
                 err = data.get("data") or {}
                 code = str(err.get("code", "INTERNAL"))
                 return JSONResponse(
-                    {"error": {"code": code, "message": str(err.get("message", "")), "details": {}}},
+                    {"error": {"code": code, "message": str(err.get("message", "")),
+                               "details": dict(err.get("details") or {})}},
                     status_code=status_by_code.get(code, 400),
                 )
             return data

@@ -139,10 +139,14 @@ def test_a_catalog_with_other_skills_has_no_demo_principal(fresh_sample: Catalog
     skill = tmp_path / "skills" / "local-note"
     skill.mkdir(parents=True)
     (skill / "SKILL.md").write_text("---\nname: local-note\ndescription: A note of our own.\n---\nRead me.\n")
+    registry = PrincipalRegistry.for_catalog(fresh_sample)  # as a running server holds it
+    assert registry.authenticate(DEMO_TOKEN).name == "demo"
     report = fresh_sample.import_path(tmp_path / "skills", "local", "team:local")
     assert report.ok and report.created
     assert runs_on_sample_catalog(fresh_sample) is False
-    assert PrincipalRegistry.for_catalog(fresh_sample).demo is False
+    assert registry.demo is False
+    with pytest.raises(UnauthenticatedError):
+        registry.authenticate(DEMO_TOKEN)  # the demo ends as soon as the catalog holds other skills
 
 
 def test_token_cli_prints_the_token_once(tmp_path: Path) -> None:
