@@ -190,7 +190,8 @@ def _principals_path(args: argparse.Namespace) -> Path:
 def _serve_banner(url: str, demo: bool, principals: Path) -> str:
     from skillsearch.auth import DEMO_TOKEN
 
-    lines = [f"skillsearch is serving on {url}", f"  search page:  {url}/", f"  API docs:     {url}/docs"]
+    lines = [f"skillsearch is serving on {url}", f"  search page:  {url}/",
+             f"  API:          {url}/openapi.json  (Swagger UI at {url}/docs needs internet for its assets)"]
     if demo:
         lines += [
             f"  demo token:   {DEMO_TOKEN}   (sample catalog only: sees sub:starter-pack and team:data-science)",

@@ -81,6 +81,7 @@ def test_openapi_document_holds_against_the_live_app(sample: Catalog) -> None:
     assert total >= MIN_CASES, statuses
     assert not [key for key in statuses if key[1] >= 500]
     by_status = Counter(status for (_, status) in statuses.elements())
+    print(f"schemathesis: {total} cases against {url}, by status {dict(sorted(by_status.items()))}")
     # The run reached the real answers, not only the auth wall: successes, refusals and misses all occur.
     assert {200, 400, 401, 404} <= set(by_status), by_status
     assert statuses[("POST /v1/skills/{skill_id}/resolve [" + flow_id + "]", 200)] + statuses[
