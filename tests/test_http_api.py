@@ -1,4 +1,4 @@
-"""The HTTP API through httpx: in process (ASGI) and over real HTTP on 127.0.0.1 (uvicorn).
+"""The HTTP API through httpx, in process (ASGI); ``test_http_server.py`` drives it over real HTTP.
 
 Every route, every error code, the 401/403 paths, and the visibility rule on every route: a skill outside
 the caller's grants never comes back, whatever the route.
@@ -6,17 +6,15 @@ the caller's grants never comes back, whatever the route.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from fastapi import APIRouter, FastAPI
+from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 
 from skillsearch.auth import DEMO_TOKEN, PrincipalRegistry, add_principal
@@ -24,7 +22,6 @@ from skillsearch.domain import Principal
 from skillsearch.encoder import Encoder
 from skillsearch.http_app import Limits, create_app
 from skillsearch.http_middleware import JsonLogFormatter
-from skillsearch.http_server import ServerThread
 from skillsearch.service import Catalog
 from skillsearch.settings import Settings
 from skillsearch.store import SyncState, utc_now
@@ -432,121 +429,3 @@ async def test_metrics(fresh_sample: Catalog) -> None:
     assert _metric(text, "skillsearch_index_documents") == fresh_sample.store.count("active")
     assert 0 <= _metric(text, "skillsearch_last_sync_age_seconds") < 3600
     assert "/no/such/path" not in text
-
-
-# -- extension hooks: routers, protected mounts, lifespans; the last-resort 500 ----------------------------------
-
-
-def test_hooks_over_real_http(sample: Catalog) -> None:
-    events: list[str] = []
-    seen: list[Any] = []
-
-    @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        events.append("start")
-        yield
-        events.append("stop")
-
-    extra = APIRouter(prefix="/v1/sync")
-
-    @extra.get("/ping")
-    def ping() -> dict[str, str]:
-        return {"pong": "yes"}
-
-    async def sub_app(scope: Any, receive: Any, send: Any) -> None:
-        seen.append(scope["state"]["principal"])
-        if scope["path"].endswith("/boom"):
-            raise RuntimeError("secret internals")
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
-        await send({"type": "http.response.body", "body": b"mounted"})
-
-    app = create_app(sample, principals=PrincipalRegistry(None, demo=True), routers=[extra],
-                     mounts=[("/mcp", sub_app)], lifespans=[lifespan])
-    with ServerThread(app) as url:
-        assert url.startswith("http://127.0.0.1:")
-        assert events == ["start"]
-        with httpx.Client(base_url=url, timeout=30) as c:
-            assert c.get("/v1/sync/ping").json() == {"pong": "yes"}
-            assert_error(c.get("/mcp/x"), 401, "UNAUTHENTICATED")
-            assert seen == []
-            ok = c.get("/mcp/x", headers=DEMO)
-            assert ok.text == "mounted" and seen[0].name == "demo"
-            boom = c.get("/mcp/boom", headers=DEMO)
-            err = assert_error(boom, 500, "INTERNAL")
-            assert "secret" not in boom.text and err["details"]["request_id"] == boom.headers["x-request-id"]
-    assert events == ["start", "stop"]
-
-
-def test_real_http_concurrency_and_streamed_limits(sample: Catalog) -> None:
-    app = create_app(sample, principals=PrincipalRegistry(None, demo=True), limits=Limits(max_body_bytes=2048))
-    queries = ["profile python", "clean pandas data", "sql window functions", "feature drift", "git bisect",
-               "dockerfile multi stage", "pytest fixtures", "merge conflicts"]
-
-    async def burst(url: str) -> list[httpx.Response]:
-        async with httpx.AsyncClient(base_url=url, headers=DEMO, timeout=60) as c:
-            return await asyncio.gather(*[c.get("/v1/search", params={"q": q}) for q in queries * 2])
-
-    with ServerThread(app) as url:
-        responses = asyncio.run(burst(url))
-        assert [r.status_code for r in responses] == [200] * len(responses)
-        assert all(r.json()["hits"] for r in responses)
-        with httpx.Client(base_url=url, headers=DEMO, timeout=30) as c:
-
-            def body() -> Iterator[bytes]:
-                yield b'{"parameters": {"a": "'
-                yield b"z" * 4096
-                yield b'"}}'
-
-            resp = c.post("/v1/skills/sk_x/resolve", content=body(), headers={"Content-Type": "application/json"})
-            assert_error(resp, 413, "VALIDATION_ERROR")
-            assert c.get("/healthz").status_code == 200
-
-
-# -- `skillsearch serve` as a process ---------------------------------------------------------------------------
-
-
-def test_serve_prints_url_demo_token_and_a_curl_that_works(sample_dir: Path, tmp_path: Path) -> None:
-    import os
-    import re
-    import shutil
-    import signal
-    import subprocess
-    import sys
-
-
-    data = tmp_path / "data"
-    shutil.copytree(sample_dir, data)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data), "-q", "serve", "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )
-    try:
-        assert proc.stdout is not None
-        banner = [proc.stdout.readline() for _ in range(5)]
-        text = "".join(banner)
-        url = re.search(r"serving on (http://127\.0\.0\.1:\d+)", text)
-        assert url, text + (proc.stderr.read() if proc.poll() is not None and proc.stderr else "")
-        assert f"demo token:   {DEMO_TOKEN}" in text
-        curl = re.search(r"curl -H 'Authorization: Bearer ([^']+)' '([^']+)'", text)
-        assert curl and curl.group(1) == DEMO_TOKEN and curl.group(2).startswith(url.group(1))
-        resp = httpx.get(curl.group(2), headers=bearer(curl.group(1)), timeout=30)
-        assert resp.status_code == 200 and resp.json()["hits"][0]["slug"] == "python-profiling"
-        assert httpx.get(url.group(1) + "/readyz", timeout=30).json()["status"] == "ready"
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        stderr = proc.stderr.read() if proc.stderr else ""
-        if proc.stdout:
-            proc.stdout.close()
-        if proc.stderr:
-            proc.stderr.close()
-    logs = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
-    assert any(r.get("route") == "/v1/search" and r.get("principal") == "demo" for r in logs)
-    assert DEMO_TOKEN not in stderr
-    assert proc.returncode in (0, 130)  # Ctrl-C: a clean shutdown, reported as "interrupted"
-
