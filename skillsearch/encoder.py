@@ -201,9 +201,15 @@ ENCODERS: dict[str, Callable[[], Encoder]] = {
 }
 
 
+_LOADED: dict[str, Encoder] = {}
+_LOAD_LOCK = Lock()
+
+
 def make_encoder(name: str) -> Encoder:
-    try:
-        factory = ENCODERS[name]
-    except KeyError:
-        raise IndexNotReadyError(f"unknown encoder {name!r}; choose one of {', '.join(sorted(ENCODERS))}") from None
-    return factory()
+    """The encoder of that name, loaded once per process: models are read-only and large."""
+    if name not in ENCODERS:
+        raise IndexNotReadyError(f"unknown encoder {name!r}; choose one of {', '.join(sorted(ENCODERS))}")
+    with _LOAD_LOCK:
+        if name not in _LOADED:
+            _LOADED[name] = ENCODERS[name]()
+        return _LOADED[name]
