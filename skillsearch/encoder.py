@@ -44,7 +44,8 @@ def _normalise(m: np.ndarray) -> np.ndarray:
     m = np.asarray(m, dtype=np.float32)
     norms = np.linalg.norm(m, axis=-1, keepdims=True)
     norms[norms == 0] = 1.0
-    return m / norms
+    out: np.ndarray = m / norms
+    return out
 
 
 class MiniLMEncoder:

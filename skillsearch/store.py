@@ -324,7 +324,9 @@ class CatalogStore:
         row = self._conn().execute("SELECT * FROM sync_state WHERE source = ?", (source,)).fetchone()
         if row is None:
             return None
-        return SyncState(row["source"], row["cursor"], row["last_success"], row["last_error"], json.loads(row["counts"]))
+        return SyncState(
+            row["source"], row["cursor"], row["last_success"], row["last_error"], json.loads(row["counts"])
+        )
 
     def all_sync_states(self) -> list[SyncState]:
         rows = self._conn().execute("SELECT source FROM sync_state ORDER BY source").fetchall()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -10,8 +11,6 @@ from skillsearch.domain import Principal
 from skillsearch.errors import ValidationError
 from skillsearch.search import SearchRequest
 from skillsearch.service import Catalog
-
-from pathlib import Path
 
 DATA = Path(__file__).parent / "data"
 
