@@ -256,6 +256,14 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # the last line of defence: one line, never a traceback (-v logs it)
+        log.debug("unexpected error", exc_info=True)
+        message = f"{type(exc).__name__}: {exc}"
+        if getattr(args, "json", False):
+            out.write(json.dumps({"error": {"code": "INTERNAL", "message": message, "details": {}}}) + "\n")
+        else:
+            print(f"error: INTERNAL: {message} (run with -v for details)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

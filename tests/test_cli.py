@@ -108,3 +108,13 @@ def test_cli_as_a_real_process(data_dir: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "skillsearch.cli", "-q", "search", "x", "--mode", "fuzzy"],
                          capture_output=True, text=True, env=env, timeout=60)
     assert bad.returncode == 2 and "invalid choice" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_corrupt_catalog_file_is_a_clear_error(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    data.mkdir()
+    (data / "catalog.sqlite3").write_bytes(b"this is not a database" * 100)
+    code, payload = run(data, "list", "--json")
+    assert code == 1 and payload["error"]["code"] == "INDEX_NOT_READY"
+    assert "catalog.sqlite3 cannot be opened" in payload["error"]["message"]
+    assert (data / "catalog.sqlite3").read_bytes() == b"this is not a database" * 100
