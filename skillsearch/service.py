@@ -110,13 +110,24 @@ class Catalog:
     def index(self, progress: ProgressFactory | None = None) -> SearchIndex:
         """The search index, opened on first use and brought up to the store when another process
         changed the catalog since (the store's generation moved)."""
+        current = self._index
+        if current is not None:
+            if current.snapshot().generation == self.store.generation():
+                return current
+            # Someone else is already bringing it up to date: serve the last whole snapshot meanwhile.
+            if not self._lock.acquire(blocking=False):
+                return current
+            try:
+                if current.snapshot().generation != self.store.generation():
+                    current.refresh(self.store)
+                return current
+            finally:
+                self._lock.release()
         with self._lock:
             if self._index is None:
                 idx = SearchIndex(self.data_dir, self.encoder, self.settings.embed_instructions_chars)
                 idx.open(self.store, progress)
                 self._index = idx
-            elif self._index.snapshot().generation != self.store.generation():
-                self._index.refresh(self.store)
             return self._index
 
     def reindex(self, progress: ProgressFactory | None = None) -> IndexStats:
