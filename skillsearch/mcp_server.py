@@ -74,9 +74,11 @@ revision_id + resource -> one file of that exact revision."""
 
 @dataclass(frozen=True)
 class ServerState:
-    """What the lifespan hands to every tool call."""
+    """What the lifespan hands to every tool call: the catalog, or why it could not be opened (an index
+    built for another model, say), which every tool then answers with instead of the server dying."""
 
-    catalog: Catalog
+    catalog: Catalog | None
+    failure: SkillSearchError | None = None
 
 
 class _Server(MCPServer[ServerState]):
@@ -151,7 +153,12 @@ def build_mcp_server(
         if isinstance(catalog, Catalog):
             yield ServerState(catalog)
             return
-        opened = await anyio.to_thread.run_sync(catalog)
+        try:
+            opened = await anyio.to_thread.run_sync(catalog)
+        except SkillSearchError as exc:
+            log.error("cannot open the catalog: %s: %s", exc.code, exc.message)
+            yield ServerState(None, exc)
+            return
         try:
             yield ServerState(opened)
         finally:
@@ -162,7 +169,10 @@ def build_mcp_server(
     def call(tool: str, ctx: Context[ServerState, Any], work: Callable[[Catalog, Principal], BaseModel]) -> CallToolResult:
         try:
             principal = provider(ctx.headers)
-            return _ok(work(ctx.request_context.lifespan_context.catalog, principal))
+            state = ctx.request_context.lifespan_context
+            if state.catalog is None:
+                raise state.failure or SkillSearchError("the catalog is not open")
+            return _ok(work(state.catalog, principal))
         except SkillSearchError as exc:
             return _error_result(tool, exc)
 
