@@ -28,7 +28,7 @@ import pydantic
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, ContentBlock, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 from starlette.applications import Starlette
 
@@ -105,7 +105,7 @@ class _Server(MCPServer[ServerState]):
             raise
 
 
-def _text(data: dict[str, Any]) -> list[TextContent]:
+def _text(data: dict[str, Any]) -> list[ContentBlock]:
     return [TextContent(type="text", text=json.dumps(data, ensure_ascii=False))]
 
 
@@ -117,6 +117,10 @@ def _ok(model: BaseModel) -> CallToolResult:
 def _error_result(tool: str, exc: SkillSearchError) -> CallToolResult:
     data = error_envelope(exc).model_dump(mode="json") if tool == RECALL else {"error": exc.to_dict()}
     return CallToolResult(content=_text(data), structured_content=data, is_error=True)
+
+
+def _fixed(principal: Principal) -> PrincipalProvider:
+    return lambda _headers: principal
 
 
 def _tool(server: MCPServer[ServerState], name: str, title: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -141,11 +145,7 @@ def build_mcp_server(
 ) -> MCPServer[ServerState]:
     """The MCP server with the five tools. ``known_tools``: the host's tool names, so that a template
     naming any other tool is ``SKILL_INVALID``; ``max_content_bytes``: the recall content cap."""
-    provider: PrincipalProvider = (
-        (lambda _headers, fixed=principal_provider: fixed)
-        if isinstance(principal_provider, Principal)
-        else principal_provider
-    )
+    provider = _fixed(principal_provider) if isinstance(principal_provider, Principal) else principal_provider
     host_tools = frozenset(known_tools) if known_tools is not None else None
 
     @asynccontextmanager

@@ -21,7 +21,7 @@ import base64
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -56,7 +56,7 @@ __all__ = [
     "recall",
 ]
 
-SCHEMA_VERSION = "xmemo.cloud_skill.v1"
+SCHEMA_VERSION: Final = "xmemo.cloud_skill.v1"
 DEFAULT_MAX_CONTENT_BYTES = 256 * 1024
 DESCRIPTOR_LIMIT = 10
 MAX_QUERY_CHARS = 1000

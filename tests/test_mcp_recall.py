@@ -13,14 +13,13 @@ from pathlib import Path
 import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
+from mcp_support import NO_SCOPE, STARTER, error, ok
 
 from skillsearch.domain import Principal
 from skillsearch.encoder import Encoder
 from skillsearch.mcp_server import ServerState, build_mcp_server
 from skillsearch.service import Catalog, sample_catalog_dir
 from skillsearch.settings import Settings
-
-from mcp_support import NO_SCOPE, STARTER, error, ok
 
 pytestmark = pytest.mark.anyio
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
+from mcp_support import DATA_TEAM, STARTER, error, ok
 
 from skillsearch.domain import Principal
 from skillsearch.encoder import Encoder
@@ -18,8 +19,6 @@ from skillsearch.errors import UnauthenticatedError
 from skillsearch.mcp_server import TOOL_NAMES, build_mcp_server
 from skillsearch.service import Catalog
 from skillsearch.settings import Settings
-
-from mcp_support import DATA_TEAM, STARTER, error, ok
 
 pytestmark = pytest.mark.anyio
 

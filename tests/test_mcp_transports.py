@@ -19,14 +19,13 @@ import uvicorn
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_support import STARTER, error, ok
 
 from skillsearch.cli import build_parser, main, mcp_principal_from_args
 from skillsearch.domain import Principal
 from skillsearch.errors import UnauthenticatedError
 from skillsearch.mcp_server import TOOL_NAMES, build_mcp_server, streamable_http_app
 from skillsearch.service import Catalog
-
-from mcp_support import STARTER, error, ok
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -153,9 +152,9 @@ def http_url(sample: Catalog) -> Iterator[str]:
 
 @asynccontextmanager
 async def _with_token(url: str, token: str) -> AsyncIterator[Client]:
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
-        async with Client(streamable_http_client(url, http_client=http)) as session:
-            yield session
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    async with http, Client(streamable_http_client(url, http_client=http)) as session:
+        yield session
 
 
 @pytest.mark.anyio
