@@ -183,8 +183,8 @@ def cmd_reindex(args: argparse.Namespace, out: TextIO) -> int:
 
 def principal_from_file(data_dir: Path, name: str) -> Principal:
     """The principal ``name`` of ``<data-dir>/principals.toml`` (tables ``[principals.NAME]`` with
-    ``grants = [...]`` and ``scopes = [...]``): the stdio server runs as a principal named on the command
-    line (design section 7)."""
+    ``grants = [...]``, ``"*"`` for every grant, and ``scopes = [...]``; other keys such as the HTTP
+    app's ``token_sha256`` are ignored): the stdio server runs as a principal named on the command line."""
     import tomllib
 
     path = Path(data_dir) / "principals.toml"
@@ -201,10 +201,10 @@ def principal_from_file(data_dir: Path, name: str) -> Principal:
     grants, scopes = entry.get("grants", []), entry.get("scopes", [])
     if not all(isinstance(x, list) and all(isinstance(v, str) for v in x) for x in (grants, scopes)):
         raise ValidationError(f"[principals.{name}] in {path}: grants and scopes must be lists of strings")
-    bad = [g for g in grants if not GRANT_PATTERN.match(g)]
+    bad = [g for g in grants if g != "*" and not GRANT_PATTERN.match(g)]
     if bad:
         raise ValidationError(f"[principals.{name}] in {path}: invalid grant(s) {', '.join(bad)}")
-    return Principal(name=name, grants=frozenset(grants), scopes=frozenset(scopes))
+    return Principal(name=name, grants=None if "*" in grants else frozenset(grants), scopes=frozenset(scopes))
 
 
 def mcp_principal_from_args(args: argparse.Namespace) -> Principal:

@@ -33,7 +33,7 @@ from pydantic import BaseModel, Field
 from starlette.applications import Starlette
 
 from skillsearch.domain import Principal
-from skillsearch.errors import SkillSearchError, ValidationError
+from skillsearch.errors import AccessDeniedError, SkillSearchError, ValidationError
 from skillsearch.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, error_envelope
 from skillsearch.search import SearchRequest
 from skillsearch.service import Catalog
@@ -140,11 +140,14 @@ def build_mcp_server(
     *,
     known_tools: Iterable[str] | None = None,
     max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
+    catalog_scope: str | None = None,
     name: str = "skillsearch",
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "WARNING",
 ) -> MCPServer[ServerState]:
     """The MCP server with the five tools. ``known_tools``: the host's tool names, so that a template
-    naming any other tool is ``SKILL_INVALID``; ``max_content_bytes``: the recall content cap."""
+    naming any other tool is ``SKILL_INVALID``; ``max_content_bytes``: the recall content cap;
+    ``catalog_scope``: a scope the four catalog tools require (the HTTP app's ``skills:read``; ``None``
+    over stdio), ``ACCESS_DENIED`` without it. ``recall_cloud_skill`` always requires ``memory:read``."""
     provider = _fixed(principal_provider) if isinstance(principal_provider, Principal) else principal_provider
     host_tools = frozenset(known_tools) if known_tools is not None else None
 
@@ -169,6 +172,8 @@ def build_mcp_server(
     def call(tool: str, ctx: Context[ServerState, Any], work: Callable[[Catalog, Principal], BaseModel]) -> CallToolResult:
         try:
             principal = provider(ctx.headers)
+            if catalog_scope is not None and tool != RECALL and not principal.has_scope(catalog_scope):
+                raise AccessDeniedError(f"{tool} needs the {catalog_scope} scope", {"required_scope": catalog_scope})
             state = ctx.request_context.lifespan_context
             if state.catalog is None:
                 raise state.failure or SkillSearchError("the catalog is not open")

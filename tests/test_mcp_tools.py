@@ -310,3 +310,34 @@ async def test_no_skill_outside_the_grants_appears_in_any_answer(starter: Client
     text = "\n".join(answers)
     assert not [f for f in forbidden if f in text]
     assert not [s.slug for s in others if f'"{s.slug}"' in text]
+
+
+async def test_a_catalog_scope_guards_the_four_catalog_tools_but_not_recall(sample: Catalog) -> None:
+    reader = Principal(name="reader", grants=None, scopes=frozenset({"skills:read"}))
+    async with Client(build_mcp_server(sample, STARTER, catalog_scope="skills:read")) as client:
+        for tool, args in (("search_skills", {"query": "git"}), ("list_skills", {}), ("get_skill", {"skill_id": "x"}),
+                           ("resolve_skill", {"skill_id": "x"})):
+            problem = error(await client.call_tool(tool, args))
+            assert problem["code"] == "ACCESS_DENIED" and problem["details"] == {"required_scope": "skills:read"}
+        assert ok(await client.call_tool("recall_cloud_skill", {"query": "git bisect"}))["kind"] == "descriptor"
+    async with Client(build_mcp_server(sample, reader, catalog_scope="skills:read")) as client:
+        assert ok(await client.call_tool("search_skills", {"query": "git bisect"}))["hits"]
+        assert error(await client.call_tool("recall_cloud_skill", {"query": "git"}))["code"] == "ACCESS_DENIED"
+
+
+async def test_the_catalog_is_opened_once_per_server_lifespan_not_per_call(
+    sample_dir: Path, tmp_path: Path, encoder: Encoder
+) -> None:
+    data_dir = tmp_path / "data"
+    shutil.copytree(sample_dir, data_dir)
+    opened: list[Catalog] = []
+
+    def open_catalog() -> Catalog:
+        opened.append(Catalog.open(Settings(data_dir=data_dir), encoder=encoder))
+        return opened[-1]
+
+    async with Client(build_mcp_server(open_catalog, Principal.operator())) as client:
+        assert len(opened) == 1  # at connection, before any call
+        for tool, args in (("list_skills", {}), ("search_skills", {"query": "git"}), ("recall_cloud_skill", {"query": "git"})):
+            ok(await client.call_tool(tool, args))
+    assert len(opened) == 1

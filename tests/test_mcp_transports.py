@@ -36,7 +36,8 @@ def data_dir(sample_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     shutil.copytree(sample_dir, target)
     (target / "principals.toml").write_text(
         '[principals.starter]\ngrants = ["sub:starter-pack"]\nscopes = ["memory:read"]\n\n'
-        '[principals.ops]\ngrants = ["sub:ops-pro", "team:data-science"]\nscopes = []\n',
+        '[principals.ops]\ngrants = ["sub:ops-pro", "team:data-science"]\nscopes = []\n\n'
+        '[principals.root]\ntoken_sha256 = "00"\ngrants = ["*"]\nscopes = ["skills:read", "memory:read"]\n',
         encoding="utf-8",
     )
     return target
@@ -83,6 +84,7 @@ async def test_stdio_subprocess_speaks_only_protocol_on_stdout(data_dir: Path, t
         (["--grant", "sub:a", "--scope", "other"], "cli", {"sub:a"}, {"other"}),
         (["--grant", "sub:a", "--scope", ""], "cli", {"sub:a"}, set()),
         ([], "operator", None, {"memory:read"}),
+        (["--principal", "root"], "root", None, {"skills:read", "memory:read"}),
     ],
 )
 def test_mcp_principal_options(
