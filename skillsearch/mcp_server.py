@@ -19,7 +19,7 @@ import inspect
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -45,6 +45,7 @@ __all__ = [
     "PrincipalProvider",
     "ServerState",
     "build_mcp_server",
+    "mountable",
     "run_streamable_http",
     "streamable_http_app",
 ]
@@ -156,16 +157,17 @@ def build_mcp_server(
         if isinstance(catalog, Catalog):
             yield ServerState(catalog)
             return
+        failure: SkillSearchError | None = None
         try:
-            opened = await anyio.to_thread.run_sync(catalog)
+            opened: Catalog | None = await anyio.to_thread.run_sync(catalog)
         except SkillSearchError as exc:
             log.error("cannot open the catalog: %s: %s", exc.code, exc.message)
-            yield ServerState(None, exc)
-            return
+            opened, failure = None, exc
         try:
-            yield ServerState(opened)
+            yield ServerState(opened, failure)
         finally:
-            await anyio.to_thread.run_sync(opened.close)
+            if opened is not None:
+                opened.close()
 
     server = _Server(name=name, instructions=INSTRUCTIONS, lifespan=lifespan, log_level=log_level)
 
@@ -279,8 +281,7 @@ def streamable_http_app(
     allowed_hosts: Iterable[str] = (),
 ) -> Starlette:
     """The streamable HTTP ASGI app; its lifespan runs ``server.session_manager.run()``, which enters the
-    server's lifespan once. To mount it inside another app (``/mcp`` in FastAPI), build it with
-    ``path="/"``, mount it, and run ``server.session_manager.run()`` inside that app's lifespan.
+    server's lifespan once. To serve it inside another app, see :func:`mountable`.
 
     Stateless JSON responses: no session to lose, any replica can answer. DNS-rebinding protection stays
     on: only ``host`` (loopback names when it is a loopback address) and ``allowed_hosts`` are accepted."""
@@ -293,6 +294,18 @@ def streamable_http_app(
     return server.streamable_http_app(
         streamable_http_path=path, json_response=True, stateless_http=True, host=host, transport_security=security,
     )
+
+
+def mountable(
+    server: MCPServer[ServerState], *, host: str = "127.0.0.1", allowed_hosts: Iterable[str] = ()
+) -> tuple[Starlette, Callable[[], AbstractAsyncContextManager[None]]]:
+    """``(asgi_app, lifespan)`` to serve ``/mcp`` inside another ASGI app such as the FastAPI HTTP app.
+
+    Add the app as ``Route("/mcp", endpoint=asgi_app)``: it answers exactly ``/mcp``, where a
+    ``Mount("/mcp", ...)`` would first redirect every POST to ``/mcp/``. Enter ``lifespan()`` inside the
+    outer app's lifespan: a routed sub-app's own lifespan never runs, and the session manager (which also
+    enters this server's lifespan, opening the catalog once) must."""
+    return streamable_http_app(server, path="/mcp", host=host, allowed_hosts=allowed_hosts), server.session_manager.run
 
 
 def run_streamable_http(server: MCPServer[ServerState], *, host: str = "127.0.0.1", port: int = 8765) -> None:

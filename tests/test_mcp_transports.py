@@ -16,15 +16,17 @@ from typing import Any
 import httpx2
 import pytest
 import uvicorn
+from fastapi import FastAPI
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_support import STARTER, error, ok
+from starlette.routing import Route
 
 from skillsearch.cli import build_parser, main, mcp_principal_from_args
 from skillsearch.domain import Principal
 from skillsearch.errors import UnauthenticatedError
-from skillsearch.mcp_server import TOOL_NAMES, build_mcp_server, streamable_http_app
+from skillsearch.mcp_server import TOOL_NAMES, build_mcp_server, mountable, streamable_http_app
 from skillsearch.service import Catalog
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,9 +135,26 @@ def bearer_principal(headers: Mapping[str, str] | None) -> Principal:
     return TOKENS[token]
 
 
-@pytest.fixture(scope="module")
-def http_url(sample: Catalog) -> Iterator[str]:
-    app = streamable_http_app(build_mcp_server(sample, bearer_principal))
+def _inside_fastapi(sample: Catalog) -> FastAPI:
+    """The way the HTTP app serves MCP: a route at exactly /mcp, the session manager in its lifespan."""
+    asgi, mcp_lifespan = mountable(build_mcp_server(sample, bearer_principal))
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        async with mcp_lifespan():
+            yield
+
+    app = FastAPI(lifespan=lifespan)
+    app.router.routes.append(Route("/mcp", endpoint=asgi))
+    return app
+
+
+@pytest.fixture(scope="module", params=["standalone", "inside-fastapi"])
+def http_url(sample: Catalog, request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.param == "standalone":
+        app: Any = streamable_http_app(build_mcp_server(sample, bearer_principal))
+    else:
+        app = _inside_fastapi(sample)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
