@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import sys
+import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -185,8 +186,6 @@ def principal_from_file(data_dir: Path, name: str) -> Principal:
     """The principal ``name`` of ``<data-dir>/principals.toml`` (tables ``[principals.NAME]`` with
     ``grants = [...]``, ``"*"`` for every grant, and ``scopes = [...]``; other keys such as the HTTP
     app's ``token_sha256`` are ignored): the stdio server runs as a principal named on the command line."""
-    import tomllib
-
     path = Path(data_dir) / "principals.toml"
     try:
         table = tomllib.loads(path.read_text(encoding="utf-8"))

@@ -34,7 +34,7 @@ from starlette.applications import Starlette
 
 from skillsearch.domain import Principal
 from skillsearch.errors import AccessDeniedError, SkillSearchError, ValidationError
-from skillsearch.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, error_envelope
+from skillsearch.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, error_envelope
 from skillsearch.search import SearchRequest
 from skillsearch.service import Catalog
 from skillsearch.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
@@ -266,9 +266,10 @@ def build_mcp_server(
         'scripts/check.py', or resource_id) returns that file: text as text, binary as base64, cut at a
         size cap (render_status 'truncated'). A resource without revision_id is
         REVISION_PINNING_VIOLATION. Needs the memory:read scope. It never runs scripts or saves skills."""
-        request = RecallRequest(query=query, skill_id=skill_id, slug=slug, revision_id=revision_id,
-                                resource=resource)
-        return call(RECALL, ctx, lambda c, p: c.recall(p, request, max_content_bytes=max_content_bytes))
+        return call(RECALL, ctx, lambda c, p: c.recall(
+            p, query=query, skill_id=skill_id, slug=slug, revision_id=revision_id, resource=resource,
+            max_content_bytes=max_content_bytes,
+        ))
 
     return server
 
