@@ -17,7 +17,7 @@ import sys
 import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from skillsearch.domain import GRANT_PATTERN, SCOPE_MEMORY_READ, Parameter, Principal
 from skillsearch.errors import SkillSearchError, ValidationError
@@ -25,6 +25,12 @@ from skillsearch.search import SearchRequest
 from skillsearch.service import Catalog
 from skillsearch.settings import Settings
 from skillsearch.templates import coerce_text_value
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+    from skillsearch.encoder import Encoder
+    from skillsearch.mcp_server import ServerState
 
 __all__ = ["build_parser", "main"]
 
@@ -224,20 +230,28 @@ def mcp_principal_from_args(args: argparse.Namespace) -> Principal:
     return Principal(name="cli", grants=frozenset(grants), scopes=frozenset(chosen))
 
 
-def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
-    """Serve the MCP tools over stdio (stdout carries nothing but protocol) or streamable HTTP."""
-    from skillsearch.mcp_server import build_mcp_server, run_streamable_http
+def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = None) -> MCPServer[ServerState]:
+    """The server ``skillsearch mcp`` runs: its principal, data directory and host tool names."""
+    from skillsearch.mcp_server import build_mcp_server
 
     principal = mcp_principal_from_args(args)
     settings = settings_from_args(args)
     progress = _progress_factory(not args.quiet)
-    server = build_mcp_server(
-        lambda: Catalog.open(settings, progress=progress),
-        principal,
-        log_level="INFO" if args.verbose else "WARNING",
-    )
     log.info("MCP server as principal %s (%s)", principal.name,
              "every grant" if principal.grants is None else ", ".join(sorted(principal.grants)))
+    return build_mcp_server(
+        lambda: Catalog.open(settings, encoder=encoder, progress=progress),
+        principal,
+        known_tools=args.host_tool,
+        log_level="INFO" if args.verbose else "WARNING",
+    )
+
+
+def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
+    """Serve the MCP tools over stdio (stdout carries nothing but protocol) or streamable HTTP."""
+    from skillsearch.mcp_server import run_streamable_http
+
+    server = mcp_server_from_args(args)
     if args.http:
         run_streamable_http(server, host=args.host, port=args.port)
     else:
@@ -306,6 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_grants(p)
     p.add_argument("--scope", action="append", metavar="S",
                    help="scope of the --grant principal (repeatable; default memory:read; '' for none)")
+    p.add_argument("--host-tool", action="append", metavar="TOOL",
+                   help="a tool name the host provides (repeatable): resolving a template that names any other"
+                        " tool is SKILL_INVALID; default: no check")
     p.add_argument("--http", action="store_true", help="streamable HTTP on --host/--port at /mcp instead of stdio")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8765)

@@ -23,8 +23,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_support import STARTER, error, ok
 from starlette.routing import Route
 
-from skillsearch.cli import build_parser, main, mcp_principal_from_args
+from skillsearch.cli import build_parser, main, mcp_principal_from_args, mcp_server_from_args
 from skillsearch.domain import Principal
+from skillsearch.encoder import Encoder
 from skillsearch.errors import UnauthenticatedError
 from skillsearch.mcp_server import TOOL_NAMES, build_mcp_server, mountable, streamable_http_app
 from skillsearch.service import Catalog
@@ -96,6 +97,19 @@ def test_mcp_principal_options(
     principal = mcp_principal_from_args(parsed)
     assert principal.name == name and principal.scopes == scopes
     assert principal.grants == (None if grants is None else frozenset(grants))
+
+
+@pytest.mark.anyio
+async def test_mcp_command_builds_the_server_it_is_told_to(data_dir: Path, encoder: Encoder) -> None:
+    args = build_parser().parse_args(["-q", "mcp", "--data-dir", str(data_dir), "--grant", "team:data-science",
+                                      "--host-tool", "scheduler.pause", "--host-tool", "scheduler.resume"])
+    async with Client(mcp_server_from_args(args, encoder)) as session:
+        page = ok(await session.call_tool("list_skills", {"limit": 200}))
+        (flow,) = [i for i in page["items"] if i["name"] == "Backfill daily table partitions"]
+        values = {"table": "a.b", "job": "j", "start_date": "2024-01-01", "end_date": "2024-01-02"}
+        problem = error(await session.call_tool("resolve_skill", {"skill_id": flow["skill_id"], "parameters": values}))
+    assert len(page["items"]) == 12
+    assert problem["code"] == "SKILL_INVALID" and "warehouse.run_job_range" in problem["details"]["unknown_tools"]
 
 
 @pytest.mark.parametrize(
