@@ -19,6 +19,7 @@ from skillsearch.errors import ValidationError
 from skillsearch.importer import ImportProblem, parse_path
 from skillsearch.indexer import IndexStats, ProgressFactory, SearchIndex
 from skillsearch.reads import get_detail, list_page, resolve_flow
+from skillsearch.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
 from skillsearch.search import SearchRequest, SearchResult, run_search
 from skillsearch.settings import Settings
 from skillsearch.store import CatalogStore, UpsertOutcome
@@ -250,4 +251,23 @@ class Catalog:
     ) -> ResolvedFlow:
         return resolve_flow(self.store, principal, skill_id, values, known_tools)
 
-
+    def recall(
+        self,
+        principal: Principal,
+        *,
+        query: str = "",
+        skill_id: str = "",
+        slug: str = "",
+        revision_id: str = "",
+        resource: str = "",
+        max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
+    ) -> CloudSkillEnvelope:
+        """``recall_cloud_skill`` (design section 6); Level 0 uses the very search of ``search_skills``.
+        Failures raise the package's errors; ``recall.error_envelope`` turns one into the tool's envelope."""
+        return recall(
+            RecallRequest(query=query, skill_id=skill_id, slug=slug, revision_id=revision_id, resource=resource),
+            principal,
+            store=self.store,
+            search=lambda req: self.search_view(principal, req),
+            max_content_bytes=max_content_bytes,
+        )
