@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import os
@@ -60,11 +61,9 @@ def cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def machine() -> dict[str, Any]:
     model = ""
-    try:
+    with contextlib.suppress(OSError):
         model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                       if line.startswith("model name")), "")
-    except OSError:
-        pass
     return {"cpu": model, "cpus": os.cpu_count(), "python": platform.python_version(),
             "platform": platform.platform(), "loadavg_at_start": list(os.getloadavg())}
 

@@ -7,8 +7,8 @@ details}}`` with the error's HTTP status; request validation failures are ``400 
 FastAPI's 422, which this API reserves for ``SKILL_INVALID``).
 
 Other issues plug in through ``routers`` (e.g. the sync webhook under ``/v1/sync``), ``mounts`` (e.g. MCP's
-streamable HTTP app at ``/mcp``; each mount requires a valid bearer token and sees the caller as
-``scope["state"]["principal"]``) and ``lifespans`` (async context managers entered at start-up, e.g.
+streamable HTTP app at ``/mcp``: each is an exact route that requires a valid bearer token and sees the
+caller as ``scope["state"]["principal"]``) and ``lifespans`` (async context managers entered at start-up, e.g.
 ``mcp.session_manager.run()``).
 
 This module alone does not use ``from __future__ import annotations``: FastAPI reads the route functions'
@@ -33,6 +33,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 
 from skillsearch.auth import DEMO_TOKEN, SCOPE_SKILLS_READ, PrincipalRegistry, require_scope
 from skillsearch.domain import SCOPE_MEMORY_READ, Principal
@@ -40,11 +41,12 @@ from skillsearch.errors import SkillSearchError
 from skillsearch.http_middleware import ASGIApp, Receive, RequestContextMiddleware, Scope, Send, error_body
 from skillsearch.metrics import CONTENT_TYPE, HttpMetrics, sync_age_seconds
 from skillsearch.reads import MAX_PAGE
+from skillsearch.recall import CloudSkillEnvelope
 from skillsearch.search import SearchRequest
 from skillsearch.service import Catalog
 from skillsearch.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
 
-__all__ = ["ErrorBody", "Lifespan", "Limits", "create_app", "require_bearer"]
+__all__ = ["BearerGuard", "ErrorBody", "Lifespan", "Limits", "create_app", "require_bearer"]
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[Any]]
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=64)]
@@ -124,25 +126,20 @@ def _error_response(exc: SkillSearchError) -> JSONResponse:
     return JSONResponse({"error": exc.to_dict()}, status_code=exc.http_status, headers=headers)
 
 
-def _status_by_code() -> dict[str, int]:
-    found: dict[str, int] = {}
-    stack: list[type[SkillSearchError]] = [SkillSearchError]
-    while stack:
-        cls = stack.pop()
-        found.setdefault(cls.code, cls.http_status)
-        stack.extend(cls.__subclasses__())
-    return found
+class BearerGuard:
+    """An ASGI app that runs ``app`` only for a valid bearer token, with the caller's :class:`Principal` in
+    ``scope["state"]["principal"]``; otherwise it answers 401 with the JSON error body. A class, not a
+    function, so that Starlette's ``Route`` treats it as an ASGI app."""
 
+    def __init__(self, app: ASGIApp, registry: PrincipalRegistry) -> None:
+        self.app = app
+        self.registry = registry
 
-def require_bearer(app: ASGIApp, registry: PrincipalRegistry) -> ASGIApp:
-    """Wrap a mounted ASGI app so that it only runs for a valid bearer token; the caller's
-    :class:`Principal` is put in ``scope["state"]["principal"]`` for the app to apply."""
-
-    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
             try:
-                principal = registry.authenticate_header(headers.get("authorization"))
+                principal = self.registry.authenticate_header(headers.get("authorization"))
             except SkillSearchError as exc:
                 body = error_body(exc.code, exc.message, exc.details)
                 await send({"type": "http.response.start", "status": exc.http_status, "headers": [
@@ -151,9 +148,11 @@ def require_bearer(app: ASGIApp, registry: PrincipalRegistry) -> ASGIApp:
                 await send({"type": "http.response.body", "body": body})
                 return
             scope.setdefault("state", {})["principal"] = principal
-        await app(scope, receive, send)
+        await self.app(scope, receive, send)
 
-    return guarded
+
+def require_bearer(app: ASGIApp, registry: PrincipalRegistry) -> BearerGuard:
+    return BearerGuard(app, registry)
 
 
 def _static_dir() -> Path:
@@ -268,32 +267,20 @@ def create_app(
     ) -> ResolvedFlow:
         return catalog.resolve(principal, skill_id, body.parameters)
 
-    recall = getattr(catalog, "recall", None)
-    if callable(recall):
-        status_by_code = _status_by_code()
-
-        @v1.post("/recall", responses=_errors(400, 401, 403, 404, 410, 413), operation_id="recall_cloud_skill",
-                 summary="Progressive disclosure: descriptors, a revision's root manifest, or one resource.")
-        def recall_route(
-            principal: Annotated[Principal, Depends(recaller)], body: RecallBody
-        ) -> Any:
-            envelope = recall(principal, **body.model_dump())
-            data = envelope.model_dump() if isinstance(envelope, BaseModel) else dict(envelope)
-            if data.get("kind") == "error":
-                err = data.get("data") or {}
-                code = str(err.get("code", "INTERNAL"))
-                return JSONResponse(
-                    {"error": {"code": code, "message": str(err.get("message", "")),
-                               "details": dict(err.get("details") or {})}},
-                    status_code=status_by_code.get(code, 400),
-                )
-            return data
+    @v1.post("/recall", response_model=CloudSkillEnvelope, responses=_errors(400, 401, 403, 404, 410, 413),
+             operation_id="recall_cloud_skill",
+             summary="Progressive disclosure: descriptors (query), a revision's root manifest (skill_id or slug),"
+                     " or one resource of a pinned revision (resource + revision_id).")
+    def recall(principal: Annotated[Principal, Depends(recaller)], body: RecallBody) -> CloudSkillEnvelope:
+        return catalog.recall(principal, **body.model_dump())
 
     app.include_router(v1)
     for router in routers:
         app.include_router(router)
     for path, sub_app in mounts:
-        app.mount(path, require_bearer(sub_app, registry))
+        # An exact route, not a Mount: a Mount would first redirect every POST to "<path>/".
+        app.router.routes.append(Route(path, endpoint=require_bearer(sub_app, registry),
+                                       methods=["GET", "POST", "DELETE"], include_in_schema=False))
 
     ops = APIRouter(tags=["operations"])
 

@@ -144,7 +144,7 @@ class RequestContextMiddleware:
         except _BodyTooLarge:
             if not response_started:
                 await reply(413, too_large)
-        except Exception:  # noqa: BLE001 - the last resort: log it, answer a JSON 500, never a traceback
+        except Exception:
             access_log.exception("unhandled error", extra={"request_id": request_id})
             if not response_started:
                 await reply(500, error_body("INTERNAL", "internal error; quote the request id when reporting it",

@@ -59,7 +59,7 @@ class ServerThread:
     def _run(self) -> None:
         try:
             asyncio.run(self._server.serve())
-        except BaseException as exc:  # noqa: BLE001 - reported to the caller by __enter__
+        except BaseException as exc:
             self._error = exc
 
     @property

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources as importlib_resources
 from pathlib import Path
@@ -19,6 +19,7 @@ from skillsearch.errors import ValidationError
 from skillsearch.importer import ImportProblem, parse_path
 from skillsearch.indexer import IndexStats, ProgressFactory, SearchIndex
 from skillsearch.reads import get_detail, list_page, resolve_flow
+from skillsearch.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
 from skillsearch.search import SearchRequest, SearchResult, run_search
 from skillsearch.settings import Settings
 from skillsearch.store import CatalogStore, UpsertOutcome
@@ -110,13 +111,24 @@ class Catalog:
     def index(self, progress: ProgressFactory | None = None) -> SearchIndex:
         """The search index, opened on first use and brought up to the store when another process
         changed the catalog since (the store's generation moved)."""
+        current = self._index
+        if current is not None:
+            if current.snapshot().generation == self.store.generation():
+                return current
+            # Someone else is already bringing it up to date: serve the last whole snapshot meanwhile.
+            if not self._lock.acquire(blocking=False):
+                return current
+            try:
+                if current.snapshot().generation != self.store.generation():
+                    current.refresh(self.store)
+                return current
+            finally:
+                self._lock.release()
         with self._lock:
             if self._index is None:
                 idx = SearchIndex(self.data_dir, self.encoder, self.settings.embed_instructions_chars)
                 idx.open(self.store, progress)
                 self._index = idx
-            elif self._index.snapshot().generation != self.store.generation():
-                self._index.refresh(self.store)
             return self._index
 
     def reindex(self, progress: ProgressFactory | None = None) -> IndexStats:
@@ -239,4 +251,23 @@ class Catalog:
     ) -> ResolvedFlow:
         return resolve_flow(self.store, principal, skill_id, values, known_tools)
 
-
+    def recall(
+        self,
+        principal: Principal,
+        *,
+        query: str = "",
+        skill_id: str = "",
+        slug: str = "",
+        revision_id: str = "",
+        resource: str = "",
+        max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
+    ) -> CloudSkillEnvelope:
+        """``recall_cloud_skill`` (design section 6); Level 0 uses the very search of ``search_skills``.
+        Failures raise the package's errors; ``recall.error_envelope`` turns one into the tool's envelope."""
+        return recall(
+            RecallRequest(query=query, skill_id=skill_id, slug=slug, revision_id=revision_id, resource=resource),
+            principal,
+            store=self.store,
+            search=lambda req: self.search_view(principal, req),
+            max_content_bytes=max_content_bytes,
+        )

@@ -124,7 +124,8 @@ async def test_openapi_documents_auth_errors_and_examples(client: httpx.AsyncCli
     doc = (await client.get("/openapi.json")).json()
     assert doc["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
     ops = {op["operationId"]: (path, method, op) for path, item in doc["paths"].items() for method, op in item.items()}
-    assert {"list_skills", "search_skills", "get_skill", "resolve_skill", "healthz", "readyz", "metrics"} <= set(ops)
+    assert {"list_skills", "search_skills", "get_skill", "resolve_skill", "recall_cloud_skill", "healthz", "readyz",
+            "metrics"} <= set(ops)
     for name in ("list_skills", "search_skills", "get_skill", "resolve_skill"):
         path, _, op = ops[name]
         assert path.startswith("/v1/")
@@ -145,6 +146,7 @@ V1_ROUTES = [
     ("GET", "/v1/search?q=python", None),
     ("GET", "/v1/skills/sk_x", None),
     ("POST", "/v1/skills/sk_x/resolve", {"parameters": {}}),
+    ("POST", "/v1/recall", {"query": "python"}),
 ]
 
 
@@ -165,9 +167,11 @@ async def test_every_v1_route_needs_a_valid_bearer_token(
 @pytest.mark.parametrize(("method", "url", "body"), V1_ROUTES)
 async def test_missing_scope_is_403(client: httpx.AsyncClient, tokens: dict[str, Any], method: str, url: str,
                                     body: Any) -> None:
-    err = assert_error(await client.request(method, url, json=body, headers=bearer(tokens["noscope"])),
+    recall = url == "/v1/recall"
+    who = "ops" if recall else "noscope"  # ops lacks memory:read, noscope lacks skills:read
+    err = assert_error(await client.request(method, url, json=body, headers=bearer(tokens[who])),
                        403, "ACCESS_DENIED")
-    assert err["details"] == {"required_scope": "skills:read"}
+    assert err["details"] == {"required_scope": "memory:read" if recall else "skills:read"}
 
 
 @pytest.mark.anyio
@@ -225,9 +229,20 @@ async def test_no_route_returns_a_skill_outside_the_callers_grants(
         else:
             assert resolved.status_code in (200, 400, 422)
 
+    if who in ("demo", "data"):  # the principals holding memory:read
+        for sid in grant_of:
+            recalled = await client.post("/v1/recall", json={"skill_id": sid}, headers=headers)
+            if sid in visible:
+                assert recalled.status_code == 200 and recalled.json()["data"]["skill_id"] == sid
+            else:
+                assert_error(recalled, 403, "ACCESS_DENIED")  # recall's contract: outside your grants
+        for query in ("postgres failover", "python", "clean data"):
+            found = (await client.post("/v1/recall", json={"query": query}, headers=headers)).json()
+            assert {d["skill_id"] for d in found["data"]["descriptors"]} <= visible
+
     names = {s["name"] for s in (await _list_all(client, bearer(tokens["ops"])))}
     names |= {s["name"] for s in (await _list_all(client, DEMO))}
-    for query in sorted(names)[:20] + ["postgres failover", "database backup", "python", "*", "AND"]:
+    for query in [*sorted(names)[:20], "postgres failover", "database backup", "python", "*", "AND"]:
         for mode in ("hybrid", "lexical", "semantic"):
             resp = await client.get("/v1/search", params={"q": query, "mode": mode, "limit": 50}, headers=headers)
             assert resp.status_code == 200, resp.text
@@ -253,6 +268,8 @@ async def test_revoked_subscriptions_and_archived_skills_vanish_at_query_time(
         data_skill = next(s for s in after if fresh_sample.store.skill(s["skill_id"]).grant == "team:data-science")
         assert fresh_sample.store.archive(data_skill["skill_id"])
         assert_error(await c.get(f"/v1/skills/{data_skill['skill_id']}", headers=DEMO), 404, "SKILL_NOT_FOUND")
+        assert_error(await c.post("/v1/recall", json={"skill_id": data_skill["skill_id"]}, headers=DEMO),
+                     410, "SKILL_ARCHIVED")
         assert data_skill["skill_id"] not in {s["skill_id"] for s in await _list_all(c, DEMO)}
 
 
@@ -314,6 +331,29 @@ async def test_resolve_flow_and_its_errors(client: httpx.AsyncClient) -> None:
     knowledge = (await client.get("/v1/search", params={"q": "python", "kind": "knowledge"}, headers=DEMO)).json()
     assert_error(await client.post(f"/v1/skills/{knowledge['hits'][0]['skill_id']}/resolve", headers=DEMO,
                                    json={}), 422, "SKILL_INVALID")
+
+
+@pytest.mark.anyio
+async def test_recall_levels_and_errors(client: httpx.AsyncClient) -> None:
+    found = await client.post("/v1/recall", json={"query": "profile slow python code"}, headers=DEMO)
+    env = found.json()
+    assert found.status_code == 200
+    assert env["object"] == "cloud_skill" and env["schema_version"] == "xmemo.cloud_skill.v1"
+    assert env["kind"] == "descriptor" and env["data"]["descriptors"][0]["slug"] == "python-profiling"
+    root = (await client.post("/v1/recall", json={"slug": "python-profiling"}, headers=DEMO)).json()
+    assert root["kind"] == "root" and root["data"]["instructions"]
+    revision = root["data"]["revision"]["revision_id"]
+    resources = root["data"]["resources"]
+    if resources:
+        path = resources[0]["path"]
+        one = (await client.post("/v1/recall", json={"skill_id": root["data"]["skill_id"], "revision_id": revision,
+                                                      "resource": path}, headers=DEMO)).json()
+        assert one["kind"] == "resource" and one["data"]["path"] == path
+    assert_error(await client.post("/v1/recall", json={"slug": "python-profiling", "resource": "x"}, headers=DEMO),
+                 400, "REVISION_PINNING_VIOLATION")
+    assert_error(await client.post("/v1/recall", json={"skill_id": "sk_nope"}, headers=DEMO), 404, "SKILL_NOT_FOUND")
+    assert_error(await client.post("/v1/recall", json={"query": "x", "extra": 1}, headers=DEMO), 400,
+                 "VALIDATION_ERROR")
 
 
 @pytest.mark.anyio

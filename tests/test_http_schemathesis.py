@@ -9,6 +9,7 @@ characters is still a request this API rightly refuses with ``400 VALIDATION_ERR
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from typing import Any
 
@@ -40,15 +41,13 @@ def _run(strategy: Any, max_examples: int, url: str, statuses: Counter[tuple[str
     def check(case: Any) -> None:
         try:
             response = case.call_and_validate(base_url=url, excluded_checks=[positive_data_acceptance], timeout=60)
-        except BaseException as exc:  # noqa: BLE001 - a FailureGroup: collect, report every failure at the end
+        except BaseException as exc:
             failures.append(f"{label}: {exc}")
             return
         statuses[(label, response.status_code)] += 1
 
-    try:
+    with contextlib.suppress(Unsatisfiable):  # a negative case of an operation without parameters does not exist
         check()
-    except Unsatisfiable:  # a negative case of an operation without parameters does not exist
-        pass
 
 
 def test_openapi_document_holds_against_the_live_app(sample: Catalog) -> None:
