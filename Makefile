@@ -9,13 +9,13 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: serve test venv lint bench clean
+.PHONY: serve test venv lint bench clean browser screenshot
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(BIN)/pip install --quiet -e '.[test,bench,multilingual]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -23,8 +23,20 @@ venv: $(STAMP)
 serve: $(STAMP)
 	$(BIN)/skillsearch serve
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest
+
+# The search-page test drives Debian's chromium through Playwright (never `playwright install`, which
+# downloads browsers). Installed once, only when missing and only as root; a CJK font renders the sample.
+browser:
+	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-wqy-microhei; \
+	fi
+	@test -x /usr/bin/chromium || echo "warning: /usr/bin/chromium is missing: apt-get install chromium" >&2
+
+# Refresh docs/search-page.png from the browser test.
+screenshot: $(STAMP) browser
+	SKILLSEARCH_SCREENSHOTS=docs $(BIN)/python -m pytest tests/test_search_page.py -q
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/relevance.py

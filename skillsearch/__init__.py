@@ -1,1 +1,51 @@
-"""skillsearch."""
+"""skillsearch: a search-first skill catalog for LLM agents.
+
+The public API is the composition root :class:`Catalog`, its settings, the request and answer models and the
+error tree. Everything else is internal and may change.
+"""
+
+from __future__ import annotations
+
+from skillsearch.domain import Principal
+from skillsearch.errors import (
+    AccessDeniedError,
+    IndexMismatchError,
+    IndexNotReadyError,
+    ResourceNotFoundError,
+    RevisionNotFoundError,
+    RevisionPinningError,
+    SkillArchivedError,
+    SkillInvalidError,
+    SkillNotFoundError,
+    SkillSearchError,
+    UnauthenticatedError,
+    UpstreamUnavailableError,
+    ValidationError,
+)
+from skillsearch.search import SearchRequest, SearchResult
+from skillsearch.service import Catalog, ImportReport
+from skillsearch.settings import Settings
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AccessDeniedError",
+    "Catalog",
+    "ImportReport",
+    "IndexMismatchError",
+    "IndexNotReadyError",
+    "Principal",
+    "ResourceNotFoundError",
+    "RevisionNotFoundError",
+    "RevisionPinningError",
+    "SearchRequest",
+    "SearchResult",
+    "Settings",
+    "SkillArchivedError",
+    "SkillInvalidError",
+    "SkillNotFoundError",
+    "SkillSearchError",
+    "UnauthenticatedError",
+    "UpstreamUnavailableError",
+    "ValidationError",
+]

@@ -14,17 +14,27 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from skillsearch.domain import SCOPE_MEMORY_READ, Parameter, Principal
+from skillsearch.domain import GRANT_PATTERN, SCOPE_MEMORY_READ, Parameter, Principal
 from skillsearch.errors import SkillSearchError, ValidationError
 from skillsearch.search import SearchRequest
 from skillsearch.service import Catalog
 from skillsearch.settings import Settings
 from skillsearch.sync.config import SyncConfig, default_config_path, load_config
 from skillsearch.templates import coerce_text_value
+
+if TYPE_CHECKING:
+    from fastapi import APIRouter, FastAPI
+    from mcp.server.mcpserver import MCPServer
+
+    from skillsearch.auth import PrincipalRegistry
+    from skillsearch.encoder import Encoder
+    from skillsearch.http_app import Lifespan
+    from skillsearch.mcp_server import ServerState
 
 __all__ = ["build_parser", "main"]
 
@@ -231,6 +241,192 @@ def cmd_upstream(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def principal_from_file(data_dir: Path, name: str) -> Principal:
+    """The principal ``name`` of ``<data-dir>/principals.toml`` (tables ``[principals.NAME]`` with
+    ``grants = [...]``, ``"*"`` for every grant, and ``scopes = [...]``; other keys such as the HTTP
+    app's ``token_sha256`` are ignored): the stdio server runs as a principal named on the command line."""
+    path = Path(data_dir) / "principals.toml"
+    try:
+        table = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValidationError(f"--principal {name}: no principals file at {path}", {"path": str(path)}) from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ValidationError(f"{path} is not valid TOML: {exc}", {"path": str(path)}) from None
+    entry = table.get("principals", {}).get(name)
+    if not isinstance(entry, dict):
+        raise ValidationError(f"--principal {name}: no [principals.{name}] table in {path}",
+                              {"path": str(path), "principal": name})
+    grants, scopes = entry.get("grants", []), entry.get("scopes", [])
+    if not all(isinstance(x, list) and all(isinstance(v, str) for v in x) for x in (grants, scopes)):
+        raise ValidationError(f"[principals.{name}] in {path}: grants and scopes must be lists of strings")
+    bad = [g for g in grants if g != "*" and not GRANT_PATTERN.match(g)]
+    if bad:
+        raise ValidationError(f"[principals.{name}] in {path}: invalid grant(s) {', '.join(bad)}")
+    return Principal(name=name, grants=None if "*" in grants else frozenset(grants), scopes=frozenset(scopes))
+
+
+def mcp_principal_from_args(args: argparse.Namespace) -> Principal:
+    """``--principal NAME`` (from the principals file), else ``--grant``/``--scope``, else the operator."""
+    grants, scopes = args.grant or [], args.scope
+    if args.principal and (grants or scopes is not None):
+        raise ValidationError("use either --principal or --grant/--scope, not both")
+    if args.principal:
+        return principal_from_file(Path(args.data_dir), args.principal)
+    if scopes is not None and not grants:
+        raise ValidationError("--scope needs --grant (the local operator has every grant and memory:read)")
+    if not grants:
+        return Principal.operator()
+    bad = [g for g in grants if not GRANT_PATTERN.match(g)]
+    if bad:
+        raise ValidationError(f"invalid grant(s) {', '.join(bad)}: use sub:<id>, team:<id> or user:<id>")
+    chosen = {SCOPE_MEMORY_READ} if scopes is None else {s for s in scopes if s}
+    return Principal(name="cli", grants=frozenset(grants), scopes=frozenset(chosen))
+
+
+def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = None) -> MCPServer[ServerState]:
+    """The server ``skillsearch mcp`` runs: its principal, data directory and host tool names."""
+    from skillsearch.mcp_server import build_mcp_server
+
+    principal = mcp_principal_from_args(args)
+    settings = settings_from_args(args)
+    progress = _progress_factory(not args.quiet)
+    log.info("MCP server as principal %s (%s)", principal.name,
+             "every grant" if principal.grants is None else ", ".join(sorted(principal.grants)))
+    return build_mcp_server(
+        lambda: Catalog.open(settings, encoder=encoder, progress=progress),
+        principal,
+        known_tools=args.host_tool,
+        log_level="INFO" if args.verbose else "WARNING",
+    )
+
+
+def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
+    """Serve the MCP tools over stdio (stdout carries nothing but protocol) or streamable HTTP."""
+    from skillsearch.mcp_server import run_streamable_http
+
+    server = mcp_server_from_args(args)
+    if args.http:
+        run_streamable_http(server, host=args.host, port=args.port)
+    else:
+        server.run("stdio")
+    return 0
+
+def _principals_path(args: argparse.Namespace) -> Path:
+    from skillsearch.auth import PRINCIPALS_FILE
+
+    return Path(args.principals) if args.principals else Path(args.data_dir) / PRINCIPALS_FILE
+
+
+def _serve_banner(url: str, demo: bool, principals: Path) -> str:
+    from skillsearch.auth import DEMO_TOKEN
+
+    lines = [f"skillsearch is serving on {url}", f"  search page:  {url}/", f"  MCP:          {url}/mcp (streamable HTTP)",
+             f"  API:          {url}/openapi.json  (Swagger UI at {url}/docs needs internet for its assets)"]
+    if demo:
+        lines += [
+            f"  demo token:   {DEMO_TOKEN}   (sample catalog only: sees sub:starter-pack and team:data-science)",
+            f"  try:          curl -H 'Authorization: Bearer {DEMO_TOKEN}' '{url}/v1/search?q=profile+python+code'",
+        ]
+    else:
+        lines += [
+            f"  principals:   {principals}",
+            "  add a token:  skillsearch token add NAME --grant sub:<id> --scope skills:read",
+            f"  try:          curl -H 'Authorization: Bearer <token>' '{url}/v1/search?q=profile+python+code'",
+        ]
+    return "\n".join(lines)
+
+
+def build_serve_app(catalog: Catalog, registry: PrincipalRegistry, host: str = "127.0.0.1",
+                    sync: SyncConfig | None = None) -> FastAPI:
+    """What ``skillsearch serve`` runs: the HTTP app with MCP's streamable HTTP transport at ``/mcp``, both
+    authenticated by the same bearer tokens (the MCP catalog tools need ``skills:read`` as the REST routes
+    do; recall needs ``memory:read`` on both). With ``sync``, a background poller keeps the subscriptions in
+    sync, and ``POST /v1/sync/webhook`` (HMAC-signed) and ``GET /v1/sync/status`` (bearer token) are served."""
+    from skillsearch.auth import SCOPE_SKILLS_READ
+    from skillsearch.http_app import create_app
+    from skillsearch.mcp_server import build_mcp_server, mountable
+
+    def principal_of(headers: Mapping[str, str] | None) -> Principal:
+        return registry.authenticate_header((headers or {}).get("authorization"))
+
+    mcp_app, mcp_lifespan = mountable(build_mcp_server(catalog, principal_of, catalog_scope=SCOPE_SKILLS_READ),
+                                      host=host)
+    routers: list[APIRouter] = []
+    lifespans: list[Lifespan] = [lambda _app: mcp_lifespan()]
+    if sync is not None:
+        from skillsearch.sync.webhook import make_sync_router
+
+        poller = catalog.make_poller(sync)
+        routers.append(make_sync_router(catalog, sync, poller, authenticate=registry.authenticate_header))
+        lifespans.append(lambda _app: poller.lifespan())
+    return create_app(catalog, principals=registry, mounts=[("/mcp", mcp_app)], routers=routers,
+                      lifespans=lifespans)
+
+
+def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
+    from skillsearch.auth import PrincipalRegistry
+    from skillsearch.http_middleware import configure_json_logging
+    from skillsearch.http_server import serve
+
+    sync_path = Path(args.sync_config) if args.sync_config else default_config_path(Path(args.data_dir))
+    sync = load_config(sync_path) if not args.no_sync and (args.sync_config or sync_path.exists()) else None
+    # A synced catalog is not seeded with the sample: its demo subscriptions would collide with real ones.
+    catalog = Catalog.open(settings_from_args(args), seed=False if sync else None,
+                           progress=_progress_factory(not args.quiet))
+    principals = _principals_path(args)
+    registry = PrincipalRegistry.for_catalog(catalog, principals)
+    app = build_serve_app(catalog, registry, args.host, sync)
+    configure_json_logging(logging.DEBUG if args.verbose else logging.INFO)
+
+    def started(url: str) -> None:
+        out.write(_serve_banner(url, registry.demo, principals) + "\n")
+        out.flush()
+
+    try:
+        serve(app, host=args.host, port=args.port, on_started=started)
+    finally:
+        catalog.close()
+    return 0
+
+
+def cmd_token_add(args: argparse.Namespace, out: TextIO) -> int:
+    from skillsearch.auth import KNOWN_SCOPES, add_principal
+
+    path = _principals_path(args)
+    scopes = args.scope or list(KNOWN_SCOPES)
+    token = add_principal(path, args.name, args.grant or [], scopes)
+    payload = {"name": args.name, "token": token, "grants": args.grant, "scopes": scopes, "file": str(path)}
+    _emit(out, args, payload, lambda: (
+        f"{token}\n"
+        f"(principal {args.name!r} in {path}; this token is shown once and only its sha256 is stored)"
+    ))
+    return 0
+
+
+def cmd_token_list(args: argparse.Namespace, out: TextIO) -> int:
+    from skillsearch.auth import PrincipalRegistry
+
+    registry = PrincipalRegistry(_principals_path(args))
+    rows = []
+    for name in registry.names():
+        p = registry.principal(name)
+        rows.append({"name": name, "grants": ["*"] if p.grants is None else sorted(p.grants),
+                     "scopes": sorted(p.scopes)})
+    _emit(out, args, {"principals": rows}, lambda: "\n".join(
+        f"{r['name']}  grants={','.join(r['grants'])}  scopes={','.join(r['scopes'])}" for r in rows
+    ) or "(no principals)")
+    return 0
+
+
+def cmd_token_remove(args: argparse.Namespace, out: TextIO) -> int:
+    from skillsearch.auth import remove_principal
+
+    removed = remove_principal(_principals_path(args), args.name)
+    _emit(out, args, {"name": args.name, "removed": removed},
+          lambda: f"removed {args.name}" if removed else f"no principal {args.name!r}")
+    return 0 if removed else 1
+
+
 # -- parser ---------------------------------------------------------------------------------------------
 
 
@@ -300,6 +496,45 @@ def build_parser() -> argparse.ArgumentParser:
                    " default demo-token)")
     p.add_argument("--webhook-url", help="where to POST signed webhooks, e.g. http://127.0.0.1:8000/v1/sync/webhook")
     p.add_argument("--webhook-secret", help="shared webhook secret (env SKILLSEARCH_WEBHOOK_SECRET)")
+
+    p = add("mcp", cmd_mcp, "serve the MCP tools over stdio (default) or streamable HTTP (--http)")
+    p.add_argument("--data-dir", default=argparse.SUPPRESS, help="data directory (same as the global option)")
+    p.add_argument("--principal", metavar="NAME", help="run as this principal of <data-dir>/principals.toml")
+    add_grants(p)
+    p.add_argument("--scope", action="append", metavar="S",
+                   help="scope of the --grant principal (repeatable; default memory:read; '' for none)")
+    p.add_argument("--host-tool", action="append", metavar="TOOL",
+                   help="a tool name the host provides (repeatable): resolving a template that names any other"
+                        " tool is SKILL_INVALID; default: no check")
+    p.add_argument("--http", action="store_true", help="streamable HTTP on --host/--port at /mcp instead of stdio")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8765)
+
+    p = add("serve", cmd_serve, "serve the HTTP API, metrics and the search page (FastAPI + uvicorn)")
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p.add_argument("--principals", help="principals file (default <data-dir>/principals.toml)")
+    p.add_argument("--sync-config", help="sync settings (TOML); default <data-dir>/sync.toml when it exists")
+    p.add_argument("--no-sync", action="store_true", help="do not poll the subscription platform")
+
+    p = add("token", cmd_token_list, "manage bearer tokens of the principals file")
+    tokens = p.add_subparsers(dest="token_command", required=True, metavar="ACTION")
+    for action, func, help_text in (
+        ("add", cmd_token_add, "create a principal (or re-key it) and print its new token once"),
+        ("list", cmd_token_list, "list principals with their grants and scopes (never tokens)"),
+        ("remove", cmd_token_remove, "remove a principal"),
+    ):
+        t = tokens.add_parser(action, help=help_text, description=help_text)
+        t.set_defaults(func=func)
+        t.add_argument("--json", action="store_true", help="print one JSON object")
+        t.add_argument("--principals", help="principals file (default <data-dir>/principals.toml)")
+        if action != "list":
+            t.add_argument("name", help="principal name: letters, digits, '.', '_', '-'")
+        if action == "add":
+            t.add_argument("--grant", action="append", metavar="G", required=True,
+                           help="grant key the principal sees: sub:<id>, team:<id>, user:<id>, or * (repeatable)")
+            t.add_argument("--scope", action="append", metavar="S",
+                           help="scope: skills:read, memory:read (repeatable; default both)")
     return parser
 
 
@@ -321,6 +556,14 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # the last line of defence: one line, never a traceback (-v logs it)
+        log.debug("unexpected error", exc_info=True)
+        message = f"{type(exc).__name__}: {exc}"
+        if getattr(args, "json", False):
+            out.write(json.dumps({"error": {"code": "INTERNAL", "message": message, "details": {}}}) + "\n")
+        else:
+            print(f"error: INTERNAL: {message} (run with -v for details)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 __all__ = [
     "GRANT_PATTERN",
-    "SLUG_PATTERN",
     "SCOPE_MEMORY_READ",
+    "SLUG_PATTERN",
     "FlowStep",
     "Parameter",
     "Principal",

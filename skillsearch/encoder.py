@@ -44,7 +44,8 @@ def _normalise(m: np.ndarray) -> np.ndarray:
     m = np.asarray(m, dtype=np.float32)
     norms = np.linalg.norm(m, axis=-1, keepdims=True)
     norms[norms == 0] = 1.0
-    return m / norms
+    out: np.ndarray = m / norms
+    return out
 
 
 class MiniLMEncoder:
@@ -201,9 +202,15 @@ ENCODERS: dict[str, Callable[[], Encoder]] = {
 }
 
 
+_LOADED: dict[str, Encoder] = {}
+_LOAD_LOCK = Lock()
+
+
 def make_encoder(name: str) -> Encoder:
-    try:
-        factory = ENCODERS[name]
-    except KeyError:
-        raise IndexNotReadyError(f"unknown encoder {name!r}; choose one of {', '.join(sorted(ENCODERS))}") from None
-    return factory()
+    """The encoder of that name, loaded once per process: models are read-only and large."""
+    if name not in ENCODERS:
+        raise IndexNotReadyError(f"unknown encoder {name!r}; choose one of {', '.join(sorted(ENCODERS))}")
+    with _LOAD_LOCK:
+        if name not in _LOADED:
+            _LOADED[name] = ENCODERS[name]()
+        return _LOADED[name]

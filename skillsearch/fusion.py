@@ -41,7 +41,8 @@ def zscore(x: np.ndarray) -> np.ndarray:
     std = float(x.std())
     if std == 0.0:
         return np.zeros(x.shape, dtype=np.float64)
-    return (x - x.mean()) / std
+    out: np.ndarray = (x - x.mean()) / std
+    return out
 
 
 def minmax(x: np.ndarray) -> np.ndarray:

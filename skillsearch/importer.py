@@ -28,7 +28,7 @@ from typing import Any
 import pydantic
 import yaml
 
-from skillsearch.domain import SLUG_PATTERN, FlowStep, Parameter, Resource, Revision, SkillContent
+from skillsearch.domain import SLUG_PATTERN, FlowStep, Parameter, Resource, ResourceKind, Revision, SkillContent
 from skillsearch.hashing import stable_id
 
 __all__ = ["ImportProblem", "ParsedImport", "parse_path", "slugify"]
@@ -76,7 +76,7 @@ def is_text_media_type(media_type: str) -> bool:
     return media_type.startswith(_TEXT_TYPES) or media_type in ("application/toml",)
 
 
-def _resource_kind(rel: str) -> str:
+def _resource_kind(rel: str) -> ResourceKind:
     top = rel.split("/", 1)[0].lower()
     name = rel.lower()
     if top == "scripts":
@@ -187,7 +187,7 @@ def _parse_skill_dir(skill_dir: Path, source: str, grant: str) -> SkillContent:
         raise ValueError(f"bad front matter{where}: {getattr(exc, 'problem', exc)}") from None
     if not isinstance(meta, dict):
         raise ValueError("bad front matter: expected a mapping of keys to values")
-    metadata = meta.get("metadata") if isinstance(meta.get("metadata"), dict) else {}
+    metadata: dict[str, Any] = meta["metadata"] if isinstance(meta.get("metadata"), dict) else {}
     tags = meta.get("tags") or metadata.get("tags") or []
     if isinstance(tags, str):
         tags = [t.strip() for t in tags.split(",")]
@@ -245,7 +245,8 @@ def _bundle_resources(entry: dict[str, Any]) -> list[Resource]:
         else:
             content = str(raw.get("text", "")).encode("utf-8")
         try:
-            out.append(Resource(path=raw["path"], kind=raw.get("kind") or _resource_kind(raw["path"]),
+            kind = raw.get("kind") or _resource_kind(raw["path"])
+            out.append(Resource(path=raw["path"], kind=kind,
                                 media_type=raw.get("media_type") or media_type_of(raw["path"]), content=content))
         except pydantic.ValidationError as exc:
             raise ValueError(f"resource {raw['path']}: {_format_error(exc)}") from None

@@ -20,6 +20,7 @@ from skillsearch.errors import UpstreamUnavailableError, ValidationError
 from skillsearch.importer import ImportProblem, parse_path
 from skillsearch.indexer import IndexStats, ProgressFactory, SearchIndex
 from skillsearch.reads import get_detail, list_page, resolve_flow
+from skillsearch.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
 from skillsearch.search import SearchRequest, SearchResult, run_search
 from skillsearch.settings import Settings
 from skillsearch.store import CatalogStore, UpsertOutcome
@@ -82,7 +83,6 @@ class Catalog:
         self._encoder = encoder
         self._index: SearchIndex | None = None
         self._lock = RLock()
-        self._writers = 0
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -117,13 +117,24 @@ class Catalog:
     def index(self, progress: ProgressFactory | None = None) -> SearchIndex:
         """The search index, opened on first use and brought up to the store when another process
         changed the catalog since (the store's generation moved)."""
+        current = self._index
+        if current is not None:
+            if current.snapshot().generation == self.store.generation():
+                return current
+            # Someone else is already bringing it up to date: serve the last whole snapshot meanwhile.
+            if not self._lock.acquire(blocking=False):
+                return current
+            try:
+                if current.snapshot().generation != self.store.generation():
+                    current.refresh(self.store)
+                return current
+            finally:
+                self._lock.release()
         with self._lock:
             if self._index is None:
                 idx = SearchIndex(self.data_dir, self.encoder, self.settings.embed_instructions_chars)
                 idx.open(self.store, progress)
                 self._index = idx
-            elif self._writers == 0 and self._index.snapshot().generation != self.store.generation():
-                self._index.refresh(self.store)
             return self._index
 
     def reindex(self, progress: ProgressFactory | None = None) -> IndexStats:
@@ -246,19 +257,36 @@ class Catalog:
     ) -> ResolvedFlow:
         return resolve_flow(self.store, principal, skill_id, values, known_tools)
 
+    def recall(
+        self,
+        principal: Principal,
+        *,
+        query: str = "",
+        skill_id: str = "",
+        slug: str = "",
+        revision_id: str = "",
+        resource: str = "",
+        max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
+    ) -> CloudSkillEnvelope:
+        """``recall_cloud_skill`` (design section 6); Level 0 uses the very search of ``search_skills``.
+        Failures raise the package's errors; ``recall.error_envelope`` turns one into the tool's envelope."""
+        return recall(
+            RecallRequest(query=query, skill_id=skill_id, slug=slug, revision_id=revision_id, resource=resource),
+            principal,
+            store=self.store,
+            search=lambda req: self.search_view(principal, req),
+            max_content_bytes=max_content_bytes,
+        )
+
     # -- writes: sync from the subscription platform ----------------------------------------------
 
     @contextmanager
     def writing(self) -> Iterator[None]:
-        """Mark an in-process batch in progress: its own index refresh follows its commit, so reads in
-        other threads keep the current snapshot instead of starting a full refresh of their own."""
+        """An in-process batch in progress: it holds the index lock, so reads in other threads keep serving
+        the last whole snapshot (see :meth:`index`) instead of refreshing on their own; the batch refreshes
+        the index itself after each commit."""
         with self._lock:
-            self._writers += 1
-        try:
             yield
-        finally:
-            with self._lock:
-                self._writers -= 1
 
     def sync_subscription(
         self,

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from skillsearch.domain import FlowStep, Parameter, Resource, Revision, Skill, SkillContent
+from skillsearch.errors import IndexNotReadyError
 from skillsearch.hashing import canonical_hash, sha256_hex, stable_id
 
 __all__ = ["CatalogStore", "IndexRow", "SyncState", "UpsertOutcome", "utc_now"]
@@ -173,7 +174,14 @@ class CatalogStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._write_lock = threading.RLock()
-        self._conn().executescript(_SCHEMA)
+        try:
+            self._conn().executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise IndexNotReadyError(
+                f"the catalog {self.path} cannot be opened ({exc}); restore it or point --data-dir elsewhere",
+                {"path": str(self.path)},
+            ) from exc
 
     @classmethod
     def in_dir(cls, data_dir: Path) -> CatalogStore:
@@ -391,7 +399,9 @@ class CatalogStore:
         row = self._conn().execute("SELECT * FROM sync_state WHERE source = ?", (source,)).fetchone()
         if row is None:
             return None
-        return SyncState(row["source"], row["cursor"], row["last_success"], row["last_error"], json.loads(row["counts"]))
+        return SyncState(
+            row["source"], row["cursor"], row["last_success"], row["last_error"], json.loads(row["counts"])
+        )
 
     def all_sync_states(self) -> list[SyncState]:
         rows = self._conn().execute("SELECT source FROM sync_state ORDER BY source").fetchall()

@@ -90,7 +90,8 @@ def resolve_steps(
         elif p.default is not None:
             effective[p.name] = p.default
         elif p.required:
-            problems.append({"parameter": p.name, "problem": "missing", "message": f"missing required parameter {p.name!r}"})
+            message = f"missing required parameter {p.name!r}"
+            problems.append({"parameter": p.name, "problem": "missing", "message": message})
     if problems:
         summary = "; ".join(x["message"] for x in problems)
         raise ValidationError(f"invalid parameters: {summary}", {"problems": problems})

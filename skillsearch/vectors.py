@@ -55,7 +55,8 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
     else:
         part = np.arange(scores.size)
     part = part[np.isfinite(scores[part])]
-    return part[np.argsort(-scores[part], kind="stable")]
+    ordered: np.ndarray = part[np.argsort(-scores[part], kind="stable")]
+    return ordered
 
 
 @dataclass(frozen=True)

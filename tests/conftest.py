@@ -13,9 +13,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from skillsearch.encoder import CachedQueryEncoder, Encoder, HashingEncoder, MiniLMEncoder  # noqa: E402
-from skillsearch.service import Catalog  # noqa: E402
-from skillsearch.settings import Settings  # noqa: E402
+from skillsearch.encoder import CachedQueryEncoder, Encoder, HashingEncoder, MiniLMEncoder
+from skillsearch.service import Catalog
+from skillsearch.settings import Settings
 
 DATA = Path(__file__).parent / "data"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import pydantic
-from fastapi import APIRouter, Request, params
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from skillsearch.errors import SkillSearchError, UnauthenticatedError, ValidationError
@@ -68,11 +68,13 @@ def make_sync_router(
     config: SyncConfig,
     poller: Poller | None = None,
     *,
-    status_dependencies: Sequence[params.Depends] = (),
+    authenticate: Callable[[str | None], object] | None = None,
     clock: Callable[[], float] = time.time,
 ) -> APIRouter:
-    """The sync routes, self-contained (they answer their own errors). ``status_dependencies`` guard the
-    status route (it names subscriptions and errors): pass the app's bearer-auth dependency there."""
+    """The sync routes, self-contained (they answer their own errors). ``authenticate`` guards the status
+    route, which names subscriptions and errors: it gets the ``Authorization`` header and raises a
+    :class:`SkillSearchError` (e.g. ``UNAUTHENTICATED``) to refuse. The webhook has its own HMAC proof and
+    must not sit behind the app's bearer tokens."""
     router = APIRouter(tags=["sync"])
     upstream = config.upstream
 
@@ -124,9 +126,14 @@ def make_sync_router(
         "/v1/sync/status",
         response_model=SyncStatus,
         summary="Per subscription: cursor, last success, last error, counts",
-        dependencies=list(status_dependencies),
+        responses={401: {"description": "missing or unknown bearer token"}},
     )
-    def status() -> SyncStatus:
+    def status(request: Request) -> Any:
+        if authenticate is not None:
+            try:
+                authenticate(request.headers.get("authorization"))
+            except SkillSearchError as exc:
+                return _error(exc)
         return sync_status(catalog.store, config, poller.status() if poller is not None else None)
 
     return router

@@ -6,7 +6,7 @@ import argparse
 import socket
 import ssl
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 def check(target: str, timeout: float = 5.0) -> tuple[datetime, list[str]]:
@@ -17,7 +17,7 @@ def check(target: str, timeout: float = 5.0) -> tuple[datetime, list[str]]:
             cert = tls.getpeercert()
     if not cert:
         raise ssl.SSLError(f"{target}: no certificate presented")
-    expires = datetime.fromtimestamp(ssl.cert_time_to_seconds(str(cert["notAfter"])), timezone.utc)
+    expires = datetime.fromtimestamp(ssl.cert_time_to_seconds(str(cert["notAfter"])), UTC)
     sans = [value for kind, value in cert.get("subjectAltName", ()) if kind == "DNS"]
     return expires, sans
 
@@ -27,7 +27,7 @@ def main() -> int:
     ap.add_argument("targets", nargs="+")
     ap.add_argument("--warn-days", type=int, default=21)
     args = ap.parse_args()
-    bad, now = 0, datetime.now(timezone.utc)
+    bad, now = 0, datetime.now(UTC)
     for target in args.targets:
         try:
             expires, sans = check(target)

@@ -1,0 +1,301 @@
+"""Bearer-token principals: who is calling, which grants they see and which scopes they hold.
+
+The principals file is ``<data-dir>/principals.toml``::
+
+    [principals.analytics-bot]
+    token_sha256 = "9f86d0..."            # sha256 hex of the bearer token; the token itself is never stored
+    grants = ["team:data-science", "sub:starter-pack"]   # or ["*"] for every grant (an operator)
+    scopes = ["skills:read", "memory:read"]
+
+``skillsearch token add NAME --grant G --scope S`` writes such a table and prints the token once. The HTTP
+app (and MCP over HTTP) authenticates a request by hashing the presented token and comparing it with every
+stored hash in constant time; stdio MCP runs as a principal named on the command line and reads the same
+file. Tokens are never logged.
+
+The **demo principal** (token :data:`DEMO_TOKEN`, printed by ``make serve``) exists only while the server
+runs on the bundled sample catalog: it sees ``sub:starter-pack`` and ``team:data-science`` but not
+``sub:ops-pro``, so the page shows visibility at work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+import threading
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from skillsearch.domain import GRANT_PATTERN, SCOPE_MEMORY_READ, Principal
+from skillsearch.errors import AccessDeniedError, UnauthenticatedError, ValidationError
+
+if TYPE_CHECKING:
+    from skillsearch.service import Catalog
+
+__all__ = [
+    "DEMO_GRANTS",
+    "DEMO_PRINCIPAL",
+    "DEMO_TOKEN",
+    "KNOWN_SCOPES",
+    "PRINCIPALS_FILE",
+    "SCOPE_SKILLS_READ",
+    "PrincipalEntry",
+    "PrincipalRegistry",
+    "add_principal",
+    "bearer_token",
+    "generate_token",
+    "hash_token",
+    "remove_principal",
+    "require_scope",
+    "runs_on_sample_catalog",
+]
+
+PRINCIPALS_FILE = "principals.toml"
+SCOPE_SKILLS_READ = "skills:read"
+KNOWN_SCOPES = (SCOPE_SKILLS_READ, SCOPE_MEMORY_READ)
+ALL_GRANTS = "*"
+
+DEMO_PRINCIPAL = "demo"
+DEMO_TOKEN = "demo-token-not-secret"
+DEMO_GRANTS = frozenset({"sub:starter-pack", "team:data-science"})
+_SAMPLE_SOURCES_PREFIX = "sample-"
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+MAX_TOKEN_CHARS = 512
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def generate_token() -> str:
+    """256 random bits, URL-safe, with a prefix that makes a leaked token easy to recognise and grep for."""
+    return "sks_" + secrets.token_urlsafe(32)
+
+
+def bearer_token(authorization: str | None) -> str:
+    """The token of an ``Authorization: Bearer <token>`` header, or ``UNAUTHENTICATED``."""
+    if not authorization:
+        raise UnauthenticatedError("missing bearer token: send 'Authorization: Bearer <token>'")
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise UnauthenticatedError("malformed Authorization header: use 'Bearer <token>'")
+    if len(token) > MAX_TOKEN_CHARS:
+        raise UnauthenticatedError("invalid bearer token")
+    return token
+
+
+def require_scope(principal: Principal, scope: str) -> None:
+    if not principal.has_scope(scope):
+        raise AccessDeniedError(
+            f"principal {principal.name!r} lacks scope {scope!r}", {"required_scope": scope}
+        )
+
+
+@dataclass(frozen=True)
+class PrincipalEntry:
+    """One table of the principals file."""
+
+    principal: Principal
+    token_sha256: str | None
+
+
+def _validate(name: str, grants: Iterable[str], scopes: Iterable[str]) -> tuple[list[str], list[str]]:
+    problems: list[str] = []
+    if not NAME_PATTERN.match(name or ""):
+        problems.append(f"invalid principal name {name!r}: letters, digits, '.', '_', '-' (max 64)")
+    grants = list(dict.fromkeys(grants))
+    scopes = list(dict.fromkeys(scopes))
+    problems += [f"invalid grant {g!r}: use sub:<id>, team:<id>, user:<id> or *"
+                 for g in grants if g != ALL_GRANTS and not GRANT_PATTERN.match(g)]
+    problems += [f"invalid scope {s!r}: known scopes are {', '.join(KNOWN_SCOPES)}"
+                 for s in scopes if s not in KNOWN_SCOPES]
+    if problems:
+        raise ValidationError("; ".join(problems), {"problems": problems})
+    return grants, scopes
+
+
+def _entry(name: str, table: Mapping[str, Any], path: Path) -> PrincipalEntry:
+    grants = table.get("grants", [])
+    scopes = table.get("scopes", [])
+    token_sha = table.get("token_sha256")
+    if not isinstance(grants, list) or not isinstance(scopes, list) or not all(
+        isinstance(x, str) for x in [*grants, *scopes]
+    ):
+        raise ValidationError(f"{path}: principals.{name}: grants and scopes must be lists of strings")
+    if token_sha is not None and (not isinstance(token_sha, str) or not _SHA256_HEX.match(token_sha)):
+        raise ValidationError(f"{path}: principals.{name}: token_sha256 must be 64 lowercase hex digits")
+    grants, scopes = _validate(name, grants, scopes)
+    principal = Principal(
+        name=name,
+        grants=None if ALL_GRANTS in grants else frozenset(grants),
+        scopes=frozenset(scopes),
+    )
+    return PrincipalEntry(principal, token_sha)
+
+
+def _read_file(path: Path) -> dict[str, PrincipalEntry]:
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ValidationError(f"principals file {path} is unreadable: {exc}") from None
+    tables = raw.get("principals", {})
+    if not isinstance(tables, dict):
+        raise ValidationError(f"{path}: [principals] must be a table of tables")
+    return {name: _entry(name, t, path) for name, t in tables.items() if isinstance(t, dict)}
+
+
+def _toml_string(value: str) -> str:
+    # Names, grants, scopes and hashes are validated to ASCII patterns, where a JSON string is a TOML one.
+    return json.dumps(value)
+
+
+def _write_file(path: Path, entries: Mapping[str, PrincipalEntry]) -> None:
+    lines = ["# skillsearch principals: bearer tokens are stored only as sha256 hashes.",
+             "# Manage with `skillsearch token add|list|remove`.", ""]
+    for name in sorted(entries):
+        e = entries[name]
+        grants = [ALL_GRANTS] if e.principal.grants is None else sorted(e.principal.grants)
+        lines.append(f"[principals.{_toml_string(name)}]")
+        if e.token_sha256:
+            lines.append(f"token_sha256 = {_toml_string(e.token_sha256)}")
+        lines.append(f"grants = [{', '.join(_toml_string(g) for g in grants)}]")
+        lines.append(f"scopes = [{', '.join(_toml_string(s) for s in sorted(e.principal.scopes))}]")
+        lines.append("")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines))
+    os.replace(tmp, path)
+
+
+def add_principal(path: Path, name: str, grants: Iterable[str], scopes: Iterable[str]) -> str:
+    """Create (or re-key) principal ``name`` and return its new token; only the hash is written."""
+    grant_list, scope_list = _validate(name, grants, scopes)
+    if not grant_list:
+        raise ValidationError("give at least one --grant (sub:<id>, team:<id>, user:<id>, or * for all)")
+    entries = _read_file(path)
+    token = generate_token()
+    entries[name] = PrincipalEntry(
+        Principal(name=name, grants=None if ALL_GRANTS in grant_list else frozenset(grant_list),
+                  scopes=frozenset(scope_list)),
+        hash_token(token),
+    )
+    _write_file(path, entries)
+    return token
+
+
+def remove_principal(path: Path, name: str) -> bool:
+    entries = _read_file(path)
+    if entries.pop(name, None) is None:
+        return False
+    _write_file(path, entries)
+    return True
+
+
+class PrincipalRegistry:
+    """The principals of one file (re-read when it changes on disk) plus, optionally, the demo principal."""
+
+    def __init__(self, path: Path | None, *, demo: bool | Callable[[], bool] = False) -> None:
+        self.path = path
+        self._demo = demo
+        self._demo_now: bool | None = None
+        self._lock = threading.Lock()
+        self._stamp: tuple[int, int] | None = None
+        self._loaded = False
+        self._entries: dict[str, PrincipalEntry] = {}
+        self._reload()
+
+    @classmethod
+    def for_catalog(cls, catalog: Catalog, path: Path | None = None) -> PrincipalRegistry:
+        """The registry a server on ``catalog`` uses: its data dir's file, and the demo principal only
+        when the catalog is exactly the bundled sample."""
+        seen: dict[str, Any] = {"generation": None, "sample": False}
+
+        def still_sample() -> bool:
+            # Re-checked whenever the catalog changes: a sync or import of anything else ends the demo.
+            generation = catalog.store.generation()
+            if generation != seen["generation"]:
+                seen["sample"], seen["generation"] = runs_on_sample_catalog(catalog), generation
+            return bool(seen["sample"])
+
+        return cls(path or catalog.data_dir / PRINCIPALS_FILE, demo=still_sample)
+
+    @property
+    def demo(self) -> bool:
+        """Whether the demo principal exists right now."""
+        return self._demo() if callable(self._demo) else self._demo
+
+    def _reload(self) -> None:
+        demo = self.demo
+        stamp: tuple[int, int] | None = None
+        if self.path is not None:
+            try:
+                st = self.path.stat()
+                stamp = (st.st_mtime_ns, st.st_size)
+            except FileNotFoundError:
+                stamp = None
+        if self._loaded and stamp == self._stamp and demo == self._demo_now:
+            return
+        entries = _read_file(self.path) if self.path is not None else {}
+        if demo:
+            entries.setdefault(DEMO_PRINCIPAL, PrincipalEntry(
+                Principal(DEMO_PRINCIPAL, DEMO_GRANTS, frozenset({SCOPE_SKILLS_READ, SCOPE_MEMORY_READ})),
+                hash_token(DEMO_TOKEN),
+            ))
+        self._entries, self._stamp, self._demo_now, self._loaded = entries, stamp, demo, True
+
+    def names(self) -> list[str]:
+        with self._lock:
+            self._reload()
+            return sorted(self._entries)
+
+    def principal(self, name: str) -> Principal:
+        """By name, for stdio surfaces that run as one principal."""
+        with self._lock:
+            self._reload()
+            entry = self._entries.get(name)
+        if entry is None:
+            raise UnauthenticatedError(f"no principal named {name!r} in {self.path}", {"principal": name})
+        return entry.principal
+
+    def authenticate(self, token: str) -> Principal:
+        """The principal holding ``token``. Every stored hash is compared, in constant time, so neither
+        timing nor order tells a caller how close a guess was."""
+        presented = hash_token(token).encode("ascii")
+        with self._lock:
+            self._reload()
+            entries = list(self._entries.values())
+        found: Principal | None = None
+        for entry in entries:
+            if entry.token_sha256 is not None and hmac.compare_digest(presented, entry.token_sha256.encode("ascii")):
+                found = entry.principal
+        if found is None:
+            raise UnauthenticatedError("invalid bearer token")
+        return found
+
+    def authenticate_header(self, authorization: str | None) -> Principal:
+        return self.authenticate(bearer_token(authorization))
+
+
+def runs_on_sample_catalog(catalog: Catalog) -> bool:
+    """True when every skill in the catalog came from the bundled sample's sources (and there is one)."""
+    from skillsearch.service import sample_catalog_dir
+
+    manifest = json.loads((sample_catalog_dir() / "manifest.json").read_text(encoding="utf-8"))
+    sources = [s["source"] for s in manifest["sources"] if s["source"].startswith(_SAMPLE_SOURCES_PREFIX)]
+    total = catalog.store.count()
+    sample_count = sum(len(catalog.store.skill_ids_of_source(s)) for s in sources)
+    synced = [s for s in catalog.store.all_sync_states() if s.source not in sources]
+    return total > 0 and sample_count == total and not synced

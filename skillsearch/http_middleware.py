@@ -1,0 +1,169 @@
+"""What wraps every HTTP request: a request id, the body-size limit, metrics and one JSON log line.
+
+It is a plain ASGI middleware (not Starlette's ``BaseHTTPMiddleware``) so that it also wraps mounted
+streaming apps, such as MCP's streamable HTTP transport, without buffering them. It is also the last
+line of defence: an exception nothing else handled becomes a JSON 500 that carries the request id, with
+the traceback in the log and never in the response.
+
+Log lines are JSON objects on one line. They name the principal, never the token: the ``Authorization``
+header and the query string are not logged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from skillsearch.metrics import HttpMetrics
+
+__all__ = ["JsonLogFormatter", "RequestContextMiddleware", "configure_json_logging", "error_body"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+access_log = logging.getLogger("skillsearch.http")
+REQUEST_ID_HEADER = "x-request-id"
+_CLIENT_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+_STANDARD_RECORD_KEYS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message", "asctime", "color_message"}
+
+
+def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> bytes:
+    return json.dumps({"error": {"code": code, "message": message, "details": details or {}}}).encode()
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per record: time, level, logger, message and any ``extra=`` fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        payload: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD_RECORD_KEYS and not key.startswith("_"):
+                payload[key] = value
+        if record.exc_info:
+            payload["exc"] = self.formatException(record.exc_info)
+        return json.dumps(payload, ensure_ascii=False, default=str)
+
+
+def configure_json_logging(level: int = logging.INFO, stream: Any = None) -> None:
+    """Route the package's and uvicorn's loggers to one JSON handler on stderr (the server's log)."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JsonLogFormatter())
+    for name in ("skillsearch", "uvicorn", "uvicorn.error"):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.setLevel(level)
+        logger.propagate = False
+    logging.getLogger("uvicorn.access").disabled = True
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+class RequestContextMiddleware:
+    """Request id in and out, body-size limit, request metrics and the access log line."""
+
+    def __init__(self, app: ASGIApp, metrics: HttpMetrics, max_body_bytes: int) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        incoming = headers.get(REQUEST_ID_HEADER, "")
+        request_id = incoming if _CLIENT_REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        state = scope.setdefault("state", {})
+        state["request_id"] = request_id
+        status = 500
+        response_started = False
+        exceeded = False  # the body went over the limit; whatever the app answers, the caller gets 413
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status, response_started
+            if message["type"] == "http.response.start":
+                if exceeded:
+                    await reply(413, too_large)
+                    return
+                status = int(message["status"])
+                response_started = True
+                message["headers"] = [*message.get("headers", []),
+                                      (REQUEST_ID_HEADER.encode(), request_id.encode())]
+            elif exceeded and status == 413:
+                return
+            await send(message)
+
+        received = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received, exceeded
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_body_bytes:
+                    exceeded = True
+                    raise _BodyTooLarge
+            return message
+
+        async def reply(code: int, body: bytes) -> None:
+            nonlocal status, response_started
+            status, response_started = code, True
+            await send({"type": "http.response.start", "status": code,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(body)).encode()),
+                                    (REQUEST_ID_HEADER.encode(), request_id.encode())]})
+            await send({"type": "http.response.body", "body": body})
+
+        too_large = error_body("VALIDATION_ERROR", f"request body is larger than {self.max_body_bytes} bytes",
+                               {"max_body_bytes": self.max_body_bytes})
+        try:
+            declared = headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > self.max_body_bytes:
+                await reply(413, too_large)
+            else:
+                await self.app(scope, limited_receive, send_with_id)
+        except _BodyTooLarge:
+            if not response_started:
+                await reply(413, too_large)
+        except Exception:
+            access_log.exception("unhandled error", extra={"request_id": request_id})
+            if not response_started:
+                await reply(500, error_body("INTERNAL", "internal error; quote the request id when reporting it",
+                                            {"request_id": request_id}))
+        finally:
+            seconds = time.perf_counter() - started
+            route = scope.get("route")
+            template = getattr(route, "path", None) or ("unmatched" if status in (404, 405) else "other")
+            method = scope.get("method", "")
+            method = method if method in _METHODS else "OTHER"
+            self.metrics.observe_request(template, method, status, seconds)
+            principal = state.get("principal")
+            access_log.info("request", extra={
+                "request_id": request_id,
+                "method": method,
+                "path": scope.get("path", ""),
+                "route": template,
+                "status": status,
+                "duration_ms": round(seconds * 1000, 3),
+                "principal": getattr(principal, "name", None),
+                "client": (scope.get("client") or ("", 0))[0],
+            })

@@ -1,0 +1,88 @@
+"""Running the HTTP app: the one home of ``uvicorn``.
+
+``serve`` runs it in the foreground (``skillsearch serve``) and reports the bound address once the socket
+listens, so port 0 (any free port) works and a banner never promises a port that failed to bind.
+``ServerThread`` runs it in a background thread of this process, for tests and benchmarks that need real
+HTTP on 127.0.0.1 against an app object they hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+
+__all__ = ["ServerThread", "serve"]
+
+
+class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, on_started: Callable[[str], None] | None = None) -> None:
+        super().__init__(config)
+        self.on_started = on_started
+        self.base_url: str | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.should_exit or not self.servers:
+            return
+        host, port = self.servers[0].sockets[0].getsockname()[:2]
+        self.base_url = f"http://{host}:{port}"
+        if self.on_started is not None:
+            self.on_started(self.base_url)
+
+
+def _config(app: Any, host: str, port: int, **kwargs: Any) -> uvicorn.Config:
+    # Our middleware writes the access log (JSON, with the request id); uvicorn's own would repeat it.
+    return uvicorn.Config(app, host=host, port=port, access_log=False, log_config=None, lifespan="on", **kwargs)
+
+
+def serve(app: Any, host: str = "127.0.0.1", port: int = 8000, on_started: Callable[[str], None] | None = None) -> None:
+    """Serve ``app`` until interrupted; ``on_started(base_url)`` runs once the socket listens."""
+    _Server(_config(app, host, port), on_started).run()
+
+
+class ServerThread:
+    """``with ServerThread(app) as url:`` serves ``app`` on 127.0.0.1 (a free port) until the block ends."""
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, timeout: float = 30.0, **kwargs: Any) -> None:
+        self._server = _Server(_config(app, host, port, **kwargs))
+        self._timeout = timeout
+        self._thread = threading.Thread(target=self._run, name="skillsearch-http", daemon=True)
+        self._error: BaseException | None = None
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._server.serve())
+        except BaseException as exc:
+            self._error = exc
+
+    @property
+    def url(self) -> str:
+        assert self._server.base_url is not None
+        return self._server.base_url
+
+    def __enter__(self) -> str:
+        self._thread.start()
+        deadline = time.monotonic() + self._timeout
+        while self._server.base_url is None:
+            if self._error is not None or not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"HTTP server did not start: {self._error!r}")
+            time.sleep(0.02)
+        return self.url
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        if self._thread.is_alive():
+            self._thread.join(self._timeout)
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

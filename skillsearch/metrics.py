@@ -1,0 +1,94 @@
+"""Prometheus metrics: the one home of ``prometheus_client``.
+
+Each app gets its own :class:`CollectorRegistry`, so several apps in one process (tests, an embedded
+server) never collide on metric names. Route labels are route *templates* (``/v1/skills/{skill_id}``),
+never raw paths, so a scan of random URLs cannot blow up the number of series. Index size and the age
+of the last successful sync are read from the catalog at scrape time, not pushed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+__all__ = ["CONTENT_TYPE", "HttpMetrics", "sync_age_seconds"]
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+# Request latencies: sub-millisecond (health) to a few seconds (a cold model).
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+def sync_age_seconds(last_success: list[str | None], now: float | None = None) -> float | None:
+    """Seconds since the most recent successful sync of any source; ``None`` if none ever succeeded."""
+    stamps = []
+    for text in last_success:
+        if not text:
+            continue
+        try:
+            stamps.append(datetime.fromisoformat(text).timestamp())
+        except ValueError:
+            continue
+    if not stamps:
+        return None
+    return max(0.0, (time.time() if now is None else now) - max(stamps))
+
+
+class _CatalogCollector(Collector):
+    def __init__(self, documents: Callable[[], int], skills: Callable[[], int],
+                 sync_age: Callable[[], float | None]) -> None:
+        self._documents = documents
+        self._skills = skills
+        self._sync_age = sync_age
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily("skillsearch_index_documents", "Skills in the search index.", value=self._documents())
+        yield GaugeMetricFamily("skillsearch_catalog_skills", "Skills in the catalog store (any status).",
+                                value=self._skills())
+        age = self._sync_age()
+        yield GaugeMetricFamily(
+            "skillsearch_last_sync_age_seconds",
+            "Seconds since the last successful sync of any source (NaN when none has succeeded).",
+            value=float("nan") if age is None else age,
+        )
+
+
+class HttpMetrics:
+    """Request counts and latencies by route and status, search latency by mode, catalog gauges."""
+
+    def __init__(
+        self,
+        documents: Callable[[], int],
+        skills: Callable[[], int],
+        sync_age: Callable[[], float | None],
+    ) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "skillsearch_http_requests", "HTTP requests by route template, method and status.",
+            ["route", "method", "status"], registry=self.registry,
+        )
+        self.latency = Histogram(
+            "skillsearch_http_request_duration_seconds", "HTTP request latency by route template and status.",
+            ["route", "method", "status"], buckets=_LATENCY_BUCKETS, registry=self.registry,
+        )
+        self.search_latency = Histogram(
+            "skillsearch_search_duration_seconds", "Time spent in the search use case, by mode.",
+            ["mode"], buckets=_LATENCY_BUCKETS, registry=self.registry,
+        )
+        self.registry.register(_CatalogCollector(documents, skills, sync_age))
+
+    def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
+        labels = (route, method, str(status))
+        self.requests.labels(*labels).inc()
+        self.latency.labels(*labels).observe(seconds)
+
+    def observe_search(self, mode: str, seconds: float) -> None:
+        self.search_latency.labels(mode).observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,396 @@
+"""``recall_cloud_skill``: progressive disclosure of a skill in three levels (design section 6).
+
+- **Level 0** (no ``skill_id``, no ``slug``): descriptors from the same search as ``search_skills``;
+  discovery metadata only, never instructions.
+- **Level 1** (``skill_id`` or ``slug``): the root manifest of the current revision, or of the revision
+  pinned by ``revision_id``: instructions, revision metadata, ``canonical_hash``, the resource list.
+- **Level 2** (``resource`` set): one resource, by logical path or id, of the revision pinned by
+  ``revision_id``. Without a pin it is ``REVISION_PINNING_VIOLATION``: a resource read must name the
+  immutable revision it belongs to, so that what the caller inspected is what it gets.
+
+Every answer is one :class:`CloudSkillEnvelope`. Access follows the tool's own reference rather than the
+catalog reads: a ``skill_id`` outside the caller's grants is ``ACCESS_DENIED`` (not ``SKILL_NOT_FOUND``),
+a slug is resolved only inside the caller's grants, and the ``memory:read`` scope is required at every
+level. Content is capped at ``max_content_bytes``; a cut answer says so in ``render_status`` and
+``warnings`` while ``sha256`` stays the hash of the whole resource.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from skillsearch.domain import SCOPE_MEMORY_READ, SLUG_PATTERN, Principal, Revision, Skill
+from skillsearch.errors import (
+    AccessDeniedError,
+    ResourceNotFoundError,
+    RevisionNotFoundError,
+    RevisionPinningError,
+    SkillArchivedError,
+    SkillNotFoundError,
+    SkillSearchError,
+    ValidationError,
+)
+from skillsearch.importer import is_text_media_type
+from skillsearch.search import SearchRequest
+from skillsearch.store import CatalogStore
+from skillsearch.views import ParameterView, ResourceInfo, SearchResponse, StepView
+from skillsearch.visibility import is_grant_revoked
+
+__all__ = [
+    "DEFAULT_MAX_CONTENT_BYTES",
+    "DESCRIPTOR_LIMIT",
+    "SCHEMA_VERSION",
+    "CloudSkillEnvelope",
+    "DescriptorList",
+    "ErrorPayload",
+    "RecallRequest",
+    "ResourcePayload",
+    "RootManifest",
+    "error_envelope",
+    "recall",
+]
+
+SCHEMA_VERSION: Final = "xmemo.cloud_skill.v1"
+DEFAULT_MAX_CONTENT_BYTES = 256 * 1024
+DESCRIPTOR_LIMIT = 10
+MAX_QUERY_CHARS = 1000
+_IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$")
+_TEXT_EXTRA = ("application/toml", "application/x-sh", "application/javascript", "application/x-python")
+
+RenderStatus = Literal["complete", "truncated", "empty", "error"]
+
+
+class Descriptor(BaseModel):
+    """Discovery metadata of one skill (Level 0): enough to choose, not to act."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    skill_id: str = Field(description="Pass as skill_id to recall the root manifest (Level 1).")
+    slug: str
+    name: str
+    description: str
+    kind: str
+    tags: list[str]
+    score: float
+
+
+class DescriptorList(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str
+    no_match: bool = Field(description="True when nothing in the catalog is a good match for the query.")
+    descriptors: list[Descriptor]
+
+
+class RevisionMeta(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    revision_id: str = Field(description="Pin this as revision_id to read a resource (Level 2).")
+    version: str
+    created_at: str
+    canonical_hash: str
+    is_current: bool
+
+
+class RootManifest(BaseModel):
+    """The root of one revision (Level 1); name, description and tags are the revision's own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    skill_id: str
+    slug: str
+    name: str
+    description: str
+    kind: str
+    tags: list[str]
+    current_revision_id: str
+    revision: RevisionMeta
+    canonical_hash: str
+    instructions: str
+    instructions_truncated: bool = False
+    steps: list[StepView] | None = Field(None, description="Flow templates only: ordered tool calls with {param}.")
+    parameters: list[ParameterView] | None = Field(None, description="Flow templates only: the parameter schema.")
+    resources: list[ResourceInfo]
+
+
+class ResourcePayload(BaseModel):
+    """One resource of a pinned revision (Level 2)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    skill_id: str
+    revision_id: str
+    resource_id: str
+    path: str
+    kind: str
+    media_type: str
+    size: int = Field(description="Size of the whole resource in bytes.")
+    sha256: str = Field(description="sha256 of the whole resource, even when the content is truncated.")
+    encoding: Literal["text", "base64"] = Field(description="'text' (UTF-8 text) or 'base64' (binary bytes).")
+    content: str
+    returned_bytes: int = Field(description="Bytes of the resource that content holds.")
+    truncated: bool
+
+
+class ErrorPayload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    code: str = Field(description="Stable error code, e.g. SKILL_NOT_FOUND or REVISION_PINNING_VIOLATION.")
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class CloudSkillEnvelope(BaseModel):
+    """The single answer shape of ``recall_cloud_skill`` (``CloudSkillResponseEnvelope``)."""
+
+    object: Literal["cloud_skill"] = "cloud_skill"
+    schema_version: Literal["xmemo.cloud_skill.v1"] = SCHEMA_VERSION
+    kind: Literal["descriptor", "root", "resource", "error"] = Field(
+        description="descriptor (Level 0), root (Level 1), resource (Level 2) or error."
+    )
+    render_status: RenderStatus = Field(
+        description="complete; truncated (content cut at the size cap); empty (no good match); error."
+    )
+    warnings: list[str] = Field(default_factory=list)
+    data: DescriptorList | RootManifest | ResourcePayload | ErrorPayload
+
+
+@dataclass(frozen=True)
+class RecallRequest:
+    query: str = ""
+    skill_id: str = ""
+    slug: str = ""
+    revision_id: str = ""
+    resource: str = ""
+
+
+SearchFn = Callable[[SearchRequest], SearchResponse]
+
+
+def error_envelope(exc: SkillSearchError) -> CloudSkillEnvelope:
+    return CloudSkillEnvelope(
+        kind="error", render_status="error",
+        data=ErrorPayload(code=exc.code, message=exc.message, details=exc.details),
+    )
+
+
+def recall(
+    request: RecallRequest,
+    principal: Principal,
+    *,
+    store: CatalogStore,
+    search: SearchFn,
+    max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
+) -> CloudSkillEnvelope:
+    """Answer one recall; raises a :class:`SkillSearchError` (see :func:`error_envelope`) on failure."""
+    if not principal.has_scope(SCOPE_MEMORY_READ):
+        raise AccessDeniedError(f"recall_cloud_skill needs the {SCOPE_MEMORY_READ} scope",
+                                {"required_scope": SCOPE_MEMORY_READ})
+    req = _validated(request)
+    warnings: list[str] = []
+    if not req.skill_id and not req.slug:
+        return _level0(req, search)
+    if req.query:
+        warnings.append("query is ignored when skill_id or slug is given")
+    skill = _skill_of(store, principal, req)
+    if req.resource:
+        if not req.revision_id:
+            raise RevisionPinningError(
+                "a resource read needs revision_id: recall the root manifest first and pin its revision_id",
+                {"skill_id": skill.skill_id, "resource": req.resource},
+            )
+        revision = _revision_of(store, skill, req.revision_id, warnings)
+        return _level2(store, skill, revision, req.resource, warnings, max_content_bytes)
+    revision = _revision_of(store, skill, req.revision_id or skill.current_revision_id, warnings)
+    return _level1(store, skill, revision, warnings, max_content_bytes)
+
+
+def _validated(req: RecallRequest) -> RecallRequest:
+    problems: list[str] = []
+    values = {k: getattr(req, k) for k in ("query", "skill_id", "slug", "revision_id", "resource")}
+    for name, value in values.items():
+        if not isinstance(value, str):
+            problems.append(f"{name} must be a string")
+    if problems:
+        raise ValidationError("; ".join(problems), {"problems": problems})
+    query, skill_id, slug = req.query.strip(), req.skill_id.strip(), req.slug.strip()
+    revision_id, resource = req.revision_id.strip(), req.resource.strip()
+    if len(req.query) > MAX_QUERY_CHARS:
+        problems.append(f"query is longer than {MAX_QUERY_CHARS} characters")
+    if skill_id and not _IDENT.match(skill_id):
+        problems.append("skill_id is not a valid identifier")
+    if slug and not SLUG_PATTERN.match(slug):
+        problems.append("slug must be 1-64 characters of a-z, 0-9 and '-'")
+    if revision_id and not _IDENT.match(revision_id):
+        problems.append("revision_id is not a valid identifier")
+    if resource and (len(resource) > 512 or any(ord(c) < 32 for c in resource)):
+        problems.append("resource must be a logical path or resource id of at most 512 characters")
+    if not skill_id and not slug:
+        if revision_id or resource:
+            problems.append("revision_id and resource need skill_id or slug")
+        elif not query:
+            problems.append("give a query (Level 0), or a skill_id or slug (Level 1 and 2)")
+    if problems:
+        raise ValidationError("; ".join(problems), {"problems": problems})
+    return RecallRequest(query=query, skill_id=skill_id, slug=slug, revision_id=revision_id, resource=resource)
+
+
+def _level0(req: RecallRequest, search: SearchFn) -> CloudSkillEnvelope:
+    found = search(SearchRequest(query=req.query, limit=DESCRIPTOR_LIMIT))
+    descriptors = [
+        Descriptor(skill_id=h.skill_id, slug=h.slug, name=h.name, description=h.description, kind=h.kind,
+                   tags=list(h.tags), score=h.score)
+        for h in found.hits
+    ]
+    warnings = ["no skill is a good match for this query"] if found.no_match else []
+    return CloudSkillEnvelope(
+        kind="descriptor",
+        render_status="empty" if not descriptors else "complete",
+        warnings=warnings,
+        data=DescriptorList(query=req.query, no_match=found.no_match, descriptors=descriptors),
+    )
+
+
+def _in_grants(skill: Skill, principal: Principal, revoked: frozenset[str]) -> bool:
+    if is_grant_revoked(skill.grant, revoked):
+        return False
+    return principal.grants is None or skill.grant in principal.grants
+
+
+def _skill_of(store: CatalogStore, principal: Principal, req: RecallRequest) -> Skill:
+    """The skill named by ``skill_id`` and/or ``slug``, checked against the caller's grants."""
+    revoked = store.revoked_subscriptions()
+    by_id: Skill | None = None
+    if req.skill_id:
+        by_id = store.skill(req.skill_id)
+        if by_id is None:
+            raise SkillNotFoundError(f"no skill {req.skill_id!r}", {"skill_id": req.skill_id})
+        if not _in_grants(by_id, principal, revoked):
+            raise AccessDeniedError(f"skill {req.skill_id!r} is outside your grants", {"skill_id": req.skill_id})
+        if req.slug and by_id.slug != req.slug:
+            raise ValidationError("skill_id and slug name different skills: pass one of them",
+                                  {"skill_id": req.skill_id, "slug": req.slug})
+        skill = by_id
+    else:
+        mine = [s for s in store.skills_by_slug(req.slug) if _in_grants(s, principal, revoked)]
+        active = [s for s in mine if s.status == "active"]
+        if len(active) > 1:
+            raise ValidationError(
+                f"slug {req.slug!r} names several skills in your grants: pass skill_id",
+                {"slug": req.slug, "skill_ids": [s.skill_id for s in active]},
+            )
+        if not mine:
+            raise SkillNotFoundError(f"no skill with slug {req.slug!r} in your grants", {"slug": req.slug})
+        skill = active[0] if active else mine[0]
+    if skill.status != "active":
+        raise SkillArchivedError(f"skill {skill.skill_id!r} is archived", {"skill_id": skill.skill_id})
+    return skill
+
+
+def _revision_of(store: CatalogStore, skill: Skill, revision_id: str, warnings: list[str]) -> Revision:
+    revision = store.revision(revision_id)
+    if revision is None or revision.skill_id != skill.skill_id:
+        raise RevisionNotFoundError(
+            f"skill {skill.skill_id!r} has no revision {revision_id!r}",
+            {"skill_id": skill.skill_id, "revision_id": revision_id},
+        )
+    if revision.revision_id != skill.current_revision_id:
+        warnings.append(
+            f"revision {revision.revision_id} is not the current revision of this skill"
+            f" (current: {skill.current_revision_id})"
+        )
+    return revision
+
+
+def _revision_meta(skill: Skill, revision: Revision) -> RevisionMeta:
+    return RevisionMeta(revision_id=revision.revision_id, version=revision.version, created_at=revision.created_at,
+                        canonical_hash=revision.canonical_hash,
+                        is_current=revision.revision_id == skill.current_revision_id)
+
+
+def _cut_text(text: str, max_bytes: int) -> tuple[str, bool]:
+    raw = text.encode("utf-8")
+    if len(raw) <= max_bytes:
+        return text, False
+    return raw[:max_bytes].decode("utf-8", errors="ignore"), True
+
+
+def _level1(
+    store: CatalogStore, skill: Skill, revision: Revision, warnings: list[str], max_bytes: int
+) -> CloudSkillEnvelope:
+    instructions, cut = _cut_text(revision.instructions, max_bytes)
+    if cut:
+        warnings.append(f"instructions truncated to {max_bytes} of {len(revision.instructions.encode())} bytes")
+    flow = revision.kind == "flow_template"
+    manifest = RootManifest(
+        skill_id=skill.skill_id,
+        slug=skill.slug,
+        name=revision.name,
+        description=revision.description,
+        kind=revision.kind,
+        tags=list(revision.tags),
+        current_revision_id=skill.current_revision_id,
+        revision=_revision_meta(skill, revision),
+        canonical_hash=revision.canonical_hash,
+        instructions=instructions,
+        instructions_truncated=cut,
+        steps=[StepView(tool=s.tool, args=s.args) for s in revision.steps] if flow else None,
+        parameters=[ParameterView(**p.model_dump()) for p in revision.parameters] if flow else None,
+        resources=[
+            ResourceInfo(resource_id=r.resource_id, path=r.path, kind=r.kind, media_type=r.media_type, size=r.size,
+                         sha256=r.sha256)
+            for r in store.resources(revision.revision_id)
+        ],
+    )
+    return CloudSkillEnvelope(kind="root", render_status="truncated" if cut else "complete", warnings=warnings,
+                              data=manifest)
+
+
+def _is_text(media_type: str, content: bytes) -> bool:
+    base = media_type.split(";", 1)[0].strip().lower()
+    textual = is_text_media_type(base) or base in _TEXT_EXTRA or base.endswith(("+json", "+xml"))
+    if not textual:
+        return False
+    try:
+        content.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _level2(
+    store: CatalogStore, skill: Skill, revision: Revision, wanted: str, warnings: list[str], max_bytes: int
+) -> CloudSkillEnvelope:
+    found = store.resource(revision.revision_id, wanted)
+    if found is None:
+        raise ResourceNotFoundError(
+            f"revision {revision.revision_id!r} has no resource {wanted!r}",
+            {"skill_id": skill.skill_id, "revision_id": revision.revision_id, "resource": wanted},
+        )
+    raw = found.content
+    if _is_text(found.media_type, raw):
+        encoding: Literal["text", "base64"] = "text"
+        content, cut = _cut_text(raw.decode("utf-8"), max_bytes)
+        returned = len(content.encode("utf-8"))
+    else:
+        encoding = "base64"
+        cut = len(raw) > max_bytes
+        returned = min(len(raw), max_bytes)
+        content = base64.b64encode(raw[:returned]).decode("ascii")
+    if cut:
+        warnings.append(
+            f"content truncated to {returned} of {len(raw)} bytes; sha256 and size describe the whole resource"
+        )
+    payload = ResourcePayload(
+        skill_id=skill.skill_id, revision_id=revision.revision_id, resource_id=found.resource_id, path=found.path,
+        kind=found.kind, media_type=found.media_type, size=len(raw), sha256=found.sha256, encoding=encoding,
+        content=content, returned_bytes=returned, truncated=cut,
+    )
+    return CloudSkillEnvelope(kind="resource", render_status="truncated" if cut else "complete", warnings=warnings,
+                              data=payload)

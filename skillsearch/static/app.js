@@ -1,0 +1,334 @@
+// The search page: plain DOM, no build step. It calls the same /v1 API as agents, with a bearer token
+// (the demo token on the sample catalog, otherwise one pasted into the token box and kept in localStorage).
+// Every piece of catalog text is inserted as text or through the escaping Markdown renderer below.
+"use strict";
+
+const $ = (sel) => document.querySelector(sel);
+const TOKEN_KEY = "skillsearch.token";
+let token = localStorage.getItem(TOKEN_KEY) || "";
+let searches = 0;  // finished searches, exposed as body[data-searches] so tests can wait for the next one
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") node.className = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c === null || c === undefined) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+// -- API ---------------------------------------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, body) {
+    const err = (body && body.error) || { code: "HTTP_" + status, message: "request failed" };
+    super(err.message);
+    this.status = status;
+    this.code = err.code;
+    this.details = err.details || {};
+  }
+}
+
+async function api(path, options = {}) {
+  const headers = { Accept: "application/json", ...(options.headers || {}) };
+  if (token) headers.Authorization = "Bearer " + token;
+  const resp = await fetch(path, { ...options, headers });
+  let body = null;
+  try { body = await resp.json(); } catch (_) { body = null; }
+  if (!resp.ok) throw new ApiError(resp.status, body);
+  return body;
+}
+
+function showError(err) {
+  const box = $("#error");
+  box.replaceChildren();
+  if (!err) { box.hidden = true; return; }
+  const problems = (err.details && err.details.problems) || [];
+  box.append(el("strong", {}, err.code || "ERROR"), ": ", err.message);
+  if (err.code === "UNAUTHENTICATED") box.append(" — open the token box at the top right and paste a token.");
+  if (problems.length) {
+    box.append(el("ul", {}, problems.map((p) => el("li", {}, typeof p === "string" ? p : JSON.stringify(p)))));
+  }
+  box.hidden = false;
+}
+
+// -- Markdown (a safe subset: headings, lists, code, quotes, emphasis, links) --------------------------
+
+function inline(text) {
+  const out = document.createDocumentFragment();
+  const pattern = /(`[^`]+`)|(\*\*[^*]+\*\*)|(\*[^*\s][^*]*\*)|(\[[^\]]+\]\((https?:\/\/[^)\s]+)\))/g;
+  let last = 0;
+  for (const m of text.matchAll(pattern)) {
+    out.append(text.slice(last, m.index));
+    if (m[1]) out.append(el("code", {}, m[1].slice(1, -1)));
+    else if (m[2]) out.append(el("strong", {}, m[2].slice(2, -2)));
+    else if (m[3]) out.append(el("em", {}, m[3].slice(1, -1)));
+    else if (m[4]) out.append(el("a", { href: m[5], rel: "noopener noreferrer" }, m[4].slice(1, m[4].indexOf("]"))));
+    last = m.index + m[0].length;
+  }
+  out.append(text.slice(last));
+  return out;
+}
+
+function renderMarkdown(source) {
+  const root = el("div", { class: "instructions" });
+  const lines = (source || "").replace(/\r\n?/g, "\n").split("\n");
+  let para = [];
+  let list = null;
+  const flush = () => {
+    if (para.length) root.append(el("p", {}, inline(para.join(" "))));
+    para = [];
+    list = null;
+  };
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i];
+    const fence = line.match(/^\s*(```|~~~)\s*([\w+-]*)/);
+    if (fence) {
+      flush();
+      const body = [];
+      for (i++; i < lines.length && !lines[i].trim().startsWith(fence[1]); i++) body.push(lines[i]);
+      root.append(el("pre", {}, el("code", { "data-lang": fence[2] || null }, body.join("\n"))));
+      continue;
+    }
+    const heading = line.match(/^(#{1,6})\s+(.*)$/);
+    const bullet = line.match(/^\s*[-*+]\s+(.*)$/);
+    const numbered = line.match(/^\s*\d+[.)]\s+(.*)$/);
+    const quote = line.match(/^>\s?(.*)$/);
+    if (heading) {
+      flush();
+      root.append(el("h" + Math.min(6, heading[1].length + 1), {}, inline(heading[2])));
+    } else if (bullet || numbered) {
+      const tag = bullet ? "ul" : "ol";
+      if (para.length) { root.append(el("p", {}, inline(para.join(" ")))); para = []; }
+      if (!list || list.tagName.toLowerCase() !== tag) { list = el(tag); root.append(list); }
+      list.append(el("li", {}, inline((bullet || numbered)[1])));
+    } else if (quote) {
+      flush();
+      root.append(el("blockquote", {}, inline(quote[1])));
+    } else if (!line.trim()) {
+      flush();
+    } else if (list && /^\s+/.test(line)) {
+      list.lastChild.append(" ", inline(line.trim()));
+    } else {
+      list = null;
+      para.push(line.trim());
+    }
+  }
+  flush();
+  return root;
+}
+
+// -- views ---------------------------------------------------------------------------------------------
+
+function fmt(x, digits = 3) {
+  return x === null || x === undefined ? "–" : Number(x).toFixed(digits);
+}
+
+function whyLine(e) {
+  const parts = [
+    e.lexical_rank ? `lexical #${e.lexical_rank} (BM25 ${fmt(e.lexical_score, 2)})` : "lexical: no match",
+    e.semantic_rank ? `semantic #${e.semantic_rank} (cos ${fmt(e.semantic_score)})`
+      : e.semantic_score !== null && e.semantic_score !== undefined ? `semantic: outside top (cos ${fmt(e.semantic_score)})`
+        : "semantic: off",
+    `fused ${fmt(e.fused_score)}` + (e.fusion ? ` (${e.fusion}, semantic weight ${e.semantic_weight})` : ""),
+  ];
+  return "why: " + parts.join(" · ");
+}
+
+function tagList(tags) {
+  return el("ul", { class: "tags", "data-testid": "tags" }, tags.map((t) => el("li", {}, t)));
+}
+
+function kindBadge(kind) {
+  return el("span", { class: "kind " + kind, "data-testid": "kind" }, kind === "flow_template" ? "flow template" : kind);
+}
+
+function formState() {
+  const mode = document.querySelector("input[name=mode]:checked").value;
+  return { q: $("#q").value.trim(), mode, kind: $("#kind").value };
+}
+
+function applyState(state) {
+  $("#q").value = state.q || "";
+  const radio = document.querySelector(`input[name=mode][value="${state.mode || "hybrid"}"]`);
+  if (radio) radio.checked = true;
+  $("#kind").value = state.kind || "";
+}
+
+async function runSearch(state) {
+  $("#detail-view").hidden = true;
+  $("#results-view").hidden = false;
+  applyState(state);
+  const results = $("#results");
+  if (!state.q) { results.replaceChildren(); $("#status").textContent = ""; return; }
+  const params = new URLSearchParams({ q: state.q, mode: state.mode || "hybrid", limit: "10" });
+  if (state.kind) params.set("kind", state.kind);
+  $("#status").textContent = "searching…";
+  try {
+    const data = await api("/v1/search?" + params);
+    showError(null);
+    results.replaceChildren(...data.hits.map((h, i) => el("li", { class: "hit", "data-testid": "result" },
+      el("h2", {}, el("span", { class: "rank" }, `${i + 1}.`),
+        el("a", { href: "#/skill/" + encodeURIComponent(h.skill_id), "data-testid": "result-name" }, h.name),
+        kindBadge(h.kind)),
+      el("p", { class: "desc" }, h.description),
+      tagList(h.tags),
+      el("p", { class: "why", "data-testid": "why" }, whyLine(h.explanation)))));
+    $("#status").textContent = data.no_match
+      ? "No good match: nothing you can see is close enough to this query."
+      : `${data.hits.length} result${data.hits.length === 1 ? "" : "s"} · ${data.mode}` +
+        (data.fusion ? ` (${data.fusion})` : "") + ` · ${fmt(data.took_ms, 1)} ms`;
+  } catch (err) {
+    results.replaceChildren();
+    $("#status").textContent = "";
+    showError(err);
+  }
+  document.body.dataset.searches = String(++searches);
+}
+
+function parameterInput(p) {
+  const id = "param-" + p.name;
+  let input;
+  if (p.enum && p.enum.length) {
+    input = el("select", { id, name: p.name },
+      p.required ? null : el("option", { value: "" }, "(default)"),
+      p.enum.map((v) => el("option", { value: JSON.stringify(v), selected: v === p.default }, String(v))));
+    input.dataset.json = "1";
+  } else if (p.type === "boolean") {
+    input = el("select", { id, name: p.name }, el("option", { value: "" }, "(default)"),
+      el("option", { value: "true" }, "true"), el("option", { value: "false" }, "false"));
+  } else {
+    input = el("input", { id, name: p.name, type: p.type === "string" ? "text" : "number",
+      step: p.type === "number" ? "any" : null, placeholder: p.default !== null ? String(p.default) : "" });
+  }
+  input.dataset.type = p.type;
+  return [el("label", { for: id }, p.name + (p.required ? " *" : "")), input];
+}
+
+function collectValues(form) {
+  const values = {};
+  for (const input of form.querySelectorAll("input, select")) {
+    const raw = input.value;
+    if (raw === "") continue;
+    const type = input.dataset.type;
+    if (input.dataset.json) values[input.name] = JSON.parse(raw);
+    else if (type === "integer" || type === "number") values[input.name] = Number(raw);
+    else if (type === "boolean") values[input.name] = raw === "true";
+    else values[input.name] = raw;
+  }
+  return values;
+}
+
+function flowSection(d) {
+  const out = [];
+  out.push(el("h2", {}, "Parameters"));
+  out.push(el("table", { class: "params", "data-testid": "parameters" },
+    el("thead", {}, el("tr", {}, ["name", "type", "required", "default", "allowed", "description"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, (d.parameters || []).map((p) => el("tr", {},
+      el("td", {}, el("code", {}, p.name)), el("td", {}, p.type), el("td", {}, p.required ? "yes" : "no"),
+      el("td", {}, p.default === null || p.default === undefined ? "" : JSON.stringify(p.default)),
+      el("td", {}, p.enum ? p.enum.map(String).join(", ") : ""), el("td", {}, p.description || ""))))));
+  out.push(el("h2", {}, "Steps"));
+  const steps = el("ol", { class: "steps", "data-testid": "steps" },
+    (d.steps || []).map((s) => el("li", {}, el("code", {}, s.tool), el("pre", {}, JSON.stringify(s.args)))));
+  out.push(steps);
+  const result = el("div", { "data-testid": "resolved" });
+  const form = el("form", { class: "resolve" }, (d.parameters || []).map(parameterInput),
+    el("button", { type: "submit" }, "Resolve steps"));
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    try {
+      const flow = await api(`/v1/skills/${encodeURIComponent(d.skill_id)}/resolve`, {
+        method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ parameters: collectValues(form) }),
+      });
+      showError(null);
+      result.replaceChildren(el("h3", {}, "Resolved (nothing was executed)"),
+        el("ol", { class: "steps" }, flow.steps.map((s) => el("li", {}, el("code", {}, s.tool),
+          el("pre", {}, JSON.stringify(s.args))))));
+    } catch (err) { result.replaceChildren(); showError(err); }
+  });
+  out.push(el("h2", {}, "Try it"), form, result);
+  return out;
+}
+
+async function showSkill(skillId) {
+  $("#results-view").hidden = true;
+  const view = $("#detail-view");
+  view.hidden = false;
+  view.replaceChildren(el("p", { class: "status" }, "loading…"));
+  try {
+    const d = await api("/v1/skills/" + encodeURIComponent(skillId));
+    showError(null);
+    document.title = d.name + " · skillsearch";
+    view.replaceChildren(...[
+      el("a", { class: "back", href: "#", onclick: (ev) => { ev.preventDefault(); history.back(); } }, "← back to results"),
+      el("h1", { "data-testid": "detail-name" }, d.name), kindBadge(d.kind), tagList(d.tags),
+      el("p", { class: "desc" }, d.description),
+      el("p", { class: "meta" }, `slug ${d.slug} · version ${d.version || "–"} · revision ${d.revision_id} · updated ${d.updated_at}`),
+      d.kind === "flow_template" ? flowSection(d) : [],
+      d.instructions ? [el("h2", {}, d.kind === "flow_template" ? "Notes" : "Instructions"), renderMarkdown(d.instructions)] : [],
+      d.resources.length ? [el("h2", {}, "Resources"), el("ul", {}, d.resources.map((r) =>
+        el("li", {}, el("code", {}, r.path), ` (${r.kind}, ${r.media_type}, ${r.size} bytes)`)))] : [],
+    ].flat());
+    view.querySelector(".instructions")?.setAttribute("data-testid", "instructions");
+  } catch (err) {
+    view.replaceChildren();
+    showError(err);
+  }
+}
+
+// -- routing: #/?q=...&mode=...&kind=... and #/skill/<id> -------------------------------------------------
+
+function route() {
+  const hash = location.hash.replace(/^#/, "") || "/";
+  if (hash.startsWith("/skill/")) return showSkill(decodeURIComponent(hash.slice("/skill/".length)));
+  const query = hash.includes("?") ? hash.slice(hash.indexOf("?") + 1) : "";
+  const p = new URLSearchParams(query);
+  document.title = "skillsearch";
+  return runSearch({ q: p.get("q") || "", mode: p.get("mode") || "hybrid", kind: p.get("kind") || "" });
+}
+
+function setToken(value, hint) {
+  token = value.trim();
+  if (token) localStorage.setItem(TOKEN_KEY, token); else localStorage.removeItem(TOKEN_KEY);
+  $("#token").value = token;
+  $("#token-summary").textContent = token ? "token set" : "no token";
+  if (hint !== undefined) $("#token-hint").textContent = hint;
+}
+
+async function init() {
+  try {
+    const config = await (await fetch("/ui/config")).json();
+    if (config.demo_token && !token) {
+      setToken(config.demo_token, "Using the demo token of the bundled sample catalog: it sees sub:starter-pack and " +
+        "team:data-science, not sub:ops-pro.");
+    }
+  } catch (_) { /* the page still works with a pasted token */ }
+  setToken(token, $("#token-hint").textContent || "Create one with: skillsearch token add NAME --grant sub:<id>");
+  $("#token-form").addEventListener("submit", (ev) => { ev.preventDefault(); $("#token").blur(); });
+  $("#token").addEventListener("change", (ev) => { setToken(ev.target.value); route(); });
+  $("#search-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const s = formState();
+    const p = new URLSearchParams({ q: s.q, mode: s.mode });
+    if (s.kind) p.set("kind", s.kind);
+    const target = "#/?" + p;
+    if (location.hash === target) route(); else location.hash = target;
+  });
+  for (const radio of document.querySelectorAll("input[name=mode]")) {
+    radio.addEventListener("change", () => { if ($("#q").value.trim()) $("#search-form").requestSubmit(); });
+  }
+  $("#kind").addEventListener("change", () => { if ($("#q").value.trim()) $("#search-form").requestSubmit(); });
+  window.addEventListener("hashchange", route);
+  await route();
+  document.body.dataset.ready = "true";
+}
+
+init();

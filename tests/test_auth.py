@@ -1,0 +1,171 @@
+"""Principals file and bearer tokens: hashes only on disk, constant-time lookup, clear errors."""
+
+from __future__ import annotations
+
+import io
+import json
+import stat
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from skillsearch.auth import (
+    DEMO_TOKEN,
+    PrincipalRegistry,
+    add_principal,
+    bearer_token,
+    hash_token,
+    remove_principal,
+    require_scope,
+    runs_on_sample_catalog,
+)
+from skillsearch.cli import main
+from skillsearch.domain import Principal
+from skillsearch.errors import AccessDeniedError, UnauthenticatedError, ValidationError
+from skillsearch.service import Catalog
+
+
+def test_add_principal_stores_only_the_hash_in_the_shared_shape(tmp_path: Path) -> None:
+    path = tmp_path / "principals.toml"
+    token = add_principal(path, "analytics-bot", ["team:data-science", "sub:starter-pack"], ["skills:read"])
+    text = path.read_text(encoding="utf-8")
+    assert token not in text
+    table = tomllib.loads(text)["principals"]["analytics-bot"]
+    assert table == {
+        "token_sha256": hash_token(token),
+        "grants": ["sub:starter-pack", "team:data-science"],
+        "scopes": ["skills:read"],
+    }
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    principal = PrincipalRegistry(path).authenticate(token)
+    assert principal.name == "analytics-bot"
+    assert principal.grants == frozenset({"team:data-science", "sub:starter-pack"})
+    assert PrincipalRegistry(path).principal("analytics-bot") == principal
+
+
+def test_each_token_is_new_and_rekeying_revokes_the_old_one(tmp_path: Path) -> None:
+    path = tmp_path / "principals.toml"
+    first = add_principal(path, "bot", ["team:a"], ["skills:read"])
+    registry = PrincipalRegistry(path)
+    assert registry.authenticate(first).name == "bot"
+    second = add_principal(path, "bot", ["team:a"], ["skills:read"])
+    assert second != first and second.startswith("sks_") and len(second) > 40
+    with pytest.raises(UnauthenticatedError):
+        registry.authenticate(first)  # the file changed on disk: the registry re-reads it
+    assert registry.authenticate(second).name == "bot"
+    assert remove_principal(path, "bot") is True
+    with pytest.raises(UnauthenticatedError):
+        registry.authenticate(second)
+    assert remove_principal(path, "bot") is False
+
+
+def test_star_grant_is_every_grant(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    token = add_principal(path, "ops", ["*"], ["skills:read", "memory:read"])
+    assert PrincipalRegistry(path).authenticate(token).grants is None
+
+
+@pytest.mark.parametrize(
+    ("name", "grants", "scopes", "fragment"),
+    [
+        ("bad name", ["team:a"], ["skills:read"], "invalid principal name"),
+        ("bot", ["team a"], ["skills:read"], "invalid grant"),
+        ("bot", ["team:a"], ["root"], "invalid scope"),
+        ("bot", [], ["skills:read"], "at least one --grant"),
+    ],
+)
+def test_invalid_principals_are_refused(tmp_path: Path, name: str, grants: list[str], scopes: list[str],
+                                        fragment: str) -> None:
+    path = tmp_path / "p.toml"
+    with pytest.raises(ValidationError, match=fragment):
+        add_principal(path, name, grants, scopes)
+    assert not path.exists()
+
+
+def test_hand_written_file_errors_are_clear(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text('[principals.bot]\ntoken_sha256 = "abc"\ngrants = ["team:a"]\nscopes = []\n')
+    with pytest.raises(ValidationError, match="64 lowercase hex"):
+        PrincipalRegistry(path)
+    path.write_text("[principals.bot\n")
+    with pytest.raises(ValidationError, match="unreadable"):
+        PrincipalRegistry(path)
+
+
+@pytest.mark.parametrize("header", [None, "", "Basic dXNlcjpwYXNz", "Bearer", "Bearer    ", "Bearer " + "x" * 600])
+def test_malformed_authorization_headers_are_unauthenticated(header: str | None) -> None:
+    with pytest.raises(UnauthenticatedError):
+        bearer_token(header)
+
+
+def test_bearer_scheme_is_case_insensitive() -> None:
+    assert bearer_token("bearer abc") == "abc"
+
+
+def test_wrong_and_prefix_tokens_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    token = add_principal(path, "bot", ["team:a"], ["skills:read"])
+    registry = PrincipalRegistry(path)
+    for guess in (token[:-1], token + "x", token.upper(), hash_token(token), ""):
+        with pytest.raises(UnauthenticatedError, match="invalid bearer token"):
+            registry.authenticate(guess)
+
+
+def test_demo_principal_only_on_request(tmp_path: Path) -> None:
+    with pytest.raises(UnauthenticatedError):
+        PrincipalRegistry(tmp_path / "none.toml").authenticate(DEMO_TOKEN)
+    demo = PrincipalRegistry(tmp_path / "none.toml", demo=True).authenticate(DEMO_TOKEN)
+    assert demo.grants == frozenset({"sub:starter-pack", "team:data-science"})
+    assert "sub:ops-pro" not in demo.grants
+    assert demo.has_scope("memory:read") and demo.has_scope("skills:read")
+
+
+def test_require_scope() -> None:
+    p = Principal("p", frozenset({"team:a"}), frozenset({"memory:read"}))
+    require_scope(p, "memory:read")
+    with pytest.raises(AccessDeniedError) as info:
+        require_scope(p, "skills:read")
+    assert info.value.details == {"required_scope": "skills:read"}
+
+
+def test_sample_catalog_detection(sample: Catalog, empty_catalog: Catalog) -> None:
+    assert runs_on_sample_catalog(sample) is True
+    assert PrincipalRegistry.for_catalog(sample).demo is True
+    assert runs_on_sample_catalog(empty_catalog) is False
+
+
+def test_a_catalog_with_other_skills_has_no_demo_principal(fresh_sample: Catalog, tmp_path: Path) -> None:
+    skill = tmp_path / "skills" / "local-note"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: local-note\ndescription: A note of our own.\n---\nRead me.\n")
+    registry = PrincipalRegistry.for_catalog(fresh_sample)  # as a running server holds it
+    assert registry.authenticate(DEMO_TOKEN).name == "demo"
+    report = fresh_sample.import_path(tmp_path / "skills", "local", "team:local")
+    assert report.ok and report.created
+    assert runs_on_sample_catalog(fresh_sample) is False
+    assert registry.demo is False
+    with pytest.raises(UnauthenticatedError):
+        registry.authenticate(DEMO_TOKEN)  # the demo ends as soon as the catalog holds other skills
+
+
+def test_token_cli_prints_the_token_once(tmp_path: Path) -> None:
+    out = io.StringIO()
+    data = str(tmp_path / "data")
+    assert main(["--data-dir", data, "token", "add", "bot", "--grant", "team:a", "--scope", "skills:read",
+                 "--json"], out=out) == 0
+    payload = json.loads(out.getvalue())
+    token = payload["token"]
+    assert payload["scopes"] == ["skills:read"] and payload["file"].endswith("principals.toml")
+    assert token not in Path(payload["file"]).read_text(encoding="utf-8")
+    listed = io.StringIO()
+    assert main(["--data-dir", data, "token", "list", "--json"], out=listed) == 0
+    assert json.loads(listed.getvalue()) == {
+        "principals": [{"name": "bot", "grants": ["team:a"], "scopes": ["skills:read"]}]
+    }
+    assert token not in listed.getvalue()
+    bad = io.StringIO()
+    assert main(["--data-dir", data, "token", "add", "x y", "--grant", "team:a", "--json"], out=bad) == 1
+    assert json.loads(bad.getvalue())["error"]["code"] == "VALIDATION_ERROR"
+    assert main(["--data-dir", data, "token", "remove", "bot"], out=io.StringIO()) == 0
+    assert main(["--data-dir", data, "token", "remove", "bot"], out=io.StringIO()) == 1

@@ -1,0 +1,120 @@
+"""The command-line contract scripts rely on: --data-dir, --json shapes, error objects and exit codes."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from skillsearch.cli import main
+
+
+@pytest.fixture
+def data_dir(sample_dir: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "data"
+    shutil.copytree(sample_dir, target)
+    return target
+
+
+def run(data_dir: Path, *argv: str) -> tuple[int, Any]:
+    out = io.StringIO()
+    code = main(["--data-dir", str(data_dir), "-q", *argv], out=out)
+    text = out.getvalue()
+    return code, json.loads(text) if "--json" in argv else text
+
+
+
+
+def test_search_json_has_the_documented_shape(data_dir: Path) -> None:
+    code, payload = run(data_dir, "search", "roll back a bad deploy", "--limit", "3", "--json")
+    assert code == 0 and payload["no_match"] is False and len(payload["hits"]) == 3
+    assert {"skill_id", "slug", "name", "kind", "score"} <= set(payload["hits"][0])
+
+
+def test_grants_restrict_the_cli_caller(data_dir: Path) -> None:
+    code, payload = run(data_dir, "search", "database", "--grant", "team:data-science", "--limit", "20", "--json")
+    assert code == 0
+    assert payload["hits"] and all(h["skill_id"] for h in payload["hits"])
+    code, listing = run(data_dir, "list", "--grant", "team:data-science", "--limit", "200", "--json")
+    ids = {i["skill_id"] for i in listing["items"]}
+    assert {h["skill_id"] for h in payload["hits"]} <= ids
+    code, everything = run(data_dir, "list", "--limit", "200", "--json")
+    assert len(everything["items"]) > len(listing["items"])
+
+
+def test_get_of_an_invisible_skill_is_not_found_with_an_error_object(data_dir: Path) -> None:
+    _, hits = run(data_dir, "search", "postgres failover", "--grant", "sub:ops-pro", "--json")
+    ops_skill = hits["hits"][0]["skill_id"]
+    code, payload = run(data_dir, "get", ops_skill, "--grant", "sub:starter-pack", "--json")
+    assert code == 1 and payload["error"]["code"] == "SKILL_NOT_FOUND" and payload["error"]["message"]
+    code, payload = run(data_dir, "get", ops_skill, "--json")
+    assert code == 0 and payload["skill_id"] == ops_skill and payload["instructions"]
+
+
+def test_resolve_reports_missing_parameters_then_substitutes(data_dir: Path) -> None:
+    _, hits = run(data_dir, "search", "canary deploy", "--kind", "flow_template", "--json")
+    skill_id = hits["hits"][0]["skill_id"]
+    _, detail = run(data_dir, "get", skill_id, "--json")
+    required = [p for p in detail["parameters"] if p["required"]]
+    assert required
+    code, err = run(data_dir, "resolve", skill_id, "--json")
+    assert code == 1 and err["error"]["code"] == "VALIDATION_ERROR"
+    missing = {p["parameter"] for p in err["error"]["details"]["problems"]}
+    assert missing == {p["name"] for p in required}
+    params = []
+    for p in required:
+        value = {"integer": "3", "number": "1.5", "boolean": "true"}.get(p["type"], "x")
+        params += ["--param", f"{p['name']}={(p['enum'] or [value])[0]}"]
+    code, flow = run(data_dir, "resolve", skill_id, *params, "--json")
+    assert code == 0
+    assert [s["tool"] for s in flow["steps"]] == [s["tool"] for s in detail["steps"]]
+    assert "{" + required[0]["name"] + "}" not in json.dumps(flow["steps"])
+
+
+def test_import_exit_code_says_whether_anything_failed(tmp_path: Path) -> None:
+    good = tmp_path / "skills" / "ok"
+    good.mkdir(parents=True)
+    (good / "SKILL.md").write_text("---\nname: ok\ndescription: Fine.\n---\nbody\n")
+    code, payload = run(tmp_path / "d", "import", str(tmp_path / "skills"), "--source", "s", "--grant", "user:u",
+                        "--json")
+    assert code == 0 and payload["created"] == 1
+    bad = tmp_path / "skills" / "bad"
+    bad.mkdir()
+    (bad / "SKILL.md").write_text("---\nname: bad\n---\n")
+    code, payload = run(tmp_path / "d", "import", str(tmp_path / "skills"), "--source", "s", "--grant", "user:u",
+                        "--json")
+    assert code == 1 and payload["unchanged"] == 1 and payload["problems"][0]["reason"] == "missing description"
+
+
+def test_reindex_rebuilds_from_the_store(data_dir: Path) -> None:
+    code, payload = run(data_dir, "reindex", "--json")
+    assert code == 0 and payload["documents"] >= 40 and payload["embedded"] == payload["documents"]
+
+
+def test_cli_as_a_real_process(data_dir: Path) -> None:
+    """One real subprocess: the console entry point, exit codes, stdout holding only JSON."""
+    env = {**os.environ, "SKILLSEARCH_DATA_DIR": str(data_dir)}
+    ok = subprocess.run([sys.executable, "-m", "skillsearch.cli", "-q", "search", "git bisect", "--json"],
+                        capture_output=True, text=True, env=env, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["hits"][0]["slug"] == "git-bisect-regressions"
+    bad = subprocess.run([sys.executable, "-m", "skillsearch.cli", "-q", "search", "x", "--mode", "fuzzy"],
+                         capture_output=True, text=True, env=env, timeout=60)
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_corrupt_catalog_file_is_a_clear_error(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    data.mkdir()
+    (data / "catalog.sqlite3").write_bytes(b"this is not a database" * 100)
+    code, payload = run(data, "list", "--json")
+    assert code == 1 and payload["error"]["code"] == "INDEX_NOT_READY"
+    assert "catalog.sqlite3 cannot be opened" in payload["error"]["message"]
+    assert (data / "catalog.sqlite3").read_bytes() == b"this is not a database" * 100

@@ -1,0 +1,471 @@
+"""The HTTP API through httpx, in process (ASGI); ``test_http_server.py`` drives it over real HTTP.
+
+Every route, every error code, the 401/403 paths, and the visibility rule on every route: a skill outside
+the caller's grants never comes back, whatever the route.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from prometheus_client.parser import text_string_to_metric_families
+
+from skillsearch.auth import DEMO_TOKEN, PrincipalRegistry, add_principal
+from skillsearch.domain import Principal
+from skillsearch.encoder import Encoder
+from skillsearch.http_app import Limits, create_app
+from skillsearch.http_middleware import JsonLogFormatter
+from skillsearch.service import Catalog
+from skillsearch.settings import Settings
+from skillsearch.store import SyncState, utc_now
+
+DEMO = {"Authorization": f"Bearer {DEMO_TOKEN}"}
+DEMO_GRANTS = {"sub:starter-pack", "team:data-science"}
+
+
+@pytest.fixture(scope="module")
+def tokens(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A principals file with principals of different grants and scopes, and their tokens."""
+    path = tmp_path_factory.mktemp("principals") / "principals.toml"
+    made = {
+        "ops": add_principal(path, "ops", ["sub:ops-pro"], ["skills:read"]),
+        "data": add_principal(path, "data", ["team:data-science"], ["skills:read", "memory:read"]),
+        "noscope": add_principal(path, "noscope", ["sub:starter-pack"], ["memory:read"]),
+        "nobody": add_principal(path, "nobody", ["team:unknown"], ["skills:read"]),
+    }
+    return {"path": path, **made}
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture(scope="module")
+def app(sample: Catalog, tokens: dict[str, Any]) -> FastAPI:
+    return create_app(sample, principals=PrincipalRegistry(tokens["path"], demo=True))
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def grant_of(sample: Catalog) -> dict[str, str]:
+    """skill_id -> grant for every skill of the sample catalog (read as the operator)."""
+    items = sample.list_skills(Principal.operator(), limit=200).items
+    skills = sample.store.skills([s.skill_id for s in items])
+    return {sid: s.grant for sid, s in skills.items()}
+
+
+def assert_error(resp: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    assert resp.status_code == status, resp.text
+    assert resp.headers["content-type"].startswith("application/json")
+    body = resp.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}
+    assert body["error"]["code"] == code
+    assert "Traceback" not in resp.text
+    return dict(body["error"])
+
+
+# -- health, readiness, page, OpenAPI ---------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_health_and_readiness(client: httpx.AsyncClient, sample: Catalog) -> None:
+    assert (await client.get("/healthz")).json() == {"status": "ok"}
+    ready = (await client.get("/readyz")).json()
+    assert ready == {"status": "ready", "documents": sample.store.count("active"),
+                     "generation": sample.store.generation()}
+
+
+@pytest.mark.anyio
+async def test_readyz_and_search_are_503_when_the_index_was_built_for_another_model(
+    sample_dir: Path, tmp_path: Path, fake_encoder: Encoder, encoder: Encoder
+) -> None:
+    data = tmp_path / "data"
+    Catalog.open(Settings(data_dir=data, seed_sample=True), encoder=fake_encoder).close()
+    catalog = Catalog(Settings(data_dir=data), encoder=encoder)  # index opened lazily, on first use
+    try:
+        app = create_app(catalog, principals=PrincipalRegistry(None, demo=True))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+            assert (await c.get("/healthz")).status_code == 200
+            err = assert_error(await c.get("/readyz"), 503, "INDEX_NOT_READY")
+            assert "reindex" in err["message"]
+            assert_error(await c.get("/v1/search", params={"q": "python"}, headers=DEMO), 503, "INDEX_NOT_READY")
+    finally:
+        catalog.close()
+
+
+@pytest.mark.anyio
+async def test_search_page_and_its_config(client: httpx.AsyncClient, empty_catalog: Catalog) -> None:
+    page = await client.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "/static/app.js" in page.text and 'id="q"' in page.text
+    for asset in ("/static/app.js", "/static/app.css"):
+        assert (await client.get(asset)).status_code == 200
+    assert (await client.get("/ui/config")).json() == {"demo_token": DEMO_TOKEN}
+    other = create_app(empty_catalog)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=other), base_url="http://t") as c:
+        assert (await c.get("/ui/config")).json() == {"demo_token": None}
+        assert_error(await c.get("/v1/skills", headers=DEMO), 401, "UNAUTHENTICATED")
+
+
+@pytest.mark.anyio
+async def test_openapi_documents_auth_errors_and_examples(client: httpx.AsyncClient) -> None:
+    doc = (await client.get("/openapi.json")).json()
+    assert doc["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+    ops = {op["operationId"]: (path, method, op) for path, item in doc["paths"].items() for method, op in item.items()}
+    assert {"list_skills", "search_skills", "get_skill", "resolve_skill", "recall_cloud_skill", "healthz", "readyz",
+            "metrics"} <= set(ops)
+    for name in ("list_skills", "search_skills", "get_skill", "resolve_skill"):
+        path, _, op = ops[name]
+        assert path.startswith("/v1/")
+        assert {"200", "400", "401", "403"} <= set(op["responses"])
+        assert op["responses"]["401"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody")
+        assert "422" not in op["responses"] or name == "resolve_skill"
+    assert "HTTPValidationError" not in json.dumps(doc)
+    q = next(p for p in ops["search_skills"][2]["parameters"] if p["name"] == "q")
+    assert q["examples"] and q["schema"]["maxLength"] == 2000
+    assert "example" in json.dumps(doc["components"]["schemas"]["ResolveBody"])
+
+
+# -- auth: 401 and 403 -------------------------------------------------------------------------------------
+
+
+V1_ROUTES = [
+    ("GET", "/v1/skills", None),
+    ("GET", "/v1/search?q=python", None),
+    ("GET", "/v1/skills/sk_x", None),
+    ("POST", "/v1/skills/sk_x/resolve", {"parameters": {}}),
+    ("POST", "/v1/recall", {"query": "python"}),
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("method", "url", "body"), V1_ROUTES)
+@pytest.mark.parametrize("auth", [None, "Basic abc", "Bearer", "Bearer wrong-token", f"Token {DEMO_TOKEN}",
+                                  f"Bearer {DEMO_TOKEN}x"])
+async def test_every_v1_route_needs_a_valid_bearer_token(
+    client: httpx.AsyncClient, method: str, url: str, body: Any, auth: str | None
+) -> None:
+    headers = {"Authorization": auth} if auth is not None else {}
+    resp = await client.request(method, url, json=body, headers=headers)
+    assert_error(resp, 401, "UNAUTHENTICATED")
+    assert resp.headers["www-authenticate"] == "Bearer"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("method", "url", "body"), V1_ROUTES)
+async def test_missing_scope_is_403(client: httpx.AsyncClient, tokens: dict[str, Any], method: str, url: str,
+                                    body: Any) -> None:
+    recall = url == "/v1/recall"
+    who = "ops" if recall else "noscope"  # ops lacks memory:read, noscope lacks skills:read
+    err = assert_error(await client.request(method, url, json=body, headers=bearer(tokens[who])),
+                       403, "ACCESS_DENIED")
+    assert err["details"] == {"required_scope": "memory:read" if recall else "skills:read"}
+
+
+@pytest.mark.anyio
+async def test_auth_is_checked_before_input_validation(client: httpx.AsyncClient) -> None:
+    assert_error(await client.get("/v1/search", params={"q": "", "limit": 0}), 401, "UNAUTHENTICATED")
+
+
+@pytest.mark.anyio
+async def test_a_token_added_while_serving_works_at_once(client: httpx.AsyncClient, tokens: dict[str, Any]) -> None:
+    fresh = add_principal(tokens["path"], "late", ["team:data-science"], ["skills:read"])
+    assert (await client.get("/v1/skills", headers=bearer(fresh))).status_code == 200
+
+
+# -- visibility on every route ------------------------------------------------------------------------------
+
+
+async def _list_all(client: httpx.AsyncClient, headers: dict[str, str], limit: int = 7) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        params: dict[str, Any] = {"limit": limit}
+        if cursor:
+            params["cursor"] = cursor
+        page = (await client.get("/v1/skills", params=params, headers=headers)).json()
+        items += page["items"]
+        cursor = page["next_cursor"]
+        if not cursor:
+            return items
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("who", "grants"), [
+    ("demo", DEMO_GRANTS), ("ops", {"sub:ops-pro"}), ("data", {"team:data-science"}), ("nobody", set()),
+])
+async def test_no_route_returns_a_skill_outside_the_callers_grants(
+    client: httpx.AsyncClient, tokens: dict[str, Any], grant_of: dict[str, str], who: str, grants: set[str]
+) -> None:
+    headers = DEMO if who == "demo" else bearer(tokens[who])
+    visible = {sid for sid, g in grant_of.items() if g in grants}
+
+    listed = await _list_all(client, headers)
+    assert {s["skill_id"] for s in listed} == visible
+    assert len(listed) == len(visible)
+
+    for sid in grant_of:
+        detail = await client.get(f"/v1/skills/{sid}", headers=headers)
+        if sid in visible:
+            assert detail.status_code == 200 and detail.json()["skill_id"] == sid
+        else:
+            err = assert_error(detail, 404, "SKILL_NOT_FOUND")
+            assert err["details"] == {"skill_id": sid}
+        resolved = await client.post(f"/v1/skills/{sid}/resolve", json={"parameters": {}}, headers=headers)
+        if sid not in visible:
+            assert_error(resolved, 404, "SKILL_NOT_FOUND")
+        else:
+            assert resolved.status_code in (200, 400, 422)
+
+    if who in ("demo", "data"):  # the principals holding memory:read
+        for sid in grant_of:
+            recalled = await client.post("/v1/recall", json={"skill_id": sid}, headers=headers)
+            if sid in visible:
+                assert recalled.status_code == 200 and recalled.json()["data"]["skill_id"] == sid
+            else:
+                assert_error(recalled, 403, "ACCESS_DENIED")  # recall's contract: outside your grants
+        for query in ("postgres failover", "python", "clean data"):
+            found = (await client.post("/v1/recall", json={"query": query}, headers=headers)).json()
+            assert {d["skill_id"] for d in found["data"]["descriptors"]} <= visible
+
+    names = {s["name"] for s in (await _list_all(client, bearer(tokens["ops"])))}
+    names |= {s["name"] for s in (await _list_all(client, DEMO))}
+    for query in [*sorted(names)[:20], "postgres failover", "database backup", "python", "*", "AND"]:
+        for mode in ("hybrid", "lexical", "semantic"):
+            resp = await client.get("/v1/search", params={"q": query, "mode": mode, "limit": 50}, headers=headers)
+            assert resp.status_code == 200, resp.text
+            assert {h["skill_id"] for h in resp.json()["hits"]} <= visible
+
+
+@pytest.mark.anyio
+async def test_revoked_subscriptions_and_archived_skills_vanish_at_query_time(
+    fresh_sample: Catalog, tokens: dict[str, Any]
+) -> None:
+    app = create_app(fresh_sample, principals=PrincipalRegistry(tokens["path"], demo=True))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        before = await _list_all(c, DEMO)
+        starter = [s for s in before if fresh_sample.store.skill(s["skill_id"]).grant == "sub:starter-pack"]
+        assert starter
+        fresh_sample.store.set_revoked("starter-pack", True)
+        after = await _list_all(c, DEMO)
+        assert {s["skill_id"] for s in after} == {s["skill_id"] for s in before} - {s["skill_id"] for s in starter}
+        assert_error(await c.get(f"/v1/skills/{starter[0]['skill_id']}", headers=DEMO), 404, "SKILL_NOT_FOUND")
+        hits = (await c.get("/v1/search", params={"q": starter[0]["name"]}, headers=DEMO)).json()["hits"]
+        assert starter[0]["skill_id"] not in {h["skill_id"] for h in hits}
+
+        data_skill = next(s for s in after if fresh_sample.store.skill(s["skill_id"]).grant == "team:data-science")
+        assert fresh_sample.store.archive(data_skill["skill_id"])
+        assert_error(await c.get(f"/v1/skills/{data_skill['skill_id']}", headers=DEMO), 404, "SKILL_NOT_FOUND")
+        assert_error(await c.post("/v1/recall", json={"skill_id": data_skill["skill_id"]}, headers=DEMO),
+                     410, "SKILL_ARCHIVED")
+        assert data_skill["skill_id"] not in {s["skill_id"] for s in await _list_all(c, DEMO)}
+
+
+# -- the routes themselves ------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_search_explains_each_hit(client: httpx.AsyncClient) -> None:
+    resp = await client.get("/v1/search", params={"q": "profile slow python code", "limit": 3}, headers=DEMO)
+    body = resp.json()
+    assert resp.status_code == 200 and body["mode"] == "hybrid" and body["fusion"] == "zscore"
+    top = body["hits"][0]
+    assert top["slug"] == "python-profiling"
+    assert set(top["explanation"]) >= {"lexical_rank", "semantic_rank", "fused_score", "semantic_score"}
+    assert len(body["hits"]) == 3 and body["no_match"] is False
+
+
+@pytest.mark.anyio
+async def test_search_filters_and_modes(client: httpx.AsyncClient) -> None:
+    flows = (await client.get("/v1/search", params={"q": "release", "kind": "flow_template", "mode": "lexical"},
+                              headers=DEMO)).json()
+    assert flows["hits"] and all(h["kind"] == "flow_template" for h in flows["hits"]) and flows["fusion"] is None
+    tagged = (await client.get("/v1/search", params=[("q", "python"), ("tag", "python"), ("tag", "performance")],
+                               headers=DEMO)).json()
+    assert tagged["hits"] and all({"python", "performance"} <= set(h["tags"]) for h in tagged["hits"])
+    rrf = (await client.get("/v1/search", params={"q": "clean a dataframe", "fusion": "rrf", "semantic_weight": 0.3},
+                            headers=DEMO)).json()
+    assert rrf["fusion"] == "rrf" and rrf["hits"][0]["explanation"]["semantic_weight"] == 0.3
+    nothing = (await client.get("/v1/search", params={"q": "zqxv wplk", "mode": "lexical"}, headers=DEMO)).json()
+    assert nothing == {**nothing, "hits": [], "no_match": True}
+
+
+@pytest.mark.anyio
+async def test_get_returns_kind_specific_content(client: httpx.AsyncClient, grant_of: dict[str, str]) -> None:
+    listed = await _list_all(client, DEMO)
+    knowledge = next(s for s in listed if s["kind"] == "knowledge")
+    flow = next(s for s in listed if s["kind"] == "flow_template")
+    k = (await client.get(f"/v1/skills/{knowledge['skill_id']}", headers=DEMO)).json()
+    assert k["instructions"] and k["steps"] is None and k["parameters"] is None
+    f = (await client.get(f"/v1/skills/{flow['skill_id']}", headers=DEMO)).json()
+    assert f["steps"] and isinstance(f["parameters"], list)
+
+
+@pytest.mark.anyio
+async def test_resolve_flow_and_its_errors(client: httpx.AsyncClient) -> None:
+    hits = (await client.get("/v1/search", params={"q": "cut a tagged release", "kind": "flow_template"},
+                             headers=DEMO)).json()["hits"]
+    sid = hits[0]["skill_id"]
+    ok = await client.post(f"/v1/skills/{sid}/resolve", headers=DEMO,
+                           json={"parameters": {"version": "1.4.0", "repo": "acme/tool"}})
+    assert ok.status_code == 200, ok.text
+    flow = ok.json()
+    assert flow["parameters"]["branch"] == "main"
+    assert all("{version}" not in json.dumps(s["args"]) for s in flow["steps"])
+    missing = assert_error(await client.post(f"/v1/skills/{sid}/resolve", headers=DEMO, json={"parameters": {
+        "version": 14, "nope": 1}}), 400, "VALIDATION_ERROR")
+    assert len(missing["details"]["problems"]) >= 3  # wrong type, unknown name, missing repo
+
+    knowledge = (await client.get("/v1/search", params={"q": "python", "kind": "knowledge"}, headers=DEMO)).json()
+    assert_error(await client.post(f"/v1/skills/{knowledge['hits'][0]['skill_id']}/resolve", headers=DEMO,
+                                   json={}), 422, "SKILL_INVALID")
+
+
+@pytest.mark.anyio
+async def test_recall_levels_and_errors(client: httpx.AsyncClient) -> None:
+    found = await client.post("/v1/recall", json={"query": "profile slow python code"}, headers=DEMO)
+    env = found.json()
+    assert found.status_code == 200
+    assert env["object"] == "cloud_skill" and env["schema_version"] == "xmemo.cloud_skill.v1"
+    assert env["kind"] == "descriptor" and env["data"]["descriptors"][0]["slug"] == "python-profiling"
+    root = (await client.post("/v1/recall", json={"slug": "python-profiling"}, headers=DEMO)).json()
+    assert root["kind"] == "root" and root["data"]["instructions"]
+    revision = root["data"]["revision"]["revision_id"]
+    resources = root["data"]["resources"]
+    if resources:
+        path = resources[0]["path"]
+        one = (await client.post("/v1/recall", json={"skill_id": root["data"]["skill_id"], "revision_id": revision,
+                                                      "resource": path}, headers=DEMO)).json()
+        assert one["kind"] == "resource" and one["data"]["path"] == path
+    assert_error(await client.post("/v1/recall", json={"slug": "python-profiling", "resource": "x"}, headers=DEMO),
+                 400, "REVISION_PINNING_VIOLATION")
+    assert_error(await client.post("/v1/recall", json={"skill_id": "sk_nope"}, headers=DEMO), 404, "SKILL_NOT_FOUND")
+    assert_error(await client.post("/v1/recall", json={"query": "x", "extra": 1}, headers=DEMO), 400,
+                 "VALIDATION_ERROR")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("method", "url", "kwargs"), [
+    ("GET", "/v1/search", {"params": {"q": ""}}),
+    ("GET", "/v1/search", {"params": {"q": "   "}}),
+    ("GET", "/v1/search", {"params": {"q": "x" * 2001}}),
+    ("GET", "/v1/search", {"params": {"q": "x", "mode": "fuzzy"}}),
+    ("GET", "/v1/search", {"params": {"q": "x", "limit": 0}}),
+    ("GET", "/v1/search", {"params": {"q": "x", "limit": 101}}),
+    ("GET", "/v1/search", {"params": {"q": "x", "limit": "ten"}}),
+    ("GET", "/v1/search", {"params": {"q": "x", "semantic_weight": 1.5}}),
+    ("GET", "/v1/search", {"params": {"q": "x", "fusion": "max"}}),
+    ("GET", "/v1/search", {"params": [("q", "x")] + [("tag", f"t{i}") for i in range(17)]}),
+    ("GET", "/v1/search", {}),
+    ("GET", "/v1/skills", {"params": {"limit": 201}}),
+    ("GET", "/v1/skills", {"params": {"cursor": "not-a-cursor"}}),
+    ("GET", "/v1/skills", {"params": {"kind": "recipe"}}),
+    ("GET", "/v1/skills/" + "x" * 201, {}),
+    ("POST", "/v1/skills/sk_x/resolve", {"content": b"{not json", "headers": {"Content-Type": "application/json"}}),
+    ("POST", "/v1/skills/sk_x/resolve", {"json": {"parameters": [1, 2]}}),
+    ("POST", "/v1/skills/sk_x/resolve", {"json": {"parameters": {}, "extra": 1}}),
+])
+async def test_bad_input_is_400_validation_error(client: httpx.AsyncClient, method: str, url: str,
+                                                 kwargs: dict[str, Any]) -> None:
+    headers = {**DEMO, **kwargs.pop("headers", {})}
+    err = assert_error(await client.request(method, url, headers=headers, **kwargs), 400, "VALIDATION_ERROR")
+    assert err["message"]
+
+
+@pytest.mark.anyio
+async def test_unknown_routes_and_methods(client: httpx.AsyncClient) -> None:
+    assert_error(await client.get("/v2/nothing", headers=DEMO), 404, "NOT_FOUND")
+    resp = await client.delete("/v1/skills", headers=DEMO)
+    assert_error(resp, 405, "METHOD_NOT_ALLOWED")
+    assert resp.headers["allow"] == "GET"
+
+
+@pytest.mark.anyio
+async def test_body_size_limit(sample: Catalog) -> None:
+    app = create_app(sample, principals=PrincipalRegistry(None, demo=True), limits=Limits(max_body_bytes=1024))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        big = {"parameters": {"text": "x" * 2000}}
+        err = assert_error(await c.post("/v1/skills/sk_x/resolve", json=big, headers=DEMO), 413, "VALIDATION_ERROR")
+        assert err["details"] == {"max_body_bytes": 1024}
+
+        async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: the limit counts streamed bytes
+            yield b'{"parameters": {"text": "'
+            for _ in range(20):
+                yield b"y" * 100
+            yield b'"}}'
+
+        streamed = await c.post("/v1/skills/sk_x/resolve", content=chunks(),
+                                headers={**DEMO, "Content-Type": "application/json"})
+        assert_error(streamed, 413, "VALIDATION_ERROR")
+        small = await c.post("/v1/skills/sk_x/resolve", json={"parameters": {}}, headers=DEMO)
+        assert_error(small, 404, "SKILL_NOT_FOUND")
+
+
+# -- request ids, logs, metrics ------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_request_ids_and_json_logs_never_hold_the_token(
+    client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="skillsearch.http")
+    mine = await client.get("/v1/search", params={"q": "python"}, headers={**DEMO, "X-Request-ID": "abc-123"})
+    assert mine.headers["x-request-id"] == "abc-123"
+    generated = await client.get("/v1/skills/nope", headers={**DEMO, "X-Request-ID": "bad id\twith tab"})
+    rid = generated.headers["x-request-id"]
+    assert rid != "bad id\twith tab" and len(rid) == 32
+    lines = [JsonLogFormatter().format(r) for r in caplog.records if r.name == "skillsearch.http"]
+    records = [json.loads(line) for line in lines]
+    by_id = {r["request_id"]: r for r in records}
+    assert by_id["abc-123"] | {"route": "/v1/search", "status": 200, "principal": "demo", "method": "GET"} == \
+        by_id["abc-123"]
+    assert by_id[rid]["status"] == 404 and by_id[rid]["route"] == "/v1/skills/{skill_id}"
+    assert all(DEMO_TOKEN not in line and "python" not in line for line in lines)
+
+
+def _metric(text: str, name: str, **labels: str) -> float:
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return float(s.value)
+    raise AssertionError(f"no sample {name} {labels}")
+
+
+@pytest.mark.anyio
+async def test_metrics(fresh_sample: Catalog) -> None:
+    app = create_app(fresh_sample, principals=PrincipalRegistry(None, demo=True))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        text = (await c.get("/metrics")).text
+        assert math.isnan(_metric(text, "skillsearch_last_sync_age_seconds"))
+        for mode in ("hybrid", "lexical", "lexical"):
+            await c.get("/v1/search", params={"q": "python", "mode": mode}, headers=DEMO)
+        await c.get("/v1/skills/nope", headers=DEMO)
+        await c.get("/v1/skills")
+        await c.get("/no/such/path/1")
+        await c.get("/no/such/path/2")
+        fresh_sample.store.save_sync_state(SyncState("upstream", "c1", utc_now(), None, {}))
+        resp = await c.get("/metrics")
+        assert resp.headers["content-type"].startswith("text/plain")
+        text = resp.text
+    assert _metric(text, "skillsearch_http_requests_total", route="/v1/search", status="200") == 3
+    assert _metric(text, "skillsearch_http_requests_total", route="/v1/skills/{skill_id}", status="404") == 1
+    assert _metric(text, "skillsearch_http_requests_total", route="/v1/skills", status="401") == 1
+    assert _metric(text, "skillsearch_http_requests_total", route="unmatched", status="404") == 2
+    assert _metric(text, "skillsearch_http_request_duration_seconds_count", route="/v1/search", status="200") == 3
+    assert _metric(text, "skillsearch_search_duration_seconds_count", mode="lexical") == 2
+    assert _metric(text, "skillsearch_search_duration_seconds_count", mode="hybrid") == 1
+    assert _metric(text, "skillsearch_index_documents") == fresh_sample.store.count("active")
+    assert 0 <= _metric(text, "skillsearch_last_sync_age_seconds") < 3600
+    assert "/no/such/path" not in text

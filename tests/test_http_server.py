@@ -1,0 +1,187 @@
+"""The HTTP app over real HTTP on 127.0.0.1: uvicorn in a thread, and ``skillsearch serve`` as a process.
+
+The extension hooks other surfaces use (routers, bearer-protected mounts, lifespans), the last-resort JSON
+500, concurrency, streamed body limits, and the banner ``make serve`` prints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from fastapi import APIRouter, FastAPI
+
+from skillsearch.auth import DEMO_TOKEN, PrincipalRegistry, add_principal
+from skillsearch.cli import build_serve_app
+from skillsearch.http_app import Limits, create_app
+from skillsearch.http_server import ServerThread
+from skillsearch.service import Catalog
+
+DEMO = {"Authorization": f"Bearer {DEMO_TOKEN}"}
+
+
+def assert_error(resp: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    assert resp.status_code == status, resp.text
+    body = resp.json()
+    assert set(body) == {"error"} and body["error"]["code"] == code
+    return dict(body["error"])
+
+
+# -- extension hooks: routers, protected mounts, lifespans; the last-resort 500 ----------------------------------
+
+
+def test_hooks_over_real_http(sample: Catalog) -> None:
+    events: list[str] = []
+    seen: list[Any] = []
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        events.append("start")
+        yield
+        events.append("stop")
+
+    extra = APIRouter(prefix="/v1/sync")
+
+    @extra.get("/ping")
+    def ping() -> dict[str, str]:
+        return {"pong": "yes"}
+
+    async def sub_app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(scope["state"]["principal"])
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"mounted " + scope["method"].encode()})
+
+    async def broken(scope: Any, receive: Any, send: Any) -> None:
+        raise RuntimeError("secret internals")
+
+    app = create_app(sample, principals=PrincipalRegistry(None, demo=True), routers=[extra],
+                     mounts=[("/mcp", sub_app), ("/boom", broken)], lifespans=[lifespan])
+    with ServerThread(app) as url:
+        assert url.startswith("http://127.0.0.1:")
+        assert events == ["start"]
+        with httpx.Client(base_url=url, timeout=30) as c:
+            assert c.get("/v1/sync/ping").json() == {"pong": "yes"}
+            assert_error(c.post("/mcp"), 401, "UNAUTHENTICATED")
+            assert seen == []
+            ok = c.post("/mcp", headers=DEMO)  # exactly /mcp: no redirect to /mcp/
+            assert ok.status_code == 200 and ok.text == "mounted POST" and seen[0].name == "demo"
+            assert_error(c.get("/mcp/x", headers=DEMO), 404, "NOT_FOUND")
+            boom = c.get("/boom", headers=DEMO)
+            err = assert_error(boom, 500, "INTERNAL")
+            assert "secret" not in boom.text and err["details"]["request_id"] == boom.headers["x-request-id"]
+    assert events == ["start", "stop"]
+
+
+def test_real_http_concurrency_and_streamed_limits(sample: Catalog) -> None:
+    app = create_app(sample, principals=PrincipalRegistry(None, demo=True), limits=Limits(max_body_bytes=2048))
+    queries = ["profile python", "clean pandas data", "sql window functions", "feature drift", "git bisect",
+               "dockerfile multi stage", "pytest fixtures", "merge conflicts"]
+
+    async def burst(url: str) -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=url, headers=DEMO, timeout=60) as c:
+            return await asyncio.gather(*[c.get("/v1/search", params={"q": q}) for q in queries * 2])
+
+    with ServerThread(app) as url:
+        responses = asyncio.run(burst(url))
+        assert [r.status_code for r in responses] == [200] * len(responses)
+        assert all(r.json()["hits"] for r in responses)
+        with httpx.Client(base_url=url, headers=DEMO, timeout=30) as c:
+
+            def body() -> Iterator[bytes]:
+                yield b'{"parameters": {"a": "'
+                yield b"z" * 4096
+                yield b'"}}'
+
+            resp = c.post("/v1/skills/sk_x/resolve", content=body(), headers={"Content-Type": "application/json"})
+            assert_error(resp, 413, "VALIDATION_ERROR")
+            assert c.get("/healthz").status_code == 200
+
+
+# -- `skillsearch serve` as a process ---------------------------------------------------------------------------
+
+
+def test_serve_prints_url_demo_token_and_a_curl_that_works(sample_dir: Path, tmp_path: Path) -> None:
+
+    data = tmp_path / "data"
+    shutil.copytree(sample_dir, data)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data), "-q", "serve", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        banner = [proc.stdout.readline() for _ in range(6)]
+        text = "".join(banner)
+        url = re.search(r"serving on (http://127\.0\.0\.1:\d+)", text)
+        assert url, text + (proc.stderr.read() if proc.poll() is not None and proc.stderr else "")
+        assert f"demo token:   {DEMO_TOKEN}" in text and "/mcp" in text
+        curl = re.search(r"curl -H 'Authorization: Bearer ([^']+)' '([^']+)'", text)
+        assert curl and curl.group(1) == DEMO_TOKEN and curl.group(2).startswith(url.group(1))
+        resp = httpx.get(curl.group(2), headers={"Authorization": f"Bearer {curl.group(1)}"}, timeout=30)
+        assert resp.status_code == 200 and resp.json()["hits"][0]["slug"] == "python-profiling"
+        assert httpx.get(url.group(1) + "/readyz", timeout=30).json()["status"] == "ready"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        stderr = proc.stderr.read() if proc.stderr else ""
+        if proc.stdout:
+            proc.stdout.close()
+        if proc.stderr:
+            proc.stderr.close()
+    logs = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    assert any(r.get("route") == "/v1/search" and r.get("principal") == "demo" for r in logs)
+    assert DEMO_TOKEN not in stderr
+    assert proc.returncode in (0, 130)  # Ctrl-C: a clean shutdown, reported as "interrupted"
+
+
+
+@pytest.mark.anyio
+async def test_serve_app_answers_mcp_at_slash_mcp_with_the_same_tokens(sample: Catalog, tmp_path: Path) -> None:
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    path = tmp_path / "principals.toml"
+    ops_token = add_principal(path, "ops", ["sub:ops-pro"], ["skills:read", "memory:read"])
+    recall_only = add_principal(path, "recall-only", ["sub:ops-pro"], ["memory:read"])
+    app = build_serve_app(sample, PrincipalRegistry(path, demo=True))
+
+    async def call(url: str, token: str, tool: str, args: dict[str, Any]) -> Any:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        async with http, Client(streamable_http_client(url + "/mcp", http_client=http)) as session:
+            return await session.call_tool(tool, args)
+
+    with ServerThread(app) as url:
+        demo = await call(url, DEMO_TOKEN, "search_skills", {"query": "postgres failover replica promotion"})
+        ops = await call(url, ops_token, "search_skills", {"query": "postgres failover replica promotion"})
+        denied = await call(url, recall_only, "list_skills", {})
+        recalled = await call(url, recall_only, "recall_cloud_skill", {"slug": "postgres-failover"})
+        async with httpx.AsyncClient(base_url=url) as c:
+            assert_error(await c.post("/mcp", json={}), 401, "UNAUTHENTICATED")
+            rest = await c.get("/v1/search", params={"q": "postgres failover replica promotion"},
+                               headers={"Authorization": f"Bearer {ops_token}"})
+    ops_grants = {"sub:ops-pro"}
+    assert not demo.is_error and not ops.is_error
+    assert all(sample.store.skill(h["skill_id"]).grant != "sub:ops-pro" for h in demo.structured_content["hits"])
+    assert ops.structured_content["hits"][0]["slug"] == "postgres-failover"
+    assert {sample.store.skill(h["skill_id"]).grant for h in ops.structured_content["hits"]} <= ops_grants
+    assert [h["skill_id"] for h in ops.structured_content["hits"]] == [h["skill_id"] for h in rest.json()["hits"]]
+    assert denied.is_error and denied.structured_content["error"]["code"] == "ACCESS_DENIED"
+    assert not recalled.is_error and recalled.structured_content["kind"] == "root"

@@ -1,0 +1,118 @@
+"""Import of Agent Skills folders and JSON/JSONL bundles into a real SQLite catalog and index."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from skillsearch.domain import Principal
+from skillsearch.errors import ValidationError
+from skillsearch.search import SearchRequest
+from skillsearch.service import Catalog
+
+
+def write_skill(root: Path, folder: str, front: str, body: str = "Body text.", files: dict[str, bytes] | None = None
+                ) -> Path:
+    d = root / folder
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "SKILL.md").write_text(f"---\n{front}\n---\n{body}\n", encoding="utf-8")
+    for rel, content in (files or {}).items():
+        (d / rel).parent.mkdir(parents=True, exist_ok=True)
+        (d / rel).write_bytes(content)
+    return d
+
+
+def test_folder_import_stores_skills_and_typed_resources(empty_catalog: Catalog, tmp_path: Path) -> None:
+    root = tmp_path / "skills"
+    write_skill(root, "csv-cleaner", "name: csv-cleaner\ndescription: Clean messy CSV files.\n"
+                "metadata:\n  tags: [csv, data]", "# Clean CSVs\nRun `scripts/clean.py`.",
+                {"scripts/clean.py": b"print('hi')\n", "references/notes.md": b"# Notes\n",
+                 "assets/report_template.md": b"# Report\n", "assets/logo.png": b"\x89PNG\r\n\x1a\n\x00\xff"})
+    report = empty_catalog.import_path(root, "local", "team:data")
+    assert report.ok and len(report.created) == 1
+    detail = empty_catalog.get_skill(Principal.operator(), report.created[0])
+    assert detail.slug == "csv-cleaner" and detail.tags == ["csv", "data"]
+    kinds = {r.path: r.kind for r in detail.resources}
+    assert kinds == {"scripts/clean.py": "script", "references/notes.md": "reference",
+                     "assets/report_template.md": "template", "assets/logo.png": "artifact"}
+    png = empty_catalog.store.resource(detail.revision_id, "assets/logo.png")
+    assert png is not None and png.content == b"\x89PNG\r\n\x1a\n\x00\xff" and png.media_type == "image/png"
+    hits = empty_catalog.search(Principal.operator(), SearchRequest("tidy up a messy csv", mode="lexical")).hits
+    assert [h.skill.slug for h in hits] == ["csv-cleaner"]
+
+
+def test_invalid_entries_are_reported_one_per_line_and_valid_ones_still_import(
+    empty_catalog: Catalog, tmp_path: Path
+) -> None:
+    root = tmp_path / "skills"
+    write_skill(root, "good-one", "name: good-one\ndescription: A fine skill.")
+    write_skill(root, "bad-yaml", "name: bad-yaml\ndescription: [unclosed")
+    write_skill(root, "long-name", f"name: {'x' * 65}\ndescription: Too long a name.")
+    write_skill(root, "no-desc", "name: no-desc")
+    (root / "no-front").mkdir()
+    (root / "no-front" / "SKILL.md").write_text("# just markdown\n", encoding="utf-8")
+    report = empty_catalog.import_path(root, "local", "user:me")
+    reasons = {Path(p.file).parent.name: p.reason for p in report.problems}
+    assert set(reasons) == {"bad-yaml", "long-name", "no-desc", "no-front"}
+    assert "bad front matter" in reasons["bad-yaml"]
+    assert "over the limit of 64" in reasons["long-name"]
+    assert reasons["no-desc"] == "missing description"
+    assert "no YAML front matter" in reasons["no-front"]
+    assert len(report.created) == 1 and not report.ok
+    assert empty_catalog.store.count() == 1
+
+
+def test_bundle_duplicates_and_undeclared_placeholders_are_rejected(empty_catalog: Catalog, tmp_path: Path) -> None:
+    flow = {"slug": "scale", "name": "Scale", "description": "Scale a service.", "kind": "flow_template",
+            "parameters": [{"name": "service", "type": "string", "required": True}],
+            "steps": [{"tool": "k8s.scale", "args": {"name": "{service}", "n": "{replicas}"}}]}
+    ok = {"slug": "notes", "name": "Notes", "description": "Write notes."}
+    dup = {"slug": "notes", "name": "Notes again", "description": "Duplicate slug."}
+    bundle = tmp_path / "bundle.jsonl"
+    bundle.write_text("\n".join(json.dumps(x) for x in (flow, ok, dup)) + "\n{not json\n", encoding="utf-8")
+    report = empty_catalog.import_path(bundle, "b", "sub:x")
+    by_line = {p.file.rsplit(":", 1)[1]: p.reason for p in report.problems}
+    assert "placeholder(s) with no matching parameter: replicas" in by_line["1"]
+    assert "duplicate slug 'notes'" in by_line["3"]
+    assert "invalid JSON" in by_line["4"]
+    assert len(report.created) == 1
+
+
+def test_reimport_is_idempotent_and_changes_make_new_revisions(empty_catalog: Catalog, tmp_path: Path) -> None:
+    root = tmp_path / "skills"
+    d = write_skill(root, "alpha", "name: alpha\ndescription: First text.", "v1 body")
+    first = empty_catalog.import_path(root, "local", "user:me")
+    again = empty_catalog.import_path(root, "local", "user:me")
+    assert len(first.created) == 1 and again.unchanged == first.created and not again.updated
+    skill_id = first.created[0]
+    old_rev = empty_catalog.store.skill(skill_id).current_revision_id  # type: ignore[union-attr]
+    (d / "SKILL.md").write_text("---\nname: alpha\ndescription: Second text.\n---\nv2 body\n", encoding="utf-8")
+    changed = empty_catalog.import_path(root, "local", "user:me")
+    assert changed.updated == [skill_id]
+    revisions = empty_catalog.store.revisions_of(skill_id)
+    assert len(revisions) == 2
+    old = empty_catalog.store.revision(old_rev)
+    assert old is not None and old.instructions == "v1 body" and old.description == "First text."
+    current = empty_catalog.get_skill(Principal.operator(), skill_id)
+    assert current.instructions == "v2 body" and current.revision_id != old_rev
+    assert current.canonical_hash != old.canonical_hash
+
+
+def test_slug_owned_by_another_source_is_refused(empty_catalog: Catalog, tmp_path: Path) -> None:
+    write_skill(tmp_path / "a", "same", "name: same\ndescription: From A.")
+    write_skill(tmp_path / "b", "same", "name: same\ndescription: From B.")
+    assert empty_catalog.import_path(tmp_path / "a", "source-a", "team:t").ok
+    report = empty_catalog.import_path(tmp_path / "b", "source-b", "team:t")
+    assert not report.ok and "source 'source-a'" in report.problems[0].reason
+    assert empty_catalog.store.skills_by_slug("same")[0].description == "From A."
+
+
+def test_missing_path_and_bad_grant_are_clear_errors(empty_catalog: Catalog, tmp_path: Path) -> None:
+    report = empty_catalog.import_path(tmp_path / "nope", "s", "user:me")
+    assert report.problems[0].reason == "no such file or folder"
+    try:
+        empty_catalog.import_path(tmp_path, "s", "everyone")
+    except ValidationError as exc:
+        assert "invalid grant" in exc.message
+    else:
+        raise AssertionError("a bad grant must be refused")

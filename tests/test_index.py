@@ -1,0 +1,94 @@
+"""The index on disk: reopened it answers the same, a model mismatch is refused, a corrupt folder is a clear
+error that leaves the catalog alone, a stale index is repaired, and only changed skills are re-embedded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from skillsearch.domain import Principal
+from skillsearch.encoder import Encoder, HashingEncoder
+from skillsearch.errors import IndexMismatchError, IndexNotReadyError
+from skillsearch.search import SearchRequest
+from skillsearch.service import Catalog
+from skillsearch.settings import Settings
+
+OPERATOR = Principal.operator()
+QUERIES = ["roll back a bad deploy", "clean a pandas dataframe", "証明書", "write a changelog entry"]
+
+
+def answers(catalog: Catalog) -> list[list[tuple[str, float]]]:
+    return [[(h.skill.skill_id, round(h.score, 5)) for h in catalog.search(OPERATOR, SearchRequest(q)).hits]
+            for q in QUERIES]
+
+
+def test_an_index_reopened_from_disk_answers_the_same(fresh_sample: Catalog, encoder: Encoder) -> None:
+    before = answers(fresh_sample)
+    fresh_sample.close()
+    reopened = Catalog.open(Settings(data_dir=fresh_sample.data_dir), encoder=encoder)
+    assert reopened.index().embed_count == 0
+    assert answers(reopened) == before
+
+
+def test_an_index_built_with_another_model_is_refused_until_reindexed(fresh_sample: Catalog) -> None:
+    fresh_sample.close()
+    other = Catalog(Settings(data_dir=fresh_sample.data_dir), encoder=HashingEncoder())
+    with pytest.raises(IndexMismatchError) as info:
+        other.index()
+    assert "all-MiniLM-L6-v2" in info.value.message and "skillsearch" in info.value.message
+    assert "reindex" in info.value.message
+    stats = other.reindex()
+    assert stats.embedded == other.store.count("active")
+    assert other.search(OPERATOR, SearchRequest("git bisect", mode="lexical")).hits
+
+
+def test_a_corrupt_index_is_a_clear_error_and_the_catalog_is_untouched(fresh_sample: Catalog, encoder: Encoder
+                                                                       ) -> None:
+    count = fresh_sample.store.count()
+    fresh_sample.close()
+    (fresh_sample.data_dir / "vectors" / "vectors.npy").write_bytes(b"not numpy at all")
+    broken = Catalog(Settings(data_dir=fresh_sample.data_dir), encoder=encoder)
+    with pytest.raises(IndexNotReadyError, match="vector store .* unreadable .*skillsearch reindex"):
+        broken.index()
+    assert broken.store.count() == count
+    broken.reindex()
+    assert broken.search(OPERATOR, SearchRequest("git bisect")).hits
+
+
+def test_a_garbled_manifest_names_the_file_and_the_fix(fresh_sample: Catalog, encoder: Encoder) -> None:
+    fresh_sample.close()
+    (fresh_sample.data_dir / "manifest.json").write_text("{oops", encoding="utf-8")
+    with pytest.raises(IndexNotReadyError, match="manifest.json is unreadable.*reindex"):
+        Catalog(Settings(data_dir=fresh_sample.data_dir), encoder=encoder).index()
+
+
+def test_a_stale_index_is_repaired_on_open(fresh_sample: Catalog, encoder: Encoder, tmp_path: Path) -> None:
+    """A crash between the store commit and the index update leaves the manifest behind the store."""
+    victim = fresh_sample.store.skills_by_slug("regex-debugging")[0]
+    fresh_sample.close()
+    # Another process (no index) archives a skill: the store moves on, the index does not.
+    other = Catalog(Settings(data_dir=fresh_sample.data_dir), encoder=encoder)
+    other.store.archive(victim.skill_id)
+    manifest = json.loads((fresh_sample.data_dir / "manifest.json").read_text())
+    assert manifest["store_generation"] < other.store.generation()
+    reopened = Catalog.open(Settings(data_dir=fresh_sample.data_dir), encoder=encoder)
+    assert reopened.index().embed_count == 0
+    hits = reopened.search(OPERATOR, SearchRequest("debug a regular expression", mode="lexical", limit=50)).hits
+    assert victim.skill_id not in {h.skill.skill_id for h in hits}
+    assert len(reopened.index().snapshot().vectors) == reopened.store.count("active")
+
+
+def test_only_changed_skills_are_re_embedded(fresh_sample: Catalog, tmp_path: Path) -> None:
+    idx = fresh_sample.index()
+    before = idx.embed_count
+    bundle = tmp_path / "one.json"
+    bundle.write_text(json.dumps([{"slug": "brand-new", "name": "Brand new", "description": "Feed the llamas."}]))
+    report = fresh_sample.import_path(bundle, "extra", "user:me")
+    assert report.index is not None and report.index.embedded == 1
+    assert idx.embed_count == before + 1
+    again = fresh_sample.import_path(bundle, "extra", "user:me")
+    assert again.unchanged and idx.embed_count == before + 1
+    hits = fresh_sample.search(OPERATOR, SearchRequest("llamas", mode="lexical")).hits
+    assert [h.skill.slug for h in hits] == ["brand-new"]

@@ -1,0 +1,279 @@
+"""recall_cloud_skill through real in-memory MCP sessions: the three levels, the envelope, revision
+pinning, truncation and every error code of its reference."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import shutil
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
+from mcp_support import NO_SCOPE, STARTER, error, ok
+
+from skillsearch.domain import Principal
+from skillsearch.encoder import Encoder
+from skillsearch.mcp_server import ServerState, build_mcp_server
+from skillsearch.service import Catalog, sample_catalog_dir
+from skillsearch.settings import Settings
+
+pytestmark = pytest.mark.anyio
+
+RECALL = "recall_cloud_skill"
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452") + bytes(range(256)) * 4
+
+
+@dataclass(frozen=True)
+class Revised:
+    """A copy of the sample catalog where tls-certificate-renewal has a second revision (with a binary
+    and a large text resource) and linux-disk-full is archived."""
+
+    catalog: Catalog
+    skill_id: str
+    old_revision: str
+    new_revision: str
+    big: bytes
+    archived_id: str
+
+
+@pytest.fixture(scope="module")
+def revised(sample_dir: Path, tmp_path_factory: pytest.TempPathFactory, encoder: Encoder) -> Iterator[Revised]:
+    root = tmp_path_factory.mktemp("revised")
+    shutil.copytree(sample_dir, root / "data")
+    catalog = Catalog.open(Settings(data_dir=root / "data"), encoder=encoder)
+    (skill,) = catalog.store.skills_by_slug("tls-certificate-renewal")
+    folder = root / "tls-certificate-renewal"
+    shutil.copytree(sample_catalog_dir() / "ops" / "tls-certificate-renewal", folder)
+    skill_md = folder / "SKILL.md"
+    skill_md.write_text(skill_md.read_text(encoding="utf-8") + "\n## 5. Revision two\nAlso check OCSP stapling.\n",
+                        encoding="utf-8")
+    (folder / "assets").mkdir()
+    (folder / "assets" / "logo.png").write_bytes(PNG)
+    big = "".join(f"ligne {i}: certificats é漢字 renouvelés\n" for i in range(12000)).encode("utf-8")
+    (folder / "references").mkdir()
+    (folder / "references" / "big.md").write_bytes(big)
+    report = catalog.import_path(folder, skill.source, skill.grant)
+    assert report.updated == [skill.skill_id], report.to_dict()
+    now = catalog.store.skill(skill.skill_id)
+    assert now is not None and now.current_revision_id != skill.current_revision_id
+    (archived,) = catalog.store.skills_by_slug("linux-disk-full")
+    catalog.store.archive(archived.skill_id)
+    yield Revised(catalog, skill.skill_id, skill.current_revision_id, now.current_revision_id, big, archived.skill_id)
+    catalog.close()
+
+
+@pytest.fixture
+async def client(revised: Revised) -> AsyncIterator[Client]:
+    async with Client(build(revised.catalog, Principal.operator())) as c:
+        yield c
+
+
+def build(catalog: Catalog, principal: Principal, **kwargs: int) -> MCPServer[ServerState]:
+    return build_mcp_server(catalog, principal, **kwargs)  # type: ignore[arg-type]
+
+
+def envelope(answer: dict[str, object], kind: str) -> dict[str, object]:
+    assert answer["object"] == "cloud_skill" and answer["schema_version"] == "xmemo.cloud_skill.v1"
+    assert answer["kind"] == kind
+    return answer
+
+
+# -- Level 0 --------------------------------------------------------------------------------------
+
+
+async def test_level0_descriptors_come_from_the_same_search(client: Client) -> None:
+    answer = envelope(ok(await client.call_tool(RECALL, {"query": "renew an expiring TLS certificate"})), "descriptor")
+    searched = ok(await client.call_tool("search_skills", {"query": "renew an expiring TLS certificate"}))
+    descriptors = answer["data"]["descriptors"]  # type: ignore[index]
+    assert [d["skill_id"] for d in descriptors] == [h["skill_id"] for h in searched["hits"]]
+    assert descriptors[0]["slug"] == "tls-certificate-renewal"
+    assert set(descriptors[0]) == {"skill_id", "slug", "name", "description", "kind", "tags", "score"}
+    assert answer["render_status"] == "complete" and answer["warnings"] == []
+
+
+async def test_level0_without_a_good_match_is_empty_and_says_so(client: Client) -> None:
+    answer = envelope(ok(await client.call_tool(RECALL, {"query": "zqxjv wplmk frobnicate"})), "descriptor")
+    assert answer["render_status"] == "empty" and answer["data"]["no_match"] is True  # type: ignore[index]
+    assert answer["data"]["descriptors"] == [] and answer["warnings"]  # type: ignore[index]
+
+
+# -- Level 1 --------------------------------------------------------------------------------------
+
+
+async def test_level1_root_manifest_of_the_current_revision(client: Client, revised: Revised) -> None:
+    by_id = envelope(ok(await client.call_tool(RECALL, {"skill_id": revised.skill_id})), "root")
+    by_slug = envelope(ok(await client.call_tool(RECALL, {"slug": "tls-certificate-renewal"})), "root")
+    assert by_id == by_slug
+    root = by_id["data"]
+    assert root["revision"]["revision_id"] == revised.new_revision and root["revision"]["is_current"]  # type: ignore[index]
+    assert "OCSP stapling" in root["instructions"]  # type: ignore[index]
+    assert root["canonical_hash"] == revised.catalog.store.revision(revised.new_revision).canonical_hash  # type: ignore[index, union-attr]
+    paths = {r["path"]: r for r in root["resources"]}  # type: ignore[index]
+    assert set(paths) == {"assets/logo.png", "references/big.md", "scripts/check_cert_expiry.py"}
+    assert paths["assets/logo.png"]["size"] == len(PNG)
+    assert by_id["warnings"] == [] and by_id["render_status"] == "complete"
+
+
+async def test_level1_flow_template_root_has_steps_and_parameters(client: Client) -> None:
+    root = envelope(ok(await client.call_tool(RECALL, {"slug": "backfill-table-partitions"})), "root")["data"]
+    assert root["kind"] == "flow_template" and root["steps"][0]["tool"] == "scheduler.pause"  # type: ignore[index]
+    assert "end_date" in {p["name"] for p in root["parameters"]}  # type: ignore[index]
+
+
+async def test_level1_pinned_older_revision_stays_readable_and_warns(client: Client, revised: Revised) -> None:
+    answer = envelope(ok(await client.call_tool(
+        RECALL, {"skill_id": revised.skill_id, "revision_id": revised.old_revision})), "root")
+    root = answer["data"]
+    assert root["revision"]["revision_id"] == revised.old_revision and not root["revision"]["is_current"]  # type: ignore[index]
+    assert root["current_revision_id"] == revised.new_revision  # type: ignore[index]
+    assert "OCSP stapling" not in root["instructions"]  # type: ignore[index]
+    assert [r["path"] for r in root["resources"]] == ["scripts/check_cert_expiry.py"]  # type: ignore[index]
+    assert any("not the current revision" in w and revised.new_revision in w for w in answer["warnings"])  # type: ignore[union-attr]
+
+
+async def test_query_beside_an_identity_is_ignored_with_a_warning(client: Client, revised: Revised) -> None:
+    answer = envelope(ok(await client.call_tool(RECALL, {"skill_id": revised.skill_id, "query": "x"})), "root")
+    assert answer["warnings"] == ["query is ignored when skill_id or slug is given"]
+
+
+# -- Level 2 --------------------------------------------------------------------------------------
+
+
+async def test_level2_text_resource_by_path_and_by_id(client: Client, revised: Revised) -> None:
+    args = {"slug": "tls-certificate-renewal", "revision_id": revised.new_revision,
+            "resource": "scripts/check_cert_expiry.py"}
+    by_path = envelope(ok(await client.call_tool(RECALL, args)), "resource")
+    data = by_path["data"]
+    stored = revised.catalog.store.resource(revised.new_revision, "scripts/check_cert_expiry.py")
+    assert stored is not None
+    assert data["encoding"] == "text" and data["content"] == stored.content.decode("utf-8")  # type: ignore[index]
+    assert data["sha256"] == hashlib.sha256(stored.content).hexdigest() and not data["truncated"]  # type: ignore[index]
+    by_id = envelope(ok(await client.call_tool(RECALL, args | {"resource": stored.resource_id})), "resource")
+    assert by_id == by_path and by_path["render_status"] == "complete"
+
+
+async def test_level2_binary_resource_is_base64(client: Client, revised: Revised) -> None:
+    data = envelope(ok(await client.call_tool(RECALL, {
+        "skill_id": revised.skill_id, "revision_id": revised.new_revision, "resource": "assets/logo.png"})), "resource")["data"]
+    assert data["encoding"] == "base64" and base64.b64decode(data["content"]) == PNG  # type: ignore[index]
+    assert data["media_type"] == "image/png" and data["size"] == len(PNG)  # type: ignore[index]
+
+
+async def test_level2_large_text_is_truncated_at_the_cap_with_a_warning(client: Client, revised: Revised) -> None:
+    answer = envelope(ok(await client.call_tool(RECALL, {
+        "skill_id": revised.skill_id, "revision_id": revised.new_revision, "resource": "references/big.md"})), "resource")
+    data = answer["data"]
+    assert len(revised.big) > 256 * 1024
+    assert answer["render_status"] == "truncated" and data["truncated"] is True  # type: ignore[index]
+    assert data["returned_bytes"] <= 256 * 1024 < data["size"] == len(revised.big)  # type: ignore[index, operator]
+    assert revised.big.startswith(data["content"].encode("utf-8"))  # type: ignore[index]
+    assert data["returned_bytes"] == len(data["content"].encode("utf-8"))  # type: ignore[index]
+    assert data["sha256"] == hashlib.sha256(revised.big).hexdigest()  # type: ignore[index]
+    assert any("truncated" in w for w in answer["warnings"])  # type: ignore[union-attr]
+
+
+async def test_a_smaller_cap_truncates_binary_and_instructions_too(revised: Revised) -> None:
+    async with Client(build(revised.catalog, Principal.operator(), max_content_bytes=100)) as small:
+        binary = envelope(ok(await small.call_tool(RECALL, {
+            "skill_id": revised.skill_id, "revision_id": revised.new_revision, "resource": "assets/logo.png"})), "resource")
+        root = envelope(ok(await small.call_tool(RECALL, {"skill_id": revised.skill_id})), "root")
+    assert binary["render_status"] == "truncated" and base64.b64decode(binary["data"]["content"]) == PNG[:100]  # type: ignore[index]
+    assert root["render_status"] == "truncated" and root["data"]["instructions_truncated"] is True  # type: ignore[index]
+    assert len(root["data"]["instructions"].encode()) <= 100 and root["warnings"]  # type: ignore[index]
+
+
+async def test_level2_of_an_older_revision_reads_that_revisions_bytes(client: Client, revised: Revised) -> None:
+    answer = envelope(ok(await client.call_tool(RECALL, {
+        "skill_id": revised.skill_id, "revision_id": revised.old_revision, "resource": "scripts/check_cert_expiry.py"})),
+        "resource")
+    assert answer["data"]["revision_id"] == revised.old_revision  # type: ignore[index]
+    assert any("not the current revision" in w for w in answer["warnings"])  # type: ignore[union-attr]
+    missing = error(await client.call_tool(RECALL, {
+        "skill_id": revised.skill_id, "revision_id": revised.old_revision, "resource": "assets/logo.png"}))
+    assert missing["code"] == "RESOURCE_NOT_FOUND"
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+
+async def test_resource_without_revision_is_a_pinning_violation(client: Client, revised: Revised) -> None:
+    for identity in ({"skill_id": revised.skill_id}, {"slug": "tls-certificate-renewal"}):
+        problem = error(await client.call_tool(RECALL, identity | {"resource": "scripts/check_cert_expiry.py"}))
+        assert problem["code"] == "REVISION_PINNING_VIOLATION" and "revision_id" in problem["message"]
+
+
+async def test_revision_of_another_skill_or_unknown_is_revision_not_found(client: Client, revised: Revised) -> None:
+    (other,) = revised.catalog.store.skills_by_slug("postgres-failover")
+    for revision_id in (other.current_revision_id, "rev_00000000000000000000"):
+        for extra in ({}, {"resource": "scripts/check_cert_expiry.py"}):
+            problem = error(await client.call_tool(
+                RECALL, {"skill_id": revised.skill_id, "revision_id": revision_id} | extra))
+            assert problem["code"] == "REVISION_NOT_FOUND"
+
+
+async def test_unknown_resource_is_resource_not_found(client: Client, revised: Revised) -> None:
+    problem = error(await client.call_tool(RECALL, {
+        "skill_id": revised.skill_id, "revision_id": revised.new_revision, "resource": "scripts/nope.py"}))
+    assert problem["code"] == "RESOURCE_NOT_FOUND" and problem["details"]["resource"] == "scripts/nope.py"
+
+
+async def test_unknown_and_archived_skills(client: Client, revised: Revised) -> None:
+    assert error(await client.call_tool(RECALL, {"skill_id": "sk_nothing"}))["code"] == "SKILL_NOT_FOUND"
+    assert error(await client.call_tool(RECALL, {"slug": "no-such-skill"}))["code"] == "SKILL_NOT_FOUND"
+    assert error(await client.call_tool(RECALL, {"skill_id": revised.archived_id}))["code"] == "SKILL_ARCHIVED"
+    assert error(await client.call_tool(RECALL, {"slug": "linux-disk-full"}))["code"] == "SKILL_ARCHIVED"
+
+
+async def test_without_memory_read_scope_every_level_is_access_denied(revised: Revised) -> None:
+    async with Client(build(revised.catalog, NO_SCOPE)) as c:
+        for args in ({"query": "git bisect"}, {"slug": "git-bisect-regressions"}, {"skill_id": "sk_x"}):
+            problem = error(await c.call_tool(RECALL, args))
+            assert problem["code"] == "ACCESS_DENIED" and problem["details"] == {"required_scope": "memory:read"}
+        # The four catalog tools do not need the scope.
+        assert ok(await c.call_tool("search_skills", {"query": "git bisect"}))["hits"]
+
+
+async def test_skill_id_outside_the_grants_is_access_denied(revised: Revised) -> None:
+    async with Client(build(revised.catalog, STARTER)) as c:
+        for args in ({"skill_id": revised.skill_id},
+                     {"skill_id": revised.skill_id, "revision_id": revised.new_revision, "resource": "assets/logo.png"},
+                     {"skill_id": revised.archived_id}):
+            assert error(await c.call_tool(RECALL, args))["code"] == "ACCESS_DENIED"
+        assert error(await c.call_tool(RECALL, {"slug": "tls-certificate-renewal"}))["code"] == "SKILL_NOT_FOUND"
+
+
+async def test_revoked_subscription_is_access_denied(fresh_sample: Catalog) -> None:
+    (skill,) = fresh_sample.store.skills_by_slug("git-bisect-regressions")
+    fresh_sample.store.set_revoked("starter-pack", True)
+    async with Client(build(fresh_sample, STARTER)) as c:
+        assert error(await c.call_tool(RECALL, {"skill_id": skill.skill_id}))["code"] == "ACCESS_DENIED"
+        assert error(await c.call_tool(RECALL, {"slug": skill.slug}))["code"] == "SKILL_NOT_FOUND"
+        level0 = ok(await c.call_tool(RECALL, {"query": "git bisect regression"}))
+    assert level0["data"]["descriptors"] == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {},
+        {"query": "   "},
+        {"query": "q" * 1001},
+        {"slug": "Not A Slug"},
+        {"skill_id": "sk x/../y"},
+        {"revision_id": "rev_1"},
+        {"resource": "scripts/a.py"},
+        {"skill_id": "sk_1", "revision_id": "bad id"},
+        {"skill_id": "sk_1", "revision_id": "rev_1", "resource": "a\x00b"},
+    ],
+)
+async def test_bad_identifiers_and_conflicts_are_validation_errors(client: Client, args: dict[str, str]) -> None:
+    assert error(await client.call_tool(RECALL, args))["code"] == "VALIDATION_ERROR"
+
+
+async def test_skill_id_and_slug_of_different_skills_conflict(client: Client, revised: Revised) -> None:
+    problem = error(await client.call_tool(RECALL, {"skill_id": revised.skill_id, "slug": "postgres-failover"}))
+    assert problem["code"] == "VALIDATION_ERROR" and "different skills" in problem["message"]

@@ -1,0 +1,343 @@
+"""The MCP tools through real in-memory client sessions of the ``mcp`` SDK, on the sample catalog."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp_support import DATA_TEAM, STARTER, error, ok
+
+from skillsearch.domain import Principal
+from skillsearch.encoder import Encoder
+from skillsearch.errors import UnauthenticatedError
+from skillsearch.mcp_server import TOOL_NAMES, build_mcp_server
+from skillsearch.service import Catalog
+from skillsearch.settings import Settings
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def operator(sample: Catalog) -> AsyncIterator[Client]:
+    async with Client(build_mcp_server(sample, Principal.operator())) as client:
+        yield client
+
+
+@pytest.fixture
+async def starter(sample: Catalog) -> AsyncIterator[Client]:
+    async with Client(build_mcp_server(sample, STARTER)) as client:
+        yield client
+
+
+def skill_id_of(catalog: Catalog, slug: str) -> str:
+    (skill,) = catalog.store.skills_by_slug(slug)
+    return skill.skill_id
+
+
+# -- tools/list -------------------------------------------------------------------------------------
+
+
+async def test_exactly_five_read_only_tools_with_schemas(operator: Client) -> None:
+    tools = (await operator.list_tools()).tools
+    assert sorted(t.name for t in tools) == sorted(TOOL_NAMES)
+    for tool in tools:
+        assert tool.input_schema["type"] == "object"
+        assert tool.output_schema is not None and tool.output_schema["type"] == "object"
+        assert tool.annotations is not None
+        assert tool.annotations.read_only_hint is True and tool.annotations.idempotent_hint is True
+        assert tool.annotations.destructive_hint is False
+        assert tool.description and len(tool.description) > 150
+        assert not tool.description.startswith(" ")
+        for prop in tool.input_schema["properties"].values():
+            assert prop.get("description"), (tool.name, prop)
+    names = " ".join(t.name for t in tools)
+    for verb in ("execute", "run", "write", "save", "create", "update", "delete"):
+        assert verb not in names
+
+
+async def test_output_schemas_name_the_contract_fields(operator: Client) -> None:
+    schemas = {t.name: t.output_schema for t in (await operator.list_tools()).tools}
+    assert {"hits", "no_match"} <= set(schemas["search_skills"]["properties"])  # type: ignore[index]
+    assert {"items", "next_cursor"} <= set(schemas["list_skills"]["properties"])  # type: ignore[index]
+    assert {"instructions", "steps", "parameters", "resources"} <= set(schemas["get_skill"]["properties"])  # type: ignore[index]
+    assert {"steps", "parameters"} <= set(schemas["resolve_skill"]["properties"])  # type: ignore[index]
+    assert {"object", "schema_version", "kind", "render_status", "warnings", "data"} <= set(
+        schemas["recall_cloud_skill"]["properties"]  # type: ignore[index]
+    )
+
+
+# -- happy paths ----------------------------------------------------------------------------------
+
+
+async def test_search_finds_the_right_skill_and_explains_it(operator: Client) -> None:
+    answer = ok(await operator.call_tool("search_skills", {"query": "renew an expiring TLS certificate", "limit": 3}))
+    assert answer["no_match"] is False
+    top = answer["hits"][0]
+    assert top["slug"] == "tls-certificate-renewal"
+    assert {"skill_id", "name", "description", "kind", "tags", "score", "explanation"} <= set(top)
+    assert top["explanation"]["lexical_rank"] == 1 and top["explanation"]["fused_score"] == pytest.approx(top["score"], abs=1e-3)
+    assert len(answer["hits"]) <= 3
+
+
+async def test_search_filters_by_kind_tags_and_mode(operator: Client) -> None:
+    flows = ok(await operator.call_tool("search_skills", {"query": "deploy", "kind": "flow_template"}))
+    assert flows["hits"] and {h["kind"] for h in flows["hits"]} == {"flow_template"}
+    tagged = ok(await operator.call_tool("search_skills", {"query": "database", "tags": ["security"]}))
+    assert tagged["hits"] and all("security" in h["tags"] for h in tagged["hits"])
+    lexical = ok(await operator.call_tool("search_skills", {"query": "postgres failover", "mode": "lexical"}))
+    assert lexical["mode"] == "lexical" and lexical["hits"][0]["slug"] == "postgres-failover"
+    assert lexical["hits"][0]["explanation"]["semantic_score"] is None
+
+
+async def test_search_says_no_match_rather_than_padding(operator: Client) -> None:
+    answer = ok(await operator.call_tool("search_skills", {"query": "zqxjv wplmk frobnicate"}))
+    assert answer["no_match"] is True and answer["hits"] == []
+
+
+async def test_list_pages_with_a_cursor_and_shows_only_summary_fields(operator: Client, sample: Catalog) -> None:
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        args: dict[str, Any] = {"limit": 7} | ({"cursor": cursor} if cursor else {})
+        page = ok(await operator.call_tool("list_skills", args))
+        for item in page["items"]:
+            assert set(item) == {"skill_id", "name", "description", "kind", "tags"}
+        seen += [i["skill_id"] for i in page["items"]]
+        pages += 1
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert len(seen) == len(set(seen)) == sample.store.count("active")
+    assert pages == -(-len(seen) // 7)
+
+
+async def test_list_filters_by_kind(operator: Client) -> None:
+    page = ok(await operator.call_tool("list_skills", {"kind": "flow_template", "limit": 200}))
+    assert page["items"] and {i["kind"] for i in page["items"]} == {"flow_template"}
+
+
+async def test_get_knowledge_skill_returns_instructions_and_resources(operator: Client, sample: Catalog) -> None:
+    detail = ok(await operator.call_tool("get_skill", {"skill_id": skill_id_of(sample, "tls-certificate-renewal")}))
+    assert detail["kind"] == "knowledge" and "certbot" in detail["instructions"]
+    assert detail["steps"] is None and detail["parameters"] is None
+    assert [r["path"] for r in detail["resources"]] == ["scripts/check_cert_expiry.py"]
+
+
+async def test_resolve_a_knowledge_skill_is_skill_invalid(operator: Client, sample: Catalog) -> None:
+    sid = skill_id_of(sample, "tls-certificate-renewal")
+    assert error(await operator.call_tool("resolve_skill", {"skill_id": sid}))["code"] == "SKILL_INVALID"
+
+
+async def test_template_naming_a_tool_the_host_lacks_is_skill_invalid(sample: Catalog) -> None:
+    server = build_mcp_server(sample, Principal.operator(), known_tools={"scheduler.pause", "scheduler.resume"})
+    async with Client(server) as client:
+        sid = skill_id_of(sample, "backfill-table-partitions")
+        values = {"table": "a.b", "job": "j", "start_date": "2024-01-01", "end_date": "2024-01-02"}
+        problem = error(await client.call_tool("resolve_skill", {"skill_id": sid, "parameters": values}))
+    assert problem["code"] == "SKILL_INVALID"
+    assert "warehouse.run_job_range" in problem["details"]["unknown_tools"]
+
+
+# -- the flow-template walk-through ---------------------------------------------------------------
+
+
+async def test_flow_template_walk_through(sample: Catalog) -> None:
+    async with Client(build_mcp_server(sample, DATA_TEAM)) as client:
+        found = ok(await client.call_tool(
+            "search_skills", {"query": "recompute missing daily partitions of a warehouse table", "kind": "flow_template"}
+        ))
+        hit = found["hits"][0]
+        assert hit["slug"] == "backfill-table-partitions" and hit["kind"] == "flow_template"
+
+        detail = ok(await client.call_tool("get_skill", {"skill_id": hit["skill_id"]}))
+        params = {p["name"]: p for p in detail["parameters"]}
+        assert {n for n, p in params.items() if p["required"]} == {"table", "job", "start_date", "end_date"}
+        assert params["batch_days"]["type"] == "integer" and params["batch_days"]["default"] == 7
+
+        values = {"table": "analytics.daily_orders", "job": "orders_daily", "start_date": "2024-05-01"}
+        problem = error(await client.call_tool("resolve_skill", {"skill_id": hit["skill_id"], "parameters": values}))
+        assert problem["code"] == "VALIDATION_ERROR"
+        assert [(p["parameter"], p["problem"]) for p in problem["details"]["problems"]] == [("end_date", "missing")]
+        assert "end_date" in problem["message"]
+
+        values["end_date"] = "2024-05-31"
+        flow = ok(await client.call_tool("resolve_skill", {"skill_id": hit["skill_id"], "parameters": values}))
+    assert [s["tool"] for s in flow["steps"]] == [s["tool"] for s in detail["steps"]]
+    assert flow["steps"][1]["args"] == {"job": "orders_daily", "start": "2024-05-01", "end": "2024-05-31",
+                                        "batch_days": 7, "target_suffix": "__backfill"}
+    assert flow["steps"][2]["args"]["right"] == "analytics.daily_orders__backfill"
+    assert flow["parameters"]["max_change_percent"] == 20.0
+    assert not re.search(r"\{[a-z_]+\}", json.dumps(flow["steps"]))
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "field"),
+    [
+        ("search_skills", {"query": "x", "limit": 0}, "limit"),
+        ("search_skills", {"query": "x", "mode": "fuzzy"}, "mode"),
+        ("search_skills", {"query": "x", "kind": "recipe"}, "kind"),
+        ("search_skills", {}, "query"),
+        ("list_skills", {"limit": 1000}, "limit"),
+        ("get_skill", {"skill_id": 42}, "skill_id"),
+        ("resolve_skill", {"skill_id": "x", "parameters": "a=b"}, "parameters"),
+        ("recall_cloud_skill", {"query": ["list"]}, "query"),
+    ],
+)
+async def test_arguments_outside_the_schema_are_validation_errors(
+    operator: Client, tool: str, args: dict[str, Any], field: str
+) -> None:
+    problem = error(await operator.call_tool(tool, args))
+    assert problem["code"] == "VALIDATION_ERROR"
+    assert field in [p["field"] for p in problem["details"]["problems"]]
+    assert "fuzzy" not in json.dumps(problem) and "a=b" not in json.dumps(problem)
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("search_skills", {"query": "   "}),
+        ("search_skills", {"query": "a" * 5000}),
+        ("list_skills", {"cursor": "not-a-cursor!"}),
+        ("get_skill", {"skill_id": ""}),
+    ],
+)
+async def test_bad_values_are_validation_errors(operator: Client, tool: str, args: dict[str, Any]) -> None:
+    assert error(await operator.call_tool(tool, args))["code"] == "VALIDATION_ERROR"
+
+
+async def test_unknown_skill_is_not_found(operator: Client) -> None:
+    for tool in ("get_skill", "resolve_skill"):
+        problem = error(await operator.call_tool(tool, {"skill_id": "sk_doesnotexist"}))
+        assert problem["code"] == "SKILL_NOT_FOUND" and problem["details"] == {"skill_id": "sk_doesnotexist"}
+
+
+async def test_unknown_tool_is_an_error_result(operator: Client) -> None:
+    problem = error(await operator.call_tool("execute_skill", {"skill_id": "x"}))
+    assert problem["code"] == "VALIDATION_ERROR" and sorted(problem["details"]["tools"]) == sorted(TOOL_NAMES)
+
+
+async def test_archived_and_revoked_skills_are_not_found_in_the_catalog_tools(fresh_sample: Catalog) -> None:
+    archived = skill_id_of(fresh_sample, "linux-disk-full")
+    fresh_sample.store.archive(archived)
+    fresh_sample.store.set_revoked("starter-pack", True)
+    revoked = skill_id_of(fresh_sample, "git-bisect-regressions")
+    async with Client(build_mcp_server(fresh_sample, Principal.operator())) as client:
+        for sid in (archived, revoked):
+            assert error(await client.call_tool("get_skill", {"skill_id": sid}))["code"] == "SKILL_NOT_FOUND"
+        page = ok(await client.call_tool("list_skills", {"limit": 200}))
+        hits = ok(await client.call_tool("search_skills", {"query": "git bisect regression", "limit": 50}))
+    listed = {i["skill_id"] for i in page["items"]}
+    assert archived not in listed and revoked not in listed
+    assert revoked not in {h["skill_id"] for h in hits["hits"]}
+
+
+async def test_failing_principal_provider_gives_unauthenticated(sample: Catalog) -> None:
+    def provider(headers: object) -> Principal:
+        raise UnauthenticatedError("a bearer token is required")
+
+    async with Client(build_mcp_server(sample, provider)) as client:
+        for tool in TOOL_NAMES:
+            assert error(await client.call_tool(tool, {"query": "x", "skill_id": "x"} if tool != "list_skills" else {}))[
+                "code"
+            ] == "UNAUTHENTICATED"
+
+
+async def test_an_index_built_for_another_model_is_index_not_ready_not_a_dead_server(
+    sample_dir: Path, tmp_path: Path, fake_encoder: Encoder
+) -> None:
+    data_dir = tmp_path / "data"
+    shutil.copytree(sample_dir, data_dir)
+    server = build_mcp_server(lambda: Catalog.open(Settings(data_dir=data_dir), encoder=fake_encoder), Principal.operator())
+    async with Client(server) as client:
+        answer = await client.call_tool("search_skills", {"query": "tls"})
+        recall = await client.call_tool("recall_cloud_skill", {"query": "tls"})
+    assert error(answer)["code"] == "INDEX_NOT_READY" and "reindex" in error(answer)["message"]
+    assert error(recall)["code"] == "INDEX_NOT_READY"
+
+
+# -- visibility: nothing outside the grants, anywhere ---------------------------------------------
+
+
+async def test_no_skill_outside_the_grants_appears_in_any_answer(starter: Client, sample: Catalog) -> None:
+    mine = {s.skill_id for s in sample.store.list_page(["sub:starter-pack"], limit=500)}
+    others = [s for s in sample.store.list_page(["sub:ops-pro", "team:data-science"], limit=500)]
+    assert others and mine
+    forbidden = [s.skill_id for s in others] + [s.current_revision_id for s in others]
+    answers: list[str] = []
+
+    listed: set[str] = set()
+    cursor = None
+    while True:
+        page = ok(await starter.call_tool("list_skills", {"limit": 5} | ({"cursor": cursor} if cursor else {})))
+        answers.append(json.dumps(page))
+        listed |= {i["skill_id"] for i in page["items"]}
+        if not (cursor := page["next_cursor"]):
+            break
+    assert listed == mine
+
+    for other in others:
+        for mode in ("hybrid", "lexical", "semantic"):
+            query = f"{other.name} {other.description}"[:300]
+            hits = ok(await starter.call_tool("search_skills", {"query": query, "mode": mode, "limit": 100}))
+            assert {h["skill_id"] for h in hits["hits"]} <= mine
+            answers.append(json.dumps(hits | {"query": ""}))
+        level0 = ok(await starter.call_tool("recall_cloud_skill", {"query": other.name}))
+        assert {d["skill_id"] for d in level0["data"]["descriptors"]} <= mine
+        answers.append(json.dumps(level0["data"]["descriptors"]))
+        for tool in ("get_skill", "resolve_skill"):
+            problem = error(await starter.call_tool(tool, {"skill_id": other.skill_id}))
+            assert problem["code"] == "SKILL_NOT_FOUND"
+        by_id = error(await starter.call_tool("recall_cloud_skill", {"skill_id": other.skill_id}))
+        assert by_id["code"] == "ACCESS_DENIED"
+        by_slug = error(await starter.call_tool("recall_cloud_skill", {"slug": other.slug}))
+        assert by_slug["code"] == "SKILL_NOT_FOUND"
+        assert other.skill_id not in json.dumps(by_slug) and other.current_revision_id not in json.dumps(by_slug)
+        pinned = error(await starter.call_tool("recall_cloud_skill", {
+            "skill_id": other.skill_id, "revision_id": other.current_revision_id, "resource": "SKILL.md"}))
+        assert pinned["code"] == "ACCESS_DENIED" and pinned["details"] == {"skill_id": other.skill_id}
+
+    # Answers that do not echo the caller's own arguments name no outside skill at all.
+    text = "\n".join(answers)
+    assert not [f for f in forbidden if f in text]
+    assert not [s.slug for s in others if f'"{s.slug}"' in text]
+
+
+async def test_a_catalog_scope_guards_the_four_catalog_tools_but_not_recall(sample: Catalog) -> None:
+    reader = Principal(name="reader", grants=None, scopes=frozenset({"skills:read"}))
+    async with Client(build_mcp_server(sample, STARTER, catalog_scope="skills:read")) as client:
+        for tool, args in (("search_skills", {"query": "git"}), ("list_skills", {}), ("get_skill", {"skill_id": "x"}),
+                           ("resolve_skill", {"skill_id": "x"})):
+            problem = error(await client.call_tool(tool, args))
+            assert problem["code"] == "ACCESS_DENIED" and problem["details"] == {"required_scope": "skills:read"}
+        assert ok(await client.call_tool("recall_cloud_skill", {"query": "git bisect"}))["kind"] == "descriptor"
+    async with Client(build_mcp_server(sample, reader, catalog_scope="skills:read")) as client:
+        assert ok(await client.call_tool("search_skills", {"query": "git bisect"}))["hits"]
+        assert error(await client.call_tool("recall_cloud_skill", {"query": "git"}))["code"] == "ACCESS_DENIED"
+
+
+async def test_the_catalog_is_opened_once_per_server_lifespan_not_per_call(
+    sample_dir: Path, tmp_path: Path, encoder: Encoder
+) -> None:
+    data_dir = tmp_path / "data"
+    shutil.copytree(sample_dir, data_dir)
+    opened: list[Catalog] = []
+
+    def open_catalog() -> Catalog:
+        opened.append(Catalog.open(Settings(data_dir=data_dir), encoder=encoder))
+        return opened[-1]
+
+    async with Client(build_mcp_server(open_catalog, Principal.operator())) as client:
+        assert len(opened) == 1  # at connection, before any call
+        for tool, args in (("list_skills", {}), ("search_skills", {"query": "git"}), ("recall_cloud_skill", {"query": "git"})):
+            ok(await client.call_tool(tool, args))
+    assert len(opened) == 1

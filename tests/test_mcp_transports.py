@@ -1,0 +1,216 @@
+"""The MCP server over its real transports: ``skillsearch mcp`` as a stdio subprocess, and streamable HTTP
+served by uvicorn on 127.0.0.1, each driven by the SDK's own client."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import uvicorn
+from fastapi import FastAPI
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_support import STARTER, error, ok
+from starlette.routing import Route
+
+from skillsearch.cli import build_parser, main, mcp_principal_from_args, mcp_server_from_args
+from skillsearch.domain import Principal
+from skillsearch.encoder import Encoder
+from skillsearch.errors import UnauthenticatedError
+from skillsearch.mcp_server import TOOL_NAMES, build_mcp_server, mountable, streamable_http_app
+from skillsearch.service import Catalog
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def data_dir(sample_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = tmp_path_factory.mktemp("mcp-stdio") / "data"
+    shutil.copytree(sample_dir, target)
+    (target / "principals.toml").write_text(
+        '[principals.starter]\ngrants = ["sub:starter-pack"]\nscopes = ["memory:read"]\n\n'
+        '[principals.ops]\ngrants = ["sub:ops-pro", "team:data-science"]\nscopes = []\n\n'
+        '[principals.root]\ntoken_sha256 = "00"\ngrants = ["*"]\nscopes = ["skills:read", "memory:read"]\n',
+        encoding="utf-8",
+    )
+    return target
+
+
+def _stdio(data_dir: Path, *extra: str) -> StdioServerParameters:
+    env = dict(os.environ) | {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "skillsearch.cli", "-q", "mcp", "--data-dir", str(data_dir), *extra],
+        env=env, cwd=str(ROOT),
+    )
+
+
+@pytest.mark.anyio
+async def test_stdio_subprocess_speaks_only_protocol_on_stdout(data_dir: Path, tmp_path: Path) -> None:
+    """Every stdout line must parse as JSON-RPC: the client hands anything else to message_handler."""
+    stray: list[BaseException] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, BaseException):
+            stray.append(message)
+
+    stderr_path = tmp_path / "stderr.txt"
+    with stderr_path.open("w") as stderr:
+        async with Client(stdio_client(_stdio(data_dir, "--principal", "starter"), errlog=stderr),
+                          message_handler=on_message, read_timeout_seconds=120) as session:
+            tools = (await session.list_tools()).tools
+            found = ok(await session.call_tool("search_skills", {"query": "git bisect to find a regression"}))
+            root = ok(await session.call_tool("recall_cloud_skill", {"slug": "git-bisect-regressions"}))
+            hidden = error(await session.call_tool("recall_cloud_skill", {"slug": "postgres-failover"}))
+    assert sorted(t.name for t in tools) == sorted(TOOL_NAMES)
+    assert found["hits"][0]["slug"] == "git-bisect-regressions"
+    assert root["kind"] == "root" and "bisect" in root["data"]["instructions"]
+    assert hidden["code"] == "SKILL_NOT_FOUND"
+    assert stray == []
+    assert "Traceback" not in stderr_path.read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "name", "grants", "scopes"),
+    [
+        (["--principal", "ops"], "ops", {"sub:ops-pro", "team:data-science"}, set()),
+        (["--grant", "sub:a", "--grant", "team:b"], "cli", {"sub:a", "team:b"}, {"memory:read"}),
+        (["--grant", "sub:a", "--scope", "other"], "cli", {"sub:a"}, {"other"}),
+        (["--grant", "sub:a", "--scope", ""], "cli", {"sub:a"}, set()),
+        ([], "operator", None, {"memory:read"}),
+        (["--principal", "root"], "root", None, {"skills:read", "memory:read"}),
+    ],
+)
+def test_mcp_principal_options(
+    data_dir: Path, args: list[str], name: str, grants: set[str] | None, scopes: set[str]
+) -> None:
+    parsed = build_parser().parse_args(["mcp", "--data-dir", str(data_dir), *args])
+    principal = mcp_principal_from_args(parsed)
+    assert principal.name == name and principal.scopes == scopes
+    assert principal.grants == (None if grants is None else frozenset(grants))
+
+
+@pytest.mark.anyio
+async def test_mcp_command_builds_the_server_it_is_told_to(data_dir: Path, encoder: Encoder) -> None:
+    args = build_parser().parse_args(["-q", "mcp", "--data-dir", str(data_dir), "--grant", "team:data-science",
+                                      "--host-tool", "scheduler.pause", "--host-tool", "scheduler.resume"])
+    async with Client(mcp_server_from_args(args, encoder)) as session:
+        page = ok(await session.call_tool("list_skills", {"limit": 200}))
+        (flow,) = [i for i in page["items"] if i["name"] == "Backfill daily table partitions"]
+        values = {"table": "a.b", "job": "j", "start_date": "2024-01-01", "end_date": "2024-01-02"}
+        problem = error(await session.call_tool("resolve_skill", {"skill_id": flow["skill_id"], "parameters": values}))
+    assert len(page["items"]) == 12
+    assert problem["code"] == "SKILL_INVALID" and "warehouse.run_job_range" in problem["details"]["unknown_tools"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--principal", "nobody"], "no [principals.nobody] table"),
+        (["--principal", "ops", "--grant", "sub:x"], "either --principal or --grant"),
+        (["--grant", "bogus"], "invalid grant"),
+        (["--scope", "memory:read"], "--scope needs --grant"),
+    ],
+)
+def test_mcp_command_refuses_bad_principal_options(
+    data_dir: Path, args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["mcp", "--data-dir", str(data_dir), *args]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and "VALIDATION_ERROR" in captured.err and message in captured.err
+
+
+def test_named_principal_without_a_principals_file_fails_clearly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["mcp", "--data-dir", str(tmp_path), "--principal", "ops"]) == 1
+    assert f"no principals file at {tmp_path / 'principals.toml'}" in capsys.readouterr().err
+
+
+# -- streamable HTTP ------------------------------------------------------------------------------
+
+TOKENS = {"tok-starter": STARTER, "tok-operator": Principal.operator()}
+
+
+def bearer_principal(headers: Mapping[str, str] | None) -> Principal:
+    """A real principal provider of the kind the HTTP app plugs in: bearer token -> principal."""
+    scheme, _, token = (headers or {}).get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or token not in TOKENS:
+        raise UnauthenticatedError("a valid bearer token is required")
+    return TOKENS[token]
+
+
+def _inside_fastapi(sample: Catalog) -> FastAPI:
+    """The way the HTTP app serves MCP: a route at exactly /mcp, the session manager in its lifespan."""
+    asgi, mcp_lifespan = mountable(build_mcp_server(sample, bearer_principal))
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        async with mcp_lifespan():
+            yield
+
+    app = FastAPI(lifespan=lifespan)
+    app.router.routes.append(Route("/mcp", endpoint=asgi))
+    return app
+
+
+@pytest.fixture(scope="module", params=["standalone", "inside-fastapi"])
+def http_url(sample: Catalog, request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.param == "standalone":
+        app: Any = streamable_http_app(build_mcp_server(sample, bearer_principal))
+    else:
+        app = _inside_fastapi(sample)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        threading.Event().wait(0.02)
+    yield f"http://127.0.0.1:{port}/mcp"
+    server.should_exit = True
+    thread.join(timeout=10)
+    sock.close()
+
+
+@asynccontextmanager
+async def _with_token(url: str, token: str) -> AsyncIterator[Client]:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    async with http, Client(streamable_http_client(url, http_client=http)) as session:
+        yield session
+
+
+@pytest.mark.anyio
+async def test_streamable_http_serves_the_tools_under_the_tokens_principal(http_url: str, sample: Catalog) -> None:
+    async with _with_token(http_url, "tok-starter") as session:
+        tools = (await session.list_tools()).tools
+        found = ok(await session.call_tool("search_skills", {"query": "postgres failover replica promotion"}))
+        page = ok(await session.call_tool("list_skills", {"limit": 200}))
+    assert sorted(t.name for t in tools) == sorted(TOOL_NAMES)
+    starter_ids = {s.skill_id for s in sample.store.list_page(["sub:starter-pack"], limit=500)}
+    assert {i["skill_id"] for i in page["items"]} == starter_ids
+    assert {h["skill_id"] for h in found["hits"]} <= starter_ids
+
+    async with _with_token(http_url, "tok-operator") as session:
+        found = ok(await session.call_tool("search_skills", {"query": "postgres failover replica promotion"}))
+        recalled = ok(await session.call_tool("recall_cloud_skill", {"slug": "postgres-failover"}))
+    assert found["hits"][0]["slug"] == "postgres-failover" and recalled["kind"] == "root"
+
+
+@pytest.mark.anyio
+async def test_streamable_http_without_a_token_is_unauthenticated(http_url: str) -> None:
+    async with Client(http_url) as session:
+        assert error(await session.call_tool("get_skill", {"skill_id": "x"}))["code"] == "UNAUTHENTICATED"
+        assert error(await session.call_tool("recall_cloud_skill", {"query": "x"}))["code"] == "UNAUTHENTICATED"

@@ -1,0 +1,23 @@
+"""The public API is what ``__all__`` says, sorted, and every name in it exists (after httpx's test)."""
+
+from __future__ import annotations
+
+import skillsearch
+from skillsearch import errors
+
+
+def test_all_is_sorted_and_complete() -> None:
+    assert skillsearch.__all__ == sorted(skillsearch.__all__)
+    for name in skillsearch.__all__:
+        assert getattr(skillsearch, name).__name__ == name
+
+
+def test_every_error_has_a_stable_code_and_a_client_status() -> None:
+    classes = [getattr(errors, n) for n in errors.__all__]
+    codes = {c.code for c in classes}
+    assert {"VALIDATION_ERROR", "SKILL_NOT_FOUND", "ACCESS_DENIED", "REVISION_PINNING_VIOLATION",
+            "INDEX_NOT_READY", "UPSTREAM_UNAVAILABLE", "UNAUTHENTICATED"} <= codes
+    for cls in classes:
+        assert issubclass(cls, errors.SkillSearchError)
+        assert 400 <= cls.http_status < 600
+        assert cls("m", {"k": 1}).to_dict() == {"code": cls.code, "message": "m", "details": {"k": 1}}

@@ -1,0 +1,103 @@
+"""Search on the bundled sample catalog with the real model and a real Tantivy index."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from skillsearch.domain import Principal
+from skillsearch.errors import ValidationError
+from skillsearch.search import SearchRequest
+from skillsearch.service import Catalog
+
+DATA = Path(__file__).parent / "data"
+
+PARAPHRASES: dict[str, str] = json.loads((DATA / "sample_paraphrases.json").read_text(encoding="utf-8"))
+CJK_WORDS: list[dict[str, str]] = json.loads((DATA / "sample_cjk_words.json").read_text(encoding="utf-8"))
+OPERATOR = Principal.operator()
+
+
+def slugs(catalog: Catalog, query: str, **kw: object) -> list[str]:
+    return [h.skill.slug for h in catalog.search(OPERATOR, SearchRequest(query, **kw)).hits]  # type: ignore[arg-type]
+
+
+def test_sample_catalog_is_what_the_issue_asks_for(sample: Catalog) -> None:
+    skills = sample.list_skills(OPERATOR, limit=200).items
+    assert len(skills) >= 40
+    assert len(sample.store.grants()) >= 3
+    assert {s.kind for s in skills} == {"knowledge", "flow_template"}
+    assert set(PARAPHRASES) == {sample.store.skill(s.skill_id).slug for s in skills}  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("slug", sorted(PARAPHRASES))
+def test_every_sample_skill_is_found_by_a_paraphrase_in_the_top_3(sample: Catalog, slug: str) -> None:
+    assert slug in slugs(sample, PARAPHRASES[slug], limit=3)
+
+
+@pytest.mark.parametrize("slug", sorted(PARAPHRASES))
+def test_every_sample_skill_is_found_by_its_exact_name_lexically(sample: Catalog, slug: str) -> None:
+    skill = sample.store.skills_by_slug(slug)[0]
+    assert slugs(sample, skill.name, mode="lexical", limit=3)[0] == slug
+
+
+@pytest.mark.parametrize("item", CJK_WORDS, ids=[w["slug"] for w in CJK_WORDS])
+def test_a_cjk_word_inside_a_sentence_finds_its_skill(sample: Catalog, item: dict[str, str]) -> None:
+    assert slugs(sample, item["word"], mode="lexical", limit=1) == [item["slug"]]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['"unbalanced', "deploy AND", "name:", "field:value", "*", "(foo", "[a TO b]", "^2", "-", "a || b",
+     "x" * 10_000, "🚀🔥 deploy 🚀", "\x00\x01\x1b[31m ctrl", "NOT OR AND", "'; DROP TABLE skills; --",
+     "\\", "{}", "\u202e\u200b", "ａｂｃ　全角"],
+)
+@pytest.mark.parametrize("mode", ["lexical", "semantic", "hybrid"])
+def test_hostile_user_text_never_raises(sample: Catalog, text: str, mode: str) -> None:
+    result = sample.search(OPERATOR, SearchRequest(text[:2000], mode=mode))
+    assert isinstance(result.no_match, bool)
+    assert all(h.skill.status == "active" for h in result.hits)
+
+
+def test_bad_requests_are_validation_errors(sample: Catalog) -> None:
+    for request in (SearchRequest("   "), SearchRequest("x" * 2001), SearchRequest("q", limit=0),
+                    SearchRequest("q", mode="fuzzy"), SearchRequest("q", kind="recipe"),
+                    SearchRequest("q", fusion="borda"), SearchRequest("q", semantic_weight=1.5)):
+        with pytest.raises(ValidationError):
+            sample.search(OPERATOR, request)
+
+
+def test_nonsense_is_no_match_rather_than_noise(sample: Catalog) -> None:
+    result = sample.search(OPERATOR, SearchRequest("qwzx vbnmk plorth"))
+    assert result.no_match and result.hits == []
+
+
+def test_filters_kind_and_tags_apply_in_every_mode(sample: Catalog) -> None:
+    for mode in ("lexical", "semantic", "hybrid"):
+        hits = sample.search(OPERATOR, SearchRequest("deploy a service", mode=mode, kind="flow_template")).hits
+        assert hits and all(h.skill.kind == "flow_template" for h in hits)
+        tagged = sample.search(OPERATOR, SearchRequest("query", mode=mode, tags=("sql",))).hits
+        assert tagged and all("sql" in h.skill.tags for h in tagged)
+
+
+def test_each_hit_explains_itself(sample: Catalog) -> None:
+    hit = sample.search(OPERATOR, SearchRequest("find the commit that broke the build")).hits[0]
+    e = hit.explanation
+    assert e["lexical_rank"] >= 1 and e["semantic_rank"] >= 1
+    assert -1.0 <= e["semantic_score"] <= 1.0 and e["fusion"] == "zscore"
+    assert e["fused_score"] == pytest.approx(hit.score, abs=1e-3)
+
+
+@pytest.mark.parametrize("fusion", ["zscore", "minmax", "rrf"])
+def test_every_fusion_method_ranks_the_obvious_answer_first(sample: Catalog, fusion: str) -> None:
+    assert slugs(sample, "git bisect to find a regression", fusion=fusion)[0] == "git-bisect-regressions"
+
+
+def test_grants_limit_every_mode(sample: Catalog) -> None:
+    ops_only = Principal(name="p", grants=frozenset({"sub:ops-pro"}))
+    for mode in ("lexical", "semantic", "hybrid"):
+        hits = sample.search(ops_only, SearchRequest("git commit", mode=mode, limit=20)).hits
+        assert all(h.skill.grant == "sub:ops-pro" for h in hits)
+    nobody = Principal(name="n", grants=frozenset())
+    assert sample.search(nobody, SearchRequest("git")).no_match

@@ -1,0 +1,145 @@
+"""The search page in a real headless Chromium (Debian's ``/usr/bin/chromium``, driven by Playwright).
+
+A person types a query, sees the expected top hit with its "why" line, switches mode, opens the detail
+view (instructions rendered from Markdown; a flow template's parameters) and never sees a skill outside the
+demo principal's grants. Set ``SKILLSEARCH_SCREENSHOTS=docs`` to refresh ``docs/search-page.png``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from skillsearch.auth import PrincipalRegistry
+from skillsearch.domain import Principal
+from skillsearch.http_app import create_app
+from skillsearch.http_server import ServerThread
+from skillsearch.service import Catalog
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium (apt-get install chromium)")
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def server(sample: Catalog) -> Iterator[str]:
+    with ServerThread(create_app(sample, principals=PrincipalRegistry(None, demo=True))) as url:
+        yield url
+
+
+@pytest.fixture
+def page(browser: Browser, server: str) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    p = context.new_page()
+    errors: list[str] = []
+    p.on("pageerror", lambda exc: errors.append(str(exc)))
+    p.goto(server + "/")
+    p.wait_for_selector("body[data-ready=true]")
+    yield p
+    context.close()
+    assert not errors, errors
+
+
+def searches_done(page: Page) -> int:
+    return int(page.evaluate("document.body.dataset.searches || '0'"))
+
+
+def wait_for_search_after(page: Page, before: int) -> None:
+    page.wait_for_function("n => Number(document.body.dataset.searches || 0) > n", arg=before)
+
+
+def search(page: Page, query: str) -> None:
+    before = searches_done(page)
+    page.fill("#q", query)
+    page.click("#search-form button[type=submit]")
+    wait_for_search_after(page, before)
+
+
+def test_query_top_hit_and_detail_view(page: Page, tmp_path: Path) -> None:
+    search(page, "profile slow python code")
+    first = page.locator("[data-testid=result]").first
+    assert first.locator("[data-testid=result-name]").inner_text() == "python-profiling"
+    assert first.locator("[data-testid=kind]").inner_text() == "knowledge"
+    assert "profiling" in first.locator("[data-testid=tags]").inner_text()
+    why = first.locator("[data-testid=why]").inner_text()
+    assert why.startswith("why: lexical #") and "semantic #" in why and "fused" in why
+    assert "hybrid (zscore)" in page.locator("#status").inner_text()
+
+    shot = tmp_path / "search-page.png"
+    page.screenshot(path=str(shot))
+    if target := os.environ.get("SKILLSEARCH_SCREENSHOTS"):
+        Path(target).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(target) / "search-page.png")
+    assert shot.stat().st_size > 10_000
+
+    first.locator("[data-testid=result-name]").click()
+    page.wait_for_selector("[data-testid=detail-name]")
+    assert page.locator("[data-testid=detail-name]").inner_text() == "python-profiling"
+    instructions = page.locator("[data-testid=instructions]")
+    assert instructions.locator("h2, h3").count() >= 2  # Markdown headings became headings
+    assert instructions.locator("pre code").count() >= 1  # fenced code became a code block
+    assert "**" not in instructions.inner_text()
+    before = searches_done(page)
+    page.go_back()
+    wait_for_search_after(page, before)
+    assert page.locator("#q").input_value() == "profile slow python code"
+
+
+def test_mode_switch_changes_the_why_line(page: Page) -> None:
+    search(page, "pandas")
+    before = searches_done(page)
+    page.check("input[name=mode][value=lexical]")
+    wait_for_search_after(page, before)
+    assert "lexical" in page.locator("#status").inner_text()
+    why = page.locator("[data-testid=why]").first.inner_text()
+    assert "semantic: off" in why and "lexical #1" in why
+    assert "mode=lexical" in page.evaluate("location.hash")
+
+
+def test_flow_template_parameters_and_resolve(page: Page) -> None:
+    page.select_option("#kind", "flow_template")
+    search(page, "cut a tagged release")
+    kinds = page.locator("[data-testid=result] [data-testid=kind]").all_inner_texts()
+    assert kinds and set(kinds) == {"flow template"}
+    page.locator("[data-testid=result-name]").first.click()
+    table = page.locator("[data-testid=parameters]")
+    table.wait_for()
+    names = table.locator("tbody tr td:first-child").all_inner_texts()
+    assert {"version", "repo", "branch", "prerelease"} <= set(names)
+    assert page.locator("[data-testid=steps] li").count() >= 3
+    page.fill("#param-version", "2.0.0")
+    page.fill("#param-repo", "acme/tool")
+    page.click("form.resolve button[type=submit]")
+    page.wait_for_selector("[data-testid=resolved] li")
+    resolved = page.locator("[data-testid=resolved]").inner_text()
+    assert "v2.0.0" in resolved and "acme/tool" in resolved and "{version}" not in resolved
+    page.fill("#param-version", "")
+    page.click("form.resolve button[type=submit]")
+    page.wait_for_selector("#error:not([hidden])")
+    assert "VALIDATION_ERROR" in page.locator("#error").inner_text()
+
+
+def test_the_demo_token_never_shows_ops_skills(page: Page, sample: Catalog) -> None:
+    ops = [s for s in sample.list_skills(Principal("ops", frozenset({"sub:ops-pro"})), limit=200).items]
+    assert ops
+    search(page, "postgres failover replica promotion")
+    shown = set(page.locator("[data-testid=result-name]").all_inner_texts())
+    assert shown.isdisjoint({s.name for s in ops})
+    page.goto(page.url.split("#")[0] + "#/skill/" + ops[0].skill_id)
+    page.wait_for_selector("#error:not([hidden])")
+    assert "SKILL_NOT_FOUND" in page.locator("#error").inner_text()
