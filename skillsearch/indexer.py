@@ -143,12 +143,18 @@ class SearchIndex:
                 {"index_encoder": built.get("name"), "configured_encoder": self.encoder.name},
             )
         self.calibration = dict(manifest.get("calibration") or {})
+        generation = int(manifest.get("store_generation", -1))
+        # The manifest is written last: behind the store, unreadable files are what a process killed in the
+        # middle of an update leaves (derived data, rebuilt here); with a current manifest they are damage
+        # the operator must see.
+        behind = generation != store.generation()
         damaged = False
         try:
             vectors = VectorSnapshot.load(self.data_dir / "vectors")
         except IndexNotReadyError as exc:
-            # A process killed between the two renames of a save, or mid-rebuild: derived data, so rebuild it.
-            log.warning("%s; rebuilding the vectors from the catalog", exc.message)
+            if not behind:
+                raise
+            log.warning("%s; the index is behind the catalog, rebuilding the vectors", exc.message)
             vectors, damaged = VectorSnapshot.empty(self.encoder.dim), True
         if vectors.dim != self.encoder.dim:
             raise IndexMismatchError(f"vector dimension {vectors.dim} != encoder's {self.encoder.dim}; reindex")
@@ -156,15 +162,14 @@ class SearchIndex:
             self.lexical = LexicalIndex(self.data_dir / "lexical")
             searcher = self.lexical.searcher()
         except (IndexNotReadyError, ValueError) as exc:
-            log.warning("lexical index unreadable (%s); rebuilding it from the catalog", exc)
+            if not behind:
+                raise IndexNotReadyError(f"the lexical index is unreadable ({exc}); run `skillsearch reindex`") \
+                    from exc
+            log.warning("lexical index unreadable (%s); the index is behind the catalog, rebuilding it", exc)
             self.lexical, damaged = LexicalIndex(self.data_dir / "lexical", create=True), True
             searcher = self.lexical.searcher()
-        self._snapshot = IndexSnapshot(searcher, vectors, int(manifest.get("store_generation", -1)))
-        if (
-            damaged
-            or self._snapshot.generation != store.generation()
-            or self.lexical.num_docs() != len(vectors)
-        ):
+        self._snapshot = IndexSnapshot(searcher, vectors, generation)
+        if damaged or behind or self.lexical.num_docs() != len(vectors):
             return self.repair(store, progress)
         return None
 
