@@ -22,13 +22,13 @@ STARTER = sample_catalog_dir() / "starter"
 
 
 @contextmanager
-def serve(app: Any) -> Iterator[str]:
+def serve(app: Any, lifespan: str = "off") -> Iterator[str]:
     """Run ``app`` with uvicorn on a free port in a thread; yields its base URL and stops it after."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off", timeout_graceful_shutdown=1))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan=lifespan, timeout_graceful_shutdown=1))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10

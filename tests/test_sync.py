@@ -23,6 +23,8 @@ from syncsupport import (
 )
 
 from skillsearch import cli
+from skillsearch.auth import PrincipalRegistry, add_principal
+from skillsearch.cli import build_serve_app
 from skillsearch.domain import Principal
 from skillsearch.encoder import Encoder
 from skillsearch.errors import SkillNotFoundError
@@ -332,3 +334,24 @@ def test_reference_upstream_contract_errors_and_admin_routes(catalog: Catalog, u
     assert httpx.post(f"{admin}/reinstate", headers=auth).status_code == 200
     [report] = catalog.sync_once(config)
     assert report.full and report.error is None
+
+
+def test_serve_polls_in_the_background_and_serves_webhook_and_status(catalog: Catalog, upstream: ReferenceUpstream,
+                                                                    upstream_url: str, tmp_path: Path) -> None:
+    principals = tmp_path / "principals.toml"
+    token = add_principal(principals, "ops", [f"sub:{SUB}"], ["skills:read"])
+    registry = PrincipalRegistry.for_catalog(catalog, principals)
+    app = build_serve_app(catalog, registry, sync=config_for(upstream_url, SUB, interval_s=3600))
+    with serve(app, lifespan="on") as url:
+        auth = {"Authorization": f"Bearer {token}"}
+        deadline = time.monotonic() + 60
+        while not httpx.get(f"{url}/v1/sync/status", headers=auth).json()["subscriptions"][0]["last_success"]:
+            assert time.monotonic() < deadline, "the poller started with the app and ran a first sync"
+            time.sleep(0.1)
+        assert httpx.get(f"{url}/v1/sync/status").status_code == 401
+        assert httpx.get(f"{url}/v1/skills/{BISECT}", headers=auth).status_code == 200
+
+        upstream.set_revoked(SUB, True)
+        response = _post(url, _event("evt-serve-1"))
+        assert response.status_code == 202 and response.json()["action"] == "revoked"
+        assert httpx.get(f"{url}/v1/skills/{BISECT}", headers=auth).json()["error"]["code"] == "SKILL_NOT_FOUND"
