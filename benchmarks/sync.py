@@ -188,6 +188,7 @@ def main() -> None:
         "encoder": catalog.encoder.name,
         "catalog": str(CATALOG.name),
         "page_limit": PAGE_LIMIT,
+        "invalid_in_folder": problems,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "sync.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n", "utf-8")
@@ -200,6 +201,8 @@ def main() -> None:
         "",
         (f"The {full['skills']} skills of `{meta['catalog']}` served by the reference upstream over HTTP on"
          f" 127.0.0.1, {PAGE_LIMIT} per page, synced into an empty data directory."),
+        *([f"Left out by the catalog's own validation ({len(problems)}): " + "; ".join(
+            f"`{Path(p.split(':', 1)[0]).parent.name}`:{p.split(':', 1)[1]}" for p in problems)] if problems else []),
         "",
         "| measure | value |",
         "| --- | --- |",
