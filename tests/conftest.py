@@ -6,6 +6,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,3 +70,14 @@ def empty_catalog(tmp_path: Path, encoder: Encoder) -> Iterator[Catalog]:
     catalog = Catalog.open(Settings(data_dir=tmp_path / "data", seed_sample=False), encoder=encoder)
     yield catalog
     catalog.close()
+
+
+@pytest.fixture
+def upstream_url(upstream: Any) -> Iterator[str]:
+    """The module's ``upstream`` fixture (a reference subscription platform) served over real HTTP."""
+    from syncsupport import serve
+
+    from skillsearch.sync.upstream import create_upstream_app
+
+    with serve(create_upstream_app(upstream)) as url:
+        yield url

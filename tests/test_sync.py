@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -26,14 +25,12 @@ from skillsearch import cli
 from skillsearch.auth import PrincipalRegistry, add_principal
 from skillsearch.cli import build_serve_app
 from skillsearch.domain import Principal
-from skillsearch.encoder import Encoder
 from skillsearch.errors import SkillNotFoundError
 from skillsearch.hashing import stable_id
 from skillsearch.search import SearchRequest
 from skillsearch.service import Catalog
-from skillsearch.settings import Settings
 from skillsearch.sync.contract import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign_webhook
-from skillsearch.sync.upstream import ReferenceUpstream, WebhookTarget, contract_openapi, create_upstream_app
+from skillsearch.sync.upstream import ReferenceUpstream, WebhookTarget, contract_openapi
 from skillsearch.sync.webhook import make_sync_router
 
 SUB = "starter-pack"
@@ -51,16 +48,8 @@ def upstream() -> ReferenceUpstream:
 
 
 @pytest.fixture
-def upstream_url(upstream: ReferenceUpstream) -> Iterator[str]:
-    with serve(create_upstream_app(upstream)) as url:
-        yield url
-
-
-@pytest.fixture
-def catalog(tmp_path: Path, encoder: Encoder) -> Iterator[Catalog]:
-    c = Catalog.open(Settings(data_dir=tmp_path / "data", seed_sample=False), encoder=encoder)
-    yield c
-    c.close()
+def catalog(empty_catalog: Catalog) -> Catalog:
+    return empty_catalog
 
 
 def hit_ids(catalog: Catalog, principal: Principal, query: str) -> list[str]:

@@ -4,19 +4,15 @@ that was never visible to its principal (another subscription's, or one that arr
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from syncsupport import TOKEN, catalog_content, config_for, index_matches_store, serve, upstream_content
+from syncsupport import TOKEN, catalog_content, config_for, index_matches_store, upstream_content
 
 from skillsearch.domain import Principal
-from skillsearch.encoder import Encoder
 from skillsearch.search import SearchRequest
 from skillsearch.service import Catalog
-from skillsearch.settings import Settings
-from skillsearch.sync.upstream import ReferenceUpstream, create_upstream_app
+from skillsearch.sync.upstream import ReferenceUpstream
 
 QUERIES = ["handles alpha task", "beta task helper", "archived task", "quick task number 7", "helper"]
 
@@ -42,16 +38,8 @@ def upstream() -> ReferenceUpstream:
 
 
 @pytest.fixture
-def upstream_url(upstream: ReferenceUpstream) -> Iterator[str]:
-    with serve(create_upstream_app(upstream)) as url:
-        yield url
-
-
-@pytest.fixture
-def catalog(tmp_path: Path, encoder: Encoder) -> Iterator[Catalog]:
-    c = Catalog.open(Settings(data_dir=tmp_path / "data", seed_sample=False), encoder=encoder)
-    yield c
-    c.close()
+def catalog(empty_catalog: Catalog) -> Catalog:
+    return empty_catalog
 
 
 def test_searches_during_a_sync_of_1000_changes(catalog: Catalog, upstream: ReferenceUpstream,

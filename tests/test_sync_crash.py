@@ -18,17 +18,16 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 
 import pytest
-from syncsupport import TOKEN, catalog_content, index_matches_store, serve, upstream_content
+from syncsupport import TOKEN, catalog_content, index_matches_store, upstream_content
 
 from skillsearch.encoder import Encoder
 from skillsearch.service import Catalog
 from skillsearch.settings import Settings
-from skillsearch.sync.upstream import ReferenceUpstream, create_upstream_app
+from skillsearch.sync.upstream import ReferenceUpstream
 
 SUB = "crashy"
 SOURCE = f"upstream:{SUB}"
@@ -115,12 +114,6 @@ def upstream(tmp_path: Path) -> ReferenceUpstream:
     up = ReferenceUpstream([TOKEN])
     assert up.load(SUB, _bundle(tmp_path / "bundle.json", 60)) == []
     return up
-
-
-@pytest.fixture
-def upstream_url(upstream: ReferenceUpstream) -> Iterator[str]:
-    with serve(create_upstream_app(upstream)) as url:
-        yield url
 
 
 def test_sigkill_at_many_moments_loses_nothing(tmp_path: Path, upstream: ReferenceUpstream, upstream_url: str,

@@ -11,7 +11,6 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
@@ -25,11 +24,9 @@ from syncsupport import (
     upstream_with_starter,
 )
 
-from skillsearch.encoder import Encoder
 from skillsearch.errors import UpstreamUnavailableError
 from skillsearch.hashing import stable_id
 from skillsearch.service import Catalog
-from skillsearch.settings import Settings
 from skillsearch.sync.client import HttpSubscriptionClient
 from skillsearch.sync.config import UpstreamConfig
 from skillsearch.sync.upstream import ReferenceUpstream, UpstreamError
@@ -137,10 +134,8 @@ def flaky(upstream: ReferenceUpstream) -> Iterator[FlakyUpstream]:
 
 
 @pytest.fixture
-def catalog(tmp_path: Path, encoder: Encoder) -> Iterator[Catalog]:
-    c = Catalog.open(Settings(data_dir=tmp_path / "data", seed_sample=False), encoder=encoder)
-    yield c
-    c.close()
+def catalog(empty_catalog: Catalog) -> Catalog:
+    return empty_catalog
 
 
 def assert_consistent_and_complete(catalog: Catalog, upstream: ReferenceUpstream) -> None:

@@ -248,8 +248,11 @@ def create_upstream_app(upstream: ReferenceUpstream) -> FastAPI:
 
     # -- admin ------------------------------------------------------------------------------------
 
-    def _notify(notify: bool, event_type: str, subscription_id: str) -> int | None:
-        return upstream.notify(event_type, subscription_id) if notify else None
+    async def _changed(seq: int, notify: bool, subscription_id: str,
+                       event_type: str = "skills.changed") -> dict[str, Any]:
+        """The admin answer; with ``notify`` the matching signed webhook is sent first."""
+        status = await anyio.to_thread.run_sync(upstream.notify, event_type, subscription_id) if notify else None
+        return {"seq": seq, "webhook_status": status}
 
     @app.get("/admin/subscriptions/{subscription_id}/skills", include_in_schema=False, dependencies=auth)
     def live(subscription_id: SubPath) -> dict[str, Any]:
@@ -257,37 +260,28 @@ def create_upstream_app(upstream: ReferenceUpstream) -> FastAPI:
 
     @app.put("/admin/subscriptions/{subscription_id}/skills", include_in_schema=False, dependencies=auth)
     async def publish(subscription_id: SubPath, item: UpsertItem, notify: bool = False) -> dict[str, Any]:
-        seq = upstream.publish(subscription_id, item.model_dump(mode="json"))
-        status = await anyio.to_thread.run_sync(_notify, notify, "skills.changed", subscription_id)
-        return {"seq": seq, "webhook_status": status}
+        return await _changed(upstream.publish(subscription_id, item.model_dump(mode="json")), notify, subscription_id)
 
     @app.post("/admin/subscriptions/{subscription_id}/skills/{skill_id}/edit", include_in_schema=False,
               dependencies=auth)
     async def edit(subscription_id: SubPath, skill_id: str, changes: dict[str, Any],
                    notify: bool = False) -> dict[str, Any]:
-        seq = upstream.edit(subscription_id, skill_id, **changes)
-        status = await anyio.to_thread.run_sync(_notify, notify, "skills.changed", subscription_id)
-        return {"seq": seq, "webhook_status": status}
+        return await _changed(upstream.edit(subscription_id, skill_id, **changes), notify, subscription_id)
 
     @app.post("/admin/subscriptions/{subscription_id}/skills/{skill_id}/archive", include_in_schema=False,
               dependencies=auth)
     async def archive(subscription_id: SubPath, skill_id: str, notify: bool = False) -> dict[str, Any]:
-        seq = upstream.archive(subscription_id, skill_id)
-        status = await anyio.to_thread.run_sync(_notify, notify, "skills.changed", subscription_id)
-        return {"seq": seq, "webhook_status": status}
+        return await _changed(upstream.archive(subscription_id, skill_id), notify, subscription_id)
 
     @app.delete("/admin/subscriptions/{subscription_id}/skills/{skill_id}", include_in_schema=False,
                 dependencies=auth)
     async def delete(subscription_id: SubPath, skill_id: str, notify: bool = False) -> dict[str, Any]:
-        seq = upstream.delete(subscription_id, skill_id)
-        status = await anyio.to_thread.run_sync(_notify, notify, "skills.changed", subscription_id)
-        return {"seq": seq, "webhook_status": status}
+        return await _changed(upstream.delete(subscription_id, skill_id), notify, subscription_id)
 
     @app.post("/admin/subscriptions/{subscription_id}/revoke", include_in_schema=False, dependencies=auth)
     async def revoke(subscription_id: SubPath, notify: bool = False) -> dict[str, Any]:
         upstream.set_revoked(subscription_id, True)
-        status = await anyio.to_thread.run_sync(_notify, notify, "subscription.revoked", subscription_id)
-        return {"revoked": True, "webhook_status": status}
+        return {"revoked": True, **await _changed(0, notify, subscription_id, "subscription.revoked")}
 
     @app.post("/admin/subscriptions/{subscription_id}/reinstate", include_in_schema=False, dependencies=auth)
     def reinstate(subscription_id: SubPath) -> dict[str, Any]:
