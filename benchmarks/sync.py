@@ -201,6 +201,7 @@ def main() -> None:
         "",
         (f"The {full['skills']} skills of `{meta['catalog']}` served by the reference upstream over HTTP on"
          f" 127.0.0.1, {PAGE_LIMIT} per page, synced into an empty data directory."),
+        "",
         *([f"Left out by the catalog's own validation ({len(problems)}): " + "; ".join(
             f"`{Path(p.split(':', 1)[0]).parent.name}`:{p.split(':', 1)[1]}" for p in problems)] if problems else []),
         "",
@@ -220,6 +221,10 @@ def main() -> None:
         lines.append(f"| {label} | p50 {s['p50_s']} s, mean {s['mean_s']} s, min {s['min_s']} s,"
                      f" max {s['max_s']} s (n={s['n']}) |")
     lines += [
+        "",
+        "The full sync is bound by the embedding model: the model-free run of the same sync shows what fetching,",
+        "validating, storing and indexing cost. On a shared machine (see the load average) the model gets a",
+        "fraction of the 2 cores, so the first number is a floor for this hardware, not its capacity.",
         "",
         "Poll path: the expected delay is about half the interval plus one incremental sync; the webhook path",
         "removes the interval and leaves the HTTP round trips, one page fetch, one embedding and the index",
