@@ -5,6 +5,13 @@ This is the one module that imports ``tantivy``; its errors become ours here. De
 - CJK text has no spaces, so runs of CJK characters also go into a ``cjk`` field analysed into character
   1- and 2-grams; a query's CJK runs are matched there by their bigrams, which finds a word inside a
   sentence. Tantivy does not save custom analyzers with the index: they are registered on every open.
+- French text gets its own fields (``fr`` for name, description and tags; ``fr_body`` for the instructions)
+  analysed with French stop words, the French Snowball stemmer and ASCII folding, so "requêtes", "requete"
+  and "requête" meet. Which documents fill them and which queries search them is the ``french`` mode:
+  ``detect`` (default; French documents, French-looking queries: measured best on the multilingual dev
+  set, see ``docs/benchmarks.md``), ``docs`` (French documents, every query), ``all`` (every document and
+  query, "index both ways") or ``off``. The mode is recorded in the index manifest; a change rebuilds the
+  lexical side.
 - User text never reaches the query parser raw: it is reduced to words first, so quotes, ``AND``, ``:``
   or ``*`` are searched as text and never raise.
 - The visibility filter, kind and tags are ``Must`` clauses with a constant score of 0, so they restrict
@@ -28,14 +35,22 @@ import tantivy
 
 from skillsearch.errors import IndexNotReadyError
 from skillsearch.hashing import sha256_hex
+from skillsearch.language import is_french
 
-__all__ = ["FIELD_BOOSTS", "LexicalDoc", "LexicalHits", "LexicalIndex", "cjk_runs", "skill_key"]
+__all__ = [
+    "FIELD_BOOSTS", "FRENCH_BOOSTS", "FRENCH_MODES", "LexicalDoc", "LexicalHits", "LexicalIndex", "cjk_runs",
+    "skill_key",
+]
 
 EN_ANALYZER = "skill_en"
 CJK_ANALYZER = "skill_cjk"
 TEXT_FIELDS = ("name", "slug", "tags_text", "description", "instructions")
 FIELD_BOOSTS: dict[str, float] = {"name": 3.0, "slug": 2.0, "tags_text": 2.0, "description": 1.5, "instructions": 1.0}
 CJK_BOOST = 1.0
+FR_ANALYZER = "skill_fr"
+FRENCH_FIELDS = ("fr", "fr_body")
+FRENCH_BOOSTS: dict[str, float] = {"fr": 2.0, "fr_body": 1.0}
+FRENCH_MODES = ("detect", "docs", "all", "off")
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff66-\uff9f]+")
 _NON_WORD = re.compile(r"[^\w]+", re.UNICODE)
@@ -81,6 +96,8 @@ def _schema() -> tantivy.Schema:
     for name in TEXT_FIELDS:
         sb.add_text_field(name, stored=False, tokenizer_name=EN_ANALYZER)
     sb.add_text_field("cjk", stored=False, tokenizer_name=CJK_ANALYZER)
+    for name in FRENCH_FIELDS:
+        sb.add_text_field(name, stored=False, tokenizer_name=FR_ANALYZER)
     return sb.build()
 
 
@@ -96,12 +113,29 @@ def _register_analyzers(index: tantivy.Index) -> None:
     cjk = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.ngram(1, 2)).filter(tantivy.Filter.lowercase()).build()
     index.register_tokenizer(EN_ANALYZER, en)
     index.register_tokenizer(CJK_ANALYZER, cjk)
+    index.register_tokenizer(FR_ANALYZER, _french_analyzer())
+
+
+def _french_analyzer() -> tantivy.TextAnalyzer:
+    """Stop words and stemming see the accents (the Snowball rules need them); folding comes last."""
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.stopword("french"))
+        .filter(tantivy.Filter.stemmer("french"))
+        .filter(tantivy.Filter.ascii_fold())
+        .build()
+    )
 
 
 class LexicalIndex:
     """A Tantivy index in a folder. One writer, explicit commits, reload after each commit."""
 
-    def __init__(self, path: Path, create: bool = False) -> None:
+    def __init__(self, path: Path, create: bool = False, french: str = "detect") -> None:
+        if french not in FRENCH_MODES:
+            raise IndexNotReadyError(f"unknown french mode {french!r}; choose one of {', '.join(FRENCH_MODES)}")
+        self.french = french
         self.path = Path(path)
         self.schema = _schema()
         try:
@@ -144,6 +178,9 @@ class LexicalIndex:
             "instructions": d.instructions,
             "cjk": " ".join(cjk_runs(text)),
         }
+        if self.french == "all" or (self.french in ("detect", "docs") and is_french(f"{d.name}\n{text}")):
+            fields["fr"] = " ".join((d.name, d.slug.replace("-", " "), d.description, " ".join(d.tags)))
+            fields["fr_body"] = d.instructions
         return tantivy.Document.from_dict(fields, self.schema)
 
     def apply(self, upserts: Sequence[LexicalDoc], deletes: Iterable[str]) -> None:
@@ -187,6 +224,11 @@ class LexicalIndex:
         if words:
             query, _errors = self.index.parse_query_lenient(words, list(TEXT_FIELDS), field_boosts=FIELD_BOOSTS)
             should.append((tantivy.Occur.Should, query))
+            if self.french != "off" and (self.french != "detect" or is_french(text)):
+                fr_query, _errors = self.index.parse_query_lenient(
+                    words, list(FRENCH_FIELDS), field_boosts=FRENCH_BOOSTS
+                )
+                should.append((tantivy.Occur.Should, fr_query))
         grams = sorted({g for run in cjk_runs(text) for g in _bigrams(run)})
         if grams:
             terms = [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "cjk", g)) for g in grams]

@@ -35,8 +35,9 @@ SearchMode = Literal["hybrid", "lexical", "semantic"]
 SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 KINDS = ("knowledge", "flow_template")
 
-# Cosine under which a semantic-only candidate is noise, per encoder, until the index carries its own
-# calibration (``manifest.json`` -> ``calibration.no_match_cosine``), measured on dev queries.
+# Cosine under which a semantic-only candidate is noise, per encoder: only a fallback for an index that
+# carries no calibration yet. Every index computes its own when it is built or opened
+# (``manifest.json`` -> ``calibration.no_match_cosine``, see ``skillsearch/calibration.py``).
 DEFAULT_NO_MATCH_COSINE: dict[str, float] = {
     "sentence-transformers/all-MiniLM-L6-v2": 0.25,
     "intfloat/multilingual-e5-small": 0.80,
@@ -113,7 +114,7 @@ def run_search(
     grants = sorted(visible_grants(principal, vectors.grant_names, revoked))
     depth = max(request.limit, settings.candidate_depth)
     method: FusionMethod = request.fusion or settings.fusion  # type: ignore[assignment]
-    weight = settings.semantic_weight if request.semantic_weight is None else request.semantic_weight
+    weight = _semantic_weight(request, settings, calibration)
     use_lex = request.mode in ("lexical", "hybrid")
     use_sem = request.mode in ("semantic", "hybrid")
 
@@ -200,6 +201,15 @@ def run_search(
         took_ms=(time.perf_counter() - started) * 1000,
         timings=timings,
     )
+
+
+def _semantic_weight(request: SearchRequest, settings: Settings, calibration: dict[str, Any] | None) -> float:
+    """The request's weight, else one tuned for this index's encoder (``skillsearch calibrate --queries``),
+    else the settings' default."""
+    if request.semantic_weight is not None:
+        return float(request.semantic_weight)
+    tuned = (calibration or {}).get("semantic_weight")
+    return float(tuned) if isinstance(tuned, (int, float)) else settings.semantic_weight
 
 
 def _explain(

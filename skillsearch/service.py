@@ -112,7 +112,9 @@ class Catalog:
         changed the catalog since (the store's generation moved)."""
         with self._lock:
             if self._index is None:
-                idx = SearchIndex(self.data_dir, self.encoder, self.settings.embed_instructions_chars)
+                idx = SearchIndex(
+                    self.data_dir, self.encoder, self.settings.embed_instructions_chars, self.settings.french_analysis
+                )
                 idx.open(self.store, progress)
                 self._index = idx
             elif self._index.snapshot().generation != self.store.generation():
@@ -121,7 +123,9 @@ class Catalog:
 
     def reindex(self, progress: ProgressFactory | None = None) -> IndexStats:
         with self._lock:
-            idx = self._index or SearchIndex(self.data_dir, self.encoder, self.settings.embed_instructions_chars)
+            idx = self._index or SearchIndex(
+                self.data_dir, self.encoder, self.settings.embed_instructions_chars, self.settings.french_analysis
+            )
             stats = idx.rebuild(self.store, progress)
             self._index = idx
             return stats

@@ -41,6 +41,8 @@ class Settings:
     candidate_depth: int = 100
     # Characters of the instructions that go into the embedded text.
     embed_instructions_chars: int = 600
+    # Which documents and queries use the French-analysed lexical fields: detect | docs | all | off.
+    french_analysis: str = "detect"
     query_cache_size: int = 1024
     max_query_chars: int = 2000
     max_limit: int = 100
