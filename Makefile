@@ -9,13 +9,13 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: serve test venv lint bench clean
+.PHONY: serve test venv lint bench bench-multilingual clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(BIN)/pip install --quiet -e '.[test,bench,multilingual]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -28,6 +28,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/relevance.py
+
+# French, Japanese and Chinese requests vs their English originals, for both encoders (see docs/benchmarks.md).
+bench-multilingual: $(STAMP)
+	PYTHONPATH=. $(BIN)/python benchmarks/multilingual.py all --out benchmarks/results/multilingual.json
 
 lint: $(STAMP)
 	$(BIN)/pip install --quiet ruff mypy

@@ -45,12 +45,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from skillsearch.domain import Principal  # noqa: E402
-from skillsearch.encoder import Encoder, make_encoder  # noqa: E402
-from skillsearch.importer import slugify  # noqa: E402
-from skillsearch.search import SearchRequest  # noqa: E402
-from skillsearch.service import Catalog  # noqa: E402
-from skillsearch.settings import Settings  # noqa: E402
+from skillsearch.domain import Principal
+from skillsearch.encoder import Encoder, make_encoder
+from skillsearch.importer import slugify
+from skillsearch.search import SearchRequest
+from skillsearch.service import Catalog
+from skillsearch.settings import Settings
 
 # -- knobs -------------------------------------------------------------------------------------------
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,6 +69,13 @@ FRENCH_MODES = ("detect", "all", "off")
 WEIGHT_GRID = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 SPEED_QUERIES = 200
 SKILLS_GRANT = "sub:skills-catalog"
+# Requests no skill should answer, held out from the calibration probes (skillsearch/calibration.py).
+OFF_TOPIC_HELD_OUT = (
+    "what time does the bakery open on sunday", "how many calories are in an avocado",
+    "recommend a good fantasy novel", "où acheter des croissants à Paris", "comment s'appelle le chien de Tintin",
+    "quelle est la capitale du Canada", "東京で一番おいしいラーメン屋は？", "週末に行ける温泉を教えて",
+    "猫の名前を考えて", "北京今天空气怎么样", "周末去哪里爬山比较好", "给我讲个笑话",
+)
 OPERATOR = Principal.operator()
 
 
@@ -86,6 +93,7 @@ class DiskCachedEncoder:
         if probe is None:
             probe = (self.inner.name, self.inner.dim)
         self.name, self.dim = probe
+        self.multilingual = encoder_name == "e5"
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(str(path))
         self.db.execute("CREATE TABLE IF NOT EXISTS vec (key TEXT PRIMARY KEY, v BLOB)")
@@ -257,6 +265,11 @@ def run_devset(catalog: Catalog, items: list[dict[str, Any]], mode: str = "hybri
         if lang in out and en:
             out[lang]["vs_en"] = round(out[lang][f"hit@{HIT_AT}"] / en, 3)
     out["misses"] = misses
+    if mode == "hybrid":
+        silent = [catalog.search(OPERATOR, SearchRequest(q, limit=MRR_AT)).no_match for q in OFF_TOPIC_HELD_OUT]
+        wrong = [catalog.search(OPERATOR, SearchRequest(i["query"], limit=MRR_AT)).no_match for i in items]
+        out["no_match"] = {"off_topic_rate": round(statistics.fmean(silent), 3),
+                           "devset_false_rate": round(statistics.fmean(wrong), 3)}
     return out
 
 
@@ -274,7 +287,8 @@ def part_devset(args: argparse.Namespace) -> dict[str, Any]:
                         continue
                     r = run_devset(catalog, items, mode)
                     results[f"{encoder}|{french}|{mode}"] = r
-                    log(f"  {mode}: " + ", ".join(f"{k} {v.get(f'hit@{HIT_AT}')}" for k, v in r.items() if k != "misses"))
+                    log(f"  {mode}: " + ", ".join(f"{k} {v.get(f'hit@{HIT_AT}')}" for k, v in r.items()
+                                                  if k in LANGS) + f" no_match {r.get('no_match')}")
                 catalog.close()
     return results
 

@@ -13,9 +13,11 @@ reflects this catalog (a bigger catalog has a higher best-noise cosine). From th
 
 - ``noise_best_p90``/``noise_best_max``: the best cosine an off-topic request reaches in this catalog;
 - ``related_p25``/``related_median``: the cosine of a request with an answering passage;
-- ``no_match_cosine``: the threshold under which a candidate that matched no word is dropped; halfway
-  between the noise floor (p90 of off-topic bests) and the lower quartile of related pairs, never above the
-  latter, so a real cross-language match (which has no word in common) is kept;
+- ``no_match_cosine``: the threshold under which a candidate that matched no word is dropped: the best
+  cosine a typical off-topic request reaches in this catalog (median of the off-topic bests), never above
+  the lower quartile of related pairs. It is deliberately not higher: a real request in another language
+  than the skill has no word in common with it and only a modest cosine (e5: 0.83-0.87 for a match, 0.78-0.82
+  for the best noise), and dropping it is worse than showing one weak hit;
 - ``cosine_center``/``cosine_scale``: mean and spread of unrelated cosines, to read a raw cosine as "how far
   above noise" (used to explain hits, comparable across encoders).
 
@@ -26,36 +28,40 @@ labelled requests over the live index (see :func:`tune_weight`); search uses it 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from skillsearch.encoder import Encoder
 
-__all__ = ["CALIBRATION_VERSION", "OFF_TOPIC", "RELATED", "calibrate", "tune_weight"]
+__all__ = [
+    "CALIBRATION_VERSION", "LANGUAGES", "OFF_TOPIC", "REFERENCE", "RELATED", "Centering", "calibrate",
+    "centered_cosines", "centering_of", "fit_centering", "tune_weight",
+]
 
-CALIBRATION_VERSION = 1
+# 2: per-language centering of multilingual encoders' document vectors.
+CALIBRATION_VERSION = 2
 
 RELATED: tuple[tuple[str, str], ...] = (
     ("how do I undo my last git commit",
-     "Undo or amend the most recent git commit with git reset, git revert or git commit --amend, depending on "
-     "whether it was already pushed."),
+     ("Undo or amend the most recent git commit with git reset, git revert or git commit --amend, depending on "
+      "whether it was already pushed.")),
     ("speed up a slow SQL query",
-     "Tune a slow database query by reading its execution plan, adding the right index and rewriting costly "
-     "joins."),
+     ("Tune a slow database query by reading its execution plan, adding the right index and rewriting costly "
+      "joins.")),
     ("write a README for my project",
      "Write a clear README: what the project does, how to install it, a quick start and how to contribute."),
     ("react component renders twice",
-     "Debug unexpected re-renders of React components with the profiler, memoisation and stable hook "
-     "dependencies."),
+     ("Debug unexpected re-renders of React components with the profiler, memoisation and stable hook "
+      "dependencies.")),
     ("mon conteneur docker s'arrête dès le démarrage",
-     "Debug a Docker container that exits at start-up: read its logs, check the entrypoint, environment "
-     "variables and mounted volumes."),
+     ("Debug a Docker container that exits at start-up: read its logs, check the entrypoint, environment "
+      "variables and mounted volumes.")),
     ("sécuriser le stockage des mots de passe",
      "Store user passwords safely with a slow salted hash such as Argon2 or bcrypt, never in plain text."),
     ("préparer une présentation pour un client",
-     "Préparer un support de présentation client : fil conducteur, un message par diapositive, graphiques "
-     "lisibles."),
+     ("Préparer un support de présentation client : fil conducteur, un message par diapositive, graphiques "
+      "lisibles.")),
     ("API のレート制限を設計したい",
      "Design rate limiting for an HTTP API with token buckets, per-client quotas and clear 429 responses."),
     ("CSV ファイルのデータをきれいにしたい",
@@ -91,46 +97,180 @@ OFF_TOPIC: tuple[str, ...] = (
     "zxqv plomb wibble frotz",
 )
 
+REFERENCE: dict[str, tuple[str, ...]] = {
+    "en": (
+       "Set up a continuous integration pipeline that runs linting, unit tests and a build on every pull request.",
+       "Design a relational database schema with primary keys, foreign keys, indexes and migrations.",
+       "Write clear API documentation with examples for each endpoint and its error responses.",
+       "Monitor a web service with dashboards and alerts on latency, error rate and saturation.",
+       "Plan a marketing email campaign: audience segments, subject lines, schedule and success metrics.",
+       "Train a machine learning model, tune its hyperparameters and evaluate it on a held-out set.",
+       "Review a contract for risky clauses and summarise obligations, deadlines and payment terms.",
+       "Build a responsive web page layout with accessible navigation and forms.",
+    ),
+    "fr": (
+       "Mettre en place une chaîne d'intégration continue qui lance les tests et la compilation à chaque demande de fusion.",
+       "Concevoir un schéma de base de données relationnelle avec clés primaires, clés étrangères, index et migrations.",
+       "Rédiger une documentation d'API claire avec des exemples pour chaque point d'accès et ses erreurs.",
+       "Surveiller un service web avec des tableaux de bord et des alertes sur la latence et le taux d'erreur.",
+       "Préparer une campagne d'e-mails marketing : segments d'audience, objets, calendrier et indicateurs de réussite.",
+       "Entraîner un modèle d'apprentissage automatique, régler ses hyperparamètres et l'évaluer sur un jeu de test.",
+       "Relire un contrat pour repérer les clauses risquées et résumer les obligations, échéances et conditions de paiement.",
+       "Construire la mise en page adaptative d'une page web avec une navigation et des formulaires accessibles.",
+    ),
+    "ja": (
+       "プルリクエストごとにリントとテストとビルドを実行する継続的インテグレーションを構築する手順。",
+       "主キー、外部キー、インデックス、マイグレーションを含むリレーショナルデータベースのスキーマを設計する。",
+       "各エンドポイントの例とエラー応答を含む分かりやすい API ドキュメントを書く。",
+       "レイテンシやエラー率のダッシュボードとアラートで Web サービスを監視する。",
+       "対象セグメント、件名、配信スケジュール、成果指標を決めてメールマーケティングを計画する。",
+       "機械学習モデルを学習させ、ハイパーパラメータを調整し、テストデータで評価する。",
+       "契約書のリスクのある条項を確認し、義務、期限、支払条件を要約する。",
+       "アクセシブルなナビゲーションとフォームを備えたレスポンシブな Web ページを作る。",
+    ),
+    "zh": (
+       "搭建持续集成流水线，在每个合并请求上运行代码检查、单元测试和构建。",
+       "设计关系型数据库表结构，包括主键、外键、索引和迁移脚本。",
+       "编写清晰的 API 文档，为每个接口提供示例和错误响应说明。",
+       "用仪表盘和告警监控 Web 服务的延迟、错误率和资源饱和度。",
+       "策划一次邮件营销活动：受众分群、邮件标题、发送时间和效果指标。",
+       "训练机器学习模型，调整超参数，并在留出的测试集上评估效果。",
+       "审阅合同中的风险条款，总结各方义务、期限和付款条件。",
+       "制作带有无障碍导航和表单的响应式网页布局。",
+    ),
+}
+
+LANGUAGES = tuple(REFERENCE)
+
+class Centering(NamedTuple):
+    """Per-language centroids of a multilingual encoder's document vectors (rows follow ``LANGUAGES``).
+
+    ``reference`` tells a vector's language (nearest reference centroid); ``centroids`` are what is taken
+    away from a document of that language before the cosine, so that a request is not drawn to documents
+    merely because they share its language (multilingual-e5 ranks a Japanese document about anything above
+    an English one about the request's topic). Centroids mix the catalog's own documents of that language
+    with the built-in reference passages, so a language with one document is not reduced to nothing.
+    """
+
+    reference: np.ndarray
+    centroids: np.ndarray
+
+
+class _Probes(NamedTuple):
+    related_q: np.ndarray
+    related_p: np.ndarray
+    off_q: np.ndarray
+    reference: dict[str, np.ndarray]
+
+
 # Probe vectors per encoder name: the probes are fixed, so they are embedded once per process.
-_PROBE_CACHE: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+_PROBE_CACHE: dict[str, _Probes] = {}
+# The per-document part of centered cosines, for the last (matrix, centering) pair: both are immutable.
+_SCORE_CACHE: list[tuple[np.ndarray, Centering, np.ndarray, np.ndarray]] = []
+_PARSED: dict[int, tuple[Any, Centering]] = {}
 
 
-def _probe_vectors(encoder: Encoder) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _probe_vectors(encoder: Encoder) -> _Probes:
     cached = _PROBE_CACHE.get(encoder.name)
     if cached is None:
-        related_q = np.stack([encoder.encode_query(q) for q, _ in RELATED])
-        related_p = encoder.encode_documents([p for _, p in RELATED])
-        off_q = np.stack([encoder.encode_query(q) for q in OFF_TOPIC])
-        cached = (related_q, related_p, off_q)
+        cached = _Probes(
+            np.stack([encoder.encode_query(q) for q, _ in RELATED]),
+            encoder.encode_documents([p for _, p in RELATED]),
+            np.stack([encoder.encode_query(q) for q in OFF_TOPIC]),
+            {lang: encoder.encode_documents(list(texts)) for lang, texts in REFERENCE.items()},
+        )
         _PROBE_CACHE[encoder.name] = cached
     return cached
 
 
+def _unit(m: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(m, axis=-1, keepdims=True)
+    return np.asarray(m / np.where(norms == 0, 1.0, norms), dtype=np.float32)
+
+
+def fit_centering(reference: dict[str, np.ndarray], documents: np.ndarray) -> Centering:
+    """Centroids per language from the documents (assigned to their nearest reference centroid) and the
+    reference passages."""
+    ref = _unit(np.stack([reference[lang].mean(axis=0) for lang in LANGUAGES]))
+    codes = np.argmax(documents @ ref.T, axis=1) if len(documents) else np.zeros(0, np.int64)
+    centroids = np.stack([
+        (documents[codes == i].sum(axis=0) + reference[lang].sum(axis=0))
+        / (int((codes == i).sum()) + len(reference[lang]))
+        for i, lang in enumerate(LANGUAGES)
+    ])
+    return Centering(ref, centroids.astype(np.float32))
+
+
+def centered_cosines(documents: np.ndarray, queries: np.ndarray, centering: Centering) -> np.ndarray:
+    """Cosine of each query with each document minus its language's centroid: shape ``(queries, docs)``,
+    or ``(docs,)`` for one query vector."""
+    hit = next((c for c in _SCORE_CACHE if c[0] is documents and c[1] is centering), None)
+    if hit is None:
+        codes = np.argmax(documents @ centering.reference.T, axis=1) if len(documents) else np.zeros(0, np.int64)
+        norms = np.linalg.norm(documents - centering.centroids[codes], axis=1)
+        hit = (documents, centering, codes, 1.0 / np.where(norms == 0, 1.0, norms))
+        _SCORE_CACHE[:] = [hit]
+    _, _, codes, inv_norms = hit
+    q = np.atleast_2d(queries)
+    scores = (q @ documents.T - (q @ centering.centroids.T)[:, codes]) * inv_norms[None, :]
+    return np.asarray(scores[0] if queries.ndim == 1 else scores, dtype=np.float32)
+
+
+def centering_of(calibration: dict[str, Any] | None) -> Centering | None:
+    """The centering stored in a calibration, parsed once per calibration dict."""
+    stored = (calibration or {}).get("centering")
+    if not stored:
+        return None
+    cached = _PARSED.get(id(calibration))
+    if cached is not None and cached[0] is calibration:
+        return cached[1]
+    centering = Centering(np.asarray(stored["reference"], np.float32), np.asarray(stored["centroids"], np.float32))
+    _PARSED.clear()
+    _PARSED[id(calibration)] = (calibration, centering)
+    return centering
+
+
 def calibrate(encoder: Encoder, catalog_vectors: np.ndarray | None = None) -> dict[str, Any]:
     """The calibration of ``encoder`` for an index whose document vectors are ``catalog_vectors``."""
-    related_q, related_p, off_q = _probe_vectors(encoder)
-    related = np.einsum("ij,ij->i", related_q, related_p)
-    docs = related_p
+    probes = _probe_vectors(encoder)
+    catalog = np.zeros((0, encoder.dim), np.float32)
     if catalog_vectors is not None and len(catalog_vectors):
-        docs = np.concatenate([related_p, np.asarray(catalog_vectors, dtype=np.float32)])
-    off = off_q @ docs.T
-    noise_best = off.max(axis=1)
-    unrelated = (off_q @ related_p.T).ravel()
-    noise_p90 = float(np.quantile(noise_best, 0.9))
+        catalog = np.asarray(catalog_vectors, dtype=np.float32)
+    docs = np.concatenate([probes.related_p, catalog])
+    centering = fit_centering(probes.reference, catalog) if getattr(encoder, "multilingual", False) else None
+
+    def cos(queries: np.ndarray, documents: np.ndarray) -> np.ndarray:
+        if centering is None:
+            return np.asarray(queries @ documents.T)
+        return centered_cosines(documents, queries, centering)
+
+    related = np.diag(cos(probes.related_q, probes.related_p))
+    noise_best = cos(probes.off_q, docs).max(axis=1)
+    unrelated = cos(probes.off_q, probes.related_p).ravel()
+    noise_p50 = float(np.median(noise_best))
     related_p25 = float(np.quantile(related, 0.25))
-    threshold = min((noise_p90 + related_p25) / 2.0, related_p25)
-    return {
+    out: dict[str, Any] = {
         "version": CALIBRATION_VERSION,
         "encoder": encoder.name,
-        "documents": int(len(docs) - len(related_p)),
-        "no_match_cosine": round(threshold, 4),
-        "noise_best_p90": round(noise_p90, 4),
+        "documents": len(catalog),
+        "no_match_cosine": round(min(noise_p50, related_p25), 4),
+        "noise_best_median": round(noise_p50, 4),
+        "noise_best_p90": round(float(np.quantile(noise_best, 0.9)), 4),
         "noise_best_max": round(float(noise_best.max()), 4),
         "related_p25": round(related_p25, 4),
         "related_median": round(float(np.median(related)), 4),
         "cosine_center": round(float(unrelated.mean()), 4),
         "cosine_scale": round(max(float(unrelated.std()), 1e-3), 4),
     }
+    if centering is not None:
+        codes = np.argmax(catalog @ centering.reference.T, axis=1) if len(catalog) else np.zeros(0, np.int64)
+        out["centering"] = {
+            "languages": list(LANGUAGES),
+            "documents_per_language": {lang: int((codes == i).sum()) for i, lang in enumerate(LANGUAGES)},
+            "reference": np.round(centering.reference, 6).tolist(),
+            "centroids": np.round(centering.centroids, 6).tolist(),
+        }
+    return out
 
 
 def tune_weight(

@@ -100,6 +100,8 @@ class E5Encoder:
     name = "intfloat/multilingual-e5-small"
     dim = 384
     batch_size = 16
+    # Read by the calibration: its document vectors get per-language centering.
+    multilingual = True
 
     def __init__(self) -> None:
         try:
@@ -116,7 +118,8 @@ class E5Encoder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(texts), self.batch_size):
             batch = [t if t.strip() else " " for t in texts[start : start + self.batch_size]]
-            out[start : start + len(batch)] = _normalise(np.asarray(self.model.passage(batch)).reshape(len(batch), -1))
+            vectors = np.asarray(self.model.passage(batch)).reshape(len(batch), -1)
+            out[start : start + len(batch)] = _normalise(vectors)
             if progress:
                 progress(len(batch))
         return out
@@ -160,6 +163,7 @@ class CachedQueryEncoder:
         self.inner = inner
         self.name = inner.name
         self.dim = inner.dim
+        self.multilingual = bool(getattr(inner, "multilingual", False))
         self._size = size
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = Lock()

@@ -12,16 +12,18 @@ import re
 __all__ = ["FRENCH_WORDS", "is_french"]
 
 # Frequent French function words that are not also common English words ("a", "on", "in" are left out).
-FRENCH_WORDS = frozenset(
+_FRENCH = (
     """le la les un une des du de au aux et est sont pour avec dans sur par qui que quoi dont ou où
     ce cet cette ces mon ma mes ton ta tes son sa ses notre nos votre vos leur leurs je tu il elle nous vous
     ils elles ne pas plus mais comme sans sous entre vers chez aussi très être avoir fait faire peut
-    comment pourquoi quand quel quelle quels quelles lors avant après puis donc alors selon afin""".split()
+    comment pourquoi quand quel quelle quels quelles lors avant après puis donc alors selon afin"""
 )
-ENGLISH_WORDS = frozenset(
+FRENCH_WORDS = frozenset(_FRENCH.split())
+_ENGLISH = (
     """the and of to is are for with in on by that this these those from into when how what which who
-    your you it its be as at or not use using an was were will can should""".split()
+    your you it its be as at or not use using an was were will can should"""
 )
+ENGLISH_WORDS = frozenset(_ENGLISH.split())
 _WORDS = re.compile(r"[a-zàâäçéèêëîïôöûùüÿœæ]+", re.IGNORECASE)
 _FRENCH_LETTERS = re.compile(r"[àâçéèêëîïôûùüÿœæ]", re.IGNORECASE)
 _ELISION = re.compile(r"\b[ldjnmstc]['’][a-zàâéèêîôûh]", re.IGNORECASE)

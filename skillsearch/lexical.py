@@ -35,7 +35,7 @@ import tantivy
 
 from skillsearch.errors import IndexNotReadyError
 from skillsearch.hashing import sha256_hex
-from skillsearch.language import is_french
+from skillsearch.language import FRENCH_WORDS, is_french
 
 __all__ = [
     "FIELD_BOOSTS", "FRENCH_BOOSTS", "FRENCH_MODES", "LexicalDoc", "LexicalHits", "LexicalIndex", "cjk_runs",
@@ -53,6 +53,7 @@ FRENCH_BOOSTS: dict[str, float] = {"fr": 2.0, "fr_body": 1.0}
 FRENCH_MODES = ("detect", "docs", "all", "off")
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff66-\uff9f]+")
+_HIRAGANA = re.compile(r"[\u3040-\u309f]+")
 _NON_WORD = re.compile(r"[^\w]+", re.UNICODE)
 
 
@@ -221,15 +222,24 @@ class LexicalIndex:
         """The whole lexical query, filters included, or ``None`` when the text has no searchable word."""
         words = _NON_WORD.sub(" ", text).strip().lower()
         should: list[tuple[tantivy.Occur, tantivy.Query]] = []
+        french = self.french != "off" and (self.french != "detect" or is_french(text))
         if words:
-            query, _errors = self.index.parse_query_lenient(words, list(TEXT_FIELDS), field_boosts=FIELD_BOOSTS)
-            should.append((tantivy.Occur.Should, query))
-            if self.french != "off" and (self.french != "detect" or is_french(text)):
+            # A French request's function words ("de", "la", "pour") would match every French document
+            # through the English fields, whose stop list is English: they are left to the French fields.
+            en_words = " ".join(w for w in words.split() if w not in FRENCH_WORDS) if french else words
+            if en_words:
+                query, _errors = self.index.parse_query_lenient(
+                    en_words, list(TEXT_FIELDS), field_boosts=FIELD_BOOSTS
+                )
+                should.append((tantivy.Occur.Should, query))
+            if french:
                 fr_query, _errors = self.index.parse_query_lenient(
                     words, list(FRENCH_FIELDS), field_boosts=FRENCH_BOOSTS
                 )
                 should.append((tantivy.Occur.Should, fr_query))
-        grams = sorted({g for run in cjk_runs(text) for g in _bigrams(run)})
+        # Bigrams of hiragana alone are inflections and particles ("した", "ので", "たい"): they match every
+        # Japanese document, so a request's are left out (kanji and katakana carry its content).
+        grams = sorted({g for run in cjk_runs(text) for g in _bigrams(run) if not _HIRAGANA.fullmatch(g)})
         if grams:
             terms = [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "cjk", g)) for g in grams]
             cjk_q = tantivy.Query.boost_query(tantivy.Query.boolean_query(terms), CJK_BOOST)

@@ -6,6 +6,8 @@
 3. The chosen fusion (default: z-score convex combination, semantic weight 0.6) orders them.
 4. The fused list is re-checked against the store in one query (status, grant, revocation) before it is
    returned: the index may lag the store by one batch, the answer may not.
+   A multilingual encoder's cosines are taken against language-centered document vectors (the index's
+   calibration holds the centroids, see ``skillsearch/calibration.py``).
 5. ``no_match``: when no candidate matches lexically and the best cosine is under the encoder's calibrated
    threshold, nothing is a good match and the list is left empty rather than padded with noise.
 """
@@ -18,6 +20,7 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
+from skillsearch.calibration import centered_cosines, centering_of
 from skillsearch.domain import Principal, Skill
 from skillsearch.encoder import Encoder
 from skillsearch.errors import ValidationError
@@ -137,6 +140,10 @@ def run_search(
         timings["encode_ms"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
         sem_all = vectors.scores(q, vectors.mask(grants, request.kind, request.tags))
+        centering = centering_of(calibration)
+        if centering is not None and sem_all.size:
+            visible = np.isfinite(sem_all)
+            sem_all = np.where(visible, centered_cosines(vectors.matrix, q, centering), -np.inf).astype(np.float32)
         sem_rows = top_k(sem_all, depth)
         timings["vector_ms"] = (time.perf_counter() - t) * 1000
 
