@@ -65,7 +65,7 @@ LANGS = ("en", "fr", "ja", "zh")
 HIT_AT = 5
 MRR_AT = 10
 NDCG_AT = 10
-FRENCH_MODES = ("detect", "all", "off")
+FRENCH_MODES = ("detect", "both", "all", "off")
 WEIGHT_GRID = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 SPEED_QUERIES = 200
 SKILLS_GRANT = "sub:skills-catalog"
@@ -77,6 +77,7 @@ OFF_TOPIC_HELD_OUT = (
     "猫の名前を考えて", "北京今天空气怎么样", "周末去哪里爬山比较好", "给我讲个笑话",
 )
 OPERATOR = Principal.operator()
+CENTERING = True  # --no-centering: e5 without per-language centering (for the comparison)
 
 
 # -- a disk cache of embeddings ------------------------------------------------------------------------
@@ -85,7 +86,7 @@ OPERATOR = Principal.operator()
 class DiskCachedEncoder:
     """Wraps an encoder (built lazily) and keeps every vector it makes in SQLite, keyed by model + text."""
 
-    def __init__(self, encoder_name: str, path: Path = CACHE) -> None:
+    def __init__(self, encoder_name: str, path: Path = CACHE, centering: bool = True) -> None:
         self.encoder_name = encoder_name
         self._inner: Encoder | None = None
         probe = {"minilm": ("sentence-transformers/all-MiniLM-L6-v2", 384),
@@ -93,7 +94,7 @@ class DiskCachedEncoder:
         if probe is None:
             probe = (self.inner.name, self.inner.dim)
         self.name, self.dim = probe
-        self.multilingual = encoder_name == "e5"
+        self.multilingual = encoder_name == "e5" and centering
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(str(path))
         self.db.execute("CREATE TABLE IF NOT EXISTS vec (key TEXT PRIMARY KEY, v BLOB)")
@@ -169,13 +170,13 @@ def log(msg: str) -> None:
 # -- catalogs ------------------------------------------------------------------------------------------
 
 
-def open_catalog(data_dir: Path, encoder: str, french: str = "detect", cached: bool = True) -> Catalog:
+def open_catalog(data_dir: Path, encoder: str, french: str = "both", cached: bool = True) -> Catalog:
     settings = Settings(data_dir=data_dir, encoder=encoder, seed_sample=False, french_analysis=french)
-    enc: Encoder = DiskCachedEncoder(encoder) if cached else make_encoder(encoder)
+    enc: Encoder = DiskCachedEncoder(encoder, centering=CENTERING) if cached else make_encoder(encoder)
     return Catalog(settings, encoder=enc)
 
 
-def build_devset_catalog(data_dir: Path, encoder: str, french: str = "detect", cached: bool = True) -> Catalog:
+def build_devset_catalog(data_dir: Path, encoder: str, french: str = "both", cached: bool = True) -> Catalog:
     catalog = open_catalog(data_dir, encoder, french, cached)
     catalog.import_sample()
     report = catalog.import_path(SKILLS_CATALOG, "skills-catalog", SKILLS_GRANT)
@@ -210,7 +211,7 @@ def beir_bundle(folder: Path, out: Path) -> dict[str, str]:
     return slugs
 
 
-def build_beir_catalog(name: str, data_dir: Path, encoder: str, french: str = "detect") -> tuple[Catalog, dict[str, str]]:
+def build_beir_catalog(name: str, data_dir: Path, encoder: str, french: str = "both") -> tuple[Catalog, dict[str, str]]:
     catalog = open_catalog(data_dir, encoder, french)
     bundle = data_dir.parent / f"{name}.jsonl"
     slugs = beir_bundle(BEIR[name], bundle)
@@ -277,17 +278,20 @@ def part_devset(args: argparse.Namespace) -> dict[str, Any]:
     items = load_devset()
     results: dict[str, Any] = {}
     for encoder in args.encoders:
-        for french in (FRENCH_MODES if args.french_modes else ("detect",)):
+        for french in (FRENCH_MODES if args.french_modes else ("both",)):
             with tempfile.TemporaryDirectory() as tmp:
                 t = time.perf_counter()
                 catalog = build_devset_catalog(Path(tmp) / "data", encoder, french)
                 log(f"devset {encoder}/{french}: built in {time.perf_counter() - t:.1f}s")
-                for mode in ("hybrid", "semantic", "lexical"):
+                runs: list[tuple[str, float | None]] = [("hybrid", None), ("semantic", None), ("lexical", None)]
+                if args.devset_weights:
+                    runs += [("hybrid", w) for w in WEIGHT_GRID]
+                for mode, w in runs:
                     if mode == "lexical" and encoder != args.encoders[0]:
                         continue
-                    r = run_devset(catalog, items, mode)
-                    results[f"{encoder}|{french}|{mode}"] = r
-                    log(f"  {mode}: " + ", ".join(f"{k} {v.get(f'hit@{HIT_AT}')}" for k, v in r.items()
+                    r = run_devset(catalog, items, mode, w)
+                    results[f"{encoder}|{french}|{mode}|{w if w is not None else 'default'}"] = r
+                    log(f"  {mode} w={w}: " + ", ".join(f"{k} {v.get(f'hit@{HIT_AT}')}" for k, v in r.items()
                                                   if k in LANGS) + f" no_match {r.get('no_match')}")
                 catalog.close()
     return results
@@ -417,7 +421,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--french-modes", action="store_true", help="compare the French field's modes")
     p.add_argument("--speed-queries", type=int, default=SPEED_QUERIES)
     p.add_argument("--out", default=None, help="write JSON results here")
+    p.add_argument("--no-centering", action="store_true", help="e5 without per-language centering")
+    p.add_argument("--devset-weights", action="store_true", help="also sweep the semantic weight on the dev set")
     args = p.parse_args(argv)
+    global CENTERING
+    CENTERING = not args.no_centering
     args.encoders = [e for e in args.encoders.split(",") if e]
     args.datasets = [d for d in args.datasets.split(",") if d]
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
