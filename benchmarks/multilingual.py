@@ -428,7 +428,10 @@ def part_speed(args: argparse.Namespace) -> dict[str, Any]:
 def render(results: dict[str, Any]) -> str:
     """Markdown tables of whatever parts the results hold."""
     out = [f"# Multilingual benchmark\n\n- command: `{results.get('command')}`", f"- date: {results.get('date')}",
-           f"- machine: {results.get('machine')}", ""]
+           f"- machine: {results.get('machine')}"]
+    for src in results.get("sources", []):
+        out.append(f"- merged from `{src['file']}`: `{src['command']}` ({src['date']})")
+    out.append("")
     dev = results.get("devset") or {}
     if dev:
         out += ["## Multilingual dev set (hit@5 / MRR@10 per language; 24 requests each, 927 skills)", "",
