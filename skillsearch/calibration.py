@@ -5,7 +5,7 @@ multilingual-e5 gives them about 0.7-0.8 and a good match about 0.85-0.9. A code
 model is wrong for the other, so every index carries its own numbers (``manifest.json`` -> ``calibration``),
 computed when it is built (``skillsearch reindex``) or on demand (``skillsearch calibrate``).
 
-How: the encoder embeds two small built-in probe sets, written in English, French, Japanese and Chinese:
+How: the encoder embeds small built-in probe sets, written in English, French, Japanese and Chinese:
 - ``RELATED``: requests paired with a passage that answers them (some across languages);
 - ``OFF_TOPIC``: requests no skill catalog should answer (weather, recipes, trivia, chit-chat).
 Off-topic requests are scored against the probe passages *and* the index's own vectors, so the noise floor
@@ -21,6 +21,10 @@ reflects this catalog (a bigger catalog has a higher best-noise cosine). From th
   skill). With e5 a large catalog therefore rarely says ``no_match``; MiniLM separates them better;
 - ``cosine_center``/``cosine_scale``: mean and spread of unrelated cosines, to read a raw cosine as "how far
   above noise" (used to explain hits, comparable across encoders).
+
+For a multilingual encoder (``encoder.multilingual``) the calibration also holds ``centering``: the mean
+vector of the built-in ``REFERENCE`` passages of each language (see :class:`Centering`); search then scores
+``q . d - q . centroid[language(d)]`` and every number above is computed in that space.
 
 A ``semantic_weight`` may also be stored: only ``skillsearch calibrate --queries FILE`` sets it, from
 labelled requests over the live index (see :func:`tune_weight`); search uses it when the request names none.
