@@ -9,9 +9,10 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: serve test venv lint bench clean browser screenshot
 
-$(STAMP): pyproject.toml
+.PHONY: serve test venv lint bench bench-multilingual clean browser screenshot
+
+$(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
@@ -40,6 +41,10 @@ screenshot: $(STAMP) browser
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/relevance.py
+
+# French, Japanese and Chinese requests vs their English originals, for both encoders (see docs/benchmarks.md).
+bench-multilingual: $(STAMP)
+	PYTHONPATH=. $(BIN)/python benchmarks/multilingual.py all --out benchmarks/results/multilingual.json
 
 lint: $(STAMP)
 	$(BIN)/pip install --quiet ruff mypy

@@ -427,6 +427,27 @@ def cmd_token_remove(args: argparse.Namespace, out: TextIO) -> int:
     return 0 if removed else 1
 
 
+def cmd_calibrate(args: argparse.Namespace, out: TextIO) -> int:
+    catalog = _open(args)
+    labelled: list[tuple[str, list[str]]] = []
+    if args.queries:
+        try:
+            lines = Path(args.queries).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValidationError(f"cannot read {args.queries}: {exc}") from None
+        for lineno, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+                labelled.append((str(entry["query"]), [str(s) for s in entry["expected"]]))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ValidationError(f"{args.queries}:{lineno}: expected {{query, expected: [slugs]}} ({exc})") from None
+    calibration = catalog.calibrate(labelled)
+    _emit(out, args, calibration, lambda: "\n".join(f"{k}: {v}" for k, v in calibration.items()))
+    return 0
+
+
 # -- parser ---------------------------------------------------------------------------------------------
 
 
@@ -535,6 +556,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="grant key the principal sees: sub:<id>, team:<id>, user:<id>, or * (repeatable)")
             t.add_argument("--scope", action="append", metavar="S",
                            help="scope: skills:read, memory:read (repeatable; default both)")
+
+    p = add("calibrate", cmd_calibrate, "recompute the encoder's score calibration stored with the index")
+    p.add_argument("--queries", metavar="FILE",
+                   help="JSONL of {query, expected: [slugs]}: also tune the semantic weight on them (MRR@10)")
     return parser
 
 

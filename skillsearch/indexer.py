@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import tantivy
 
+from skillsearch.calibration import CALIBRATION_VERSION, calibrate
 from skillsearch.encoder import Encoder
 from skillsearch.errors import IndexMismatchError, IndexNotReadyError
 from skillsearch.hashing import canonical_json, sha256_hex
@@ -41,7 +42,13 @@ __all__ = ["FORMAT_VERSION", "IndexSnapshot", "IndexStats", "SearchIndex", "embe
 
 FORMAT_VERSION = 1
 log = logging.getLogger("skillsearch")
+
+# Bumped when the lexical schema gains fields (2: the French fields ``fr`` and ``fr_body``).
+LEXICAL_FIELDS_VERSION = 2
 MANIFEST = "manifest.json"
+
+# Calibration entries set from labelled requests rather than computed from probes; a rebuild keeps them.
+TUNED_KEYS = ("semantic_weight", "tuned_on")
 
 ProgressFactory = Callable[[int, str], Callable[[int], None]]
 
@@ -80,8 +87,11 @@ class IndexStats:
 class SearchIndex:
     """Owns ``lexical/``, ``vectors/`` and ``manifest.json`` in a data directory."""
 
-    def __init__(self, data_dir: Path, encoder: Encoder, instructions_chars: int = 600) -> None:
+    def __init__(
+        self, data_dir: Path, encoder: Encoder, instructions_chars: int = 600, french: str = "both"
+    ) -> None:
         self.data_dir = Path(data_dir)
+        self.french = french
         self.encoder = encoder
         self.instructions_chars = instructions_chars
         self.embed_count = 0
@@ -114,11 +124,16 @@ class SearchIndex:
             "documents": len(self._snapshot.vectors),
             "embedded_text": {"instructions_chars": self.instructions_chars},
             "calibration": self.calibration,
+            "lexical": self.lexical_config(),
             "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
         tmp = self.manifest_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
         os.replace(tmp, self.manifest_path)
+
+    def lexical_config(self) -> dict[str, Any]:
+        """What decides the lexical side's content; a manifest that differs gets its lexical side rebuilt."""
+        return {"french": self.french, "fields": LEXICAL_FIELDS_VERSION}
 
     # -- open / build -----------------------------------------------------------------------------
 
@@ -159,28 +174,66 @@ class SearchIndex:
         if vectors.dim != self.encoder.dim:
             raise IndexMismatchError(f"vector dimension {vectors.dim} != encoder's {self.encoder.dim}; reindex")
         try:
-            self.lexical = LexicalIndex(self.data_dir / "lexical")
+            self.lexical = LexicalIndex(self.data_dir / "lexical", french=self.french)
             searcher = self.lexical.searcher()
         except (IndexNotReadyError, ValueError) as exc:
             if not behind:
                 raise IndexNotReadyError(f"the lexical index is unreadable ({exc}); run `skillsearch reindex`") \
                     from exc
             log.warning("lexical index unreadable (%s); the index is behind the catalog, rebuilding it", exc)
-            self.lexical, damaged = LexicalIndex(self.data_dir / "lexical", create=True), True
+            self.lexical, damaged = LexicalIndex(self.data_dir / "lexical", create=True, french=self.french), True
             searcher = self.lexical.searcher()
         self._snapshot = IndexSnapshot(searcher, vectors, generation)
-        if damaged or behind or self.lexical.num_docs() != len(vectors):
-            return self.repair(store, progress)
+        if (
+            damaged
+            or behind
+            or self.lexical.num_docs() != len(vectors)
+            or manifest.get("lexical") != self.lexical_config()
+        ):
+            stats = self.repair(store, progress)
+            self._ensure_calibration()
+            return stats
+        self._ensure_calibration()
         return None
 
     def rebuild(self, store: CatalogStore, progress: ProgressFactory | None = None) -> IndexStats:
-        """Build both sides from the store from scratch (``skillsearch reindex``)."""
+        """Build both sides from the store from scratch (``skillsearch reindex``), then calibrate.
+
+        A ``semantic_weight`` tuned for the same encoder (``skillsearch calibrate --queries``) survives."""
         with self._lock:
+            try:
+                previous = self.read_manifest()
+            except IndexNotReadyError:
+                previous = None
+            kept = {}
+            if previous and (previous.get("calibration") or {}).get("encoder") == self.encoder.name:
+                kept = {k: v for k, v in previous["calibration"].items() if k in TUNED_KEYS}
+            self.calibration = {}
             self.manifest_path.unlink(missing_ok=True)
-            self.lexical = LexicalIndex(self.data_dir / "lexical", create=True)
+            self.lexical = LexicalIndex(self.data_dir / "lexical", create=True, french=self.french)
             shutil.rmtree(self.data_dir / "vectors", ignore_errors=True)
             self._snapshot = IndexSnapshot(self.lexical.searcher(), VectorSnapshot.empty(self.encoder.dim), -1)
-            return self._sync(store, None, progress, rebuild_lexical=False)
+            stats = self._sync(store, None, progress, rebuild_lexical=False)
+            self.recalibrate(kept)
+            return stats
+
+    def recalibrate(self, tuned: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Compute this encoder's calibration against the current vectors and store it in the manifest.
+
+        ``tuned`` holds values set from labelled requests (``semantic_weight``); they are kept as given."""
+        with self._lock:
+            calibration = calibrate(self.encoder, self._snapshot.vectors.matrix)
+            calibration.update(tuned or {})
+            self.calibration = calibration
+            self._write_manifest(self._snapshot.generation)
+            return dict(calibration)
+
+    def _ensure_calibration(self) -> None:
+        """An index built before calibration existed, or by another encoder's settings, is calibrated now."""
+        c = self.calibration
+        if c.get("version") != CALIBRATION_VERSION or c.get("encoder") != self.encoder.name:
+            same = c.get("encoder") == self.encoder.name
+            self.recalibrate({k: v for k, v in c.items() if k in TUNED_KEYS and same})
 
     def repair(self, store: CatalogStore, progress: ProgressFactory | None = None) -> IndexStats:
         """Bring a stale index up to the store: re-embed what changed, rebuild the cheap lexical side."""
@@ -237,7 +290,7 @@ class SearchIndex:
         new_vectors = current.apply(upserts, deletes)
         if rebuild_lexical:
             self.lexical.close()
-            self.lexical = LexicalIndex(self.data_dir / "lexical", create=True)
+            self.lexical = LexicalIndex(self.data_dir / "lexical", create=True, french=self.french)
             all_rows = {r.skill_id: r for r in (rows if skill_ids is None else store.index_rows())}
             self.lexical.apply([_lexical_doc(r) for r in all_rows.values()], [])
         else:

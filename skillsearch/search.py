@@ -6,6 +6,8 @@
 3. The chosen fusion (default: z-score convex combination, semantic weight 0.6) orders them.
 4. The fused list is re-checked against the store in one query (status, grant, revocation) before it is
    returned: the index may lag the store by one batch, the answer may not.
+   A multilingual encoder's cosines are taken against language-centered document vectors (the index's
+   calibration holds the centroids, see ``skillsearch/calibration.py``).
 5. ``no_match``: when no candidate matches lexically and the best cosine is under the encoder's calibrated
    threshold, nothing is a good match and the list is left empty rather than padded with noise.
 """
@@ -18,6 +20,7 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
+from skillsearch.calibration import centered_cosines, centering_of
 from skillsearch.domain import Principal, Skill
 from skillsearch.encoder import Encoder
 from skillsearch.errors import ValidationError
@@ -35,8 +38,9 @@ SearchMode = Literal["hybrid", "lexical", "semantic"]
 SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 KINDS = ("knowledge", "flow_template")
 
-# Cosine under which a semantic-only candidate is noise, per encoder, until the index carries its own
-# calibration (``manifest.json`` -> ``calibration.no_match_cosine``), measured on dev queries.
+# Cosine under which a semantic-only candidate is noise, per encoder: only a fallback for an index that
+# carries no calibration yet. Every index computes its own when it is built or opened
+# (``manifest.json`` -> ``calibration.no_match_cosine``, see ``skillsearch/calibration.py``).
 DEFAULT_NO_MATCH_COSINE: dict[str, float] = {
     "sentence-transformers/all-MiniLM-L6-v2": 0.25,
     "intfloat/multilingual-e5-small": 0.80,
@@ -113,7 +117,7 @@ def run_search(
     grants = sorted(visible_grants(principal, vectors.grant_names, revoked))
     depth = max(request.limit, settings.candidate_depth)
     method: FusionMethod = request.fusion or settings.fusion  # type: ignore[assignment]
-    weight = settings.semantic_weight if request.semantic_weight is None else request.semantic_weight
+    weight = _semantic_weight(request, settings, calibration)
     use_lex = request.mode in ("lexical", "hybrid")
     use_sem = request.mode in ("semantic", "hybrid")
 
@@ -136,6 +140,10 @@ def run_search(
         timings["encode_ms"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
         sem_all = vectors.scores(q, vectors.mask(grants, request.kind, request.tags))
+        centering = centering_of(calibration)
+        if centering is not None and sem_all.size:
+            visible = np.isfinite(sem_all)
+            sem_all = np.where(visible, centered_cosines(vectors.matrix, q, centering), -np.inf).astype(np.float32)
         sem_rows = top_k(sem_all, depth)
         timings["vector_ms"] = (time.perf_counter() - t) * 1000
 
@@ -200,6 +208,15 @@ def run_search(
         took_ms=(time.perf_counter() - started) * 1000,
         timings=timings,
     )
+
+
+def _semantic_weight(request: SearchRequest, settings: Settings, calibration: dict[str, Any] | None) -> float:
+    """The request's weight, else one tuned for this index's encoder (``skillsearch calibrate --queries``),
+    else the settings' default."""
+    if request.semantic_weight is not None:
+        return float(request.semantic_weight)
+    tuned = (calibration or {}).get("semantic_weight")
+    return float(tuned) if isinstance(tuned, (int, float)) else settings.semantic_weight
 
 
 def _explain(

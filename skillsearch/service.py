@@ -14,11 +14,12 @@ from pathlib import Path
 from threading import Event, RLock
 from typing import Any
 
+from skillsearch.calibration import tune_weight
 from skillsearch.domain import GRANT_PATTERN, Principal
 from skillsearch.encoder import CachedQueryEncoder, Encoder, make_encoder
 from skillsearch.errors import UpstreamUnavailableError, ValidationError
 from skillsearch.importer import ImportProblem, parse_path
-from skillsearch.indexer import IndexStats, ProgressFactory, SearchIndex
+from skillsearch.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex
 from skillsearch.reads import get_detail, list_page, resolve_flow
 from skillsearch.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
 from skillsearch.search import SearchRequest, SearchResult, run_search
@@ -132,17 +133,46 @@ class Catalog:
                 self._lock.release()
         with self._lock:
             if self._index is None:
-                idx = SearchIndex(self.data_dir, self.encoder, self.settings.embed_instructions_chars)
+                idx = SearchIndex(
+                    self.data_dir, self.encoder, self.settings.embed_instructions_chars, self.settings.french_analysis
+                )
                 idx.open(self.store, progress)
                 self._index = idx
             return self._index
 
     def reindex(self, progress: ProgressFactory | None = None) -> IndexStats:
         with self._lock:
-            idx = self._index or SearchIndex(self.data_dir, self.encoder, self.settings.embed_instructions_chars)
+            idx = self._index or SearchIndex(
+                self.data_dir, self.encoder, self.settings.embed_instructions_chars, self.settings.french_analysis
+            )
             stats = idx.rebuild(self.store, progress)
             self._index = idx
             return stats
+
+    def calibrate(self, labelled: Sequence[tuple[str, Sequence[str]]] = ()) -> dict[str, Any]:
+        """Recompute the index's calibration for its encoder (``skillsearch calibrate``).
+
+        With labelled requests (text, expected slugs) the semantic weight is also tuned on them, by MRR@10
+        over the live index as the operator sees it, and stored with the calibration."""
+        idx = self.index()
+        if not labelled:
+            kept = {k: v for k, v in idx.calibration.items() if k in TUNED_KEYS}
+            return idx.recalibrate(kept if idx.calibration.get("encoder") == self.encoder.name else {})
+        operator = Principal.operator()
+
+        def mrr(weight: float) -> float:
+            total = 0.0
+            for text, expected in labelled:
+                hits = self.search(operator, SearchRequest(text, limit=10, semantic_weight=weight)).hits
+                rank = next((i for i, h in enumerate(hits, start=1) if h.skill.slug in set(expected)), None)
+                total += 1.0 / rank if rank else 0.0
+            return total / len(labelled)
+
+        weight, scores = tune_weight(mrr)
+        return idx.recalibrate({
+            "semantic_weight": weight,
+            "tuned_on": {"queries": len(labelled), "mrr@10": {str(w): round(v, 4) for w, v in scores.items()}},
+        })
 
     def close(self) -> None:
         if self._index is not None:

