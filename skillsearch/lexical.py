@@ -29,7 +29,9 @@ import tantivy
 from skillsearch.errors import IndexNotReadyError
 from skillsearch.hashing import sha256_hex
 
-__all__ = ["FIELD_BOOSTS", "LexicalDoc", "LexicalHits", "LexicalIndex", "cjk_runs", "skill_key"]
+__all__ = [
+    "FIELD_BOOSTS", "LexicalDoc", "LexicalHits", "LexicalIndex", "cjk_runs", "skill_key", "split_identifiers",
+]
 
 EN_ANALYZER = "skill_en"
 CJK_ANALYZER = "skill_cjk"
@@ -39,6 +41,17 @@ CJK_BOOST = 1.0
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff66-\uff9f]+")
 _NON_WORD = re.compile(r"[^\w]+", re.UNICODE)
+
+
+_IDENTIFIER_BREAK = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=[0-9])|_+")
+
+
+def split_identifiers(text: str) -> str:
+    """``getCloudSlaInfo`` -> ``get Cloud Sla Info``, ``Horoscopes_by_Self`` -> ``Horoscopes by Self``.
+
+    Tool and API names are often identifiers; people ask for them in words. Other text is unchanged.
+    """
+    return " ".join(_IDENTIFIER_BREAK.sub(" ", text).split())
 
 
 def skill_key(skill_id: str) -> int:
@@ -123,6 +136,7 @@ class LexicalIndex:
                 {"path": str(self.path)},
             ) from exc
         _register_analyzers(self.index)
+        self.field_boosts: dict[str, float] = dict(FIELD_BOOSTS)
         self._writer: Any = None
         self._lock = Lock()
 
@@ -137,7 +151,7 @@ class LexicalIndex:
             "kind": d.kind,
             "status": "active",
             "tag": list(d.tags),
-            "name": d.name,
+            "name": d.name if split_identifiers(d.name) == d.name else f"{d.name} {split_identifiers(d.name)}",
             "slug": d.slug.replace("-", " "),
             "tags_text": " ".join(d.tags),
             "description": d.description,
@@ -185,7 +199,9 @@ class LexicalIndex:
         words = _NON_WORD.sub(" ", text).strip().lower()
         should: list[tuple[tantivy.Occur, tantivy.Query]] = []
         if words:
-            query, _errors = self.index.parse_query_lenient(words, list(TEXT_FIELDS), field_boosts=FIELD_BOOSTS)
+            query, _errors = self.index.parse_query_lenient(
+                words, [f for f, b in self.field_boosts.items() if b > 0], field_boosts=self.field_boosts
+            )
             should.append((tantivy.Occur.Should, query))
         grams = sorted({g for run in cjk_runs(text) for g in _bigrams(run)})
         if grams:

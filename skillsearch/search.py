@@ -122,10 +122,11 @@ def run_search(
     if use_lex and grants:
         t = time.perf_counter()
         hits = lexical.search(request.query, grants, depth, request.kind, request.tags, searcher=snapshot.searcher)
-        mapped = [(vectors.key_to_row.get(int(k)), s) for k, s in zip(hits.keys, hits.scores, strict=True)]
-        mapped = [(r, s) for r, s in mapped if r is not None]
-        lex_rows = np.asarray([r for r, _ in mapped], dtype=np.int64)
-        lex_scores = np.asarray([s for _, s in mapped], dtype=np.float32)
+        key_to_row = vectors.key_to_row
+        found = [key_to_row.get(k, -1) for k in hits.keys.tolist()]
+        lex_rows = np.asarray(found, dtype=np.int64)
+        lex_scores = hits.scores[lex_rows >= 0].astype(np.float32)
+        lex_rows = lex_rows[lex_rows >= 0]
         timings["lexical_ms"] = (time.perf_counter() - t) * 1000
 
     sem_all: np.ndarray | None = None
@@ -135,20 +136,19 @@ def run_search(
         q = encoder.encode_query(request.query)
         timings["encode_ms"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
-        sem_all = vectors.scores(q, vectors.mask(grants, request.kind, request.tags))
+        everything = set(vectors.grant_names) <= set(grants) and not request.kind and not request.tags
+        mask = np.ones(len(vectors), dtype=bool) if everything else vectors.mask(grants, request.kind, request.tags)
+        sem_all = vectors.scores(q, mask)
         sem_rows = top_k(sem_all, depth)
         timings["vector_ms"] = (time.perf_counter() - t) * 1000
 
-    rows = np.unique(np.concatenate([lex_rows, sem_rows])) if (lex_rows.size or sem_rows.size) else lex_rows
+    rows, where = np.unique(np.concatenate([lex_rows, sem_rows]), return_inverse=True)
     lexical_score = np.zeros(rows.size, np.float32)
     lexical_rank = np.zeros(rows.size, np.int64)
     semantic_rank = np.zeros(rows.size, np.int64)
-    pos = {int(r): i for i, r in enumerate(rows)}
-    for rank, (r, s) in enumerate(zip(lex_rows, lex_scores, strict=True), start=1):
-        lexical_score[pos[int(r)]] = s
-        lexical_rank[pos[int(r)]] = rank
-    for rank, r in enumerate(sem_rows, start=1):
-        semantic_rank[pos[int(r)]] = rank
+    lexical_score[where[: lex_rows.size]] = lex_scores
+    lexical_rank[where[: lex_rows.size]] = np.arange(1, lex_rows.size + 1)
+    semantic_rank[where[lex_rows.size :]] = np.arange(1, sem_rows.size + 1)
     semantic = sem_all[rows].astype(np.float32) if sem_all is not None else np.zeros(rows.size, np.float32)
     cands = Candidates(rows, lexical_score, semantic, lexical_rank, semantic_rank)
 
@@ -159,9 +159,7 @@ def run_search(
     else:
         fused = fuse(cands, method, weight, settings.rrf_k)
 
-    threshold = float(
-        (calibration or {}).get("no_match_cosine", DEFAULT_NO_MATCH_COSINE.get(encoder.name, 0.25))
-    )
+    threshold = no_match_threshold(settings, encoder.name, calibration)
     keep = np.ones(rows.size, dtype=bool)
     if use_sem:
         keep = (lexical_rank > 0) | (semantic >= threshold)
@@ -173,7 +171,7 @@ def run_search(
     # Re-check visibility on the fused list against the store, in one round trip.
     t = time.perf_counter()
     hits_out: list[Hit] = []
-    chunk = max(request.limit * 2, 20)
+    chunk = request.limit + 5
     for start in range(0, order.size, chunk):
         part = order[start : start + chunk]
         ids = [vectors.rows[int(rows[i])].skill_id for i in part]
@@ -200,6 +198,13 @@ def run_search(
         took_ms=(time.perf_counter() - started) * 1000,
         timings=timings,
     )
+
+
+def no_match_threshold(settings: Settings, encoder_name: str, calibration: dict[str, Any] | None) -> float:
+    """The settings' value, else the index's calibration, else the encoder's default."""
+    if settings.no_match_cosine is not None:
+        return float(settings.no_match_cosine)
+    return float((calibration or {}).get("no_match_cosine", DEFAULT_NO_MATCH_COSINE.get(encoder_name, 0.25)))
 
 
 def _explain(

@@ -17,6 +17,8 @@ def _env_default(name: str, default: Any) -> Any:
     raw = os.environ.get(f"SKILLSEARCH_{name.upper()}")
     if raw is None:
         return default
+    if default is None:
+        return float(raw) if raw.strip() else None
     if isinstance(default, bool):
         return raw.strip().lower() in ("1", "true", "yes", "on")
     if isinstance(default, int):
@@ -42,6 +44,8 @@ class Settings:
     # Characters of the instructions that go into the embedded text.
     embed_instructions_chars: int = 600
     query_cache_size: int = 1024
+    # Cosine under which a query has no good match; None: the index's calibration, else the encoder's default.
+    no_match_cosine: float | None = None
     max_query_chars: int = 2000
     max_limit: int = 100
     # Seed an empty data directory with the bundled sample catalog when it is opened for reading.
