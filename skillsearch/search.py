@@ -7,11 +7,13 @@
 4. The fused list is re-checked against the store in one query (status, grant, revocation) before it is
    returned: the index may lag the store by one batch, the answer may not.
 5. ``no_match``: when no candidate matches lexically and the best cosine is under the encoder's calibrated
-   threshold, nothing is a good match and the list is left empty rather than padded with noise.
+   threshold, nothing is a good match and the list is left empty rather than padded with noise. The
+   decision is per query, not per hit, so a good match never loses its weaker neighbours.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
@@ -37,8 +39,11 @@ KINDS = ("knowledge", "flow_template")
 
 # Cosine under which a semantic-only candidate is noise, per encoder, until the index carries its own
 # calibration (``manifest.json`` -> ``calibration.no_match_cosine``), measured on dev queries.
+# MiniLM's value is the largest that refuses at most 1% of the dev queries of MetaTool and Seal-Tools
+# (benchmarks/calibrate_no_match.py, docs/benchmarks.md). A query-level decision: a per-hit cut at the old
+# 0.25 dropped relevant skills (MetaTool dev semantic Recall@50 0.93 -> 0.59).
 DEFAULT_NO_MATCH_COSINE: dict[str, float] = {
-    "sentence-transformers/all-MiniLM-L6-v2": 0.25,
+    "sentence-transformers/all-MiniLM-L6-v2": 0.21,
     "intfloat/multilingual-e5-small": 0.80,
     "hashing-bow-256": 0.15,
 }
@@ -70,6 +75,21 @@ class SearchResult:
     fusion: str | None
     took_ms: float
     timings: dict[str, float] = field(default_factory=dict)
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def query_texts(query: str, max_sentences: int) -> list[str]:
+    """The query, then each of its sentences of 3 words or more when it has several.
+
+    One vector for a request that asks for three things lands between them; a vector per sentence finds
+    each. A skill's cosine is its best over these texts.
+    """
+    if max_sentences <= 0:
+        return [query]
+    parts = [p for p in _SENTENCE_END.split(query.strip()) if len(p.split()) >= 3]
+    return [query, *parts[:max_sentences]] if len(parts) > 1 else [query]
 
 
 def validate(request: SearchRequest, settings: Settings) -> SearchRequest:
@@ -133,12 +153,14 @@ def run_search(
     sem_rows = np.zeros(0, np.int64)
     if use_sem and grants and len(vectors):
         t = time.perf_counter()
-        q = encoder.encode_query(request.query)
+        queries = [encoder.encode_query(text) for text in query_texts(request.query, settings.query_sentences)]
         timings["encode_ms"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
         everything = set(vectors.grant_names) <= set(grants) and not request.kind and not request.tags
         mask = np.ones(len(vectors), dtype=bool) if everything else vectors.mask(grants, request.kind, request.tags)
-        sem_all = vectors.scores(q, mask)
+        sem_all = vectors.scores(queries[0], mask)
+        for q in queries[1:]:
+            np.maximum(sem_all, vectors.scores(q, mask), out=sem_all)
         sem_rows = top_k(sem_all, depth)
         timings["vector_ms"] = (time.perf_counter() - t) * 1000
 
@@ -161,10 +183,10 @@ def run_search(
 
     threshold = no_match_threshold(settings, encoder.name, calibration)
     keep = np.ones(rows.size, dtype=bool)
-    if use_sem:
-        keep = (lexical_rank > 0) | (semantic >= threshold)
     if request.mode == "lexical":
         keep = lexical_rank > 0
+    elif not (lexical_rank > 0).any() and (semantic.size == 0 or float(semantic.max()) < threshold):
+        keep = np.zeros(rows.size, dtype=bool)
     order = np.argsort(-fused, kind="stable")
     order = order[keep[order]]
 

@@ -30,7 +30,7 @@ from skillsearch.domain import Principal
 from skillsearch.encoder import Encoder, make_encoder
 from skillsearch.fusion import FUSION_METHODS
 from skillsearch.lexical import FIELD_BOOSTS
-from skillsearch.search import SearchRequest
+from skillsearch.search import SearchRequest, query_texts
 from skillsearch.service import Catalog
 from skillsearch.settings import Settings
 
@@ -131,7 +131,8 @@ def run_relevance(options: RelevanceOptions, encoder: Encoder | None = None,
         try:
             if any(m != "lexical" for m in ours):
                 t = time.perf_counter()
-                bench_encoder.prime_queries([v.strip()[: settings.max_query_chars] for v in queries.values()])
+                texts = [v.strip()[: settings.max_query_chars] for v in queries.values()]
+                bench_encoder.prime_queries([p for t in texts for p in query_texts(t, settings.query_sentences)])
                 timing["encode_queries_s"] = time.perf_counter() - t
             bar = progress(len(queries) * len(ours), "searching") if progress and ours else None
             runs, mean_ms = search_runs(catalog, id_map, queries, ours, tick=(lambda: bar(1)) if bar else None)
@@ -165,7 +166,8 @@ def run_relevance(options: RelevanceOptions, encoder: Encoder | None = None,
 
 def _settings_summary(settings: Settings) -> dict[str, Any]:
     data = asdict(settings)
-    keep = ("encoder", "fusion", "semantic_weight", "rrf_k", "candidate_depth", "embed_instructions_chars")
+    keep = ("encoder", "fusion", "semantic_weight", "rrf_k", "candidate_depth", "embed_instructions_chars",
+            "query_sentences", "no_match_cosine")
     out = {k: data[k] for k in keep if k in data}
     out["field_boosts"] = dict(FIELD_BOOSTS)
     return out
