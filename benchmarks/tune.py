@@ -4,7 +4,7 @@ Knobs (edit below): DATASETS, MAX_QUERIES, BOOSTS, FUSIONS. Each dataset's corpu
 normal path once; per query, the product's own lexical index and vector snapshot give the BM25 score and
 the cosine of every document, and each fusion setting is then replayed with ``skillsearch.fusion.fuse``
 over the same candidate set ``run_search`` uses (union of each retriever's top ``candidate_depth``).
-Output: one line per setting and dataset; `benchmarks/results/tuning-dev.json`.
+Output: one line per setting and dataset; `/tmp/tuning-dev.json`.
 
     PYTHONPATH=. python benchmarks/tune.py [metatool sealtools]
 """
@@ -104,7 +104,7 @@ def main() -> None:
                     print(f"{name:10s} {key:32s} ndcg@10={m['ndcg@10']:.4f} r@10={m['recall@10']:.3f}", flush=True)
                 print(f"  ({time.time() - t:.1f}s)", flush=True)
             catalog.close()
-    out = Path("benchmarks/results/tuning-dev.json")
+    out = Path("/tmp/tuning-dev.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
 

@@ -68,7 +68,7 @@ def to_markdown(report: Mapping[str, Any]) -> str:
         "",
         f"- command: `{report.get('command', '')}`",
         f"- commit {report.get('commit')}, {report.get('date')}, {report.get('machine')}"
-        f" (load average {report.get('load_average_1m', '-')} at the start)",
+        f" (1-min load average {report.get('load_average_1m', '-')} when written)",
     ]
     if report.get("kind") == "relevance":
         head.append(f"- {report['queries']} judged queries"
