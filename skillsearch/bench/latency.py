@@ -38,7 +38,8 @@ from skillsearch.bench.report import run_metadata
 from skillsearch.bench.synthetic import write_synthetic_bundle
 from skillsearch.domain import Principal
 from skillsearch.encoder import Encoder, ProgressCallback, make_encoder
-from skillsearch.search import SearchRequest, query_texts
+from skillsearch.search import SearchRequest
+from skillsearch.search import query_texts as search_texts
 from skillsearch.service import Catalog
 from skillsearch.settings import Settings
 
@@ -158,7 +159,7 @@ def serve_check(data_dir: Path, queries: Sequence[str], encoder_name: str = "min
     floor_all = []
     for q in sets["hybrid"]:
         t = time.perf_counter()
-        for text in query_texts(q, catalog.settings.query_sentences):
+        for text in search_texts(q, catalog.settings.query_sentences):
             inner.encode_query(text)
         floor_all.append((time.perf_counter() - t) * 1000)
     out["encode_query_texts"] = _percentiles(floor_all)
