@@ -69,7 +69,7 @@ def main() -> None:
         ids, docs = _doc_matrix(enc, n)
         col = {d: j for j, d in enumerate(ids)}
         own = _best_cos(enc, qtexts[n], docs)
-        other = _best_cos(enc, qtexts[[m for m in names if m != n][0]], docs)
+        other = _best_cos(enc, qtexts[next(m for m in names if m != n)], docs)
         best[n] = {"pos": own.max(axis=1), "neg": other.max(axis=1)}
         for i, q in enumerate(qids[n]):
             pair_cos.extend(float(own[i, col[d]]) for d in data[n].qrels[q] if d in col)

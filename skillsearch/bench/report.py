@@ -67,8 +67,8 @@ def to_markdown(report: Mapping[str, Any]) -> str:
         f"## {report.get('kind', 'benchmark')}: {report.get('dataset', '')} {report.get('split', '')}".rstrip(),
         "",
         f"- command: `{report.get('command', '')}`",
-        f"- commit {report.get('commit')}, {report.get('date')}, {report.get('machine')}"
-        f" (1-min load average {report.get('load_average_1m', '-')} when written)",
+        (f"- commit {report.get('commit')}, {report.get('date')}, {report.get('machine')}"
+         f" (1-min load average {report.get('load_average_1m', '-')} when written)"),
     ]
     if report.get("kind") == "relevance":
         head.append(f"- {report['queries']} judged queries"

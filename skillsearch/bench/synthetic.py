@@ -67,6 +67,5 @@ def synthetic_skills(n: int, pool: list[str], seed: int = 7) -> Iterator[dict[st
 def write_synthetic_bundle(path: Path, n: int, data_root: Path | None, seed: int = 7) -> Path:
     pool = sentence_pool(data_root)
     with Path(path).open("w", encoding="utf-8") as f:
-        for entry in synthetic_skills(n, pool, seed):
-            f.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        f.writelines(json.dumps(entry, ensure_ascii=False) + "\n" for entry in synthetic_skills(n, pool, seed))
     return Path(path)
