@@ -38,6 +38,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from skillsearch.encoder import Encoder
+from skillsearch.settings import Settings
+
+DEFAULT_WEIGHT = Settings.semantic_weight
 
 __all__ = [
     "CALIBRATION_VERSION", "LANGUAGES", "OFF_TOPIC", "REFERENCE", "RELATED", "Centering", "calibrate",
@@ -284,8 +287,8 @@ def tune_weight(
     evaluate: Callable[[float], float], grid: Sequence[float] = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 ) -> tuple[float, dict[float, float]]:
     """The semantic weight that maximises ``evaluate(weight)`` (e.g. MRR over labelled requests); ties go
-    to the weight nearest 0.6, the set-wide default supported by the dev data."""
+    to the weight nearest the set-wide default supported by the dev data."""
     scores = {w: float(evaluate(w)) for w in grid}
     best = max(scores.values())
-    choice = min((w for w, s in scores.items() if s >= best - 1e-9), key=lambda w: abs(w - 0.6))
+    choice = min((w for w, s in scores.items() if s >= best - 1e-9), key=lambda w: abs(w - DEFAULT_WEIGHT))
     return choice, scores

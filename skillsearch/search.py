@@ -3,17 +3,19 @@
 1. The grants the principal may see now (its set minus revoked subscriptions) go into both retrievers as
    a filter, so each returns its top ``depth`` *visible* candidates.
 2. Every candidate gets both raw scores: BM25 (0 when it does not match) and its exact cosine.
-3. The chosen fusion (default: z-score convex combination, semantic weight 0.6) orders them.
+3. The chosen fusion (default: z-score convex combination, semantic weight 0.7) orders them.
 4. The fused list is re-checked against the store in one query (status, grant, revocation) before it is
    returned: the index may lag the store by one batch, the answer may not.
    A multilingual encoder's cosines are taken against language-centered document vectors (the index's
    calibration holds the centroids, see ``skillsearch/calibration.py``).
 5. ``no_match``: when no candidate matches lexically and the best cosine is under the encoder's calibrated
-   threshold, nothing is a good match and the list is left empty rather than padded with noise.
+   threshold, nothing is a good match and the list is left empty rather than padded with noise. The
+   decision is per query, not per hit, so a good match never loses its weaker neighbours.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
@@ -38,13 +40,14 @@ SearchMode = Literal["hybrid", "lexical", "semantic"]
 SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 KINDS = ("knowledge", "flow_template")
 
-# Cosine under which a semantic-only candidate is noise, per encoder: only a fallback for an index that
-# carries no calibration yet. Every index computes its own when it is built or opened
-# (``manifest.json`` -> ``calibration.no_match_cosine``, see ``skillsearch/calibration.py``).
+# Cosine under which nothing semantic is a good match, per encoder, measured on dev queries: MiniLM's
+# value is the largest that refuses at most 1% of the dev queries of MetaTool and Seal-Tools
+# (benchmarks/calibrate_no_match.py, docs/benchmarks.md). It is a query-level decision: a per-hit cut at
+# the old 0.25 dropped relevant skills (MetaTool dev semantic Recall@50 0.93 -> 0.59). An encoder without a
+# dev-measured value uses the calibration its index computed when it was built (``manifest.json`` ->
+# ``calibration.no_match_cosine``, see ``skillsearch/calibration.py``).
 DEFAULT_NO_MATCH_COSINE: dict[str, float] = {
-    "sentence-transformers/all-MiniLM-L6-v2": 0.25,
-    "intfloat/multilingual-e5-small": 0.80,
-    "hashing-bow-256": 0.15,
+    "sentence-transformers/all-MiniLM-L6-v2": 0.21,
 }
 
 
@@ -74,6 +77,21 @@ class SearchResult:
     fusion: str | None
     took_ms: float
     timings: dict[str, float] = field(default_factory=dict)
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def query_texts(query: str, max_sentences: int) -> list[str]:
+    """The query, then each of its sentences of 3 words or more when it has several.
+
+    One vector for a request that asks for three things lands between them; a vector per sentence finds
+    each. A skill's cosine is its best over these texts.
+    """
+    if max_sentences <= 0:
+        return [query]
+    parts = [p for p in _SENTENCE_END.split(query.strip()) if len(p.split()) >= 3]
+    return [query, *parts[:max_sentences]] if len(parts) > 1 else [query]
 
 
 def validate(request: SearchRequest, settings: Settings) -> SearchRequest:
@@ -126,37 +144,44 @@ def run_search(
     if use_lex and grants:
         t = time.perf_counter()
         hits = lexical.search(request.query, grants, depth, request.kind, request.tags, searcher=snapshot.searcher)
-        mapped = [(vectors.key_to_row.get(int(k)), s) for k, s in zip(hits.keys, hits.scores, strict=True)]
-        mapped = [(r, s) for r, s in mapped if r is not None]
-        lex_rows = np.asarray([r for r, _ in mapped], dtype=np.int64)
-        lex_scores = np.asarray([s for _, s in mapped], dtype=np.float32)
+        key_to_row = vectors.key_to_row
+        found = [key_to_row.get(k, -1) for k in hits.keys.tolist()]
+        lex_rows = np.asarray(found, dtype=np.int64)
+        lex_scores = hits.scores[lex_rows >= 0].astype(np.float32)
+        lex_rows = lex_rows[lex_rows >= 0]
         timings["lexical_ms"] = (time.perf_counter() - t) * 1000
 
     sem_all: np.ndarray | None = None
     sem_rows = np.zeros(0, np.int64)
     if use_sem and grants and len(vectors):
         t = time.perf_counter()
-        q = encoder.encode_query(request.query)
+        queries = [encoder.encode_query(text) for text in query_texts(request.query, settings.query_sentences)]
         timings["encode_ms"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
-        sem_all = vectors.scores(q, vectors.mask(grants, request.kind, request.tags))
+        everything = set(vectors.grant_names) <= set(grants) and not request.kind and not request.tags
+        mask = np.ones(len(vectors), dtype=bool) if everything else vectors.mask(grants, request.kind, request.tags)
         centering = centering_of(calibration)
-        if centering is not None and sem_all.size:
-            visible = np.isfinite(sem_all)
-            sem_all = np.where(visible, centered_cosines(vectors.matrix, q, centering), -np.inf).astype(np.float32)
+        if centering is not None:
+            # e5: scores relative to each document language's centroid (skillsearch/calibration.py).
+            scores = centered_cosines(vectors.matrix, np.stack(queries), centering)
+            sem_all = (scores.max(axis=0) if scores.ndim == 2 else scores).astype(np.float32)
+            sem_all[~mask] = -np.inf
+        elif len(queries) == 1:
+            sem_all = vectors.scores(queries[0], mask)
+        else:
+            # One pass over the matrix for all the query's vectors: it is memory-bound, k passes cost k times.
+            sem_all = (vectors.matrix @ np.stack(queries).T).max(axis=1) if len(vectors) else np.zeros(0, np.float32)
+            sem_all[~mask] = -np.inf
         sem_rows = top_k(sem_all, depth)
         timings["vector_ms"] = (time.perf_counter() - t) * 1000
 
-    rows = np.unique(np.concatenate([lex_rows, sem_rows])) if (lex_rows.size or sem_rows.size) else lex_rows
+    rows, where = np.unique(np.concatenate([lex_rows, sem_rows]), return_inverse=True)
     lexical_score = np.zeros(rows.size, np.float32)
     lexical_rank = np.zeros(rows.size, np.int64)
     semantic_rank = np.zeros(rows.size, np.int64)
-    pos = {int(r): i for i, r in enumerate(rows)}
-    for rank, (r, s) in enumerate(zip(lex_rows, lex_scores, strict=True), start=1):
-        lexical_score[pos[int(r)]] = s
-        lexical_rank[pos[int(r)]] = rank
-    for rank, r in enumerate(sem_rows, start=1):
-        semantic_rank[pos[int(r)]] = rank
+    lexical_score[where[: lex_rows.size]] = lex_scores
+    lexical_rank[where[: lex_rows.size]] = np.arange(1, lex_rows.size + 1)
+    semantic_rank[where[lex_rows.size :]] = np.arange(1, sem_rows.size + 1)
     semantic = sem_all[rows].astype(np.float32) if sem_all is not None else np.zeros(rows.size, np.float32)
     cands = Candidates(rows, lexical_score, semantic, lexical_rank, semantic_rank)
 
@@ -167,21 +192,19 @@ def run_search(
     else:
         fused = fuse(cands, method, weight, settings.rrf_k)
 
-    threshold = float(
-        (calibration or {}).get("no_match_cosine", DEFAULT_NO_MATCH_COSINE.get(encoder.name, 0.25))
-    )
+    threshold = no_match_threshold(settings, encoder.name, calibration)
     keep = np.ones(rows.size, dtype=bool)
-    if use_sem:
-        keep = (lexical_rank > 0) | (semantic >= threshold)
     if request.mode == "lexical":
         keep = lexical_rank > 0
+    elif not (lexical_rank > 0).any() and (semantic.size == 0 or float(semantic.max()) < threshold):
+        keep = np.zeros(rows.size, dtype=bool)
     order = np.argsort(-fused, kind="stable")
     order = order[keep[order]]
 
     # Re-check visibility on the fused list against the store, in one round trip.
     t = time.perf_counter()
     hits_out: list[Hit] = []
-    chunk = max(request.limit * 2, 20)
+    chunk = request.limit + 5
     for start in range(0, order.size, chunk):
         part = order[start : start + chunk]
         ids = [vectors.rows[int(rows[i])].skill_id for i in part]
@@ -217,6 +240,15 @@ def _semantic_weight(request: SearchRequest, settings: Settings, calibration: di
         return float(request.semantic_weight)
     tuned = (calibration or {}).get("semantic_weight")
     return float(tuned) if isinstance(tuned, (int, float)) else settings.semantic_weight
+
+
+def no_match_threshold(settings: Settings, encoder_name: str, calibration: dict[str, Any] | None) -> float:
+    """The settings' value, else the encoder's dev-measured value, else the index's calibration."""
+    if settings.no_match_cosine is not None:
+        return float(settings.no_match_cosine)
+    if encoder_name in DEFAULT_NO_MATCH_COSINE:
+        return DEFAULT_NO_MATCH_COSINE[encoder_name]
+    return float((calibration or {}).get("no_match_cosine", 0.25))
 
 
 def _explain(

@@ -1,0 +1,104 @@
+"""BEIR-layout datasets: loading them, and turning their corpus into a skill bundle for the normal import.
+
+A BEIR folder holds ``corpus.jsonl`` (``_id``, ``title``, ``text``, optional ``tags``), ``queries.jsonl``
+(``_id``, ``text``) and ``qrels.<split>.tsv`` (``query-id``, ``corpus-id``, ``score``, with a header).
+
+The corpus enters the catalog the way any customer's skills do: as a JSONL bundle of flat entries
+(``slug``, ``name``, ``description``, ``tags``, ``instructions``) read by :mod:`skillsearch.importer`. The
+mapping keeps within the catalog's limits: the slug is the slugified ``_id`` (with a numeric suffix when
+two ids slugify alike), a title over 64 characters is truncated for ``name``, and text beyond the
+1,024-character description limit continues in ``instructions``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from skillsearch.errors import ValidationError
+from skillsearch.importer import MAX_NAME, slugify
+
+__all__ = ["BeirDataset", "load_beir", "write_bundle"]
+
+MAX_DESCRIPTION = 1024
+MAX_SLUG = 64
+
+
+@dataclass(frozen=True)
+class BeirDataset:
+    name: str
+    corpus: dict[str, dict[str, Any]]
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+    split: str
+
+    def query_ids(self, max_queries: int | None = None) -> list[str]:
+        """Judged query ids of the split, sorted, optionally the first ``max_queries`` of them."""
+        ids = sorted(q for q in self.qrels if q in self.queries)
+        return ids[:max_queries] if max_queries else ids
+
+
+def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                yield json.loads(line)
+
+
+def load_beir(folder: Path, split: str) -> BeirDataset:
+    """Read a BEIR folder; ``split`` picks ``qrels.<split>.tsv`` (``all`` reads ``qrels.tsv``)."""
+    folder = Path(folder)
+    qrels_path = folder / ("qrels.tsv" if split == "all" else f"qrels.{split}.tsv")
+    missing = [p.name for p in (folder / "corpus.jsonl", folder / "queries.jsonl", qrels_path) if not p.is_file()]
+    if missing:
+        raise ValidationError(f"{folder} is not a BEIR folder for split {split!r}: missing {', '.join(missing)}",
+                              {"missing": missing})
+    corpus = {str(d["_id"]): d for d in _read_jsonl(folder / "corpus.jsonl")}
+    queries = {str(q["_id"]): str(q["text"]) for q in _read_jsonl(folder / "queries.jsonl")}
+    qrels: dict[str, dict[str, int]] = {}
+    with qrels_path.open(encoding="utf-8", newline="") as f:
+        reader = csv.reader(f, delimiter="\t")
+        for row in reader:
+            if len(row) < 3 or row[0] == "query-id":
+                continue
+            score = int(float(row[2]))
+            if row[1] in corpus:
+                qrels.setdefault(row[0], {})[row[1]] = score
+    return BeirDataset(folder.name, corpus, queries, qrels, split)
+
+
+def _entry(doc: dict[str, Any], slug: str) -> dict[str, Any]:
+    title = str(doc.get("title") or "").strip() or str(doc["_id"])
+    text = str(doc.get("text") or "").strip() or title
+    name = title if len(title) <= MAX_NAME else title[: MAX_NAME - 1].rstrip() + "…"
+    instructions = ""
+    if len(title) > MAX_NAME:
+        instructions = title + "\n\n"
+    description = text
+    if len(text) > MAX_DESCRIPTION:
+        cut = text.rfind(" ", 0, MAX_DESCRIPTION)
+        cut = cut if cut > MAX_DESCRIPTION // 2 else MAX_DESCRIPTION
+        description, rest = text[:cut].rstrip(), text[cut:].strip()
+        instructions += rest
+    tags = [str(t) for t in doc.get("tags") or [] if str(t).strip()]
+    return {"slug": slug, "name": name, "description": description, "tags": tags, "instructions": instructions}
+
+
+def write_bundle(dataset: BeirDataset, path: Path) -> dict[str, str]:
+    """Write the corpus as a JSONL skill bundle; returns slug -> BEIR ``_id``."""
+    slugs: dict[str, str] = {}
+    with Path(path).open("w", encoding="utf-8") as f:
+        for doc_id, doc in dataset.corpus.items():
+            base = slugify(doc_id) or "doc"
+            slug, n = base, 1
+            while slug in slugs:
+                n += 1
+                suffix = f"-{n}"
+                slug = base[: MAX_SLUG - len(suffix)].strip("-") + suffix
+            slugs[slug] = doc_id
+            f.write(json.dumps(_entry(doc, slug), ensure_ascii=False) + "\n")
+    return slugs

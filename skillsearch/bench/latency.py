@@ -1,0 +1,301 @@
+"""The latency harness: build, update and search catalogs of 1k to 100k skills, in process.
+
+For each catalog (``N`` synthetic skills, or ``real``: the 883 Agent Skills in ``../shared/data``):
+
+1. **Build**: the bundle is imported through :meth:`Catalog.import_path`; the time spent inside the
+   encoder is measured apart, so the report says what share of the build is *not* embedding.
+   Document vectors come from the on-disk cache when present (keyed by model and text); the real encoding
+   rate is then measured on a sample of the catalog's own texts, and the embedding time is reported as
+   estimated from it. Catalogs above ``stand_in_above`` rows use real vectors for the texts in the cache and
+   cheap stand-ins (a mix of two cached vectors) for the rest: search cost does not depend on the values.
+2. **Update**: one skill's description changes and is imported as a one-skill batch; the time until a
+   search finds its new word is reported (median of 3).
+3. **Search**, in a fresh child process that only opens the index (so its peak RSS is the serving
+   footprint): the query-embedding time alone (the floor: ``encode_query`` for the whole query once, and
+   ``encode_query_texts`` for every text search embeds, i.e. the query and its sentences), then
+   ``lexical``, ``semantic`` and ``hybrid`` on queries it has not seen, then the hybrid queries again
+   (query-cache hits). p50/p95/p99 each.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from skillsearch.bench.cache import BenchEncoder
+from skillsearch.bench.report import run_metadata
+from skillsearch.bench.synthetic import write_synthetic_bundle
+from skillsearch.domain import Principal
+from skillsearch.encoder import Encoder, ProgressCallback, make_encoder
+from skillsearch.search import SearchRequest
+from skillsearch.search import query_texts as search_texts
+from skillsearch.service import Catalog
+from skillsearch.settings import Settings
+
+__all__ = ["run_latency", "serve_check"]
+
+GRANT = "team:bench"
+POOL = 512
+SOURCE = "bench"
+
+
+class TimedEncoder:
+    """Counts documents and seconds spent encoding them."""
+
+    def __init__(self, inner: Encoder) -> None:
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        self.seconds = 0.0
+        self.documents = 0
+
+    def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
+        t = time.perf_counter()
+        out = self.inner.encode_documents(texts, progress)
+        self.seconds += time.perf_counter() - t
+        self.documents += len(texts)
+        return out
+
+    def encode_query(self, text: str) -> np.ndarray:
+        return self.inner.encode_query(text)
+
+
+class StandInEncoder:
+    """Real vectors for cached texts (at least the first ``POOL``, encoded for real when not cached); for
+    the rest, a deterministic normalised mix of two of those."""
+
+    def __init__(self, cached: BenchEncoder) -> None:
+        self.inner, self.name, self.dim = cached, cached.name, cached.dim
+        self.stand_ins = 0
+
+    def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
+        known = self.inner.cached_documents(texts)
+        if sum(v is not None for v in known) < min(POOL, len(texts)):
+            self.inner.encode_documents(list(texts[:POOL]))
+            known = self.inner.cached_documents(texts)
+        pool = np.stack([v for v in known if v is not None]) if any(v is not None for v in known) else None
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, (text, vec) in enumerate(zip(texts, known, strict=True)):
+            if vec is not None:
+                out[i] = vec
+            elif pool is None:
+                out[i] = self.inner.encode_documents([text])[0]
+            else:
+                h = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+                a, b = pool[h % len(pool)], pool[(h >> 20) % len(pool)]
+                mixed = 0.6 * a + 0.4 * b
+                out[i] = mixed / np.linalg.norm(mixed)
+                self.stand_ins += 1
+        if progress:
+            progress(len(texts))
+        return out
+
+    def encode_query(self, text: str) -> np.ndarray:
+        return self.inner.encode_query(text)
+
+
+def _percentiles(ms: Sequence[float]) -> dict[str, float]:
+    a = np.asarray(ms, dtype=np.float64)
+    return {f"p{p}_ms": round(float(np.percentile(a, p)), 3) for p in (50, 95, 99)}
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak RSS. ``VmHWM`` restarts at exec; ``ru_maxrss`` would carry the parent's peak
+    into a child started with fork + exec."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def query_texts(data_root: Path | None, n: int) -> list[str]:
+    """Real user requests (MetaTool and Seal-Tools queries), interleaved, or generated ones."""
+    texts: list[str] = []
+    if data_root is not None:
+        for name in ("metatool", "sealtools"):
+            path = data_root / name / "queries.jsonl"
+            if path.is_file():
+                lines = path.read_text(encoding="utf-8").splitlines()[: n]
+                texts.extend(str(json.loads(line)["text"])[:500] for line in lines)
+    if not texts:
+        texts = [f"how do I fix problem number {i} in my deployment" for i in range(n)]
+    texts = list(dict.fromkeys(texts))
+    rng = np.random.default_rng(11)
+    return [texts[i] for i in rng.permutation(len(texts))[:n]]
+
+
+# -- the child process: open and search -------------------------------------------------------------
+
+
+def serve_check(data_dir: Path, queries: Sequence[str], encoder_name: str = "minilm") -> dict[str, Any]:
+    """Open an existing index and time searches; run in a fresh process so RSS is the serving footprint."""
+    inner = make_encoder(encoder_name)
+    catalog = Catalog.open(Settings(data_dir=data_dir, seed_sample=False, encoder=encoder_name), encoder=inner)
+    principal = Principal.operator()
+    third = len(queries) // 3
+    sets = {"lexical": queries[:third], "semantic": queries[third : 2 * third], "hybrid": queries[2 * third :]}
+    for q in queries[:10]:
+        inner.encode_query(q + " warm")
+        catalog.search(principal, SearchRequest(query=q + " warm", mode="lexical"))
+    out: dict[str, Any] = {}
+    floor = []
+    for q in sets["hybrid"]:
+        t = time.perf_counter()
+        inner.encode_query(q)
+        floor.append((time.perf_counter() - t) * 1000)
+    out["encode_query"] = _percentiles(floor)
+    floor_all = []
+    for q in sets["hybrid"]:
+        t = time.perf_counter()
+        for text in search_texts(q, catalog.settings.query_sentences):
+            inner.encode_query(text)
+        floor_all.append((time.perf_counter() - t) * 1000)
+    out["encode_query_texts"] = _percentiles(floor_all)
+    stages: dict[str, list[float]] = {}
+    for label, mode, texts in (("lexical", "lexical", sets["lexical"]), ("semantic", "semantic", sets["semantic"]),
+                               ("hybrid", "hybrid", sets["hybrid"]), ("hybrid (cache hit)", "hybrid", sets["hybrid"])):
+        times = []
+        for q in texts:
+            t = time.perf_counter()
+            result = catalog.search(principal, SearchRequest(query=q, mode=mode))
+            times.append((time.perf_counter() - t) * 1000)
+            for k, v in result.timings.items():
+                stages.setdefault(f"{label}:{k}", []).append(v)
+        out[label] = _percentiles(times)
+    out["stages_p50_ms"] = {k: round(float(np.median(v)), 3) for k, v in stages.items()}
+    out["documents"] = len(catalog.index().snapshot().vectors)
+    out["peak_rss_mb"] = _peak_rss_mb()
+    catalog.close()
+    return out
+
+
+# -- the parent: build, update, spawn the search check ----------------------------------------------
+
+
+def _one_catalog(
+    label: str, bundle: Path, work: Path, encoder: Encoder, cache_dir: Path | None, stand_in: bool,
+    queries: Sequence[str], log: Callable[[str], None],
+) -> dict[str, Any]:
+    cached = BenchEncoder(encoder, cache_dir)
+    timed = TimedEncoder(StandInEncoder(cached) if stand_in else cached)
+    data_dir = work / f"data-{label}"
+    catalog = Catalog(Settings(data_dir=data_dir, seed_sample=False), encoder=timed)
+    log(f"[{label}] building")
+    t = time.perf_counter()
+    report = catalog.import_path(bundle, SOURCE, GRANT)
+    build_s = time.perf_counter() - t
+    docs = len(catalog.index().snapshot().vectors)
+    really_encoded = cached.encoded_documents
+    # The real encoding rate, on this catalog's own texts (cached runs and stand-ins encode few or none).
+    sample = [r.description + "\n" + r.instructions[:600] for r in list(catalog.store.index_rows())[:64]]
+    t = time.perf_counter()
+    encoder.encode_documents(sample)
+    docs_per_s = len(sample) / (time.perf_counter() - t)
+    non_embed_s = build_s - timed.seconds
+    embed_est_s = docs / docs_per_s
+    row: dict[str, Any] = {
+        "catalog": label, "skills": docs, "import_problems": len(report.problems),
+        "build_s": round(build_s, 2), "encoder_s": round(timed.seconds, 2), "encoded_for_real": really_encoded,
+        "stand_in_vectors": getattr(timed.inner, "stand_ins", 0),
+        "non_embedding_s": round(non_embed_s, 2), "embed_docs_per_s": round(docs_per_s, 1),
+        "embedding_share_est": round(embed_est_s / (embed_est_s + non_embed_s), 3),
+        "build_docs_per_s_est": round(docs / (embed_est_s + non_embed_s), 1),
+        "non_embedding_docs_per_s": round(docs / max(non_embed_s, 1e-9), 1),
+    }
+    log(f"[{label}] one-skill updates")
+    first = next(iter(catalog.store.index_rows()))
+    update_ms, refresh_ms = [], []
+    for i in range(3):
+        word = f"zqxupdate{i}{int(time.time())}"
+        one = work / f"update-{label}-{i}.jsonl"
+        one.write_text(json.dumps({"slug": first.slug, "name": first.name, "tags": list(first.tags),
+                                   "description": f"{first.description[:900]} {word}",
+                                   "instructions": first.instructions}) + "\n", encoding="utf-8")
+        t = time.perf_counter()
+        rep = catalog.import_path(one, SOURCE, GRANT)
+        found = catalog.search(Principal.operator(), SearchRequest(query=word, mode="lexical", limit=1)).hits
+        update_ms.append((time.perf_counter() - t) * 1000)
+        refresh_ms.append((rep.index.seconds if rep.index else 0.0) * 1000)
+        if not found or found[0].skill.skill_id != first.skill_id:
+            raise RuntimeError(f"updated skill not found by its new word in {label}")
+    row["update_to_searchable_ms"] = round(float(np.median(update_ms)), 1)
+    row["update_index_refresh_ms"] = round(float(np.median(refresh_ms)), 1)
+    row["build_peak_rss_mb"] = _peak_rss_mb()
+    catalog.close()
+    log(f"[{label}] searching in a child process")
+    qfile = work / "queries.json"
+    qfile.write_text(json.dumps(list(queries)), encoding="utf-8")
+    child = subprocess.run(
+        [sys.executable, "-m", "skillsearch.bench.latency", str(data_dir), str(qfile)],
+        capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, check=False,
+    )
+    if child.returncode != 0:
+        raise RuntimeError(f"search check failed for {label}: {child.stderr[-2000:]}")
+    row["search"] = json.loads(child.stdout.strip().splitlines()[-1])
+    return row
+
+
+def run_latency(
+    catalogs: Sequence[str],
+    *,
+    data_root: Path | None,
+    cache_dir: Path | None,
+    queries: int = 300,
+    stand_in_above: int = 20_000,
+    encoder_name: str = "minilm",
+    command: str | None = None,
+    log: Callable[[str], None] = lambda s: None,
+) -> dict[str, Any]:
+    """Run every catalog (``"real"`` or a number of synthetic skills) and return the report."""
+    encoder = make_encoder(encoder_name)
+    texts = query_texts(data_root, queries)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="skillsearch-latency-") as tmp:
+        work = Path(tmp)
+        for spec in catalogs:
+            if spec == "real":
+                if data_root is None or not (data_root / "skills-catalog").is_dir():
+                    raise ValueError("the real catalog needs --data-root with skills-catalog/")
+                bundle, label, n = data_root / "skills-catalog", "real-883", 883
+            else:
+                n = int(spec)
+                label = f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
+                bundle = write_synthetic_bundle(work / f"synthetic-{n}.jsonl", n, data_root)
+            rows.append(_one_catalog(label, bundle, work, encoder, cache_dir, n > stand_in_above, texts, log))
+            shutil_rmtree(work / f"data-{label}")
+    return {**run_metadata(command), "kind": "latency", "encoder": encoder.name, "queries": len(texts),
+            "catalogs": rows, "rows": _flat_rows(rows)}
+
+
+def shutil_rmtree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _flat_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One table row per catalog and mode, for the Markdown table and the chart."""
+    flat = []
+    for r in rows:
+        s = r["search"]
+        for mode in ("encode_query", "encode_query_texts", "lexical", "semantic", "hybrid", "hybrid (cache hit)"):
+            if mode in s:
+                flat.append({"catalog": r["catalog"], "mode": mode, **s[mode]})
+    return flat
+
+
+if __name__ == "__main__":
+    data, qpath = Path(sys.argv[1]), Path(sys.argv[2])
+    print(json.dumps(serve_check(data, json.loads(qpath.read_text(encoding="utf-8")))))

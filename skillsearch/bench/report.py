@@ -1,0 +1,138 @@
+"""Benchmark results as files: a Markdown table, the JSON report and a PNG chart, with their provenance.
+
+Every report carries the command, the commit (``+dirty`` when the tree had changes), the date in UTC and
+the machine, so a number in ``benchmarks/results/`` can always be traced to what produced it.
+This is the one module that imports ``matplotlib`` (lazily, with the Agg backend: no display needed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["machine", "run_metadata", "to_markdown", "write_results"]
+
+
+def _commit() -> str:
+    try:
+        root = Path(__file__).resolve().parents[2]
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+                              capture_output=True, text=True, timeout=5, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5, check=True).stdout.strip()
+        return head + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
+
+
+def run_metadata(command: str | None = None) -> dict[str, Any]:
+    return {
+        "command": command or shlex.join(sys.argv),
+        "commit": _commit(),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine(),
+        "load_average_1m": round(os.getloadavg()[0], 2),
+    }
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    return "-" if v is None else str(v)
+
+
+def to_markdown(report: Mapping[str, Any]) -> str:
+    """The report as a Markdown section: provenance, then one table."""
+    head = [
+        f"## {report.get('kind', 'benchmark')}: {report.get('dataset', '')} {report.get('split', '')}".rstrip(),
+        "",
+        f"- command: `{report.get('command', '')}`",
+        (f"- commit {report.get('commit')}, {report.get('date')}, {report.get('machine')}"
+         f" (1-min load average {report.get('load_average_1m', '-')} when written)"),
+    ]
+    if report.get("kind") == "relevance":
+        head.append(f"- {report['queries']} judged queries"
+                    + (f" (first {report['max_queries']} by id)" if report.get("max_queries") else "")
+                    + f", {report['corpus']} documents, encoder {report['encoder']}")
+        head.append(f"- settings: `{json.dumps(report.get('settings', {}), sort_keys=True)}`")
+        metrics = list(report["metrics"])
+        lines = ["| mode | " + " | ".join(metrics) + " |", "| --- |" + " --- |" * len(metrics)]
+        for mode, values in report["modes"].items():
+            lines.append(f"| {mode} | " + " | ".join(_fmt(values.get(m)) for m in metrics) + " |")
+        return "\n".join([*head, "", *lines, ""])
+    rows = report.get("rows", [])
+    cols = list(rows[0]) if rows else []
+    lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
+    lines += ["| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |" for r in rows]
+    notes = [f"- {n}" for n in report.get("notes", [])]
+    builds = [{k: v for k, v in c.items() if k != "search"} | {"serve_peak_rss_mb": c["search"]["peak_rss_mb"]}
+              for c in report.get("catalogs", [])]
+    bcols = list(builds[0]) if builds else []
+    btable = ["| " + " | ".join(bcols) + " |", "|" + " --- |" * len(bcols)] if builds else []
+    btable += ["| " + " | ".join(_fmt(b.get(c)) for c in bcols) + " |" for b in builds]
+    return "\n".join([*head, *notes, "", *lines, "", *btable, ""])
+
+
+def _chart(report: Mapping[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.2), dpi=110)
+    if report.get("kind") == "relevance":
+        metrics = list(report["metrics"])
+        modes = list(report["modes"])
+        width = 0.8 / max(len(modes), 1)
+        for i, mode in enumerate(modes):
+            xs = [j + (i - (len(modes) - 1) / 2) * width for j in range(len(metrics))]
+            ax.bar(xs, [report["modes"][mode][m] for m in metrics], width, label=mode)
+        ax.set_xticks(range(len(metrics)), metrics)
+        ax.set_ylim(0, 1)
+        ax.set_ylabel("score")
+        ax.set_title(f"{report['dataset']} {report['split']} ({report['queries']} queries)")
+        ax.legend(fontsize=7, ncol=4, loc="lower right")
+    else:
+        rows = [r for r in report.get("rows", []) if r.get("p50_ms") is not None]
+        labels = [f"{r['catalog']}\n{r['mode']}" for r in rows]
+        for key, colour in (("p50_ms", "tab:blue"), ("p95_ms", "tab:orange"), ("p99_ms", "tab:red")):
+            ax.plot(range(len(rows)), [r[key] for r in rows], "o-", label=key, color=colour)
+        ax.set_xticks(range(len(rows)), labels, fontsize=6, rotation=60)
+        ax.set_yscale("log")
+        ax.set_ylabel("ms (log)")
+        ax.set_title("search latency, in process")
+        ax.legend(fontsize=7)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def write_results(report: Mapping[str, Any], out_dir: Path, stem: str) -> list[Path]:
+    """Write ``<stem>.md``, ``<stem>.json`` and ``<stem>.png`` under ``out_dir``; returns the paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    md, js, png = (out_dir / f"{stem}.{ext}" for ext in ("md", "json", "png"))
+    md.write_text(to_markdown(report), encoding="utf-8")
+    js.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    _chart(report, png)
+    return [md, js, png]

@@ -1,0 +1,71 @@
+"""Synthetic skill catalogs of any size, with text that reads like real skills.
+
+Sentences and vocabulary come from real tool and skill descriptions (the Seal-Tools and MetaTool corpora
+and the 883 real skills, when ``../shared/data`` is present; a small built-in list otherwise), so token
+statistics, text lengths and embedding cost look like a real catalog's. Generation is seeded: the same
+``n`` and ``seed`` give the same bundle, which keeps the on-disk embedding cache useful between runs.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["sentence_pool", "synthetic_skills", "write_synthetic_bundle"]
+
+_FALLBACK = [
+    "Analyze server logs to find the root cause of an outage.",
+    "Convert a CSV export into a cleaned, typed table.",
+    "Write a pull request description from the diff and the linked issue.",
+    "Renew TLS certificates before they expire and verify the chain.",
+    "Profile a slow Python function and report the hottest lines.",
+    "Plan a database failover with a checklist and rollback steps.",
+]
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_WORD = re.compile(r"[A-Za-z][a-z]{3,}")
+
+
+def sentence_pool(data_root: Path | None) -> list[str]:
+    """Sentences of real descriptions under ``data_root`` (BEIR corpora, skills-catalog manifest)."""
+    pool: list[str] = []
+    if data_root is not None:
+        for corpus in sorted(data_root.glob("*/corpus.jsonl")):
+            for line in corpus.read_text(encoding="utf-8").splitlines():
+                text = str(json.loads(line).get("text") or "").split("\n", 1)[0]
+                pool.extend(s.strip() for s in _SENTENCE.split(text) if len(s.strip()) > 20)
+        manifest = data_root / "skills-catalog" / "manifest.jsonl"
+        if manifest.is_file():
+            for line in manifest.read_text(encoding="utf-8").splitlines():
+                text = str(json.loads(line).get("description") or "")
+                pool.extend(s.strip() for s in _SENTENCE.split(text) if len(s.strip()) > 20)
+    return pool or list(_FALLBACK)
+
+
+def synthetic_skills(n: int, pool: list[str], seed: int = 7) -> Iterator[dict[str, Any]]:
+    """``n`` flat bundle entries: a three-word name, a 1-2 sentence description, 2 tags, ~600 chars of
+    instructions."""
+    rng = random.Random(seed)
+    words = sorted({w.lower() for s in pool for w in _WORD.findall(s)})
+    tags = words[:: max(1, len(words) // 300)][:300]
+    for i in range(n):
+        name_words = rng.sample(words, 3)
+        description = " ".join(rng.sample(pool, rng.randint(1, 2)))[:1000]
+        instructions = "\n".join(f"- {s}" for s in rng.sample(pool, 6))[:700]
+        yield {
+            "slug": "-".join(name_words)[:50].strip("-") + f"-{i}",
+            "name": " ".join(name_words).capitalize(),
+            "description": description,
+            "tags": rng.sample(tags, 2),
+            "instructions": instructions,
+        }
+
+
+def write_synthetic_bundle(path: Path, n: int, data_root: Path | None, seed: int = 7) -> Path:
+    pool = sentence_pool(data_root)
+    with Path(path).open("w", encoding="utf-8") as f:
+        f.writelines(json.dumps(entry, ensure_ascii=False) + "\n" for entry in synthetic_skills(n, pool, seed))
+    return Path(path)

@@ -1,0 +1,82 @@
+"""The relevance harness end to end on a tiny BEIR folder, with the real encoder and real engines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from skillsearch.bench.beir import load_beir, write_bundle
+from skillsearch.bench.metrics import METRICS, evaluate
+from skillsearch.bench.relevance import ALL_MODES, RelevanceOptions, run_relevance
+from skillsearch.bench.report import write_results
+from skillsearch.encoder import Encoder
+
+CORPUS = [
+    {"_id": "kubeCrashLoop", "title": "kubeCrashLoop", "text": "Debug a Kubernetes pod stuck in CrashLoopBackOff."},
+    {"_id": "tls_renew", "title": "Renew TLS certificates", "text": "Renew expiring TLS certificates and check the chain.",
+     "tags": ["Security"]},
+    {"_id": "pandas clean", "title": "Pandas cleaning", "text": "Clean a messy CSV with pandas: types, nulls, duplicates."},
+    {"_id": "Pandas-Clean", "title": "P" * 80, "text": "Profile slow Python code. " + "Measure before optimising. " * 60},
+    {"_id": "sqlTuning", "title": "sqlTuning", "text": "Speed up a slow SQL query by reading its plan and adding indexes."},
+]
+QUERIES = [
+    {"_id": "q1", "text": "my pod keeps restarting with CrashLoopBackOff in kubernetes"},
+    {"_id": "q2", "text": "certificate expired, renew TLS"},
+    {"_id": "q3", "text": "SQL query is slow, which index should I add"},
+]
+QRELS = [("q1", "kubeCrashLoop"), ("q2", "tls_renew"), ("q3", "sqlTuning")]
+
+
+@pytest.fixture
+def beir_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in CORPUS) + "\n")
+    (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in QUERIES) + "\n")
+    rows = "".join(f"{q}\t{d}\t1\n" for q, d in QRELS)
+    (folder / "qrels.test.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows)
+    return folder
+
+
+def test_bundle_keeps_catalog_limits_and_maps_back(beir_dir: Path, tmp_path: Path) -> None:
+    ds = load_beir(beir_dir, "test")
+    slugs = write_bundle(ds, tmp_path / "b.jsonl")
+    entries = [json.loads(line) for line in (tmp_path / "b.jsonl").read_text().splitlines()]
+    assert sorted(slugs.values()) == sorted(d["_id"] for d in CORPUS)
+    assert {"pandas-clean", "pandas-clean-2"} <= set(slugs)
+    long = next(e for e in entries if slugs[e["slug"]] == "Pandas-Clean")
+    assert len(long["name"]) <= 64 and len(long["description"]) <= 1024
+    assert long["instructions"].startswith("P" * 80)
+    assert "Measure before optimising." in long["instructions"]
+
+
+def test_metrics_come_from_trec_eval() -> None:
+    qrels = {"a": {"d1": 1}, "b": {"d2": 1, "d3": 1}}
+    perfect = evaluate(qrels, {"a": ["d1"], "b": ["d2", "d3"]})
+    assert all(perfect[m] == pytest.approx(1.0) for m in METRICS)
+    half = evaluate(qrels, {"a": ["x", "d1"]})
+    assert half["mrr@10"] == pytest.approx(0.25)
+    assert half["p@1"] == 0.0 and half["recall@10"] == pytest.approx(0.5)
+
+
+def test_relevance_end_to_end(beir_dir: Path, tmp_path: Path, encoder: Encoder) -> None:
+    options = RelevanceOptions(dataset=beir_dir, split="test", cache_dir=None, command="test")
+    report = run_relevance(options, encoder=encoder)
+    assert list(report["modes"]) == list(ALL_MODES)
+    assert report["queries"] == 3 and report["corpus"] == len(CORPUS)
+    for values in report["modes"].values():
+        assert set(values) == set(METRICS)
+        assert all(0.0 <= v <= 1.0 for v in values.values())
+    assert report["modes"]["hybrid"]["ndcg@10"] == pytest.approx(1.0)
+    assert report["modes"]["semantic"]["p@1"] == pytest.approx(1.0)
+    paths = write_results(report, tmp_path / "results", "tiny")
+    assert [p.suffix for p in paths] == [".md", ".json", ".png"]
+    assert json.loads(paths[1].read_text())["modes"]["bm25s"] == report["modes"]["bm25s"]
+    assert "| hybrid |" in paths[0].read_text() and paths[2].read_bytes()[:4] == b"\x89PNG"
+
+
+def test_unknown_mode_is_refused(beir_dir: Path, encoder: Encoder) -> None:
+    with pytest.raises(ValueError, match="unknown modes"):
+        run_relevance(RelevanceOptions(dataset=beir_dir, split="test", modes=["fancy"], cache_dir=None), encoder)
