@@ -51,6 +51,7 @@ __all__ = [
     "bearer_token",
     "generate_token",
     "hash_token",
+    "read_entries",
     "remove_principal",
     "require_scope",
     "runs_on_sample_catalog",
@@ -142,7 +143,8 @@ def _entry(name: str, table: Mapping[str, Any], path: Path) -> PrincipalEntry:
     return PrincipalEntry(principal, token_sha)
 
 
-def _read_file(path: Path) -> dict[str, PrincipalEntry]:
+def read_entries(path: Path) -> dict[str, PrincipalEntry]:
+    """Every principal of a principals file, validated; an absent file has none."""
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -185,7 +187,7 @@ def add_principal(path: Path, name: str, grants: Iterable[str], scopes: Iterable
     grant_list, scope_list = _validate(name, grants, scopes)
     if not grant_list:
         raise ValidationError("give at least one --grant (sub:<id>, team:<id>, user:<id>, or * for all)")
-    entries = _read_file(path)
+    entries = read_entries(path)
     token = generate_token()
     entries[name] = PrincipalEntry(
         Principal(name=name, grants=None if ALL_GRANTS in grant_list else frozenset(grant_list),
@@ -197,7 +199,7 @@ def add_principal(path: Path, name: str, grants: Iterable[str], scopes: Iterable
 
 
 def remove_principal(path: Path, name: str) -> bool:
-    entries = _read_file(path)
+    entries = read_entries(path)
     if entries.pop(name, None) is None:
         return False
     _write_file(path, entries)
@@ -248,7 +250,7 @@ class PrincipalRegistry:
                 stamp = None
         if self._loaded and stamp == self._stamp and demo == self._demo_now:
             return
-        entries = _read_file(self.path) if self.path is not None else {}
+        entries = read_entries(self.path) if self.path is not None else {}
         if demo:
             entries.setdefault(DEMO_PRINCIPAL, PrincipalEntry(
                 Principal(DEMO_PRINCIPAL, DEMO_GRANTS, frozenset({SCOPE_SKILLS_READ, SCOPE_MEMORY_READ})),

@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import sys
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -245,24 +244,16 @@ def principal_from_file(data_dir: Path, name: str) -> Principal:
     """The principal ``name`` of ``<data-dir>/principals.toml`` (tables ``[principals.NAME]`` with
     ``grants = [...]``, ``"*"`` for every grant, and ``scopes = [...]``; other keys such as the HTTP
     app's ``token_sha256`` are ignored): the stdio server runs as a principal named on the command line."""
-    path = Path(data_dir) / "principals.toml"
-    try:
-        table = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ValidationError(f"--principal {name}: no principals file at {path}", {"path": str(path)}) from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ValidationError(f"{path} is not valid TOML: {exc}", {"path": str(path)}) from None
-    entry = table.get("principals", {}).get(name)
-    if not isinstance(entry, dict):
+    from skillsearch.auth import PRINCIPALS_FILE, read_entries
+
+    path = Path(data_dir) / PRINCIPALS_FILE
+    if not path.is_file():
+        raise ValidationError(f"--principal {name}: no principals file at {path}", {"path": str(path)})
+    entry = read_entries(path).get(name)
+    if entry is None:
         raise ValidationError(f"--principal {name}: no [principals.{name}] table in {path}",
                               {"path": str(path), "principal": name})
-    grants, scopes = entry.get("grants", []), entry.get("scopes", [])
-    if not all(isinstance(x, list) and all(isinstance(v, str) for v in x) for x in (grants, scopes)):
-        raise ValidationError(f"[principals.{name}] in {path}: grants and scopes must be lists of strings")
-    bad = [g for g in grants if g != "*" and not GRANT_PATTERN.match(g)]
-    if bad:
-        raise ValidationError(f"[principals.{name}] in {path}: invalid grant(s) {', '.join(bad)}")
-    return Principal(name=name, grants=None if "*" in grants else frozenset(grants), scopes=frozenset(scopes))
+    return entry.principal
 
 
 def mcp_principal_from_args(args: argparse.Namespace) -> Principal:

@@ -40,7 +40,8 @@ def data_dir(sample_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     (target / "principals.toml").write_text(
         '[principals.starter]\ngrants = ["sub:starter-pack"]\nscopes = ["memory:read"]\n\n'
         '[principals.ops]\ngrants = ["sub:ops-pro", "team:data-science"]\nscopes = []\n\n'
-        '[principals.root]\ntoken_sha256 = "00"\ngrants = ["*"]\nscopes = ["skills:read", "memory:read"]\n',
+        f'[principals.root]\ntoken_sha256 = "{"0" * 64}"\n'
+        'grants = ["*"]\nscopes = ["skills:read", "memory:read"]\n',
         encoding="utf-8",
     )
     return target
