@@ -28,7 +28,7 @@ from skillsearch.views import (
 )
 from skillsearch.visibility import is_visible, visible_grants
 
-__all__ = ["get_detail", "list_page", "resolve_flow", "visible_skill"]
+__all__ = ["get_detail", "list_page", "resolve_flow", "resource_infos", "visible_skill"]
 
 MAX_PAGE = 200
 

@@ -37,6 +37,7 @@ from skillsearch.errors import (
     ValidationError,
 )
 from skillsearch.importer import is_text_media_type
+from skillsearch.reads import resource_infos
 from skillsearch.search import SearchRequest
 from skillsearch.store import CatalogStore
 from skillsearch.views import ParameterView, ResourceInfo, SearchResponse, StepView
@@ -342,11 +343,7 @@ def _level1(
         instructions_truncated=cut,
         steps=[StepView(tool=s.tool, args=s.args) for s in revision.steps] if flow else None,
         parameters=[ParameterView(**p.model_dump()) for p in revision.parameters] if flow else None,
-        resources=[
-            ResourceInfo(resource_id=r.resource_id, path=r.path, kind=r.kind, media_type=r.media_type, size=r.size,
-                         sha256=r.sha256)
-            for r in store.resources(revision.revision_id)
-        ],
+        resources=resource_infos(store, revision.revision_id),
     )
     return CloudSkillEnvelope(kind="root", render_status="truncated" if cut else "complete", warnings=warnings,
                               data=manifest)
