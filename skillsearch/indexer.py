@@ -310,11 +310,6 @@ class SearchIndex:
     def snapshot(self) -> IndexSnapshot:
         return self._snapshot
 
-    def set_calibration(self, calibration: dict[str, Any], generation: int) -> None:
-        with self._lock:
-            self.calibration = dict(calibration)
-            self._write_manifest(generation)
-
     def close(self) -> None:
         self.lexical.close()
 

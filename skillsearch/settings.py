@@ -6,7 +6,7 @@ Values come from keyword arguments, else ``SKILLSEARCH_*`` environment variables
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -52,20 +52,17 @@ class Settings:
     # both (default: every document, French-looking requests), detect, docs, all, off (see lexical.py).
     french_analysis: str = "both"
     query_cache_size: int = 1024
-    # Cosine under which a query has no good match; None: the index's calibration, else the encoder's default.
+    # Cosine under which a query has no good match; None: the encoder's dev-measured value, else the index's
+    # calibration (search.no_match_threshold).
     no_match_cosine: float | None = None
     max_query_chars: int = 2000
     max_limit: int = 100
     # Seed an empty data directory with the bundled sample catalog when it is opened for reading.
     seed_sample: bool = True
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
-        values = {f.name: _env_default(f.name, f.default) for f in fields(cls) if f.name != "extra"}
+        values = {f.name: _env_default(f.name, f.default) for f in fields(cls)}
         values.update({k: v for k, v in overrides.items() if v is not None})
         values["data_dir"] = Path(values["data_dir"])
         return cls(**values)
-
-    def with_(self, **changes: Any) -> Settings:
-        return replace(self, **changes)

@@ -234,10 +234,6 @@ class CatalogStore:
             raise
         conn.execute("RELEASE block")
 
-    def data_version(self) -> int:
-        """Changes whenever another connection commits; cheap enough to ask on every request."""
-        return int(self._conn().execute("PRAGMA data_version").fetchone()[0])
-
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
