@@ -4,8 +4,10 @@ offers every use case to the surfaces (CLI, MCP, HTTP). Surfaces never reach bel
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,6 +22,7 @@ from skillsearch.encoder import CachedQueryEncoder, Encoder, make_encoder
 from skillsearch.errors import UpstreamUnavailableError, ValidationError
 from skillsearch.importer import ImportProblem, parse_path
 from skillsearch.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex
+from skillsearch.lru import LRU
 from skillsearch.reads import get_detail, list_page, resolve_flow
 from skillsearch.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
 from skillsearch.search import SearchRequest, SearchResult, run_search
@@ -84,6 +87,7 @@ class Catalog:
         self._encoder = encoder
         self._index: SearchIndex | None = None
         self._lock = RLock()
+        self._results: LRU[tuple[Any, ...], SearchResult] = LRU(settings.result_cache_size)
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -147,6 +151,7 @@ class Catalog:
             )
             stats = idx.rebuild(self.store, progress)
             self._index = idx
+            self._results.clear()
             return stats
 
     def calibrate(self, labelled: Sequence[tuple[str, Sequence[str]]] = ()) -> dict[str, Any]:
@@ -154,6 +159,12 @@ class Catalog:
 
         With labelled requests (text, expected slugs) the semantic weight is also tuned on them, by MRR@10
         over the live index as the operator sees it, and stored with the calibration."""
+        try:
+            return self._calibrate(labelled)
+        finally:
+            self._results.clear()  # cached answers were fused with the old calibration's weight
+
+    def _calibrate(self, labelled: Sequence[tuple[str, Sequence[str]]]) -> dict[str, Any]:
         idx = self.index()
         if not labelled:
             kept = {k: v for k, v in idx.calibration.items() if k in TUNED_KEYS}
@@ -229,17 +240,33 @@ class Catalog:
     # -- reads ------------------------------------------------------------------------------------
 
     def search(self, principal: Principal, request: SearchRequest) -> SearchResult:
+        """Search as ``principal``. A repeat of a request by a caller with the same grants, while neither
+        the store nor the index has changed, is answered from the result cache: every write to the store
+        (an upsert, a removal, a revocation) moves its generation and so misses every cached answer, which
+        makes the cached list exactly what the visibility re-check would return now."""
+        started = time.perf_counter()
+        generation = self.store.generation()
         idx = self.index()
-        return run_search(
+        snapshot = idx.snapshot()
+        key = (generation, snapshot.generation, principal.grants, request)
+        cached = self._results.get(key)
+        if cached is not None:
+            return dataclasses.replace(
+                cached, hits=list(cached.hits), took_ms=(time.perf_counter() - started) * 1000,
+                timings={"result_cache_hit": 1.0},
+            )
+        result = run_search(
             request,
             principal,
-            snapshot=idx.snapshot(),
+            snapshot=snapshot,
             lexical=idx.lexical,
             encoder=self.encoder,
             store=self.store,
             settings=self.settings,
             calibration=idx.calibration,
         )
+        self._results.put(key, result)
+        return result
 
     def search_view(self, principal: Principal, request: SearchRequest) -> SearchResponse:
         result = self.search(principal, request)

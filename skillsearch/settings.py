@@ -52,6 +52,8 @@ class Settings:
     # both (default: every document, French-looking requests), detect, docs, all, off (see lexical.py).
     french_analysis: str = "both"
     query_cache_size: int = 1024
+    # Answers kept for repeated requests (same text, options and caller grants, store unchanged); 0: none.
+    result_cache_size: int = 512
     # Cosine under which a query has no good match; None: the encoder's dev-measured value, else the index's
     # calibration (search.no_match_threshold).
     no_match_cosine: float | None = None
