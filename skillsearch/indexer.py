@@ -43,8 +43,8 @@ __all__ = ["FORMAT_VERSION", "IndexSnapshot", "IndexStats", "SearchIndex", "embe
 FORMAT_VERSION = 2
 log = logging.getLogger("skillsearch")
 
-# Bumped when the lexical schema gains fields (2: the French fields ``fr`` and ``fr_body``).
-LEXICAL_FIELDS_VERSION = 2
+# Bumped when the lexical schema gains fields (2: the French fields ``fr`` and ``fr_body``; 3: ``all``).
+LEXICAL_FIELDS_VERSION = 3
 MANIFEST = "manifest.json"
 
 # Calibration entries set from labelled requests rather than computed from probes; a rebuild keeps them.
@@ -300,8 +300,10 @@ class SearchIndex:
         else:
             self.lexical.apply([_lexical_doc(r) for r in changed], deletes)
         self._snapshot = IndexSnapshot(self.lexical.searcher(), new_vectors, generation)
-        if upserts or deletes or rebuild_lexical or skill_ids is None:
+        if rebuild_lexical or skill_ids is None:
             new_vectors.save(self.data_dir / "vectors")
+        elif upserts or deletes:
+            new_vectors.save_changes(self.data_dir / "vectors", upserts, deletes)
         self._write_manifest(generation)
         return IndexStats(len(changed), len(deletes), len(to_embed), time.perf_counter() - started)
 

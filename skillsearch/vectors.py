@@ -8,12 +8,16 @@ are taken, so k visible results come back whenever k visible rows exist.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -24,6 +28,8 @@ __all__ = ["VectorHits", "VectorRow", "VectorSnapshot", "top_k"]
 
 MATRIX_FILE = "vectors.npy"
 ROWS_FILE = "rows.json"
+LOG_FILE = "changes.log"
+log = logging.getLogger("skillsearch")
 
 
 @dataclass(frozen=True)
@@ -65,34 +71,34 @@ class VectorSnapshot:
     matrix: np.ndarray
     rows: tuple[VectorRow, ...]
     key_to_row: dict[int, int] = field(repr=False)
+    keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64), repr=False)
     grant_names: tuple[str, ...] = ()
     grant_codes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32), repr=False)
     kind_names: tuple[str, ...] = ()
     kind_codes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32), repr=False)
-    tag_rows: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def build(cls, dim: int, matrix: np.ndarray, rows: Sequence[VectorRow]) -> VectorSnapshot:
+    def build(cls, dim: int, matrix: np.ndarray, rows: Sequence[VectorRow], keys: np.ndarray | None = None) -> VectorSnapshot:
+        """A snapshot over these rows; ``keys`` (each row's :func:`skill_key`) saves hashing every id again."""
         matrix = np.ascontiguousarray(matrix, dtype=np.float32).reshape(len(rows), dim)
+        if keys is None:
+            keys = np.fromiter((skill_key(r.skill_id) for r in rows), dtype=np.uint64, count=len(rows))
         grant_names = tuple(sorted({r.grant for r in rows}))
         kind_names = tuple(sorted({r.kind for r in rows}))
         g_index = {g: i for i, g in enumerate(grant_names)}
         k_index = {k: i for i, k in enumerate(kind_names)}
-        tag_lists: dict[str, list[int]] = {}
-        for i, r in enumerate(rows):
-            for t in r.tags:
-                tag_lists.setdefault(t, []).append(i)
         matrix.setflags(write=False)
+        keys.setflags(write=False)
         return cls(
             dim=dim,
             matrix=matrix,
             rows=tuple(rows),
-            key_to_row={skill_key(r.skill_id): i for i, r in enumerate(rows)},
+            key_to_row=dict(zip(keys.tolist(), range(len(rows)), strict=True)),
+            keys=keys,
             grant_names=grant_names,
             grant_codes=np.fromiter((g_index[r.grant] for r in rows), dtype=np.int32, count=len(rows)),
             kind_names=kind_names,
             kind_codes=np.fromiter((k_index[r.kind] for r in rows), dtype=np.int32, count=len(rows)),
-            tag_rows={t: np.asarray(v, dtype=np.int64) for t, v in tag_lists.items()},
         )
 
     @classmethod
@@ -104,6 +110,15 @@ class VectorSnapshot:
 
     def row_of(self, skill_id: str) -> int | None:
         return self.key_to_row.get(skill_key(skill_id))
+
+    @cached_property
+    def tag_rows(self) -> dict[str, np.ndarray]:
+        """Rows of each tag, built on the first search that filters by tag (most snapshots never need it)."""
+        lists: dict[str, list[int]] = {}
+        for i, r in enumerate(self.rows):
+            for t in r.tags:
+                lists.setdefault(t, []).append(i)
+        return {t: np.asarray(v, dtype=np.int64) for t, v in lists.items()}
 
     # -- search -----------------------------------------------------------------------------------
 
@@ -131,7 +146,10 @@ class VectorSnapshot:
     # -- updates ----------------------------------------------------------------------------------
 
     def apply(self, upserts: Sequence[tuple[VectorRow, np.ndarray]], deletes: Iterable[str]) -> VectorSnapshot:
-        """A new snapshot with rows replaced, added or removed; this one is unchanged."""
+        """A new snapshot with rows replaced, added or removed; this one is unchanged.
+
+        The cost is one copy of the matrix: rows keep their keys, and a batch that only replaces rows
+        (the usual update) keeps the key map and the grant and kind codes as they were."""
         gone = {self.key_to_row[k] for k in (skill_key(s) for s in deletes) if k in self.key_to_row}
         replace: dict[int, tuple[VectorRow, np.ndarray]] = {}
         added: list[tuple[VectorRow, np.ndarray]] = []
@@ -141,22 +159,46 @@ class VectorSnapshot:
                 replace[i] = (row, vec)
             else:
                 added.append((row, vec))
-        keep = [i for i in range(len(self.rows)) if i not in gone]
-        matrix = self.matrix[keep] if gone else self.matrix.copy()
-        rows = [self.rows[i] for i in keep]
-        new_pos = {old: new for new, old in enumerate(keep)}
+        keep = np.asarray([i for i in range(len(self.rows)) if i not in gone], dtype=np.int64) if gone else None
+        kept = len(self.rows) - len(gone)
+        matrix = np.empty((kept + len(added), self.dim), dtype=np.float32)
+        matrix[:kept] = self.matrix[keep] if keep is not None else self.matrix
+        rows = [self.rows[i] for i in keep.tolist()] if keep is not None else list(self.rows)
+        new_pos = (lambda old: int(np.searchsorted(keep, old))) if keep is not None else (lambda old: old)
         for old, (row, vec) in replace.items():
-            matrix[new_pos[old]] = vec
-            rows[new_pos[old]] = row
+            matrix[new_pos(old)] = vec
+            rows[new_pos(old)] = row
+        for j, (row, vec) in enumerate(added):
+            matrix[kept + j] = vec
+            rows.append(row)
+        keys = self.keys[keep] if keep is not None else self.keys
         if added:
-            matrix = np.concatenate([matrix, np.stack([v for _, v in added]).astype(np.float32)])
-            rows.extend(r for r, _ in added)
-        return VectorSnapshot.build(self.dim, matrix, rows)
+            extra = np.fromiter((skill_key(r.skill_id) for r, _ in added), dtype=np.uint64, count=len(added))
+            keys = np.concatenate([keys, extra])
+        same_filters = all(
+            (r.grant, r.kind, r.tags) == (self.rows[i].grant, self.rows[i].kind, self.rows[i].tags)
+            for i, (r, _) in replace.items()
+        )
+        if gone or added or not same_filters:
+            return VectorSnapshot.build(self.dim, matrix, rows, keys)
+        matrix.setflags(write=False)
+        return VectorSnapshot(
+            dim=self.dim, matrix=matrix, rows=tuple(rows), key_to_row=self.key_to_row, keys=self.keys,
+            grant_names=self.grant_names, grant_codes=self.grant_codes, kind_names=self.kind_names,
+            kind_codes=self.kind_codes,
+        )
 
     # -- persistence ------------------------------------------------------------------------------
+    #
+    # ``vectors.npy`` + ``rows.json`` hold a whole snapshot; ``changes.log`` holds the batches applied
+    # since, one JSON line each (rows with their vector as base64 float32, and removed ids), appended and
+    # fsynced. A one-skill update thus writes a few KiB instead of the whole matrix (150 MB at 100k rows).
+    # Loading replays the log over the base; replaying a batch twice gives the same rows, so a crash between
+    # writing a new base and removing the old log loses nothing. The log is folded into a new base when it
+    # outgrows a quarter of the matrix.
 
     def save(self, folder: Path) -> None:
-        """Write both files through temporary names and atomic renames."""
+        """Write the whole snapshot through temporary names and atomic renames, then drop the change log."""
         folder.mkdir(parents=True, exist_ok=True)
         tmp_matrix = folder / (MATRIX_FILE + ".tmp")
         with open(tmp_matrix, "wb") as f:
@@ -164,13 +206,36 @@ class VectorSnapshot:
             f.flush()
             os.fsync(f.fileno())
         tmp_rows = folder / (ROWS_FILE + ".tmp")
-        payload = {
-            "dim": self.dim,
-            "rows": [[r.skill_id, r.grant, r.kind, list(r.tags), r.doc_hash, r.embed_hash] for r in self.rows],
-        }
+        payload = {"dim": self.dim, "rows": [_row_json(r) for r in self.rows]}
         tmp_rows.write_text(json.dumps(payload), encoding="utf-8")
         os.replace(tmp_matrix, folder / MATRIX_FILE)
         os.replace(tmp_rows, folder / ROWS_FILE)
+        (folder / LOG_FILE).unlink(missing_ok=True)
+
+    def save_changes(
+        self,
+        folder: Path,
+        upserts: Sequence[tuple[VectorRow, np.ndarray]],
+        deletes: Sequence[str],
+        max_log_bytes: int | None = None,
+    ) -> None:
+        """Persist one applied batch (``self`` is the snapshot after it): append it to the change log, or
+        write a whole new base when the log has outgrown ``max_log_bytes`` (default: a quarter of the matrix,
+        at least 1 MiB) or no base exists yet."""
+        log = folder / LOG_FILE
+        logged = log.stat().st_size if log.exists() else 0
+        limit = max(self.matrix.nbytes // 4, 1 << 20) if max_log_bytes is None else max_log_bytes
+        if not (folder / MATRIX_FILE).exists() or logged > limit:
+            self.save(folder)
+            return
+        line = json.dumps({
+            "upserts": [[*_row_json(r), base64.b64encode(np.asarray(v, "<f4").tobytes()).decode()] for r, v in upserts],
+            "deletes": list(deletes),
+        })
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
 
     @classmethod
     def load(cls, folder: Path) -> VectorSnapshot:
@@ -181,9 +246,36 @@ class VectorSnapshot:
             dim = int(payload["dim"])
             if matrix.shape != (len(rows), dim):
                 raise ValueError(f"matrix shape {matrix.shape} does not match {len(rows)} rows of {dim} dims")
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            snapshot = cls.build(dim, matrix, rows)
+            for batch in _log_batches(folder / LOG_FILE):
+                upserts = []
+                for s, g, k, t, d, e, vec in batch["upserts"]:
+                    v = np.frombuffer(base64.b64decode(vec), dtype="<f4")
+                    if v.shape != (dim,):
+                        raise ValueError(f"a logged vector has {v.size} values, not {dim}")
+                    upserts.append((VectorRow(s, g, k, tuple(t), d, e), v))
+                snapshot = snapshot.apply(upserts, batch["deletes"])
+        except (OSError, ValueError, KeyError, TypeError, binascii.Error) as exc:
             raise IndexNotReadyError(
                 f"the vector store at {folder} is unreadable ({exc}); run `skillsearch reindex`",
                 {"path": str(folder)},
             ) from exc
-        return cls.build(dim, matrix, rows)
+        return snapshot
+
+
+def _row_json(r: VectorRow) -> list[object]:
+    return [r.skill_id, r.grant, r.kind, list(r.tags), r.doc_hash, r.embed_hash]
+
+
+def _log_batches(path: Path) -> Iterator[dict[str, Any]]:
+    """The logged batches, in order. A last line cut short by a crash is the one batch that never
+    completed (its manifest was not written, so the index repairs itself from the store): it is skipped."""
+    try:
+        lines = path.read_text(encoding="utf-8").split("\n")
+    except FileNotFoundError:
+        return
+    complete, torn = lines[:-1], lines[-1]
+    for line in complete:
+        yield dict(json.loads(line))
+    if torn.strip():
+        log.warning("ignoring an unfinished batch at the end of %s", path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from skillsearch.domain import Principal
@@ -14,6 +15,7 @@ from skillsearch.errors import IndexMismatchError, IndexNotReadyError
 from skillsearch.search import SearchRequest
 from skillsearch.service import Catalog
 from skillsearch.settings import Settings
+from skillsearch.vectors import VectorRow, VectorSnapshot
 
 OPERATOR = Principal.operator()
 QUERIES = ["roll back a bad deploy", "clean a pandas dataframe", "証明書", "write a changelog entry"]
@@ -92,3 +94,73 @@ def test_only_changed_skills_are_re_embedded(fresh_sample: Catalog, tmp_path: Pa
     assert again.unchanged and idx.embed_count == before + 1
     hits = fresh_sample.search(OPERATOR, SearchRequest("llamas", mode="lexical")).hits
     assert [h.skill.slug for h in hits] == ["brand-new"]
+
+
+def test_a_small_update_appends_to_the_change_log_and_survives_a_reopen(
+    fresh_sample: Catalog, encoder: Encoder, tmp_path: Path
+) -> None:
+    folder = fresh_sample.data_dir / "vectors"
+    base = (folder / "vectors.npy").read_bytes()
+    logged = (folder / "changes.log").read_text(encoding="utf-8").count("\n")
+    bundle = tmp_path / "one.json"
+    bundle.write_text(json.dumps([{"slug": "llama-care", "name": "Llama care", "description": "Feed the llamas."}]))
+    fresh_sample.import_path(bundle, "extra", "user:me")
+    assert (folder / "vectors.npy").read_bytes() == base  # the 45-row matrix was not rewritten
+    assert (folder / "changes.log").read_text(encoding="utf-8").count("\n") == logged + 1
+    before = answers(fresh_sample) + [[(h.skill.slug, round(h.score, 5)) for h in fresh_sample.search(
+        OPERATOR, SearchRequest("feeding llamas", mode="semantic", limit=1)).hits]]
+    assert before[-1][0][0] == "llama-care"
+    fresh_sample.close()
+    reopened = Catalog.open(Settings(data_dir=fresh_sample.data_dir), encoder=encoder)
+    assert reopened.index().embed_count == 0
+    assert answers(reopened) + [[(h.skill.slug, round(h.score, 5)) for h in reopened.search(
+        OPERATOR, SearchRequest("feeding llamas", mode="semantic", limit=1)).hits]] == before
+
+
+def test_a_batch_cut_short_in_the_change_log_is_repaired_from_the_store(fresh_sample: Catalog, encoder: Encoder
+                                                                        ) -> None:
+    """A crash while appending leaves half a line and a manifest behind the store: nothing is lost."""
+    victim = fresh_sample.store.skills_by_slug("regex-debugging")[0]
+    fresh_sample.close()
+    other = Catalog(Settings(data_dir=fresh_sample.data_dir), encoder=encoder)
+    other.store.archive(victim.skill_id)
+    with open(fresh_sample.data_dir / "vectors" / "changes.log", "a", encoding="utf-8") as f:
+        f.write('{"upserts": [["half a ba')
+    reopened = Catalog.open(Settings(data_dir=fresh_sample.data_dir), encoder=encoder)
+    vectors = reopened.index().snapshot().vectors
+    assert victim.skill_id not in {r.skill_id for r in vectors.rows}
+    assert len(vectors) == reopened.store.count("active")
+    assert victim.skill_id not in {h.skill.skill_id for h in reopened.search(OPERATOR, SearchRequest("regex")).hits}
+
+
+def test_a_garbled_change_log_line_is_a_clear_error(fresh_sample: Catalog, encoder: Encoder) -> None:
+    fresh_sample.close()
+    (fresh_sample.data_dir / "vectors" / "changes.log").write_text("not json\n", encoding="utf-8")
+    with pytest.raises(IndexNotReadyError, match="vector store .* unreadable .*skillsearch reindex"):
+        Catalog(Settings(data_dir=fresh_sample.data_dir), encoder=encoder).index()
+
+
+def test_the_change_log_is_folded_into_a_new_base_when_it_grows(tmp_path: Path) -> None:
+    dim = 8
+    rng = np.random.default_rng(3)
+
+    def row(i: int) -> VectorRow:
+        return VectorRow(f"sk_{i}", "team:a", "knowledge", (f"t{i % 3}",), f"d{i}", f"e{i}")
+
+    snapshot = VectorSnapshot.build(dim, rng.random((4, dim), dtype=np.float32), [row(i) for i in range(4)])
+    snapshot.save(tmp_path)
+    expected = {f"sk_{i}" for i in range(4)}
+    for i in range(4, 40):
+        expected = (expected - ({f"sk_{i - 3}"} if i % 5 == 0 else set())) | {f"sk_{i}"}
+        expected |= {f"sk_{i - 4}"} if i % 3 == 0 else set()
+        batch = [(row(i), rng.random(dim, dtype=np.float32))]
+        batch += [(row(i - 4), rng.random(dim, dtype=np.float32))] if i % 3 == 0 else []
+        snapshot = snapshot.apply(batch, [f"sk_{i - 3}"] if i % 5 == 0 else [])
+        snapshot.save_changes(tmp_path, batch, [f"sk_{i - 3}"] if i % 5 == 0 else [], max_log_bytes=2_000)
+        loaded = VectorSnapshot.load(tmp_path)
+        assert loaded.rows == snapshot.rows
+        np.testing.assert_array_equal(loaded.matrix, snapshot.matrix)
+        assert loaded.key_to_row == snapshot.key_to_row and loaded.tag_rows.keys() == snapshot.tag_rows.keys()
+    assert {r.skill_id for r in snapshot.rows} == expected and len(expected) < 40
+    log = tmp_path / "changes.log"
+    assert not log.exists() or log.stat().st_size <= 2_000 + 1_000
