@@ -6,7 +6,7 @@ the cosine of every document, and each fusion setting is then replayed with ``sk
 over the same candidate set ``run_search`` uses (union of each retriever's top ``candidate_depth``).
 Output: one line per setting and dataset; `/tmp/tuning-dev.json`.
 
-    PYTHONPATH=. python benchmarks/tune.py [metatool sealtools]
+    PYTHONPATH=. python benchmarks/tune.py [metatool sealtools] [boosts=default,all]
 """
 
 from __future__ import annotations
@@ -29,15 +29,17 @@ from skillsearch.lexical import FIELD_BOOSTS
 from skillsearch.settings import Settings
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-DATASETS = sys.argv[1:] or ["metatool", "sealtools"]
+DATASETS = [a for a in sys.argv[1:] if "=" not in a] or ["metatool", "sealtools"]
+# `boosts=default,all` runs only those field-boost sets.
+ONLY = next((a.split("=", 1)[1].split(",") for a in sys.argv[1:] if a.startswith("boosts=")), None)
 MAX_QUERIES = 2000
 DEPTH = Settings().candidate_depth
+# Field sets of the current schema (``all`` + ``name``). The five-field sets measured before (name / slug /
+# tags / description / instructions, docs/benchmarks.md) ran against the schema of commit 1250d1e.
 BOOSTS: dict[str, dict[str, float]] = {
     "default": dict(FIELD_BOOSTS),
-    "flat": {"name": 1.0, "slug": 1.0, "tags_text": 1.0, "description": 1.0, "instructions": 1.0},
-    "name2-desc1": {"name": 2.0, "slug": 1.0, "tags_text": 1.0, "description": 1.0, "instructions": 1.0},
-    "notags": {"name": 3.0, "slug": 2.0, "tags_text": 0.0, "description": 1.5, "instructions": 1.0},
-    "name1.5-tags.5": {"name": 1.5, "slug": 1.0, "tags_text": 0.5, "description": 1.0, "instructions": 0.7},
+    "all": {"all": 1.0},
+    "all+name2": {"all": 1.0, "name": 2.0},
 }
 FUSIONS = [("lexical", 0.0), ("semantic", 1.0)] + [
     (m, w) for m in ("zscore", "minmax") for w in (0.4, 0.5, 0.6, 0.7)
@@ -52,7 +54,7 @@ def main() -> None:
         qids = ds.query_ids(MAX_QUERIES)
         texts = [ds.queries[q].strip()[:2000] for q in qids]
         qrels = {q: ds.qrels[q] for q in qids}
-        enc.prime_queries(texts)
+        enc.prime_queries(texts)  # whole queries only: this sweep scores the whole-query cosine
         with tempfile.TemporaryDirectory() as tmp:
             catalog, id_map = open_bench_catalog(ds, Path(tmp) / "data", enc)
             idx = catalog.index()
@@ -62,6 +64,8 @@ def main() -> None:
             cos = np.stack([enc.encode_query(t) for t in texts]) @ vectors.matrix.T
             grants = list(vectors.grant_names)
             for bname, boosts in BOOSTS.items():
+                if ONLY and bname not in ONLY:
+                    continue
                 idx.lexical.field_boosts = boosts
                 t = time.time()
                 lex_lists = []

@@ -48,10 +48,13 @@ __all__ = [
 
 EN_ANALYZER = "skill_en"
 CJK_ANALYZER = "skill_cjk"
-TEXT_FIELDS = ("name", "slug", "tags_text", "description", "instructions")
-# Flat boosts: on the dev splits they beat name 3 / slug 2 / tags 2 / description 1.5 by 1.7 (MetaTool) and
-# 0.9 (Seal-Tools) points of nDCG@10 once names are also indexed as words (docs/benchmarks.md).
-FIELD_BOOSTS: dict[str, float] = {"name": 1.0, "slug": 1.0, "tags_text": 1.0, "description": 1.0, "instructions": 1.0}
+# ``all`` holds the name (and the name in words), the slug's words, the tags, the description and the
+# instructions; ``name`` the name again. BM25 over these two beat the five separate fields (name, slug,
+# tags, description, instructions, flat boosts) on both dev splits (lexical nDCG@10 +0.6 MetaTool, +0.8
+# Seal-Tools) and costs a fraction to search: a request's terms in 2 fields instead of 5 let Tantivy's
+# block-max WAND skip most postings (lexical p50 at 100k skills, see docs/benchmarks.md).
+TEXT_FIELDS = ("all", "name")
+FIELD_BOOSTS: dict[str, float] = {"all": 1.0, "name": 1.0}
 CJK_BOOST = 1.0
 FR_ANALYZER = "skill_fr"
 FRENCH_FIELDS = ("fr", "fr_body")
@@ -122,8 +125,8 @@ def _schema() -> tantivy.Schema:
     return sb.build()
 
 
-def _register_analyzers(index: tantivy.Index) -> None:
-    en = (
+def _english_analyzer() -> tantivy.TextAnalyzer:
+    return (
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
         .filter(tantivy.Filter.remove_long(40))
         .filter(tantivy.Filter.lowercase())
@@ -131,8 +134,11 @@ def _register_analyzers(index: tantivy.Index) -> None:
         .filter(tantivy.Filter.stemmer("english"))
         .build()
     )
+
+
+def _register_analyzers(index: tantivy.Index) -> None:
     cjk = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.ngram(1, 2)).filter(tantivy.Filter.lowercase()).build()
-    index.register_tokenizer(EN_ANALYZER, en)
+    index.register_tokenizer(EN_ANALYZER, _english_analyzer())
     index.register_tokenizer(CJK_ANALYZER, cjk)
     index.register_tokenizer(FR_ANALYZER, _french_analyzer())
 
@@ -189,6 +195,8 @@ class LexicalIndex:
                 {"path": str(self.path)},
             ) from exc
         _register_analyzers(self.index)
+        self._english = _english_analyzer()
+        self._french = _french_analyzer()
         self.field_boosts: dict[str, float] = dict(FIELD_BOOSTS)
         self._writer: Any = None
         self._lock = Lock()
@@ -197,6 +205,7 @@ class LexicalIndex:
 
     def _doc(self, d: LexicalDoc) -> tantivy.Document:
         text = " ".join((d.name, d.description, d.instructions))
+        name = d.name if split_identifiers(d.name) == d.name else f"{d.name} {split_identifiers(d.name)}"
         fields: dict[str, Any] = {
             "skill_id": d.skill_id,
             "key": skill_key(d.skill_id),
@@ -204,11 +213,8 @@ class LexicalIndex:
             "kind": d.kind,
             "status": "active",
             "tag": list(d.tags),
-            "name": d.name if split_identifiers(d.name) == d.name else f"{d.name} {split_identifiers(d.name)}",
-            "slug": d.slug.replace("-", " "),
-            "tags_text": " ".join(d.tags),
-            "description": d.description,
-            "instructions": d.instructions,
+            "all": "\n".join((name, d.slug.replace("-", " "), " ".join(d.tags), d.description, d.instructions)),
+            "name": name,
             "cjk": " ".join(cjk_runs(text)),
         }
         if self.french in ("all", "both") or (self.french in ("detect", "docs") and is_french(f"{d.name}\n{text}")):
@@ -249,9 +255,13 @@ class LexicalIndex:
         return self.index.searcher()
 
     def build_query(
-        self, text: str, grants: Sequence[str], kind: str | None = None, tags: Sequence[str] = ()
+        self, text: str, grants: Sequence[str] | None, kind: str | None = None, tags: Sequence[str] = ()
     ) -> tantivy.Query | None:
-        """The whole lexical query, filters included, or ``None`` when the text has no searchable word."""
+        """The whole lexical query, filters included, or ``None`` when the text has no searchable word.
+
+        ``grants=None`` means no filter at all (the caller sees every grant and asked for no kind or tag):
+        the query is then a plain disjunction of terms, which Tantivy answers with block-max WAND, visiting
+        a fraction of the postings; any ``Must`` filter clause turns that pruning off."""
         words = _NON_WORD.sub(" ", text).strip().lower()
         should: list[tuple[tantivy.Occur, tantivy.Query]] = []
         french = self.french in ("all", "docs") or (self.french in ("detect", "both") and is_french(text))
@@ -259,12 +269,16 @@ class LexicalIndex:
             # A French request's function words ("de", "la", "pour") would match every French document
             # through the English fields, whose stop list is English: they are left to the French fields.
             en_words = " ".join(w for w in words.split() if w not in FRENCH_WORDS) if french else words
-            if en_words:
-                query, _errors = self.index.parse_query_lenient(
-                    en_words, [f for f, b in self.field_boosts.items() if b > 0], field_boosts=self.field_boosts
-                )
-                should.append((tantivy.Occur.Should, query))
-            if french:
+            # One flat disjunction of (field, term) queries: nested per-term clauses, as the query parser
+            # builds them, would keep Tantivy from pruning with block-max WAND.
+            terms = sorted(set(self._english.analyze(en_words))) if en_words else []
+            for field_name, boost in self.field_boosts.items():
+                if boost <= 0:
+                    continue
+                for term in terms:
+                    q = tantivy.Query.term_query(self.schema, field_name, term)
+                    should.append((tantivy.Occur.Should, q if boost == 1.0 else tantivy.Query.boost_query(q, boost)))
+            if french and self._french.analyze(words):
                 fr_query, _errors = self.index.parse_query_lenient(
                     words, list(FRENCH_FIELDS), field_boosts=FRENCH_BOOSTS
                 )
@@ -276,8 +290,10 @@ class LexicalIndex:
             terms = [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "cjk", g)) for g in grams]
             cjk_q = tantivy.Query.boost_query(tantivy.Query.boolean_query(terms), CJK_BOOST)
             should.append((tantivy.Occur.Should, cjk_q))
-        if not should or not grants:
+        if not should or (grants is not None and not grants):
             return None
+        if grants is None:
+            return should[0][1] if len(should) == 1 else tantivy.Query.boolean_query(should)
         must: list[tuple[tantivy.Occur, tantivy.Query]] = [
             (tantivy.Occur.Must, tantivy.Query.boolean_query(should)),
             (tantivy.Occur.Must, self._filter("grant", list(grants))),
@@ -294,12 +310,14 @@ class LexicalIndex:
     def search(
         self,
         text: str,
-        grants: Sequence[str],
+        grants: Sequence[str] | None,
         limit: int,
         kind: str | None = None,
         tags: Sequence[str] = (),
         searcher: tantivy.Searcher | None = None,
     ) -> LexicalHits:
+        if grants is None and (kind or tags):
+            raise ValueError("an unfiltered lexical search takes no kind or tags")
         query = self.build_query(text, grants, kind, tags)
         if query is None or limit <= 0:
             return LexicalHits(np.zeros(0, np.uint64), np.zeros(0, np.float32))

@@ -139,38 +139,38 @@ def run_search(
     use_lex = request.mode in ("lexical", "hybrid")
     use_sem = request.mode in ("semantic", "hybrid")
 
+    # Rows the caller may see and asked for; None when that is every row (no filter anywhere).
+    everything = set(vectors.grant_names) <= set(grants) and not request.kind and not request.tags
+    mask = None if everything or not grants else vectors.mask(grants, request.kind, request.tags)
+
     lex_rows = np.zeros(0, np.int64)
     lex_scores = np.zeros(0, np.float32)
     if use_lex and grants:
         t = time.perf_counter()
-        hits = lexical.search(request.query, grants, depth, request.kind, request.tags, searcher=snapshot.searcher)
-        key_to_row = vectors.key_to_row
-        found = [key_to_row.get(k, -1) for k in hits.keys.tolist()]
-        lex_rows = np.asarray(found, dtype=np.int64)
-        lex_scores = hits.scores[lex_rows >= 0].astype(np.float32)
-        lex_rows = lex_rows[lex_rows >= 0]
+        lex_rows, lex_scores = _lexical_candidates(lexical, request, grants, depth, snapshot, mask)
         timings["lexical_ms"] = (time.perf_counter() - t) * 1000
 
     sem_all: np.ndarray | None = None
     sem_rows = np.zeros(0, np.int64)
     if use_sem and grants and len(vectors):
         t = time.perf_counter()
-        queries = [encoder.encode_query(text) for text in query_texts(request.query, settings.query_sentences)]
+        texts = query_texts(request.query, settings.query_sentences)
+        queries = encoder.encode_query_parts(texts[0], texts[1:])
         timings["encode_ms"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
-        everything = set(vectors.grant_names) <= set(grants) and not request.kind and not request.tags
-        mask = np.ones(len(vectors), dtype=bool) if everything else vectors.mask(grants, request.kind, request.tags)
+        if mask is None:
+            mask = np.ones(len(vectors), dtype=bool)
         centering = centering_of(calibration)
         if centering is not None:
             # e5: scores relative to each document language's centroid (skillsearch/calibration.py).
-            scores = centered_cosines(vectors.matrix, np.stack(queries), centering)
+            scores = centered_cosines(vectors.matrix, queries, centering)
             sem_all = (scores.max(axis=0) if scores.ndim == 2 else scores).astype(np.float32)
             sem_all[~mask] = -np.inf
         elif len(queries) == 1:
             sem_all = vectors.scores(queries[0], mask)
         else:
             # One pass over the matrix for all the query's vectors: it is memory-bound, k passes cost k times.
-            sem_all = (vectors.matrix @ np.stack(queries).T).max(axis=1) if len(vectors) else np.zeros(0, np.float32)
+            sem_all = (vectors.matrix @ queries.T).max(axis=1) if len(vectors) else np.zeros(0, np.float32)
             sem_all[~mask] = -np.inf
         sem_rows = top_k(sem_all, depth)
         timings["vector_ms"] = (time.perf_counter() - t) * 1000
@@ -231,6 +231,39 @@ def run_search(
         took_ms=(time.perf_counter() - started) * 1000,
         timings=timings,
     )
+
+
+# A filtered Tantivy query cannot prune (see ``LexicalIndex.build_query``); asking the unfiltered one for this
+# many times the candidates and keeping the visible ones usually finds them all, at a fraction of the cost.
+OVERFETCH = 4
+
+
+def _lexical_candidates(
+    lexical: LexicalIndex, request: SearchRequest, grants: list[str], depth: int, snapshot: IndexSnapshot,
+    mask: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Vector rows and BM25 scores of the top ``depth`` lexical matches the caller may see, best first.
+
+    BM25 scores do not depend on the filter (its clause scores 0), so the visible hits of an unfiltered
+    ranking are the filtered ranking: when the unfiltered top ``OVERFETCH x depth`` holds ``depth`` visible
+    hits, or holds every match, they are exactly what the filtered query returns. Otherwise the filtered
+    query runs, so the list is full whenever ``depth`` visible matches exist.
+    """
+    key_to_row = snapshot.vectors.key_to_row
+
+    def rows_of(keys: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rows = np.asarray([key_to_row.get(k, -1) for k in keys.tolist()], dtype=np.int64)
+        return rows[rows >= 0], scores[rows >= 0].astype(np.float32)
+
+    if mask is None:
+        return rows_of(*lexical.search(request.query, None, depth, searcher=snapshot.searcher))
+    wide = OVERFETCH * depth
+    keys, scores = lexical.search(request.query, None, wide, searcher=snapshot.searcher)
+    rows, scores = rows_of(keys, scores)
+    visible = mask[rows]
+    if int(visible.sum()) >= depth or keys.size < wide:
+        return rows[visible][:depth], scores[visible][:depth]
+    return rows_of(*lexical.search(request.query, grants, depth, request.kind, request.tags, searcher=snapshot.searcher))
 
 
 def _semantic_weight(request: SearchRequest, settings: Settings, calibration: dict[str, Any] | None) -> float:
