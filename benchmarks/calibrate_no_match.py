@@ -2,8 +2,8 @@
 
 Method: a query *has* a good match in its own dataset's catalog (every dev query is judged relevant to at
 least one document), and mostly has none in the other dataset's catalog (MetaTool's consumer plugins vs
-Seal-Tools' enterprise APIs). For each catalog we take each query's best cosine (over the query and its
-sentences, as ``run_search`` scores it) for
+Seal-Tools' enterprise APIs). For each catalog we take each query's best cosine (over the vectors
+``run_search`` embeds for it: the query, or its sentences and their mean) for
 
 - positives: its own dev queries, and
 - negatives: the other dataset's dev queries.
@@ -47,10 +47,10 @@ def _doc_matrix(enc: BenchEncoder, name: str) -> tuple[list[str], np.ndarray]:
 
 
 def _best_cos(enc: BenchEncoder, queries: list[list[str]], docs: np.ndarray) -> np.ndarray:
-    """Per query and document, the best cosine over the query's texts (as ``run_search`` scores it)."""
+    """Per query and document, the best cosine over the query's vectors (as ``run_search`` scores it)."""
     out = np.zeros((len(queries), docs.shape[0]), dtype=np.float32)
-    for i, parts in enumerate(queries):
-        out[i] = (np.stack([enc.encode_query(t) for t in parts]) @ docs.T).max(axis=0)
+    for i, texts in enumerate(queries):
+        out[i] = (enc.encode_query_parts(texts[0], texts[1:]) @ docs.T).max(axis=0)
     return out
 
 
@@ -61,7 +61,7 @@ def main() -> None:
     qids = {n: data[n].query_ids(MAX_QUERIES) for n in names}
     qtexts = {n: [query_texts(data[n].queries[q].strip()[:2000], Settings().query_sentences) for q in qids[n]]
               for n in names}
-    enc.prime_queries([t for n in names for parts in qtexts[n] for t in parts])
+    enc.prime_queries([texts[0] for n in names for texts in qtexts[n]], Settings().query_sentences)
     report: dict[str, dict[str, float]] = {}
     pair_cos: list[float] = []
     best: dict[str, dict[str, np.ndarray]] = {}

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from skillsearch.encoder import Encoder, ProgressCallback
+from skillsearch.search import query_texts
 
 __all__ = ["BenchEncoder"]
 
@@ -41,6 +42,7 @@ class BenchEncoder:
         self.folder = Path(cache_dir) / re.sub(r"[^A-Za-z0-9._-]+", "_", inner.name) if cache_dir else None
         self._vectors: dict[str, np.ndarray] = {}
         self._queries: dict[str, np.ndarray] = {}
+        self._parts: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
         self.encoded_documents = 0
         self._load()
 
@@ -88,15 +90,26 @@ class BenchEncoder:
         """The cached vector of each text, or ``None``; encodes nothing."""
         return [self._vectors.get(_key(self.name, "document", t)) for t in texts]
 
-    def prime_queries(self, texts: Sequence[str]) -> None:
-        """Encode these queries once (batched, cached on disk) so that ``encode_query`` is a lookup."""
+    def prime_queries(self, texts: Sequence[str], sentences: int = 0) -> None:
+        """Encode these queries once so that search's ``encode_query_parts`` is a lookup: whole queries in
+        batches (cached on disk), and for a query of several sentences its vectors as search asks for them."""
         unique = list(dict.fromkeys(texts))
         if self.name not in SYMMETRIC:
             vecs = np.stack([self.inner.encode_query(t) for t in unique]) if unique else np.zeros((0, self.dim))
         else:
             vecs = self._cached(unique, "query", None)
         self._queries.update(zip(unique, vecs, strict=True))
+        for text in unique:
+            parts = tuple(query_texts(text, sentences)[1:])
+            if parts:
+                self._parts[(text, parts)] = self.inner.encode_query_parts(text, parts)
 
     def encode_query(self, text: str) -> np.ndarray:
         vec = self._queries.get(text)
         return vec if vec is not None else self.inner.encode_query(text)
+
+    def encode_query_parts(self, query: str, parts: Sequence[str]) -> np.ndarray:
+        if not parts:
+            return self.encode_query(query)[None, :]
+        found = self._parts.get((query, tuple(parts)))
+        return found if found is not None else self.inner.encode_query_parts(query, parts)

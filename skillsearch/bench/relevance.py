@@ -30,7 +30,7 @@ from skillsearch.domain import Principal
 from skillsearch.encoder import Encoder, make_encoder
 from skillsearch.fusion import FUSION_METHODS
 from skillsearch.lexical import FIELD_BOOSTS
-from skillsearch.search import SearchRequest, query_texts
+from skillsearch.search import SearchRequest
 from skillsearch.service import Catalog
 from skillsearch.settings import Settings
 
@@ -132,7 +132,7 @@ def run_relevance(options: RelevanceOptions, encoder: Encoder | None = None,
             if any(m != "lexical" for m in ours):
                 t = time.perf_counter()
                 texts = [v.strip()[: settings.max_query_chars] for v in queries.values()]
-                bench_encoder.prime_queries([p for t in texts for p in query_texts(t, settings.query_sentences)])
+                bench_encoder.prime_queries(texts, settings.query_sentences)
                 timing["encode_queries_s"] = time.perf_counter() - t
             bar = progress(len(queries) * len(ours), "searching") if progress and ours else None
             runs, mean_ms = search_runs(catalog, id_map, queries, ours, tick=(lambda: bar(1)) if bar else None)
