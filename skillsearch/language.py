@@ -51,17 +51,18 @@ def is_french(text: str) -> bool:
 
 # Words that mark a request as English: function words and the verbs requests open with. Words other
 # languages share with English are left out ("in", "an", "was", "will", "die", "also", "so", "me", "a").
-_ENGLISH_CUES = ENGLISH_WORDS - {"in", "an", "was", "will"} | frozenset(
+_CUES = (
     """i i'm i've i'd i'll my mine we our us they them their he she his her there here do does did don't
     doesn't can't have has had need needs want wants would could may might must please help find get give
     show tell make let know about any some all each every more most than then if whether because while
     after before between without where why whose one two new best good like just up out over only other
     such very much many own same what's how's it's looking create generate retrieve provide recommend
     suggest search check calculate translate play book send convert compare explain write add remove
-    delete update set build buy order analyze analyse fetch track schedule summarize summarise lookup""".split()
+    delete update set build buy order analyze analyse fetch track schedule summarize summarise lookup"""
 )
+_ENGLISH_CUES = ENGLISH_WORDS - {"in", "an", "was", "will"} | frozenset(_CUES.split())
 # Frequent function words of other Latin-script languages, none of them common in English.
-_OTHER_LATIN = frozenset(
+_OTHER = (
     """der die das und ist nicht ein eine einen einem mit für auf ich sie wir ihr von dem des im wie wo
     warum bitte kann können meine mein meinen wird sind oder aber auch noch nach bei zum zur über
     el los las y es una con para por qué del como cómo donde dónde mis tu su sus está estoy quiero
@@ -69,8 +70,9 @@ _OTHER_LATIN = frozenset(
     il lo gli della dei degli delle che non sono come dove perché voglio posso questo questa nel nella
     os um uma não você eu meu minha posso quero preciso isso esse essa no na
     het een ik je niet met voor zijn wat hoe waar mijn kan ook naar
-    jak nie jest się czy gdzie och att är det som jag inte hur""".split()
+    jak nie jest się czy gdzie och att är det som jag inte hur"""
 )
+_OTHER_LATIN = frozenset(_OTHER.split())
 _LATIN_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?", re.UNICODE)
 _ACCENTED = re.compile("[\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff¿¡]")
 _NON_LATIN = re.compile(r"[^\x00-\u024f\u1e00-\u1eff\u2000-\u2bff\W\d_]", re.UNICODE)
