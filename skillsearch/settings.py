@@ -33,7 +33,8 @@ def _env_default(name: str, default: Any) -> Any:
 @dataclass(frozen=True)
 class Settings:
     data_dir: Path = Path("index")
-    # "minilm" (default, English), "e5" (multilingual, optional extra) or "hashing" (fast tests only).
+    # "minilm" (default, English), "e5" (multilingual, optional extra), "minilm+e5" (both: English requests
+    # answered by MiniLM, the others by e5; embeds every document twice) or "hashing" (fast tests only).
     encoder: str = "minilm"
     # Fusion defaults, chosen on the dev splits (docs/benchmarks.md): z-score convex combination with
     # semantic weight 0.7 is the one setting that beats both single retrievers on MetaTool and Seal-Tools.
