@@ -200,7 +200,7 @@ class RoutedEncoder:
 
     Why: e5 makes French, Japanese and Chinese requests find their skills, but costs English 0.1 nDCG@10 on
     MetaTool; MiniLM is the better English model. A document vector is the concatenation
-    ``[english model | other model]``, each half L2-normalised, so the vector store, snapshots, manifests,
+    ``[english model | other model]``, each half the model's own unit vector, so the vector store, snapshots, manifests,
     repair and the encoder-mismatch check work unchanged (the name and dimension differ from both models).
     ``encode_query`` fills the request's half and leaves the other at zero, so ``matrix @ q`` is exactly the
     chosen model's cosine; search does better and scores only that half's columns (:meth:`route` and
@@ -244,7 +244,7 @@ class RoutedEncoder:
 
         for key, part in self.parts.items():
             if texts:
-                out[:, self.columns[key]] = _normalise(part.encode_documents(texts, half_tick(key)))
+                out[:, self.columns[key]] = part.encode_documents(texts, half_tick(key))
         return out
 
     def encode_query(self, text: str) -> np.ndarray:
