@@ -200,8 +200,8 @@ class RoutedEncoder:
 
     Why: e5 makes French, Japanese and Chinese requests find their skills, but costs English 0.1 nDCG@10 on
     MetaTool; MiniLM is the better English model. A document vector is the concatenation
-    ``[english model | other model]``, each half the model's own unit vector, so the vector store, snapshots, manifests,
-    repair and the encoder-mismatch check work unchanged (the name and dimension differ from both models).
+    ``[english model | other model]``, each half the model's own unit vector, so the vector store, snapshots,
+    manifests, repair and the encoder-mismatch check work unchanged (the name and dimension differ from both).
     ``encode_query`` fills the request's half and leaves the other at zero, so ``matrix @ q`` is exactly the
     chosen model's cosine; search does better and scores only that half's columns (:meth:`route` and
     ``columns``), with that route's calibration (``calibration["routes"]``). The route is decided once per
