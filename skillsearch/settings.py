@@ -54,7 +54,8 @@ class Settings:
     french_analysis: str = "both"
     query_cache_size: int = 1024
     # Cosine under which a query has no good match; None: the encoder's dev-measured value, else the index's
-    # calibration (search.no_match_threshold).
+    # calibration (search.no_match_threshold). With minilm+e5, None follows each request's route; a value
+    # set here applies to both models' scores.
     no_match_cosine: float | None = None
     max_query_chars: int = 2000
     max_limit: int = 100
