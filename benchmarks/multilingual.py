@@ -18,6 +18,9 @@ Parts:
   ``--weights`` also sweeps the semantic weight on the *dev* qrels (the only split used for choosing).
 - ``speed``: index build throughput (cold, no cache; the 45 sample skills, ``--speed-full`` adds the 883
   real ones) and search latency p50/p95 (fresh query text each time, so the query is really embedded).
+- ``matrix``: the cost of ``minilm+e5``'s matrix product on a synthetic 100,000 x 768 matrix: the whole
+  matrix times a query with one half zero, against the route's 384 columns (the view search uses) and a
+  contiguous 384-column copy (what a single model pays).
 - ``routing``: the share of requests ``minilm+e5`` sends to MiniLM (``language.is_english``): every MetaTool
   and Seal-Tools query of the dev and test qrels (English), and each language of the dev set.
 
@@ -445,6 +448,34 @@ def part_speed(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+# -- matrix cost -------------------------------------------------------------------------------------
+
+
+def part_matrix(args: argparse.Namespace, rows: int = 100_000, repeats: int = 50) -> dict[str, Any]:
+    """Median ms of one query's matrix product, full width vs the route's column view vs a 384-wide copy."""
+    rng = np.random.default_rng(0)
+    matrix = rng.standard_normal((rows, 768)).astype(np.float32)
+    half = np.ascontiguousarray(matrix[:, :384])
+    view = matrix[:, :384]
+    q = rng.standard_normal(384).astype(np.float32)
+    padded = np.concatenate([q, np.zeros(384, np.float32)])
+    assert np.allclose(matrix @ padded, view @ q, atol=1e-4)
+
+    def median_ms(f: Callable[[], Any]) -> float:
+        f()
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            f()
+            times.append((time.perf_counter() - t) * 1000)
+        return round(statistics.median(times), 2)
+
+    out = {"rows": rows, "full_768_ms": median_ms(lambda: matrix @ padded),
+           "route_view_384_ms": median_ms(lambda: view @ q), "contiguous_384_ms": median_ms(lambda: half @ q)}
+    log(f"matrix: {out}")
+    return out
+
+
 # -- routing -----------------------------------------------------------------------------------------
 
 
@@ -503,6 +534,13 @@ def render(results: dict[str, Any]) -> str:
             name, split, enc, mode, w = key.split("|")
             out.append(f"| {name} | {split} | {enc} | {mode} | {w} | {r['ndcg@10']:.4f} | {r['queries']} |")
         out.append("")
+    matrix = results.get("matrix") or {}
+    if matrix:
+        out += ["## minilm+e5 matrix product (one query, median ms)", "",
+                "| rows | full 768 columns | route's 384-column view | contiguous 384 columns |",
+                "| --- | --- | --- | --- |",
+                f"| {matrix['rows']} | {matrix['full_768_ms']} | {matrix['route_view_384_ms']} "
+                f"| {matrix['contiguous_384_ms']} |", ""]
     routing = results.get("routing") or {}
     if routing:
         out += ["## minilm+e5 routing (share of requests `is_english` sends to MiniLM)", "",
@@ -530,7 +568,7 @@ def machine() -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("part", choices=["devset", "beir", "speed", "routing", "all", "warm", "report"])
+    p.add_argument("part", choices=["devset", "beir", "speed", "routing", "matrix", "all", "warm", "report"])
     p.add_argument("--merge", nargs="*", default=[], help="(report) JSON result files to merge and render")
     p.add_argument("--encoders", default=",".join(ENCODERS))
     p.add_argument("--datasets", default="metatool,sealtools")
@@ -562,10 +600,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["speed"] = part_speed(args)
     if args.part in ("routing", "all"):
         results["routing"] = part_routing(args)
+    if args.part in ("matrix", "all"):
+        results["matrix"] = part_matrix(args)
     if args.part == "report":
         for f in args.merge:
             part = json.loads(Path(f).read_text(encoding="utf-8"))
-            for k in ("devset", "beir", "speed", "routing"):
+            for k in ("devset", "beir", "speed", "routing", "matrix"):
                 results.setdefault(k, {}).update(part.get(k, {}))
             results.setdefault("sources", []).append({"file": f, "command": part.get("command"),
                                                       "date": part.get("date")})
