@@ -58,7 +58,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from skillsearch.domain import Principal
 from skillsearch.encoder import Encoder, RoutedEncoder, as_routed, make_encoder
 from skillsearch.importer import slugify
-from skillsearch.search import SearchRequest
+from skillsearch.search import SearchRequest, query_texts
 from skillsearch.service import Catalog
 from skillsearch.settings import Settings
 
@@ -382,8 +382,10 @@ def part_beir(args: argparse.Namespace) -> dict[str, Any]:
                     queries = {q: all_queries[q] for q in qids}
                     routed = as_routed(catalog.encoder)
                     for route, enc in disk_parts(catalog.encoder):
-                        texts = [t[:2000] for t in queries.values()]
-                        enc.warm_queries([t for t in texts if routed is None or routed.route(t) == route])
+                        # Search embeds the query and each of its sentences: batch them all once.
+                        mine = [t[:2000] for t in queries.values() if routed is None or routed.route(t[:2000]) == route]
+                        enc.warm_queries(list(dict.fromkeys(
+                            s for t in mine for s in query_texts(t, catalog.settings.query_sentences))))
                     configs: list[tuple[str, float | None]] = (
                         [("hybrid", w) for w in WEIGHT_GRID] if split == "dev"
                         else [("hybrid", None), ("semantic", None), ("lexical", None)]
