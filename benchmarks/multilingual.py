@@ -412,6 +412,7 @@ def part_speed(args: argparse.Namespace) -> dict[str, Any]:
     queries = [i["query"] for i in items]
     out: dict[str, Any] = {}
     for encoder in args.encoders:
+        load_before = os.getloadavg()[0]
         with tempfile.TemporaryDirectory() as tmp:
             catalog = open_catalog(Path(tmp) / "data", encoder, cached=False)
             t = time.perf_counter()
@@ -444,6 +445,7 @@ def part_speed(args: argparse.Namespace) -> dict[str, Any]:
                 "search_p95_ms": round(lat[int(len(lat) * 0.95)], 1),
                 "encode_query_p50_ms": round(enc_ms[len(enc_ms) // 2], 1),
                 "queries": len(lat),
+                "load_1min": f"{load_before:.1f} -> {os.getloadavg()[0]:.1f}",
             }
             log(f"speed {encoder}: {out[encoder]}")
             catalog.close()
@@ -548,7 +550,7 @@ def render(results: dict[str, Any]) -> str:
         out += ["## minilm+e5 routing (share of requests `is_english` sends to MiniLM)", "",
                 "| requests | n | to MiniLM |", "| --- | --- | --- |"]
         for key, r in routing.items():
-            out.append(f"| {key} | {r['queries']} | {r['to_minilm']:.4f} |")
+            out.append(f"| {key.replace('|', ' ')} | {r['queries']} | {r['to_minilm']:.4f} |")
         out.append("")
     speed = results.get("speed") or {}
     if speed:
