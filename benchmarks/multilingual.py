@@ -554,10 +554,11 @@ def render(results: dict[str, Any]) -> str:
         out.append("")
     speed = results.get("speed") or {}
     if speed:
-        out += ["## Build time and latency", "", "| encoder | " + " | ".join(next(iter(speed.values()))) + " |",
-                "| --- |" + " --- |" * len(next(iter(speed.values())))]
+        columns = list(dict.fromkeys(k for r in speed.values() for k in r))
+        out += ["## Build time and latency", "", "| encoder | " + " | ".join(columns) + " |",
+                "| --- |" + " --- |" * len(columns)]
         for enc, r in speed.items():
-            out.append(f"| {enc} | " + " | ".join(str(v) for v in r.values()) + " |")
+            out.append(f"| {enc} | " + " | ".join(str(r.get(c, "-")) for c in columns) + " |")
         out.append("")
     return "\n".join(out)
 

