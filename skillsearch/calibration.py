@@ -26,6 +26,10 @@ For a multilingual encoder (``encoder.multilingual``) the calibration also holds
 vector of the built-in ``REFERENCE`` passages of each language (see :class:`Centering`); search then scores
 ``q . d - q . centroid[language(d)]`` and every number above is computed in that space.
 
+For a routed encoder (``minilm+e5``, :class:`~skillsearch.encoder.RoutedEncoder`) the calibration holds one
+calibration per route under ``routes`` (``minilm``, ``e5``), each computed by that route's model against
+its own columns of the index's vectors: a request is scored with its route's numbers only.
+
 A ``semantic_weight`` may also be stored: only ``skillsearch calibrate --queries FILE`` sets it, from
 labelled requests over the live index (see :func:`tune_weight`); search uses it when the request names none.
 """
@@ -37,7 +41,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from skillsearch.encoder import Encoder
+from skillsearch.encoder import Encoder, RoutedEncoder, as_routed
 from skillsearch.settings import Settings
 
 DEFAULT_WEIGHT = Settings.semantic_weight
@@ -242,6 +246,9 @@ def centering_of(calibration: dict[str, Any] | None) -> Centering | None:
 
 def calibrate(encoder: Encoder, catalog_vectors: np.ndarray | None = None) -> dict[str, Any]:
     """The calibration of ``encoder`` for an index whose document vectors are ``catalog_vectors``."""
+    routed = as_routed(encoder)
+    if routed is not None:
+        return _calibrate_routes(routed, catalog_vectors)
     probes = _probe_vectors(encoder)
     catalog = np.zeros((0, encoder.dim), np.float32)
     if catalog_vectors is not None and len(catalog_vectors):
@@ -281,6 +288,19 @@ def calibrate(encoder: Encoder, catalog_vectors: np.ndarray | None = None) -> di
             "centroids": np.round(centering.centroids, 6).tolist(),
         }
     return out
+
+
+def _calibrate_routes(routed: RoutedEncoder, catalog_vectors: np.ndarray | None) -> dict[str, Any]:
+    """Each route's model calibrated on its own columns; the top level only names the whole."""
+    catalog = np.zeros((0, routed.dim), np.float32)
+    if catalog_vectors is not None and len(catalog_vectors):
+        catalog = np.asarray(catalog_vectors, dtype=np.float32)
+    return {
+        "version": CALIBRATION_VERSION,
+        "encoder": routed.name,
+        "documents": len(catalog),
+        "routes": {key: calibrate(part, catalog[:, routed.columns[key]]) for key, part in routed.parts.items()},
+    }
 
 
 def tune_weight(

@@ -527,7 +527,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="skillsearch", description="Search-first skill catalog for LLM agents.")
     parser.add_argument("--data-dir", default=os.environ.get("SKILLSEARCH_DATA_DIR", "index"),
                         help="data directory (env SKILLSEARCH_DATA_DIR, default ./index)")
-    parser.add_argument("--encoder", default=None, help="embedding model: minilm (default), e5, hashing")
+    parser.add_argument("--encoder", default=None,
+                        help="embedding model: minilm (default), e5, minilm+e5 (by the request's language), hashing")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level on stderr")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

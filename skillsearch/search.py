@@ -8,6 +8,8 @@
    returned: the index may lag the store by one batch, the answer may not.
    A multilingual encoder's cosines are taken against language-centered document vectors (the index's
    calibration holds the centroids, see ``skillsearch/calibration.py``).
+   With ``minilm+e5`` the request's language picks one model, its columns of the matrix and its
+   calibration (``skillsearch/routing.py``); everything below uses that route's numbers.
 5. ``no_match``: when no candidate matches lexically and the best cosine is under the encoder's calibrated
    threshold, nothing is a good match and the list is left empty rather than padded with noise. The
    decision is per query, not per hit, so a good match never loses its weaker neighbours.
@@ -29,6 +31,7 @@ from skillsearch.errors import ValidationError
 from skillsearch.fusion import FUSION_METHODS, Candidates, FusionMethod, fuse
 from skillsearch.indexer import IndexSnapshot
 from skillsearch.lexical import LexicalIndex
+from skillsearch.routing import route_request
 from skillsearch.settings import Settings
 from skillsearch.store import CatalogStore
 from skillsearch.vectors import top_k
@@ -138,6 +141,7 @@ def run_search(
     weight = _semantic_weight(request, settings, calibration)
     use_lex = request.mode in ("lexical", "hybrid")
     use_sem = request.mode in ("semantic", "hybrid")
+    route = route_request(encoder, vectors.matrix, calibration, request.query)
 
     # Rows the caller may see and asked for; None when that is every row (no filter anywhere).
     everything = set(vectors.grant_names) <= set(grants) and not request.kind and not request.tags
@@ -155,22 +159,22 @@ def run_search(
     if use_sem and grants and len(vectors):
         t = time.perf_counter()
         texts = query_texts(request.query, settings.query_sentences)
-        queries = encoder.encode_query_parts(texts[0], texts[1:])
+        queries = route.encoder.encode_query_parts(texts[0], texts[1:])
         timings["encode_ms"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
         if mask is None:
             mask = np.ones(len(vectors), dtype=bool)
-        centering = centering_of(calibration)
+        centering = centering_of(route.calibration)
         if centering is not None:
             # e5: scores relative to each document language's centroid (skillsearch/calibration.py).
-            scores = centered_cosines(vectors.matrix, queries, centering)
+            scores = centered_cosines(route.matrix, queries, centering)
             sem_all = (scores.max(axis=0) if scores.ndim == 2 else scores).astype(np.float32)
             sem_all[~mask] = -np.inf
-        elif len(queries) == 1:
+        elif len(queries) == 1 and route.route is None:
             sem_all = vectors.scores(queries[0], mask)
         else:
             # One pass over the matrix for all the query's vectors: it is memory-bound, k passes cost k times.
-            sem_all = (vectors.matrix @ queries.T).max(axis=1) if len(vectors) else np.zeros(0, np.float32)
+            sem_all = (route.matrix @ queries.T).max(axis=1) if len(vectors) else np.zeros(0, np.float32)
             sem_all[~mask] = -np.inf
         sem_rows = top_k(sem_all, depth)
         timings["vector_ms"] = (time.perf_counter() - t) * 1000
@@ -192,7 +196,7 @@ def run_search(
     else:
         fused = fuse(cands, method, weight, settings.rrf_k)
 
-    threshold = no_match_threshold(settings, encoder.name, calibration)
+    threshold = no_match_threshold(settings, route.encoder.name, route.calibration)
     keep = np.ones(rows.size, dtype=bool)
     if request.mode == "lexical":
         keep = lexical_rank > 0

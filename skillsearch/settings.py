@@ -33,7 +33,8 @@ def _env_default(name: str, default: Any) -> Any:
 @dataclass(frozen=True)
 class Settings:
     data_dir: Path = Path("index")
-    # "minilm" (default, English), "e5" (multilingual, optional extra) or "hashing" (fast tests only).
+    # "minilm" (default, English), "e5" (multilingual, optional extra), "minilm+e5" (both: English requests
+    # answered by MiniLM, the others by e5; embeds every document twice) or "hashing" (fast tests only).
     encoder: str = "minilm"
     # Fusion defaults, chosen on the dev splits (docs/benchmarks.md): z-score convex combination with
     # semantic weight 0.7 is the one setting that beats both single retrievers on MetaTool and Seal-Tools.
@@ -55,7 +56,8 @@ class Settings:
     # Answers kept for repeated requests (same text, options and caller grants, store unchanged); 0: none.
     result_cache_size: int = 512
     # Cosine under which a query has no good match; None: the encoder's dev-measured value, else the index's
-    # calibration (search.no_match_threshold).
+    # calibration (search.no_match_threshold). With minilm+e5, None follows each request's route; a value
+    # set here applies to both models' scores.
     no_match_cosine: float | None = None
     max_query_chars: int = 2000
     max_limit: int = 100

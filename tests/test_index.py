@@ -26,6 +26,11 @@ def answers(catalog: Catalog) -> list[list[tuple[str, float]]]:
             for q in QUERIES]
 
 
+def llamas(catalog: Catalog) -> list[tuple[str, float]]:
+    hits = catalog.search(OPERATOR, SearchRequest("feeding llamas", mode="semantic", limit=1)).hits
+    return [(h.skill.slug, round(h.score, 5)) for h in hits]
+
+
 def test_an_index_reopened_from_disk_answers_the_same(fresh_sample: Catalog, encoder: Encoder) -> None:
     before = answers(fresh_sample)
     fresh_sample.close()
@@ -107,14 +112,12 @@ def test_a_small_update_appends_to_the_change_log_and_survives_a_reopen(
     fresh_sample.import_path(bundle, "extra", "user:me")
     assert (folder / "vectors.npy").read_bytes() == base  # the 45-row matrix was not rewritten
     assert (folder / "changes.log").read_text(encoding="utf-8").count("\n") == logged + 1
-    before = answers(fresh_sample) + [[(h.skill.slug, round(h.score, 5)) for h in fresh_sample.search(
-        OPERATOR, SearchRequest("feeding llamas", mode="semantic", limit=1)).hits]]
+    before = [*answers(fresh_sample), llamas(fresh_sample)]
     assert before[-1][0][0] == "llama-care"
     fresh_sample.close()
     reopened = Catalog.open(Settings(data_dir=fresh_sample.data_dir), encoder=encoder)
     assert reopened.index().embed_count == 0
-    assert answers(reopened) + [[(h.skill.slug, round(h.score, 5)) for h in reopened.search(
-        OPERATOR, SearchRequest("feeding llamas", mode="semantic", limit=1)).hits]] == before
+    assert [*answers(reopened), llamas(reopened)] == before
 
 
 def test_a_batch_cut_short_in_the_change_log_is_repaired_from_the_store(fresh_sample: Catalog, encoder: Encoder

@@ -165,9 +165,9 @@ def serve_check(data_dir: Path, queries: Sequence[str], encoder_name: str = "min
     out["encode_query"] = _percentiles(floor)
     floor_all = []
     for q in sets["hybrid"]:
-        texts = search_texts(q, catalog.settings.query_sentences)
+        parts = search_texts(q, catalog.settings.query_sentences)
         t = time.perf_counter()
-        inner.encode_query_parts(texts[0], texts[1:])
+        inner.encode_query_parts(parts[0], parts[1:])
         floor_all.append((time.perf_counter() - t) * 1000)
     out["encode_query_texts"] = _percentiles(floor_all)
     stages: dict[str, list[float]] = {}
