@@ -18,7 +18,7 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
-__all__ = ["FUSION_METHODS", "RRF_K", "Candidates", "FusionMethod", "fuse", "minmax", "zscore"]
+__all__ = ["FUSION_METHODS", "RRF_K", "Candidates", "FusionMethod", "candidates", "fuse", "minmax", "zscore"]
 
 FusionMethod = Literal["zscore", "minmax", "rrf"]
 FUSION_METHODS: tuple[FusionMethod, ...] = ("zscore", "minmax", "rrf")
@@ -33,6 +33,22 @@ class Candidates(NamedTuple):
     semantic: np.ndarray
     lexical_rank: np.ndarray
     semantic_rank: np.ndarray
+
+
+def candidates(
+    lex_rows: np.ndarray, lex_scores: np.ndarray, sem_rows: np.ndarray, semantic_all: np.ndarray | None
+) -> Candidates:
+    """The union of both top lists (each best first), with both scores and both ranks of every member.
+    ``semantic_all`` holds every row's cosine (None when the semantic side did not run)."""
+    rows, where = np.unique(np.concatenate([lex_rows, sem_rows]), return_inverse=True)
+    lexical = np.zeros(rows.size, np.float32)
+    lexical_rank = np.zeros(rows.size, np.int64)
+    semantic_rank = np.zeros(rows.size, np.int64)
+    lexical[where[: lex_rows.size]] = lex_scores
+    lexical_rank[where[: lex_rows.size]] = np.arange(1, lex_rows.size + 1)
+    semantic_rank[where[lex_rows.size :]] = np.arange(1, sem_rows.size + 1)
+    semantic = semantic_all[rows].astype(np.float32) if semantic_all is not None else np.zeros(rows.size, np.float32)
+    return Candidates(rows, lexical, semantic, lexical_rank, semantic_rank)
 
 
 def zscore(x: np.ndarray) -> np.ndarray:

@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -53,14 +53,17 @@ def tiny_skills(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.fixture(scope="session")
-def tiny_e5_dir(tmp_path_factory: pytest.TempPathFactory, tiny_skills: Path, e5: Encoder) -> Path:
-    data_dir = tmp_path_factory.mktemp("tiny-e5")
-    catalog = Catalog(Settings(data_dir=data_dir, encoder="e5", seed_sample=False), encoder=e5)
+def _build_tiny(data_dir: Path, tiny_skills: Path, encoder_name: str, encoder: Encoder) -> Path:
+    catalog = Catalog(Settings(data_dir=data_dir, encoder=encoder_name, seed_sample=False), encoder=encoder)
     report = catalog.import_path(tiny_skills, "tiny", "team:tiny")
     assert report.ok and len(report.created) == len(SKILLS)
     catalog.close()
     return data_dir
+
+
+@pytest.fixture(scope="session")
+def tiny_e5_dir(tmp_path_factory: pytest.TempPathFactory, tiny_skills: Path, e5: Encoder) -> Path:
+    return _build_tiny(tmp_path_factory.mktemp("tiny-e5"), tiny_skills, "e5", e5)
 
 
 @pytest.fixture
@@ -75,10 +78,13 @@ def _slugs(catalog: Catalog, query: str, mode: str = "hybrid", limit: int = 3) -
     return [h.skill.slug for h in result.hits]
 
 
-def test_french_request_finds_an_english_skill(tiny_e5: Catalog) -> None:
+@pytest.mark.parametrize("configuration", ["tiny_e5", "tiny_routed"])
+def test_french_request_finds_an_english_skill(configuration: str, request: pytest.FixtureRequest) -> None:
+    """With e5 alone and with minilm+e5 (which sends a French request to e5)."""
+    catalog: Catalog = request.getfixturevalue(configuration)
     query = "les navigateurs disent que le certificat de notre site a expiré, comment le renouveler ?"
-    assert _slugs(tiny_e5, query)[0] == "tls-certificate-renewal"
-    assert _slugs(tiny_e5, query, mode="semantic")[0] == "tls-certificate-renewal"
+    assert _slugs(catalog, query)[0] == "tls-certificate-renewal"
+    assert _slugs(catalog, query, mode="semantic")[0] == "tls-certificate-renewal"
 
 
 def test_japanese_request_finds_an_english_skill(tiny_e5: Catalog) -> None:
@@ -166,14 +172,21 @@ def test_index_built_with_one_encoder_refuses_the_other_until_reindexed(
         Catalog.open(Settings(data_dir=data_dir, seed_sample=False), encoder=encoder)
 
 
-def test_cli_refuses_a_mismatched_encoder_and_reindex_fixes_it(tiny_skills: Path, tmp_path: Path) -> None:
+def _cli(data_dir: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``skillsearch --data-dir DATA_DIR -q ARGS...`` as a real subprocess of this checkout."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(tmp_path / "data"), "-q", *args],
-            capture_output=True, text=True, env=env, timeout=120, check=False,
+            [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data_dir), "-q", *args],
+            capture_output=True, text=True, env=env, timeout=300, check=False,
         )
+
+    return cli
+
+
+def test_cli_refuses_a_mismatched_encoder_and_reindex_fixes_it(tiny_skills: Path, tmp_path: Path) -> None:
+    cli = _cli(tmp_path / "data")
 
     imported = cli("--encoder", "hashing", "import", str(tiny_skills), "--source", "tiny", "--grant", "team:tiny")
     assert imported.returncode == 0, imported.stderr
@@ -227,12 +240,7 @@ def routed(encoder: Encoder, e5: Encoder) -> RoutedEncoder:
 
 @pytest.fixture(scope="session")
 def tiny_routed_dir(tmp_path_factory: pytest.TempPathFactory, tiny_skills: Path, routed: RoutedEncoder) -> Path:
-    data_dir = tmp_path_factory.mktemp("tiny-routed")
-    catalog = Catalog(Settings(data_dir=data_dir, encoder="minilm+e5", seed_sample=False), encoder=routed)
-    report = catalog.import_path(tiny_skills, "tiny", "team:tiny")
-    assert report.ok and len(report.created) == len(SKILLS)
-    catalog.close()
-    return data_dir
+    return _build_tiny(tmp_path_factory.mktemp("tiny-routed"), tiny_skills, "minilm+e5", routed)
 
 
 @pytest.fixture
@@ -256,12 +264,6 @@ def test_routed_vectors_are_two_normalised_halves_and_a_query_fills_one(routed: 
     english, japanese = routed.encode_query("how do I renew a certificate"), routed.encode_query("証明書を更新したい")
     assert not english[384:].any() and np.isclose(np.linalg.norm(english[:384]), 1.0, atol=1e-5)
     assert not japanese[:384].any() and np.isclose(np.linalg.norm(japanese[384:]), 1.0, atol=1e-5)
-
-
-def test_routed_french_request_finds_an_english_skill(tiny_routed: Catalog) -> None:
-    query = "les navigateurs disent que le certificat de notre site a expiré, comment le renouveler ?"
-    assert _slugs(tiny_routed, query)[0] == "tls-certificate-renewal"
-    assert _slugs(tiny_routed, query, mode="semantic")[0] == "tls-certificate-renewal"
 
 
 def test_routed_japanese_request_finds_english_and_japanese_skills(tiny_routed: Catalog) -> None:
@@ -327,13 +329,7 @@ def test_index_built_with_minilm_refuses_minilm_e5_until_reindexed_and_back(
 
 
 def test_cli_builds_minilm_e5_from_its_setting_and_refuses_another_index(tiny_skills: Path, tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(tmp_path / "data"), "-q", *args],
-            capture_output=True, text=True, env=env, timeout=300, check=False,
-        )
+    cli = _cli(tmp_path / "data")
 
     imported = cli("--encoder", "hashing", "import", str(tiny_skills), "--source", "tiny", "--grant", "team:tiny")
     assert imported.returncode == 0, imported.stderr

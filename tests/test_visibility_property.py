@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from skillsearch.domain import Principal
 from skillsearch.encoder import Encoder
-from skillsearch.search import SearchRequest
+from skillsearch.search import SearchRequest, _lexical_candidates
 from skillsearch.service import Catalog
 from skillsearch.settings import Settings
-from skillsearch.visibility import is_visible
+from skillsearch.visibility import is_visible, visible_grants
 
 GRANTS = ["sub:starter-pack", "sub:ops-pro", "team:data-science", "user:nobody", "sub:unknown"]
 WORDS = ["git", "deploy", "sql", "python", "incident", "data", "test", "docker", "log", "the", "障害", "数据",
@@ -71,3 +71,34 @@ def test_no_hit_is_ever_outside_the_principals_grants(
         assert hit.skill.status == "active"
     if mode == "lexical":
         assert len(result.hits) == min(k, lexical_matches(catalog, query, principal))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    grants=st.frozensets(st.sampled_from(GRANTS), min_size=1),
+    words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=4),
+    depth=st.integers(min_value=1, max_value=6),
+    kind=st.sampled_from([None, "knowledge", "flow_template"]),
+)
+def test_lexical_candidates_are_the_filtered_ranking_whichever_path_found_them(
+    catalog: Catalog, grants: frozenset[str], words: list[str], depth: int, kind: str | None
+) -> None:
+    """Overfetch-then-filter (4 x depth unfiltered hits, the visible ones kept) and the filtered query it
+    falls back to must both return exactly the filtered ranking; small depths over the 45 sample skills
+    take both paths. The filtered query, asked directly, is the ground truth."""
+    for sub in ("starter-pack", "ops-pro", "unknown"):
+        catalog.store.set_revoked(sub, False)
+    query = " ".join(words)
+    idx = catalog.index()
+    snapshot = idx.snapshot()
+    vectors = snapshot.vectors
+    visible = sorted(visible_grants(Principal("p", grants), vectors.grant_names, frozenset()))
+    if not visible:
+        return
+    truth = idx.lexical.search(query, visible, depth, kind)
+    expected = [vectors.key_to_row[int(key)] for key in truth.keys]
+    request = SearchRequest(query, mode="lexical", limit=depth, kind=kind)
+    mask = vectors.mask(visible, kind)
+    rows, scores = _lexical_candidates(idx.lexical, request, visible, depth, snapshot, mask)
+    assert rows.tolist() == expected
+    assert scores.tolist() == truth.scores.tolist()

@@ -25,7 +25,7 @@ from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.metrics import evaluate
 from skillsearch.bench.relevance import open_bench_catalog
 from skillsearch.encoder import MiniLMEncoder
-from skillsearch.fusion import Candidates, fuse
+from skillsearch.fusion import candidates, fuse
 from skillsearch.search import query_texts
 from skillsearch.settings import Settings
 
@@ -83,16 +83,9 @@ def main() -> None:
                     lrows, lscores = lex[i]
                     srows = np.argsort(-cos[i])[:DEPTH]
                     runs_sem[q] = [doc_of_row[int(r)] for r in srows[:50]]
-                    cand, where = np.unique(np.concatenate([lrows, srows]), return_inverse=True)
-                    ls = np.zeros(cand.size, np.float32)
-                    lr = np.zeros(cand.size, np.int64)
-                    sr = np.zeros(cand.size, np.int64)
-                    ls[where[: lrows.size]] = lscores
-                    lr[where[: lrows.size]] = np.arange(1, lrows.size + 1)
-                    sr[where[lrows.size :]] = np.arange(1, srows.size + 1)
-                    fused = fuse(Candidates(cand, ls, cos[i, cand], lr, sr), "zscore", 0.7)
-                    order = np.argsort(-fused, kind="stable")[:50]
-                    runs_hyb[q] = [doc_of_row[int(cand[j])] for j in order]
+                    cand = candidates(lrows, lscores, srows, cos[i])
+                    order = np.argsort(-fuse(cand, "zscore", 0.7), kind="stable")[:50]
+                    runs_hyb[q] = [doc_of_row[int(cand.rows[j])] for j in order]
                 sem, hyb = evaluate(qrels, runs_sem)["ndcg@10"], evaluate(qrels, runs_hyb)["ndcg@10"]
                 print(f"{name:10s} {label:9s} semantic {sem:.4f}  hybrid {hyb:.4f}  encode {secs:.0f}s", flush=True)
             catalog.close()
