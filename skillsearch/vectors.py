@@ -247,14 +247,22 @@ class VectorSnapshot:
             if matrix.shape != (len(rows), dim):
                 raise ValueError(f"matrix shape {matrix.shape} does not match {len(rows)} rows of {dim} dims")
             snapshot = cls.build(dim, matrix, rows)
+            # The batches are folded into one change first, so opening copies the matrix once, not once per
+            # logged batch. A removed id stays removed (a later upsert adds it back at the end, as applying
+            # the batches one by one would); the last upsert of an id wins.
+            upserts: dict[str, tuple[VectorRow, np.ndarray]] = {}
+            deletes: set[str] = set()
             for batch in _log_batches(folder / LOG_FILE):
-                upserts = []
+                for skill_id in batch["deletes"]:
+                    upserts.pop(skill_id, None)
+                    deletes.add(skill_id)
                 for s, g, k, t, d, e, vec in batch["upserts"]:
                     v = np.frombuffer(base64.b64decode(vec), dtype="<f4")
                     if v.shape != (dim,):
                         raise ValueError(f"a logged vector has {v.size} values, not {dim}")
-                    upserts.append((VectorRow(s, g, k, tuple(t), d, e), v))
-                snapshot = snapshot.apply(upserts, batch["deletes"])
+                    upserts[s] = (VectorRow(s, g, k, tuple(t), d, e), v)
+            if upserts or deletes:
+                snapshot = snapshot.apply(list(upserts.values()), deletes)
         except (OSError, ValueError, KeyError, TypeError, binascii.Error) as exc:
             raise IndexNotReadyError(
                 f"the vector store at {folder} is unreadable ({exc}); run `skillsearch reindex`",
