@@ -19,15 +19,11 @@ from __future__ import annotations
 import json
 import os
 import platform
-import socket
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,10 +31,10 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import uvicorn
 from fastapi import FastAPI
 
 from skillsearch.domain import Principal
+from skillsearch.http_server import ServerThread
 from skillsearch.search import SearchRequest
 from skillsearch.service import Catalog
 from skillsearch.settings import Settings
@@ -61,20 +57,9 @@ TOKEN = "bench-token"
 SECRET = "bench-secret"
 
 
-@contextmanager
-def serve(app: Any) -> Iterator[str]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(5)
+def serve(app: Any) -> ServerThread:
+    """``with serve(app) as url:``: the app over real HTTP on a free port of 127.0.0.1, without lifespan."""
+    return ServerThread(app, lifespan="off")
 
 
 def searchable_after(catalog: Catalog, word: str, skill_id: str, started: float, timeout: float = 120) -> float:

@@ -39,7 +39,8 @@ class _Server(uvicorn.Server):
 
 def _config(app: Any, host: str, port: int, **kwargs: Any) -> uvicorn.Config:
     # Our middleware writes the access log (JSON, with the request id); uvicorn's own would repeat it.
-    return uvicorn.Config(app, host=host, port=port, access_log=False, log_config=None, lifespan="on", **kwargs)
+    kwargs.setdefault("lifespan", "on")
+    return uvicorn.Config(app, host=host, port=port, access_log=False, log_config=None, **kwargs)
 
 
 def serve(app: Any, host: str = "127.0.0.1", port: int = 8000, on_started: Callable[[str], None] | None = None) -> None:

@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-import uvicorn
-
+from skillsearch.http_server import ServerThread
 from skillsearch.indexer import _doc_hash  # the index's own freshness key: the honest thing to compare
 from skillsearch.service import Catalog, sample_catalog_dir
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig, UpstreamConfig
@@ -21,27 +15,10 @@ SECRET = "test-webhook-secret"
 STARTER = sample_catalog_dir() / "starter"
 
 
-@contextmanager
-def serve(app: Any, lifespan: str = "off") -> Iterator[str]:
-    """Run ``app`` with uvicorn on a free port in a thread; yields its base URL and stops it after."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan=lifespan, timeout_graceful_shutdown=1))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("test server did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(5)
-        sock.close()
+def serve(app: Any, lifespan: str = "off") -> ServerThread:
+    """``with serve(app) as url:`` runs ``app`` over real HTTP on a free port of 127.0.0.1 (no lifespan
+    unless asked: the sync tests drive the catalog themselves)."""
+    return ServerThread(app, lifespan=lifespan, timeout_graceful_shutdown=1)
 
 
 def upstream_with_starter(subscription_id: str = "starter-pack", webhook_url: str | None = None) -> ReferenceUpstream:
