@@ -280,6 +280,10 @@ def build_beir_catalog(name: str, data_dir: Path, encoder: str, french: str = "b
     return catalog, slugs
 
 
+def beir_queries(folder: Path) -> dict[str, str]:
+    return {q["_id"]: q["text"] for q in map(json.loads, (folder / "queries.jsonl").read_text().splitlines())}
+
+
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:
     qrels: dict[str, dict[str, int]] = defaultdict(dict)
     for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
@@ -382,7 +386,7 @@ def part_beir(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for name in args.datasets:
         folder = BEIR[name]
-        all_queries = {q["_id"]: q["text"] for q in map(json.loads, (folder / "queries.jsonl").read_text().splitlines())}
+        all_queries = beir_queries(folder)
         splits = {"test": read_qrels(folder / "qrels.test.tsv")}
         if args.weights:
             splits["dev"] = read_qrels(folder / "qrels.dev.tsv")
@@ -396,10 +400,11 @@ def part_beir(args: argparse.Namespace) -> dict[str, Any]:
                     queries = {q: all_queries[q] for q in qids}
                     routed = as_routed(catalog.encoder)
                     for route, enc in disk_parts(catalog.encoder):
-                        # Search embeds the query and each of its sentences: batch them all once.
+                        # A one-sentence request is embedded alone: batch those once. A longer one is
+                        # embedded through ``encode_query_parts`` (cached on disk on first use).
                         mine = [t[:2000] for t in queries.values() if routed is None or routed.route(t[:2000]) == route]
                         enc.warm_queries(list(dict.fromkeys(
-                            s for t in mine for s in query_texts(t, catalog.settings.query_sentences))))
+                            t for t in mine if len(query_texts(t, catalog.settings.query_sentences)) == 1)))
                     configs: list[tuple[str, float | None]] = (
                         [("hybrid", w) for w in WEIGHT_GRID] if split == "dev"
                         else [("hybrid", None), ("semantic", None), ("lexical", None)]
@@ -504,7 +509,7 @@ def part_routing(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in args.datasets:
         folder = BEIR[name]
-        texts = {q["_id"]: q["text"] for q in map(json.loads, (folder / "queries.jsonl").read_text().splitlines())}
+        texts = beir_queries(folder)
         for split in ("dev", "test"):
             qids = sorted(read_qrels(folder / f"qrels.{split}.tsv"))
             english = [is_english(texts[q][:2000]) for q in qids]

@@ -222,7 +222,7 @@ class CachedQueryEncoder:
         key = (query, tuple(parts))
         vectors = self._cache.get(key)
         if vectors is None:
-            vectors = self.inner.encode_query_parts(query, parts) if parts else self.inner.encode_query(query)[None, :]
+            vectors = self.inner.encode_query_parts(query, parts)
             vectors.setflags(write=False)
             self._cache.put(key, vectors)
         return vectors

@@ -119,12 +119,13 @@ class Catalog:
             self._encoder = CachedQueryEncoder(self._encoder, self.settings.query_cache_size)
         return self._encoder
 
-    def index(self, progress: ProgressFactory | None = None) -> SearchIndex:
+    def index(self, progress: ProgressFactory | None = None, generation: int | None = None) -> SearchIndex:
         """The search index, opened on first use and brought up to the store when another process
-        changed the catalog since (the store's generation moved)."""
+        changed the catalog since (the store's generation moved). ``generation``: the store's, when the
+        caller has just read it."""
         current = self._index
         if current is not None:
-            if current.snapshot().generation == self.store.generation():
+            if current.snapshot().generation == (self.store.generation() if generation is None else generation):
                 return current
             # Someone else is already bringing it up to date: serve the last whole snapshot meanwhile.
             if not self._lock.acquire(blocking=False):
@@ -246,7 +247,7 @@ class Catalog:
         makes the cached list exactly what the visibility re-check would return now."""
         started = time.perf_counter()
         generation = self.store.generation()
-        idx = self.index()
+        idx = self.index(generation=generation)
         snapshot = idx.snapshot()
         key = (generation, snapshot.generation, principal.grants, request)
         cached = self._results.get(key)

@@ -93,16 +93,17 @@ class BenchEncoder:
     def prime_queries(self, texts: Sequence[str], sentences: int = 0) -> None:
         """Encode these queries once so that search's ``encode_query_parts`` is a lookup: whole queries in
         batches (cached on disk), and for a query of several sentences its vectors as search asks for them."""
-        unique = list(dict.fromkeys(texts))
+        parts = {text: tuple(query_texts(text, sentences)[1:]) for text in texts}
+        # A query of several sentences is embedded through its parts only; the rest as a batch.
+        whole = [text for text, p in parts.items() if not p]
         if self.name not in SYMMETRIC:
-            vecs = np.stack([self.inner.encode_query(t) for t in unique]) if unique else np.zeros((0, self.dim))
+            vecs = np.stack([self.inner.encode_query(t) for t in whole]) if whole else np.zeros((0, self.dim))
         else:
-            vecs = self._cached(unique, "query", None)
-        self._queries.update(zip(unique, vecs, strict=True))
-        for text in unique:
-            parts = tuple(query_texts(text, sentences)[1:])
-            if parts:
-                self._parts[(text, parts)] = self.inner.encode_query_parts(text, parts)
+            vecs = self._cached(whole, "query", None)
+        self._queries.update(zip(whole, vecs, strict=True))
+        for text, p in parts.items():
+            if p:
+                self._parts[(text, p)] = self.inner.encode_query_parts(text, p)
 
     def encode_query(self, text: str) -> np.ndarray:
         vec = self._queries.get(text)
