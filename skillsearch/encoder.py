@@ -285,16 +285,12 @@ class RoutedEncoder:
         return out
 
     def encode_query(self, text: str) -> np.ndarray:
-        return self.encode_query_as(text, self.route(text))
-
-    def encode_query_as(self, text: str, route: str) -> np.ndarray:
-        """A full-width query vector answered by ``route``'s model: its half filled, the other half zero."""
-        out = np.zeros(self.dim, dtype=np.float32)
-        out[self.columns[route]] = self.parts[route].encode_query(text)
-        return out
+        vector: np.ndarray = self.encode_query_parts(text, ())[0]
+        return vector
 
     def encode_query_parts(self, query: str, parts: Sequence[str]) -> np.ndarray:
-        """Full-width vectors of the request and its parts, all from the request's route."""
+        """Full-width vectors of the request and its parts, all from the request's route: the route's half
+        filled, the other half zero."""
         route = self.route(query)
         vectors = self.parts[route].encode_query_parts(query, parts)
         out = np.zeros((vectors.shape[0], self.dim), dtype=np.float32)
