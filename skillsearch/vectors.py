@@ -13,6 +13,7 @@ import binascii
 import json
 import logging
 import os
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -24,7 +25,7 @@ import numpy as np
 from skillsearch.errors import IndexNotReadyError
 from skillsearch.lexical import skill_key
 
-__all__ = ["VectorHits", "VectorRow", "VectorSnapshot", "top_k"]
+__all__ = ["VectorHits", "VectorRow", "VectorSnapshot", "max_cosines", "top_k"]
 
 MATRIX_FILE = "vectors.npy"
 ROWS_FILE = "rows.json"
@@ -63,6 +64,35 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
     part = part[np.isfinite(scores[part])]
     ordered: np.ndarray = part[np.argsort(-scores[part], kind="stable")]
     return ordered
+
+
+def max_cosines(matrix: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Each row's best cosine over the query vectors (rows and queries normalised), as float32.
+
+    A C-contiguous matrix goes through torch's matrix product, given at least two columns: OpenBLAS (numpy,
+    held to one thread, see ``skillsearch/__init__.py``) multiplies a tall matrix by a few vectors slowly,
+    and torch's matrix-vector path is slower than its GEMM. Measured on 2 cores with the matrix out of cache
+    as it is between searches (10k x 384 / 100k x 384, ms): one vector 1.3 / 12.6 with numpy, 0.65 / 4.8
+    with torch; five vectors 3.1 / 30.9 against 1.0 / 7.5 (docs/benchmarks.md, "Speed work"). Torch shares
+    the encoder's thread pool, so the two never fight over the cores. A column view (one route of a
+    routed index) is strided, and torch would copy it: numpy scores those in place.
+    """
+    queries = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, matrix.shape[1])
+    if matrix.shape[0] == 0:
+        return np.zeros(0, dtype=np.float32)
+    if not matrix.flags.c_contiguous or matrix.dtype != np.float32:
+        product: np.ndarray = matrix @ queries.T
+        return np.asarray(product.max(axis=1), dtype=np.float32)
+    import torch
+
+    columns = queries if len(queries) > 1 else np.vstack([queries, queries])
+    with warnings.catch_warnings():
+        # The snapshot's matrix is read-only; torch only reads it here.
+        warnings.simplefilter("ignore", UserWarning)
+        rows = torch.from_numpy(matrix)
+    with torch.inference_mode():
+        best: np.ndarray = torch.mm(rows, torch.from_numpy(columns).T).amax(dim=1).numpy()
+    return best
 
 
 @dataclass(frozen=True)
@@ -134,14 +164,6 @@ class VectorSnapshot:
             tag_mask[self.tag_rows.get(t, np.zeros(0, np.int64))] = True
             m &= tag_mask
         return m
-
-    def scores(self, query: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        """Cosine of every row (vectors are normalised), ``-inf`` where the mask is false."""
-        if len(self.rows) == 0:
-            return np.zeros(0, dtype=np.float32)
-        s = self.matrix @ np.asarray(query, dtype=np.float32)
-        s[~mask] = -np.inf
-        return s
 
     # -- updates ----------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from skillsearch.errors import IndexMismatchError, IndexNotReadyError
 from skillsearch.search import SearchRequest
 from skillsearch.service import Catalog
 from skillsearch.settings import Settings
-from skillsearch.vectors import VectorRow, VectorSnapshot
+from skillsearch.vectors import VectorRow, VectorSnapshot, max_cosines
 
 OPERATOR = Principal.operator()
 QUERIES = ["roll back a bad deploy", "clean a pandas dataframe", "証明書", "write a changelog entry"]
@@ -167,3 +167,18 @@ def test_the_change_log_is_folded_into_a_new_base_when_it_grows(tmp_path: Path) 
     assert {r.skill_id for r in snapshot.rows} == expected and len(expected) < 40
     log = tmp_path / "changes.log"
     assert not log.exists() or log.stat().st_size <= 2_000 + 1_000
+
+
+@pytest.mark.parametrize("n_queries", [1, 2, 5])
+def test_max_cosines_is_each_rows_best_product_for_whole_matrices_and_column_views(n_queries: int) -> None:
+    rng = np.random.default_rng(n_queries)
+    wide = rng.standard_normal((700, 16)).astype(np.float32)
+    wide.setflags(write=False)  # snapshots hold read-only matrices
+    queries = rng.standard_normal((n_queries, 8)).astype(np.float32)
+    whole = np.ascontiguousarray(wide[:, :8])
+    whole.setflags(write=False)
+    for matrix in (whole, wide[:, 8:]):  # torch's product, then numpy's for a strided route
+        best = max_cosines(matrix, queries)
+        assert best.dtype == np.float32 and best.flags.writeable
+        np.testing.assert_allclose(best, (matrix.astype(np.float64) @ queries.T).max(axis=1), rtol=1e-5, atol=1e-5)
+    assert max_cosines(np.zeros((0, 8), np.float32), queries).shape == (0,)
