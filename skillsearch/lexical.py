@@ -14,6 +14,10 @@ This is the one module that imports ``tantivy``; its errors become ours here. De
   request) or ``off``. On the multilingual dev set, French hit@5 in lexical mode is 0.79 (both, all),
   0.58 (detect), 0.38 (off); English requests are untouched by ``both`` (see ``docs/benchmarks.md``).
   The mode is recorded in the index manifest; a change rebuilds the lexical side.
+- A long request's terms found in more than half of the documents are left out of its query (they weigh
+  little in BM25 and cost the most to search); a short request keeps every term.
+- A full build is written as one segment (the writer's arena is sized to the batch): Tantivy searches
+  segments one after the other, so fewer segments prune better.
 - User text never reaches the query parser raw: it is reduced to words first, so quotes, ``AND``, ``:``
   or ``*`` are searched as text and never raise.
 - The visibility filter, kind and tags are ``Must`` clauses with a constant score of 0, so they restrict
@@ -59,6 +63,23 @@ CJK_BOOST = 1.0
 FR_ANALYZER = "skill_fr"
 FRENCH_FIELDS = ("fr", "fr_body")
 FRENCH_BOOSTS: dict[str, float] = {"fr": 2.0, "fr_body": 1.0}
+# A long request's terms found in more than this share of the documents are left out of its query. BM25
+# gives such a term a weight under ln 2 (about a tenth of a rare term's), yet its posting list is the longest
+# to walk: at 100k skills the requests' few terms in most documents took a third of the Tantivy time. A
+# request of up to ``SHORT_REQUEST_TERMS`` terms keeps them all (every word of a short request counts and its
+# query is cheap anyway), and so does a request whose terms are all common. Measured on the dev splits
+# before it was adopted (docs/benchmarks.md, "Lexical speed at 100k").
+COMMON_TERM_SHARE = 0.5
+SHORT_REQUEST_TERMS = 8
+# Tantivy writes a new segment whenever the writer's arena fills, and searches the segments one after the
+# other, each with its own pruning threshold: 100k skills written as 4 segments (a 50 MB arena) take 1.3
+# ms per query, written as one 1.05 ms. So a batch gets an arena sized to its text (about 2.7 bytes per
+# character were used), and a full build is written as one segment up to the cap. The arena is allocated
+# as it fills, so a small batch costs no more than before.
+WRITER_HEAP_MIN = 50_000_000
+WRITER_HEAP_MAX = 1_000_000_000
+WRITER_HEAP_PER_CHAR = 4
+
 # Which documents fill the French fields / which requests search them:
 #   detect: French documents / French-looking requests    both: every document / French-looking requests
 #   docs:   French documents / every request              all:  every document / every request
@@ -168,6 +189,19 @@ def _remove_folder(path: Path) -> None:
         shutil.rmtree(trash, ignore_errors=True)
 
 
+def _informative_terms(terms: list[str], searcher: tantivy.Searcher) -> list[str]:
+    """The terms found in some documents but in at most ``COMMON_TERM_SHARE`` of them; all the terms when
+    none is (a request whose only matching words are common still finds what they match)."""
+    limit = COMMON_TERM_SHARE * searcher.num_docs
+    kept = [t for t in terms if 0 < searcher.doc_freq("all", t) <= limit]
+    return kept or terms
+
+
+def _writer_heap(docs: Sequence[LexicalDoc]) -> int:
+    chars = sum(len(d.name) + len(d.slug) + len(d.description) + len(d.instructions) + sum(map(len, d.tags)) for d in docs)
+    return max(WRITER_HEAP_MIN, min(WRITER_HEAP_MAX, WRITER_HEAP_PER_CHAR * chars))
+
+
 class LexicalIndex:
     """A Tantivy index in a folder. One writer, explicit commits, reload after each commit."""
 
@@ -226,7 +260,7 @@ class LexicalIndex:
         """Replace or remove documents and commit once; on a failed commit the writer is rebuilt."""
         with self._lock:
             if self._writer is None:
-                self._writer = self.index.writer(heap_size=50_000_000, num_threads=1)
+                self._writer = self.index.writer(heap_size=_writer_heap(upserts), num_threads=1)
             w = self._writer
             try:
                 for skill_id in deletes:
@@ -255,13 +289,16 @@ class LexicalIndex:
         return self.index.searcher()
 
     def build_query(
-        self, text: str, grants: Sequence[str] | None, kind: str | None = None, tags: Sequence[str] = ()
+        self, text: str, grants: Sequence[str] | None, kind: str | None = None, tags: Sequence[str] = (),
+        searcher: tantivy.Searcher | None = None,
     ) -> tantivy.Query | None:
         """The whole lexical query, filters included, or ``None`` when the text has no searchable word.
 
         ``grants=None`` means no filter at all (the caller sees every grant and asked for no kind or tag):
         the query is then a plain disjunction of terms, which Tantivy answers with block-max WAND, visiting
-        a fraction of the postings; any ``Must`` filter clause turns that pruning off."""
+        a fraction of the postings; any ``Must`` filter clause turns that pruning off. ``searcher`` gives the
+        document frequencies that decide which terms of a long request are too common to search
+        (``COMMON_TERM_SHARE``); without it every term is kept."""
         words = _NON_WORD.sub(" ", text).strip().lower()
         should: list[tuple[tantivy.Occur, tantivy.Query]] = []
         french = self.french in ("all", "docs") or (self.french in ("detect", "both") and is_french(text))
@@ -272,6 +309,8 @@ class LexicalIndex:
             # One flat disjunction of (field, term) queries: nested per-term clauses, as the query parser
             # builds them, would keep Tantivy from pruning with block-max WAND.
             terms = sorted(set(self._english.analyze(en_words))) if en_words else []
+            if searcher is not None and len(terms) > SHORT_REQUEST_TERMS:
+                terms = _informative_terms(terms, searcher)
             for field_name, boost in self.field_boosts.items():
                 if boost <= 0:
                     continue
@@ -318,10 +357,10 @@ class LexicalIndex:
     ) -> LexicalHits:
         if grants is None and (kind or tags):
             raise ValueError("an unfiltered lexical search takes no kind or tags")
-        query = self.build_query(text, grants, kind, tags)
+        s = searcher or self.index.searcher()
+        query = self.build_query(text, grants, kind, tags, s)
         if query is None or limit <= 0:
             return LexicalHits(np.zeros(0, np.uint64), np.zeros(0, np.float32))
-        s = searcher or self.index.searcher()
         try:
             result = s.search(query, limit=limit, count=False)
         except ValueError as exc:

@@ -1,0 +1,42 @@
+"""The Tantivy side on its own: which terms a request searches, and how a full build is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from skillsearch.lexical import LexicalDoc, LexicalIndex, skill_key
+
+FILLER = "alpha bravo charlie delta echo foxtrot golf hotel"  # 8 more terms that no document holds
+
+
+def _doc(i: int, text: str) -> LexicalDoc:
+    return LexicalDoc(f"sk_{i}", "team:a", "knowledge", (), f"skill {i}", f"skill-{i}", text, "")
+
+
+def _found(index: LexicalIndex, text: str) -> set[str]:
+    keys = {skill_key(f"sk_{i}"): f"sk_{i}" for i in range(10)}
+    return {keys[int(k)] for k in index.search(text, None, 10).keys}
+
+
+def test_a_long_requests_terms_in_most_documents_are_left_out_and_a_short_ones_kept(tmp_path: Path) -> None:
+    index = LexicalIndex(tmp_path / "lexical", create=True)
+    index.apply([_doc(0, "widget cleaner"), _doc(1, "widget polisher"), _doc(2, "widget painter"),
+                 _doc(3, "kubernetes deploy")], [])
+    # "widget" is in 3 of 4 documents: a long request searches only its rarer terms...
+    assert _found(index, f"widget kubernetes {FILLER}") == {"sk_3"}
+    # ...a short request every term...
+    assert _found(index, "widget kubernetes") == {"sk_0", "sk_1", "sk_2", "sk_3"}
+    # ...and a long request whose only matching word is common still finds what it matches.
+    assert _found(index, f"widget {FILLER} india") == {"sk_0", "sk_1", "sk_2"}
+    index.close()
+
+
+def test_a_full_build_is_written_as_one_segment(tmp_path: Path) -> None:
+    # About 26 million characters: a fixed 50 MB writer arena flushed this as two segments.
+    words = [f"w{n}x" for n in range(5_000)]
+    docs = [_doc(i, " ".join(words[(i * 7 + j) % len(words)] for j in range(10_000))) for i in range(500)]
+    index = LexicalIndex(tmp_path / "lexical", create=True)
+    index.apply(docs, [])
+    assert index.num_docs() == 500
+    assert index.searcher().num_segments == 1
+    index.close()
