@@ -4,6 +4,7 @@ that was never visible to its principal (another subscription's, or one that arr
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -82,6 +83,10 @@ def test_searches_during_a_sync_of_1000_changes(catalog: Catalog, upstream: Refe
                 errors.append(exc)
                 return
             n += 1
+            # A client's pause between requests (1 ms; thousands of searches still overlap the sync). A
+            # loop that never pauses keeps both cores and the GIL so busy that the sync thread's encoder,
+            # which needs the GIL between torch calls, ran about 40 times slower (270 s vs 7 s here).
+            time.sleep(0.001)
 
     threads = [threading.Thread(target=search_loop, args=(k,)) for k in range(2)]
     for t in threads:
