@@ -73,9 +73,10 @@ def max_cosines(matrix: np.ndarray, queries: np.ndarray) -> np.ndarray:
     held to one thread, see ``skillsearch/__init__.py``) multiplies a tall matrix by a few vectors slowly,
     and torch's matrix-vector path is slower than its GEMM. Measured on 2 cores with the matrix out of cache
     as it is between searches (10k x 384 / 100k x 384, ms): one vector 1.3 / 12.6 with numpy, 0.65 / 4.8
-    with torch; five vectors 3.1 / 30.9 against 1.0 / 7.5 (docs/benchmarks.md, "Speed work"). Torch shares
-    the encoder's thread pool, so the two never fight over the cores. A column view (one route of a
-    routed index) is strided, and torch would copy it: numpy scores those in place.
+    with torch; five vectors 3.1 / 30.9 against 1.0 / 7.5 (docs/benchmarks.md, "Speed work"). Torch is the
+    encoder's library already: a search never has two thread pools (OpenBLAS's and torch's) spinning.
+    A column view (one route of a routed index) is strided, and torch would copy it: numpy scores those
+    in place.
     """
     queries = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, matrix.shape[1])
     if matrix.shape[0] == 0:
