@@ -68,7 +68,7 @@ FRENCH_BOOSTS: dict[str, float] = {"fr": 2.0, "fr_body": 1.0}
 # to walk: at 100k skills the requests' few terms in most documents took a third of the Tantivy time. A
 # request of up to ``SHORT_REQUEST_TERMS`` terms keeps them all (every word of a short request counts and its
 # query is cheap anyway), and so does a request whose terms are all common. Measured on the dev splits
-# before it was adopted (docs/benchmarks.md, "Lexical speed at 100k").
+# before it was adopted (docs/benchmarks.md, "Speed work", "Lexical at 100k").
 COMMON_TERM_SHARE = 0.5
 SHORT_REQUEST_TERMS = 8
 # Tantivy writes a new segment whenever the writer's arena fills, and searches the segments one after the

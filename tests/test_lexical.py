@@ -32,7 +32,7 @@ def test_a_long_requests_terms_in_most_documents_are_left_out_and_a_short_ones_k
 
 
 def test_a_full_build_is_written_as_one_segment(tmp_path: Path) -> None:
-    # About 26 million characters: a fixed 50 MB writer arena flushed this as two segments.
+    # About 30 million characters: the fixed 50 MB writer arena used before flushed this as several segments.
     words = [f"w{n}x" for n in range(5_000)]
     docs = [_doc(i, " ".join(words[(i * 7 + j) % len(words)] for j in range(10_000))) for i in range(500)]
     index = LexicalIndex(tmp_path / "lexical", create=True)
