@@ -2,7 +2,7 @@
 
 ``skillsearch.lexical`` drops the terms of a request of more than ``SHORT_REQUEST_TERMS`` terms that are
 found in more than ``COMMON_TERM_SHARE`` of the documents (a speed rule: their posting lists are the longest
-to walk). This replays the dev queries through ``Catalog.search`` with the rule off and at several shares,
+to walk). This replays the dev queries through ``Catalog.search`` (``search_runs``, limit 50) with the rule off and at several shares,
 and prints lexical and hybrid nDCG@10 / Recall@50, and how many requests lost a term.
 
     PYTHONPATH=. python benchmarks/tuning/common_terms.py [metatool sealtools]
@@ -18,10 +18,8 @@ from skillsearch import lexical
 from skillsearch.bench.beir import load_beir
 from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.metrics import evaluate
-from skillsearch.bench.relevance import open_bench_catalog
-from skillsearch.domain import Principal
+from skillsearch.bench.relevance import open_bench_catalog, search_runs
 from skillsearch.encoder import MiniLMEncoder
-from skillsearch.search import SearchRequest
 from skillsearch.settings import Settings
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
@@ -34,7 +32,6 @@ RULES = [("off", 1.0, 8), ("share 0.5, >8 terms", 0.5, 8), ("share 0.5, any leng
 
 def main() -> None:
     enc = BenchEncoder(MiniLMEncoder(), Path("benchmarks/.cache"))
-    operator = Principal.operator()
     for name in DATASETS:
         ds = load_beir(DATA / name, "dev")
         qids = ds.query_ids(MAX_QUERIES)
@@ -54,12 +51,8 @@ def main() -> None:
                     matching = {x for x in terms if searcher.doc_freq("all", x) > 0}
                     if len(terms) > short and set(lexical._informative_terms(terms, searcher)) != matching:
                         dropped += bool(matching)
-                for mode in ("lexical", "hybrid"):
-                    run = {
-                        q: [id_map[h.skill.skill_id] for h in catalog.search(
-                            operator, SearchRequest(t, limit=50, mode=mode)).hits]
-                        for q, t in texts.items()
-                    }
+                runs, _ = search_runs(catalog, id_map, texts, ("lexical", "hybrid"))
+                for mode, run in runs.items():
                     m = evaluate(qrels, run)
                     print(f"{name:10s} {label:22s} {mode:8s} ndcg@10={m['ndcg@10']:.4f} "
                           f"recall@50={m['recall@50']:.4f}  requests with a term left out: {dropped}/{len(texts)}",
