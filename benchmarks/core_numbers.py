@@ -24,7 +24,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from skillsearch import Catalog, Principal, SearchRequest, Settings
-from skillsearch.encoder import MiniLMEncoder
+from skillsearch.retrieval.encoder import MiniLMEncoder
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = Path(os.environ.get("SKILLS_CATALOG", ROOT.parent / "shared" / "data" / "skills-catalog"))

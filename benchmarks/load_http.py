@@ -134,10 +134,10 @@ async def load(url: str, token: str, queries: list[str], clients: int, duration:
 def in_process(data_dir: Path, queries: list[str], mode: str, limit: int) -> dict[str, Any]:
     """The same searches without HTTP, one at a time: cold (query embedding computed) and warm (cached)."""
     sys.path.insert(0, str(ROOT))
-    from skillsearch.domain import Principal
-    from skillsearch.search import SearchRequest
+    from skillsearch.core.domain import Principal
+    from skillsearch.retrieval.search import SearchRequest
     from skillsearch.service import Catalog
-    from skillsearch.settings import Settings
+    from skillsearch.core.settings import Settings
 
     catalog = Catalog.open(Settings(data_dir=data_dir, seed_sample=False))
     principal = Principal(PRINCIPAL, frozenset({GRANT}))

@@ -55,12 +55,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from skillsearch.domain import Principal
-from skillsearch.encoder import Encoder, RoutedEncoder, as_routed, make_encoder
-from skillsearch.importer import slugify
-from skillsearch.search import SearchRequest, query_texts
+from skillsearch.core.domain import Principal
+from skillsearch.retrieval.encoder import Encoder, RoutedEncoder, as_routed, make_encoder
+from skillsearch.catalog.importer import slugify
+from skillsearch.retrieval.search import SearchRequest, query_texts
 from skillsearch.service import Catalog
-from skillsearch.settings import Settings
+from skillsearch.core.settings import Settings
 
 # -- knobs -------------------------------------------------------------------------------------------
 ROOT = Path(__file__).resolve().parents[1]
@@ -504,7 +504,7 @@ def part_matrix(args: argparse.Namespace, rows: int = 100_000, repeats: int = 50
 
 def part_routing(args: argparse.Namespace) -> dict[str, Any]:
     """Where ``minilm+e5`` sends real requests: ``is_english`` alone, no model needed."""
-    from skillsearch.language import is_english
+    from skillsearch.core.language import is_english
 
     out: dict[str, Any] = {}
     for name in args.datasets:

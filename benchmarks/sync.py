@@ -33,14 +33,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from fastapi import FastAPI
 
-from skillsearch.domain import Principal
-from skillsearch.http_server import ServerThread
-from skillsearch.search import SearchRequest
+from skillsearch.core.domain import Principal
+from skillsearch.http.server import ServerThread
+from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
-from skillsearch.settings import Settings
+from skillsearch.core.settings import Settings
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig, UpstreamConfig
-from skillsearch.sync.upstream import ReferenceUpstream, WebhookTarget, create_upstream_app
-from skillsearch.sync.webhook import make_sync_router
+from skillsearch.upstream.app import ReferenceUpstream, WebhookTarget, create_upstream_app
+from skillsearch.http.sync_routes import make_sync_router
 
 # -- knobs ---------------------------------------------------------------------------------------------
 ROOT = Path(__file__).resolve().parents[1]

@@ -2,7 +2,7 @@
 
 Knobs (edit below): DATASETS, MAX_QUERIES, BOOSTS, FUSIONS. Each dataset's corpus is imported through the
 normal path once; per query, the product's own lexical index and vector snapshot give the BM25 score and
-the cosine of every document, and each fusion setting is then replayed with ``skillsearch.fusion.fuse``
+the cosine of every document, and each fusion setting is then replayed with ``skillsearch.core.fusion.fuse``
 over the same candidate set ``run_search`` uses (union of each retriever's top ``candidate_depth``).
 Output: one line per setting and dataset; `/tmp/tuning-dev.json`.
 
@@ -23,10 +23,10 @@ from skillsearch.bench.beir import load_beir
 from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.metrics import evaluate
 from skillsearch.bench.relevance import open_bench_catalog
-from skillsearch.encoder import MiniLMEncoder
-from skillsearch.fusion import Candidates, fuse
-from skillsearch.lexical import FIELD_BOOSTS
-from skillsearch.settings import Settings
+from skillsearch.retrieval.encoder import MiniLMEncoder
+from skillsearch.core.fusion import Candidates, fuse
+from skillsearch.retrieval.lexical import FIELD_BOOSTS
+from skillsearch.core.settings import Settings
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 DATASETS = [a for a in sys.argv[1:] if "=" not in a] or ["metatool", "sealtools"]

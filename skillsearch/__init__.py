@@ -14,8 +14,8 @@ import os as _os
 # with one thread (docs/benchmarks.md). A value set by the user wins.
 _os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from skillsearch.domain import Principal
-from skillsearch.errors import (
+from skillsearch.core.domain import Principal
+from skillsearch.core.errors import (
     AccessDeniedError,
     IndexMismatchError,
     IndexNotReadyError,
@@ -30,9 +30,9 @@ from skillsearch.errors import (
     UpstreamUnavailableError,
     ValidationError,
 )
-from skillsearch.search import SearchRequest, SearchResult
+from skillsearch.retrieval.search import SearchRequest, SearchResult
 from skillsearch.service import Catalog, ImportReport
-from skillsearch.settings import Settings
+from skillsearch.core.settings import Settings
 
 __version__ = "0.1.0"
 

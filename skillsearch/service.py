@@ -16,24 +16,26 @@ from pathlib import Path
 from threading import Event, RLock
 from typing import Any
 
-from skillsearch.calibration import tune_weight
-from skillsearch.domain import GRANT_PATTERN, Principal
-from skillsearch.encoder import CachedQueryEncoder, Encoder, make_encoder
-from skillsearch.errors import UpstreamUnavailableError, ValidationError
-from skillsearch.importer import ImportProblem, parse_path
-from skillsearch.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex
-from skillsearch.lru import LRU
-from skillsearch.reads import get_detail, list_page, resolve_flow
-from skillsearch.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
-from skillsearch.search import SearchRequest, SearchResult, run_search
-from skillsearch.settings import Settings
-from skillsearch.store import CatalogStore, UpsertOutcome
+from skillsearch.retrieval.calibration import tune_weight
+from skillsearch.core.domain import GRANT_PATTERN, Principal
+from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, make_encoder
+from skillsearch.core.errors import UpstreamUnavailableError, ValidationError
+from skillsearch.catalog.importer import ImportProblem, parse_path
+from skillsearch.retrieval.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex
+from skillsearch.core.lru import LRU
+from skillsearch.catalog.reads import get_detail, list_page, resolve_flow
+from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
+from skillsearch.retrieval.search import SearchRequest, SearchResult, run_search
+from skillsearch.core.settings import Settings
+from skillsearch.catalog.store import CatalogStore, UpsertOutcome
 from skillsearch.sync.client import HttpSubscriptionClient, SubscriptionClient
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig
+from skillsearch.sync.contract import WebhookEvent
 from skillsearch.sync.poller import Poller
 from skillsearch.sync.runner import SyncReport, sync_subscription
 from skillsearch.sync.status import SyncStatus, sync_status
-from skillsearch.views import (
+from skillsearch.sync.webhook import apply_event
+from skillsearch.core.views import (
     Explanation,
     ListResponse,
     ResolvedFlow,
@@ -389,6 +391,10 @@ class Catalog:
 
     def sync_status(self, config: SyncConfig, poller: Poller | None = None) -> SyncStatus:
         return sync_status(self.store, config, poller.status() if poller is not None else None)
+
+    def receive_webhook_event(self, config: SyncConfig, event: WebhookEvent, now: float) -> str:
+        """Applies a webhook event that :func:`~skillsearch.sync.webhook.verify_webhook` proved."""
+        return apply_event(self.store, config, event, now)
 
     def make_poller(self, config: SyncConfig, client: SubscriptionClient | None = None) -> Poller:
         """A background poller for ``config`` (not started). Stopping it cuts a retry wait short."""

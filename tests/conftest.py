@@ -14,9 +14,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from skillsearch.encoder import CachedQueryEncoder, Encoder, HashingEncoder, MiniLMEncoder
+from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, HashingEncoder, MiniLMEncoder
 from skillsearch.service import Catalog
-from skillsearch.settings import Settings
+from skillsearch.core.settings import Settings
 
 DATA = Path(__file__).parent / "data"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -77,7 +77,7 @@ def upstream_url(upstream: Any) -> Iterator[str]:
     """The module's ``upstream`` fixture (a reference subscription platform) served over real HTTP."""
     from syncsupport import serve
 
-    from skillsearch.sync.upstream import create_upstream_app
+    from skillsearch.upstream.app import create_upstream_app
 
     with serve(create_upstream_app(upstream)) as url:
         yield url

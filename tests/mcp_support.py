@@ -7,7 +7,7 @@ from typing import Any
 
 from mcp_types import CallToolResult
 
-from skillsearch.domain import SCOPE_MEMORY_READ, Principal
+from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
 
 STARTER = Principal(name="starter", grants=frozenset({"sub:starter-pack"}), scopes=frozenset({SCOPE_MEMORY_READ}))
 DATA_TEAM = Principal(name="data", grants=frozenset({"team:data-science"}), scopes=frozenset({SCOPE_MEMORY_READ}))

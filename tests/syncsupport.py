@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from skillsearch.http_server import ServerThread
-from skillsearch.indexer import _doc_hash  # the index's own freshness key: the honest thing to compare
+from skillsearch.http.server import ServerThread
+from skillsearch.retrieval.indexer import _doc_hash  # the index's own freshness key: the honest thing to compare
 from skillsearch.service import Catalog, sample_catalog_dir
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig, UpstreamConfig
-from skillsearch.sync.upstream import ReferenceUpstream, WebhookTarget
+from skillsearch.upstream.app import ReferenceUpstream, WebhookTarget
 
 TOKEN = "test-token"
 SECRET = "test-webhook-secret"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from skillsearch.auth import (
+from skillsearch.http.auth import (
     DEMO_TOKEN,
     PrincipalRegistry,
     add_principal,
@@ -21,8 +21,8 @@ from skillsearch.auth import (
     runs_on_sample_catalog,
 )
 from skillsearch.cli import main
-from skillsearch.domain import Principal
-from skillsearch.errors import AccessDeniedError, UnauthenticatedError, ValidationError
+from skillsearch.core.domain import Principal
+from skillsearch.core.errors import AccessDeniedError, UnauthenticatedError, ValidationError
 from skillsearch.service import Catalog
 
 

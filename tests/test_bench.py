@@ -11,7 +11,7 @@ from skillsearch.bench.beir import load_beir, write_bundle
 from skillsearch.bench.metrics import METRICS, evaluate
 from skillsearch.bench.relevance import ALL_MODES, RelevanceOptions, run_relevance
 from skillsearch.bench.report import write_results
-from skillsearch.encoder import Encoder
+from skillsearch.retrieval.encoder import Encoder
 
 CORPUS = [
     {"_id": "kubeCrashLoop", "title": "kubeCrashLoop", "text": "Debug a Kubernetes pod stuck in CrashLoopBackOff."},

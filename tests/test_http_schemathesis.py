@@ -21,10 +21,10 @@ from schemathesis import GenerationMode
 from schemathesis.config import SchemathesisConfig
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from skillsearch.auth import DEMO_TOKEN, PrincipalRegistry
-from skillsearch.domain import Principal
-from skillsearch.http_app import create_app
-from skillsearch.http_server import ServerThread
+from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry
+from skillsearch.core.domain import Principal
+from skillsearch.http.app import create_app
+from skillsearch.http.server import ServerThread
 from skillsearch.service import Catalog
 
 MIN_CASES = 1000

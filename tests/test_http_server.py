@@ -24,10 +24,10 @@ import httpx2
 import pytest
 from fastapi import APIRouter, FastAPI
 
-from skillsearch.auth import DEMO_TOKEN, PrincipalRegistry, add_principal
+from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry, add_principal
 from skillsearch.cli import build_serve_app
-from skillsearch.http_app import Limits, create_app
-from skillsearch.http_server import ServerThread
+from skillsearch.http.app import Limits, create_app
+from skillsearch.http.server import ServerThread
 from skillsearch.service import Catalog
 
 DEMO = {"Authorization": f"Bearer {DEMO_TOKEN}"}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from skillsearch.domain import Principal
-from skillsearch.errors import ValidationError
-from skillsearch.search import SearchRequest
+from skillsearch.core.domain import Principal
+from skillsearch.core.errors import ValidationError
+from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
 
 

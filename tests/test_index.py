@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from skillsearch.domain import Principal
-from skillsearch.encoder import Encoder, HashingEncoder
-from skillsearch.errors import IndexMismatchError, IndexNotReadyError
-from skillsearch.search import SearchRequest
+from skillsearch.core.domain import Principal
+from skillsearch.retrieval.encoder import Encoder, HashingEncoder
+from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError
+from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
-from skillsearch.settings import Settings
-from skillsearch.vectors import VectorRow, VectorSnapshot, max_cosines
+from skillsearch.core.settings import Settings
+from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot, max_cosines
 
 OPERATOR = Principal.operator()
 QUERIES = ["roll back a bad deploy", "clean a pandas dataframe", "証明書", "write a changelog entry"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from skillsearch.lexical import LexicalDoc, LexicalIndex, skill_key
+from skillsearch.retrieval.lexical import LexicalDoc, LexicalIndex, skill_key
 
 FILLER = "alpha bravo charlie delta echo foxtrot golf hotel"  # 8 more terms that no document holds
 

@@ -15,11 +15,11 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from mcp_support import NO_SCOPE, STARTER, error, ok
 
-from skillsearch.domain import Principal
-from skillsearch.encoder import Encoder
-from skillsearch.mcp_server import ServerState, build_mcp_server
+from skillsearch.core.domain import Principal
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.mcp.server import ServerState, build_mcp_server
 from skillsearch.service import Catalog, sample_catalog_dir
-from skillsearch.settings import Settings
+from skillsearch.core.settings import Settings
 
 pytestmark = pytest.mark.anyio
 

@@ -13,12 +13,12 @@ import pytest
 from mcp import Client
 from mcp_support import DATA_TEAM, STARTER, error, ok
 
-from skillsearch.domain import Principal
-from skillsearch.encoder import Encoder
-from skillsearch.errors import UnauthenticatedError
-from skillsearch.mcp_server import TOOL_NAMES, build_mcp_server
+from skillsearch.core.domain import Principal
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.core.errors import UnauthenticatedError
+from skillsearch.mcp.server import TOOL_NAMES, build_mcp_server
 from skillsearch.service import Catalog
-from skillsearch.settings import Settings
+from skillsearch.core.settings import Settings
 
 pytestmark = pytest.mark.anyio
 

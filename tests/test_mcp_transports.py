@@ -24,10 +24,10 @@ from mcp_support import STARTER, error, ok
 from starlette.routing import Route
 
 from skillsearch.cli import build_parser, main, mcp_principal_from_args, mcp_server_from_args
-from skillsearch.domain import Principal
-from skillsearch.encoder import Encoder
-from skillsearch.errors import UnauthenticatedError
-from skillsearch.mcp_server import TOOL_NAMES, build_mcp_server, mountable, streamable_http_app
+from skillsearch.core.domain import Principal
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.core.errors import UnauthenticatedError
+from skillsearch.mcp.server import TOOL_NAMES, build_mcp_server, mountable, streamable_http_app
 from skillsearch.service import Catalog
 
 ROOT = Path(__file__).resolve().parents[1]

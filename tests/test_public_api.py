@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import skillsearch
-from skillsearch import errors
+from skillsearch.core import errors
 
 
 def test_all_is_sorted_and_complete() -> None:

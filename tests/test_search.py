@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from skillsearch.domain import Principal
-from skillsearch.errors import ValidationError
-from skillsearch.search import SearchRequest
+from skillsearch.core.domain import Principal
+from skillsearch.core.errors import ValidationError
+from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
 
 DATA = Path(__file__).parent / "data"

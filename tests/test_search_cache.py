@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from skillsearch.domain import Principal
-from skillsearch.lru import LRU
-from skillsearch.search import SearchRequest
+from skillsearch.core.domain import Principal
+from skillsearch.core.lru import LRU
+from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
-from skillsearch.settings import Settings
+from skillsearch.core.settings import Settings
 
 OPERATOR = Principal.operator()
 QUERY = SearchRequest("renew the TLS certificate of our web server before it expires")

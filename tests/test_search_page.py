@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from skillsearch.auth import PrincipalRegistry
-from skillsearch.domain import Principal
-from skillsearch.http_app import create_app
-from skillsearch.http_server import ServerThread
+from skillsearch.http.auth import PrincipalRegistry
+from skillsearch.core.domain import Principal
+from skillsearch.http.app import create_app
+from skillsearch.http.server import ServerThread
 from skillsearch.service import Catalog
 
 CHROMIUM = "/usr/bin/chromium"

@@ -22,16 +22,16 @@ from syncsupport import (
 )
 
 from skillsearch import cli
-from skillsearch.auth import PrincipalRegistry, add_principal
+from skillsearch.http.auth import PrincipalRegistry, add_principal
 from skillsearch.cli import build_serve_app
-from skillsearch.domain import Principal
-from skillsearch.errors import SkillNotFoundError
-from skillsearch.hashing import stable_id
-from skillsearch.search import SearchRequest
+from skillsearch.core.domain import Principal
+from skillsearch.core.errors import SkillNotFoundError
+from skillsearch.core.hashing import stable_id
+from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
 from skillsearch.sync.contract import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign_webhook
-from skillsearch.sync.upstream import ReferenceUpstream, WebhookTarget, contract_openapi
-from skillsearch.sync.webhook import make_sync_router
+from skillsearch.upstream.app import ReferenceUpstream, WebhookTarget, contract_openapi
+from skillsearch.http.sync_routes import make_sync_router
 
 SUB = "starter-pack"
 SOURCE = f"upstream:{SUB}"
@@ -284,7 +284,7 @@ def test_cli_sync_and_status(catalog: Catalog, upstream: ReferenceUpstream, upst
 
 def test_openapi_file_is_the_reference_upstreams_contract() -> None:
     committed = json.loads((Path(__file__).parents[1] / "docs" / "upstream-openapi.json").read_text("utf-8"))
-    assert committed == contract_openapi(), "regenerate: python -m skillsearch.sync.upstream > docs/upstream-openapi.json"
+    assert committed == contract_openapi(), "regenerate: python -m skillsearch.upstream.app > docs/upstream-openapi.json"
     assert set(committed["webhooks"]) == {"skills.changed", "subscription.revoked"}
 
 

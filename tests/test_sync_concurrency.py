@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from syncsupport import TOKEN, catalog_content, config_for, index_matches_store, upstream_content
 
-from skillsearch.domain import Principal
-from skillsearch.search import SearchRequest
+from skillsearch.core.domain import Principal
+from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
-from skillsearch.sync.upstream import ReferenceUpstream
+from skillsearch.upstream.app import ReferenceUpstream
 
 QUERIES = ["handles alpha task", "beta task helper", "archived task", "quick task number 7", "helper"]
 

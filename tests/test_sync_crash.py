@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 from syncsupport import TOKEN, catalog_content, index_matches_store, upstream_content
 
-from skillsearch.encoder import Encoder
+from skillsearch.retrieval.encoder import Encoder
 from skillsearch.service import Catalog
-from skillsearch.settings import Settings
-from skillsearch.sync.upstream import ReferenceUpstream
+from skillsearch.core.settings import Settings
+from skillsearch.upstream.app import ReferenceUpstream
 
 SUB = "crashy"
 SOURCE = f"upstream:{SUB}"

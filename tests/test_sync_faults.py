@@ -24,12 +24,12 @@ from syncsupport import (
     upstream_with_starter,
 )
 
-from skillsearch.errors import UpstreamUnavailableError
-from skillsearch.hashing import stable_id
+from skillsearch.core.errors import UpstreamUnavailableError
+from skillsearch.core.hashing import stable_id
 from skillsearch.service import Catalog
 from skillsearch.sync.client import HttpSubscriptionClient
 from skillsearch.sync.config import UpstreamConfig
-from skillsearch.sync.upstream import ReferenceUpstream, UpstreamError
+from skillsearch.upstream.app import ReferenceUpstream, UpstreamError
 
 SUB = "starter-pack"
 SOURCE = f"upstream:{SUB}"

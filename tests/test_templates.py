@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from skillsearch.domain import FlowStep, Parameter
-from skillsearch.errors import SkillInvalidError, ValidationError
-from skillsearch.templates import coerce_text_value, resolve_steps
+from skillsearch.core.domain import FlowStep, Parameter
+from skillsearch.core.errors import SkillInvalidError, ValidationError
+from skillsearch.core.templates import coerce_text_value, resolve_steps
 
 PARAMS = (
     Parameter(name="service", type="string", required=True),

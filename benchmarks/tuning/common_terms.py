@@ -1,6 +1,6 @@
 """Leaving a long request's most common terms out of its lexical query, on the dev splits only.
 
-``skillsearch.lexical`` drops the terms of a request of more than ``SHORT_REQUEST_TERMS`` terms that are
+``skillsearch.retrieval.lexical`` drops the terms of a request of more than ``SHORT_REQUEST_TERMS`` terms that are
 found in more than ``COMMON_TERM_SHARE`` of the documents (a speed rule: their posting lists are the longest
 to walk). This replays the dev queries through ``Catalog.search`` (``search_runs``, limit 50) with the rule off and at several shares,
 and prints lexical and hybrid nDCG@10 / Recall@50, and how many requests lost a term.
@@ -14,13 +14,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from skillsearch import lexical
+from skillsearch.retrieval import lexical
 from skillsearch.bench.beir import load_beir
 from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.metrics import evaluate
 from skillsearch.bench.relevance import open_bench_catalog, search_runs
-from skillsearch.encoder import MiniLMEncoder
-from skillsearch.settings import Settings
+from skillsearch.retrieval.encoder import MiniLMEncoder
+from skillsearch.core.settings import Settings
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 DATASETS = sys.argv[1:] or ["metatool", "sealtools"]

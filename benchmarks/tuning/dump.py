@@ -8,8 +8,8 @@ import numpy as np
 from skillsearch.bench.beir import load_beir
 from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.relevance import open_bench_catalog
-from skillsearch.encoder import HashingEncoder, MiniLMEncoder
-from skillsearch.lexical import split_identifiers
+from skillsearch.retrieval.encoder import HashingEncoder, MiniLMEncoder
+from skillsearch.retrieval.lexical import split_identifiers
 
 name, n = sys.argv[1], int(sys.argv[2]); split = sys.argv[3] if len(sys.argv) > 3 else "dev"
 ds = load_beir(Path("/work/shared/data/"+name), split)

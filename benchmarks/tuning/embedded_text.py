@@ -7,7 +7,7 @@ import numpy as np
 from skillsearch.bench.beir import load_beir
 from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.metrics import evaluate
-from skillsearch.encoder import MiniLMEncoder
+from skillsearch.retrieval.encoder import MiniLMEncoder
 
 ds = load_beir(Path("/work/shared/data/"+sys.argv[1]), "dev")
 qids = ds.query_ids(int(sys.argv[2]))

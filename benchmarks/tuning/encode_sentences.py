@@ -6,7 +6,7 @@ from pathlib import Path
 sys.path.insert(0, "/tmp")
 from skillsearch.bench.beir import load_beir
 from skillsearch.bench.cache import BenchEncoder
-from skillsearch.encoder import MiniLMEncoder
+from skillsearch.retrieval.encoder import MiniLMEncoder
 
 SPLIT = re.compile(r"(?<=[.!?])\s+")
 enc = BenchEncoder(MiniLMEncoder(), Path("/work/wt-bench/benchmarks/.cache"))

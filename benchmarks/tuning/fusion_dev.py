@@ -19,10 +19,10 @@ from skillsearch.bench.beir import load_beir
 from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.metrics import evaluate
 from skillsearch.bench.relevance import open_bench_catalog
-from skillsearch.domain import Principal
-from skillsearch.encoder import MiniLMEncoder
-from skillsearch.search import SearchRequest
-from skillsearch.settings import Settings
+from skillsearch.core.domain import Principal
+from skillsearch.retrieval.encoder import MiniLMEncoder
+from skillsearch.retrieval.search import SearchRequest
+from skillsearch.core.settings import Settings
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 DATASETS = sys.argv[1:] or ["metatool", "sealtools"]

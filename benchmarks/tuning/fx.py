@@ -3,7 +3,7 @@ import pickle
 import numpy as np
 
 from skillsearch.bench.metrics import evaluate
-from skillsearch.fusion import minmax, zscore
+from skillsearch.core.fusion import minmax, zscore
 
 
 def load(name, split="dev"): return pickle.load(open(f"/tmp/dump_{name}_{split}.pkl","rb"))

@@ -24,10 +24,10 @@ from skillsearch.bench.beir import load_beir
 from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.metrics import evaluate
 from skillsearch.bench.relevance import open_bench_catalog
-from skillsearch.encoder import MiniLMEncoder
-from skillsearch.fusion import candidates, fuse
-from skillsearch.search import query_texts
-from skillsearch.settings import Settings
+from skillsearch.retrieval.encoder import MiniLMEncoder
+from skillsearch.core.fusion import candidates, fuse
+from skillsearch.retrieval.search import query_texts
+from skillsearch.core.settings import Settings
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 DATASETS = [a for a in sys.argv[1:] if "=" not in a] or ["metatool", "sealtools"]

@@ -12,9 +12,9 @@ def docmat(n):
     from pathlib import Path
 
     from skillsearch.bench.cache import BenchEncoder
-    from skillsearch.lexical import split_identifiers
+    from skillsearch.retrieval.lexical import split_identifiers
     ds = load_beir(Path("/work/shared/data/"+n), "dev")
-    from skillsearch.encoder import MiniLMEncoder
+    from skillsearch.retrieval.encoder import MiniLMEncoder
     enc = BenchEncoder(MiniLMEncoder(), Path("benchmarks/.cache"))
     docs = [f"{split_identifiers(ds.corpus[i]['title'])}: {ds.corpus[i]['text']}" for i in D0[n]["ids"]]
     got = list(enc.encode_documents(docs))

@@ -4,7 +4,7 @@ A BEIR folder holds ``corpus.jsonl`` (``_id``, ``title``, ``text``, optional ``t
 (``_id``, ``text``) and ``qrels.<split>.tsv`` (``query-id``, ``corpus-id``, ``score``, with a header).
 
 The corpus enters the catalog the way any customer's skills do: as a JSONL bundle of flat entries
-(``slug``, ``name``, ``description``, ``tags``, ``instructions``) read by :mod:`skillsearch.importer`. The
+(``slug``, ``name``, ``description``, ``tags``, ``instructions``) read by :mod:`skillsearch.catalog.importer`. The
 mapping keeps within the catalog's limits: the slug is the slugified ``_id`` (with a numeric suffix when
 two ids slugify alike), a title over 64 characters is truncated for ``name``, and text beyond the
 1,024-character description limit continues in ``instructions``.
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skillsearch.errors import ValidationError
-from skillsearch.importer import MAX_NAME, slugify
+from skillsearch.core.errors import ValidationError
+from skillsearch.catalog.importer import MAX_NAME, slugify
 
 __all__ = ["BeirDataset", "load_beir", "write_bundle"]
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from skillsearch.encoder import Encoder, ProgressCallback
-from skillsearch.search import query_texts
+from skillsearch.retrieval.encoder import Encoder, ProgressCallback
+from skillsearch.retrieval.search import query_texts
 
 __all__ = ["BenchEncoder"]
 

@@ -1,5 +1,6 @@
 """Sync from the subscription platform (design section 3): the wire contract, the HTTP client, applying
-pages to the store and index, the background poller, the webhook receiver and the reference upstream.
+pages to the store and index, the background poller and the webhook's proof. The HTTP routes live in
+``skillsearch/http/sync_routes.py``; the reference upstream in ``skillsearch/upstream/``.
 
 Layout, one concept per module:
 
@@ -10,9 +11,7 @@ Layout, one concept per module:
     runner.py     one run of one subscription: paging, full resync on 410, revocation
     poller.py     background thread: intervals with jitter, backoff, triggers
     status.py     per-subscription status view
-    webhook.py    FastAPI router: POST /v1/sync/webhook, GET /v1/sync/status
-    changelog.py  the reference upstream's compacted change log
-    upstream.py   the reference upstream app (``skillsearch upstream``)
+    webhook.py    webhook signature check, replay guard and the event's effect on the store
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ a cursor) so that another platform shape can be adapted here without touching th
 
 - :class:`CursorExpired`: the platform no longer knows our cursor (410): do a full resync.
 - :class:`SubscriptionRevoked`: the platform says the subscription is revoked (403 ``SUBSCRIPTION_REVOKED``).
-- :class:`~skillsearch.errors.UpstreamUnavailableError`: anything else after the retries are spent.
+- :class:`~skillsearch.core.errors.UpstreamUnavailableError`: anything else after the retries are spent.
 
 Retries cover what is worth retrying: transport errors (refused, reset, dropped mid-body), timeouts,
 408, 429 and 5xx. The wait is exponential with full jitter (AWS architecture blog, "Exponential Backoff
@@ -29,7 +29,7 @@ from urllib.parse import quote
 import httpx
 import pydantic
 
-from skillsearch.errors import UpstreamUnavailableError
+from skillsearch.core.errors import UpstreamUnavailableError
 from skillsearch.sync.config import UpstreamConfig
 from skillsearch.sync.contract import (
     SIGNATURE_HEADER,

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skillsearch.errors import ValidationError
+from skillsearch.core.errors import ValidationError
 from skillsearch.sync.contract import SUBSCRIPTION_ID_PATTERN
 
 __all__ = ["SubscriptionConfig", "SyncConfig", "UpstreamConfig", "default_config_path", "load_config"]

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from skillsearch.domain import FlowStep, Parameter, ResourceKind, SkillKind
+from skillsearch.core.domain import FlowStep, Parameter, ResourceKind, SkillKind
 
 __all__ = [
     "SIGNATURE_HEADER",

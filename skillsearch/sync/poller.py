@@ -29,7 +29,7 @@ from typing import Any
 
 import anyio
 
-from skillsearch.errors import SkillSearchError
+from skillsearch.core.errors import SkillSearchError
 from skillsearch.sync.config import SubscriptionConfig
 
 __all__ = ["Poller", "PollerEntry"]

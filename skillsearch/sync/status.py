@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from skillsearch.store import CatalogStore
+from skillsearch.catalog.store import CatalogStore
 from skillsearch.sync.config import SyncConfig
 
 __all__ = ["SubscriptionStatus", "SyncStatus", "sync_status"]

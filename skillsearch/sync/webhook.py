@@ -1,4 +1,4 @@
-"""The push side of sync on our HTTP app: ``POST /v1/sync/webhook`` and ``GET /v1/sync/status``.
+"""The push side of sync: proving a webhook and applying its event (the HTTP route is ``http/sync_routes.py``).
 
 A webhook is only an accelerator (seed 001, D3): ``skills.changed`` moves the subscription's next pull to
 now, ``subscription.revoked`` marks the subscription revoked in the store before answering, so every read
@@ -14,34 +14,16 @@ configured. Only then is the body parsed (a malformed signed body is ``400 VALID
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import anyio
-import pydantic
-from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
-
-from skillsearch.errors import SkillSearchError, UnauthenticatedError, ValidationError
+from skillsearch.catalog.store import CatalogStore
+from skillsearch.core.errors import UnauthenticatedError
 from skillsearch.sync.config import SyncConfig
 from skillsearch.sync.contract import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookEvent, signature_matches
-from skillsearch.sync.status import SyncStatus, sync_status
 
-if TYPE_CHECKING:
-    from skillsearch.service import Catalog
-    from skillsearch.sync.poller import Poller
-
-__all__ = ["MAX_WEBHOOK_BYTES", "make_sync_router", "verify_webhook"]
-
-log = logging.getLogger("skillsearch.sync")
+__all__ = ["MAX_WEBHOOK_BYTES", "apply_event", "verify_webhook"]
 
 MAX_WEBHOOK_BYTES = 64 * 1024
-
-
-def _error(exc: SkillSearchError) -> JSONResponse:
-    return JSONResponse({"error": exc.to_dict()}, status_code=exc.http_status)
 
 
 def verify_webhook(secret: str | None, headers: Any, body: bytes, now: float, tolerance_s: int) -> None:
@@ -63,77 +45,17 @@ def verify_webhook(secret: str | None, headers: Any, body: bytes, now: float, to
         raise UnauthenticatedError("webhook signature does not match")
 
 
-def make_sync_router(
-    catalog: Catalog,
-    config: SyncConfig,
-    poller: Poller | None = None,
-    *,
-    authenticate: Callable[[str | None], object] | None = None,
-    clock: Callable[[], float] = time.time,
-) -> APIRouter:
-    """The sync routes, self-contained (they answer their own errors). ``authenticate`` guards the status
-    route, which names subscriptions and errors: it gets the ``Authorization`` header and raises a
-    :class:`SkillSearchError` (e.g. ``UNAUTHENTICATED``) to refuse. The webhook has its own HMAC proof and
-    must not sit behind the app's bearer tokens."""
-    router = APIRouter(tags=["sync"])
-    upstream = config.upstream
-
-    def _apply(event: WebhookEvent, now: float) -> str:
-        store = catalog.store
-        with store.transaction():
-            if not store.remember_event(event.id, now, now - 2 * upstream.webhook_tolerance_s):
-                raise UnauthenticatedError("webhook replayed: this event id was already received",
-                                           {"event_id": event.id})
-            if event.type == "subscription.revoked":
-                store.set_revoked(event.subscription_id, True)
-                return "revoked"
-        if event.type == "skills.changed":
-            return "pull_scheduled" if config.subscription(event.subscription_id) else "ignored"
-        return "ignored"
-
-    @router.post(
-        "/v1/sync/webhook",
-        status_code=202,
-        summary="Receive a signed change notification from the subscription platform",
-        responses={401: {"description": "unsigned, badly signed, stale or replayed"},
-                   400: {"description": "signed but malformed"}},
-    )
-    async def webhook(request: Request) -> JSONResponse:
-        declared = request.headers.get("content-length", "")
-        if not declared.isdigit() or int(declared) > MAX_WEBHOOK_BYTES:
-            return _error(ValidationError(f"webhook body must be declared and at most {MAX_WEBHOOK_BYTES} bytes"))
-        body = await request.body()
-        now = clock()
-        try:
-            if len(body) > MAX_WEBHOOK_BYTES:
-                raise ValidationError(f"webhook body is over {MAX_WEBHOOK_BYTES} bytes")
-            verify_webhook(upstream.webhook_secret, request.headers, body, now, upstream.webhook_tolerance_s)
-            try:
-                event = WebhookEvent.model_validate_json(body)
-            except pydantic.ValidationError as exc:
-                raise ValidationError(f"malformed webhook event: {exc.errors()[0]['msg']}") from None
-            action = await anyio.to_thread.run_sync(_apply, event, now)
-        except SkillSearchError as exc:
-            log.warning("webhook refused: %s", exc.message)
-            return _error(exc)
-        if action in ("revoked", "pull_scheduled") and poller is not None:
-            poller.trigger(event.subscription_id)
-        log.info("webhook %s %s for %s: %s", event.id, event.type, event.subscription_id, action)
-        return JSONResponse({"accepted": True, "event_id": event.id, "type": event.type, "action": action},
-                            status_code=202)
-
-    @router.get(
-        "/v1/sync/status",
-        response_model=SyncStatus,
-        summary="Per subscription: cursor, last success, last error, counts",
-        responses={401: {"description": "missing or unknown bearer token"}},
-    )
-    def status(request: Request) -> Any:
-        if authenticate is not None:
-            try:
-                authenticate(request.headers.get("authorization"))
-            except SkillSearchError as exc:
-                return _error(exc)
-        return sync_status(catalog.store, config, poller.status() if poller is not None else None)
-
-    return router
+def apply_event(store: CatalogStore, config: SyncConfig, event: WebhookEvent, now: float) -> str:
+    """Records ``event`` (refusing a replayed id) and applies it in one transaction; returns the action:
+    ``revoked``, ``pull_scheduled`` (the caller triggers the poller) or ``ignored``."""
+    tolerance_s = config.upstream.webhook_tolerance_s
+    with store.transaction():
+        if not store.remember_event(event.id, now, now - 2 * tolerance_s):
+            raise UnauthenticatedError("webhook replayed: this event id was already received",
+                                       {"event_id": event.id})
+        if event.type == "subscription.revoked":
+            store.set_revoked(event.subscription_id, True)
+            return "revoked"
+    if event.type == "skills.changed":
+        return "pull_scheduled" if config.subscription(event.subscription_id) else "ignored"
+    return "ignored"

@@ -30,13 +30,13 @@ from typing import Any
 import numpy as np
 import tantivy
 
-from skillsearch.calibration import CALIBRATION_VERSION, calibrate
-from skillsearch.encoder import Encoder
-from skillsearch.errors import IndexMismatchError, IndexNotReadyError
-from skillsearch.hashing import canonical_json, sha256_hex
-from skillsearch.lexical import LexicalDoc, LexicalIndex, split_identifiers
-from skillsearch.store import CatalogStore, IndexRow
-from skillsearch.vectors import VectorRow, VectorSnapshot
+from skillsearch.retrieval.calibration import CALIBRATION_VERSION, calibrate
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError
+from skillsearch.core.hashing import canonical_json, sha256_hex
+from skillsearch.retrieval.lexical import LexicalDoc, LexicalIndex, split_identifiers
+from skillsearch.catalog.store import CatalogStore, IndexRow
+from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
 
 __all__ = ["FORMAT_VERSION", "IndexSnapshot", "IndexStats", "SearchIndex", "embedded_text"]
 

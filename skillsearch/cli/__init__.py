@@ -18,22 +18,22 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from skillsearch.domain import GRANT_PATTERN, SCOPE_MEMORY_READ, Parameter, Principal
-from skillsearch.errors import SkillSearchError, ValidationError
-from skillsearch.search import SearchRequest
+from skillsearch.core.domain import GRANT_PATTERN, SCOPE_MEMORY_READ, Parameter, Principal
+from skillsearch.core.errors import SkillSearchError, ValidationError
+from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
-from skillsearch.settings import Settings
+from skillsearch.core.settings import Settings
 from skillsearch.sync.config import SyncConfig, default_config_path, load_config
-from skillsearch.templates import coerce_text_value
+from skillsearch.core.templates import coerce_text_value
 
 if TYPE_CHECKING:
     from fastapi import APIRouter, FastAPI
     from mcp.server.mcpserver import MCPServer
 
-    from skillsearch.auth import PrincipalRegistry
-    from skillsearch.encoder import Encoder
-    from skillsearch.http_app import Lifespan
-    from skillsearch.mcp_server import ServerState
+    from skillsearch.http.auth import PrincipalRegistry
+    from skillsearch.retrieval.encoder import Encoder
+    from skillsearch.http.app import Lifespan
+    from skillsearch.mcp.server import ServerState
 
 __all__ = ["build_parser", "main"]
 
@@ -232,7 +232,7 @@ def cmd_sync(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_upstream(args: argparse.Namespace, out: TextIO) -> int:
-    from skillsearch.sync.upstream import run_upstream
+    from skillsearch.upstream.app import run_upstream
 
     tokens = args.token or [os.environ.get("SKILLSEARCH_UPSTREAM_TOKEN", "demo-token")]
     run_upstream(args.sources, host=args.host, port=args.port, tokens=tokens, webhook_url=args.webhook_url,
@@ -244,7 +244,7 @@ def principal_from_file(data_dir: Path, name: str) -> Principal:
     """The principal ``name`` of ``<data-dir>/principals.toml`` (tables ``[principals.NAME]`` with
     ``grants = [...]``, ``"*"`` for every grant, and ``scopes = [...]``; other keys such as the HTTP
     app's ``token_sha256`` are ignored): the stdio server runs as a principal named on the command line."""
-    from skillsearch.auth import PRINCIPALS_FILE, read_entries
+    from skillsearch.http.auth import PRINCIPALS_FILE, read_entries
 
     path = Path(data_dir) / PRINCIPALS_FILE
     if not path.is_file():
@@ -276,7 +276,7 @@ def mcp_principal_from_args(args: argparse.Namespace) -> Principal:
 
 def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = None) -> MCPServer[ServerState]:
     """The server ``skillsearch mcp`` runs: its principal, data directory and host tool names."""
-    from skillsearch.mcp_server import build_mcp_server
+    from skillsearch.mcp.server import build_mcp_server
 
     principal = mcp_principal_from_args(args)
     settings = settings_from_args(args)
@@ -293,7 +293,7 @@ def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = Non
 
 def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
     """Serve the MCP tools over stdio (stdout carries nothing but protocol) or streamable HTTP."""
-    from skillsearch.mcp_server import run_streamable_http
+    from skillsearch.mcp.server import run_streamable_http
 
     server = mcp_server_from_args(args)
     if args.http:
@@ -303,13 +303,13 @@ def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 def _principals_path(args: argparse.Namespace) -> Path:
-    from skillsearch.auth import PRINCIPALS_FILE
+    from skillsearch.http.auth import PRINCIPALS_FILE
 
     return Path(args.principals) if args.principals else Path(args.data_dir) / PRINCIPALS_FILE
 
 
 def _serve_banner(url: str, demo: bool, principals: Path) -> str:
-    from skillsearch.auth import DEMO_TOKEN
+    from skillsearch.http.auth import DEMO_TOKEN
 
     lines = [f"skillsearch is serving on {url}", f"  search page:  {url}/", f"  MCP:          {url}/mcp (streamable HTTP)",
              f"  API:          {url}/openapi.json  (Swagger UI at {url}/docs needs internet for its assets)"]
@@ -333,9 +333,9 @@ def build_serve_app(catalog: Catalog, registry: PrincipalRegistry, host: str = "
     authenticated by the same bearer tokens (the MCP catalog tools need ``skills:read`` as the REST routes
     do; recall needs ``memory:read`` on both). With ``sync``, a background poller keeps the subscriptions in
     sync, and ``POST /v1/sync/webhook`` (HMAC-signed) and ``GET /v1/sync/status`` (bearer token) are served."""
-    from skillsearch.auth import SCOPE_SKILLS_READ
-    from skillsearch.http_app import create_app
-    from skillsearch.mcp_server import build_mcp_server, mountable
+    from skillsearch.http.auth import SCOPE_SKILLS_READ
+    from skillsearch.http.app import create_app
+    from skillsearch.mcp.server import build_mcp_server, mountable
 
     def principal_of(headers: Mapping[str, str] | None) -> Principal:
         return registry.authenticate_header((headers or {}).get("authorization"))
@@ -345,7 +345,7 @@ def build_serve_app(catalog: Catalog, registry: PrincipalRegistry, host: str = "
     routers: list[APIRouter] = []
     lifespans: list[Lifespan] = [lambda _app: mcp_lifespan()]
     if sync is not None:
-        from skillsearch.sync.webhook import make_sync_router
+        from skillsearch.http.sync_routes import make_sync_router
 
         poller = catalog.make_poller(sync)
         routers.append(make_sync_router(catalog, sync, poller, authenticate=registry.authenticate_header))
@@ -355,9 +355,9 @@ def build_serve_app(catalog: Catalog, registry: PrincipalRegistry, host: str = "
 
 
 def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
-    from skillsearch.auth import PrincipalRegistry
-    from skillsearch.http_middleware import configure_json_logging
-    from skillsearch.http_server import serve
+    from skillsearch.http.auth import PrincipalRegistry
+    from skillsearch.http.middleware import configure_json_logging
+    from skillsearch.http.server import serve
 
     sync_path = Path(args.sync_config) if args.sync_config else default_config_path(Path(args.data_dir))
     sync = load_config(sync_path) if not args.no_sync and (args.sync_config or sync_path.exists()) else None
@@ -381,7 +381,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_token_add(args: argparse.Namespace, out: TextIO) -> int:
-    from skillsearch.auth import KNOWN_SCOPES, add_principal
+    from skillsearch.http.auth import KNOWN_SCOPES, add_principal
 
     path = _principals_path(args)
     scopes = args.scope or list(KNOWN_SCOPES)
@@ -395,7 +395,7 @@ def cmd_token_add(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_token_list(args: argparse.Namespace, out: TextIO) -> int:
-    from skillsearch.auth import PrincipalRegistry
+    from skillsearch.http.auth import PrincipalRegistry
 
     registry = PrincipalRegistry(_principals_path(args))
     rows = []
@@ -410,7 +410,7 @@ def cmd_token_list(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_token_remove(args: argparse.Namespace, out: TextIO) -> int:
-    from skillsearch.auth import remove_principal
+    from skillsearch.http.auth import remove_principal
 
     removed = remove_principal(_principals_path(args), args.name)
     _emit(out, args, {"name": args.name, "removed": removed},

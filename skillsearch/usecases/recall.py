@@ -25,8 +25,8 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from skillsearch.domain import SCOPE_MEMORY_READ, SLUG_PATTERN, Principal, Revision, Skill
-from skillsearch.errors import (
+from skillsearch.core.domain import SCOPE_MEMORY_READ, SLUG_PATTERN, Principal, Revision, Skill
+from skillsearch.core.errors import (
     AccessDeniedError,
     ResourceNotFoundError,
     RevisionNotFoundError,
@@ -36,12 +36,12 @@ from skillsearch.errors import (
     SkillSearchError,
     ValidationError,
 )
-from skillsearch.importer import is_text_media_type
-from skillsearch.reads import resource_infos
-from skillsearch.search import SearchRequest
-from skillsearch.store import CatalogStore
-from skillsearch.views import ParameterView, ResourceInfo, SearchResponse, StepView
-from skillsearch.visibility import is_grant_revoked
+from skillsearch.catalog.importer import is_text_media_type
+from skillsearch.catalog.reads import resource_infos
+from skillsearch.retrieval.search import SearchRequest
+from skillsearch.catalog.store import CatalogStore
+from skillsearch.core.views import ParameterView, ResourceInfo, SearchResponse, StepView
+from skillsearch.core.visibility import is_grant_revoked
 
 __all__ = [
     "DEFAULT_MAX_CONTENT_BYTES",

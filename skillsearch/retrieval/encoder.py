@@ -23,9 +23,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from skillsearch.errors import IndexNotReadyError
-from skillsearch.language import is_english
-from skillsearch.lru import LRU
+from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.core.language import is_english
+from skillsearch.core.lru import LRU
 
 __all__ = [
     "ENCODERS", "CachedQueryEncoder", "E5Encoder", "Encoder", "HashingEncoder", "MiniLMEncoder", "RoutedEncoder",

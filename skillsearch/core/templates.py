@@ -18,8 +18,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from skillsearch.domain import FlowStep, Parameter
-from skillsearch.errors import SkillInvalidError, ValidationError
+from skillsearch.core.domain import FlowStep, Parameter
+from skillsearch.core.errors import SkillInvalidError, ValidationError
 
 __all__ = ["coerce_text_value", "resolve_steps"]
 

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skillsearch.domain import GRANT_PATTERN, SCOPE_MEMORY_READ, Principal
-from skillsearch.errors import AccessDeniedError, UnauthenticatedError, ValidationError
+from skillsearch.core.domain import GRANT_PATTERN, SCOPE_MEMORY_READ, Principal
+from skillsearch.core.errors import AccessDeniedError, UnauthenticatedError, ValidationError
 
 if TYPE_CHECKING:
     from skillsearch.service import Catalog

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from skillsearch.domain import Principal
+from skillsearch.core.domain import Principal
 
 __all__ = ["is_grant_revoked", "is_visible", "visible_grants"]
 

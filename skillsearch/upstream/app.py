@@ -1,9 +1,9 @@
 """The reference upstream: a small subscription platform that serves folders of skills under our contract.
 
 ``skillsearch upstream --from starter-pack=skillsearch/sample/starter`` serves each folder (Agent Skills,
-read by :func:`skillsearch.importer.parse_path`, or a JSON/JSONL bundle) as one subscription at
+read by :func:`skillsearch.catalog.importer.parse_path`, or a JSON/JSONL bundle) as one subscription at
 ``GET /v1/subscriptions/{id}/skills`` with bearer auth, keeps a change log per subscription so ``since``
-works (:mod:`skillsearch.sync.changelog`), and offers admin routes (left out of the OpenAPI contract) to
+works (:mod:`skillsearch.upstream.changelog`), and offers admin routes (left out of the OpenAPI contract) to
 publish a changed revision, archive, delete, revoke, reinstate, expire cursors and send signed webhooks.
 It is what the README demo, the tests and the benchmarks sync from; it is not a production platform
 (state lives in memory and is gone when it stops, which expires every cursor it handed out).
@@ -30,11 +30,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from skillsearch.domain import SkillContent
-from skillsearch.errors import UpstreamUnavailableError, ValidationError
-from skillsearch.importer import is_text_media_type, parse_path
-from skillsearch.store import utc_now
-from skillsearch.sync.changelog import CursorUnknown, Feed
+from skillsearch.core.domain import SkillContent
+from skillsearch.core.errors import UpstreamUnavailableError, ValidationError
+from skillsearch.catalog.importer import is_text_media_type, parse_path
+from skillsearch.catalog.store import utc_now
+from skillsearch.upstream.changelog import CursorUnknown, Feed
 from skillsearch.sync.client import send_webhook
 from skillsearch.sync.contract import SUBSCRIPTION_ID_PATTERN, ChangePage, ErrorBody, UpsertItem, WebhookEvent
 

@@ -12,11 +12,11 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from skillsearch.domain import Principal, Revision, Skill
-from skillsearch.errors import SkillInvalidError, SkillNotFoundError, ValidationError
-from skillsearch.store import CatalogStore
-from skillsearch.templates import resolve_steps
-from skillsearch.views import (
+from skillsearch.core.domain import Principal, Revision, Skill
+from skillsearch.core.errors import SkillInvalidError, SkillNotFoundError, ValidationError
+from skillsearch.catalog.store import CatalogStore
+from skillsearch.core.templates import resolve_steps
+from skillsearch.core.views import (
     ListResponse,
     ParameterView,
     ResolvedFlow,
@@ -26,7 +26,7 @@ from skillsearch.views import (
     SkillSummary,
     StepView,
 )
-from skillsearch.visibility import is_visible, visible_grants
+from skillsearch.core.visibility import is_visible, visible_grants
 
 __all__ = ["get_detail", "list_page", "resolve_flow", "resource_infos", "visible_skill"]
 

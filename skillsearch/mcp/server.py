@@ -32,12 +32,12 @@ from mcp_types import CallToolResult, ContentBlock, InputRequiredResult, TextCon
 from pydantic import BaseModel, Field
 from starlette.applications import Starlette
 
-from skillsearch.domain import Principal
-from skillsearch.errors import AccessDeniedError, SkillSearchError, ValidationError
-from skillsearch.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, error_envelope
-from skillsearch.search import SearchRequest
+from skillsearch.core.domain import Principal
+from skillsearch.core.errors import AccessDeniedError, SkillSearchError, ValidationError
+from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, error_envelope
+from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
-from skillsearch.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
+from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
 
 __all__ = [
     "TOOL_NAMES",
@@ -57,7 +57,7 @@ RECALL = "recall_cloud_skill"
 
 PrincipalProvider = Callable[[Mapping[str, str] | None], Principal]
 """Who is calling: gets the HTTP request headers (``None`` over stdio and in-process) and returns the
-principal, or raises :class:`~skillsearch.errors.UnauthenticatedError`."""
+principal, or raises :class:`~skillsearch.core.errors.UnauthenticatedError`."""
 
 CatalogSource = Catalog | Callable[[], Catalog]
 """An open catalog (shared, left open) or a factory the lifespan calls once and closes at shutdown."""

@@ -41,9 +41,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import tantivy
 
-from skillsearch.errors import IndexNotReadyError
-from skillsearch.hashing import sha256_hex
-from skillsearch.language import FRENCH_WORDS, is_french
+from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.core.hashing import sha256_hex
+from skillsearch.core.language import FRENCH_WORDS, is_french
 
 __all__ = [
     "FIELD_BOOSTS", "FRENCH_BOOSTS", "FRENCH_MODES", "LexicalDoc", "LexicalHits", "LexicalIndex", "cjk_runs",

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from skillsearch.metrics import HttpMetrics
+from skillsearch.http.metrics import HttpMetrics
 
 __all__ = ["JsonLogFormatter", "RequestContextMiddleware", "configure_json_logging", "error_body"]
 

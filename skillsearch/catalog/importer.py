@@ -28,8 +28,8 @@ from typing import Any
 import pydantic
 import yaml
 
-from skillsearch.domain import SLUG_PATTERN, FlowStep, Parameter, Resource, ResourceKind, Revision, SkillContent
-from skillsearch.hashing import stable_id
+from skillsearch.core.domain import SLUG_PATTERN, FlowStep, Parameter, Resource, ResourceKind, Revision, SkillContent
+from skillsearch.core.hashing import stable_id
 
 __all__ = ["ImportProblem", "ParsedImport", "parse_path", "slugify"]
 

@@ -1,7 +1,7 @@
 """Which model answers a request, against which document vectors, with which calibration.
 
 With a single encoder the answer is always the same: that encoder, the whole matrix, the index's
-calibration. With ``minilm+e5`` (:class:`~skillsearch.encoder.RoutedEncoder`) the request's language picks
+calibration. With ``minilm+e5`` (:class:`~skillsearch.retrieval.encoder.RoutedEncoder`) the request's language picks
 a route, once per request: an English request is embedded by MiniLM and scored against the MiniLM columns
 of the matrix with MiniLM's numbers (the dev-measured ``no_match`` threshold, no centering); any other
 request by e5, against the e5 columns, with e5's calibration (its threshold and per-language centering).
@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from skillsearch.encoder import Encoder, as_routed
+from skillsearch.retrieval.encoder import Encoder, as_routed
 
 __all__ = ["RequestRoute", "route_request"]
 

@@ -17,9 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from skillsearch.domain import FlowStep, Parameter, Resource, Revision, Skill, SkillContent
-from skillsearch.errors import IndexNotReadyError
-from skillsearch.hashing import canonical_hash, sha256_hex, stable_id
+from skillsearch.core.domain import FlowStep, Parameter, Resource, Revision, Skill, SkillContent
+from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.core.hashing import canonical_hash, sha256_hex, stable_id
 
 __all__ = ["CatalogStore", "IndexRow", "SyncState", "UpsertOutcome", "utc_now"]
 

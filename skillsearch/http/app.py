@@ -1,7 +1,7 @@
 """The HTTP surface: the catalog's reads under ``/v1``, health, readiness, metrics and the search page.
 
 ``create_app(catalog, ...)`` builds a FastAPI app over one :class:`Catalog`. Every ``/v1`` route needs a
-bearer token (see :mod:`skillsearch.auth`); list, search, get and resolve need scope ``skills:read``,
+bearer token (see :mod:`skillsearch.http.auth`); list, search, get and resolve need scope ``skills:read``,
 recall needs ``memory:read``. Errors are the package's error tree as ``{"error": {code, message,
 details}}`` with the error's HTTP status; request validation failures are ``400 VALIDATION_ERROR`` (not
 FastAPI's 422, which this API reserves for ``SKILL_INVALID``).
@@ -35,16 +35,16 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
-from skillsearch.auth import DEMO_TOKEN, SCOPE_SKILLS_READ, PrincipalRegistry, require_scope
-from skillsearch.domain import SCOPE_MEMORY_READ, Principal
-from skillsearch.errors import SkillSearchError
-from skillsearch.http_middleware import ASGIApp, Receive, RequestContextMiddleware, Scope, Send, error_body
-from skillsearch.metrics import CONTENT_TYPE, HttpMetrics, sync_age_seconds
-from skillsearch.reads import MAX_PAGE
-from skillsearch.recall import CloudSkillEnvelope
-from skillsearch.search import SearchRequest
+from skillsearch.http.auth import DEMO_TOKEN, SCOPE_SKILLS_READ, PrincipalRegistry, require_scope
+from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
+from skillsearch.core.errors import SkillSearchError
+from skillsearch.http.middleware import ASGIApp, Receive, RequestContextMiddleware, Scope, Send, error_body
+from skillsearch.http.metrics import CONTENT_TYPE, HttpMetrics, sync_age_seconds
+from skillsearch.catalog.reads import MAX_PAGE
+from skillsearch.usecases.recall import CloudSkillEnvelope
+from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
-from skillsearch.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
+from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
 
 __all__ = ["BearerGuard", "ErrorBody", "Lifespan", "Limits", "create_app", "require_bearer"]
 
@@ -156,7 +156,7 @@ def require_bearer(app: ASGIApp, registry: PrincipalRegistry) -> BearerGuard:
 
 
 def _static_dir() -> Path:
-    return Path(str(importlib_resources.files("skillsearch") / "static"))
+    return Path(str(importlib_resources.files("skillsearch.http") / "static"))
 
 
 def create_app(

@@ -26,7 +26,7 @@ For a multilingual encoder (``encoder.multilingual``) the calibration also holds
 vector of the built-in ``REFERENCE`` passages of each language (see :class:`Centering`); search then scores
 ``q . d - q . centroid[language(d)]`` and every number above is computed in that space.
 
-For a routed encoder (``minilm+e5``, :class:`~skillsearch.encoder.RoutedEncoder`) the calibration holds one
+For a routed encoder (``minilm+e5``, :class:`~skillsearch.retrieval.encoder.RoutedEncoder`) the calibration holds one
 calibration per route under ``routes`` (``minilm``, ``e5``), each computed by that route's model against
 its own columns of the index's vectors: a request is scored with its route's numbers only.
 
@@ -41,8 +41,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from skillsearch.encoder import Encoder, RoutedEncoder, as_routed
-from skillsearch.settings import Settings
+from skillsearch.retrieval.encoder import Encoder, RoutedEncoder, as_routed
+from skillsearch.core.settings import Settings
 
 DEFAULT_WEIGHT = Settings.semantic_weight
 

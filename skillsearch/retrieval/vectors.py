@@ -22,8 +22,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from skillsearch.errors import IndexNotReadyError
-from skillsearch.lexical import skill_key
+from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.retrieval.lexical import skill_key
 
 __all__ = ["VectorHits", "VectorRow", "VectorSnapshot", "max_cosines", "top_k"]
 

@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from skillsearch.domain import Resource, Revision
+from skillsearch.core.domain import Resource, Revision
 
 __all__ = ["canonical_hash", "canonical_json", "sha256_hex", "stable_id"]
 

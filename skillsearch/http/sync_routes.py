@@ -1,0 +1,98 @@
+"""The sync routes of our HTTP app: ``POST /v1/sync/webhook`` and ``GET /v1/sync/status``.
+
+The webhook proves itself with its HMAC (``sync/webhook.py``), never with the app's bearer tokens; the
+status route names subscriptions and errors, so it is guarded by ``authenticate``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import pydantic
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from skillsearch.core.errors import SkillSearchError, ValidationError
+from skillsearch.sync.config import SyncConfig
+from skillsearch.sync.contract import WebhookEvent
+from skillsearch.sync.status import SyncStatus
+from skillsearch.sync.webhook import MAX_WEBHOOK_BYTES, verify_webhook
+
+if TYPE_CHECKING:
+    from skillsearch.service import Catalog
+    from skillsearch.sync.poller import Poller
+
+__all__ = ["make_sync_router"]
+
+log = logging.getLogger("skillsearch.sync")
+
+
+def _error(exc: SkillSearchError) -> JSONResponse:
+    return JSONResponse({"error": exc.to_dict()}, status_code=exc.http_status)
+
+
+def make_sync_router(
+    catalog: Catalog,
+    config: SyncConfig,
+    poller: Poller | None = None,
+    *,
+    authenticate: Callable[[str | None], object] | None = None,
+    clock: Callable[[], float] = time.time,
+) -> APIRouter:
+    """The sync routes, self-contained (they answer their own errors). ``authenticate`` guards the status
+    route, which names subscriptions and errors: it gets the ``Authorization`` header and raises a
+    :class:`SkillSearchError` (e.g. ``UNAUTHENTICATED``) to refuse. The webhook has its own HMAC proof and
+    must not sit behind the app's bearer tokens."""
+    router = APIRouter(tags=["sync"])
+    upstream = config.upstream
+
+    @router.post(
+        "/v1/sync/webhook",
+        status_code=202,
+        summary="Receive a signed change notification from the subscription platform",
+        responses={401: {"description": "unsigned, badly signed, stale or replayed"},
+                   400: {"description": "signed but malformed"}},
+    )
+    async def webhook(request: Request) -> JSONResponse:
+        declared = request.headers.get("content-length", "")
+        if not declared.isdigit() or int(declared) > MAX_WEBHOOK_BYTES:
+            return _error(ValidationError(f"webhook body must be declared and at most {MAX_WEBHOOK_BYTES} bytes"))
+        body = await request.body()
+        now = clock()
+        try:
+            if len(body) > MAX_WEBHOOK_BYTES:
+                raise ValidationError(f"webhook body is over {MAX_WEBHOOK_BYTES} bytes")
+            verify_webhook(upstream.webhook_secret, request.headers, body, now, upstream.webhook_tolerance_s)
+            try:
+                event = WebhookEvent.model_validate_json(body)
+            except pydantic.ValidationError as exc:
+                raise ValidationError(f"malformed webhook event: {exc.errors()[0]['msg']}") from None
+            action = await anyio.to_thread.run_sync(catalog.receive_webhook_event, config, event, now)
+        except SkillSearchError as exc:
+            log.warning("webhook refused: %s", exc.message)
+            return _error(exc)
+        if action in ("revoked", "pull_scheduled") and poller is not None:
+            poller.trigger(event.subscription_id)
+        log.info("webhook %s %s for %s: %s", event.id, event.type, event.subscription_id, action)
+        return JSONResponse({"accepted": True, "event_id": event.id, "type": event.type, "action": action},
+                            status_code=202)
+
+    @router.get(
+        "/v1/sync/status",
+        response_model=SyncStatus,
+        summary="Per subscription: cursor, last success, last error, counts",
+        responses={401: {"description": "missing or unknown bearer token"}},
+    )
+    def status(request: Request) -> Any:
+        if authenticate is not None:
+            try:
+                authenticate(request.headers.get("authorization"))
+            except SkillSearchError as exc:
+                return _error(exc)
+        return catalog.sync_status(config, poller)
+
+    return router
