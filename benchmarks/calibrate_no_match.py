@@ -27,11 +27,11 @@ import numpy as np
 
 from skillsearch.bench.beir import load_beir
 from skillsearch.bench.cache import BenchEncoder
+from skillsearch.catalog.store import IndexRow
+from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoder import MiniLMEncoder
 from skillsearch.retrieval.indexer import embedded_text
 from skillsearch.retrieval.search import query_texts
-from skillsearch.core.settings import Settings
-from skillsearch.catalog.store import IndexRow
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 MAX_QUERIES = 2000

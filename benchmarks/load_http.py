@@ -135,9 +135,9 @@ def in_process(data_dir: Path, queries: list[str], mode: str, limit: int) -> dic
     """The same searches without HTTP, one at a time: cold (query embedding computed) and warm (cached)."""
     sys.path.insert(0, str(ROOT))
     from skillsearch.core.domain import Principal
+    from skillsearch.core.settings import Settings
     from skillsearch.retrieval.search import SearchRequest
     from skillsearch.service import Catalog
-    from skillsearch.core.settings import Settings
 
     catalog = Catalog.open(Settings(data_dir=data_dir, seed_sample=False))
     principal = Principal(PRINCIPAL, frozenset({GRANT}))

@@ -55,12 +55,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from skillsearch.core.domain import Principal
-from skillsearch.retrieval.encoder import Encoder, RoutedEncoder, as_routed, make_encoder
 from skillsearch.catalog.importer import slugify
+from skillsearch.core.domain import Principal
+from skillsearch.core.settings import Settings
+from skillsearch.retrieval.encoder import Encoder, RoutedEncoder, as_routed, make_encoder
 from skillsearch.retrieval.search import SearchRequest, query_texts
 from skillsearch.service import Catalog
-from skillsearch.core.settings import Settings
 
 # -- knobs -------------------------------------------------------------------------------------------
 ROOT = Path(__file__).resolve().parents[1]

@@ -34,13 +34,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from fastapi import FastAPI
 
 from skillsearch.core.domain import Principal
+from skillsearch.core.settings import Settings
 from skillsearch.http.server import ServerThread
+from skillsearch.http.sync_routes import make_sync_router
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
-from skillsearch.core.settings import Settings
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig, UpstreamConfig
 from skillsearch.upstream.app import ReferenceUpstream, WebhookTarget, create_upstream_app
-from skillsearch.http.sync_routes import make_sync_router
 
 # -- knobs ---------------------------------------------------------------------------------------------
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,10 +23,10 @@ from skillsearch.bench.beir import load_beir
 from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.metrics import evaluate
 from skillsearch.bench.relevance import open_bench_catalog
-from skillsearch.retrieval.encoder import MiniLMEncoder
 from skillsearch.core.fusion import Candidates, fuse
-from skillsearch.retrieval.lexical import FIELD_BOOSTS
 from skillsearch.core.settings import Settings
+from skillsearch.retrieval.encoder import MiniLMEncoder
+from skillsearch.retrieval.lexical import FIELD_BOOSTS
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 DATASETS = [a for a in sys.argv[1:] if "=" not in a] or ["metatool", "sealtools"]

@@ -30,9 +30,9 @@ from skillsearch.core.errors import (
     UpstreamUnavailableError,
     ValidationError,
 )
+from skillsearch.core.settings import Settings
 from skillsearch.retrieval.search import SearchRequest, SearchResult
 from skillsearch.service import Catalog, ImportReport
-from skillsearch.core.settings import Settings
 
 __version__ = "0.1.0"
 

@@ -16,25 +16,13 @@ from pathlib import Path
 from threading import Event, RLock
 from typing import Any
 
-from skillsearch.retrieval.calibration import tune_weight
-from skillsearch.core.domain import GRANT_PATTERN, Principal
-from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, make_encoder
-from skillsearch.core.errors import UpstreamUnavailableError, ValidationError
 from skillsearch.catalog.importer import ImportProblem, parse_path
-from skillsearch.retrieval.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex
-from skillsearch.core.lru import LRU
 from skillsearch.catalog.reads import get_detail, list_page, resolve_flow
-from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
-from skillsearch.retrieval.search import SearchRequest, SearchResult, run_search
-from skillsearch.core.settings import Settings
 from skillsearch.catalog.store import CatalogStore, UpsertOutcome
-from skillsearch.sync.client import HttpSubscriptionClient, SubscriptionClient
-from skillsearch.sync.config import SubscriptionConfig, SyncConfig
-from skillsearch.sync.contract import WebhookEvent
-from skillsearch.sync.poller import Poller
-from skillsearch.sync.runner import SyncReport, sync_subscription
-from skillsearch.sync.status import SyncStatus, sync_status
-from skillsearch.sync.webhook import apply_event
+from skillsearch.core.domain import GRANT_PATTERN, Principal
+from skillsearch.core.errors import UpstreamUnavailableError, ValidationError
+from skillsearch.core.lru import LRU
+from skillsearch.core.settings import Settings
 from skillsearch.core.views import (
     Explanation,
     ListResponse,
@@ -43,6 +31,18 @@ from skillsearch.core.views import (
     SearchResponse,
     SkillDetail,
 )
+from skillsearch.retrieval.calibration import tune_weight
+from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, make_encoder
+from skillsearch.retrieval.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex
+from skillsearch.retrieval.search import SearchRequest, SearchResult, run_search
+from skillsearch.sync.client import HttpSubscriptionClient, SubscriptionClient
+from skillsearch.sync.config import SubscriptionConfig, SyncConfig
+from skillsearch.sync.contract import WebhookEvent
+from skillsearch.sync.poller import Poller
+from skillsearch.sync.runner import SyncReport, sync_subscription
+from skillsearch.sync.status import SyncStatus, sync_status
+from skillsearch.sync.webhook import apply_event
+from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
 
 __all__ = ["Catalog", "ImportReport", "sample_catalog_dir"]
 

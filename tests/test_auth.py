@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from skillsearch.cli import main
+from skillsearch.core.domain import Principal
+from skillsearch.core.errors import AccessDeniedError, UnauthenticatedError, ValidationError
 from skillsearch.http.auth import (
     DEMO_TOKEN,
     PrincipalRegistry,
@@ -20,9 +23,6 @@ from skillsearch.http.auth import (
     require_scope,
     runs_on_sample_catalog,
 )
-from skillsearch.cli import main
-from skillsearch.core.domain import Principal
-from skillsearch.core.errors import AccessDeniedError, UnauthenticatedError, ValidationError
 from skillsearch.service import Catalog
 
 

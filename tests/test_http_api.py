@@ -17,14 +17,14 @@ import pytest
 from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 
-from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry, add_principal
-from skillsearch.core.domain import Principal
-from skillsearch.retrieval.encoder import Encoder
-from skillsearch.http.app import Limits, create_app
-from skillsearch.http.middleware import JsonLogFormatter
-from skillsearch.service import Catalog
-from skillsearch.core.settings import Settings
 from skillsearch.catalog.store import SyncState, utc_now
+from skillsearch.core.domain import Principal
+from skillsearch.core.settings import Settings
+from skillsearch.http.app import Limits, create_app
+from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry, add_principal
+from skillsearch.http.middleware import JsonLogFormatter
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.service import Catalog
 
 DEMO = {"Authorization": f"Bearer {DEMO_TOKEN}"}
 DEMO_GRANTS = {"sub:starter-pack", "team:data-science"}

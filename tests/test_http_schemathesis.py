@@ -21,9 +21,9 @@ from schemathesis import GenerationMode
 from schemathesis.config import SchemathesisConfig
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry
 from skillsearch.core.domain import Principal
 from skillsearch.http.app import create_app
+from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry
 from skillsearch.http.server import ServerThread
 from skillsearch.service import Catalog
 

@@ -24,9 +24,9 @@ import httpx2
 import pytest
 from fastapi import APIRouter, FastAPI
 
-from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry, add_principal
 from skillsearch.cli import build_serve_app
 from skillsearch.http.app import Limits, create_app
+from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry, add_principal
 from skillsearch.http.server import ServerThread
 from skillsearch.service import Catalog
 

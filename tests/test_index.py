@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from skillsearch.core.domain import Principal
-from skillsearch.retrieval.encoder import Encoder, HashingEncoder
 from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError
-from skillsearch.retrieval.search import SearchRequest
-from skillsearch.service import Catalog
 from skillsearch.core.settings import Settings
+from skillsearch.retrieval.encoder import Encoder, HashingEncoder
+from skillsearch.retrieval.search import SearchRequest
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot, max_cosines
+from skillsearch.service import Catalog
 
 OPERATOR = Principal.operator()
 QUERIES = ["roll back a bad deploy", "clean a pandas dataframe", "証明書", "write a changelog entry"]

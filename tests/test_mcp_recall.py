@@ -16,10 +16,10 @@ from mcp.server.mcpserver import MCPServer
 from mcp_support import NO_SCOPE, STARTER, error, ok
 
 from skillsearch.core.domain import Principal
-from skillsearch.retrieval.encoder import Encoder
-from skillsearch.mcp.server import ServerState, build_mcp_server
-from skillsearch.service import Catalog, sample_catalog_dir
 from skillsearch.core.settings import Settings
+from skillsearch.mcp.server import ServerState, build_mcp_server
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.service import Catalog, sample_catalog_dir
 
 pytestmark = pytest.mark.anyio
 

@@ -14,11 +14,11 @@ from mcp import Client
 from mcp_support import DATA_TEAM, STARTER, error, ok
 
 from skillsearch.core.domain import Principal
-from skillsearch.retrieval.encoder import Encoder
 from skillsearch.core.errors import UnauthenticatedError
-from skillsearch.mcp.server import TOOL_NAMES, build_mcp_server
-from skillsearch.service import Catalog
 from skillsearch.core.settings import Settings
+from skillsearch.mcp.server import TOOL_NAMES, build_mcp_server
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.service import Catalog
 
 pytestmark = pytest.mark.anyio
 

@@ -25,9 +25,9 @@ from starlette.routing import Route
 
 from skillsearch.cli import build_parser, main, mcp_principal_from_args, mcp_server_from_args
 from skillsearch.core.domain import Principal
-from skillsearch.retrieval.encoder import Encoder
 from skillsearch.core.errors import UnauthenticatedError
 from skillsearch.mcp.server import TOOL_NAMES, build_mcp_server, mountable, streamable_http_app
+from skillsearch.retrieval.encoder import Encoder
 from skillsearch.service import Catalog
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,14 +18,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from skillsearch.retrieval.calibration import centered_cosines, centering_of
 from skillsearch.core.domain import Principal
-from skillsearch.retrieval.encoder import CachedQueryEncoder, E5Encoder, Encoder, RoutedEncoder
 from skillsearch.core.errors import IndexMismatchError
 from skillsearch.core.language import is_english, is_french
+from skillsearch.core.settings import Settings
+from skillsearch.retrieval.calibration import centered_cosines, centering_of
+from skillsearch.retrieval.encoder import CachedQueryEncoder, E5Encoder, Encoder, RoutedEncoder
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog, sample_catalog_dir
-from skillsearch.core.settings import Settings
 
 SKILLS = {
     "tls-certificate-renewal": "ops",  # English

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from skillsearch.core.domain import Principal
 from skillsearch.core.lru import LRU
+from skillsearch.core.settings import Settings
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
-from skillsearch.core.settings import Settings
 
 OPERATOR = Principal.operator()
 QUERY = SearchRequest("renew the TLS certificate of our web server before it expires")

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from skillsearch.http.auth import PrincipalRegistry
 from skillsearch.core.domain import Principal
 from skillsearch.http.app import create_app
+from skillsearch.http.auth import PrincipalRegistry
 from skillsearch.http.server import ServerThread
 from skillsearch.service import Catalog
 

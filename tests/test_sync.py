@@ -22,16 +22,16 @@ from syncsupport import (
 )
 
 from skillsearch import cli
-from skillsearch.http.auth import PrincipalRegistry, add_principal
 from skillsearch.cli import build_serve_app
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import SkillNotFoundError
 from skillsearch.core.hashing import stable_id
+from skillsearch.http.auth import PrincipalRegistry, add_principal
+from skillsearch.http.sync_routes import make_sync_router
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
 from skillsearch.sync.contract import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign_webhook
 from skillsearch.upstream.app import ReferenceUpstream, WebhookTarget, contract_openapi
-from skillsearch.http.sync_routes import make_sync_router
 
 SUB = "starter-pack"
 SOURCE = f"upstream:{SUB}"

@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 from syncsupport import TOKEN, catalog_content, index_matches_store, upstream_content
 
+from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.service import Catalog
-from skillsearch.core.settings import Settings
 from skillsearch.upstream.app import ReferenceUpstream
 
 SUB = "crashy"

@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from skillsearch.core.domain import Principal
+from skillsearch.core.settings import Settings
+from skillsearch.core.visibility import is_visible, visible_grants
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.search import SearchRequest, _lexical_candidates
 from skillsearch.service import Catalog
-from skillsearch.core.settings import Settings
-from skillsearch.core.visibility import is_visible, visible_grants
 
 GRANTS = ["sub:starter-pack", "sub:ops-pro", "team:data-science", "user:nobody", "sub:unknown"]
 WORDS = ["git", "deploy", "sql", "python", "incident", "data", "test", "docker", "log", "the", "障害", "数据",

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skillsearch.core.errors import ValidationError
 from skillsearch.catalog.importer import MAX_NAME, slugify
+from skillsearch.core.errors import ValidationError
 
 __all__ = ["BeirDataset", "load_beir", "write_bundle"]
 

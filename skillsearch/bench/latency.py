@@ -38,11 +38,11 @@ from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.report import run_metadata
 from skillsearch.bench.synthetic import write_synthetic_bundle
 from skillsearch.core.domain import Principal
+from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoder import Encoder, ProgressCallback, make_encoder
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.retrieval.search import query_texts as search_texts
 from skillsearch.service import Catalog
-from skillsearch.core.settings import Settings
 
 __all__ = ["run_latency", "serve_check"]
 

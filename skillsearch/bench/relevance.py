@@ -27,12 +27,12 @@ from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.metrics import METRICS, evaluate
 from skillsearch.bench.report import run_metadata
 from skillsearch.core.domain import Principal
-from skillsearch.retrieval.encoder import Encoder, make_encoder
 from skillsearch.core.fusion import FUSION_METHODS
+from skillsearch.core.settings import Settings
+from skillsearch.retrieval.encoder import Encoder, make_encoder
 from skillsearch.retrieval.lexical import FIELD_BOOSTS
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
-from skillsearch.core.settings import Settings
 
 __all__ = ["ALL_MODES", "RelevanceOptions", "open_bench_catalog", "run_relevance", "search_runs"]
 

@@ -12,9 +12,9 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.domain import Principal, Revision, Skill
 from skillsearch.core.errors import SkillInvalidError, SkillNotFoundError, ValidationError
-from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.templates import resolve_steps
 from skillsearch.core.views import (
     ListResponse,

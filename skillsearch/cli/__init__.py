@@ -20,20 +20,20 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from skillsearch.core.domain import GRANT_PATTERN, SCOPE_MEMORY_READ, Parameter, Principal
 from skillsearch.core.errors import SkillSearchError, ValidationError
+from skillsearch.core.settings import Settings
+from skillsearch.core.templates import coerce_text_value
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
-from skillsearch.core.settings import Settings
 from skillsearch.sync.config import SyncConfig, default_config_path, load_config
-from skillsearch.core.templates import coerce_text_value
 
 if TYPE_CHECKING:
     from fastapi import APIRouter, FastAPI
     from mcp.server.mcpserver import MCPServer
 
-    from skillsearch.http.auth import PrincipalRegistry
-    from skillsearch.retrieval.encoder import Encoder
     from skillsearch.http.app import Lifespan
+    from skillsearch.http.auth import PrincipalRegistry
     from skillsearch.mcp.server import ServerState
+    from skillsearch.retrieval.encoder import Encoder
 
 __all__ = ["build_parser", "main"]
 
@@ -333,8 +333,8 @@ def build_serve_app(catalog: Catalog, registry: PrincipalRegistry, host: str = "
     authenticated by the same bearer tokens (the MCP catalog tools need ``skills:read`` as the REST routes
     do; recall needs ``memory:read`` on both). With ``sync``, a background poller keeps the subscriptions in
     sync, and ``POST /v1/sync/webhook`` (HMAC-signed) and ``GET /v1/sync/status`` (bearer token) are served."""
-    from skillsearch.http.auth import SCOPE_SKILLS_READ
     from skillsearch.http.app import create_app
+    from skillsearch.http.auth import SCOPE_SKILLS_READ
     from skillsearch.mcp.server import build_mcp_server, mountable
 
     def principal_of(headers: Mapping[str, str] | None) -> Principal:

@@ -35,16 +35,16 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
-from skillsearch.http.auth import DEMO_TOKEN, SCOPE_SKILLS_READ, PrincipalRegistry, require_scope
+from skillsearch.catalog.reads import MAX_PAGE
 from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
 from skillsearch.core.errors import SkillSearchError
-from skillsearch.http.middleware import ASGIApp, Receive, RequestContextMiddleware, Scope, Send, error_body
+from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
+from skillsearch.http.auth import DEMO_TOKEN, SCOPE_SKILLS_READ, PrincipalRegistry, require_scope
 from skillsearch.http.metrics import CONTENT_TYPE, HttpMetrics, sync_age_seconds
-from skillsearch.catalog.reads import MAX_PAGE
-from skillsearch.usecases.recall import CloudSkillEnvelope
+from skillsearch.http.middleware import ASGIApp, Receive, RequestContextMiddleware, Scope, Send, error_body
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
-from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
+from skillsearch.usecases.recall import CloudSkillEnvelope
 
 __all__ = ["BearerGuard", "ErrorBody", "Lifespan", "Limits", "create_app", "require_bearer"]
 

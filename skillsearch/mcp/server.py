@@ -34,10 +34,10 @@ from starlette.applications import Starlette
 
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import AccessDeniedError, SkillSearchError, ValidationError
-from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, error_envelope
+from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
-from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
+from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, error_envelope
 
 __all__ = [
     "TOOL_NAMES",

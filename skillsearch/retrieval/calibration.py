@@ -41,8 +41,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from skillsearch.retrieval.encoder import Encoder, RoutedEncoder, as_routed
 from skillsearch.core.settings import Settings
+from skillsearch.retrieval.encoder import Encoder, RoutedEncoder, as_routed
 
 DEFAULT_WEIGHT = Settings.semantic_weight
 

@@ -30,12 +30,12 @@ from typing import Any
 import numpy as np
 import tantivy
 
-from skillsearch.retrieval.calibration import CALIBRATION_VERSION, calibrate
-from skillsearch.retrieval.encoder import Encoder
+from skillsearch.catalog.store import CatalogStore, IndexRow
 from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError
 from skillsearch.core.hashing import canonical_json, sha256_hex
+from skillsearch.retrieval.calibration import CALIBRATION_VERSION, calibrate
+from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.lexical import LexicalDoc, LexicalIndex, split_identifiers
-from skillsearch.catalog.store import CatalogStore, IndexRow
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
 
 __all__ = ["FORMAT_VERSION", "IndexSnapshot", "IndexStats", "SearchIndex", "embedded_text"]

@@ -24,18 +24,18 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
-from skillsearch.retrieval.calibration import centered_cosines, centering_of
+from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.domain import Principal, Skill
-from skillsearch.retrieval.encoder import Encoder
 from skillsearch.core.errors import ValidationError
 from skillsearch.core.fusion import FUSION_METHODS, Candidates, FusionMethod, candidates, fuse
+from skillsearch.core.settings import Settings
+from skillsearch.core.visibility import is_visible, visible_grants
+from skillsearch.retrieval.calibration import centered_cosines, centering_of
+from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.indexer import IndexSnapshot
 from skillsearch.retrieval.lexical import LexicalIndex
 from skillsearch.retrieval.routing import route_request
-from skillsearch.core.settings import Settings
-from skillsearch.catalog.store import CatalogStore
 from skillsearch.retrieval.vectors import max_cosines, top_k
-from skillsearch.core.visibility import is_visible, visible_grants
 
 __all__ = ["DEFAULT_NO_MATCH_COSINE", "Hit", "SearchMode", "SearchRequest", "SearchResult", "run_search"]
 

@@ -22,9 +22,9 @@ from typing import Any
 
 import pydantic
 
+from skillsearch.catalog.store import CatalogStore, SyncState, utc_now
 from skillsearch.core.domain import Resource, Revision, SkillContent
 from skillsearch.retrieval.indexer import IndexStats, SearchIndex
-from skillsearch.catalog.store import CatalogStore, SyncState, utc_now
 from skillsearch.sync.config import SubscriptionConfig
 from skillsearch.sync.contract import DeleteItem, UpsertItem, parse_item
 

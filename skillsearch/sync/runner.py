@@ -22,9 +22,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from skillsearch.catalog.store import CatalogStore, SyncState, utc_now
 from skillsearch.core.errors import SkillSearchError, UpstreamUnavailableError
 from skillsearch.retrieval.indexer import SearchIndex
-from skillsearch.catalog.store import CatalogStore, SyncState, utc_now
 from skillsearch.sync.apply import PageOutcome, apply_page, purge_subscription
 from skillsearch.sync.client import CursorExpired, SubscriptionClient, SubscriptionRevoked
 from skillsearch.sync.config import SubscriptionConfig

@@ -30,13 +30,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from skillsearch.core.domain import SkillContent
-from skillsearch.core.errors import UpstreamUnavailableError, ValidationError
 from skillsearch.catalog.importer import is_text_media_type, parse_path
 from skillsearch.catalog.store import utc_now
-from skillsearch.upstream.changelog import CursorUnknown, Feed
+from skillsearch.core.domain import SkillContent
+from skillsearch.core.errors import UpstreamUnavailableError, ValidationError
 from skillsearch.sync.client import send_webhook
 from skillsearch.sync.contract import SUBSCRIPTION_ID_PATTERN, ChangePage, ErrorBody, UpsertItem, WebhookEvent
+from skillsearch.upstream.changelog import CursorUnknown, Feed
 
 __all__ = ["ReferenceUpstream", "UpstreamError", "WebhookTarget", "create_upstream_app", "parse_sources", "wire_item"]
 

@@ -25,6 +25,9 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from skillsearch.catalog.importer import is_text_media_type
+from skillsearch.catalog.reads import resource_infos
+from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.domain import SCOPE_MEMORY_READ, SLUG_PATTERN, Principal, Revision, Skill
 from skillsearch.core.errors import (
     AccessDeniedError,
@@ -36,12 +39,9 @@ from skillsearch.core.errors import (
     SkillSearchError,
     ValidationError,
 )
-from skillsearch.catalog.importer import is_text_media_type
-from skillsearch.catalog.reads import resource_infos
-from skillsearch.retrieval.search import SearchRequest
-from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.views import ParameterView, ResourceInfo, SearchResponse, StepView
 from skillsearch.core.visibility import is_grant_revoked
+from skillsearch.retrieval.search import SearchRequest
 
 __all__ = [
     "DEFAULT_MAX_CONTENT_BYTES",
