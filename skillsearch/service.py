@@ -215,10 +215,13 @@ class Catalog:
                     ))
                     continue
                 owner = self.store.skill(content.skill_id)
-                if owner is not None and owner.source != source:
+                if owner is not None and (owner.source != source or owner.grant != grant):
+                    # An id a bundle names is only accepted for the source and grant that own it: never
+                    # a way to move another skill (and its old revisions) into another grant.
                     report.problems.append(ImportProblem(
                         parsed.files[content.skill_id],
-                        f"skill {content.skill_id} belongs to source {owner.source!r}, not {source!r}",
+                        f"skill {content.skill_id} belongs to source {owner.source!r} in grant {owner.grant},"
+                        f" not {source!r} in {grant}",
                     ))
                     continue
                 outcomes[content.skill_id] = self.store.upsert(content)

@@ -7,14 +7,19 @@ These are the shapes of the catalog (design section 1). Pydantic validates them 
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from skillsearch.core.wellformed import check_wellformed
+
 __all__ = [
     "GRANT_PATTERN",
+    "MAX_NESTING",
     "SCOPE_MEMORY_READ",
+    "SKILL_ID_PATTERN",
     "SLUG_PATTERN",
     "FlowStep",
     "Parameter",
@@ -37,6 +42,10 @@ ParameterType = Literal["string", "integer", "number", "boolean"]
 SLUG_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 GRANT_PATTERN = re.compile(r"^(sub|team|user):[A-Za-z0-9._-]{1,128}$")
 SCOPE_MEMORY_READ = "memory:read"
+# A skill id: opaque, stable; ``sk_`` + 20 hex digits locally, the platform's own id for synced skills.
+SKILL_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$"
+# Nesting of the JSON values of one entry (metadata, step args, parameter values): deeper is refused.
+MAX_NESTING = 32
 
 # `{name}` not preceded by another `{` (that would be the escape `{{`).
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -123,6 +132,12 @@ class Resource(BaseModel):
         parts = value.split("/")
         if value.startswith("/") or "\\" in value or any(p in ("", ".", "..") for p in parts):
             raise ValueError(f"resource path must be relative and normalised, got {value!r}")
+        # A host may write resources to disk: no drive letters or streams (``C:x``), no home (``~/``), no
+        # control or invisible format characters (NUL, newline, U+202E right-to-left override).
+        if ":" in value or any(p.startswith("~") for p in parts) or any(
+            unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp") for c in value
+        ):
+            raise ValueError(f"resource path must be a plain relative path, got {value!r}")
         return value
 
 
@@ -192,6 +207,14 @@ class SkillContent(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> SkillContent:
+        check_wellformed(
+            [self.skill_id, self.slug, self.source, self.revision.version, self.revision.created_at,
+             self.revision.name, self.revision.description, list(self.revision.tags), self.revision.instructions,
+             [s.model_dump() for s in self.revision.steps], [p.model_dump() for p in self.revision.parameters],
+             [(r.path, r.media_type) for r in self.resources]],
+            "entry", MAX_NESTING + 3,
+        )
+        check_wellformed(self.revision.metadata, "metadata", MAX_NESTING)
         Skill(
             skill_id=self.skill_id,
             slug=self.slug,
