@@ -20,7 +20,7 @@ from skillsearch.catalog.importer import ImportProblem, parse_path
 from skillsearch.catalog.reads import get_detail, list_page, resolve_flow
 from skillsearch.catalog.store import CatalogStore, UpsertOutcome
 from skillsearch.core.domain import GRANT_PATTERN, Principal
-from skillsearch.core.errors import UpstreamUnavailableError, ValidationError
+from skillsearch.core.errors import SkillSearchError, UpstreamUnavailableError, ValidationError
 from skillsearch.core.lru import LRU
 from skillsearch.core.settings import Settings
 from skillsearch.core.views import (
@@ -358,11 +358,13 @@ class Catalog:
         *,
         page_limit: int = 100,
         cancel: Event | None = None,
+        max_pages: int = 1000,
     ) -> SyncReport:
         """Pull and apply every waiting change of one subscription (see :mod:`skillsearch.sync.runner`)."""
         index = self.index()
         with self.writing():
-            return sync_subscription(self.store, index, client, sub, page_limit=page_limit, cancel=cancel)
+            return sync_subscription(self.store, index, client, sub, page_limit=page_limit, cancel=cancel,
+                                     max_pages=max_pages)
 
     def sync_once(
         self,
@@ -384,9 +386,14 @@ class Catalog:
         try:
             for sub in subs:
                 try:
-                    reports.append(self.sync_subscription(sub, http, page_limit=config.upstream.page_limit))
-                except UpstreamUnavailableError as exc:
+                    reports.append(self.sync_subscription(sub, http, page_limit=config.upstream.page_limit,
+                                                          max_pages=config.upstream.max_pages_per_run))
+                except SkillSearchError as exc:
                     reports.append(SyncReport.failed(sub.id, exc))
+                except Exception as exc:  # one subscription's failure never stops the others
+                    log.exception("sync %s: run failed", sub.id)
+                    reports.append(SyncReport.failed(sub.id, UpstreamUnavailableError(
+                        f"sync of {sub.id!r} failed ({type(exc).__name__}); see the log", {"subscription_id": sub.id})))
         finally:
             if own:
                 http.close()
@@ -405,7 +412,8 @@ class Catalog:
         http = client or HttpSubscriptionClient(config.upstream, cancel=stop)
 
         def run(sub: SubscriptionConfig, cancel: Event) -> SyncReport:
-            return self.sync_subscription(sub, http, page_limit=config.upstream.page_limit, cancel=cancel)
+            return self.sync_subscription(sub, http, page_limit=config.upstream.page_limit, cancel=cancel,
+                                          max_pages=config.upstream.max_pages_per_run)
 
         return Poller(
             run, config.subscriptions,

@@ -39,14 +39,16 @@ def write_skill(folder: Path, name: str, body: str = "Do the thing.", front: str
     return folder
 
 
-def peak_rss_mb_of(args: list[str], env: dict[str, str] | None = None, timeout: float = 300) -> tuple[float, int]:
-    """(peak RSS in MB, exit code) of one child process, measured by the kernel (``RUSAGE_CHILDREN``) in a
-    fresh Python that runs only that child, so no earlier child of the test process counts."""
+def peak_rss_mb_of(args: list[str], env: dict[str, str] | None = None, timeout: float = 300) -> tuple[float, int, str]:
+    """(peak RSS in MB, exit code, stdout) of one child process, measured by the kernel (``RUSAGE_CHILDREN``)
+    in a fresh Python that runs only that child, so no earlier child of the test process counts."""
     probe = (
         "import resource, subprocess, sys\n"
-        "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode\n"
-        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, rc)\n"
+        "p = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)\n"
+        "sys.stderr.write(p.stdout.decode())\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, p.returncode)\n"
     )
-    out = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=timeout,
-                         env={**os.environ, **(env or {})}, check=True).stdout.split()
-    return float(out[0]), int(out[1])
+    proc = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})}, check=True)
+    out = proc.stdout.split()
+    return float(out[0]), int(out[1]), proc.stderr

@@ -177,8 +177,9 @@ def test_peak_rss_of_a_hostile_folder_import_stays_under_512_mb(tmp_path: Path) 
         f.truncate(100 * 1024 * 1024)
     (fat / "env").symlink_to("/proc/self/environ")
     data = tmp_path / "data"
-    rss, code = peak_rss_mb_of([sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data), "--encoder",
+    rss, code, _ = peak_rss_mb_of([sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data), "--encoder",
                                 "hashing", "-q", "import", str(root), "--source", "s", "--grant", "team:t"])
+    print(f"peak RSS of the hostile folder import: {rss:.0f} MB")
     assert code == 1 and rss < 512, rss
     _, payload, _ = cli(data, "list", "--json")
     assert [h["name"] for h in payload["items"]] == ["fine"]

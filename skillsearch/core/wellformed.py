@@ -38,9 +38,10 @@ def check_wellformed(value: Any, where: str, max_depth: int = 32) -> None:
                 for key, child in item.items():
                     if isinstance(key, str) and _bad_text(key):
                         raise ValueError(f"a key of {at} is not valid Unicode text (a lone surrogate)")
-                    stack.append((child, f"{at}.{key}" if isinstance(key, str) and len(key) < 40 else at, depth + 1))
+                    name = f"{at}.{key}" if isinstance(key, str) and len(key) < 40 and len(at) < 60 else at
+                    stack.append((child, name, depth + 1))
             else:
-                stack.extend((child, f"{at}[{i}]", depth + 1) for i, child in enumerate(item))
+                stack.extend((child, f"{at}[{i}]" if len(at) < 60 else at, depth + 1) for i, child in enumerate(item))
 
 
 def printable(text: str) -> str:

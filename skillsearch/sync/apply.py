@@ -24,6 +24,8 @@ import pydantic
 
 from skillsearch.catalog.store import CatalogStore, SyncState, utc_now
 from skillsearch.core.domain import Resource, Revision, SkillContent
+from skillsearch.core.limits import Limits
+from skillsearch.core.wellformed import printable
 from skillsearch.retrieval.indexer import IndexStats, SearchIndex
 from skillsearch.sync.config import SubscriptionConfig
 from skillsearch.sync.contract import DeleteItem, UpsertItem, parse_item
@@ -75,6 +77,18 @@ def _error_text(exc: pydantic.ValidationError) -> str:
 def to_content(item: UpsertItem, sub: SubscriptionConfig) -> SkillContent:
     """The wire item as the store's :class:`SkillContent`; ``ValueError`` with a reason when invalid."""
     rev = item.revision
+    limits = Limits.from_env()
+    if len(item.resources) > limits.max_resources:
+        raise ValueError(f"{len(item.resources)} resources, over the limit of {limits.max_resources}")
+    total = 0
+    for r in item.resources:
+        # Bounded before decoding, as for a bundle: base64 decodes to 3/4 of its length.
+        size = len(r.content) * 3 // 4 if r.encoding == "base64" else len(r.content)
+        if size > limits.max_resource_bytes:
+            raise ValueError(f"resource {r.path!r} is about {size} bytes, over the limit of {limits.max_resource_bytes}")
+        total += size
+        if total > limits.max_skill_bytes:
+            raise ValueError(f"the skill's resources exceed {limits.max_skill_bytes} bytes, over the limit")
     try:
         resources = tuple(
             Resource(path=r.path, kind=r.kind, media_type=r.media_type, content=r.data()) for r in item.resources
@@ -107,7 +121,7 @@ def _raw_skill_id(raw: Any) -> str | None:
         sid = raw.get("skill_id")
         if sid is None and isinstance(raw.get("skill"), dict):
             sid = raw["skill"].get("skill_id")
-        return sid if isinstance(sid, str) and 0 < len(sid) <= 200 else None
+        return printable(sid) if isinstance(sid, str) and 0 < len(sid) <= 200 else None
     return None
 
 
@@ -178,6 +192,8 @@ def apply_page(
                 out.rejected.append(Rejection(raw_id, _error_text(exc)))
             except ValueError as exc:
                 out.rejected.append(Rejection(raw_id, str(exc)))
+            except RecursionError:
+                out.rejected.append(Rejection(raw_id, "nested too deeply"))
         if full:
             # "" marks the full sync as in progress even when a page listed no usable id.
             store.mark_listed(sub.source, ["", *listed])
