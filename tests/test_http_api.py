@@ -235,7 +235,7 @@ async def test_no_route_returns_a_skill_outside_the_callers_grants(
             if sid in visible:
                 assert recalled.status_code == 200 and recalled.json()["data"]["skill_id"] == sid
             else:
-                assert_error(recalled, 403, "ACCESS_DENIED")  # recall's contract: outside your grants
+                assert_error(recalled, 404, "SKILL_NOT_FOUND")  # outside your grants answers as missing
         for query in ("postgres failover", "python", "clean data"):
             found = (await client.post("/v1/recall", json={"query": query}, headers=headers)).json()
             assert {d["skill_id"] for d in found["data"]["descriptors"]} <= visible

@@ -6,6 +6,7 @@ These are the shapes of the catalog (design section 1). Pydantic validates them 
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -87,6 +88,8 @@ class Parameter(BaseModel):
             return f"expected {self.type}, got boolean"
         if not isinstance(value, expected):
             return f"expected {self.type}, got {_json_type(value)}"
+        if isinstance(value, float) and not math.isfinite(value):
+            return "must be a finite number (NaN and Infinity are refused)"
         if self.enum is not None and value not in self.enum:
             return f"must be one of {self.enum!r}"
         return None
