@@ -134,7 +134,8 @@ class Catalog:
                 return current
             try:
                 if current.snapshot().generation != self.store.generation():
-                    current.refresh(self.store)
+                    # Follows another process's writes; does nothing while a writer holds the directory.
+                    current.catch_up(self.store)
                 return current
             finally:
                 self._lock.release()
@@ -206,6 +207,7 @@ class Catalog:
         report = ImportReport(source=source, grant=grant, problems=list(parsed.problems))
         outcomes: dict[str, UpsertOutcome] = {}
         with self.store.transaction():
+            before = self.store.generation()
             for content in parsed.skills:
                 clash = self.store.skill_by_slug(grant, content.slug)
                 if clash is not None and clash.skill_id != content.skill_id:
@@ -225,11 +227,12 @@ class Catalog:
                     ))
                     continue
                 outcomes[content.skill_id] = self.store.upsert(content)
+            after = self.store.generation()
         for skill_id, outcome in outcomes.items():
             getattr(report, outcome).append(skill_id)
         changed = report.created + report.updated
         if self._index is not None:
-            report.index = self._index.refresh(self.store, changed) if changed else None
+            report.index = self._index.refresh(self.store, changed, (before, after)) if changed else None
         elif (self.data_dir / "manifest.json").exists() or changed:
             self.index(progress)
         return report

@@ -181,6 +181,7 @@ def apply_page(
     now = utc_now()
     listed: list[str] = []
     with store.transaction():
+        before = store.generation()
         for raw in items:
             raw_id = _raw_skill_id(raw)
             if raw_id is not None:
@@ -213,10 +214,11 @@ def apply_page(
             last_error = f"{now} rejected {len(out.rejected)} item(s): " + "; ".join(map(str, out.rejected[:3]))
         new_state = SyncState(sub.source, cursor, now if finished else state.last_success, last_error, counts)
         store.save_sync_state(new_state)
+        after = store.generation()
     for r in out.rejected:
         log.warning("sync %s: rejected item %s", sub.id, r)
     if index is not None and out.changed:
-        out.index = index.refresh(store, out.changed)
+        out.index = index.refresh(store, out.changed, (before, after))
     return out, new_state
 
 
@@ -225,12 +227,14 @@ def purge_subscription(store: CatalogStore, index: SearchIndex | None, sub: Subs
     """The platform confirmed a revocation: keep it marked revoked, drop its skills, forget the cursor."""
     now = utc_now()
     with store.transaction():
+        before = store.generation()
         store.set_revoked(sub.id, True, now)
         store.clear_listed(sub.source)
         gone = [s for s in store.skill_ids_of_source(sub.source) if store.delete(s)]
         counts = dict(state.counts)
         counts["deleted"] = int(counts.get("deleted", 0)) + len(gone)
         store.save_sync_state(SyncState(sub.source, None, state.last_success, f"{now} {reason}", counts))
+        after = store.generation()
     if index is not None and gone:
-        index.refresh(store, gone)
+        index.refresh(store, gone, (before, after))
     return gone
