@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 __all__ = [
     "GRANT_PATTERN",
+    "PLACEHOLDER",
     "SCOPE_MEMORY_READ",
     "SLUG_PATTERN",
     "FlowStep",
@@ -39,14 +40,14 @@ GRANT_PATTERN = re.compile(r"^(sub|team|user):[A-Za-z0-9._-]{1,128}$")
 SCOPE_MEMORY_READ = "memory:read"
 
 # `{name}` not preceded by another `{` (that would be the escape `{{`).
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def placeholders_in(value: Any) -> set[str]:
     """Every `{param}` name used in any string of a (nested) step value; `{{`/`}}` are literal braces."""
     found: set[str] = set()
     if isinstance(value, str):
-        found.update(m.group(1) for m in _PLACEHOLDER.finditer(value) if m.group(1))
+        found.update(m.group(1) for m in PLACEHOLDER.finditer(value) if m.group(1))
     elif isinstance(value, dict):
         for item in value.values():
             found |= placeholders_in(item)
