@@ -28,8 +28,16 @@ from typing import Any
 import pydantic
 import yaml
 
-from skillsearch.core.domain import SLUG_PATTERN, FlowStep, Parameter, Resource, ResourceKind, Revision, SkillContent
-from skillsearch.core.errors import validation_text
+from skillsearch.core.domain import (
+    SLUG_PATTERN,
+    FlowStep,
+    Parameter,
+    Resource,
+    ResourceKind,
+    Revision,
+    SkillContent,
+    validation_text,
+)
 from skillsearch.core.hashing import stable_id
 
 __all__ = ["ImportProblem", "ParsedImport", "parse_path", "slugify"]

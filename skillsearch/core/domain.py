@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 __all__ = [
     "GRANT_PATTERN",
@@ -28,6 +28,7 @@ __all__ = [
     "SkillKind",
     "SkillStatus",
     "placeholders_in",
+    "validation_text",
 ]
 
 SkillKind = Literal["knowledge", "flow_template"]
@@ -233,3 +234,14 @@ class Principal:
 
     def has_scope(self, scope: str) -> bool:
         return scope in self.scopes
+
+
+def validation_text(exc: ValidationError, limit: int | None = None) -> str:
+    """A pydantic validation failure as one readable line: ``field.path: reason; ...`` (the first ``limit``
+    problems when given). Used for content refused at import and at sync."""
+    parts = []
+    for err in exc.errors()[:limit]:
+        loc = ".".join(str(x) for x in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    return "; ".join(parts)

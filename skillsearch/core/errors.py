@@ -21,10 +21,7 @@ status with a JSON body, or a CLI message and exit code; nothing else ever reach
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
-
-if TYPE_CHECKING:
-    import pydantic
+from typing import Any, ClassVar
 
 __all__ = [
     "AccessDeniedError",
@@ -40,7 +37,6 @@ __all__ = [
     "UnauthenticatedError",
     "UpstreamUnavailableError",
     "ValidationError",
-    "validation_text",
 ]
 
 
@@ -116,14 +112,3 @@ class IndexMismatchError(IndexNotReadyError):
 class UpstreamUnavailableError(SkillSearchError):
     code = "UPSTREAM_UNAVAILABLE"
     http_status = 502
-
-
-def validation_text(exc: pydantic.ValidationError, limit: int | None = None) -> str:
-    """A pydantic validation failure as one readable line: ``field.path: reason; ...`` (the first ``limit``
-    problems when given). Used for content refused at import and at sync."""
-    parts = []
-    for err in exc.errors()[:limit]:
-        loc = ".".join(str(x) for x in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        parts.append(f"{loc}: {msg}" if loc else msg)
-    return "; ".join(parts)

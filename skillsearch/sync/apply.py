@@ -24,8 +24,7 @@ import pydantic
 
 from skillsearch.catalog.store import CatalogStore, utc_now
 from skillsearch.catalog.sync_state import SyncState
-from skillsearch.core.domain import Resource, Revision, SkillContent
-from skillsearch.core.errors import validation_text
+from skillsearch.core.domain import Resource, Revision, SkillContent, validation_text
 from skillsearch.retrieval.indexer import IndexStats, SearchIndex
 from skillsearch.sync.config import SubscriptionConfig
 from skillsearch.sync.contract import DeleteItem, UpsertItem, parse_item
