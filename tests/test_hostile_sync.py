@@ -100,7 +100,7 @@ def test_pages_per_run_are_capped(catalog: Catalog, upstream: tuple[str, Any]) -
     report = _run(catalog, url, "fresh-cursor", max_pages_per_run=3, page_limit=10)["fresh-cursor"]
     assert "stopped after 3 pages" in report["error"]["message"]
     assert len(catalog.store.skill_ids_of_source("upstream:fresh-cursor")) == 30
-    state = catalog.store.sync_state("upstream:fresh-cursor")
+    state = catalog.store.sync.state("upstream:fresh-cursor")
     assert state is not None and state.cursor == f"c{up.pages['fresh-cursor']}"
 
 

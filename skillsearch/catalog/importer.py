@@ -38,6 +38,7 @@ from skillsearch.core.domain import (
     ResourceKind,
     Revision,
     SkillContent,
+    validation_text,
 )
 from skillsearch.core.hashing import stable_id
 from skillsearch.core.limits import Limits
@@ -109,15 +110,6 @@ def _resource_kind(rel: str) -> ResourceKind:
     return "document"
 
 
-def _format_error(exc: pydantic.ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(x) for x in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        parts.append(f"{loc}: {msg}" if loc else msg)
-    return "; ".join(parts)
-
-
 def _content(entry: dict[str, Any], source: str, grant: str, resources: list[Resource]) -> SkillContent:
     """Validate one entry; raises ``ValueError`` with a readable reason."""
     name = entry.get("name")
@@ -160,7 +152,7 @@ def _content(entry: dict[str, Any], source: str, grant: str, resources: list[Res
             resources=tuple(resources),
         )
     except pydantic.ValidationError as exc:
-        raise ValueError(_format_error(exc)) from None
+        raise ValueError(validation_text(exc)) from None
     except TypeError as exc:
         raise ValueError(str(exc)) from None
 
@@ -174,7 +166,7 @@ def _folder_resources(files: list[tuple[str, bytes]]) -> list[Resource]:
         try:
             out.append(Resource(path=rel, kind=_resource_kind(rel), media_type=media_type_of(rel), content=content))
         except pydantic.ValidationError as exc:
-            raise ValueError(f"resource {rel!r}: {_format_error(exc)}") from None
+            raise ValueError(f"resource {rel!r}: {validation_text(exc)}") from None
     return out
 
 
@@ -290,7 +282,7 @@ def _bundle_resources(entry: dict[str, Any], limits: Limits) -> list[Resource]:
             out.append(Resource(path=path, kind=kind, media_type=raw.get("media_type") or media_type_of(path),
                                 content=content))
         except pydantic.ValidationError as exc:
-            raise ValueError(f"resource {path!r}: {_format_error(exc)}") from None
+            raise ValueError(f"resource {path!r}: {validation_text(exc)}") from None
     return out
 
 

@@ -12,13 +12,14 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from skillsearch.core.wellformed import check_wellformed
 
 __all__ = [
     "GRANT_PATTERN",
     "MAX_NESTING",
+    "PLACEHOLDER",
     "SCOPE_MEMORY_READ",
     "SKILL_ID_PATTERN",
     "SLUG_PATTERN",
@@ -33,6 +34,7 @@ __all__ = [
     "SkillKind",
     "SkillStatus",
     "placeholders_in",
+    "validation_text",
 ]
 
 SkillKind = Literal["knowledge", "flow_template"]
@@ -49,14 +51,14 @@ SKILL_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$"
 MAX_NESTING = 32
 
 # `{name}` not preceded by another `{` (that would be the escape `{{`).
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def placeholders_in(value: Any) -> set[str]:
     """Every `{param}` name used in any string of a (nested) step value; `{{`/`}}` are literal braces."""
     found: set[str] = set()
     if isinstance(value, str):
-        found.update(m.group(1) for m in _PLACEHOLDER.finditer(value) if m.group(1))
+        found.update(m.group(1) for m in PLACEHOLDER.finditer(value) if m.group(1))
     elif isinstance(value, dict):
         for item in value.values():
             found |= placeholders_in(item)
@@ -258,3 +260,14 @@ class Principal:
 
     def has_scope(self, scope: str) -> bool:
         return scope in self.scopes
+
+
+def validation_text(exc: ValidationError, limit: int | None = None) -> str:
+    """A pydantic validation failure as one readable line: ``field.path: reason; ...`` (the first ``limit``
+    problems when given). Used for content refused at import and at sync."""
+    parts = []
+    for err in exc.errors()[:limit]:
+        loc = ".".join(str(x) for x in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    return "; ".join(parts)

@@ -4,14 +4,14 @@ On disk (``<data_dir>``)::
 
     lexical/        Tantivy index
     vectors/        vectors.npy + rows.json
-    manifest.json   format version, encoder name and dimension, calibration, store generation (written last)
+    manifest.json   format, encoder, calibration, store generation, write id (written last)
+    write.lock      held by whichever process writes the three above (``writelock.py``)
 
-Consistency: every change to the catalog bumps the store's generation. After a batch is applied, the
-changed skills are brought into the index (only those whose embedded text changed are re-embedded) and the
-manifest is written with the new generation. On open, a manifest whose generation is behind the store's
-(a crash between the two) triggers a repair: the vector rows are diffed against the store by content hash
-and the lexical index, which is cheap, is rebuilt. A manifest for another encoder is refused with the
-command to run. Searches read an :class:`IndexSnapshot` that is swapped whole after both sides changed.
+Every catalog change bumps the store's generation; a batch brings its changed skills into the index
+(re-embedding only changed text) and writes the manifest with that generation. A manifest behind the store
+(a crash between the two) is repaired on open: vectors diffed by content hash, the cheap lexical side
+rebuilt; another encoder's is refused with the command to run. Searches read a whole
+:class:`IndexSnapshot`; a writer first follows what another process wrote (the manifest's write id).
 """
 
 from __future__ import annotations
@@ -29,14 +29,15 @@ from threading import RLock
 from typing import Any
 
 import numpy as np
-import tantivy
 
-from skillsearch.catalog.store import CatalogStore, IndexRow
+from skillsearch.catalog.rows import IndexRow
+from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError
 from skillsearch.core.hashing import canonical_json, sha256_hex
 from skillsearch.retrieval.calibration import CALIBRATION_VERSION, calibrate
 from skillsearch.retrieval.encoder import Encoder
-from skillsearch.retrieval.lexical import LexicalDoc, LexicalIndex, split_identifiers
+from skillsearch.retrieval.lexical import LexicalDoc, LexicalIndex, Searcher, split_identifiers
+from skillsearch.retrieval.routing import Routing
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
 from skillsearch.retrieval.writelock import WriteLock
 
@@ -75,11 +76,13 @@ def _doc_hash(row: IndexRow) -> str:
 
 @dataclass(frozen=True)
 class IndexSnapshot:
-    """What one search reads: a Tantivy searcher and the vector snapshot of the same moment."""
+    """What one search reads: a Tantivy searcher and the vector snapshot of the same moment, and the
+    routing of requests over those vectors (the encoder's routes, with the index's calibration)."""
 
-    searcher: tantivy.Searcher
+    searcher: Searcher
     vectors: VectorSnapshot
     generation: int
+    routing: Routing
 
 
 @dataclass(frozen=True)
@@ -103,8 +106,7 @@ class SearchIndex:
         self.embed_count = 0
         self.calibration: dict[str, Any] = {}
         self._lock = RLock()
-        # One writer per data directory across processes; ``_disk_id`` is the ``write_id`` of the manifest
-        # this object last loaded or wrote: another one on disk means another process wrote since.
+        # One writer per data directory; ``_disk_id``: the manifest ``write_id`` last loaded or written here.
         self.wlock = WriteLock(self.data_dir)
         self._disk_id: str | None = None
         self.lexical: LexicalIndex
@@ -200,7 +202,7 @@ class SearchIndex:
             log.warning("lexical index unreadable (%s); the index is behind the catalog, rebuilding it", exc)
             self.lexical, damaged = LexicalIndex(self.data_dir / "lexical", create=True, french=self.french), True
             searcher = self.lexical.searcher()
-        self._snapshot = IndexSnapshot(searcher, vectors, generation)
+        self._snapshot = self._snapshot_of(searcher, vectors, generation)
         if (
             damaged
             or behind
@@ -231,7 +233,7 @@ class SearchIndex:
             self.manifest_path.unlink(missing_ok=True)
             self.lexical = LexicalIndex(self.data_dir / "lexical", create=True, french=self.french)
             shutil.rmtree(self.data_dir / "vectors", ignore_errors=True)
-            self._snapshot = IndexSnapshot(self.lexical.searcher(), VectorSnapshot.empty(self.encoder.dim), -1)
+            self._snapshot = self._snapshot_of(self.lexical.searcher(), VectorSnapshot.empty(self.encoder.dim), -1)
             stats = self._sync(store, None, progress, rebuild_lexical=False)
             self.recalibrate(kept)
             return stats
@@ -244,6 +246,8 @@ class SearchIndex:
             calibration = calibrate(self.encoder, self._snapshot.vectors.matrix)
             calibration.update(tuned or {})
             self.calibration = calibration
+            snap = self._snapshot
+            self._snapshot = self._snapshot_of(snap.searcher, snap.vectors, snap.generation)
             self._write_manifest(self._snapshot.generation)
             return dict(calibration)
 
@@ -262,12 +266,10 @@ class SearchIndex:
     def refresh(
         self, store: CatalogStore, skill_ids: Sequence[str] | None = None, span: tuple[int, int] | None = None
     ) -> IndexStats:
-        """Apply the store's current state of these skills (all when ``None``) to the index.
-
-        ``span``: the store's generation just before and just after the caller's own transaction. Only
-        when the index was exactly at ``before`` and nobody committed after it are these skills enough
-        (the manifest then says ``after``); otherwise another process (or one killed before it refreshed)
-        changed the catalog too, and every skill is diffed, which re-embeds only what changed."""
+        """Apply the store's current state of these skills (all when ``None``) to the index. ``span``: the
+        store's generation just before and after the caller's transaction; unless the index was at ``before``
+        and nobody committed since, another process (maybe one killed before its refresh) wrote too, so
+        every skill is diffed (which re-embeds only what changed)."""
         with self._lock, self.wlock.hold():
             self._follow(store)
             if span is None:
@@ -278,10 +280,8 @@ class SearchIndex:
             return self._sync(store, None, None, rebuild_lexical=False)
 
     def catch_up(self, store: CatalogStore) -> bool:
-        """A reader's step when the store moved: if no writer holds the data directory, follow what another
-        process wrote and, if the index is still behind (a writer died before its refresh), diff every
-        skill. With a writer at work it does nothing (the last whole snapshot keeps serving); returns
-        whether it ran."""
+        """A reader's step when the store moved: with no writer at work, follow what another process wrote,
+        and diff every skill if still behind (a writer died); else serve the last snapshot. Whether it ran."""
         with self.wlock.try_hold() as got:
             if not got or not self._lock.acquire(blocking=False):
                 return False
@@ -294,8 +294,7 @@ class SearchIndex:
                 self._lock.release()
 
     def _follow(self, store: CatalogStore) -> None:
-        """Under the write lock: load what another process wrote since this object last read or wrote the
-        index, instead of writing over it with a stale Tantivy writer and vector matrix."""
+        """Under the write lock: load what another process wrote since, never write over it stale."""
         try:
             manifest = self.read_manifest()
         except IndexNotReadyError:
@@ -322,7 +321,7 @@ class SearchIndex:
             return
         self.lexical = lexical
         self.calibration = dict(manifest.get("calibration") or {})
-        self._snapshot = IndexSnapshot(lexical.searcher(), vectors, int(manifest.get("store_generation", -1)))
+        self._snapshot = self._snapshot_of(lexical.searcher(), vectors, int(manifest.get("store_generation", -1)))
         self._disk_id = manifest.get("write_id")
 
     # -- the one update path ----------------------------------------------------------------------
@@ -376,7 +375,7 @@ class SearchIndex:
             self.lexical.apply([_lexical_doc(r) for r in all_rows.values()], [])
         else:
             self.lexical.apply([_lexical_doc(r) for r in changed], deletes)
-        self._snapshot = IndexSnapshot(self.lexical.searcher(), new_vectors, generation)
+        self._snapshot = self._snapshot_of(self.lexical.searcher(), new_vectors, generation)
         if rebuild_lexical or skill_ids is None:
             new_vectors.save(self.data_dir / "vectors")
         elif upserts or deletes:
@@ -390,6 +389,9 @@ class SearchIndex:
 
     def snapshot(self) -> IndexSnapshot:
         return self._snapshot
+
+    def _snapshot_of(self, searcher: Searcher, vectors: VectorSnapshot, generation: int) -> IndexSnapshot:
+        return IndexSnapshot(searcher, vectors, generation, Routing(self.encoder, vectors.matrix, self.calibration))
 
     def close(self) -> None:
         self.lexical.close()

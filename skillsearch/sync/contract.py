@@ -44,7 +44,6 @@ __all__ = [
 SUBSCRIPTION_ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
 SIGNATURE_HEADER = "X-Skillsearch-Signature"
 TIMESTAMP_HEADER = "X-Skillsearch-Timestamp"
-EVENT_TYPES = ("skills.changed", "subscription.revoked")
 
 _TOLERANT = ConfigDict(extra="ignore", frozen=True)
 
