@@ -19,6 +19,7 @@ from typing import Any
 from skillsearch.catalog.importer import ImportProblem, parse_path
 from skillsearch.catalog.reads import get_detail, list_page, resolve_flow
 from skillsearch.catalog.store import CatalogStore, UpsertOutcome
+from skillsearch.core.confusables import LookAlikes
 from skillsearch.core.domain import GRANT_PATTERN, Principal
 from skillsearch.core.errors import SkillSearchError, UpstreamUnavailableError, ValidationError
 from skillsearch.core.lru import LRU
@@ -208,7 +209,12 @@ class Catalog:
         outcomes: dict[str, UpsertOutcome] = {}
         with self.store.transaction():
             before = self.store.generation()
+            looks = LookAlikes(self.store.names_in_grant(grant))
             for content in parsed.skills:
+                if (seen := looks.clash(content.skill_id, content.revision.name)) is not None:
+                    report.problems.append(ImportProblem(parsed.files[content.skill_id], f"name looks like"
+                                                         f" {seen[1]!r} of skill {seen[0]} (look-alike letters)"))
+                    continue
                 clash = self.store.skill_by_slug(grant, content.slug)
                 if clash is not None and clash.skill_id != content.skill_id:
                     report.problems.append(ImportProblem(

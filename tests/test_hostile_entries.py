@@ -165,3 +165,21 @@ def test_bundle_skill_ids_are_checked_for_shape_and_owner(catalog: Catalog, tmp_
     assert skill is not None and skill.grant == "team:a" and skill.slug == "private"
     hits = catalog.search_view(Principal("p", frozenset({"sub:public"})), SearchRequest("team a only moved")).hits
     assert owned not in [h.skill_id for h in hits]
+
+
+def test_look_alike_names_in_one_grant_are_refused(catalog: Catalog, tmp_path: Path) -> None:
+    """A name that differs from another skill's of the same grant only by look-alike letters (Cyrillic
+    U+043E, U+0456 for Latin o, i) is refused, in the same import and against the catalog; the same name
+    in another grant, and a re-import of the skill itself, are fine."""
+    first = tmp_path / "a.json"
+    first.write_text(json.dumps([_entry("git-bisect", name="Git bisect tool")]), encoding="utf-8")
+    assert catalog.import_path(first, "src", "team:a").ok
+    second = tmp_path / "b.json"
+    second.write_text(json.dumps([_entry("fake-bisect", name="G\u0456t bisect t\u043eol"),
+                                  _entry("twin-one", name="Deploy t\u043eol"), _entry("twin-two", name="Deploy tool"),
+                                  _entry("git-bisect", name="Git bisect tool")]), encoding="utf-8")
+    report = catalog.import_path(second, "src", "team:a")
+    assert sorted(catalog.store.skill(s).slug for s in report.created) == ["twin-one"]  # type: ignore[union-attr]
+    assert len(report.unchanged) == 1 and len(report.problems) == 2
+    assert all("look-alike letters" in p.reason for p in report.problems)
+    assert catalog.import_path(second, "src2", "team:b").created

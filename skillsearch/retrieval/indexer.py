@@ -21,7 +21,6 @@ import logging
 import os
 import shutil
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,7 +137,7 @@ class SearchIndex:
             "calibration": self.calibration,
             "lexical": self.lexical_config(),
             "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "write_id": (write_id := uuid.uuid4().hex),
+            "write_id": (write_id := os.urandom(16).hex()),
         }
         tmp = self.manifest_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
@@ -298,7 +297,7 @@ class SearchIndex:
         try:
             manifest = self.read_manifest()
         except IndexNotReadyError:
-            manifest = None
+            manifest = None  # unreadable: the fresh open below repairs or refuses it
         if manifest is not None and manifest.get("write_id") == self._disk_id:
             return
         log.info("index in %s was written by another process; following it", self.data_dir)
