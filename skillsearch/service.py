@@ -10,8 +10,8 @@ import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from importlib import resources as importlib_resources
 from dataclasses import dataclass
+from importlib import resources as importlib_resources
 from pathlib import Path
 from threading import Event, RLock
 from typing import Any

@@ -26,8 +26,7 @@ from skillsearch.bench.beir import BeirDataset, load_beir, write_bundle
 from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.metrics import METRICS, evaluate
 from skillsearch.bench.report import run_metadata
-from skillsearch.core.domain import Principal
-from skillsearch.core.domain import FUSION_METHODS
+from skillsearch.core.domain import FUSION_METHODS, Principal
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoder import Encoder, make_encoder
 from skillsearch.retrieval.lexical import FIELD_BOOSTS
