@@ -18,6 +18,9 @@ class IndexOutcome(Protocol):
     @property
     def embedded(self) -> int: ...
 
+    @property
+    def seconds(self) -> float: ...
+
 
 @dataclass
 class ImportReport:
