@@ -16,6 +16,7 @@ from skillsearch.service import Catalog
 
 __all__ = [
     "Command",
+    "Subparsers",
     "add_command",
     "add_grants",
     "emit",

@@ -16,7 +16,18 @@ from skillsearch.http.auth import SCOPE_SKILLS_READ, PrincipalRegistry, require_
 from skillsearch.http.metrics import HttpMetrics
 from skillsearch.service import Catalog
 
-__all__ = ["CatalogDep", "MetricsDep", "Reader", "Recaller", "authenticated", "catalog_of", "metrics_of", "registry_of"]
+__all__ = [
+    "CatalogDep",
+    "MetricsDep",
+    "Reader",
+    "Recaller",
+    "authenticated",
+    "catalog_of",
+    "metrics_of",
+    "reader",
+    "recaller",
+    "registry_of",
+]
 
 bearer = HTTPBearer(auto_error=False, description="A token from `skillsearch token add` (or the demo token).")
 
