@@ -25,8 +25,9 @@ def _sync_config(args: argparse.Namespace) -> SyncConfig:
 
 def cmd_sync(args: argparse.Namespace, out: TextIO) -> int:
     config = _sync_config(args)
+    catalog = Catalog(settings_from_args(args))  # creates the store before anything is announced
     if args.status:
-        status = Catalog(settings_from_args(args)).sync_status(config)
+        status = catalog.sync_status(config)
         emit(out, args, status.model_dump(), lambda: "\n".join(
             f"{s.subscription_id}: cursor={s.cursor or '-'} last_success={s.last_success or '-'}"
             f" active={s.skills_active} archived={s.skills_archived}{' REVOKED' if s.revoked else ''}"
@@ -35,8 +36,7 @@ def cmd_sync(args: argparse.Namespace, out: TextIO) -> int:
         ) or "no subscriptions configured")
         return 0
     log.info("sync: opening the index in %s", args.data_dir)
-    # Opened (and repaired) before the first page, with progress bars; never seeded with the sample.
-    catalog = Catalog.open(settings_from_args(args), seed=False, progress=progress_factory(not args.quiet))
+    catalog.index(progress_factory(not args.quiet))  # opened (and repaired) before the first page, never seeded
     reports = catalog.sync_once(config, args.subscription or None)
     for r in reports:
         for rej in r.outcome.rejected:
