@@ -10,25 +10,30 @@ import math
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from skillsearch.core.wellformed import check_wellformed
 
 __all__ = [
+    "FUSION_METHODS",
     "GRANT_PATTERN",
     "MAX_NESTING",
     "PLACEHOLDER",
     "SCOPE_MEMORY_READ",
+    "SEARCH_MODES",
     "SKILL_ID_PATTERN",
+    "SKILL_KINDS",
     "SLUG_PATTERN",
     "FlowStep",
+    "FusionMethod",
     "Parameter",
     "Principal",
     "Resource",
     "ResourceKind",
     "Revision",
+    "SearchMode",
     "Skill",
     "SkillContent",
     "SkillKind",
@@ -37,7 +42,14 @@ __all__ = [
     "validation_text",
 ]
 
+# The value lists every surface offers (CLI choices, HTTP query enums, MCP tool schemas) and every use
+# case checks: written once here, the tuples derived from the types.
 SkillKind = Literal["knowledge", "flow_template"]
+SearchMode = Literal["hybrid", "lexical", "semantic"]
+FusionMethod = Literal["zscore", "minmax", "rrf"]
+SKILL_KINDS: tuple[SkillKind, ...] = get_args(SkillKind)
+SEARCH_MODES: tuple[SearchMode, ...] = get_args(SearchMode)
+FUSION_METHODS: tuple[FusionMethod, ...] = get_args(FusionMethod)
 SkillStatus = Literal["active", "archived"]
 ResourceKind = Literal["reference", "example", "template", "document", "artifact", "script"]
 ParameterType = Literal["string", "integer", "number", "boolean"]
