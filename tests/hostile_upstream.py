@@ -122,6 +122,11 @@ class HostileUpstream:
                     bad = item(2)
                     bad["revision"]["metadata"] = {"m": deep}
                     self._page([item(1), bad], "done", False)
+                elif sub == "big-resource":
+                    big = item(2)
+                    big["resources"] = [{"path": "blob.bin", "encoding": "base64",
+                                         "content": "A" * (8 * 1024 * 1024)}]
+                    self._page([item(1), big], "done", False)
                 elif sub == "too-many":
                     self._page([item(i) for i in range(limit * 20)], "c1", False)
                 elif sub == "same-cursor":

@@ -7,6 +7,7 @@ cannot hide behind an API that does not show it.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -206,3 +207,18 @@ def test_search_still_answers_after_a_hostile_import(catalog: Catalog, tmp_path:
                                .SearchRequest("kubectl rollout", limit=5)).hits
     assert [h.slug for h in hits] == ["kubernetes-rollouts"]
     assert catalog.index().lexical.num_docs() == catalog.store.count() == 1
+
+
+def test_the_reference_upstream_loads_folders_through_the_same_walk(tmp_path: Path, outside: Path) -> None:
+    """The reference upstream (`skillsearch upstream --from`) reads folders with the importer's walk: a
+    symlinked resource is skipped with a reason and nothing from outside the folder reaches its feed."""
+    from skillsearch.upstream.app import ReferenceUpstream
+
+    skill = write_skill(tmp_path / "up" / "served", "served")
+    (skill / "leak.txt").symlink_to(outside / "secret.txt")
+    (skill / "ok.txt").write_text("fine\n", encoding="utf-8")
+    up = ReferenceUpstream(["t"])
+    problems = up.load("subs", tmp_path / "up")
+    assert any("symbolic link" in str(p) for p in problems)
+    feed = json.dumps(up.feed("subs").live())
+    assert SECRET not in feed and "ok.txt" in feed and "leak.txt" not in feed

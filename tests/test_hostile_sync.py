@@ -81,6 +81,17 @@ def test_deep_item_is_rejected_alone(catalog: Catalog, upstream: tuple[str, Any]
     assert report["rejected"][0]["reason"].endswith("nests deeper than 32 levels")
 
 
+def test_an_oversized_synced_resource_rejects_its_item(catalog: Catalog, upstream: tuple[str, Any]) -> None:
+    """A synced item whose resource decodes to 6 MiB (over the 5 MiB resource limit, as for folders and
+    bundles; once a 150 MB one was stored) is rejected alone, checked before decoding; the other item of
+    the page is stored."""
+    url, _ = upstream
+    report = _run(catalog, url, "big-resource")["big-resource"]
+    assert report["error"] is None and report["created"] == 1
+    assert [r["skill_id"] for r in report["rejected"]] == ["h-2"]
+    assert "over the limit of 5242880" in report["rejected"][0]["reason"]
+
+
 def test_a_cursor_that_does_not_move_fails_the_run(catalog: Catalog, upstream: tuple[str, Any]) -> None:
     """``has_more: true`` with the same cursor again (once 14,876 pages in 40 s), or a cycle of cursors,
     fails that subscription's run at the first repeat; the repeating page is not stored."""
