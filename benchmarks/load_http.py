@@ -68,18 +68,39 @@ def machine() -> dict[str, Any]:
             "platform": platform.platform(), "loadavg_at_start": list(os.getloadavg())}
 
 
-def query_pool(catalog: Path, n: int, seed: int = 7) -> list[str]:
-    """Short queries from real descriptions: the first 4-8 words of each, shuffled."""
-    texts = []
+TEMPLATES = ("{}", "how do I {}", "I need to {}", "help me {}", "find a skill to {}", "{} please",
+             "looking for something that can {}", "tool for {}")
+
+
+def request_pool(catalog: Path, n: int, seed: int = 7) -> list[str]:
+    """``n`` distinct requests: the dev requests of ``queries.dev.jsonl``, then paraphrases generated from
+    the skills' descriptions (a window of 4-10 words at a varying offset, in a varying phrasing), shuffled
+    with a fixed seed so that every run draws the same pool. Far larger than the query and result caches."""
+    rng = random.Random(seed)
+    pool: dict[str, None] = {}
+    dev = catalog / "queries.dev.jsonl"
+    if dev.exists():
+        for line in dev.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                pool[json.loads(line)["q"].strip()] = None
+    descriptions = []
     for skill_md in sorted(catalog.glob("*/SKILL.md")):
         m = re.search(r"^description:\s*(.+)$", skill_md.read_text(encoding="utf-8", errors="replace"), re.MULTILINE)
         if m:
             words = re.sub(r"[\"'>|]", " ", m.group(1)).split()
             if len(words) >= 4:
-                texts.append(words)
-    rng = random.Random(seed)
+                descriptions.append(words)
+    for _ in range(50):  # rounds over all descriptions until the pool is full
+        for words in descriptions:
+            if len(pool) >= n:
+                break
+            size = rng.randint(4, min(10, len(words)))
+            start = rng.randint(0, len(words) - size)
+            text = rng.choice(TEMPLATES).format(" ".join(words[start : start + size]).rstrip(".,;:").lower())
+            pool.setdefault(text, None)
+    texts = list(pool)[:n]
     rng.shuffle(texts)
-    return [" ".join(w[: rng.randint(4, 8)]) for w in texts[:n]]
+    return texts
 
 
 def percentiles(ms: list[float]) -> dict[str, float]:
@@ -244,7 +265,7 @@ def main() -> int:
     if added.returncode != 0:
         raise SystemExit(f"token add failed: {added.stderr}")
     token = json.loads(added.stdout)["token"]
-    queries = query_pool(args.catalog, args.queries)
+    queries = request_pool(args.catalog, args.queries)
     print(f"imported in {time.time() - started:.0f}s: {report}", file=sys.stderr)
 
     info = machine()

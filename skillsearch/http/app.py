@@ -177,6 +177,7 @@ def create_app(
         documents=lambda: _documents(catalog),
         skills=catalog.store.count,
         sync_age=lambda: sync_age_seconds([s.last_success for s in catalog.store.all_sync_states()]),
+        batches=lambda: (stats.to_dict() if (stats := catalog.batch_stats()) else None),
     )
 
     @asynccontextmanager
