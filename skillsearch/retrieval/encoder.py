@@ -33,6 +33,7 @@ __all__ = [
 ]
 
 ProgressCallback = Callable[[int], None]
+QUERY_SUB_BATCH = 8
 
 
 class Encoder(Protocol):
@@ -118,8 +119,11 @@ class MiniLMEncoder:
             texts.extend(group)
         if not texts:
             return []
+        # sentence-transformers sorts the texts by length and pads each sub-batch to its longest text: sub-batches
+        # of 8 pad less than one of 16 (requests of the load pool: CPU per query 5.0 vs 6.2 ms, one thread).
         vectors = np.asarray(self.model.encode(
-            texts, batch_size=len(texts), normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False,
+            texts, batch_size=min(len(texts), QUERY_SUB_BATCH), normalize_embeddings=True, convert_to_numpy=True,
+            show_progress_bar=False,
         ), dtype=np.float32)
         out = []
         for start, n, has_parts in spans:
