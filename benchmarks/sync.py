@@ -43,6 +43,7 @@ from skillsearch.http.server import ServerThread
 from skillsearch.http.sync_routes import make_sync_router
 from skillsearch.retrieval.encoder import Encoder, make_encoder
 from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.wrapper import Wrapper
 from skillsearch.service import Catalog
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig, UpstreamConfig
 from skillsearch.upstream.app import ReferenceUpstream, WebhookTarget, create_upstream_app
@@ -68,11 +69,12 @@ def serve(app: Any) -> ServerThread:
     return ServerThread(app, lifespan="off")
 
 
-class TimedEncoder:
+class TimedEncoder(Wrapper):
     """The loaded model, counting the seconds spent inside it on documents."""
 
     def __init__(self, inner: Encoder) -> None:
-        self.inner, self.name, self.dim, self.seconds = inner, inner.name, inner.dim, 0.0
+        super().__init__(inner)
+        self.seconds = 0.0
 
     def encode_documents(self, texts: Any, progress: Any = None) -> np.ndarray:
         t = time.perf_counter()

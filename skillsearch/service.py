@@ -33,7 +33,7 @@ from skillsearch.core.views import (
 )
 from skillsearch.retrieval.batching import BatchingEncoder, BatchStats, default_layout
 from skillsearch.retrieval.calibration import tune_weight
-from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, as_routed, make_encoder
+from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, make_encoder
 from skillsearch.retrieval.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex
 from skillsearch.retrieval.search import SearchRequest, SearchResult, run_search
 from skillsearch.sync.client import HttpSubscriptionClient, SubscriptionClient
@@ -115,7 +115,7 @@ class Catalog:
         return catalog
 
     def is_empty(self) -> bool:
-        return self.store.count() == 0 and not self.store.all_sync_states()
+        return self.store.count() == 0 and not self.store.sync.states()
 
     @property
     def encoder(self) -> Encoder:
@@ -134,7 +134,7 @@ class Catalog:
                 if self._query_encoder is None:
                     cache = self.encoder
                     assert isinstance(cache, CachedQueryEncoder)
-                    if not self.settings.query_batching or as_routed(cache) is not None:
+                    if not self.settings.query_batching or cache.routed() is not None:
                         self._query_encoder = cache
                     else:
                         workers, threads = default_layout(self.settings.encoder_workers, self.settings.encoder_threads)
@@ -293,10 +293,9 @@ class Catalog:
             principal,
             snapshot=snapshot,
             lexical=idx.lexical,
-            encoder=self.query_encoder,
+            query_encoder=self.query_encoder,
             store=self.store,
             settings=self.settings,
-            calibration=idx.calibration,
         )
         self._results.put(key, result)
         return result

@@ -39,7 +39,9 @@ from typing import Any
 import numpy as np
 
 from skillsearch.core.errors import IndexNotReadyError
-from skillsearch.retrieval.encoder import Encoder, ProgressCallback, set_intra_op_threads
+from skillsearch.retrieval.encoder import Encoder, ProgressCallback
+from skillsearch.retrieval.torch_matmul import set_intra_op_threads
+from skillsearch.retrieval.wrapper import Wrapper
 
 __all__ = ["BatchStats", "BatchingEncoder", "default_layout"]
 
@@ -87,7 +89,7 @@ class BatchStats:
         }
 
 
-class BatchingEncoder:
+class BatchingEncoder(Wrapper):
     """An :class:`Encoder` whose query encodes go through ``workers`` batching threads (started on first use)."""
 
     def __init__(
@@ -101,10 +103,7 @@ class BatchingEncoder:
     ) -> None:
         if workers < 1 or max_batch < 1 or max_wait_ms < 0:
             raise ValueError("workers and max_batch must be at least 1, max_wait_ms at least 0")
-        self.inner = inner  # ``encoder.as_routed`` looks through ``inner``
-        self.name = inner.name
-        self.dim = inner.dim
-        self.multilingual = bool(getattr(inner, "multilingual", False))
+        super().__init__(inner)  # describes itself as ``inner`` (name, dim, routed(), ...)
         self.workers = workers
         self.threads = threads
         self.max_batch = max_batch
