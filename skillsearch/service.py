@@ -31,7 +31,7 @@ from skillsearch.core.views import (
     SearchResponse,
     SkillDetail,
 )
-from skillsearch.retrieval.batching import BatchingEncoder, BatchStats, default_layout
+from skillsearch.retrieval.batching import BatchingEncoder, BatchStats, batched
 from skillsearch.retrieval.calibration import tune_weight
 from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, make_encoder
 from skillsearch.retrieval.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex
@@ -132,17 +132,7 @@ class Catalog:
         if self._query_encoder is None:
             with self._batcher_lock:
                 if self._query_encoder is None:
-                    cache = self.encoder
-                    assert isinstance(cache, CachedQueryEncoder)
-                    if not self.settings.query_batching or cache.routed() is not None:
-                        self._query_encoder = cache
-                    else:
-                        workers, threads = default_layout(self.settings.encoder_workers, self.settings.encoder_threads)
-                        self._batcher = BatchingEncoder(
-                            cache.inner, workers=workers, threads=threads, max_batch=self.settings.query_batch_max,
-                            max_wait_ms=self.settings.query_batch_wait_ms,
-                        )
-                        self._query_encoder = cache.over(self._batcher)
+                    self._query_encoder, self._batcher = batched(self.encoder, self.settings)
         return self._query_encoder
 
     def batch_stats(self) -> BatchStats | None:

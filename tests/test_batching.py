@@ -107,7 +107,7 @@ class GatedEncoder(HashingEncoder):
         assert self.gate.wait(timeout=30)
         if any("boom" in q for q, _ in items):
             raise RuntimeError("the model fell over")
-        return super().encode_query_batch(items)
+        return [self.encode_query_parts(q, p) for q, p in items]
 
 
 def test_a_failing_batch_fails_only_its_own_requests_and_the_worker_keeps_serving() -> None:

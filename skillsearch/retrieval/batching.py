@@ -4,8 +4,9 @@ Without it every search thread called the model on its own: 32 concurrent reques
 forward passes fighting for two cores, each with torch's two intra-op threads that must meet at every
 layer (uncached HTTP load: 32 req/s, p95 1.4 s; issue 17). Here a search hands its texts to a small pool of
 worker threads and waits on a future; a worker takes whatever requests are waiting (up to ``max_batch``
-texts) and encodes them in one model call (``encode_query_batch`` of the encoder), then hands each request
-its rows. A batch of 16 short requests costs a few single ones, so throughput grows with load while a lone
+texts) and encodes them in one model call (``encode_query_batch`` of the encoder; one ``encode_query_parts``
+per request for an encoder without it, such as e5), then hands each request its rows. A query costs about
+5 ms of CPU in a batch against 12 alone (docs/benchmarks.md), so throughput grows with load, while a lone
 caller pays nothing: a worker waits for more requests (at most ``max_wait_ms``) only while batches have
 been forming, i.e. only under concurrency.
 
@@ -39,11 +40,12 @@ from typing import Any
 import numpy as np
 
 from skillsearch.core.errors import IndexNotReadyError
-from skillsearch.retrieval.encoder import Encoder, ProgressCallback
+from skillsearch.core.settings import Settings
+from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, ProgressCallback
 from skillsearch.retrieval.torch_matmul import set_intra_op_threads
 from skillsearch.retrieval.wrapper import Wrapper
 
-__all__ = ["BatchStats", "BatchingEncoder", "default_layout"]
+__all__ = ["BatchStats", "BatchingEncoder", "batched", "default_layout"]
 
 log = logging.getLogger("skillsearch")
 
@@ -246,3 +248,15 @@ def default_layout(workers: int = 0, threads: int = 0, cpus: int | None = None) 
     """
     cpus = cpus or os.cpu_count() or 1
     return (workers if workers > 0 else max(1, min(cpus, 4)), threads if threads > 0 else 1)
+
+
+def batched(cache: Encoder, settings: Settings) -> tuple[Encoder, BatchingEncoder | None]:
+    """What search embeds requests with: ``cache``'s very LRU in front of a batching service over the same
+    model, laid out by ``settings``; ``cache`` itself when batching is off or the encoder is routed
+    (``minilm+e5``: each request calls its model directly)."""
+    if not settings.query_batching or not isinstance(cache, CachedQueryEncoder) or cache.routed() is not None:
+        return cache, None
+    workers, threads = default_layout(settings.encoder_workers, settings.encoder_threads)
+    service = BatchingEncoder(cache.inner, workers=workers, threads=threads, max_batch=settings.query_batch_max,
+                              max_wait_ms=settings.query_batch_wait_ms)
+    return CachedQueryEncoder(service, shared=cache), service
