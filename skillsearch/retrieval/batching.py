@@ -45,7 +45,7 @@ from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, ProgressC
 from skillsearch.retrieval.torch_matmul import set_intra_op_threads
 from skillsearch.retrieval.wrapper import Wrapper
 
-__all__ = ["BatchStats", "BatchingEncoder", "batched", "default_layout"]
+__all__ = ["BatchStats", "BatchingEncoder", "QueryEncoders", "batched", "default_layout"]
 
 log = logging.getLogger("skillsearch")
 
@@ -260,3 +260,26 @@ def batched(cache: Encoder, settings: Settings) -> tuple[Encoder, BatchingEncode
     service = BatchingEncoder(cache.inner, workers=workers, threads=threads, max_batch=settings.query_batch_max,
                               max_wait_ms=settings.query_batch_wait_ms)
     return CachedQueryEncoder(service, shared=cache), service
+
+
+class QueryEncoders:
+    """A catalog's query side: :func:`batched` over its encoder, built on the first search (the model loads
+    with the encoder; the workers start with the first request)."""
+
+    def __init__(self, encoder: Callable[[], Encoder], settings: Settings) -> None:
+        self._make, self._settings, self._lock = encoder, settings, threading.Lock()
+        self._encoder: Encoder | None = None
+        self.service: BatchingEncoder | None = None
+
+    def encoder(self) -> Encoder:
+        with self._lock:
+            if self._encoder is None:
+                self._encoder, self.service = batched(self._make(), self._settings)
+            return self._encoder
+
+    def stats(self) -> BatchStats | None:
+        return self.service.stats() if self.service is not None else None
+
+    def close(self) -> None:
+        if self.service is not None:
+            self.service.close()
