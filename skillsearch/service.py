@@ -25,6 +25,7 @@ from skillsearch.core.errors import IndexNotReadyError, SkillSearchError, Upstre
 from skillsearch.core.lru import LRU
 from skillsearch.core.settings import Settings
 from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
+from skillsearch.retrieval.batching import BatchStats, QueryEncoders
 from skillsearch.retrieval.calibration import tune_weight
 from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, make_encoder
 from skillsearch.retrieval.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex
@@ -64,6 +65,7 @@ class Catalog:
         self._index: SearchIndex | None = None
         self._lock = RLock()
         self._results: LRU[tuple[Any, ...], SearchResult] = LRU(settings.result_cache_size)
+        self._queries = QueryEncoders(lambda: self.encoder, settings)  # search's, over the batching service
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -94,6 +96,10 @@ class Catalog:
         if not isinstance(self._encoder, CachedQueryEncoder):
             self._encoder = CachedQueryEncoder(self._encoder, self.settings.query_cache_size)
         return self._encoder
+
+    def batch_stats(self) -> BatchStats | None:
+        """The batching query encoder's counters (None before the first search, or without batching)."""
+        return self._queries.stats()
 
     def index(self, progress: ProgressFactory | None = None, generation: int | None = None) -> SearchIndex:
         """The search index, opened on first use and brought up to the store when another process
@@ -164,6 +170,7 @@ class Catalog:
         })
 
     def close(self) -> None:
+        self._queries.close()
         if self._index is not None:
             self._index.close()
         self.store.close()
@@ -259,6 +266,7 @@ class Catalog:
             principal,
             snapshot=snapshot,
             lexical=idx.lexical,
+            query_encoder=self._queries.encoder(),
             store=self.store,
             settings=self.settings,
         )

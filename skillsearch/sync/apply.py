@@ -7,8 +7,9 @@ Why it is shaped like this:
   savepoint, so even a store-level refusal (a slug taken by another skill) only undoes that item.
 - The page's content and the cursor that follows it are committed in the same transaction: the stored
   cursor never runs ahead of the stored content, and a crash before the commit repeats the page.
-- The index is refreshed after the commit with the ids the page touched; the index re-embeds only the
-  skills whose embedded text changed. Reads re-check visibility against the store, so an archived or
+- The index is refreshed after the commit with the ids the page touched (when an index is given; a sync
+  run passes none and refreshes once per 1,000 changed skills, see ``runner.py``); the index re-embeds only
+  the skills whose embedded text changed. Reads re-check visibility against the store, so an archived or
   revoked skill leaves search as soon as the commit lands, before the index catches up.
 - An archived skill keeps its revisions (pinned reads of them still work); a deleted one loses them.
 """
