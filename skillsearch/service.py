@@ -278,6 +278,8 @@ class Catalog:
             mode=result.mode,
             fusion=result.fusion,
             no_match=result.no_match,
+            no_match_reason=result.no_match_reason,
+            notice=result.notice,
             took_ms=round(result.took_ms, 3),
             hits=[
                 SearchHitView(
@@ -288,6 +290,7 @@ class Catalog:
                     kind=h.skill.kind,
                     tags=list(h.skill.tags),
                     score=round(h.score, 6),
+                    confidence=h.confidence,
                     explanation=Explanation(**h.explanation),
                 )
                 for h in result.hits

@@ -39,6 +39,7 @@ class BenchEncoder:
         self.inner = inner
         self.name = inner.name
         self.dim = inner.dim
+        self.multilingual = bool(getattr(inner, "multilingual", False))
         self.folder = Path(cache_dir) / re.sub(r"[^A-Za-z0-9._-]+", "_", inner.name) if cache_dir else None
         self._vectors: dict[str, np.ndarray] = {}
         self._queries: dict[str, np.ndarray] = {}
