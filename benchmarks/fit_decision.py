@@ -23,7 +23,7 @@ from skillsearch.retrieval.confidence import FEATURES
 
 ROOT = Path(__file__).resolve().parents[1]
 DECISIONS = ROOT / "skillsearch" / "retrieval" / "decisions.json"
-KEEP = ("version", "features", "mean", "scale", "coef", "intercept", "no_match_below", "fitted_on")
+KEEP = ("version", "features", "mean", "scale", "coef", "intercept", "request", "fitted_on")
 
 
 def _md(report: dict) -> str:  # type: ignore[type-arg]
@@ -32,8 +32,10 @@ def _md(report: dict) -> str:  # type: ignore[type-arg]
              f"- commit {report['commit']}, {report['date']}, {report['machine']} (1-min load"
              f" {report['load_average_1m']}; the machine was shared)",
              f"- requests: {json.dumps(d['fitted_on'])}; features {', '.join(d['features'])}",
-             f"- coefficients (standardised features): {json.dumps(dict(zip(d['features'], d['coef'], strict=True)))},"
-             f" intercept {d['intercept']}; no_match below top confidence {d['no_match_below']}", "",
+             f"- hit model (standardised features): {json.dumps(dict(zip(d['features'], d['coef'], strict=True)))},"
+             f" intercept {d['intercept']}",
+             f"- request model: {json.dumps(dict(zip(d['request']['features'], d['request']['coef'], strict=True)))},"
+             f" intercept {d['request']['intercept']}; no_match below {d['request']['no_match_below']}", "",
              "| evaluation | set | positives | false abstention | negatives | abstention |",
              "| --- | --- | --- | --- | --- | --- |"]
     def rows(label: str, block: dict) -> None:  # type: ignore[type-arg]
@@ -42,11 +44,13 @@ def _md(report: dict) -> str:  # type: ignore[type-arg]
                 lines.append(f"| {label} | {name} | {v['positives']} | {v['false_abstention']} | {v['negatives']}"
                              f" | {v['abstention']} |")
     rows("fitted on all (in-sample)", d["dev"])
-    rows("skills 5-fold CV", {"skills": d["cv_skills_5fold"]})
+    rows("skills 5-fold CV", d["cv_skills_5fold"])
     for name, block in d["leave_one_dataset_out"].items():
         rows(f"fitted without {name}", block)
-    lines += ["", "| evaluation | hits with confidence >= 0.8 | share right |", "| --- | --- | --- |",
-              f"| in-sample, all sets | {d['dev']['confidence>=0.8']['hits']} | {d['dev']['confidence>=0.8']['right']} |",
+    lines += ["", "| evaluation | hits with confidence >= 0.8 | share right |", "| --- | --- | --- |"]
+    lines += [f"| in-sample, {k.removeprefix('confidence>=0.8').strip() or 'all sets'} | {v['hits']} | {v['right']} |"
+              for k, v in d["dev"].items() if k.startswith("confidence>=0.8")]
+    lines += [
               f"| skills 5-fold CV | {d['cv_skills_5fold']['confidence>=0.8']['hits']} |"
               f" {d['cv_skills_5fold']['confidence>=0.8']['right']} |"]
     for name, block in d["leave_one_dataset_out"].items():

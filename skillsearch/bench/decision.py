@@ -32,7 +32,7 @@ from skillsearch.bench.relevance import open_bench_catalog
 from skillsearch.bench.report import run_metadata
 from skillsearch.bench.skills import load_queries, open_skills_catalog
 from skillsearch.core.domain import Principal
-from skillsearch.retrieval.confidence import DECISION_VERSION, FEATURES
+from skillsearch.retrieval.confidence import DECISION_VERSION, FEATURES, REQUEST_FEATURES
 from skillsearch.retrieval.encoder import Encoder, make_encoder
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
@@ -62,6 +62,10 @@ class DevHits:
 def _search_all(catalog: Catalog, texts: dict[str, str], wanted: Callable[[str, str], bool], name: str,
                 rows: list[tuple[Any, ...]], requests: dict[str, bool], skip_notice: bool = False) -> None:
     principal = Principal.operator()
+    encoder = catalog.encoder
+    inner = getattr(encoder, "inner", None)
+    if isinstance(inner, BenchEncoder):  # embed the requests once, in batches, as the relevance harness does
+        inner.prime_queries([t.strip()[:2000] for t in texts.values()], catalog.settings.query_sentences)
     for qid, text in texts.items():
         result = catalog.search(principal, SearchRequest(text.strip()[:2000], limit=LIMIT))
         if skip_notice and result.notice is not None:
@@ -139,7 +143,7 @@ def confidences(model: dict[str, Any], hits: DevHits, mask: np.ndarray) -> np.nd
     """Monotone confidences (as search computes them) for the hits under ``mask``."""
     from skillsearch.retrieval.confidence import Decision
 
-    decision = Decision.from_dict({**model, "no_match_below": 0.0})
+    decision = Decision.from_dict({**model, "request": {**model, "no_match_below": 0.0}})
     out = np.zeros(int(mask.sum()))
     idx = np.flatnonzero(mask)
     keys = list(zip(hits.dataset[idx], hits.qid[idx], strict=True))
@@ -153,78 +157,104 @@ def confidences(model: dict[str, Any], hits: DevHits, mask: np.ndarray) -> np.nd
     return out
 
 
-def top_confidence(model: dict[str, Any], hits: DevHits, mask: np.ndarray) -> dict[tuple[str, str], float]:
-    conf = confidences(model, hits, mask)
-    idx = np.flatnonzero(mask)
-    return {(str(hits.dataset[i]), str(hits.qid[i])): float(c) for i, c in zip(idx, conf, strict=True)
-            if hits.rank[i] == 1}
+def request_scores(model: dict[str, Any], hits: DevHits, mask: np.ndarray) -> dict[tuple[str, str], float]:
+    """The request model's "something fits" probability of each request under ``mask`` (its top hit's row)."""
+    from skillsearch.retrieval.confidence import Linear
+
+    linear = Linear.from_dict(model)
+    idx = np.flatnonzero(mask & (hits.rank == 1))
+    p = linear.probability(hits.x[idx]) if idx.size else np.zeros(0)
+    return {(str(hits.dataset[i]), str(hits.qid[i])): float(v) for i, v in zip(idx, p, strict=True)}
 
 
-def threshold(tops: dict[tuple[str, str], float], hits: DevHits, max_false: float) -> float:
+def threshold(tops: dict[tuple[str, str], float], requests: dict[str, dict[str, bool]], max_false: float) -> float:
     """The largest threshold under which at most ``max_false`` of each set's positive requests fall."""
     best = 1.0
-    for name, reqs in hits.requests.items():
-        pos = sorted(tops.get((name, q), 0.0) for q, positive in reqs.items() if positive)
+    for name, reqs in requests.items():
+        pos = sorted(tops[(name, q)] for q, positive in reqs.items() if positive and (name, q) in tops)
         if pos:
             k = int(np.floor(max_false * len(pos)))
             best = min(best, pos[k] if k < len(pos) else 1.0)
     return round(float(best) - 1e-6, 6)
 
 
-def summary(tops: dict[tuple[str, str], float], conf: np.ndarray, labels: np.ndarray, below: float,
-            hits: DevHits) -> dict[str, Any]:
+def abstention(tops: dict[tuple[str, str], float], requests: dict[str, dict[str, bool]],
+               below: float) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name, reqs in hits.requests.items():
+    for name, reqs in requests.items():
         pos = [tops.get((name, q), 0.0) for q, p in reqs.items() if p]
         neg = [tops.get((name, q), 0.0) for q, p in reqs.items() if not p]
         out[name] = {"positives": len(pos), "false_abstention": float(np.mean([t < below for t in pos])) if pos else None,
                      "negatives": len(neg), "abstention": float(np.mean([t < below for t in neg])) if neg else None}
-    confident = conf >= 0.8
-    out["confidence>=0.8"] = {"hits": int(confident.sum()),
-                              "right": float(labels[confident].mean()) if confident.any() else None}
     return out
 
 
-def fit_decision(hits: DevHits, features: Sequence[str] = FEATURES, folds: int = 5, seed: int = 0) -> dict[str, Any]:
-    """The decision fitted on every dev hit, with its cross-validated numbers."""
+def confident(conf: np.ndarray, labels: np.ndarray, at: float = 0.8) -> dict[str, Any]:
+    sel = conf >= at
+    return {"hits": int(sel.sum()), "right": float(labels[sel].mean()) if sel.any() else None}
+
+
+def _request_labels(hits: DevHits) -> np.ndarray:
+    return np.asarray([hits.requests[str(d)].get(str(q), False) for d, q in zip(hits.dataset, hits.qid, strict=True)])
+
+
+def fit_decision(hits: DevHits, features: Sequence[str] = FEATURES,
+                 request_features: Sequence[str] = REQUEST_FEATURES, folds: int = 5, seed: int = 0) -> dict[str, Any]:
+    """Both models fitted on every dev hit (threshold included), with cross-validated numbers."""
     w = _weights(hits.dataset)
     everything = np.ones(len(hits.y), bool)
-    model = fit_model(hits.x, hits.y, w, features)
-    tops = top_confidence(model, hits, everything)
-    below = threshold(tops, hits, MAX_FALSE_ABSTENTION)
-    fitted = summary(tops, confidences(model, hits, everything), hits.y, below, hits)
+    positive = _request_labels(hits)
+    top = hits.rank == 1
+    hit_model = fit_model(hits.x, hits.y, w, features)
+    request_model = fit_model(hits.x[top], positive[top], w[top], request_features)
+    tops = request_scores(request_model, hits, everything)
+    below = threshold(tops, hits.requests, MAX_FALSE_ABSTENTION)
+    fitted = {**abstention(tops, hits.requests, below),
+              "confidence>=0.8": confident(confidences(hit_model, hits, everything), hits.y)}
+    for name in hits.requests:
+        fitted[f"confidence>=0.8 {name}"] = confident(confidences(hit_model, hits, hits.dataset == name),
+                                                      hits.y[hits.dataset == name])
 
-    # Skills dev in folds by request; every fold's confidences from a model that never saw it.
+    # Skills dev in folds by request: each fold scored by models (and a threshold) fitted without it.
     rng = np.random.default_rng(seed)
     skill_q = np.asarray(sorted(hits.requests["skills"]))
     fold_of = dict(zip(skill_q, rng.permutation(len(skill_q)) % folds, strict=True))
     is_skills = hits.dataset == "skills"
-    cv_tops: dict[tuple[str, str], float] = {}
-    cv_conf = np.zeros(int(is_skills.sum()))
-    skills_idx = np.flatnonzero(is_skills)
+    abstained = {"positives": 0, "false": 0, "negatives": 0, "abstained": 0}
+    cv_conf, cv_y = [], []
     for k in range(folds):
-        held = is_skills & np.asarray([fold_of.get(q, -1) == k for q in hits.qid])
-        m = fit_model(hits.x[~held], hits.y[~held], w[~held], features)
-        train_tops = top_confidence(m, hits, ~held)
-        b = threshold(train_tops, hits, MAX_FALSE_ABSTENTION)
-        held_tops = top_confidence(m, hits, held)
-        cv_tops.update({key: v + (below - b) for key, v in held_tops.items()})  # each fold at its own threshold
-        cv_conf[np.isin(skills_idx, np.flatnonzero(held))] = confidences(m, hits, held)
-    cv = summary(cv_tops, cv_conf, hits.y[is_skills], below, hits)["skills"]
-    cv["confidence>=0.8"] = {"hits": int((cv_conf >= 0.8).sum()),
-                             "right": float(hits.y[is_skills][cv_conf >= 0.8].mean()) if (cv_conf >= 0.8).any() else None}
+        held = is_skills & np.asarray([fold_of.get(str(q), -1) == k for q in hits.qid])
+        hm = fit_model(hits.x[~held], hits.y[~held], w[~held], features)
+        train = ~held & top
+        rm = fit_model(hits.x[train], positive[train], w[train], request_features)
+        b = threshold(request_scores(rm, hits, ~held), hits.requests, MAX_FALSE_ABSTENTION)
+        for (_, q), v in request_scores(rm, hits, held).items():
+            pos = hits.requests["skills"][q]
+            abstained["positives" if pos else "negatives"] += 1
+            abstained["false" if pos else "abstained"] += int(v < b)
+        cv_conf.append(confidences(hm, hits, held))
+        cv_y.append(hits.y[held])
+    cv = {"skills": {"positives": abstained["positives"],
+                     "false_abstention": abstained["false"] / max(abstained["positives"], 1),
+                     "negatives": abstained["negatives"],
+                     "abstention": abstained["abstained"] / max(abstained["negatives"], 1)},
+          "confidence>=0.8": confident(np.concatenate(cv_conf), np.concatenate(cv_y))}
 
-    # Leave one dataset out: fitted (model and threshold) on the other two, scored on it.
+    # Leave one dataset out: both models and the threshold fitted on the other two, scored on it (the request
+    # model needs negatives, which only the skills set has, so it is always fitted with the skills set).
     lodo: dict[str, Any] = {}
     for name in hits.requests:
         held = hits.dataset == name
-        m = fit_model(hits.x[~held], hits.y[~held], w[~held], features)
-        others = DevHits(hits.dataset, hits.qid, hits.rank, hits.x, hits.y,
-                         {n: r for n, r in hits.requests.items() if n != name})
-        b = threshold(top_confidence(m, hits, ~held), others, MAX_FALSE_ABSTENTION)
-        only = DevHits(hits.dataset, hits.qid, hits.rank, hits.x, hits.y, {name: hits.requests[name]})
-        lodo[name] = summary(top_confidence(m, hits, held), confidences(m, hits, held), hits.y[held], b, only)
-    return {**model, "no_match_below": below,
+        hm = fit_model(hits.x[~held], hits.y[~held], w[~held], features)
+        block: dict[str, Any] = {"confidence>=0.8": confident(confidences(hm, hits, held), hits.y[held])}
+        if name != "skills":
+            train = ~held & top
+            rm = fit_model(hits.x[train], positive[train], w[train], request_features)
+            others = {n: r for n, r in hits.requests.items() if n != name}
+            b = threshold(request_scores(rm, hits, ~held), others, MAX_FALSE_ABSTENTION)
+            block.update(abstention(request_scores(rm, hits, held), {name: hits.requests[name]}, b))
+        lodo[name] = block
+    return {**hit_model, "request": {**request_model, "no_match_below": below},
             "fitted_on": {n: len(r) for n, r in hits.requests.items()},
             "dev": fitted, "cv_skills_5fold": cv, "leave_one_dataset_out": lodo}
 

@@ -16,8 +16,10 @@ the fitting uses scikit-learn, this module only applies the stored coefficients)
 - ``log_rank``: the log of the hit's rank in the answer.
 
 Scores are then made monotone with rank (each hit's confidence is at most the one above it), so a caller
-reading "confidence >= x" always gets a prefix of the list. ``no_match``: the top hit's confidence is
-under the decision's ``no_match_below`` (chosen on dev so that about 1 % of positive requests abstain).
+reading "confidence >= x" always gets a prefix of the list. ``no_match``: a second logistic model, over the
+top hit's :data:`REQUEST_FEATURES`, fitted to tell requests some skill fits from requests none does (the
+skills dev set's negatives), says the request fits nothing: its probability is under ``no_match_below``,
+the largest threshold that makes at most 1 % of each dev set's positive requests abstain.
 
 The fitted numbers are packaged in ``decisions.json`` (one entry per encoder name) and copied into the
 index's calibration (``manifest.json`` -> ``calibration.decision``) when the index is calibrated; search reads
@@ -42,47 +44,64 @@ if TYPE_CHECKING:
     from skillsearch.retrieval.search import Hit, SearchRequest
 
 __all__ = [
-    "DECISION_VERSION", "FEATURES", "MULTILINGUAL_OFF", "Decision", "decision_of", "feature_matrix", "judge",
-    "packaged_decision", "unreadable_language_notice",
+    "DECISION_VERSION", "FEATURES", "MULTILINGUAL_OFF", "REQUEST_FEATURES", "Decision", "Linear", "decision_of",
+    "feature_matrix", "judge", "packaged_decision", "unreadable_language_notice",
 ]
 
 DECISION_VERSION = 1
 FEATURES: tuple[str, ...] = ("cos", "cos_gap", "cos_margin", "lex", "lex_top", "coverage", "agree", "log_rank")
+# What the "does anything fit?" model reads: the top hit's own numbers and the request's.
+REQUEST_FEATURES: tuple[str, ...] = ("cos", "cos_margin", "lex", "lex_top", "coverage", "agree")
 # BM25 over the request's IDF mass can exceed 1 (two fields, term frequency); capped so that an odd request
 # cannot push the linear model far outside the range it was fitted on.
 LEX_CAP = 3.0
 
 
 @dataclass(frozen=True)
-class Decision:
-    """A fitted logistic model over :data:`FEATURES` (standardised by ``mean``/``scale``)."""
+class Linear:
+    """A fitted logistic model over some of :data:`FEATURES`, standardised by ``mean``/``scale``."""
 
     features: tuple[str, ...]
     mean: np.ndarray
     scale: np.ndarray
     coef: np.ndarray
     intercept: float
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Linear:
+        return cls(tuple(data["features"]), np.asarray(data["mean"], np.float64),
+                   np.asarray(data["scale"], np.float64), np.asarray(data["coef"], np.float64),
+                   float(data["intercept"]))
+
+    def probability(self, x: np.ndarray) -> np.ndarray:
+        cols = [FEATURES.index(f) for f in self.features]
+        z = (np.atleast_2d(x)[:, cols] - self.mean) / np.where(self.scale == 0, 1.0, self.scale)
+        return np.asarray(1.0 / (1.0 + np.exp(-(z @ self.coef + self.intercept))))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Two fitted models: ``hit`` gives each hit its confidence, ``request`` (over the top hit's row of
+    :data:`REQUEST_FEATURES`) the probability that anything fits; under ``no_match_below`` the answer is
+    ``no_match``."""
+
+    hit: Linear
+    request: Linear
     no_match_below: float
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Decision:
-        return cls(
-            tuple(data["features"]),
-            np.asarray(data["mean"], np.float64),
-            np.asarray(data["scale"], np.float64),
-            np.asarray(data["coef"], np.float64),
-            float(data["intercept"]),
-            float(data["no_match_below"]),
-        )
+        return cls(Linear.from_dict(data), Linear.from_dict(data["request"]), float(data["request"]["no_match_below"]))
 
     def confidences(self, x: np.ndarray) -> np.ndarray:
         """One confidence per row of ``x`` (hits best first), never higher than the row above."""
         if not len(x):
             return np.zeros(0)
-        cols = [FEATURES.index(f) for f in self.features]
-        z = (x[:, cols] - self.mean) / np.where(self.scale == 0, 1.0, self.scale)
-        p = 1.0 / (1.0 + np.exp(-(z @ self.coef + self.intercept)))
-        return np.asarray(np.minimum.accumulate(p))
+        return np.asarray(np.minimum.accumulate(self.hit.probability(x)))
+
+    def fits(self, x: np.ndarray) -> float:
+        """The probability that some skill fits the request, from the top hit's row of ``x``."""
+        return float(self.request.probability(x[:1])[0]) if len(x) else 0.0
 
 
 _PARSED: dict[int, tuple[Any, Decision | None]] = {}
@@ -172,7 +191,7 @@ def judge(
         return [replace(h, features=f) for h, f in zip(hits, named, strict=True)], None
     conf = decision.confidences(x)
     out = [replace(h, confidence=round(float(p), 4), features=f) for h, p, f in zip(hits, conf, named, strict=True)]
-    if abstain and float(conf[0]) < decision.no_match_below:
+    if abstain and decision.fits(x) < decision.no_match_below:
         return [], "low_confidence"
     if request.min_confidence is not None:
         out = [h for h in out if (h.confidence or 0.0) >= request.min_confidence]
