@@ -212,7 +212,7 @@ def run_search(
     reason = None
     if request.mode == "lexical":
         keep = lexical_rank > 0
-    elif (decision is None and settings.abstain and notice is None and not (lexical_rank > 0).any()
+    elif (settings.abstain and notice is None and not (lexical_rank > 0).any()
           and (semantic.size == 0 or float(semantic.max()) < threshold)):
         keep, reason = np.zeros(rows.size, dtype=bool), "no_good_match"
     order = np.argsort(-fused, kind="stable")
@@ -247,8 +247,12 @@ def run_search(
         hits_out.insert(0, hits_out.pop(named))
         picked.insert(0, picked.pop(named))
     exact = exact or named is not None
+    # The decision was fitted on unfiltered searches: a kind or tag filter changes the candidate set its
+    # features describe, so such a request keeps only the floor rule above (its hits still get confidences).
+    abstain_by_decision = (settings.abstain and notice is None and not exact and not request.kind
+                           and not request.tags)
     if request.mode == "hybrid" and hits_out:
-        hits_out, reason = judge(hits_out, picked, cands, request, decision, settings.abstain and notice is None and not exact,
+        hits_out, reason = judge(hits_out, picked, cands, request, decision, abstain_by_decision,
                                  lexical=lexical, searcher=snapshot.searcher)
     return SearchResult(
         hits=hits_out,
