@@ -111,7 +111,7 @@ class Catalog:
         return catalog
 
     def is_empty(self) -> bool:
-        return self.store.count() == 0 and not self.store.all_sync_states()
+        return self.store.count() == 0 and not self.store.sync.states()
 
     @property
     def encoder(self) -> Encoder:
@@ -263,10 +263,8 @@ class Catalog:
             principal,
             snapshot=snapshot,
             lexical=idx.lexical,
-            encoder=self.encoder,
             store=self.store,
             settings=self.settings,
-            calibration=idx.calibration,
         )
         self._results.put(key, result)
         return result

@@ -38,6 +38,7 @@ import numpy as np
 
 from skillsearch.core.fusion import Candidates
 from skillsearch.core.language import is_foreign
+from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.lexical import LexicalIndex
 
 if TYPE_CHECKING:
@@ -168,9 +169,9 @@ MULTILINGUAL_OFF = (
 )
 
 
-def unreadable_language_notice(encoder: Any, query: str) -> str | None:
+def unreadable_language_notice(encoder: Encoder, query: str) -> str | None:
     """The notice for a request the encoder cannot read (not English, encoder not multilingual), else None."""
-    if getattr(encoder, "multilingual", False) or not is_foreign(query):
+    if encoder.multilingual or not is_foreign(query):
         return None
     return MULTILINGUAL_OFF.format(name=encoder.name)
 
