@@ -72,7 +72,8 @@ def _chart(report: Mapping[str, Any], path: Path) -> None:
 
     s = report["scores"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=110)
-    groups = [("English", s["english"]), ("x-lingual", s["crosslingual"]), *s["by_style"].items()]
+    groups = [("English", s["english"]), ("x-lingual", s["crosslingual"]),
+              *((k, v) for k, v in s["by_style"].items() if k != "crosslingual")]
     metrics = ("hit@1", "hit@5", "mrr@10")
     width = 0.8 / len(metrics)
     for i, m in enumerate(metrics):
