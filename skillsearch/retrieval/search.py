@@ -13,8 +13,12 @@
    route's numbers.
 5. ``no_match``: when no candidate matches lexically and the best cosine is under the encoder's
    dev-measured threshold (``Encoder.no_match_cosine``) or else its calibrated one, nothing is a good
-   match and the list is left empty rather than padded with noise. The decision is per query, not per hit,
-   so a good match never loses its weaker neighbours.
+   match and the list is left empty rather than padded with noise; so it is when the fitted decision
+   (``skillsearch/retrieval/confidence.py``) says nothing fits (``no_match_reason`` says which). The
+   decision is per query, not per hit, so a good match never loses its weaker neighbours. Every hybrid
+   hit gets a ``confidence`` (monotone with rank); ``min_confidence`` cuts the list. A request that is
+   exactly a skill's slug or name ranks it first and is never refused; a request the encoder cannot read
+   gets a ``notice`` instead of a ``no_match``.
 """
 
 from __future__ import annotations
