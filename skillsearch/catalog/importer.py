@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pydantic
-import yaml
 
+from skillsearch.catalog.skill_md import FRONT_MATTER, FrontMatterError, load_front_matter
 from skillsearch.core.domain import SLUG_PATTERN, FlowStep, Parameter, Resource, ResourceKind, Revision, SkillContent
 from skillsearch.core.hashing import stable_id
 
@@ -35,7 +35,6 @@ __all__ = ["ImportProblem", "ParsedImport", "parse_path", "slugify"]
 
 MAX_NAME = 64
 MAX_RESOURCE_BYTES = 5 * 1024 * 1024
-_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)(.*)\Z", re.DOTALL)
 _TEXT_TYPES = ("text/", "application/json", "application/x-yaml", "application/yaml", "application/xml")
 
 
@@ -128,6 +127,8 @@ def _content(entry: dict[str, Any], source: str, grant: str, resources: list[Res
             steps=tuple(FlowStep(**s) if isinstance(s, dict) else s for s in entry.get("steps") or ()),
             parameters=tuple(Parameter(**p) if isinstance(p, dict) else p for p in entry.get("parameters") or ()),
             metadata=entry.get("metadata") or {},
+            skill_md=entry.get("skill_md") or "",
+            frontmatter=entry.get("frontmatter") or {},
         )
         return SkillContent(
             skill_id=str(entry.get("skill_id") or stable_id("sk", grant, slug)),
@@ -172,21 +173,22 @@ def _folder_resources(skill_dir: Path) -> list[Resource]:
 
 
 def _parse_skill_dir(skill_dir: Path, source: str, grant: str) -> SkillContent:
+    raw = (skill_dir / "SKILL.md").read_bytes()
+    if len(raw) > MAX_RESOURCE_BYTES:
+        raise ValueError(f"SKILL.md is {len(raw)} bytes, over the limit of {MAX_RESOURCE_BYTES}")
     try:
-        text = (skill_dir / "SKILL.md").read_text(encoding="utf-8")
+        authored = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError("SKILL.md is not UTF-8 text") from None
-    match = _FRONT_MATTER.match(text.lstrip("\ufeff"))
+    # The fields search uses come from the text with universal newlines (as before); the bytes are kept as is.
+    text = authored.replace("\r\n", "\n").replace("\r", "\n")
+    match = FRONT_MATTER.match(text.lstrip("\ufeff"))
     if not match:
         raise ValueError("no YAML front matter (the file must start with a line '---')")
     try:
-        meta = yaml.safe_load(match.group(1))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 2}" if mark is not None else ""
-        raise ValueError(f"bad front matter{where}: {getattr(exc, 'problem', exc)}") from None
-    if not isinstance(meta, dict):
-        raise ValueError("bad front matter: expected a mapping of keys to values")
+        meta = load_front_matter(match.group(1))
+    except FrontMatterError as exc:
+        raise ValueError(str(exc)) from None
     metadata: dict[str, Any] = meta["metadata"] if isinstance(meta.get("metadata"), dict) else {}
     tags = meta.get("tags") or metadata.get("tags") or []
     if isinstance(tags, str):
@@ -202,6 +204,8 @@ def _parse_skill_dir(skill_dir: Path, source: str, grant: str) -> SkillContent:
         "version": meta.get("version") or (metadata.get("version") if metadata else None),
         "instructions": match.group(2).strip(),
         "metadata": json.loads(json.dumps(extra, default=str)),
+        "skill_md": authored,
+        "frontmatter": meta,
     }
     return _content(entry, source, grant, _folder_resources(skill_dir))
 

@@ -149,6 +149,8 @@ def _revision_from_row(row: sqlite3.Row) -> Revision:
         steps=tuple(FlowStep(**s) for s in body["steps"]),
         parameters=tuple(Parameter(**p) for p in body["parameters"]),
         metadata=body.get("metadata", {}),
+        skill_md=body.get("skill_md", ""),
+        frontmatter=body.get("frontmatter", {}),
     )
 
 
@@ -273,6 +275,8 @@ class CatalogStore:
                     "steps": [s.model_dump() for s in rev.steps],
                     "parameters": [p.model_dump() for p in rev.parameters],
                     "metadata": rev.metadata,
+                    "skill_md": rev.skill_md,
+                    "frontmatter": rev.frontmatter,
                 }
                 conn.execute(
                     "INSERT INTO revisions (revision_id, skill_id, version, created_at, canonical_hash, body)"

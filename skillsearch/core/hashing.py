@@ -23,7 +23,7 @@ def canonical_json(value: Any) -> bytes:
 
 def canonical_hash(revision: Revision, resources: Iterable[Resource]) -> str:
     """sha256 of everything the revision says, resources by their content hash (design section 1)."""
-    body = {
+    body: dict[str, Any] = {
         "version": revision.version,
         "name": revision.name,
         "description": revision.description,
@@ -39,6 +39,11 @@ def canonical_hash(revision: Revision, resources: Iterable[Resource]) -> str:
             key=lambda r: r["path"],
         ),
     }
+    # Only when present, so revisions written before SKILL.md bytes were kept keep their hash.
+    if revision.skill_md:
+        body["skill_md"] = revision.skill_md
+    if revision.frontmatter:
+        body["frontmatter"] = revision.frontmatter
     return sha256_hex(canonical_json(body))
 
 

@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 
 import anyio
 import pydantic
+from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.transport_security import TransportSecuritySettings
@@ -35,6 +36,7 @@ from starlette.applications import Starlette
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import AccessDeniedError, SkillSearchError, ValidationError
 from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
+from skillsearch.mcp.skills_extension import TTL_MS, for_server, install
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, error_envelope
@@ -62,6 +64,7 @@ principal, or raises :class:`~skillsearch.core.errors.UnauthenticatedError`."""
 CatalogSource = Catalog | Callable[[], Catalog]
 """An open catalog (shared, left open) or a factory the lifespan calls once and closes at shutdown."""
 
+_HINTED: tuple[CacheableMethod, ...] = ("tools/list", "prompts/list", "resources/templates/list")
 READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False, open_world_hint=False)
 
 INSTRUCTIONS = """\
@@ -70,7 +73,10 @@ A catalog of skills: reusable know-how (kind 'knowledge': instructions to read) 
 with get_skill, and for a flow template call resolve_skill with its parameters, then issue each resolved
 step yourself with your own tools. Nothing here executes steps or changes skills. recall_cloud_skill is
 the same catalog as progressive disclosure: query -> descriptors, skill_id/slug -> root manifest,
-revision_id + resource -> one file of that exact revision."""
+revision_id + resource -> one file of that exact revision.
+Every skill is also served by the MCP Skills extension (io.modelcontextprotocol/skills): each search hit,
+list item, get_skill and recall answer carries its skill_uri (skill://<grant type>/<grant id>/<slug>/SKILL.md),
+which skills/get describes (front matter, files with sha256 digests) and resources/read loads, byte for byte."""
 
 
 @dataclass(frozen=True)
@@ -169,7 +175,12 @@ def build_mcp_server(
             if opened is not None:
                 opened.close()
 
-    server = _Server(name=name, instructions=INSTRUCTIONS, lifespan=lifespan, log_level=log_level)
+    skills = for_server(lambda ctx: ctx.lifespan_context, provider, catalog_scope=catalog_scope,
+                        fixed_principal=isinstance(principal_provider, Principal))
+    hint = CacheHint(ttl_ms=TTL_MS, scope=skills.cache_scope)
+    server = _Server(name=name, instructions=INSTRUCTIONS, lifespan=lifespan, log_level=log_level,
+                     extensions=[skills], cache_hints={m: hint for m in _HINTED})
+    install(server, skills)
 
     def call(tool: str, ctx: Context[ServerState, Any], work: Callable[[Catalog, Principal], BaseModel]) -> CallToolResult:
         try:

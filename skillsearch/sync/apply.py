@@ -15,6 +15,7 @@ Why it is shaped like this:
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import Any
 
 import pydantic
 
+from skillsearch.catalog.skill_md import FrontMatterError, parse_skill_md
 from skillsearch.catalog.store import CatalogStore, SyncState, utc_now
 from skillsearch.core.domain import Resource, Revision, SkillContent
 from skillsearch.retrieval.indexer import IndexStats, SearchIndex
@@ -72,9 +74,23 @@ def _error_text(exc: pydantic.ValidationError) -> str:
     return "; ".join(parts)
 
 
+def _json_object(value: dict[str, Any]) -> dict[str, Any]:
+    """Upstream's front matter object, kept only as far as JSON can carry it (it arrived as JSON)."""
+    out = json.loads(json.dumps(value, default=str))
+    assert isinstance(out, dict)
+    return out
+
+
 def to_content(item: UpsertItem, sub: SubscriptionConfig) -> SkillContent:
     """The wire item as the store's :class:`SkillContent`; ``ValueError`` with a reason when invalid."""
     rev = item.revision
+    if rev.skill_md is not None:
+        try:
+            front, _ = parse_skill_md(rev.skill_md)
+        except FrontMatterError as exc:
+            raise ValueError(f"revision.skill_md: {exc}") from None
+        if not isinstance(front.get("name"), str) or not isinstance(front.get("description"), str):
+            raise ValueError("revision.skill_md: its front matter needs a name and a description")
     try:
         resources = tuple(
             Resource(path=r.path, kind=r.kind, media_type=r.media_type, content=r.data()) for r in item.resources
@@ -95,6 +111,8 @@ def to_content(item: UpsertItem, sub: SubscriptionConfig) -> SkillContent:
                 steps=tuple(rev.steps),
                 parameters=tuple(rev.parameters),
                 metadata=rev.metadata,
+                skill_md=rev.skill_md or "",
+                frontmatter=front if rev.skill_md is not None else _json_object(rev.frontmatter or {}),
             ),
             resources=resources,
         )
