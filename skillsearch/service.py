@@ -23,6 +23,7 @@ from skillsearch.core.domain import GRANT_PATTERN, Principal
 from skillsearch.core.errors import UpstreamUnavailableError, ValidationError
 from skillsearch.core.lru import LRU
 from skillsearch.core.settings import Settings
+from skillsearch.core.skill_uri import skill_uri
 from skillsearch.core.views import (
     Explanation,
     ListResponse,
@@ -108,6 +109,12 @@ class Catalog:
         if (settings.seed_sample if seed is None else seed) and catalog.is_empty():
             catalog.import_sample(progress)
         catalog.index(progress)
+        if legacy := catalog.store.revisions_without_skill_md():
+            log.warning(
+                "%d skills were stored before skillsearch kept each SKILL.md as authored: the MCP Skills extension "
+                "serves them a SKILL.md rendered from their parsed fields. To serve the authored bytes, import "
+                "their folders again (`skillsearch import PATH --source SOURCE --grant GRANT`); synced skills get "
+                "theirs with their next upstream change.", legacy)
         return catalog
 
     def is_empty(self) -> bool:
@@ -289,6 +296,7 @@ class Catalog:
                     tags=list(h.skill.tags),
                     score=round(h.score, 6),
                     explanation=Explanation(**h.explanation),
+                    skill_uri=skill_uri(h.skill.grant, h.skill.slug),
                 )
                 for h in result.hits
             ],

@@ -497,6 +497,14 @@ class CatalogStore:
         ).fetchall()
         return [_skill_from_row(r) for r in rows]
 
+    def revisions_without_skill_md(self) -> int:
+        """Current revisions written before revisions kept their SKILL.md (no ``skill_md`` key in the body)."""
+        row = self._conn().execute(
+            "SELECT COUNT(*) FROM skills s JOIN revisions r ON r.revision_id = s.current_revision_id"
+            " WHERE json_type(r.body, '$.skill_md') IS NULL"
+        ).fetchone()
+        return int(row[0])
+
     def revision(self, revision_id: str) -> Revision | None:
         row = self._conn().execute("SELECT * FROM revisions WHERE revision_id = ?", (revision_id,)).fetchone()
         return _revision_from_row(row) if row else None

@@ -78,6 +78,11 @@ def wire_item(content: SkillContent, status: str = "active") -> dict[str, Any]:
             "content": text if text is not None else base64.b64encode(r.content).decode("ascii"),
             "sha256": hashlib.sha256(r.content).hexdigest(),
         })
+    authored: dict[str, Any] = {}
+    if rev.skill_md:
+        authored["skill_md"] = rev.skill_md
+    elif rev.frontmatter:
+        authored["frontmatter"] = rev.frontmatter
     return {
         "op": "upsert",
         "skill": {"skill_id": content.skill_id, "slug": content.slug, "status": status, "updated_at": utc_now()},
@@ -86,6 +91,7 @@ def wire_item(content: SkillContent, status: str = "active") -> dict[str, Any]:
             "description": rev.description, "kind": rev.kind, "tags": list(rev.tags),
             "instructions": rev.instructions, "steps": [s.model_dump() for s in rev.steps],
             "parameters": [p.model_dump(exclude_none=True) for p in rev.parameters], "metadata": rev.metadata,
+            **authored,
         },
         "resources": resources,
     }

@@ -22,16 +22,15 @@ import binascii
 import hashlib
 import hmac
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from urllib.parse import quote, unquote
 
 from skillsearch.catalog.skill_md import served_skill_md, template_json
 from skillsearch.catalog.store import CatalogStore
-from skillsearch.core.domain import SLUG_PATTERN, Principal, Resource, Revision, Skill
+from skillsearch.core.domain import Principal, Resource, Revision, Skill
 from skillsearch.core.errors import SkillSearchError
 from skillsearch.core.hashing import canonical_hash, sha256_hex
+from skillsearch.core.skill_uri import SKILL_MD, SkillAddress, parse_skill_uri, skill_uri
 from skillsearch.core.visibility import is_visible, visible_grants
 
 __all__ = [
@@ -51,13 +50,8 @@ __all__ = [
     "skill_uri",
 ]
 
-SKILL_MD = "SKILL.md"
 TEMPLATE_JSON = "template.json"
-SCHEME = "skill://"
 MAX_PAGE = 100
-_GRANT_TYPES = ("sub", "team", "user")
-_PCHAR_SAFE = "!$&'()*+,;=:@~"
-_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
 
 class UnknownUriError(SkillSearchError):
@@ -76,46 +70,6 @@ class ContentIntegrityError(SkillSearchError):
     """Stored bytes no longer match their stored digest: refused rather than served with a wrong digest."""
 
     code = "INTERNAL"
-
-
-@dataclass(frozen=True)
-class SkillAddress:
-    grant: str
-    slug: str
-    path: str  # "" for the skill's root directory
-
-    @property
-    def root(self) -> str:
-        return skill_uri(self.grant, self.slug, "")
-
-
-def _segment(text: str) -> str:
-    quoted = quote(text, safe=_PCHAR_SAFE)
-    return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
-
-
-def skill_uri(grant: str, slug: str, path: str = SKILL_MD) -> str:
-    """The URI of one file (or, with ``path=""``, the root directory) of the skill ``slug`` in ``grant``."""
-    kind, _, ident = grant.partition(":")
-    base = f"{SCHEME}{kind}/{_segment(ident)}/{slug}"
-    return f"{base}/{'/'.join(_segment(p) for p in path.split('/'))}" if path else base
-
-
-def parse_skill_uri(uri: str) -> SkillAddress | None:
-    """The address of a canonical skill URI, or ``None`` for anything else (no partial guesses)."""
-    if not isinstance(uri, str) or not uri.startswith(SCHEME) or len(uri) > 2048:
-        return None
-    parts = uri[len(SCHEME):].split("/")
-    if len(parts) < 3 or parts[0] not in _GRANT_TYPES:
-        return None
-    ident, slug = unquote(parts[1]), parts[2]
-    if not _ID.match(ident) or not SLUG_PATTERN.match(slug):
-        return None
-    path = "/".join(unquote(p) for p in parts[3:])
-    if any(p in ("", ".", "..") for p in path.split("/")) and path:
-        return None
-    address = SkillAddress(f"{parts[0]}:{ident}", slug, path)
-    return address if skill_uri(address.grant, slug, path) == uri else None
 
 
 @dataclass(frozen=True)
