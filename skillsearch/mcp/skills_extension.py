@@ -140,6 +140,11 @@ class SkillsExtension(Extension):
             raise MCPError(code=INTERNAL_ERROR, message=exc.message, data=exc.details or None) from None
         except SkillSearchError as exc:
             raise MCPError(code=INTERNAL_ERROR, message=exc.message, data=exc.to_dict()) from None
+        except MCPError:
+            raise
+        except Exception:
+            log.exception("%s failed", ctx.method)
+            raise MCPError(code=INTERNAL_ERROR, message="internal error: the server log has the details") from None
 
     def _cache(self) -> dict[str, Any]:
         return {"ttlMs": TTL_MS, "cacheScope": self.cache_scope}
