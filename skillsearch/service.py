@@ -44,6 +44,7 @@ from skillsearch.sync.runner import SyncReport, sync_subscription
 from skillsearch.sync.status import SyncStatus, sync_status
 from skillsearch.sync.webhook import apply_event
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
+from skillsearch.usecases.skill_files import revisions_without_skill_md
 
 __all__ = ["Catalog", "ImportReport", "sample_catalog_dir"]
 
@@ -109,7 +110,7 @@ class Catalog:
         if (settings.seed_sample if seed is None else seed) and catalog.is_empty():
             catalog.import_sample(progress)
         catalog.index(progress)
-        if legacy := catalog.store.revisions_without_skill_md():
+        if legacy := revisions_without_skill_md(catalog.store):
             log.warning(
                 "%d skills were stored before skillsearch kept each SKILL.md as authored: the MCP Skills extension "
                 "serves them a SKILL.md rendered from their parsed fields. To serve the authored bytes, import "
@@ -118,7 +119,7 @@ class Catalog:
         return catalog
 
     def is_empty(self) -> bool:
-        return self.store.count() == 0 and not self.store.all_sync_states()
+        return self.store.count() == 0 and not self.store.sync.states()
 
     @property
     def encoder(self) -> Encoder:
@@ -270,10 +271,8 @@ class Catalog:
             principal,
             snapshot=snapshot,
             lexical=idx.lexical,
-            encoder=self.encoder,
             store=self.store,
             settings=self.settings,
-            calibration=idx.calibration,
         )
         self._results.put(key, result)
         return result

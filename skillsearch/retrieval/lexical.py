@@ -43,10 +43,10 @@ import tantivy
 
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.core.hashing import sha256_hex
-from skillsearch.core.language import FRENCH_WORDS, is_french
+from skillsearch.core.language import FRENCH_WORDS, cjk_runs, is_french
 
 __all__ = [
-    "FIELD_BOOSTS", "FRENCH_BOOSTS", "FRENCH_MODES", "LexicalDoc", "LexicalHits", "LexicalIndex", "cjk_runs",
+    "FIELD_BOOSTS", "FRENCH_BOOSTS", "FRENCH_MODES", "LexicalDoc", "LexicalHits", "LexicalIndex", "Searcher",
     "skill_key", "split_identifiers",
 ]
 
@@ -85,7 +85,9 @@ WRITER_HEAP_PER_CHAR = 4
 #   docs:   French documents / every request              all:  every document / every request
 FRENCH_MODES = ("detect", "both", "docs", "all", "off")
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff66-\uff9f]+")
+# What one search reads (a point-in-time view of the index), for modules that hold one without using tantivy.
+Searcher = tantivy.Searcher
+
 _HIRAGANA = re.compile(r"[\u3040-\u309f]+")
 _NON_WORD = re.compile(r"[^\w]+", re.UNICODE)
 
@@ -103,10 +105,6 @@ def split_identifiers(text: str) -> str:
 
 def skill_key(skill_id: str) -> int:
     return int(sha256_hex(skill_id.encode("utf-8"))[:15], 16)
-
-
-def cjk_runs(text: str) -> list[str]:
-    return _CJK.findall(text)
 
 
 def _bigrams(run: str) -> list[str]:
@@ -234,6 +232,15 @@ class LexicalIndex:
         self.field_boosts: dict[str, float] = dict(FIELD_BOOSTS)
         self._writer: Any = None
         self._lock = Lock()
+
+    def drops_a_matching_term(self, text: str, searcher: tantivy.Searcher) -> bool:
+        """Whether the common-term rule leaves out of this request a term that some document matches
+        (what ``benchmarks/tuning/common_terms.py`` counts)."""
+        terms = sorted(set(self._english.analyze(text.lower())))
+        matching = {t for t in terms if searcher.doc_freq("all", t) > 0}
+        if len(terms) <= SHORT_REQUEST_TERMS or not matching:
+            return False
+        return set(_informative_terms(terms, searcher)) != matching
 
     # -- writes -----------------------------------------------------------------------------------
 

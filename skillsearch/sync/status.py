@@ -35,7 +35,7 @@ class SyncStatus(BaseModel):
 def sync_status(store: CatalogStore, config: SyncConfig, poller: dict[str, dict[str, Any]] | None = None) -> SyncStatus:
     out = []
     for sub in config.subscriptions:
-        state = store.sync_state(sub.source)
+        state = store.sync.state(sub.source)
         ids = store.skill_ids_of_source(sub.source)
         skills = store.skills(ids)
         active = sum(1 for s in skills.values() if s.status == "active")

@@ -46,6 +46,7 @@ __all__ = [
     "entries_page",
     "parse_skill_uri",
     "read_file",
+    "revisions_without_skill_md",
     "skill_entry",
     "skill_uri",
 ]
@@ -212,6 +213,16 @@ def directory_children(store: CatalogStore, principal: Principal, uri: str) -> l
     if not children:  # a file, or nothing at all
         raise UnknownUriError(f"{uri} is not a directory resource", {"uri": uri})
     return [children[k] for k in sorted(children)]
+
+
+def revisions_without_skill_md(store: CatalogStore) -> int:
+    """Current revisions written before revisions kept their SKILL.md (no ``skill_md`` key in the body): they
+    are served a rendered SKILL.md until imported again."""
+    row = store.connection().execute(
+        "SELECT COUNT(*) FROM skills s JOIN revisions r ON r.revision_id = s.current_revision_id"
+        " WHERE json_type(r.body, '$.skill_md') IS NULL"
+    ).fetchone()
+    return int(row[0])
 
 
 # -- listing, with cursors bound to the caller ---------------------------------------------------------
