@@ -144,7 +144,7 @@ async def test_a_flow_template_gets_a_rendered_skill_md_and_its_template_json(op
         entry = (await call(operator, "skills/get", {"uri": f"{base}/SKILL.md"}))["skill"]
         files = await verify_entry(operator, entry)
         detail = ok(await operator.call_tool("get_skill", {"skill_id": skill.skill_id}))
-        template = json.loads(files[f"{base}/template.json"])
+        template = json.loads(files[f"{base}/assets/template.json"])
         assert template["steps"] == detail["steps"]
         assert [p["name"] for p in template["parameters"]] == [p["name"] for p in detail["parameters"]]
         text = files[f"{base}/SKILL.md"].decode()

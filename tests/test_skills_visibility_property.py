@@ -58,7 +58,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Catalog, d
 def _uris(content: SkillContent) -> list[str]:
     files = ["SKILL.md", *(r.path for r in content.resources)]
     if content.revision.kind == "flow_template":
-        files.append("template.json")
+        files.append("assets/template.json")
     return [skill_uri(content.grant, content.slug, f) for f in files] + [skill_uri(content.grant, content.slug, "")]
 
 

@@ -12,7 +12,7 @@ must be a pure function of the stored revision:
 - any other revision (a bundle entry, a flow template, an upstream revision without ``skill_md``) is rendered:
   front matter ``name`` = slug, ``description``, then the rest of its authored ``frontmatter``; the body is
   the instructions, or for a flow template its parameters and steps as markdown (the machine-readable form is
-  the ``template.json`` resource, :func:`template_json`).
+  the ``assets/template.json`` resource (``assets/`` is where Agent Skills keep templates), :func:`template_json`).
 
 Front matter from outside is hostile: aliases are refused (``yaml.safe_load`` would expand a few hundred bytes
 into a billion objects) and values are reduced to JSON (dates become ISO strings, other tags their text).
@@ -120,7 +120,7 @@ def _flow_body(revision: Revision) -> str:
     if revision.instructions.strip():
         parts.append(revision.instructions.strip())
     parts.append("This is a flow template: call each step's tool yourself, in order, with `{param}` placeholders "
-                 "filled in. The same template, machine-readable, is [template.json](template.json).")
+                 "filled in. The same template, machine-readable, is [assets/template.json](assets/template.json).")
     if revision.parameters:
         rows = "\n".join(_param_row(p) for p in revision.parameters)
         parts.append(f"## Parameters\n\n| name | type | required | default | description |\n| --- | --- | --- | --- | --- |"

@@ -6,11 +6,11 @@ The two prefix segments are the skill's grant (``team:data``), so two grants' sk
 share a URI, and the last skill-path segment is the slug, which is the served SKILL.md's ``name``. The files:
 
 - ``SKILL.md``: :func:`~skillsearch.catalog.skill_md.served_skill_md` of the current revision;
-- ``template.json`` for a flow template (its steps and parameters), unless the revision has a file of that name;
+- ``assets/template.json`` for a flow template (its steps and parameters), unless the revision has a file of that name;
 - every stored resource of the current revision, with its stored sha256 and size.
 
 Integrity: a stored resource whose bytes no longer hash to its stored digest, or a revision whose stored body no
-longer gives its canonical hash (SKILL.md and template.json are derived from it), is refused with
+longer gives its canonical hash (SKILL.md and assets/template.json are derived from it), is refused with
 :class:`ContentIntegrityError`, never served with a digest that does not describe it. A skill the caller may not
 see, and every URI under it, is :class:`UnknownUriError` with the same message as a URI that never existed.
 """
@@ -51,7 +51,7 @@ __all__ = [
     "skill_uri",
 ]
 
-TEMPLATE_JSON = "template.json"
+TEMPLATE_JSON = "assets/template.json"
 MAX_PAGE = 100
 
 
