@@ -44,7 +44,7 @@ from skillsearch.sync.runner import SyncReport, sync_subscription
 from skillsearch.sync.status import SyncStatus, sync_status
 from skillsearch.sync.webhook import apply_event
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
-from skillsearch.usecases.skill_files import revisions_without_skill_md
+from skillsearch.usecases.skill_files import legacy_skill_md_note
 
 __all__ = ["Catalog", "ImportReport", "sample_catalog_dir"]
 
@@ -110,12 +110,8 @@ class Catalog:
         if (settings.seed_sample if seed is None else seed) and catalog.is_empty():
             catalog.import_sample(progress)
         catalog.index(progress)
-        if legacy := revisions_without_skill_md(catalog.store):
-            log.warning(
-                "%d skills were stored before skillsearch kept each SKILL.md as authored: the MCP Skills extension "
-                "serves them a SKILL.md rendered from their parsed fields. To serve the authored bytes, import "
-                "their folders again (`skillsearch import PATH --source SOURCE --grant GRANT`); synced skills get "
-                "theirs with their next upstream change.", legacy)
+        if note := legacy_skill_md_note(catalog.store):
+            log.warning("%s", note)
         return catalog
 
     def is_empty(self) -> bool:

@@ -44,9 +44,9 @@ __all__ = [
     "UnknownUriError",
     "directory_children",
     "entries_page",
+    "legacy_skill_md_note",
     "parse_skill_uri",
     "read_file",
-    "revisions_without_skill_md",
     "skill_entry",
     "skill_uri",
 ]
@@ -215,14 +215,19 @@ def directory_children(store: CatalogStore, principal: Principal, uri: str) -> l
     return [children[k] for k in sorted(children)]
 
 
-def revisions_without_skill_md(store: CatalogStore) -> int:
-    """Current revisions written before revisions kept their SKILL.md (no ``skill_md`` key in the body): they
-    are served a rendered SKILL.md until imported again."""
+def legacy_skill_md_note(store: CatalogStore) -> str | None:
+    """What to run, when current revisions were written before revisions kept their SKILL.md (no
+    ``skill_md`` key in the body): they are served a rendered SKILL.md until imported again."""
     row = store.connection().execute(
         "SELECT COUNT(*) FROM skills s JOIN revisions r ON r.revision_id = s.current_revision_id"
         " WHERE json_type(r.body, '$.skill_md') IS NULL"
     ).fetchone()
-    return int(row[0])
+    if not row[0]:
+        return None
+    return (f"{row[0]} skills were stored before skillsearch kept each SKILL.md as authored: the MCP Skills "
+            "extension serves them a SKILL.md rendered from their parsed fields. To serve the authored bytes, "
+            "import their folders again (`skillsearch import PATH --source SOURCE --grant GRANT`); synced skills "
+            "get theirs with their next upstream change.")
 
 
 # -- listing, with cursors bound to the caller ---------------------------------------------------------
