@@ -20,6 +20,7 @@ from skillsearch.catalog.importer import parse_path
 from skillsearch.catalog.skill_md import parse_skill_md
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
+from skillsearch.core.skill_uri import NAME_PATTERN, skill_name
 from skillsearch.mcp.server import build_mcp_server
 from skillsearch.retrieval.encoder import HashingEncoder
 from skillsearch.service import Catalog, ImportReport
@@ -60,11 +61,12 @@ async def test_every_real_skill_lists_once_and_verifies_file_by_file(
     assert len(entries) == real[0].store.count("active") and pages > 1
     assert len({e["uri"] for e in entries}) == len(entries)
     parsed = parse_path(SKILLS, "skills-catalog", GRANT)
-    folder_of = {c.slug: Path(parsed.files[c.skill_id]).parent for c in parsed.skills}
+    folder_of = {skill_name(c.slug): Path(parsed.files[c.skill_id]).parent for c in parsed.skills}
     verbatim = 0
     for entry in entries:
         files = await verify_entry(client, entry)
-        slug = entry["uri"].split("/")[-2]
+        slug = entry["uri"].split("/")[-2]  # the skill name: the folder's slug, hyphen runs made one
+        assert NAME_PATTERN.match(slug)
         folder = folder_of[slug]
         authored = (folder / "SKILL.md").read_bytes()
         served = files[entry["uri"]]

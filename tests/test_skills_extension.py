@@ -310,3 +310,27 @@ def test_an_older_catalog_is_served_and_says_what_to_run(tmp_path: Path, caplog:
         assert entries and all(e.frontmatter["name"] == e.skill.slug for e in entries)
     finally:
         catalog.close()
+
+
+async def test_hyphen_runs_in_slugs_become_one_in_the_skill_name(tmp_path: Path) -> None:
+    """Slugs allow ``a--b``; Agent Skills names do not. The URI and the served name use ``a-b``; when a slug of
+    the same grant already is ``a-b``, that one is served under it and the other is not served at all."""
+    bundle = tmp_path / "bundle.json"
+    bundle.write_text(json.dumps([
+        {"slug": "only--one", "name": "Only one", "description": "A double hyphen, no clash."},
+        {"slug": "data-tools", "name": "Data tools", "description": "The exact name."},
+        {"slug": "data--tools", "name": "Data tools too", "description": "Would clash with data-tools."},
+    ]), "utf-8")
+    catalog = Catalog.open(Settings(data_dir=tmp_path / "data", seed_sample=False), encoder=HashingEncoder())
+    try:
+        assert catalog.import_path(bundle, "b", "user:qa").ok
+        async with Client(build_mcp_server(catalog, Principal.operator())) as client:
+            entries, _ = await list_all(client)
+            by_uri = {e["uri"]: e for e in entries}
+            assert sorted(by_uri) == ["skill://user/qa/data-tools/SKILL.md", "skill://user/qa/only-one/SKILL.md"]
+            assert by_uri["skill://user/qa/data-tools/SKILL.md"]["frontmatter"]["description"] == "The exact name."
+            for entry in entries:
+                await verify_entry(client, entry)
+            await invalid_params(client, "skills/get", {"uri": "skill://user/qa/only--one/SKILL.md"})
+    finally:
+        catalog.close()

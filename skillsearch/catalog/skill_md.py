@@ -76,8 +76,11 @@ def load_front_matter(yaml_text: str) -> dict[str, Any]:
     """The front matter block as a JSON object; :class:`FrontMatterError` when it is not a mapping."""
     if len(yaml_text) > MAX_FRONT_MATTER:
         raise FrontMatterError(f"front matter is over {MAX_FRONT_MATTER} characters")
+    # The block ends with the line break before the closing '---': without it, PyYAML would drop the final
+    # line break of a block scalar (``description: |``) that other parsers (the JavaScript ``yaml`` hosts use)
+    # keep, and the host's front matter would differ from the listing's.
     try:
-        meta = yaml.load(yaml_text, Loader=_NoAliasLoader)  # a SafeLoader that refuses aliases
+        meta = yaml.load(yaml_text + "\n", Loader=_NoAliasLoader)  # a SafeLoader that refuses aliases
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 2}" if mark is not None else ""

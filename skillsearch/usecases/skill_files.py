@@ -30,7 +30,7 @@ from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.domain import Principal, Resource, Revision, Skill
 from skillsearch.core.errors import SkillSearchError
 from skillsearch.core.hashing import canonical_hash, sha256_hex
-from skillsearch.core.skill_uri import SKILL_MD, SkillAddress, parse_skill_uri, skill_uri
+from skillsearch.core.skill_uri import SKILL_MD, SkillAddress, parse_skill_uri, skill_name, skill_uri
 from skillsearch.core.visibility import is_visible, visible_grants
 
 __all__ = [
@@ -112,8 +112,29 @@ def _not_served(uri: str) -> UnknownUriError:
     return UnknownUriError(f"No skill is served at {uri}", {"uri": uri})
 
 
+def _resolve(store: CatalogStore, grant: str, name: str) -> Skill | None:
+    """The skill of ``grant`` served under the skill name ``name``: the slug equal to it, else the smallest slug
+    whose hyphen runs collapse to it (a name has none, so ``-`` -> ``-%`` finds exactly those candidates)."""
+    exact = store.skill_by_slug(grant, name)
+    if exact is not None:
+        return exact
+    rows = store.connection().execute(
+        "SELECT slug FROM skills WHERE grant_key = ? AND slug LIKE ? ORDER BY slug", (grant, name.replace("-", "-%"))
+    ).fetchall()
+    slugs = [r[0] for r in rows if skill_name(r[0]) == name]
+    return store.skill_by_slug(grant, slugs[0]) if slugs else None
+
+
+def _served(store: CatalogStore, skill: Skill) -> bool:
+    """Whether the extension serves this skill under its name (not when another slug of its grant has it)."""
+    if skill_name(skill.slug) == skill.slug:
+        return True
+    winner = _resolve(store, skill.grant, skill_name(skill.slug))
+    return winner is not None and winner.skill_id == skill.skill_id
+
+
 def _visible(store: CatalogStore, principal: Principal, address: SkillAddress, uri: str) -> Skill:
-    skill = store.skill_by_slug(address.grant, address.slug)
+    skill = _resolve(store, address.grant, address.name)
     if skill is None or not is_visible(skill.status, skill.grant, principal, store.revoked_subscriptions()):
         raise _not_served(uri)
     return skill
@@ -137,7 +158,7 @@ def _check_revision(skill: Skill, revision: Revision, resources: Iterable[Resour
 
 def _derived(skill: Skill, revision: Revision, stored_paths: set[str]) -> dict[str, tuple[str, bytes]]:
     """The files made from the revision itself: path -> (media type, bytes)."""
-    files = {SKILL_MD: ("text/markdown", served_skill_md(skill.slug, revision).text.encode("utf-8"))}
+    files = {SKILL_MD: ("text/markdown", served_skill_md(skill_name(skill.slug), revision).text.encode("utf-8"))}
     if revision.kind == "flow_template" and TEMPLATE_JSON not in stored_paths:
         files[TEMPLATE_JSON] = ("application/json", template_json(revision))
     return files
@@ -145,7 +166,7 @@ def _derived(skill: Skill, revision: Revision, stored_paths: set[str]) -> dict[s
 
 def _entry(skill: Skill, revision: Revision, resources: list[Resource]) -> SkillEntry:
     stored = {r.path: r for r in resources if r.path != SKILL_MD}
-    served = served_skill_md(skill.slug, revision)
+    served = served_skill_md(skill_name(skill.slug), revision)
     files = [SkillFile(path, media, len(data), sha256_hex(data))
              for path, (media, data) in _derived(skill, revision, set(stored)).items()]
     files += [SkillFile(r.path, r.media_type, r.size, r.sha256) for r in stored.values()]
@@ -269,6 +290,8 @@ def entries_page(
     page = store.list_page(sorted(grants), after=after, limit=limit + 1)
     entries = []
     for skill in page[:limit]:
+        if not _served(store, skill):
+            continue
         revision, resources = _current(store, skill)
         entries.append(_entry(skill, revision, resources))
     more = len(page) > limit
