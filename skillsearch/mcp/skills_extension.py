@@ -2,7 +2,7 @@
 
 Declared with ``directoryRead: true`` beside the ``resources`` capability. Its three methods come in through the
 SDK's :class:`~mcp.server.extension.Extension` (``skills/list``, ``skills/get``, ``resources/directory/read``);
-``resources/read`` and ``resources/list`` are spec methods an extension may not bind, so :func:`install` puts
+``resources/read`` and ``resources/list`` are spec methods an extension may not bind, so :func:`register` puts
 them on the low-level server (which allows replacing a spec handler). Every answer is for the caller's principal
 now (:mod:`skillsearch.usecases.skill_files`): an invisible skill's URIs answer ``-32602`` exactly like unknown
 ones; a cursor is signed for the caller, so another caller's or a forged one is ``-32602`` too.
@@ -54,7 +54,7 @@ from skillsearch.usecases.skill_files import (
     skill_entry,
 )
 
-__all__ = ["EXTENSION_ID", "SkillsExtension", "for_server", "install", "request_headers"]
+__all__ = ["EXTENSION_ID", "SkillsExtension", "for_server", "register", "request_headers"]
 
 log = logging.getLogger("skillsearch.mcp.skills")
 
@@ -190,7 +190,7 @@ class SkillsExtension(Extension):
         return ListResourcesResult(resources=resources, next_cursor=after, ttl_ms=TTL_MS, cache_scope=self.cache_scope)
 
 
-def install(server: MCPServer[Any], extension: SkillsExtension) -> None:
+def register(server: MCPServer[Any], extension: SkillsExtension) -> None:
     """Serve ``resources/read`` (every skill file, exact bytes) and ``resources/list`` (each visible skill's
     SKILL.md) from the extension; the extension's own methods are bound by ``MCPServer(extensions=[...])``."""
     lowlevel = server._lowlevel_server  # the SDK's documented way to re-provide a spec method
