@@ -38,6 +38,7 @@ from skillsearch.sync.runner import SyncReport, sync_subscription
 from skillsearch.sync.status import SyncStatus, sync_status
 from skillsearch.sync.webhook import apply_event
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
+from skillsearch.usecases.skill_files import legacy_skill_md_note
 
 __all__ = ["Catalog", "ImportReport", "Readiness", "sample_catalog_dir"]
 
@@ -84,6 +85,8 @@ class Catalog:
         if (settings.seed_sample if seed is None else seed) and catalog.is_empty():
             catalog.import_sample(progress)
         catalog.index(progress)
+        if note := legacy_skill_md_note(catalog.store):
+            log.warning("%s", note)
         return catalog
 
     def is_empty(self) -> bool:

@@ -91,8 +91,10 @@ async def test_level0_descriptors_come_from_the_same_search(client: Client) -> N
     descriptors = answer["data"]["descriptors"]  # type: ignore[index]
     assert [d["skill_id"] for d in descriptors] == [h["skill_id"] for h in searched["hits"]]
     assert descriptors[0]["slug"] == "tls-certificate-renewal"
-    assert set(descriptors[0]) == {"skill_id", "slug", "name", "description", "kind", "tags", "score", "confidence"}
+    assert set(descriptors[0]) == {"skill_id", "slug", "name", "description", "kind", "tags", "score", "confidence",
+                                   "skill_uri"}
     assert [d["confidence"] for d in descriptors] == [h["confidence"] for h in searched["hits"]]
+    assert descriptors[0]["skill_uri"].endswith(f"/{descriptors[0]['slug']}/SKILL.md")
     assert answer["render_status"] == "complete" and answer["warnings"] == []
 
 

@@ -3,11 +3,14 @@
 An alias bomb (``a: &a [x, x, ...]``, ``b: &b [*a, *a, ...]`` nested nine times) is a few hundred bytes
 that expand to a billion nodes, and ``name: *a6`` to a string of tens of millions of characters; front
 matter has no use for aliases, so the first anchor or alias refuses the file. Its size is bounded before
-parsing, and a deeply nested value is refused instead of overflowing the stack.
+parsing, a deeply nested value is refused instead of overflowing the stack, and values are reduced to JSON
+(dates become ISO strings, other tags their text). Writing (``dump_front_matter``) is here too, for the
+SKILL.md the Skills extension renders (``catalog/skill_md.py``).
 """
 
 from __future__ import annotations
 
+import datetime
 import re
 from typing import Any
 
@@ -15,9 +18,14 @@ import yaml
 
 from skillsearch.core.limits import Limits
 
-__all__ = ["load_front_matter", "split_front_matter"]
+__all__ = ["FRONT_MATTER", "FrontMatterError", "dump_front_matter", "is_plain_scalar", "load_front_matter",
+           "split_front_matter"]
 
-_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)(.*)\Z", re.DOTALL)
+FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)(.*)\Z", re.DOTALL)
+
+
+class FrontMatterError(ValueError):
+    """The text has no usable YAML front matter; the message says why (and where, when YAML knows)."""
 
 
 class _NoAliasLoader(yaml.SafeLoader):  # type: ignore[misc]
@@ -32,24 +40,58 @@ class _NoAliasLoader(yaml.SafeLoader):  # type: ignore[misc]
         return super().compose_node(parent, index)
 
 
-def load_front_matter(text: str, limits: Limits) -> Any:
-    """The YAML front matter as Python values; ``ValueError`` with the reason when it is refused."""
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, datetime.date | datetime.datetime):
+        return value.isoformat()
+    if value is None or isinstance(value, bool | int | float | str):
+        if isinstance(value, float) and value != value:  # NaN is not JSON
+            return str(value)
+        return value
+    return str(value)
+
+
+def load_front_matter(text: str, limits: Limits | None = None) -> dict[str, Any]:
+    """The front matter block as a JSON object; :class:`FrontMatterError` with the reason when refused."""
+    limits = limits or Limits()
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > limits.max_front_matter_bytes:
-        raise ValueError(f"front matter is {size} bytes, over the limit of {limits.max_front_matter_bytes}")
+        raise FrontMatterError(f"front matter is {size} bytes, over the limit of {limits.max_front_matter_bytes}")
+    # The block ends with the line break before the closing '---': without it, PyYAML would drop the final
+    # line break of a block scalar (``description: |``) that other parsers (the JavaScript ``yaml`` hosts use)
+    # keep, and the host's front matter would differ from the listing's.
     try:
-        return yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader subclass
+        meta = _jsonable(yaml.load(text + "\n", Loader=_NoAliasLoader))  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 2}" if mark is not None else ""
-        raise ValueError(f"bad front matter{where}: {getattr(exc, 'problem', exc)}") from None
+        raise FrontMatterError(f"bad front matter{where}: {getattr(exc, 'problem', None) or exc}") from None
     except RecursionError:
-        raise ValueError("bad front matter: nested too deeply") from None
+        raise FrontMatterError("bad front matter: nested too deeply") from None
+    if not isinstance(meta, dict):
+        raise FrontMatterError("bad front matter: expected a mapping of keys to values")
+    return meta
 
 
-def split_front_matter(text: str, limits: Limits) -> tuple[Any, str]:
+def split_front_matter(text: str, limits: Limits | None = None) -> tuple[dict[str, Any], str]:
     """(the parsed front matter, the Markdown body) of a ``SKILL.md``."""
-    match = _FRONT_MATTER.match(text.lstrip("\ufeff"))
+    match = FRONT_MATTER.match(text.removeprefix("\ufeff"))
     if not match:
-        raise ValueError("no YAML front matter (the file must start with a line '---')")
+        raise FrontMatterError("no YAML front matter (the file must start with a line '---')")
     return load_front_matter(match.group(1), limits), match.group(2)
+
+
+def dump_front_matter(front: dict[str, Any]) -> str:
+    """``front`` as YAML in the given key order (block style, no line folding)."""
+    return str(yaml.safe_dump(front, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1_000_000))
+
+
+def is_plain_scalar(text: str) -> bool:
+    """Whether ``text`` reads back from YAML as itself (so it can stand unquoted)."""
+    try:
+        return bool(yaml.safe_load(text) == text)
+    except yaml.YAMLError:
+        return False

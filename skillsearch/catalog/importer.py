@@ -142,6 +142,8 @@ def _content(entry: dict[str, Any], source: str, grant: str, resources: list[Res
             steps=tuple(FlowStep(**s) if isinstance(s, dict) else s for s in entry.get("steps") or ()),
             parameters=tuple(Parameter(**p) if isinstance(p, dict) else p for p in entry.get("parameters") or ()),
             metadata=entry.get("metadata") or {},
+            skill_md=entry.get("skill_md") or "",
+            frontmatter=entry.get("frontmatter") or {},
         )
         return SkillContent(
             skill_id=skill_id or stable_id("sk", grant, slug),
@@ -176,12 +178,12 @@ def _parse_skill_dir(root: Path, name: str, source: str, grant: str, limits: Lim
     where = root / name if name else root
     skipped.extend(ImportProblem(str(where / rel), f"skipped: {reason}") for rel, reason in folder.skipped)
     try:
-        text = folder.skill_md.decode("utf-8")
+        authored = folder.skill_md.decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError("SKILL.md is not UTF-8 text") from None
+    # The fields search uses come from the text with universal newlines; the bytes are kept as authored.
+    text = authored.replace("\r\n", "\n").replace("\r", "\n")
     meta, body = split_front_matter(text, limits)
-    if not isinstance(meta, dict):
-        raise ValueError("bad front matter: expected a mapping of keys to values")
     metadata: dict[str, Any] = meta["metadata"] if isinstance(meta.get("metadata"), dict) else {}
     tags = meta.get("tags") or metadata.get("tags") or []
     if isinstance(tags, str):
@@ -198,6 +200,8 @@ def _parse_skill_dir(root: Path, name: str, source: str, grant: str, limits: Lim
         "version": meta.get("version") or (metadata.get("version") if metadata else None),
         "instructions": body.strip(),
         "metadata": json.loads(json.dumps(extra, default=str)),
+        "skill_md": authored,
+        "frontmatter": meta,
     }
     return _content(entry, source, grant, _folder_resources(folder.files))
 

@@ -15,6 +15,7 @@ from typing import Any
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.domain import MAX_NESTING, SKILL_KINDS, Principal, Revision, Skill
 from skillsearch.core.errors import SkillInvalidError, SkillNotFoundError, ValidationError
+from skillsearch.core.skill_uri import skill_uri
 from skillsearch.core.templates import resolve_steps
 from skillsearch.core.views import (
     ListResponse,
@@ -66,7 +67,8 @@ def list_page(
     grants = visible_grants(principal, store.grants(), store.revoked_subscriptions())
     page = store.list_page(sorted(grants), kind=kind, tags=tags, after=after, limit=limit + 1)
     items = [
-        SkillSummary(skill_id=s.skill_id, name=s.name, description=s.description, kind=s.kind, tags=list(s.tags))
+        SkillSummary(skill_id=s.skill_id, name=s.name, description=s.description, kind=s.kind, tags=list(s.tags),
+                     skill_uri=skill_uri(s.grant, s.slug))
         for s in page[:limit]
     ]
     return ListResponse(items=items, next_cursor=_encode_cursor(page[limit - 1]) if len(page) > limit else None)
@@ -116,6 +118,7 @@ def get_detail(store: CatalogStore, principal: Principal, skill_id: str) -> Skil
         steps=[StepView(tool=s.tool, args=s.args) for s in rev.steps] if flow else None,
         parameters=[ParameterView(**p.model_dump()) for p in rev.parameters] if flow else None,
         resources=resource_infos(store, rev.revision_id),
+        skill_uri=skill_uri(skill.grant, skill.slug),
     )
 
 

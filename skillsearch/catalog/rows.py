@@ -66,6 +66,8 @@ def revision_from_row(row: sqlite3.Row) -> Revision:
         steps=tuple(FlowStep(**s) for s in body["steps"]),
         parameters=tuple(Parameter(**p) for p in body["parameters"]),
         metadata=body.get("metadata", {}),
+        skill_md=body.get("skill_md", ""),
+        frontmatter=body.get("frontmatter", {}),
     )
 
 

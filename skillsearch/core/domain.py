@@ -176,6 +176,10 @@ class Revision(BaseModel):
     steps: tuple[FlowStep, ...] = ()
     parameters: tuple[Parameter, ...] = ()
     metadata: dict[str, Any] = Field(default_factory=dict)
+    skill_md: str = Field("", description="The SKILL.md exactly as authored (folder import, or upstream's).")
+    frontmatter: dict[str, Any] = Field(
+        default_factory=dict, description="Its whole YAML front matter as authored, every key, as JSON."
+    )
 
 
 class Skill(BaseModel):

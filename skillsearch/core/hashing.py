@@ -26,8 +26,9 @@ def canonical_json(value: Any) -> bytes:
 
 
 def revision_body(revision: Revision) -> dict[str, Any]:
-    """What ``revision`` says (name, description, kind, tags, instructions, steps, parameters, metadata) as
-    JSON values, in that order; its ids, version and dates are not part of it."""
+    """What ``revision`` says (name, description, kind, tags, instructions, steps, parameters, metadata, the
+    authored SKILL.md and front matter) as JSON values, in that order; its ids, version and dates are not part
+    of it."""
     return {
         "name": revision.name,
         "description": revision.description,
@@ -37,12 +38,14 @@ def revision_body(revision: Revision) -> dict[str, Any]:
         "steps": [s.model_dump() for s in revision.steps],
         "parameters": [p.model_dump() for p in revision.parameters],
         "metadata": revision.metadata,
+        "skill_md": revision.skill_md,
+        "frontmatter": revision.frontmatter,
     }
 
 
 def canonical_hash(revision: Revision, resources: Iterable[Resource]) -> str:
     """sha256 of everything the revision says, resources by their content hash (design section 1)."""
-    body = {
+    body: dict[str, Any] = {
         "version": revision.version,
         **revision_body(revision),
         "resources": sorted(
@@ -51,6 +54,10 @@ def canonical_hash(revision: Revision, resources: Iterable[Resource]) -> str:
             key=lambda r: r["path"],
         ),
     }
+    # Only when present, so revisions written before SKILL.md bytes were kept keep their hash.
+    for key in ("skill_md", "frontmatter"):
+        if not body[key]:
+            del body[key]
     return sha256_hex(canonical_json(body))
 
 

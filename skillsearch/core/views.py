@@ -29,6 +29,7 @@ class SkillSummary(BaseModel):
     description: str
     kind: str = Field(description="'knowledge' (instructions to read) or 'flow_template' (steps to run).")
     tags: list[str]
+    skill_uri: str = Field("", description="skill:// URI of its SKILL.md (MCP Skills extension): skills/get, resources/read.")
 
 
 class Explanation(BaseModel):
@@ -55,6 +56,7 @@ class SearchHitView(BaseModel):
         None, description="Probability in [0, 1] that this skill is one the request wants, fitted on labelled dev "
         "requests; never higher than the hit above. Null outside hybrid mode or without a fitted decision.")
     explanation: Explanation
+    skill_uri: str = Field("", description="skill:// URI of its SKILL.md (MCP Skills extension): skills/get, resources/read.")
 
 
 class SearchResponse(BaseModel):
@@ -115,6 +117,7 @@ class SkillDetail(BaseModel):
     steps: list[StepView] | None = Field(None, description="Flow templates only: ordered tool calls with {param}.")
     parameters: list[ParameterView] | None = Field(None, description="Flow templates only: the parameter schema.")
     resources: list[ResourceInfo]
+    skill_uri: str = Field("", description="skill:// URI of its SKILL.md (MCP Skills extension): skills/get, resources/read.")
 
 
 class ResolvedStep(BaseModel):

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 import anyio
 import pydantic
+from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.server.extension import Extension
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
@@ -34,7 +35,7 @@ from mcp_types import CallToolResult, InputRequiredResult
 
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import SkillSearchError, ValidationError, error_body, invalid_input
-from skillsearch.mcp import tools_catalog, tools_recall
+from skillsearch.mcp import skills_extension, tools_catalog, tools_recall
 from skillsearch.mcp.context import ErrorShape, PrincipalProvider, ServerState, ToolGroup, ToolPolicy, error_result
 from skillsearch.service import Catalog
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES
@@ -53,6 +54,8 @@ log = logging.getLogger("skillsearch.mcp")
 
 TOOL_GROUPS: tuple[ToolGroup, ...] = (tools_catalog.group, tools_recall.group)
 TOOL_NAMES = tuple(name for group in TOOL_GROUPS for name in group.names)
+# Cacheable list methods the SDK's own handlers answer: they get the Skills extension's ttlMs/cacheScope.
+_HINTED: tuple[CacheableMethod, ...] = ("tools/list", "prompts/list", "resources/templates/list")
 
 CatalogSource = Catalog | Callable[[], Catalog]
 """An open catalog (shared, left open) or a factory the lifespan calls once and closes at shutdown."""
@@ -63,7 +66,10 @@ A catalog of skills: reusable know-how (kind 'knowledge': instructions to read) 
 with get_skill, and for a flow template call resolve_skill with its parameters, then issue each resolved
 step yourself with your own tools. Nothing here executes steps or changes skills. recall_cloud_skill is
 the same catalog as progressive disclosure: query -> descriptors, skill_id/slug -> root manifest,
-revision_id + resource -> one file of that exact revision."""
+revision_id + resource -> one file of that exact revision.
+Every skill is also served by the MCP Skills extension (io.modelcontextprotocol/skills): each search hit,
+list item, get_skill and recall answer carries its skill_uri (skill://<grant type>/<grant id>/<slug>/SKILL.md),
+which skills/get describes (front matter, files with sha256 digests) and resources/read loads, byte for byte."""
 
 
 class SkillSearchMCP(MCPServer[ServerState]):
@@ -136,8 +142,13 @@ def build_mcp_server(
             if opened is not None:
                 opened.close()
 
+    skills = skills_extension.for_server(lambda ctx: ctx.lifespan_context, policy.provider,
+                                         fixed_principal=isinstance(principal_provider, Principal),
+                                         catalog_scope=catalog_scope)
+    hint = CacheHint(ttl_ms=skills_extension.TTL_MS, scope=skills.cache_scope)
     server = SkillSearchMCP(name=name, instructions=INSTRUCTIONS, lifespan=lifespan, log_level=log_level,
-                            extensions=list(extensions) or None)
+                            extensions=[skills, *extensions], cache_hints={m: hint for m in _HINTED})
     for group in TOOL_GROUPS:
         server.error_shapes.update(group.register(server))
+    skills_extension.register(server, skills)
     return server

@@ -45,6 +45,7 @@ from skillsearch.core.domain import (
 from skillsearch.core.errors import ValidationError
 from skillsearch.core.fusion import Candidates, candidates, fuse
 from skillsearch.core.settings import Settings
+from skillsearch.core.skill_uri import skill_uri
 from skillsearch.core.views import Explanation, SearchHitView, SearchResponse
 from skillsearch.core.visibility import is_visible, visible_grants
 from skillsearch.retrieval.calibration import centered_cosines
@@ -372,7 +373,7 @@ def search_response(request: SearchRequest, result: SearchResult) -> SearchRespo
             SearchHitView(
                 skill_id=h.skill.skill_id, slug=h.skill.slug, name=h.skill.name, description=h.skill.description,
                 kind=h.skill.kind, tags=list(h.skill.tags), score=round(h.score, 6), confidence=h.confidence,
-                explanation=Explanation(**h.explanation),
+                explanation=Explanation(**h.explanation), skill_uri=skill_uri(h.skill.grant, h.skill.slug),
             )
             for h in result.hits
         ],

@@ -16,6 +16,7 @@ Why it is shaped like this:
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ from typing import Any
 
 import pydantic
 
+from skillsearch.catalog.frontmatter import FrontMatterError
+from skillsearch.catalog.skill_md import parse_skill_md
 from skillsearch.catalog.store import CatalogStore, utc_now
 from skillsearch.catalog.sync_state import SyncState
 from skillsearch.core.domain import Resource, Revision, SkillContent, validation_text
@@ -67,6 +70,13 @@ class PageOutcome:
             getattr(self, name).extend(getattr(other, name))
 
 
+def _json_object(value: dict[str, Any]) -> dict[str, Any]:
+    """Upstream's front matter object, kept only as far as JSON can carry it (it arrived as JSON)."""
+    out = json.loads(json.dumps(value, default=str))
+    assert isinstance(out, dict)
+    return out
+
+
 def to_content(item: UpsertItem, sub: SubscriptionConfig) -> SkillContent:
     """The wire item as the store's :class:`SkillContent`; ``ValueError`` with a reason when invalid."""
     rev = item.revision
@@ -82,6 +92,13 @@ def to_content(item: UpsertItem, sub: SubscriptionConfig) -> SkillContent:
         total += size
         if total > limits.max_skill_bytes:
             raise ValueError(f"the skill's resources exceed {limits.max_skill_bytes} bytes, over the limit")
+    if rev.skill_md is not None:
+        try:
+            front, _ = parse_skill_md(rev.skill_md)
+        except FrontMatterError as exc:
+            raise ValueError(f"revision.skill_md: {exc}") from None
+        if not isinstance(front.get("name"), str) or not isinstance(front.get("description"), str):
+            raise ValueError("revision.skill_md: its front matter needs a name and a description")
     try:
         resources = tuple(
             Resource(path=r.path, kind=r.kind, media_type=r.media_type, content=r.data()) for r in item.resources
@@ -102,6 +119,8 @@ def to_content(item: UpsertItem, sub: SubscriptionConfig) -> SkillContent:
                 steps=tuple(rev.steps),
                 parameters=tuple(rev.parameters),
                 metadata=rev.metadata,
+                skill_md=rev.skill_md or "",
+                frontmatter=front if rev.skill_md is not None else _json_object(rev.frontmatter or {}),
             ),
             resources=resources,
         )

@@ -100,6 +100,15 @@ class WireRevision(BaseModel):
     steps: list[FlowStep] = Field(default_factory=list)
     parameters: list[Parameter] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    skill_md: str | None = Field(
+        None, max_length=1_000_000,
+        description="Optional: the SKILL.md as authored (YAML front matter with name and description, then the "
+                    "body), served byte for byte by the MCP Skills extension.",
+    )
+    frontmatter: dict[str, Any] | None = Field(
+        None, description="Optional: the front matter as authored when there is no skill_md; skillsearch then "
+                          "renders the SKILL.md (name = slug, description, these keys, the instructions).",
+    )
 
 
 class UpsertItem(BaseModel):

@@ -31,6 +31,7 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from skillsearch.catalog.importer import is_text_media_type, parse_path
+from skillsearch.catalog.skill_md import parse_skill_md
 from skillsearch.catalog.store import utc_now
 from skillsearch.core.domain import SkillContent
 from skillsearch.core.errors import UpstreamUnavailableError, ValidationError
@@ -78,6 +79,11 @@ def wire_item(content: SkillContent, status: str = "active") -> dict[str, Any]:
             "content": text if text is not None else base64.b64encode(r.content).decode("ascii"),
             "sha256": hashlib.sha256(r.content).hexdigest(),
         })
+    authored: dict[str, Any] = {}
+    if rev.skill_md:
+        authored["skill_md"] = rev.skill_md
+    elif rev.frontmatter:
+        authored["frontmatter"] = rev.frontmatter
     return {
         "op": "upsert",
         "skill": {"skill_id": content.skill_id, "slug": content.slug, "status": status, "updated_at": utc_now()},
@@ -86,6 +92,7 @@ def wire_item(content: SkillContent, status: str = "active") -> dict[str, Any]:
             "description": rev.description, "kind": rev.kind, "tags": list(rev.tags),
             "instructions": rev.instructions, "steps": [s.model_dump() for s in rev.steps],
             "parameters": [p.model_dump(exclude_none=True) for p in rev.parameters], "metadata": rev.metadata,
+            **authored,
         },
         "resources": resources,
     }
@@ -135,7 +142,13 @@ class ReferenceUpstream:
     def edit(self, subscription_id: str, skill_id: str, **revision_changes: Any) -> int:
         """Publish the skill's current item with some revision fields changed (a new revision)."""
         item = self._current(subscription_id, skill_id)
-        item = {**item, "revision": {**item["revision"], **revision_changes, "created_at": utc_now()}}
+        revision = dict(item["revision"])
+        if revision.get("skill_md") and "skill_md" not in revision_changes and \
+                {"name", "description", "instructions"} & set(revision_changes):
+            # The edited fields no longer match the authored SKILL.md: keep its front matter, drop the file.
+            front, _ = parse_skill_md(revision.pop("skill_md"))
+            revision["frontmatter"] = {k: v for k, v in front.items() if k not in ("name", "description")}
+        item = {**item, "revision": {**revision, **revision_changes, "created_at": utc_now()}}
         return self.publish(subscription_id, item)
 
     def archive(self, subscription_id: str, skill_id: str) -> int:

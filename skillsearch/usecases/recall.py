@@ -41,6 +41,7 @@ from skillsearch.core.errors import (
     SkillSearchError,
     ValidationError,
 )
+from skillsearch.core.skill_uri import skill_uri
 from skillsearch.core.views import ParameterView, ResourceInfo, SearchResponse, StepView
 from skillsearch.core.visibility import is_grant_revoked
 from skillsearch.retrieval.search import SearchRequest
@@ -83,6 +84,7 @@ class Descriptor(BaseModel):
     score: float
     confidence: float | None = Field(
         None, description="Probability in [0, 1] that this skill is what the query asks for (as in search_skills).")
+    skill_uri: str = Field("", description="skill:// URI of its SKILL.md (MCP Skills extension, current revision).")
 
 
 class DescriptorList(BaseModel):
@@ -124,6 +126,7 @@ class RootManifest(BaseModel):
     steps: list[StepView] | None = Field(None, description="Flow templates only: ordered tool calls with {param}.")
     parameters: list[ParameterView] | None = Field(None, description="Flow templates only: the parameter schema.")
     resources: list[ResourceInfo]
+    skill_uri: str = Field("", description="skill:// URI of the current revision's SKILL.md (MCP Skills extension).")
 
 
 class ResourcePayload(BaseModel):
@@ -252,7 +255,7 @@ def _level0(req: RecallRequest, search: SearchFn) -> CloudSkillEnvelope:
     found = search(SearchRequest(query=req.query, limit=DESCRIPTOR_LIMIT))
     descriptors = [
         Descriptor(skill_id=h.skill_id, slug=h.slug, name=h.name, description=h.description, kind=h.kind,
-                   tags=list(h.tags), score=h.score, confidence=h.confidence)
+                   tags=list(h.tags), score=h.score, confidence=h.confidence, skill_uri=h.skill_uri)
         for h in found.hits
     ]
     warnings = ["no skill is a good match for this query"] if found.no_match else []
@@ -353,6 +356,7 @@ def _level1(
         steps=[StepView(tool=s.tool, args=s.args) for s in revision.steps] if flow else None,
         parameters=[ParameterView(**p.model_dump()) for p in revision.parameters] if flow else None,
         resources=resource_infos(store, revision.revision_id),
+        skill_uri=skill_uri(skill.grant, skill.slug),
     )
     return CloudSkillEnvelope(kind="root", render_status="truncated" if cut else "complete", warnings=warnings,
                               data=manifest)
