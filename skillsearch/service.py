@@ -38,8 +38,10 @@ from skillsearch.retrieval.search import SearchRequest, SearchResult, run_search
 from skillsearch.sync.client import HttpSubscriptionClient, SubscriptionClient
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig
 from skillsearch.sync.contract import WebhookEvent
+from skillsearch.sync.mirror import SourceReport, apply_source, read_source
 from skillsearch.sync.poller import Poller
 from skillsearch.sync.runner import SyncReport, sync_subscription
+from skillsearch.sync.sources import SourceConfig
 from skillsearch.sync.status import SyncStatus, sync_status
 from skillsearch.sync.webhook import apply_event
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
@@ -411,3 +413,24 @@ class Catalog:
             stop_event=stop,
             on_stop=http.close if client is None else None,
         )
+
+    # -- writes: local sources (folders and git repositories) -------------------------------------
+
+    def sync_source(self, source: SourceConfig, *, force: bool = False, allow_rewind: bool = False) -> SourceReport:
+        """Mirror one local source (see :mod:`skillsearch.sync.mirror`); a fetch runs outside the index lock."""
+        read = read_source(self.store, source, self.data_dir / "sources", force=force, allow_rewind=allow_rewind)
+        index = self.index()
+        with self.writing():
+            return apply_source(self.store, index, read)
+
+    def make_source_poller(self, sources: Sequence[SourceConfig]) -> Poller[SourceConfig]:
+        """A background runner for local sources (not started): each on its interval, a failed run (the
+        report's ``error``) retried with the poller's backoff; ``trigger(name)`` runs one now."""
+
+        def run(source: SourceConfig, cancel: Event) -> SourceReport:
+            report = self.sync_source(source)
+            if report.error:
+                raise UpstreamUnavailableError(report.error, {"source": source.name})
+            return report
+
+        return Poller(run, sources, backoff_base_s=1.0, backoff_max_s=300.0)
