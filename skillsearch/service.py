@@ -31,6 +31,7 @@ from skillsearch.core.views import (
     SearchResponse,
     SkillDetail,
 )
+from skillsearch.core.visibility import visible_grants
 from skillsearch.retrieval.calibration import tune_weight
 from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, make_encoder
 from skillsearch.retrieval.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex
@@ -38,6 +39,7 @@ from skillsearch.retrieval.search import SearchRequest, SearchResult, run_search
 from skillsearch.sync.client import HttpSubscriptionClient, SubscriptionClient
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig
 from skillsearch.sync.contract import WebhookEvent
+from skillsearch.sync.local import LocalSources
 from skillsearch.sync.mirror import SourceReport, apply_source, read_source
 from skillsearch.sync.poller import Poller
 from skillsearch.sync.runner import SyncReport, sync_subscription
@@ -416,21 +418,29 @@ class Catalog:
 
     # -- writes: local sources (folders and git repositories) -------------------------------------
 
-    def sync_source(self, source: SourceConfig, *, force: bool = False, allow_rewind: bool = False) -> SourceReport:
-        """Mirror one local source (see :mod:`skillsearch.sync.mirror`); a fetch runs outside the index lock."""
-        read = read_source(self.store, source, self.data_dir / "sources", force=force, allow_rewind=allow_rewind)
+    def sync_source(self, source: SourceConfig, *, force: bool = False, allow_rewind: bool = False,
+                    folders: frozenset[str] | None = None) -> SourceReport:
+        """Mirror one local source (see :mod:`skillsearch.sync.mirror`); a fetch runs outside the index lock.
+        ``folders``: only these top-level folders of a folder source changed (a watcher's batch)."""
+        read = read_source(self.store, source, self.data_dir / "sources", force=force, allow_rewind=allow_rewind,
+                           folders=folders)
         index = self.index()
         with self.writing():
             return apply_source(self.store, index, read)
 
-    def make_source_poller(self, sources: Sequence[SourceConfig]) -> Poller[SourceConfig]:
-        """A background runner for local sources (not started): each on its interval, a failed run (the
-        report's ``error``) retried with the poller's backoff; ``trigger(name)`` runs one now."""
+    def make_source_keeper(self, sources: Sequence[SourceConfig], *, quiet_ms: int = 400) -> LocalSources:
+        """The background runner of ``sources`` (not started): each on its interval with the poller's
+        backoff after a failed run, and each folder source watched: a change is applied ``quiet_ms``
+        after its last write, reading only the folders that changed."""
+        return LocalSources(lambda s, folders: self.sync_source(s, folders=folders), sources, quiet_ms=quiet_ms)
 
-        def run(source: SourceConfig, cancel: Event) -> SourceReport:
-            report = self.sync_source(source)
-            if report.error:
-                raise UpstreamUnavailableError(report.error, {"source": source.name})
-            return report
+    def change_mark(self, principal: Principal) -> tuple[Any, ...]:
+        """A value that moves whenever a skill ``principal`` can see (or could see) is added, changed,
+        withdrawn or hidden by a revocation: the MCP server compares it to tell a session to re-list."""
+        marks = self.store.change_marks()
+        grants = visible_grants(principal, marks, self.store.revoked_subscriptions())
+        return tuple(sorted((g, marks[g]) for g in grants if g in marks))
 
-        return Poller(run, sources, backoff_base_s=1.0, backoff_max_s=300.0)
+    def changed_at(self) -> str | None:
+        """When the catalog last changed."""
+        return self.store.changed_at()

@@ -353,6 +353,10 @@ class CatalogStore:
             "INSERT INTO meta (key, value) VALUES ('generation', '1')"
             " ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
         )
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('changed_at', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (utc_now(),),
+        )
 
     def remember_event(self, event_id: str, now: float, forget_before: float) -> bool:
         """Record a webhook event id; ``False`` when it was already seen (a replay). Joins the caller's
@@ -417,6 +421,19 @@ class CatalogStore:
     def generation(self) -> int:
         row = self._conn().execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
         return int(row["value"]) if row else 0
+
+    def changed_at(self) -> str | None:
+        """When the catalog last changed (any write that moved the generation)."""
+        row = self._conn().execute("SELECT value FROM meta WHERE key = 'changed_at'").fetchone()
+        return str(row["value"]) if row else None
+
+    def change_marks(self) -> dict[str, tuple[int, int, str]]:
+        """Per grant: (skills, active skills, latest ``updated_at``). A grant's mark moves whenever one of its
+        skills is added, changed, archived or removed, so comparing marks tells who may see a change."""
+        rows = self._conn().execute(
+            "SELECT grant_key, COUNT(*), SUM(status = 'active'), MAX(updated_at) FROM skills GROUP BY grant_key"
+        ).fetchall()
+        return {r[0]: (int(r[1]), int(r[2] or 0), str(r[3])) for r in rows}
 
     def revoked_subscriptions(self) -> frozenset[str]:
         rows = self._conn().execute("SELECT subscription_id FROM revoked_subscriptions").fetchall()

@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 
 from skillsearch.core.errors import UpstreamUnavailableError, ValidationError
 
-__all__ = ["GitCache", "MAX_ARCHIVE_BYTES"]
+__all__ = ["MAX_ARCHIVE_BYTES", "GitCache"]
 
 MAX_ARCHIVE_BYTES = 512 * 1024 * 1024
 FETCHED = "refs/skillsearch/fetched"

@@ -68,6 +68,7 @@ class SourceRead:
     error: str | None = None
     warnings: list[str] = field(default_factory=list)
     skipped: bool = False  # a git source whose ref still names the commit last applied
+    scope: frozenset[str] | None = None  # the top-level folders read (None: the whole source)
 
 
 @dataclass
@@ -121,16 +122,33 @@ def _folder_of(file: str, root: Path) -> str | None:
         return None
 
 
-def _parse(source: SourceConfig, root: Path, shown: str) -> SourceRead:
+def _parse_scoped(root: Path, names: frozenset[str], source: SourceConfig) -> ParsedImport:
+    """Only the skill folders ``root/<name>`` of ``names`` (those that still hold a SKILL.md)."""
+    out = ParsedImport()
+    for name in sorted(names):
+        folder = root / name
+        if name.startswith(".") or not (folder / "SKILL.md").is_file():
+            continue
+        one = parse_path(folder, source.name, source.grant)
+        out.skills.extend(one.skills)
+        out.problems.extend(one.problems)
+        out.files.update(one.files)
+    return out
+
+
+def _parse(source: SourceConfig, root: Path, shown: str, scope: frozenset[str] | None = None) -> SourceRead:
     read = SourceRead(source)
     if not root.is_dir():
         read.error = f"{shown} is not a folder (missing or unreadable): the last good state is kept"
         return read
+    if scope is not None and (root / "SKILL.md").is_file():
+        scope = None  # the source is one skill: read it whole
     try:
-        parsed = parse_path(root, source.name, source.grant)
+        parsed = parse_path(root, source.name, source.grant) if scope is None else _parse_scoped(root, scope, source)
     except OSError as exc:
         read.error = f"{shown} could not be read ({exc.strerror or exc}): the last good state is kept"
         return read
+    read.scope = scope
 
     def shown_file(file: str) -> str:
         try:
@@ -155,12 +173,15 @@ def _parse(source: SourceConfig, root: Path, shown: str) -> SourceRead:
     return read
 
 
-def read_source(store: CatalogStore, source: SourceConfig, cache_dir: Path, *,
-                force: bool = False, allow_rewind: bool = False) -> SourceRead:
-    """Read what ``source`` holds now. No store write happens here (a fetch may take long)."""
+def read_source(store: CatalogStore, source: SourceConfig, cache_dir: Path, *, force: bool = False,
+                allow_rewind: bool = False, folders: frozenset[str] | None = None) -> SourceRead:
+    """Read what ``source`` holds now. No store write happens here (a fetch may take long).
+
+    ``folders``: for a folder source, read only these top-level folders (the ones a watcher saw change);
+    the skills recorded in other folders are left as they are."""
     if source.kind == "folder":
         assert source.path is not None
-        return _parse(source, source.path, str(source.path))
+        return _parse(source, source.path, str(source.path), folders)
     assert source.git is not None
     _, cursor = _last(store, source)
     last = cursor.get("commit") if isinstance(cursor.get("commit"), str) else None
@@ -253,8 +274,13 @@ def apply_source(store: CatalogStore, index: SearchIndex | None, read: SourceRea
             store.save_sync_state(SyncState(source.name, state.cursor, success, last_error, counts))
         else:
             kept_folders: dict[str, str] = {}
+            previous: dict[str, str] = cursor.get("folders", {}) if isinstance(cursor.get("folders"), dict) else {}
+            elsewhere = {sid: f for f, sid in previous.items() if read.scope is not None and f not in read.scope}
             for content in read.parsed.skills:
                 reason = _owned_elsewhere(store, content, source.name)
+                if content.skill_id in elsewhere and read.source.path is not None \
+                        and (read.source.path / elsewhere[content.skill_id] / "SKILL.md").is_file():
+                    reason = f"duplicate slug {content.slug!r} (first defined in {elsewhere[content.skill_id]}/)"
                 if reason is not None:
                     report.refused.append(Refusal(read.parsed.files[content.skill_id], reason))
                     continue
@@ -268,7 +294,6 @@ def apply_source(store: CatalogStore, index: SearchIndex | None, read: SourceRea
             report.refused.extend(Refusal(p.file, p.reason) for p in read.parsed.problems)
             # A broken folder keeps the skill it held at the last good run (by that run's record, or by
             # the id its folder name gives when the folder name is a valid slug).
-            previous: dict[str, str] = cursor.get("folders", {}) if isinstance(cursor.get("folders"), dict) else {}
             for folder in read.broken:
                 held = previous.get(folder)
                 if held is None and SLUG_PATTERN.match(Path(folder).name or ""):
@@ -276,8 +301,15 @@ def apply_source(store: CatalogStore, index: SearchIndex | None, read: SourceRea
                 if held is not None:
                     kept_folders[folder] = held
             keep = set(kept_folders.values())
-            for skill_id in store.skill_ids_of_source(source.name):
-                if skill_id not in keep and store.archive(skill_id, now):
+            if read.scope is None:
+                candidates = store.skill_ids_of_source(source.name)
+            else:  # a scoped read can only withdraw what the folders it read held
+                candidates = [sid for folder, sid in previous.items() if folder in read.scope]
+                kept_folders = {f: sid for f, sid in previous.items() if f not in read.scope} | kept_folders
+            for skill_id in candidates:
+                owner = store.skill(skill_id)
+                if skill_id not in keep and owner is not None and owner.source == source.name \
+                        and store.archive(skill_id, now):
                     report.removed.append(skill_id)
             counts["added"] += len(report.added)
             counts["changed"] += len(report.changed)

@@ -29,12 +29,13 @@ log = logging.getLogger("skillsearch.sync")
 
 
 class FolderWatcher:
-    """Calls ``on_change(name)`` after each burst of writes under ``folders[name]``."""
+    """Calls ``on_change(name, changed)`` after each burst of writes under ``folders[name]``: ``changed``
+    holds the paths relative to that folder (empty when the folder itself appeared or vanished)."""
 
     def __init__(
         self,
         folders: Mapping[str, Path],
-        on_change: Callable[[str], object],
+        on_change: Callable[[str, frozenset[str]], object],
         *,
         quiet_ms: int = 400,
         max_batch_ms: int = 10_000,
@@ -94,11 +95,11 @@ class FolderWatcher:
                 continue
         return out
 
-    def _changed(self, name: str) -> None:
+    def _changed(self, name: str, changed: frozenset[str] = frozenset()) -> None:
         with self._lock:
             self._batches[name] += 1
         try:
-            self._on_change(name)
+            self._on_change(name, changed)
         except Exception:  # the watcher must outlive a failing callback
             log.exception("source %s: change callback failed", name)
 
@@ -133,17 +134,19 @@ class FolderWatcher:
             raise_interrupt=False,
             ignore_permission_denied=True,
         ):
-            touched = {
-                name for name, root in present.items()
-                if any(Path(p) == root or Path(p).is_relative_to(root) for _, p in changes)
-            }
+            touched: dict[str, set[str]] = {}
+            for _, raw in changes:
+                path = Path(raw)
+                for name, root in present.items():
+                    if path == root or path.is_relative_to(root):
+                        touched.setdefault(name, set()).add(path.relative_to(root).as_posix())
             for name in sorted(touched):
-                self._changed(name)
+                self._changed(name, frozenset(touched[name]))
             now = self._present()
             if now != present:
-                for name in sorted(set(now) - set(present) - touched):
+                for name in sorted(set(now) - set(present) - set(touched)):
                     self._changed(name)
-                for name in sorted(set(present) - set(now) - touched):
+                for name in sorted(set(present) - set(now) - set(touched)):
                     self._changed(name)
                 return now
         return present
