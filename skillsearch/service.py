@@ -40,7 +40,7 @@ from skillsearch.sync.client import HttpSubscriptionClient, SubscriptionClient
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig
 from skillsearch.sync.contract import WebhookEvent
 from skillsearch.sync.local import LocalSources
-from skillsearch.sync.mirror import SourceReport, apply_source, read_source
+from skillsearch.sync.mirror import SourceReport, apply_source, read_source, retire_source
 from skillsearch.sync.poller import Poller
 from skillsearch.sync.runner import SyncReport, sync_subscription
 from skillsearch.sync.sources import SourceConfig
@@ -393,8 +393,10 @@ class Catalog:
                 http.close()
         return reports
 
-    def sync_status(self, config: SyncConfig, poller: Poller | None = None) -> SyncStatus:
-        return sync_status(self.store, config, poller.status() if poller is not None else None)
+    def sync_status(self, config: SyncConfig | None, poller: Poller | None = None,
+                    sources: Sequence[SourceConfig] = (), keeper: LocalSources | None = None) -> SyncStatus:
+        return sync_status(self.store, config, poller.status() if poller is not None else None,
+                           sources, keeper.status() if keeper is not None else None)
 
     def receive_webhook_event(self, config: SyncConfig, event: WebhookEvent, now: float) -> str:
         """Applies a webhook event that :func:`~skillsearch.sync.webhook.verify_webhook` proved."""
@@ -427,6 +429,11 @@ class Catalog:
         index = self.index()
         with self.writing():
             return apply_source(self.store, index, read)
+
+    def retire_source(self, name: str) -> list[str]:
+        """A source taken out of the configuration: its skills are archived (pinned revisions stay)."""
+        with self.writing():
+            return retire_source(self.store, self._index, name)
 
     def make_source_keeper(self, sources: Sequence[SourceConfig], *, quiet_ms: int = 400) -> LocalSources:
         """The background runner of ``sources`` (not started): each on its interval with the poller's

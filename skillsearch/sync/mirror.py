@@ -40,7 +40,7 @@ from skillsearch.retrieval.indexer import IndexStats, SearchIndex
 from skillsearch.sync.git import GitCache
 from skillsearch.sync.sources import SourceConfig
 
-__all__ = ["SourceRead", "SourceReport", "apply_source", "read_source"]
+__all__ = ["SourceRead", "SourceReport", "apply_source", "read_source", "retire_source"]
 
 log = logging.getLogger("skillsearch.sync")
 
@@ -327,3 +327,18 @@ def apply_source(store: CatalogStore, index: SearchIndex | None, read: SourceRea
         report.index = index.refresh(store, report.changed_ids)
     report.finished_at = now
     return report
+
+
+def retire_source(store: CatalogStore, index: SearchIndex | None, name: str) -> list[str]:
+    """A source taken out of the configuration: archive every skill it owns (revisions stay readable by
+    pin) and forget what it last applied."""
+    now = utc_now()
+    with store.transaction():
+        gone = [s for s in store.skill_ids_of_source(name) if store.archive(s, now)]
+        state = store.sync_state(name)
+        if state is not None:
+            store.save_sync_state(SyncState(name, None, state.last_success, f"{now} removed from the configuration",
+                                            dict(state.counts)))
+    if index is not None and gone:
+        index.refresh(store, gone)
+    return gone
