@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[test,bench,multilingual]'
+	$(BIN)/pip install --quiet -e '.[test,bench,multilingual,dev]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -47,7 +47,6 @@ bench-multilingual: $(STAMP)
 	PYTHONPATH=. $(BIN)/python benchmarks/multilingual.py all --out benchmarks/results/multilingual.json
 
 lint: $(STAMP)
-	$(BIN)/pip install --quiet ruff mypy
 	$(BIN)/ruff check skillsearch tests benchmarks
 	$(BIN)/mypy
 

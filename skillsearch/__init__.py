@@ -4,8 +4,6 @@ The public API is the composition root :class:`Catalog`, its settings, the reque
 error tree. Everything else is internal and may change.
 """
 
-from __future__ import annotations
-
 import os as _os
 
 # numpy's products in search (a routed index's half, e5's centered cosines; the rest goes through torch,

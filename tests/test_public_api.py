@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 import skillsearch
 from skillsearch.core import errors
 
@@ -10,6 +12,14 @@ def test_all_is_sorted_and_complete() -> None:
     assert skillsearch.__all__ == sorted(skillsearch.__all__)
     for name in skillsearch.__all__:
         assert getattr(skillsearch, name).__name__ == name
+
+
+def test_every_public_name_is_in_all() -> None:
+    """httpx's rule: any public name of the package is either a sub-module or listed in ``__all__``, so
+    nothing becomes public API by accident (an import left in ``__init__.py``) and nothing listed is lost."""
+    public = {name for name, value in vars(skillsearch).items()
+              if not name.startswith("_") and not isinstance(value, types.ModuleType)}
+    assert public == set(skillsearch.__all__)
 
 
 def test_every_error_has_a_stable_code_and_a_client_status() -> None:

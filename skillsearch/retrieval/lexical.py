@@ -235,6 +235,15 @@ class LexicalIndex:
         self._writer: Any = None
         self._lock = Lock()
 
+    def drops_a_matching_term(self, text: str, searcher: tantivy.Searcher) -> bool:
+        """Whether the common-term rule leaves out of this request a term that some document matches
+        (what ``benchmarks/tuning/common_terms.py`` counts)."""
+        terms = sorted(set(self._english.analyze(text.lower())))
+        matching = {t for t in terms if searcher.doc_freq("all", t) > 0}
+        if len(terms) <= SHORT_REQUEST_TERMS or not matching:
+            return False
+        return set(_informative_terms(terms, searcher)) != matching
+
     # -- writes -----------------------------------------------------------------------------------
 
     def _doc(self, d: LexicalDoc) -> tantivy.Document:
