@@ -27,7 +27,7 @@ import numpy as np
 
 from skillsearch.bench.beir import load_beir
 from skillsearch.bench.cache import BenchEncoder
-from skillsearch.catalog.store import IndexRow
+from skillsearch.catalog.rows import IndexRow
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoder import MiniLMEncoder
 from skillsearch.retrieval.indexer import embedded_text

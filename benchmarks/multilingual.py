@@ -58,7 +58,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from skillsearch.catalog.importer import slugify
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
-from skillsearch.retrieval.encoder import Encoder, RoutedEncoder, as_routed, make_encoder
+from skillsearch.retrieval.encoder import Encoder, MiniLMEncoder, RoutedEncoder, make_encoder
 from skillsearch.retrieval.search import SearchRequest, query_texts
 from skillsearch.service import Catalog
 
@@ -106,10 +106,16 @@ class DiskCachedEncoder:
             probe = (self.inner.name, self.inner.dim)
         self.name, self.dim = probe
         self.multilingual = encoder_name == "e5" and centering
+        # Described without loading the model: the same answers as the encoder it stands for.
+        self.symmetric = encoder_name == "minilm"
+        self.no_match_cosine = MiniLMEncoder.no_match_cosine if encoder_name == "minilm" else None
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(str(path))
         self.db.execute("CREATE TABLE IF NOT EXISTS vec (key TEXT PRIMARY KEY, v BLOB)")
         self.computed = 0
+
+    def routed(self) -> None:
+        return None
 
     @property
     def inner(self) -> Encoder:
@@ -219,7 +225,7 @@ def disk_cached(encoder: str) -> Encoder:
 
 def disk_parts(encoder: Encoder) -> list[tuple[str | None, DiskCachedEncoder]]:
     """The disk-cached models behind a catalog's encoder, with the route each one answers (None: all)."""
-    routed = as_routed(encoder)
+    routed = encoder.routed()
     found: list[tuple[str | None, Any]] = (
         [(k, getattr(p, "inner", p)) for k, p in routed.parts.items()] if routed else [(None, getattr(encoder, "inner", encoder))]
     )
@@ -398,7 +404,7 @@ def part_beir(args: argparse.Namespace) -> dict[str, Any]:
                 for split, qrels in splits.items():
                     qids = sorted(qrels)[: args.max_queries] if args.max_queries else sorted(qrels)
                     queries = {q: all_queries[q] for q in qids}
-                    routed = as_routed(catalog.encoder)
+                    routed = catalog.encoder.routed()
                     for route, enc in disk_parts(catalog.encoder):
                         # A one-sentence request is embedded alone: batch those once. A longer one is
                         # embedded through ``encode_query_parts`` (cached on disk on first use).

@@ -16,6 +16,7 @@ from pathlib import Path
 from threading import Event, RLock
 from typing import Any
 
+from skillsearch.catalog.changes import change_marks, changed_at
 from skillsearch.catalog.importer import ImportProblem, parse_path
 from skillsearch.catalog.reads import get_detail, list_page, resolve_flow
 from skillsearch.catalog.store import CatalogStore, UpsertOutcome
@@ -115,7 +116,7 @@ class Catalog:
         return catalog
 
     def is_empty(self) -> bool:
-        return self.store.count() == 0 and not self.store.all_sync_states()
+        return self.store.count() == 0 and not self.store.sync.states()
 
     @property
     def encoder(self) -> Encoder:
@@ -267,10 +268,8 @@ class Catalog:
             principal,
             snapshot=snapshot,
             lexical=idx.lexical,
-            encoder=self.encoder,
             store=self.store,
             settings=self.settings,
-            calibration=idx.calibration,
         )
         self._results.put(key, result)
         return result
@@ -444,10 +443,10 @@ class Catalog:
     def change_mark(self, principal: Principal) -> tuple[Any, ...]:
         """A value that moves whenever a skill ``principal`` can see (or could see) is added, changed,
         withdrawn or hidden by a revocation: the MCP server compares it to tell a session to re-list."""
-        marks = self.store.change_marks()
+        marks = change_marks(self.store)
         grants = visible_grants(principal, marks, self.store.revoked_subscriptions())
         return tuple(sorted((g, marks[g]) for g in grants if g in marks))
 
     def changed_at(self) -> str | None:
         """When the catalog last changed."""
-        return self.store.changed_at()
+        return changed_at(self.store)

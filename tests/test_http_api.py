@@ -17,7 +17,8 @@ import pytest
 from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 
-from skillsearch.catalog.store import SyncState, utc_now
+from skillsearch.catalog.store import utc_now
+from skillsearch.catalog.sync_state import SyncState
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.http.app import Limits, create_app
@@ -455,7 +456,7 @@ async def test_metrics(fresh_sample: Catalog) -> None:
         await c.get("/v1/skills")
         await c.get("/no/such/path/1")
         await c.get("/no/such/path/2")
-        fresh_sample.store.save_sync_state(SyncState("upstream", "c1", utc_now(), None, {}))
+        fresh_sample.store.sync.save(SyncState("upstream", "c1", utc_now(), None, {}))
         resp = await c.get("/metrics")
         assert resp.headers["content-type"].startswith("text/plain")
         text = resp.text

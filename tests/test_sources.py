@@ -175,7 +175,7 @@ def test_a_half_written_skill_is_refused_and_its_last_good_revision_still_served
     assert catalog.get_skill(OPERATOR, skill.skill_id).instructions == "Run certbot renew."
     assert "tls-renew" in slugs(catalog, "renew TLS certificate")
     assert listed(catalog) == {"tls-renew", "oddly named"}
-    state = catalog.store.sync_state("mine")
+    state = catalog.store.sync.state("mine")
     assert state is not None and state.last_error is not None and "tls-renew" in state.last_error
 
 
@@ -189,7 +189,7 @@ def test_a_missing_folder_keeps_the_last_good_state(empty_catalog: Catalog, tmp_
     report = catalog.sync_source(source)
     assert report.error is not None and "not a folder" in report.error and not report.removed
     assert listed(catalog) == {"regex-debug"}
-    state = catalog.store.sync_state("mine")
+    state = catalog.store.sync.state("mine")
     assert state is not None and state.last_error is not None and state.last_success is not None
 
 
@@ -320,5 +320,5 @@ def test_an_unreachable_repository_or_missing_subdir_keeps_the_last_good_state(
                                                  subdir="skills"))
     assert wrong_ref.error is not None
     assert listed(catalog) == {"pr-review"}
-    state = catalog.store.sync_state("team")
+    state = catalog.store.sync.state("team")
     assert state is not None and state.counts["errors"] == 3

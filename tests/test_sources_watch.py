@@ -26,7 +26,7 @@ def eventually(check: Callable[[], bool], timeout: float = TIMEOUT) -> None:
 
 
 def last_error(catalog: Catalog, source: str) -> str | None:
-    state = catalog.store.sync_state(source)
+    state = catalog.store.sync.state(source)
     return state.last_error if state else None
 
 

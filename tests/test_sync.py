@@ -150,7 +150,7 @@ def test_pagination_across_many_pages(catalog: Catalog, upstream: ReferenceUpstr
     config = config_for(upstream_url, SUB, page_limit=3)
     [report] = catalog.sync_once(config)
     assert report.pages >= 6
-    state = catalog.store.sync_state(SOURCE)
+    state = catalog.store.sync.state(SOURCE)
     assert state is not None and state.cursor == report.cursor and state.counts["pages"] == report.pages
     for sid in list(upstream.feed(SUB).live())[:7]:
         upstream.edit(SUB, sid, version="2.0.0")

@@ -156,14 +156,14 @@ def test_500s_past_the_retries_keep_the_cursor_and_record_the_error(
 ) -> None:
     config = config_for(flaky.url, SUB, retries=2)
     catalog.sync_once(config)
-    cursor = catalog.store.sync_state(SOURCE).cursor  # type: ignore[union-attr]
+    cursor = catalog.store.sync.state(SOURCE).cursor  # type: ignore[union-attr]
     upstream.delete(SUB, stable_id("sk", f"sub:{SUB}", "regex-debugging"))
     flaky.script.extend(["500"] * 3)
 
     [report] = catalog.sync_once(config)
 
     assert report.error is not None and report.error["code"] == "UPSTREAM_UNAVAILABLE"
-    state = catalog.store.sync_state(SOURCE)
+    state = catalog.store.sync.state(SOURCE)
     assert state is not None and state.cursor == cursor and "after 3 attempts: HTTP 500" in (state.last_error or "")
     index_matches_store(catalog)
     [report] = catalog.sync_once(config)
@@ -191,7 +191,7 @@ def test_connection_dropped_in_the_middle_of_a_page(catalog: Catalog, upstream: 
     [failed] = catalog.sync_once(config)
     assert failed.error is not None and "RemoteProtocolError" in failed.error["message"]
     assert catalog.store.count() == 5, "the first page is stored whole, the dropped one not at all"
-    assert catalog.store.full_sync_in_progress(SOURCE), "the full sync resumes after the stored page"
+    assert catalog.store.sync.full_sync_in_progress(SOURCE), "the full sync resumes after the stored page"
     index_matches_store(catalog)
     flaky.script.extend(["ok", "drop"])
     [failed] = catalog.sync_once(config)
@@ -222,7 +222,7 @@ def test_malformed_items_are_rejected_and_the_valid_ones_stored(
     assert "no matching parameter: query" in reasons["sk_bad-flow"]
     assert "explode" in reasons["sk_whatever"] and reasons[None]
     assert len(report.outcome.created) == 18
-    state = catalog.store.sync_state(SOURCE)
+    state = catalog.store.sync.state(SOURCE)
     assert state is not None and state.cursor == report.cursor and state.counts["rejected"] == len(MALFORMED)
     assert "rejected 6 item(s)" in (state.last_error or "")
     assert_consistent_and_complete(catalog, upstream)

@@ -21,24 +21,20 @@ import numpy as np
 
 from skillsearch.retrieval.encoder import Encoder, ProgressCallback
 from skillsearch.retrieval.search import query_texts
+from skillsearch.retrieval.wrapper import Wrapper
 
 __all__ = ["BenchEncoder"]
-
-# Encoders that embed a query exactly like a document, so queries can be batch-encoded as documents.
-SYMMETRIC = frozenset({"sentence-transformers/all-MiniLM-L6-v2", "hashing-bow-256"})
 
 
 def _key(model: str, kind: str, text: str) -> str:
     return hashlib.sha256(f"{model}\n{kind}\n{text}".encode()).hexdigest()[:32]
 
 
-class BenchEncoder:
-    """Implements the ``Encoder`` protocol over another encoder."""
+class BenchEncoder(Wrapper):
+    """Implements the ``Encoder`` protocol over another encoder (and describes itself as that one)."""
 
     def __init__(self, inner: Encoder, cache_dir: Path | None) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.dim = inner.dim
+        super().__init__(inner)
         self.folder = Path(cache_dir) / re.sub(r"[^A-Za-z0-9._-]+", "_", inner.name) if cache_dir else None
         self._vectors: dict[str, np.ndarray] = {}
         self._queries: dict[str, np.ndarray] = {}
@@ -96,7 +92,8 @@ class BenchEncoder:
         parts = {text: tuple(query_texts(text, sentences)[1:]) for text in texts}
         # A query of several sentences is embedded through its parts only; the rest as a batch.
         whole = [text for text, p in parts.items() if not p]
-        if self.name not in SYMMETRIC:
+        # A symmetric encoder embeds a query exactly like a document: batch them as documents (cached).
+        if not self.symmetric:
             vecs = np.stack([self.inner.encode_query(t) for t in whole]) if whole else np.zeros((0, self.dim))
         else:
             vecs = self._cached(whole, "query", None)

@@ -42,6 +42,7 @@ from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoder import Encoder, ProgressCallback, make_encoder
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.retrieval.search import query_texts as search_texts
+from skillsearch.retrieval.wrapper import Wrapper
 from skillsearch.service import Catalog
 
 __all__ = ["run_latency", "serve_check"]
@@ -51,11 +52,11 @@ POOL = 512
 SOURCE = "bench"
 
 
-class TimedEncoder:
+class TimedEncoder(Wrapper):
     """Counts documents and seconds spent encoding them."""
 
     def __init__(self, inner: Encoder) -> None:
-        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        super().__init__(inner)
         self.seconds = 0.0
         self.documents = 0
 
@@ -73,12 +74,13 @@ class TimedEncoder:
         return self.inner.encode_query_parts(query, parts)
 
 
-class StandInEncoder:
+class StandInEncoder(Wrapper):
     """Real vectors for cached texts (at least the first ``POOL``, encoded for real when not cached); for
     the rest, a deterministic normalised mix of two of those."""
 
     def __init__(self, cached: BenchEncoder) -> None:
-        self.inner, self.name, self.dim = cached, cached.name, cached.dim
+        super().__init__(cached)
+        self.inner: BenchEncoder = cached
         self.stand_ins = 0
 
     def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:

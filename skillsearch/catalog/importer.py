@@ -28,7 +28,16 @@ from typing import Any
 import pydantic
 import yaml
 
-from skillsearch.core.domain import SLUG_PATTERN, FlowStep, Parameter, Resource, ResourceKind, Revision, SkillContent
+from skillsearch.core.domain import (
+    SLUG_PATTERN,
+    FlowStep,
+    Parameter,
+    Resource,
+    ResourceKind,
+    Revision,
+    SkillContent,
+    validation_text,
+)
 from skillsearch.core.hashing import stable_id
 
 __all__ = ["ImportProblem", "ParsedImport", "parse_path", "slugify"]
@@ -92,15 +101,6 @@ def _resource_kind(rel: str) -> ResourceKind:
     return "document"
 
 
-def _format_error(exc: pydantic.ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(x) for x in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        parts.append(f"{loc}: {msg}" if loc else msg)
-    return "; ".join(parts)
-
-
 def _content(entry: dict[str, Any], source: str, grant: str, resources: list[Resource]) -> SkillContent:
     """Validate one entry; raises ``ValueError`` with a readable reason."""
     name = entry.get("name")
@@ -138,7 +138,7 @@ def _content(entry: dict[str, Any], source: str, grant: str, resources: list[Res
             resources=tuple(resources),
         )
     except pydantic.ValidationError as exc:
-        raise ValueError(_format_error(exc)) from None
+        raise ValueError(validation_text(exc)) from None
     except TypeError as exc:
         raise ValueError(str(exc)) from None
 
@@ -249,7 +249,7 @@ def _bundle_resources(entry: dict[str, Any]) -> list[Resource]:
             out.append(Resource(path=raw["path"], kind=kind,
                                 media_type=raw.get("media_type") or media_type_of(raw["path"]), content=content))
         except pydantic.ValidationError as exc:
-            raise ValueError(f"resource {raw['path']}: {_format_error(exc)}") from None
+            raise ValueError(f"resource {raw['path']}: {validation_text(exc)}") from None
     return out
 
 

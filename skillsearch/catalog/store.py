@@ -1,8 +1,11 @@
-"""The SQLite catalog (design section 2): skills, immutable revisions, resources, sync state, revocations.
+"""The SQLite catalog (design section 2): skills, immutable revisions, resources, revocations.
 
 One file, WAL mode, a connection per thread. Every write goes through :meth:`CatalogStore.transaction`,
-so a batch lands whole or not at all. There is no authoring API: content arrives as :class:`SkillContent`
-from import or sync, and new content always makes a new revision.
+so a batch lands whole or not at all. The sync bookkeeping (cursors, listed ids, webhook events) shares
+the file, the connection and the transactions, but lives in :mod:`skillsearch.catalog.sync_state`
+(``store.sync``); the rows become domain objects in :mod:`skillsearch.catalog.rows`. There is no
+authoring API: content arrives as :class:`SkillContent` from import or sync, and new content always makes a
+new revision.
 """
 
 from __future__ import annotations
@@ -12,16 +15,25 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from skillsearch.core.domain import FlowStep, Parameter, Resource, Revision, Skill, SkillContent
+from skillsearch.catalog.rows import (
+    SKILL_COLUMNS,
+    IndexRow,
+    index_row_from_row,
+    resource_from_row,
+    revision_from_row,
+    skill_from_row,
+)
+from skillsearch.catalog.sync_state import SCHEMA as SYNC_SCHEMA
+from skillsearch.catalog.sync_state import SyncLedger
+from skillsearch.core.domain import Resource, Revision, Skill, SkillContent
 from skillsearch.core.errors import IndexNotReadyError
-from skillsearch.core.hashing import canonical_hash, sha256_hex, stable_id
+from skillsearch.core.hashing import canonical_hash, revision_body, sha256_hex, stable_id
 
-__all__ = ["CatalogStore", "IndexRow", "SyncState", "UpsertOutcome", "utc_now"]
+__all__ = ["CatalogStore", "UpsertOutcome", "utc_now"]
 
 UpsertOutcome = Literal["created", "updated", "unchanged"]
 
@@ -61,107 +73,15 @@ CREATE TABLE IF NOT EXISTS resources (
     content BLOB NOT NULL,
     UNIQUE (revision_id, path)
 );
-CREATE TABLE IF NOT EXISTS sync_state (
-    source TEXT PRIMARY KEY,
-    cursor TEXT,
-    last_success TEXT,
-    last_error TEXT,
-    counts TEXT NOT NULL DEFAULT '{}'
-);
 CREATE TABLE IF NOT EXISTS revoked_subscriptions (
     subscription_id TEXT PRIMARY KEY,
     revoked_at TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS sync_listed (
-    source TEXT NOT NULL,
-    skill_id TEXT NOT NULL,
-    PRIMARY KEY (source, skill_id)
-);
-CREATE TABLE IF NOT EXISTS webhook_events (
-    event_id TEXT PRIMARY KEY,
-    received_at REAL NOT NULL
-);
 """
-
-_SKILL_COLUMNS = (
-    "skill_id, slug, name, description, kind, tags, grant_key, status, current_revision_id, updated_at, source"
-)
-
 
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-@dataclass(frozen=True)
-class IndexRow:
-    """What the search index needs of one active skill's current revision."""
-
-    skill_id: str
-    slug: str
-    grant: str
-    kind: str
-    tags: tuple[str, ...]
-    name: str
-    description: str
-    instructions: str
-    canonical_hash: str
-
-
-@dataclass(frozen=True)
-class SyncState:
-    source: str
-    cursor: str | None
-    last_success: str | None
-    last_error: str | None
-    counts: dict[str, int]
-
-
-def _skill_from_row(row: sqlite3.Row) -> Skill:
-    return Skill(
-        skill_id=row["skill_id"],
-        slug=row["slug"],
-        name=row["name"],
-        description=row["description"],
-        kind=row["kind"],
-        tags=tuple(json.loads(row["tags"])),
-        grant=row["grant_key"],
-        status=row["status"],
-        current_revision_id=row["current_revision_id"],
-        updated_at=row["updated_at"],
-        source=row["source"],
-    )
-
-
-def _revision_from_row(row: sqlite3.Row) -> Revision:
-    body = json.loads(row["body"])
-    return Revision(
-        revision_id=row["revision_id"],
-        skill_id=row["skill_id"],
-        version=row["version"],
-        created_at=row["created_at"],
-        canonical_hash=row["canonical_hash"],
-        name=body["name"],
-        description=body["description"],
-        kind=body["kind"],
-        tags=tuple(body["tags"]),
-        instructions=body["instructions"],
-        steps=tuple(FlowStep(**s) for s in body["steps"]),
-        parameters=tuple(Parameter(**p) for p in body["parameters"]),
-        metadata=body.get("metadata", {}),
-    )
-
-
-def _resource_from_row(row: sqlite3.Row, with_content: bool) -> Resource:
-    return Resource(
-        resource_id=row["resource_id"],
-        path=row["path"],
-        kind=row["kind"],
-        media_type=row["media_type"],
-        size=row["size"],
-        sha256=row["sha256"],
-        content=bytes(row["content"]) if with_content else b"",
-    )
 
 
 class CatalogStore:
@@ -174,8 +94,9 @@ class CatalogStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._write_lock = threading.RLock()
+        self.sync = SyncLedger(self)
         try:
-            self._conn().executescript(_SCHEMA)
+            self.connection().executescript(_SCHEMA + SYNC_SCHEMA)
         except sqlite3.DatabaseError as exc:
             self.close()
             raise IndexNotReadyError(
@@ -189,7 +110,7 @@ class CatalogStore:
 
     # -- connections and transactions -------------------------------------------------------------
 
-    def _conn(self) -> sqlite3.Connection:
+    def connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
@@ -203,7 +124,7 @@ class CatalogStore:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction; nested use joins the outer one. Rolls back on any exception."""
-        conn = self._conn()
+        conn = self.connection()
         if conn.in_transaction:
             yield conn
             return
@@ -220,7 +141,7 @@ class CatalogStore:
     def savepoint(self) -> Iterator[None]:
         """Inside a transaction: a block that is undone alone when it raises. A constraint the block broke
         (a slug taken in the same grant, ...) comes out as ``ValueError`` with the store's reason."""
-        conn = self._conn()
+        conn = self.connection()
         conn.execute("SAVEPOINT block")
         try:
             yield
@@ -253,7 +174,7 @@ class CatalogStore:
         rev = content.revision
         with self.transaction() as conn:
             existing = conn.execute(
-                f"SELECT {_SKILL_COLUMNS} FROM skills WHERE skill_id = ?", (content.skill_id,)
+                f"SELECT {SKILL_COLUMNS} FROM skills WHERE skill_id = ?", (content.skill_id,)
             ).fetchone()
             if existing is not None and existing["current_revision_id"] == revision_id and (
                 existing["status"] == "active"
@@ -264,20 +185,11 @@ class CatalogStore:
                 return "unchanged"
             known = conn.execute("SELECT 1 FROM revisions WHERE revision_id = ?", (revision_id,)).fetchone()
             if known is None:
-                body = {
-                    "name": rev.name,
-                    "description": rev.description,
-                    "kind": rev.kind,
-                    "tags": list(rev.tags),
-                    "instructions": rev.instructions,
-                    "steps": [s.model_dump() for s in rev.steps],
-                    "parameters": [p.model_dump() for p in rev.parameters],
-                    "metadata": rev.metadata,
-                }
                 conn.execute(
                     "INSERT INTO revisions (revision_id, skill_id, version, created_at, canonical_hash, body)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
-                    (revision_id, content.skill_id, rev.version, rev.created_at or now, chash, json.dumps(body)),
+                    (revision_id, content.skill_id, rev.version, rev.created_at or now, chash,
+                     json.dumps(revision_body(rev))),
                 )
                 conn.executemany(
                     "INSERT INTO resources (resource_id, revision_id, path, kind, media_type, size, sha256, content)"
@@ -358,110 +270,45 @@ class CatalogStore:
             (utc_now(),),
         )
 
-    def remember_event(self, event_id: str, now: float, forget_before: float) -> bool:
-        """Record a webhook event id; ``False`` when it was already seen (a replay). Joins the caller's
-        transaction so the record and the event's effect land together. Ids older than ``forget_before``
-        are dropped: the timestamp window refuses those events anyway."""
-        with self.transaction() as conn:
-            conn.execute("DELETE FROM webhook_events WHERE received_at < ?", (forget_before,))
-            cur = conn.execute(
-                "INSERT OR IGNORE INTO webhook_events (event_id, received_at) VALUES (?, ?)", (event_id, now)
-            )
-            return cur.rowcount > 0
-
-    def mark_listed(self, source: str, skill_ids: Iterable[str]) -> None:
-        """Remember skills a full sync of ``source`` has seen so far: a resumed full sync still knows them."""
-        with self.transaction() as conn:
-            conn.executemany("INSERT OR IGNORE INTO sync_listed (source, skill_id) VALUES (?, ?)",
-                             [(source, s) for s in skill_ids])
-
-    def listed(self, source: str) -> set[str]:
-        rows = self._conn().execute("SELECT skill_id FROM sync_listed WHERE source = ?", (source,))
-        return {r[0] for r in rows}
-
-    def full_sync_in_progress(self, source: str) -> bool:
-        row = self._conn().execute("SELECT 1 FROM sync_listed WHERE source = ? LIMIT 1", (source,)).fetchone()
-        return row is not None
-
-    def clear_listed(self, source: str) -> None:
-        with self.transaction() as conn:
-            conn.execute("DELETE FROM sync_listed WHERE source = ?", (source,))
-
     def revoked_at(self, subscription_id: str) -> str | None:
-        row = self._conn().execute(
+        row = self.connection().execute(
             "SELECT revoked_at FROM revoked_subscriptions WHERE subscription_id = ?", (subscription_id,)
         ).fetchone()
         return str(row["revoked_at"]) if row else None
 
-    # -- sync state -------------------------------------------------------------------------------
-
-    def sync_state(self, source: str) -> SyncState | None:
-        row = self._conn().execute("SELECT * FROM sync_state WHERE source = ?", (source,)).fetchone()
-        if row is None:
-            return None
-        return SyncState(
-            row["source"], row["cursor"], row["last_success"], row["last_error"], json.loads(row["counts"])
-        )
-
-    def all_sync_states(self) -> list[SyncState]:
-        rows = self._conn().execute("SELECT source FROM sync_state ORDER BY source").fetchall()
-        return [s for r in rows if (s := self.sync_state(r["source"])) is not None]
-
-    def save_sync_state(self, state: SyncState) -> None:
-        with self.transaction() as conn:
-            conn.execute(
-                "INSERT INTO sync_state (source, cursor, last_success, last_error, counts) VALUES (?, ?, ?, ?, ?)"
-                " ON CONFLICT(source) DO UPDATE SET cursor = excluded.cursor, last_success = excluded.last_success,"
-                " last_error = excluded.last_error, counts = excluded.counts",
-                (state.source, state.cursor, state.last_success, state.last_error, json.dumps(state.counts)),
-            )
-
     # -- reads ------------------------------------------------------------------------------------
 
     def generation(self) -> int:
-        row = self._conn().execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        row = self.connection().execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
         return int(row["value"]) if row else 0
 
-    def changed_at(self) -> str | None:
-        """When the catalog last changed (any write that moved the generation)."""
-        row = self._conn().execute("SELECT value FROM meta WHERE key = 'changed_at'").fetchone()
-        return str(row["value"]) if row else None
-
-    def change_marks(self) -> dict[str, tuple[int, int, str]]:
-        """Per grant: (skills, active skills, latest ``updated_at``). A grant's mark moves whenever one of its
-        skills is added, changed, archived or removed, so comparing marks tells who may see a change."""
-        rows = self._conn().execute(
-            "SELECT grant_key, COUNT(*), SUM(status = 'active'), MAX(updated_at) FROM skills GROUP BY grant_key"
-        ).fetchall()
-        return {r[0]: (int(r[1]), int(r[2] or 0), str(r[3])) for r in rows}
-
     def revoked_subscriptions(self) -> frozenset[str]:
-        rows = self._conn().execute("SELECT subscription_id FROM revoked_subscriptions").fetchall()
+        rows = self.connection().execute("SELECT subscription_id FROM revoked_subscriptions").fetchall()
         return frozenset(r["subscription_id"] for r in rows)
 
     def grants(self) -> list[str]:
-        return [r[0] for r in self._conn().execute("SELECT DISTINCT grant_key FROM skills ORDER BY grant_key")]
+        return [r[0] for r in self.connection().execute("SELECT DISTINCT grant_key FROM skills ORDER BY grant_key")]
 
     def count(self, status: str | None = None) -> int:
         if status is None:
-            return int(self._conn().execute("SELECT COUNT(*) FROM skills").fetchone()[0])
-        return int(self._conn().execute("SELECT COUNT(*) FROM skills WHERE status = ?", (status,)).fetchone()[0])
+            return int(self.connection().execute("SELECT COUNT(*) FROM skills").fetchone()[0])
+        return int(self.connection().execute("SELECT COUNT(*) FROM skills WHERE status = ?", (status,)).fetchone()[0])
 
     def skill(self, skill_id: str) -> Skill | None:
-        row = self._conn().execute(f"SELECT {_SKILL_COLUMNS} FROM skills WHERE skill_id = ?", (skill_id,)).fetchone()
-        return _skill_from_row(row) if row else None
+        row = self.connection().execute(f"SELECT {SKILL_COLUMNS} FROM skills WHERE skill_id = ?", (skill_id,)).fetchone()
+        return skill_from_row(row) if row else None
 
     def skill_by_slug(self, grant: str, slug: str) -> Skill | None:
-        row = self._conn().execute(
-            f"SELECT {_SKILL_COLUMNS} FROM skills WHERE grant_key = ? AND slug = ?", (grant, slug)
+        row = self.connection().execute(
+            f"SELECT {SKILL_COLUMNS} FROM skills WHERE grant_key = ? AND slug = ?", (grant, slug)
         ).fetchone()
-        return _skill_from_row(row) if row else None
+        return skill_from_row(row) if row else None
 
     def skills_by_slug(self, slug: str) -> list[Skill]:
-        rows = self._conn().execute(
-            f"SELECT {_SKILL_COLUMNS} FROM skills WHERE slug = ? ORDER BY grant_key", (slug,)
+        rows = self.connection().execute(
+            f"SELECT {SKILL_COLUMNS} FROM skills WHERE slug = ? ORDER BY grant_key", (slug,)
         ).fetchall()
-        return [_skill_from_row(r) for r in rows]
+        return [skill_from_row(r) for r in rows]
 
     def skills(self, skill_ids: Sequence[str]) -> dict[str, Skill]:
         """Many skills in one round trip (the search path asks once per query, never per hit)."""
@@ -470,14 +317,14 @@ class CatalogStore:
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            for row in self._conn().execute(
-                f"SELECT {_SKILL_COLUMNS} FROM skills WHERE skill_id IN ({marks})", chunk
+            for row in self.connection().execute(
+                f"SELECT {SKILL_COLUMNS} FROM skills WHERE skill_id IN ({marks})", chunk
             ):
-                out[row["skill_id"]] = _skill_from_row(row)
+                out[row["skill_id"]] = skill_from_row(row)
         return out
 
     def skill_ids_of_source(self, source: str) -> list[str]:
-        return [r[0] for r in self._conn().execute("SELECT skill_id FROM skills WHERE source = ?", (source,))]
+        return [r[0] for r in self.connection().execute("SELECT skill_id FROM skills WHERE source = ?", (source,))]
 
     def list_page(
         self,
@@ -504,34 +351,34 @@ class CatalogStore:
             clauses.append("(name, skill_id) > (?, ?)")
             params.extend(after)
         params.append(limit)
-        rows = self._conn().execute(
-            f"SELECT {_SKILL_COLUMNS} FROM skills WHERE {' AND '.join(clauses)} ORDER BY name, skill_id LIMIT ?",
+        rows = self.connection().execute(
+            f"SELECT {SKILL_COLUMNS} FROM skills WHERE {' AND '.join(clauses)} ORDER BY name, skill_id LIMIT ?",
             params,
         ).fetchall()
-        return [_skill_from_row(r) for r in rows]
+        return [skill_from_row(r) for r in rows]
 
     def revision(self, revision_id: str) -> Revision | None:
-        row = self._conn().execute("SELECT * FROM revisions WHERE revision_id = ?", (revision_id,)).fetchone()
-        return _revision_from_row(row) if row else None
+        row = self.connection().execute("SELECT * FROM revisions WHERE revision_id = ?", (revision_id,)).fetchone()
+        return revision_from_row(row) if row else None
 
     def revisions_of(self, skill_id: str) -> list[Revision]:
-        rows = self._conn().execute(
+        rows = self.connection().execute(
             "SELECT * FROM revisions WHERE skill_id = ? ORDER BY created_at, revision_id", (skill_id,)
         ).fetchall()
-        return [_revision_from_row(r) for r in rows]
+        return [revision_from_row(r) for r in rows]
 
     def resources(self, revision_id: str, with_content: bool = False) -> list[Resource]:
-        rows = self._conn().execute(
+        rows = self.connection().execute(
             "SELECT * FROM resources WHERE revision_id = ? ORDER BY path", (revision_id,)
         ).fetchall()
-        return [_resource_from_row(r, with_content) for r in rows]
+        return [resource_from_row(r, with_content) for r in rows]
 
     def resource(self, revision_id: str, path_or_id: str) -> Resource | None:
-        row = self._conn().execute(
+        row = self.connection().execute(
             "SELECT * FROM resources WHERE revision_id = ? AND (path = ? OR resource_id = ?)",
             (revision_id, path_or_id, path_or_id),
         ).fetchone()
-        return _resource_from_row(row, True) if row else None
+        return resource_from_row(row, True) if row else None
 
     def index_rows(self, skill_ids: Sequence[str] | None = None) -> Iterator[IndexRow]:
         """Active skills with their current revision's text, for (re)building the search index."""
@@ -546,15 +393,5 @@ class CatalogStore:
                 return
             sql += f" AND s.skill_id IN ({','.join('?' * len(skill_ids))})"
             params = list(skill_ids)
-        for row in self._conn().execute(sql + " ORDER BY s.skill_id", params):
-            yield IndexRow(
-                skill_id=row["skill_id"],
-                slug=row["slug"],
-                grant=row["grant_key"],
-                kind=row["kind"],
-                tags=tuple(json.loads(row["tags"])),
-                name=row["name"],
-                description=row["description"],
-                instructions=json.loads(row["body"])["instructions"],
-                canonical_hash=row["canonical_hash"],
-            )
+        for row in self.connection().execute(sql + " ORDER BY s.skill_id", params):
+            yield index_row_from_row(row)

@@ -10,10 +10,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 __all__ = [
     "GRANT_PATTERN",
+    "PLACEHOLDER",
     "SCOPE_MEMORY_READ",
     "SLUG_PATTERN",
     "FlowStep",
@@ -27,6 +28,7 @@ __all__ = [
     "SkillKind",
     "SkillStatus",
     "placeholders_in",
+    "validation_text",
 ]
 
 SkillKind = Literal["knowledge", "flow_template"]
@@ -39,14 +41,14 @@ GRANT_PATTERN = re.compile(r"^(sub|team|user):[A-Za-z0-9._-]{1,128}$")
 SCOPE_MEMORY_READ = "memory:read"
 
 # `{name}` not preceded by another `{` (that would be the escape `{{`).
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def placeholders_in(value: Any) -> set[str]:
     """Every `{param}` name used in any string of a (nested) step value; `{{`/`}}` are literal braces."""
     found: set[str] = set()
     if isinstance(value, str):
-        found.update(m.group(1) for m in _PLACEHOLDER.finditer(value) if m.group(1))
+        found.update(m.group(1) for m in PLACEHOLDER.finditer(value) if m.group(1))
     elif isinstance(value, dict):
         for item in value.values():
             found |= placeholders_in(item)
@@ -232,3 +234,14 @@ class Principal:
 
     def has_scope(self, scope: str) -> bool:
         return scope in self.scopes
+
+
+def validation_text(exc: ValidationError, limit: int | None = None) -> str:
+    """A pydantic validation failure as one readable line: ``field.path: reason; ...`` (the first ``limit``
+    problems when given). Used for content refused at import and at sync."""
+    parts = []
+    for err in exc.errors()[:limit]:
+        loc = ".".join(str(x) for x in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    return "; ".join(parts)

@@ -1,4 +1,8 @@
-"""Content hashing: the canonical hash that identifies a revision, and ids derived from it."""
+"""Content hashing: the canonical hash that identifies a revision, and ids derived from it.
+
+:func:`revision_body` is the one serialisation of what a revision says: the store keeps it as the
+revision's body, and the canonical hash covers it with the version and the resources.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from typing import Any
 
 from skillsearch.core.domain import Resource, Revision
 
-__all__ = ["canonical_hash", "canonical_json", "sha256_hex", "stable_id"]
+__all__ = ["canonical_hash", "canonical_json", "revision_body", "sha256_hex", "stable_id"]
 
 
 def sha256_hex(data: bytes) -> str:
@@ -21,10 +25,10 @@ def canonical_json(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def canonical_hash(revision: Revision, resources: Iterable[Resource]) -> str:
-    """sha256 of everything the revision says, resources by their content hash (design section 1)."""
-    body = {
-        "version": revision.version,
+def revision_body(revision: Revision) -> dict[str, Any]:
+    """What ``revision`` says (name, description, kind, tags, instructions, steps, parameters, metadata) as
+    JSON values, in that order; its ids, version and dates are not part of it."""
+    return {
         "name": revision.name,
         "description": revision.description,
         "kind": revision.kind,
@@ -33,6 +37,14 @@ def canonical_hash(revision: Revision, resources: Iterable[Resource]) -> str:
         "steps": [s.model_dump() for s in revision.steps],
         "parameters": [p.model_dump() for p in revision.parameters],
         "metadata": revision.metadata,
+    }
+
+
+def canonical_hash(revision: Revision, resources: Iterable[Resource]) -> str:
+    """sha256 of everything the revision says, resources by their content hash (design section 1)."""
+    body = {
+        "version": revision.version,
+        **revision_body(revision),
         "resources": sorted(
             ({"path": r.path, "kind": r.kind, "media_type": r.media_type, "sha256": r.sha256 or sha256_hex(r.content)}
              for r in resources),

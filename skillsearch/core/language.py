@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["FRENCH_WORDS", "is_english", "is_french"]
+__all__ = ["FRENCH_WORDS", "cjk_runs", "is_english", "is_french"]
 
 # Frequent French function words that are not also common English words ("a", "on", "in" are left out).
 _FRENCH = (
@@ -33,14 +33,20 @@ ENGLISH_WORDS = frozenset(_ENGLISH.split())
 _WORDS = re.compile(r"[a-zàâäçéèêëîïôöûùüÿœæ]+", re.IGNORECASE)
 _FRENCH_LETTERS = re.compile(r"[àâçéèêëîïôûùüÿœæ]", re.IGNORECASE)
 _ELISION = re.compile(r"\b[ldjnmstc]['’][a-zàâéèêîôûh]", re.IGNORECASE)
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+# Runs of CJK characters (kana, CJK ideographs and their compatibility forms, hangul, half-width katakana):
+# the lexical index's ``cjk`` n-gram field holds them, and French is never guessed for text made of them.
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff66-\uff9f]+")
+
+
+def cjk_runs(text: str) -> list[str]:
+    return _CJK.findall(text)
 
 
 def is_french(text: str) -> bool:
     """True when ``text`` reads as French rather than English (or another language without these cues)."""
     head = text[:4000]
     words = [w.lower() for w in _WORDS.findall(head)]
-    if not words or len(_CJK.findall(head)) > len(words):
+    if not words or sum(map(len, cjk_runs(head))) > len(words):
         return False
     fr = sum(w in FRENCH_WORDS for w in words) + len(_ELISION.findall(head))
     en = sum(w in ENGLISH_WORDS for w in words)

@@ -18,12 +18,11 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from skillsearch.core.domain import FlowStep, Parameter
+from skillsearch.core.domain import PLACEHOLDER, FlowStep, Parameter
 from skillsearch.core.errors import SkillInvalidError, ValidationError
 
 __all__ = ["coerce_text_value", "resolve_steps"]
 
-_TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _WHOLE = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 _OMIT = object()
 
@@ -51,7 +50,7 @@ def _substitute(value: Any, values: Mapping[str, Any]) -> Any:
                 return "}"
             return _as_text(values.get(m.group(1)))
 
-        return _TOKEN.sub(repl, value)
+        return PLACEHOLDER.sub(repl, value)
     if isinstance(value, dict):
         out = {k: _substitute(v, values) for k, v in value.items()}
         return {k: v for k, v in out.items() if v is not _OMIT}

@@ -176,7 +176,7 @@ def create_app(
     metrics = HttpMetrics(
         documents=lambda: _documents(catalog),
         skills=catalog.store.count,
-        sync_age=lambda: sync_age_seconds([s.last_success for s in catalog.store.all_sync_states()]),
+        sync_age=lambda: sync_age_seconds([s.last_success for s in catalog.store.sync.states()]),
     )
 
     @asynccontextmanager

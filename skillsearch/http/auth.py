@@ -299,5 +299,5 @@ def runs_on_sample_catalog(catalog: Catalog) -> bool:
     sources = [s["source"] for s in manifest["sources"] if s["source"].startswith(_SAMPLE_SOURCES_PREFIX)]
     total = catalog.store.count()
     sample_count = sum(len(catalog.store.skill_ids_of_source(s)) for s in sources)
-    synced = [s for s in catalog.store.all_sync_states() if s.source not in sources]
+    synced = [s for s in catalog.store.sync.states() if s.source not in sources]
     return total > 0 and sample_count == total and not synced

@@ -21,7 +21,8 @@ use it; HTTP hosts re-list on their own schedule.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -32,9 +33,13 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChang
 from skillsearch.core.domain import Principal
 from skillsearch.service import Catalog
 
-__all__ = ["ChangeNotifier"]
+__all__ = ["ChangeNotifier", "WhileOpen", "while_open"]
 
 log = logging.getLogger("skillsearch.mcp")
+
+WhileOpen = Callable[[Catalog], AbstractAsyncContextManager[Any]]
+"""Something that runs while the server's catalog is open, e.g. the local sources' keeper:
+``lambda catalog: catalog.make_source_keeper(sources).lifespan()``."""
 
 
 class ChangeNotifier:
@@ -77,3 +82,18 @@ class ChangeNotifier:
             if mark != last:
                 last = mark
                 await self.notify()
+
+
+@asynccontextmanager
+async def while_open(catalog: Catalog, notifier: ChangeNotifier | None, extras: Sequence[WhileOpen]) -> AsyncIterator[None]:
+    """Inside the server's lifespan, once the catalog is open: enter ``extras`` and run the notifier."""
+    async with AsyncExitStack() as stack:
+        for extra in extras:
+            await stack.enter_async_context(extra(catalog))
+        async with anyio.create_task_group() as tg:
+            if notifier is not None:
+                tg.start_soon(notifier.watch, catalog)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()

@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from skillsearch.core.settings import Settings
-from skillsearch.retrieval.encoder import Encoder, RoutedEncoder, as_routed
+from skillsearch.retrieval.encoder import Encoder, RoutedEncoder
 
 DEFAULT_WEIGHT = Settings.semantic_weight
 
@@ -181,11 +181,9 @@ class _Probes(NamedTuple):
     reference: dict[str, np.ndarray]
 
 
-# Probe vectors per encoder name: the probes are fixed, so they are embedded once per process.
+# Probe vectors per model name: the probes are fixed, so each model embeds them once per process (every
+# catalog and wrapper of the same model shares them, as they share the loaded model, see make_encoder).
 _PROBE_CACHE: dict[str, _Probes] = {}
-# Each document's language, for the last (matrix, centering) pair seen: both are immutable.
-_SCORE_CACHE: list[tuple[np.ndarray, Centering, np.ndarray]] = []
-_PARSED: dict[int, tuple[Any, Centering]] = {}
 
 
 def _probe_vectors(encoder: Encoder) -> _Probes:
@@ -217,36 +215,30 @@ def language_codes(documents: np.ndarray, centering: Centering) -> np.ndarray:
     return np.asarray(np.argmax(documents @ centering.reference.T, axis=1))
 
 
-def centered_cosines(documents: np.ndarray, queries: np.ndarray, centering: Centering) -> np.ndarray:
+def centered_cosines(
+    documents: np.ndarray, queries: np.ndarray, centering: Centering, codes: np.ndarray | None = None
+) -> np.ndarray:
     """Each query's cosine with each document minus its projection on the document language's centroid:
-    shape ``(queries, docs)``, or ``(docs,)`` for one query vector."""
-    hit = next((c for c in _SCORE_CACHE if c[0] is documents and c[1] is centering), None)
-    if hit is None:
-        hit = (documents, centering, language_codes(documents, centering))
-        _SCORE_CACHE[:] = [hit]
-    codes = hit[2]
+    shape ``(queries, docs)``, or ``(docs,)`` for one query vector. ``codes`` are the documents'
+    :func:`language_codes` when the caller keeps them (a search route does)."""
+    if codes is None:
+        codes = language_codes(documents, centering)
     q = np.atleast_2d(queries)
     scores = q @ documents.T - (q @ centering.centroids.T)[:, codes]
     return np.asarray(scores[0] if queries.ndim == 1 else scores, dtype=np.float32)
 
 
 def centering_of(calibration: dict[str, Any] | None) -> Centering | None:
-    """The centering stored in a calibration, parsed once per calibration dict."""
+    """The centering stored in a calibration (a search route parses it once and keeps it)."""
     stored = (calibration or {}).get("centering")
     if not stored:
         return None
-    cached = _PARSED.get(id(calibration))
-    if cached is not None and cached[0] is calibration:
-        return cached[1]
-    centering = Centering(np.asarray(stored["reference"], np.float32), np.asarray(stored["centroids"], np.float32))
-    _PARSED.clear()
-    _PARSED[id(calibration)] = (calibration, centering)
-    return centering
+    return Centering(np.asarray(stored["reference"], np.float32), np.asarray(stored["centroids"], np.float32))
 
 
 def calibrate(encoder: Encoder, catalog_vectors: np.ndarray | None = None) -> dict[str, Any]:
     """The calibration of ``encoder`` for an index whose document vectors are ``catalog_vectors``."""
-    routed = as_routed(encoder)
+    routed = encoder.routed()
     if routed is not None:
         return _calibrate_routes(routed, catalog_vectors)
     probes = _probe_vectors(encoder)
@@ -254,7 +246,7 @@ def calibrate(encoder: Encoder, catalog_vectors: np.ndarray | None = None) -> di
     if catalog_vectors is not None and len(catalog_vectors):
         catalog = np.asarray(catalog_vectors, dtype=np.float32)
     docs = np.concatenate([probes.related_p, catalog])
-    centering = fit_centering(probes.reference) if getattr(encoder, "multilingual", False) else None
+    centering = fit_centering(probes.reference) if encoder.multilingual else None
 
     def cos(queries: np.ndarray, documents: np.ndarray) -> np.ndarray:
         if centering is None:

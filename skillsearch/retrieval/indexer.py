@@ -28,14 +28,15 @@ from threading import RLock
 from typing import Any
 
 import numpy as np
-import tantivy
 
-from skillsearch.catalog.store import CatalogStore, IndexRow
+from skillsearch.catalog.rows import IndexRow
+from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError
 from skillsearch.core.hashing import canonical_json, sha256_hex
 from skillsearch.retrieval.calibration import CALIBRATION_VERSION, calibrate
 from skillsearch.retrieval.encoder import Encoder
-from skillsearch.retrieval.lexical import LexicalDoc, LexicalIndex, split_identifiers
+from skillsearch.retrieval.lexical import LexicalDoc, LexicalIndex, Searcher, split_identifiers
+from skillsearch.retrieval.routing import Routing
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
 
 __all__ = ["FORMAT_VERSION", "IndexSnapshot", "IndexStats", "SearchIndex", "embedded_text"]
@@ -73,11 +74,13 @@ def _doc_hash(row: IndexRow) -> str:
 
 @dataclass(frozen=True)
 class IndexSnapshot:
-    """What one search reads: a Tantivy searcher and the vector snapshot of the same moment."""
+    """What one search reads: a Tantivy searcher and the vector snapshot of the same moment, and the
+    routing of requests over those vectors (the encoder's routes, with the index's calibration)."""
 
-    searcher: tantivy.Searcher
+    searcher: Searcher
     vectors: VectorSnapshot
     generation: int
+    routing: Routing
 
 
 @dataclass(frozen=True)
@@ -187,7 +190,7 @@ class SearchIndex:
             log.warning("lexical index unreadable (%s); the index is behind the catalog, rebuilding it", exc)
             self.lexical, damaged = LexicalIndex(self.data_dir / "lexical", create=True, french=self.french), True
             searcher = self.lexical.searcher()
-        self._snapshot = IndexSnapshot(searcher, vectors, generation)
+        self._snapshot = self._snapshot_of(searcher, vectors, generation)
         if (
             damaged
             or behind
@@ -216,7 +219,7 @@ class SearchIndex:
             self.manifest_path.unlink(missing_ok=True)
             self.lexical = LexicalIndex(self.data_dir / "lexical", create=True, french=self.french)
             shutil.rmtree(self.data_dir / "vectors", ignore_errors=True)
-            self._snapshot = IndexSnapshot(self.lexical.searcher(), VectorSnapshot.empty(self.encoder.dim), -1)
+            self._snapshot = self._snapshot_of(self.lexical.searcher(), VectorSnapshot.empty(self.encoder.dim), -1)
             stats = self._sync(store, None, progress, rebuild_lexical=False)
             self.recalibrate(kept)
             return stats
@@ -229,6 +232,8 @@ class SearchIndex:
             calibration = calibrate(self.encoder, self._snapshot.vectors.matrix)
             calibration.update(tuned or {})
             self.calibration = calibration
+            snap = self._snapshot
+            self._snapshot = self._snapshot_of(snap.searcher, snap.vectors, snap.generation)
             self._write_manifest(self._snapshot.generation)
             return dict(calibration)
 
@@ -299,7 +304,7 @@ class SearchIndex:
             self.lexical.apply([_lexical_doc(r) for r in all_rows.values()], [])
         else:
             self.lexical.apply([_lexical_doc(r) for r in changed], deletes)
-        self._snapshot = IndexSnapshot(self.lexical.searcher(), new_vectors, generation)
+        self._snapshot = self._snapshot_of(self.lexical.searcher(), new_vectors, generation)
         if rebuild_lexical or skill_ids is None:
             new_vectors.save(self.data_dir / "vectors")
         elif upserts or deletes:
@@ -311,6 +316,9 @@ class SearchIndex:
 
     def snapshot(self) -> IndexSnapshot:
         return self._snapshot
+
+    def _snapshot_of(self, searcher: Searcher, vectors: VectorSnapshot, generation: int) -> IndexSnapshot:
+        return IndexSnapshot(searcher, vectors, generation, Routing(self.encoder, vectors.matrix, self.calibration))
 
     def close(self) -> None:
         self.lexical.close()

@@ -43,10 +43,10 @@ import tantivy
 
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.core.hashing import sha256_hex
-from skillsearch.core.language import FRENCH_WORDS, is_french
+from skillsearch.core.language import FRENCH_WORDS, cjk_runs, is_french
 
 __all__ = [
-    "FIELD_BOOSTS", "FRENCH_BOOSTS", "FRENCH_MODES", "LexicalDoc", "LexicalHits", "LexicalIndex", "cjk_runs",
+    "FIELD_BOOSTS", "FRENCH_BOOSTS", "FRENCH_MODES", "LexicalDoc", "LexicalHits", "LexicalIndex", "Searcher",
     "skill_key", "split_identifiers",
 ]
 
@@ -85,7 +85,9 @@ WRITER_HEAP_PER_CHAR = 4
 #   docs:   French documents / every request              all:  every document / every request
 FRENCH_MODES = ("detect", "both", "docs", "all", "off")
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff66-\uff9f]+")
+# What one search reads (a point-in-time view of the index), for modules that hold one without using tantivy.
+Searcher = tantivy.Searcher
+
 _HIRAGANA = re.compile(r"[\u3040-\u309f]+")
 _NON_WORD = re.compile(r"[^\w]+", re.UNICODE)
 
@@ -103,10 +105,6 @@ def split_identifiers(text: str) -> str:
 
 def skill_key(skill_id: str) -> int:
     return int(sha256_hex(skill_id.encode("utf-8"))[:15], 16)
-
-
-def cjk_runs(text: str) -> list[str]:
-    return _CJK.findall(text)
 
 
 def _bigrams(run: str) -> list[str]:

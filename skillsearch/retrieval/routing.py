@@ -1,58 +1,70 @@
 """Which model answers a request, against which document vectors, with which calibration.
 
-With a single encoder the answer is always the same: that encoder, the whole matrix, the index's
-calibration. With ``minilm+e5`` (:class:`~skillsearch.retrieval.encoder.RoutedEncoder`) the request's language picks
-a route, once per request: an English request is embedded by MiniLM and scored against the MiniLM columns
-of the matrix with MiniLM's numbers (the dev-measured ``no_match`` threshold, no centering); any other
-request by e5, against the e5 columns, with e5's calibration (its threshold and per-language centering).
-Scoring only the route's columns keeps the matrix product at one model's cost; the columns are a numpy
-view (no copy), kept per matrix so that caches keyed by the matrix's identity (the documents' languages in
-``calibration.centered_cosines``) stay warm.
+An index snapshot owns its :class:`Routing` (built from the snapshot's vectors, the index's encoder and
+its calibration, all immutable while the snapshot lives). With a single encoder there is one route: that
+encoder, the whole matrix, the index's calibration. With ``minilm+e5`` (the encoder's ``routed()`` pair,
+:class:`~skillsearch.retrieval.encoder.RoutedEncoder`) the request's language picks a route, once per
+request: an English request is embedded by MiniLM and scored against the MiniLM columns of the matrix with
+MiniLM's numbers (the dev-measured ``no_match`` threshold, no centering); any other request by e5, against
+the e5 columns, with e5's calibration (its threshold and per-language centering). Scoring only the route's
+columns keeps the matrix product at one model's cost; the columns are a numpy view (no copy).
+
+What a route computes once lives on it: the column view, the parsed centering and the documents'
+languages under that centering (the first centered search computes them).
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from functools import cached_property
+from typing import Any
 
 import numpy as np
 
-from skillsearch.retrieval.encoder import Encoder, as_routed
+from skillsearch.retrieval.calibration import Centering, centering_of, language_codes
+from skillsearch.retrieval.encoder import Encoder
 
-__all__ = ["RequestRoute", "route_request"]
+__all__ = ["RequestRoute", "Routing"]
 
 
-class RequestRoute(NamedTuple):
+class RequestRoute:
     """``route`` is None for a single encoder; ``encoder`` embeds the request's texts, whose vectors are
-    scored against ``matrix``; ``calibration`` holds the numbers that apply to those scores."""
+    scored against ``matrix``; ``calibration`` holds the numbers that apply to those scores, ``centering``
+    its parsed per-language centroids (None: plain cosines)."""
 
-    route: str | None
-    encoder: Encoder
-    matrix: np.ndarray
-    calibration: dict[str, Any] | None
+    def __init__(self, route: str | None, encoder: Encoder, matrix: np.ndarray, calibration: dict[str, Any] | None):
+        self.route = route
+        self.encoder = encoder
+        self.matrix = matrix
+        self.calibration = calibration
+        self.centering: Centering | None = centering_of(calibration)
 
-
-# (matrix, start, stop, view): the column views of the last matrices seen; matrices are immutable.
-_VIEWS: list[tuple[np.ndarray, int, int, np.ndarray]] = []
-_KEPT_VIEWS = 4
-
-
-def _columns(matrix: np.ndarray, columns: slice) -> np.ndarray:
-    start, stop = int(columns.start or 0), int(columns.stop)
-    for m, a, b, view in _VIEWS:
-        if m is matrix and a == start and b == stop:
-            return view
-    view = matrix[:, start:stop]
-    _VIEWS[:] = [(matrix, start, stop, view), *_VIEWS[: _KEPT_VIEWS - 1]]
-    return view
+    @cached_property
+    def language_codes(self) -> np.ndarray | None:
+        """Each document's language (its nearest reference centroid), when the route centers."""
+        return None if self.centering is None else language_codes(self.matrix, self.centering)
 
 
-def route_request(
-    encoder: Encoder, matrix: np.ndarray, calibration: dict[str, Any] | None, query: str
-) -> RequestRoute:
-    """The route of ``query``: the whole request decides, so all its sentences use the same model."""
-    routed = as_routed(encoder)
-    if routed is None:
-        return RequestRoute(None, encoder, matrix, calibration)
-    route = routed.route(query)
-    routes = (calibration or {}).get("routes") or {}
-    return RequestRoute(route, routed.parts[route], _columns(matrix, routed.columns[route]), routes.get(route))
+class Routing:
+    """The routes of one index snapshot."""
+
+    def __init__(self, encoder: Encoder, matrix: np.ndarray, calibration: dict[str, Any] | None) -> None:
+        self.encoder = encoder
+        self.calibration = calibration
+        self._pair = encoder.routed()
+        if self._pair is None:
+            self._single: RequestRoute | None = RequestRoute(None, encoder, matrix, calibration)
+            self._routes: dict[str, RequestRoute] = {}
+        else:
+            self._single = None
+            routes = (calibration or {}).get("routes") or {}
+            self._routes = {
+                key: RequestRoute(key, part, matrix[:, self._pair.columns[key]], routes.get(key))
+                for key, part in self._pair.parts.items()
+            }
+
+    def route(self, query: str) -> RequestRoute:
+        """The route of ``query``: the whole request decides, so all its sentences use the same model."""
+        if self._pair is None:
+            assert self._single is not None
+            return self._single
+        return self._routes[self._pair.route(query)]

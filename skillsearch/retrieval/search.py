@@ -7,12 +7,14 @@
 4. The fused list is re-checked against the store in one query (status, grant, revocation) before it is
    returned: the index may lag the store by one batch, the answer may not.
    A multilingual encoder's cosines are taken against language-centered document vectors (the index's
-   calibration holds the centroids, see ``skillsearch/calibration.py``).
+   calibration holds the centroids, see ``skillsearch/retrieval/calibration.py``).
    With ``minilm+e5`` the request's language picks one model, its columns of the matrix and its
-   calibration (``skillsearch/routing.py``); everything below uses that route's numbers.
-5. ``no_match``: when no candidate matches lexically and the best cosine is under the encoder's calibrated
-   threshold, nothing is a good match and the list is left empty rather than padded with noise. The
-   decision is per query, not per hit, so a good match never loses its weaker neighbours.
+   calibration (the snapshot's routing, ``skillsearch/retrieval/routing.py``); everything below uses that
+   route's numbers.
+5. ``no_match``: when no candidate matches lexically and the best cosine is under the encoder's
+   dev-measured threshold (``Encoder.no_match_cosine``) or else its calibrated one, nothing is a good
+   match and the list is left empty rather than padded with noise. The decision is per query, not per hit,
+   so a good match never loses its weaker neighbours.
 """
 
 from __future__ import annotations
@@ -30,29 +32,17 @@ from skillsearch.core.errors import ValidationError
 from skillsearch.core.fusion import FUSION_METHODS, Candidates, FusionMethod, candidates, fuse
 from skillsearch.core.settings import Settings
 from skillsearch.core.visibility import is_visible, visible_grants
-from skillsearch.retrieval.calibration import centered_cosines, centering_of
+from skillsearch.retrieval.calibration import centered_cosines
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.indexer import IndexSnapshot
 from skillsearch.retrieval.lexical import LexicalIndex
-from skillsearch.retrieval.routing import route_request
 from skillsearch.retrieval.vectors import max_cosines, top_k
 
-__all__ = ["DEFAULT_NO_MATCH_COSINE", "Hit", "SearchMode", "SearchRequest", "SearchResult", "run_search"]
+__all__ = ["Hit", "SearchMode", "SearchRequest", "SearchResult", "run_search"]
 
 SearchMode = Literal["hybrid", "lexical", "semantic"]
 SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 KINDS = ("knowledge", "flow_template")
-
-# Cosine under which nothing semantic is a good match, per encoder, measured on dev queries: MiniLM's
-# value is the largest that refuses at most 1% of the dev queries of MetaTool and Seal-Tools
-# (benchmarks/calibrate_no_match.py, docs/benchmarks.md). It is a query-level decision: a per-hit cut at
-# the old 0.25 dropped relevant skills (MetaTool dev semantic Recall@50 0.93 -> 0.59). An encoder without a
-# dev-measured value uses the calibration its index computed when it was built (``manifest.json`` ->
-# ``calibration.no_match_cosine``, see ``skillsearch/calibration.py``).
-DEFAULT_NO_MATCH_COSINE: dict[str, float] = {
-    "sentence-transformers/all-MiniLM-L6-v2": 0.21,
-}
-
 
 @dataclass(frozen=True)
 class SearchRequest:
@@ -125,11 +115,11 @@ def run_search(
     *,
     snapshot: IndexSnapshot,
     lexical: LexicalIndex,
-    encoder: Encoder,
     store: CatalogStore,
     settings: Settings,
-    calibration: dict[str, Any] | None = None,
 ) -> SearchResult:
+    """``request`` as ``principal`` over one index snapshot (its vectors, searcher and routing, whose
+    encoder and calibration apply) and the store the answer is re-checked against."""
     started = time.perf_counter()
     request = validate(request, settings)
     timings: dict[str, float] = {}
@@ -141,10 +131,10 @@ def run_search(
     # block-max WAND prune harder.
     depth = max(request.limit, settings.candidate_depth) if request.mode == "hybrid" else request.limit + 10
     method: FusionMethod = request.fusion or settings.fusion  # type: ignore[assignment]
-    weight = _semantic_weight(request, settings, calibration)
+    weight = _semantic_weight(request, settings, snapshot.routing.calibration)
     use_lex = request.mode in ("lexical", "hybrid")
     use_sem = request.mode in ("semantic", "hybrid")
-    route = route_request(encoder, vectors.matrix, calibration, request.query)
+    route = snapshot.routing.route(request.query)
 
     # Rows the caller may see and asked for; None when that is every row (no filter anywhere).
     everything = set(vectors.grant_names) <= set(grants) and not request.kind and not request.tags
@@ -165,10 +155,9 @@ def run_search(
         queries = route.encoder.encode_query_parts(texts[0], texts[1:])
         timings["encode_ms"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
-        centering = centering_of(route.calibration)
-        if centering is not None:
-            # e5: scores relative to each document language's centroid (skillsearch/calibration.py).
-            scores = centered_cosines(route.matrix, queries, centering)
+        if route.centering is not None:
+            # e5: scores relative to each document language's centroid (skillsearch/retrieval/calibration.py).
+            scores = centered_cosines(route.matrix, queries, route.centering, route.language_codes)
             sem_all = (scores.max(axis=0) if scores.ndim == 2 else scores).astype(np.float32)
         else:
             # One pass over the matrix for all the query's vectors (``max_cosines``, measured there).
@@ -188,7 +177,7 @@ def run_search(
     else:
         fused = fuse(cands, method, weight, settings.rrf_k)
 
-    threshold = no_match_threshold(settings, route.encoder.name, route.calibration)
+    threshold = no_match_threshold(settings, route.encoder, route.calibration)
     keep = np.ones(rows.size, dtype=bool)
     if request.mode == "lexical":
         keep = lexical_rank > 0
@@ -271,12 +260,12 @@ def _semantic_weight(request: SearchRequest, settings: Settings, calibration: di
     return float(tuned) if isinstance(tuned, (int, float)) else settings.semantic_weight
 
 
-def no_match_threshold(settings: Settings, encoder_name: str, calibration: dict[str, Any] | None) -> float:
+def no_match_threshold(settings: Settings, encoder: Encoder, calibration: dict[str, Any] | None) -> float:
     """The settings' value, else the encoder's dev-measured value, else the index's calibration."""
     if settings.no_match_cosine is not None:
         return float(settings.no_match_cosine)
-    if encoder_name in DEFAULT_NO_MATCH_COSINE:
-        return DEFAULT_NO_MATCH_COSINE[encoder_name]
+    if encoder.no_match_cosine is not None:
+        return encoder.no_match_cosine
     return float((calibration or {}).get("no_match_cosine", 0.25))
 
 

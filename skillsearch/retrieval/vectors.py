@@ -13,19 +13,19 @@ import binascii
 import json
 import logging
 import os
-import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.retrieval import torch_matmul
 from skillsearch.retrieval.lexical import skill_key
 
-__all__ = ["VectorHits", "VectorRow", "VectorSnapshot", "max_cosines", "top_k"]
+__all__ = ["VectorRow", "VectorSnapshot", "max_cosines", "top_k"]
 
 MATRIX_FILE = "vectors.npy"
 ROWS_FILE = "rows.json"
@@ -43,11 +43,6 @@ class VectorRow:
     tags: tuple[str, ...]
     doc_hash: str
     embed_hash: str
-
-
-class VectorHits(NamedTuple):
-    rows: np.ndarray
-    scores: np.ndarray
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:
@@ -69,14 +64,9 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
 def max_cosines(matrix: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """Each row's best cosine over the query vectors (rows and queries normalised), as float32.
 
-    A C-contiguous matrix goes through torch's matrix product, given at least two columns: OpenBLAS (numpy,
-    held to one thread, see ``skillsearch/__init__.py``) multiplies a tall matrix by a few vectors slowly,
-    and torch's matrix-vector path is slower than its GEMM. Measured on 2 cores with the matrix out of cache
-    as it is between searches (10k x 384 / 100k x 384, ms): one vector 1.3 / 12.6 with numpy, 0.65 / 4.8
-    with torch; five vectors 3.1 / 30.9 against 1.0 / 7.5 (docs/benchmarks.md, "Speed work"). Torch is the
-    encoder's library already: a search never has two thread pools (OpenBLAS's and torch's) spinning.
-    A column view (one route of a routed index) is strided, and torch would copy it: numpy scores those
-    in place.
+    A C-contiguous matrix goes through torch's matrix product (:mod:`skillsearch.retrieval.torch_matmul`,
+    where the measurements are); a column view (one route of a routed index) is strided, and torch would
+    copy it: numpy scores those in place.
     """
     queries = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, matrix.shape[1])
     if matrix.shape[0] == 0:
@@ -84,16 +74,7 @@ def max_cosines(matrix: np.ndarray, queries: np.ndarray) -> np.ndarray:
     if not matrix.flags.c_contiguous or matrix.dtype != np.float32:
         product: np.ndarray = matrix @ queries.T
         return np.asarray(product.max(axis=1), dtype=np.float32)
-    import torch
-
-    columns = queries if len(queries) > 1 else np.vstack([queries, queries])
-    with warnings.catch_warnings():
-        # The snapshot's matrix is read-only; torch only reads it here.
-        warnings.simplefilter("ignore", UserWarning)
-        rows = torch.from_numpy(matrix)
-    with torch.inference_mode():
-        best: np.ndarray = torch.mm(rows, torch.from_numpy(columns).T).amax(dim=1).numpy()
-    return best
+    return torch_matmul.max_cosines(matrix, queries)
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,9 @@ from typing import Any
 
 import pydantic
 
-from skillsearch.catalog.store import CatalogStore, SyncState, utc_now
-from skillsearch.core.domain import Resource, Revision, SkillContent
+from skillsearch.catalog.store import CatalogStore, utc_now
+from skillsearch.catalog.sync_state import SyncState
+from skillsearch.core.domain import Resource, Revision, SkillContent, validation_text
 from skillsearch.retrieval.indexer import IndexStats, SearchIndex
 from skillsearch.sync.config import SubscriptionConfig
 from skillsearch.sync.contract import DeleteItem, UpsertItem, parse_item
@@ -63,15 +64,6 @@ class PageOutcome:
             getattr(self, name).extend(getattr(other, name))
 
 
-def _error_text(exc: pydantic.ValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:5]:
-        loc = ".".join(str(x) for x in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        parts.append(f"{loc}: {msg}" if loc else msg)
-    return "; ".join(parts)
-
-
 def to_content(item: UpsertItem, sub: SubscriptionConfig) -> SkillContent:
     """The wire item as the store's :class:`SkillContent`; ``ValueError`` with a reason when invalid."""
     rev = item.revision
@@ -99,7 +91,7 @@ def to_content(item: UpsertItem, sub: SubscriptionConfig) -> SkillContent:
             resources=resources,
         )
     except pydantic.ValidationError as exc:
-        raise ValueError(_error_text(exc)) from None
+        raise ValueError(validation_text(exc, 5)) from None
 
 
 def _raw_skill_id(raw: Any) -> str | None:
@@ -175,19 +167,19 @@ def apply_page(
                 with store.savepoint():
                     _apply_one(store, sub, parse_item(raw), out, now)
             except pydantic.ValidationError as exc:
-                out.rejected.append(Rejection(raw_id, _error_text(exc)))
+                out.rejected.append(Rejection(raw_id, validation_text(exc, 5)))
             except ValueError as exc:
                 out.rejected.append(Rejection(raw_id, str(exc)))
         if full:
             # "" marks the full sync as in progress even when a page listed no usable id.
-            store.mark_listed(sub.source, ["", *listed])
+            store.sync.mark_listed(sub.source, ["", *listed])
             if finished:
-                seen = store.listed(sub.source)
+                seen = store.sync.listed(sub.source)
                 for skill_id in store.skill_ids_of_source(sub.source):
                     if skill_id not in seen:
                         store.delete(skill_id)
                         out.deleted.append(skill_id)
-                store.clear_listed(sub.source)
+                store.sync.clear_listed(sub.source)
         counts = {k: int(state.counts.get(k, 0)) for k in COUNTERS}
         for k in ("created", "updated", "archived", "deleted", "rejected"):
             counts[k] += len(getattr(out, k))
@@ -196,7 +188,7 @@ def apply_page(
         if out.rejected:
             last_error = f"{now} rejected {len(out.rejected)} item(s): " + "; ".join(map(str, out.rejected[:3]))
         new_state = SyncState(sub.source, cursor, now if finished else state.last_success, last_error, counts)
-        store.save_sync_state(new_state)
+        store.sync.save(new_state)
     for r in out.rejected:
         log.warning("sync %s: rejected item %s", sub.id, r)
     if index is not None and out.changed:
@@ -210,11 +202,11 @@ def purge_subscription(store: CatalogStore, index: SearchIndex | None, sub: Subs
     now = utc_now()
     with store.transaction():
         store.set_revoked(sub.id, True, now)
-        store.clear_listed(sub.source)
+        store.sync.clear_listed(sub.source)
         gone = [s for s in store.skill_ids_of_source(sub.source) if store.delete(s)]
         counts = dict(state.counts)
         counts["deleted"] = int(counts.get("deleted", 0)) + len(gone)
-        store.save_sync_state(SyncState(sub.source, None, state.last_success, f"{now} {reason}", counts))
+        store.sync.save(SyncState(sub.source, None, state.last_success, f"{now} {reason}", counts))
     if index is not None and gone:
         index.refresh(store, gone)
     return gone

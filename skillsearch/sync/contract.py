@@ -45,7 +45,6 @@ SUBSCRIPTION_ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
 SKILL_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$"
 SIGNATURE_HEADER = "X-Skillsearch-Signature"
 TIMESTAMP_HEADER = "X-Skillsearch-Timestamp"
-EVENT_TYPES = ("skills.changed", "subscription.revoked")
 
 _TOLERANT = ConfigDict(extra="ignore", frozen=True)
 

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from skillsearch.catalog.importer import ImportProblem, ParsedImport, parse_path
-from skillsearch.catalog.store import CatalogStore, SyncState, utc_now
+from skillsearch.catalog.store import CatalogStore, utc_now
+from skillsearch.catalog.sync_state import SyncState
 from skillsearch.core.domain import SLUG_PATTERN, SkillContent
 from skillsearch.core.errors import SkillSearchError
 from skillsearch.core.hashing import stable_id
@@ -103,7 +104,7 @@ class SourceReport:
 
 
 def _last(store: CatalogStore, source: SourceConfig) -> tuple[SyncState, dict[str, Any]]:
-    state = store.sync_state(source.name) or SyncState(source.name, None, None, None, {})
+    state = store.sync.state(source.name) or SyncState(source.name, None, None, None, {})
     try:
         cursor = json.loads(state.cursor) if state.cursor else {}
     except json.JSONDecodeError:
@@ -271,7 +272,7 @@ def apply_source(store: CatalogStore, index: SearchIndex | None, read: SourceRea
             counts["errors"] += read.error is not None
             last_error = f"{now} {read.error}" if read.error else state.last_error
             success = state.last_success if read.error else now
-            store.save_sync_state(SyncState(source.name, state.cursor, success, last_error, counts))
+            store.sync.save(SyncState(source.name, state.cursor, success, last_error, counts))
         else:
             kept_folders: dict[str, str] = {}
             previous: dict[str, str] = cursor.get("folders", {}) if isinstance(cursor.get("folders"), dict) else {}
@@ -318,7 +319,7 @@ def apply_source(store: CatalogStore, index: SearchIndex | None, read: SourceRea
             last_error = (f"{now} refused {len(report.refused)}: " + "; ".join(
                 f"{r.file}: {r.reason}" for r in report.refused[:3])) if report.refused else None
             new_cursor = json.dumps({"commit": read.commit, "folders": kept_folders}, sort_keys=True)
-            store.save_sync_state(SyncState(source.name, new_cursor, now, last_error, counts))
+            store.sync.save(SyncState(source.name, new_cursor, now, last_error, counts))
     if report.error:
         log.warning("source %s: %s", source.name, report.error)
     for r in report.refused:
@@ -335,9 +336,9 @@ def retire_source(store: CatalogStore, index: SearchIndex | None, name: str) -> 
     now = utc_now()
     with store.transaction():
         gone = [s for s in store.skill_ids_of_source(name) if store.archive(s, now)]
-        state = store.sync_state(name)
+        state = store.sync.state(name)
         if state is not None:
-            store.save_sync_state(SyncState(name, None, state.last_success, f"{now} removed from the configuration",
+            store.sync.save(SyncState(name, None, state.last_success, f"{now} removed from the configuration",
                                             dict(state.counts)))
     if index is not None and gone:
         index.refresh(store, gone)

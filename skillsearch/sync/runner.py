@@ -22,7 +22,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from skillsearch.catalog.store import CatalogStore, SyncState, utc_now
+from skillsearch.catalog.store import CatalogStore, utc_now
+from skillsearch.catalog.sync_state import SyncState
 from skillsearch.core.errors import SkillSearchError, UpstreamUnavailableError
 from skillsearch.retrieval.indexer import SearchIndex
 from skillsearch.sync.apply import PageOutcome, apply_page, purge_subscription
@@ -73,9 +74,9 @@ class SyncReport:
 
 
 def _record_error(store: CatalogStore, sub: SubscriptionConfig, exc: Exception) -> None:
-    state = store.sync_state(sub.source) or SyncState(sub.source, None, None, None, {})
+    state = store.sync.state(sub.source) or SyncState(sub.source, None, None, None, {})
     message = getattr(exc, "message", None) or str(exc)
-    store.save_sync_state(SyncState(state.source, state.cursor, state.last_success, f"{utc_now()} {message}",
+    store.sync.save(SyncState(state.source, state.cursor, state.last_success, f"{utc_now()} {message}",
                                     state.counts))
 
 
@@ -93,11 +94,11 @@ def sync_subscription(
     started_clock = time.perf_counter()
     started = utc_now()
     report = SyncReport(sub.id, PageOutcome())
-    state = store.sync_state(sub.source) or SyncState(sub.source, None, None, None, {})
+    state = store.sync.state(sub.source) or SyncState(sub.source, None, None, None, {})
     cursor = state.cursor
     if cursor is None:
-        store.clear_listed(sub.source)
-    full = cursor is None or store.full_sync_in_progress(sub.source)
+        store.sync.clear_listed(sub.source)
+    full = cursor is None or store.sync.full_sync_in_progress(sub.source)
     log.info("sync %s: starting a %s sync from cursor %s", sub.id, "full" if full else "incremental", cursor)
     restarts = 0
     try:
@@ -115,7 +116,7 @@ def sync_subscription(
                     ) from None
                 log.warning("sync %s: cursor expired upstream; starting a full resync", sub.id)
                 cursor, full = None, True
-                store.clear_listed(sub.source)
+                store.sync.clear_listed(sub.source)
                 continue
             except SubscriptionRevoked:
                 gone = purge_subscription(store, index, sub, state, "subscription revoked upstream")

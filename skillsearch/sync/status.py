@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from skillsearch.catalog.changes import changed_at
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.sync.config import SyncConfig
 from skillsearch.sync.sources import SourceConfig
@@ -55,7 +56,7 @@ def sources_status(store: CatalogStore, sources: Sequence[SourceConfig],
                    runner: dict[str, dict[str, Any]] | None = None) -> list[SourceStatus]:
     out = []
     for source in sources:
-        state = store.sync_state(source.name)
+        state = store.sync.state(source.name)
         skills = store.skills(store.skill_ids_of_source(source.name))
         active = sum(1 for s in skills.values() if s.status == "active")
         try:
@@ -77,7 +78,7 @@ def sync_status(store: CatalogStore, config: SyncConfig | None, poller: dict[str
                 sources: Sequence[SourceConfig] = (), runner: dict[str, dict[str, Any]] | None = None) -> SyncStatus:
     out = []
     for sub in config.subscriptions if config is not None else ():
-        state = store.sync_state(sub.source)
+        state = store.sync.state(sub.source)
         ids = store.skill_ids_of_source(sub.source)
         skills = store.skills(ids)
         active = sum(1 for s in skills.values() if s.status == "active")
@@ -96,4 +97,4 @@ def sync_status(store: CatalogStore, config: SyncConfig | None, poller: dict[str
             poller=(poller or {}).get(sub.id),
         ))
     return SyncStatus(upstream_url=config.upstream.url if config is not None else None, subscriptions=out,
-                      sources=sources_status(store, sources, runner), catalog_changed_at=store.changed_at())
+                      sources=sources_status(store, sources, runner), catalog_changed_at=changed_at(store))

@@ -50,7 +50,7 @@ def apply_event(store: CatalogStore, config: SyncConfig, event: WebhookEvent, no
     ``revoked``, ``pull_scheduled`` (the caller triggers the poller) or ``ignored``."""
     tolerance_s = config.upstream.webhook_tolerance_s
     with store.transaction():
-        if not store.remember_event(event.id, now, now - 2 * tolerance_s):
+        if not store.sync.remember_event(event.id, now, now - 2 * tolerance_s):
             raise UnauthenticatedError("webhook replayed: this event id was already received",
                                        {"event_id": event.id})
         if event.type == "subscription.revoked":

@@ -1,0 +1,114 @@
+"""Sync bookkeeping in the catalog's database: each source's cursor and last run, the ids a full sync has
+listed so far, and the webhook event ids already received.
+
+It lives beside the catalog tables (same SQLite file, same connection, same transactions: a page's items
+and the cursor that follows them commit together) but is not catalog content: nothing here is read by a
+search or a read. :class:`SyncLedger` is reached as ``store.sync``; the revocations, which every read
+checks, stay with the catalog tables in :mod:`skillsearch.catalog.store`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from skillsearch.catalog.store import CatalogStore
+
+__all__ = ["SCHEMA", "SyncLedger", "SyncState"]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sync_state (
+    source TEXT PRIMARY KEY,
+    cursor TEXT,
+    last_success TEXT,
+    last_error TEXT,
+    counts TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS sync_listed (
+    source TEXT NOT NULL,
+    skill_id TEXT NOT NULL,
+    PRIMARY KEY (source, skill_id)
+);
+CREATE TABLE IF NOT EXISTS webhook_events (
+    event_id TEXT PRIMARY KEY,
+    received_at REAL NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True)
+class SyncState:
+    source: str
+    cursor: str | None
+    last_success: str | None
+    last_error: str | None
+    counts: dict[str, int]
+
+
+class SyncLedger:
+    """The sync tables of one :class:`~skillsearch.catalog.store.CatalogStore`; writes join the store's
+    transaction when one is open."""
+
+    def __init__(self, store: CatalogStore) -> None:
+        self._store = store
+
+    # -- each source's cursor and last run --------------------------------------------------------
+
+    def state(self, source: str) -> SyncState | None:
+        row = self._store.connection().execute("SELECT * FROM sync_state WHERE source = ?", (source,)).fetchone()
+        if row is None:
+            return None
+        return SyncState(
+            row["source"], row["cursor"], row["last_success"], row["last_error"], json.loads(row["counts"])
+        )
+
+    def states(self) -> list[SyncState]:
+        rows = self._store.connection().execute("SELECT source FROM sync_state ORDER BY source").fetchall()
+        return [s for r in rows if (s := self.state(r["source"])) is not None]
+
+    def save(self, state: SyncState) -> None:
+        with self._store.transaction() as conn:
+            conn.execute(
+                "INSERT INTO sync_state (source, cursor, last_success, last_error, counts) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT(source) DO UPDATE SET cursor = excluded.cursor, last_success = excluded.last_success,"
+                " last_error = excluded.last_error, counts = excluded.counts",
+                (state.source, state.cursor, state.last_success, state.last_error, json.dumps(state.counts)),
+            )
+
+    # -- the ids a full sync has listed -----------------------------------------------------------
+
+    def mark_listed(self, source: str, skill_ids: Iterable[str]) -> None:
+        """Remember skills a full sync of ``source`` has seen so far: a resumed full sync still knows them."""
+        with self._store.transaction() as conn:
+            conn.executemany("INSERT OR IGNORE INTO sync_listed (source, skill_id) VALUES (?, ?)",
+                             [(source, s) for s in skill_ids])
+
+    def listed(self, source: str) -> set[str]:
+        rows = self._store.connection().execute("SELECT skill_id FROM sync_listed WHERE source = ?", (source,))
+        return {r[0] for r in rows}
+
+    def full_sync_in_progress(self, source: str) -> bool:
+        row = self._store.connection().execute(
+            "SELECT 1 FROM sync_listed WHERE source = ? LIMIT 1", (source,)
+        ).fetchone()
+        return row is not None
+
+    def clear_listed(self, source: str) -> None:
+        with self._store.transaction() as conn:
+            conn.execute("DELETE FROM sync_listed WHERE source = ?", (source,))
+
+    # -- webhook replay guard ---------------------------------------------------------------------
+
+    def remember_event(self, event_id: str, now: float, forget_before: float) -> bool:
+        """Record a webhook event id; ``False`` when it was already seen (a replay). Joins the caller's
+        transaction so the record and the event's effect land together. Ids older than ``forget_before``
+        are dropped: the timestamp window refuses those events anyway."""
+        with self._store.transaction() as conn:
+            conn.execute("DELETE FROM webhook_events WHERE received_at < ?", (forget_before,))
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO webhook_events (event_id, received_at) VALUES (?, ?)", (event_id, now)
+            )
+            return cur.rowcount > 0

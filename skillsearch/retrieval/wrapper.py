@@ -1,0 +1,40 @@
+"""The base of every encoder that wraps another: it describes itself as the encoder it wraps.
+
+A query cache, the benchmarks' on-disk cache, a timer: each is an :class:`~skillsearch.retrieval.encoder.Encoder`
+over an inner one, and answers ``name``, ``dim``, ``multilingual``, ``symmetric``, ``no_match_cosine`` and
+``routed()`` as that one does, so no caller ever looks inside a wrapper (or tests a model's name).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from skillsearch.retrieval.encoder import Encoder, RoutedEncoder
+
+__all__ = ["Wrapper"]
+
+
+class Wrapper:
+    """The base of an encoder that wraps another (a cache, a timer): it describes itself as the encoder it
+    wraps, so callers never look inside. Subclasses implement the ``encode_*`` methods."""
+
+    def __init__(self, inner: Encoder) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dim = inner.dim
+
+    @property
+    def multilingual(self) -> bool:
+        return self.inner.multilingual
+
+    @property
+    def symmetric(self) -> bool:
+        return self.inner.symmetric
+
+    @property
+    def no_match_cosine(self) -> float | None:
+        return self.inner.no_match_cosine
+
+    def routed(self) -> RoutedEncoder | None:
+        return self.inner.routed()
