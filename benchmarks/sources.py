@@ -64,7 +64,7 @@ def pct(values: list[float], q: float) -> float:
 
 def timed(catalog: Catalog, source: SourceConfig, **kwargs: Any) -> dict[str, Any]:
     started = time.perf_counter()
-    report = catalog.sync_source(source, **kwargs)
+    report = catalog.sources.sync(source, **kwargs)
     seconds = time.perf_counter() - started
     assert report.error is None, report.error
     return {"seconds": round(seconds, 3), "added": len(report.added), "changed": len(report.changed),
@@ -100,7 +100,7 @@ def main() -> int:
 
         folder_source = SourceConfig(NAME, GRANT, path=work)
         results["takeover_by_folder_source"] = timed(catalog, folder_source)
-        keeper = catalog.make_source_keeper([folder_source], quiet_ms=QUIET_MS)
+        keeper = catalog.sources.keeper([folder_source], quiet_ms=QUIET_MS)
         keeper.start()
         assert keeper.poller.wait_for_runs(NAME, 1, 600)
         principal = Principal(name="bench", grants=frozenset({GRANT}))

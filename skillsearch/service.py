@@ -41,13 +41,13 @@ from skillsearch.sync.client import HttpSubscriptionClient, SubscriptionClient
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig
 from skillsearch.sync.contract import WebhookEvent
 from skillsearch.sync.local import LocalSources
-from skillsearch.sync.mirror import SourceReport, apply_source, read_source, retire_source
 from skillsearch.sync.poller import Poller
 from skillsearch.sync.runner import SyncReport, sync_subscription
 from skillsearch.sync.sources import SourceConfig
 from skillsearch.sync.status import SyncStatus, sync_status
 from skillsearch.sync.webhook import apply_event
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
+from skillsearch.usecases.sources import LocalSourcesUseCase
 
 __all__ = ["Catalog", "ImportReport", "sample_catalog_dir"]
 
@@ -94,6 +94,7 @@ class Catalog:
         self._encoder = encoder
         self._index: SearchIndex | None = None
         self._lock = RLock()
+        self.sources = LocalSourcesUseCase(self)  # local folders and git repositories
         self._results: LRU[tuple[Any, ...], SearchResult] = LRU(settings.result_cache_size)
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -417,32 +418,8 @@ class Catalog:
             on_stop=http.close if client is None else None,
         )
 
-    # -- writes: local sources (folders and git repositories) -------------------------------------
-
-    def sync_source(self, source: SourceConfig, *, force: bool = False, allow_rewind: bool = False,
-                    folders: frozenset[str] | None = None) -> SourceReport:
-        """Mirror one local source (see :mod:`skillsearch.sync.mirror`); a fetch runs outside the index lock.
-        ``folders``: only these top-level folders of a folder source changed (a watcher's batch)."""
-        read = read_source(self.store, source, self.data_dir / "sources", force=force, allow_rewind=allow_rewind,
-                           folders=folders)
-        index = self.index()
-        with self.writing():
-            return apply_source(self.store, index, read)
-
-    def retire_source(self, name: str) -> list[str]:
-        """A source taken out of the configuration: its skills are archived (pinned revisions stay)."""
-        with self.writing():
-            return retire_source(self.store, self._index, name)
-
-    def make_source_keeper(self, sources: Sequence[SourceConfig], *, quiet_ms: int = 400) -> LocalSources:
-        """The background runner of ``sources`` (not started): each on its interval with the poller's
-        backoff after a failed run, and each folder source watched: a change is applied ``quiet_ms``
-        after its last write, reading only the folders that changed."""
-        return LocalSources(lambda s, folders: self.sync_source(s, folders=folders), sources, quiet_ms=quiet_ms)
-
     def change_mark(self, principal: Principal) -> tuple[Any, ...]:
-        """A value that moves whenever a skill ``principal`` can see (or could see) is added, changed,
-        withdrawn or hidden by a revocation: the MCP server compares it to tell a session to re-list."""
+        """Moves whenever a skill ``principal`` can (or could) see is added, changed, withdrawn or revoked."""
         marks = change_marks(self.store)
         grants = visible_grants(principal, marks, self.store.revoked_subscriptions())
         return tuple(sorted((g, marks[g]) for g in grants if g in marks))

@@ -117,7 +117,7 @@ def test_a_folder_source_mirrors_adds_edits_and_removals(empty_catalog: Catalog,
     write_skill(root, "csv-clean", "Clean messy CSV files with pandas: types, duplicates, missing values.")
     source = SourceConfig("mine", "user:me", path=root)
 
-    first = catalog.sync_source(source)
+    first = catalog.sources.sync(source)
     assert len(first.added) == 2 and not first.changed and not first.removed and not first.error
     assert first.index is not None and first.index.embedded == 2
     assert slugs(catalog, "kubernetes pod crash")[0] == "kube-debug"
@@ -125,11 +125,11 @@ def test_a_folder_source_mirrors_adds_edits_and_removals(empty_catalog: Catalog,
     assert kube is not None and kube.source == "mine"
     old_revision = kube.current_revision_id
 
-    again = catalog.sync_source(source)
+    again = catalog.sources.sync(source)
     assert again.unchanged == 2 and not again.changed_ids and (again.index is None or again.index.embedded == 0)
 
     write_skill(root, "kube-debug", "Debug crashing Kubernetes pods and OOMKilled containers.", "New steps.")
-    edited = catalog.sync_source(source)
+    edited = catalog.sources.sync(source)
     assert edited.changed == [kube.skill_id] and edited.unchanged == 1
     detail = catalog.get_skill(OPERATOR, kube.skill_id)
     assert detail.revision_id != old_revision and "OOMKilled" in detail.description
@@ -138,7 +138,7 @@ def test_a_folder_source_mirrors_adds_edits_and_removals(empty_catalog: Catalog,
     assert "OOMKilled" not in pinned.data.description  # type: ignore[union-attr]
 
     shutil.rmtree(root / "kube-debug")
-    removed = catalog.sync_source(source)
+    removed = catalog.sources.sync(source)
     assert removed.removed == [kube.skill_id] and removed.unchanged == 1
     assert "kube-debug" not in slugs(catalog, "kubernetes pod crash")
     assert listed(catalog) == {"csv-clean"}
@@ -148,7 +148,7 @@ def test_a_folder_source_mirrors_adds_edits_and_removals(empty_catalog: Catalog,
         catalog.recall(OPERATOR, skill_id=kube.skill_id, revision_id=old_revision)
 
     write_skill(root, "kube-debug", "Debug crashing Kubernetes pods and OOMKilled containers.", "New steps.")
-    back = catalog.sync_source(source)
+    back = catalog.sources.sync(source)
     assert back.added == [kube.skill_id]  # the same skill comes back, with its history
     assert len(catalog.store.revisions_of(kube.skill_id)) == 2
 
@@ -161,14 +161,14 @@ def test_a_half_written_skill_is_refused_and_its_last_good_revision_still_served
     write_skill(root, "tls-renew", "Renew TLS certificates before they expire, with certbot.", "Run certbot renew.")
     write_skill(root, "oddly named", "A skill in a folder whose name is not a slug.")
     source = SourceConfig("mine", "user:me", path=root)
-    catalog.sync_source(source)
+    catalog.sources.sync(source)
     skill = catalog.store.skill_by_slug("user:me", "tls-renew")
     odd = catalog.store.skill_by_slug("user:me", "oddly-named")
     assert skill is not None and odd is not None
 
     (root / "tls-renew" / "SKILL.md").write_text("---\nname: tls-renew\ndescrip", encoding="utf-8")
     (root / "oddly named" / "SKILL.md").write_text("", encoding="utf-8")
-    report = catalog.sync_source(source)
+    report = catalog.sources.sync(source)
     assert not report.removed and not report.changed and not report.error
     assert {Path(r.file).parent.name for r in report.refused} == {"tls-renew", "oddly named"}
     assert all(r.file.startswith(str(root)) for r in report.refused)
@@ -184,9 +184,9 @@ def test_a_missing_folder_keeps_the_last_good_state(empty_catalog: Catalog, tmp_
     root = tmp_path / "skills"
     write_skill(root, "regex-debug", "Debug regular expressions step by step.")
     source = SourceConfig("mine", "user:me", path=root)
-    catalog.sync_source(source)
+    catalog.sources.sync(source)
     shutil.move(root, tmp_path / "elsewhere")
-    report = catalog.sync_source(source)
+    report = catalog.sources.sync(source)
     assert report.error is not None and "not a folder" in report.error and not report.removed
     assert listed(catalog) == {"regex-debug"}
     state = catalog.store.sync.state("mine")
@@ -202,9 +202,9 @@ def test_an_emptied_folder_removes_its_skills_only(empty_catalog: Catalog, tmp_p
     a = SourceConfig("a", "user:me", path=tmp_path / "a")
     b = SourceConfig("b", "team:ops", path=tmp_path / "b")
     c = SourceConfig("c", "user:me", path=tmp_path / "c")  # same grant as a: its shared-name is refused
-    assert len(catalog.sync_source(a).added) == 1
-    assert len(catalog.sync_source(b).added) == 1
-    report_c = catalog.sync_source(c)
+    assert len(catalog.sources.sync(a).added) == 1
+    assert len(catalog.sources.sync(b).added) == 1
+    report_c = catalog.sources.sync(c)
     assert [catalog.store.skill(s).slug for s in report_c.added] == ["c-only"]  # type: ignore[union-attr]
     assert len(report_c.refused) == 1 and "belongs to source 'a'" in report_c.refused[0].reason
 
@@ -217,11 +217,11 @@ def test_an_emptied_folder_removes_its_skills_only(empty_catalog: Catalog, tmp_p
 
     shutil.rmtree(tmp_path / "c")
     (tmp_path / "c").mkdir()
-    emptied = catalog.sync_source(c)
+    emptied = catalog.sources.sync(c)
     assert len(emptied.removed) == 1 and not emptied.error  # its own c-only, never a's shared-name
     assert listed(catalog, me) == {"shared-name"} and listed(catalog, ops) == {"shared-name"}
     shutil.rmtree(tmp_path / "b" / "shared-name")
-    catalog.sync_source(b)
+    catalog.sources.sync(b)
     assert listed(catalog, me) == {"shared-name"} and listed(catalog, ops) == set()
 
 
@@ -230,12 +230,12 @@ def test_another_local_source_may_take_over_a_withdrawn_skill(empty_catalog: Cat
     write_skill(tmp_path / "old", "moved-skill", "Profile slow Python code with cProfile.")
     old = SourceConfig("old", "user:me", path=tmp_path / "old")
     new = SourceConfig("new", "user:me", path=tmp_path / "new")
-    catalog.sync_source(old)
+    catalog.sources.sync(old)
     (tmp_path / "new").mkdir()
     shutil.move(tmp_path / "old" / "moved-skill", tmp_path / "new" / "moved-skill")
-    assert catalog.sync_source(new).refused  # still active in "old": refused
-    assert len(catalog.sync_source(old).removed) == 1
-    taken = catalog.sync_source(new)
+    assert catalog.sources.sync(new).refused  # still active in "old": refused
+    assert len(catalog.sources.sync(old).removed) == 1
+    taken = catalog.sources.sync(new)
     assert len(taken.added) == 1 and not taken.refused
     skill = catalog.store.skill(taken.added[0])
     assert skill is not None and skill.source == "new" and skill.status == "active"
@@ -254,36 +254,36 @@ def test_a_git_source_records_the_commit_and_refuses_a_ref_moving_backwards(
     first = commit(repo, "two skills")
     source = SourceConfig("team", "team:eng", git=f"file://{repo}", ref="main", subdir="skills")
 
-    report = catalog.sync_source(source)
+    report = catalog.sources.sync(source)
     assert report.commit == first and len(report.added) == 2 and not report.refused
     review = catalog.store.skill_by_slug("team:eng", "pr-review")
     assert review is not None
     assert catalog.get_skill(OPERATOR, review.skill_id).version == first
     assert slugs(catalog, "review a pull request")[0] == "pr-review"
-    assert catalog.sync_source(source).skipped  # same commit: nothing read, nothing written
+    assert catalog.sources.sync(source).skipped  # same commit: nothing read, nothing written
 
     write_skill(repo / "skills", "pr-review", "Review a pull request for correctness, tests and security.")
     second = commit(repo, "edit one")
-    edited = catalog.sync_source(source)
+    edited = catalog.sources.sync(source)
     assert edited.commit == second and edited.changed == [review.skill_id] and edited.unchanged == 1
     assert catalog.get_skill(OPERATOR, review.skill_id).version == second
     notes = catalog.store.skill_by_slug("team:eng", "release-notes")
     assert notes is not None and catalog.get_skill(OPERATOR, notes.skill_id).version == first  # untouched
 
-    forced = catalog.sync_source(source, force=True)  # re-read the same commit: nothing changed
+    forced = catalog.sources.sync(source, force=True)  # re-read the same commit: nothing changed
     assert forced.unchanged == 2 and not forced.changed_ids and forced.index is None
 
     git(repo, "reset", "-q", "--hard", first)
-    refused = catalog.sync_source(source)
+    refused = catalog.sources.sync(source)
     assert refused.error is not None and "moved backwards" in refused.error and "--allow-rewind" in refused.error
     assert "security" in catalog.get_skill(OPERATOR, review.skill_id).description
-    rewound = catalog.sync_source(source, allow_rewind=True)
+    rewound = catalog.sources.sync(source, allow_rewind=True)
     assert rewound.changed == [review.skill_id] and rewound.warnings
     assert catalog.get_skill(OPERATOR, review.skill_id).version == first
 
     shutil.rmtree(repo / "skills" / "release-notes")
     commit(repo, "drop one")
-    gone = catalog.sync_source(source)
+    gone = catalog.sources.sync(source)
     assert gone.removed == [notes.skill_id]
     assert "release-notes" not in listed(catalog)
 
@@ -292,11 +292,11 @@ def test_a_rewritten_history_is_applied_with_a_warning(empty_catalog: Catalog, r
     write_skill(repo, "one", "The first skill of a repository holding skills at its root.")
     commit(repo, "one")
     source = SourceConfig("team", "team:eng", git=f"file://{repo}", ref="main")
-    assert len(empty_catalog.sync_source(source).added) == 1
+    assert len(empty_catalog.sources.sync(source).added) == 1
     write_skill(repo, "one", "The first skill, amended.")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "--amend", "-m", "one, amended")
-    report = empty_catalog.sync_source(source)
+    report = empty_catalog.sources.sync(source)
     assert not report.error and report.changed and any("rewritten" in w for w in report.warnings)
 
 
@@ -307,16 +307,16 @@ def test_an_unreachable_repository_or_missing_subdir_keeps_the_last_good_state(
     write_skill(repo / "skills", "pr-review", "Review a pull request for correctness and tests.")
     commit(repo, "one")
     source = SourceConfig("team", "team:eng", git=f"file://{repo}", ref="main", subdir="skills")
-    catalog.sync_source(source)
+    catalog.sources.sync(source)
 
     shutil.move(repo / "skills", repo / "renamed")
     commit(repo, "rename the folder")
-    missing = catalog.sync_source(source)
+    missing = catalog.sources.sync(source)
     assert missing.error is not None and "not a folder" in missing.error and not missing.removed
     shutil.move(repo, tmp_path / "gone")
-    unreachable = catalog.sync_source(source)
+    unreachable = catalog.sources.sync(source)
     assert unreachable.error is not None and "git fetch failed" in unreachable.error
-    wrong_ref = catalog.sync_source(SourceConfig("team", "team:eng", git=f"file://{tmp_path / 'gone'}", ref="nope",
+    wrong_ref = catalog.sources.sync(SourceConfig("team", "team:eng", git=f"file://{tmp_path / 'gone'}", ref="nope",
                                                  subdir="skills"))
     assert wrong_ref.error is not None
     assert listed(catalog) == {"pr-review"}

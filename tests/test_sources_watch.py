@@ -33,7 +33,7 @@ def last_error(catalog: Catalog, source: str) -> str | None:
 @pytest.fixture
 def keeper(empty_catalog: Catalog, tmp_path: Path) -> Iterator[LocalSources]:
     (tmp_path / "skills").mkdir()
-    keeper = empty_catalog.make_source_keeper([SourceConfig("mine", "user:me", path=tmp_path / "skills")])
+    keeper = empty_catalog.sources.keeper([SourceConfig("mine", "user:me", path=tmp_path / "skills")])
     keeper.start()
     assert keeper.poller.wait_for_runs("mine", 1, TIMEOUT)
     yield keeper
@@ -80,7 +80,7 @@ def test_a_checkout_of_500_files_is_one_batch(empty_catalog: Catalog, tmp_path: 
     git(work, "checkout", "-q", "main")
     assert listed(catalog) == set()
 
-    keeper = catalog.make_source_keeper([SourceConfig("work", "user:me", path=work)])
+    keeper = catalog.sources.keeper([SourceConfig("work", "user:me", path=work)])
     keeper.start()
     try:
         assert keeper.poller.wait_for_runs("work", 1, TIMEOUT)
@@ -98,7 +98,7 @@ def test_a_checkout_of_500_files_is_one_batch(empty_catalog: Catalog, tmp_path: 
 
 def test_a_folder_that_appears_later_is_picked_up(empty_catalog: Catalog, tmp_path: Path) -> None:
     root = tmp_path / "not-yet"
-    keeper = empty_catalog.make_source_keeper([SourceConfig("later", "user:me", path=root)])
+    keeper = empty_catalog.sources.keeper([SourceConfig("later", "user:me", path=root)])
     keeper.watcher.recheck_s = 0.2
     keeper.start()
     try:

@@ -39,7 +39,7 @@ log = logging.getLogger("skillsearch.mcp")
 
 WhileOpen = Callable[[Catalog], AbstractAsyncContextManager[Any]]
 """Something that runs while the server's catalog is open, e.g. the local sources' keeper:
-``lambda catalog: catalog.make_source_keeper(sources).lifespan()``."""
+``lambda catalog: catalog.sources.keeper(sources).lifespan()``."""
 
 
 class ChangeNotifier:

@@ -2,7 +2,7 @@
 (a git source is fetched, a folder re-read as a safety net) and the watcher triggers a folder source's run
 after each burst of writes. Runs are serialised by the poller's one thread.
 
-    keeper = catalog.make_source_keeper(sources)
+    keeper = catalog.sources.keeper(sources)
     async with keeper.lifespan():   # or keeper.start() / keeper.stop()
         ...
 """
@@ -64,8 +64,8 @@ class LocalSources:
         return report
 
     def start(self) -> None:
+        self.watcher.start()  # watching first: the poller's first (whole) run then misses no write
         self.poller.start()
-        self.watcher.start()
 
     def stop(self) -> None:
         self.watcher.stop()

@@ -6,8 +6,10 @@ changes is one batch: watchfiles groups the changes until ``quiet_ms`` pass with
 one call of ``on_change(source_name)``, made ``quiet_ms`` after the last write. The watcher only says
 *which* source changed; the caller runs that source (``Poller.trigger``), so runs stay serialised.
 
-A folder that does not exist yet (or was removed) is looked for again every ``recheck_s``; when it appears
-its source is reported changed. Hidden folders (``.git``, ...) and editor droppings are ignored by
+A folder that does not exist yet (or was removed) is looked for again (every ``WAKE_MS`` while another
+folder is watched, every ``recheck_s`` when none exists); when it appears its source is reported changed.
+:meth:`FolderWatcher.start` returns once the OS watches are in place, so a runner started after it misses
+no write. Hidden folders (``.git``, ...) and editor droppings are ignored by
 watchfiles' default filter.
 """
 
@@ -26,6 +28,8 @@ import watchfiles
 __all__ = ["FolderWatcher"]
 
 log = logging.getLogger("skillsearch.sync")
+
+WAKE_MS = 250  # how often the watch thread looks at which folders exist (a stat each) while all is quiet
 
 
 class FolderWatcher:
@@ -51,15 +55,21 @@ class FolderWatcher:
         self._lock = threading.Lock()
         self._batches = dict.fromkeys(self._folders, 0)
         self._watching: set[str] = set()
+        self._ready = threading.Event()
 
     # -- lifecycle --------------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, ready_timeout: float = 10.0) -> None:
+        """Start watching; returns once the OS watches are in place (so a write after this is seen)."""
         if self._thread is not None or not self._folders:
             return
         self._stop.clear()
+        self._ready.clear()
         self._thread = threading.Thread(target=self._loop, name="skillsearch-watch", daemon=True)
         self._thread.start()
+        if not self._ready.wait(ready_timeout):
+            log.warning("the folder watcher is not ready after %.0f s; changes before then may wait for a run",
+                        ready_timeout)
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
@@ -109,6 +119,7 @@ class FolderWatcher:
             with self._lock:
                 self._watching = set(present)
             if not present:
+                self._ready.set()
                 self._stop.wait(self.recheck_s)
                 appeared = self._present()
                 for name in appeared:
@@ -129,11 +140,12 @@ class FolderWatcher:
             debounce=self.max_batch_ms,
             step=self.quiet_ms,
             stop_event=self._stop,
-            rust_timeout=int(self.recheck_s * 1000),
+            rust_timeout=WAKE_MS,  # the first wake-up proves the watches are in place
             yield_on_timeout=True,
             raise_interrupt=False,
             ignore_permission_denied=True,
         ):
+            self._ready.set()
             touched: dict[str, set[str]] = {}
             for _, raw in changes:
                 path = Path(raw)
