@@ -10,33 +10,26 @@ import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources as importlib_resources
 from pathlib import Path
 from threading import Event, RLock
 from typing import Any
 
-from skillsearch.catalog.changes import change_marks, changed_at
-from skillsearch.catalog.importer import ImportProblem, parse_path
+from skillsearch.catalog.changes import changed_at, visible_mark
+from skillsearch.catalog.importer import parse_path
+from skillsearch.catalog.imports import ImportReport, store_import
 from skillsearch.catalog.reads import get_detail, list_page, resolve_flow
-from skillsearch.catalog.store import CatalogStore, UpsertOutcome
+from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.domain import GRANT_PATTERN, Principal
-from skillsearch.core.errors import UpstreamUnavailableError, ValidationError
+from skillsearch.core.errors import IndexNotReadyError, SkillSearchError, UpstreamUnavailableError, ValidationError
 from skillsearch.core.lru import LRU
 from skillsearch.core.settings import Settings
-from skillsearch.core.views import (
-    Explanation,
-    ListResponse,
-    ResolvedFlow,
-    SearchHitView,
-    SearchResponse,
-    SkillDetail,
-)
-from skillsearch.core.visibility import visible_grants
+from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
 from skillsearch.retrieval.calibration import tune_weight
 from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, make_encoder
 from skillsearch.retrieval.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex
-from skillsearch.retrieval.search import SearchRequest, SearchResult, run_search
+from skillsearch.retrieval.search import SearchRequest, SearchResult, run_search, search_response
 from skillsearch.sync.client import HttpSubscriptionClient, SubscriptionClient
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig
 from skillsearch.sync.contract import WebhookEvent
@@ -49,7 +42,7 @@ from skillsearch.sync.webhook import apply_event
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
 from skillsearch.usecases.sources import LocalSourcesUseCase
 
-__all__ = ["Catalog", "ImportReport", "sample_catalog_dir"]
+__all__ = ["Catalog", "ImportReport", "Readiness", "sample_catalog_dir"]
 
 log = logging.getLogger("skillsearch")
 
@@ -58,30 +51,11 @@ def sample_catalog_dir() -> Path:
     return Path(str(importlib_resources.files("skillsearch") / "sample"))
 
 
-@dataclass
-class ImportReport:
-    source: str
-    grant: str
-    created: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    problems: list[ImportProblem] = field(default_factory=list)
-    index: IndexStats | None = None
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "grant": self.grant,
-            "created": len(self.created),
-            "updated": len(self.updated),
-            "unchanged": len(self.unchanged),
-            "problems": [{"file": p.file, "reason": p.reason} for p in self.problems],
-            "embedded": self.index.embedded if self.index else 0,
-        }
+@dataclass(frozen=True)
+class Readiness:
+    documents: int
+    generation: int
+    changed_at: str | None = None  # when the catalog last changed
 
 
 class Catalog:
@@ -199,6 +173,48 @@ class Catalog:
             self._index.close()
         self.store.close()
 
+    # -- what the surfaces show about the catalog itself ---------------------------------------
+
+    def generation(self) -> int:
+        """The store's generation: it moves with every write (import, sync, revocation, archive)."""
+        return self.store.generation()
+
+    def readiness(self) -> Readiness:
+        """The index is open and reflects the store (both retrievers hold every active skill), else
+        ``INDEX_NOT_READY`` with both generations and both document counts."""
+        idx = self.index()
+        snap, generation = idx.snapshot(), self.store.generation()
+        docs, lexical_docs = len(snap.vectors), idx.lexical.num_docs()
+        if snap.generation != generation or lexical_docs != docs:
+            raise IndexNotReadyError("the index does not match the catalog yet", {
+                "index_generation": snap.generation, "store_generation": generation,
+                "vectors": docs, "lexical": lexical_docs})
+        return Readiness(documents=docs, generation=generation, changed_at=changed_at(self.store))
+
+    def indexed_documents(self) -> int:
+        """Skills in the search index; 0 while it cannot be opened."""
+        try:
+            return len(self.index().snapshot().vectors)
+        except SkillSearchError:
+            return 0
+
+    def skill_count(self) -> int:
+        return self.store.count()
+
+    def last_sync_successes(self) -> list[str | None]:
+        """Per synced subscription, when its last run succeeded (``None``: never)."""
+        return [s.last_success for s in self.store.sync.states()]
+
+    def runs_on_sample(self) -> bool:
+        """True when every skill came from the bundled sample's sources (and there is one): the only
+        catalog on which a server offers the demo principal."""
+        manifest = json.loads((sample_catalog_dir() / "manifest.json").read_text(encoding="utf-8"))
+        sources = [s["source"] for s in manifest["sources"] if s["source"].startswith("sample-")]
+        sample_count = sum(len(self.store.skill_ids_of_source(s)) for s in sources)
+        synced = [s for s in self.store.sync.states() if s.source not in sources]
+        total = self.store.count()
+        return total > 0 and sample_count == total and not synced
+
     # -- writes: import ---------------------------------------------------------------------------
 
     def import_path(
@@ -208,29 +224,8 @@ class Catalog:
             raise ValidationError(f"invalid grant {grant!r}: use sub:<id>, team:<id> or user:<id>")
         if not source or len(source) > 128:
             raise ValidationError("source must be a non-empty name of at most 128 characters")
-        parsed = parse_path(path, source, grant)
-        report = ImportReport(source=source, grant=grant, problems=list(parsed.problems))
-        outcomes: dict[str, UpsertOutcome] = {}
-        with self.store.transaction():
-            for content in parsed.skills:
-                clash = self.store.skill_by_slug(grant, content.slug)
-                if clash is not None and clash.skill_id != content.skill_id:
-                    report.problems.append(ImportProblem(
-                        parsed.files[content.skill_id],
-                        f"slug {content.slug!r} is already used in grant {grant} by source {clash.source!r}",
-                    ))
-                    continue
-                owner = self.store.skill(content.skill_id)
-                if owner is not None and owner.source != source:
-                    report.problems.append(ImportProblem(
-                        parsed.files[content.skill_id],
-                        f"skill {content.skill_id} belongs to source {owner.source!r}, not {source!r}",
-                    ))
-                    continue
-                outcomes[content.skill_id] = self.store.upsert(content)
-        for skill_id, outcome in outcomes.items():
-            getattr(report, outcome).append(skill_id)
-        changed = report.created + report.updated
+        report = store_import(self.store, parse_path(path, source, grant), source, grant)
+        changed = report.changed
         if self._index is not None:
             report.index = self._index.refresh(self.store, changed) if changed else None
         elif (self.data_dir / "manifest.json").exists() or changed:
@@ -276,27 +271,7 @@ class Catalog:
         return result
 
     def search_view(self, principal: Principal, request: SearchRequest) -> SearchResponse:
-        result = self.search(principal, request)
-        return SearchResponse(
-            query=request.query,
-            mode=result.mode,
-            fusion=result.fusion,
-            no_match=result.no_match,
-            took_ms=round(result.took_ms, 3),
-            hits=[
-                SearchHitView(
-                    skill_id=h.skill.skill_id,
-                    slug=h.skill.slug,
-                    name=h.skill.name,
-                    description=h.skill.description,
-                    kind=h.skill.kind,
-                    tags=list(h.skill.tags),
-                    score=round(h.score, 6),
-                    explanation=Explanation(**h.explanation),
-                )
-                for h in result.hits
-            ],
-        )
+        return search_response(request, self.search(principal, request))
 
     def list_skills(
         self,
@@ -420,10 +395,4 @@ class Catalog:
 
     def change_mark(self, principal: Principal) -> tuple[Any, ...]:
         """Moves whenever a skill ``principal`` can (or could) see is added, changed, withdrawn or revoked."""
-        marks = change_marks(self.store)
-        grants = visible_grants(principal, marks, self.store.revoked_subscriptions())
-        return tuple(sorted((g, marks[g]) for g in grants if g in marks))
-
-    def changed_at(self) -> str | None:
-        """When the catalog last changed."""
-        return changed_at(self.store)
+        return visible_mark(self.store, principal)

@@ -21,7 +21,6 @@ from skillsearch.http.auth import (
     hash_token,
     remove_principal,
     require_scope,
-    runs_on_sample_catalog,
 )
 from skillsearch.service import Catalog
 
@@ -130,9 +129,9 @@ def test_require_scope() -> None:
 
 
 def test_sample_catalog_detection(sample: Catalog, empty_catalog: Catalog) -> None:
-    assert runs_on_sample_catalog(sample) is True
+    assert sample.runs_on_sample() is True
     assert PrincipalRegistry.for_catalog(sample).demo is True
-    assert runs_on_sample_catalog(empty_catalog) is False
+    assert empty_catalog.runs_on_sample() is False
 
 
 def test_a_catalog_with_other_skills_has_no_demo_principal(fresh_sample: Catalog, tmp_path: Path) -> None:
@@ -143,7 +142,7 @@ def test_a_catalog_with_other_skills_has_no_demo_principal(fresh_sample: Catalog
     assert registry.authenticate(DEMO_TOKEN).name == "demo"
     report = fresh_sample.import_path(tmp_path / "skills", "local", "team:local")
     assert report.ok and report.created
-    assert runs_on_sample_catalog(fresh_sample) is False
+    assert fresh_sample.runs_on_sample() is False
     assert registry.demo is False
     with pytest.raises(UnauthenticatedError):
         registry.authenticate(DEMO_TOKEN)  # the demo ends as soon as the catalog holds other skills

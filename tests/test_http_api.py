@@ -386,6 +386,17 @@ async def test_bad_input_is_400_validation_error(client: httpx.AsyncClient, meth
 
 
 @pytest.mark.anyio
+async def test_validation_problems_have_the_mcp_shape(client: httpx.AsyncClient) -> None:
+    # One shape for HTTP and MCP: {"field", "message"}, field names only, never the rejected values.
+    resp = await client.get("/v1/search", params={"q": "x", "limit": 1000, "mode": "secret-value"}, headers=DEMO)
+    err = assert_error(resp, 400, "VALIDATION_ERROR")
+    problems = err["details"]["problems"]
+    assert {p["field"] for p in problems} == {"query.limit", "query.mode"}
+    assert all(set(p) == {"field", "message"} for p in problems)
+    assert "secret-value" not in resp.text
+
+
+@pytest.mark.anyio
 async def test_unknown_routes_and_methods(client: httpx.AsyncClient) -> None:
     assert_error(await client.get("/v2/nothing", headers=DEMO), 404, "NOT_FOUND")
     resp = await client.delete("/v1/skills", headers=DEMO)

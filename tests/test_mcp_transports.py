@@ -26,7 +26,8 @@ from starlette.routing import Route
 from skillsearch.cli import build_parser, main, mcp_principal_from_args, mcp_server_from_args
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import UnauthenticatedError
-from skillsearch.mcp.server import TOOL_NAMES, build_mcp_server, mountable, streamable_http_app
+from skillsearch.mcp.server import TOOL_NAMES, build_mcp_server
+from skillsearch.mcp.transport import mountable, streamable_http_app
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.service import Catalog
 

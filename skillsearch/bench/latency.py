@@ -30,14 +30,14 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.report import run_metadata
 from skillsearch.bench.synthetic import write_synthetic_bundle
-from skillsearch.core.domain import Principal
+from skillsearch.core.domain import Principal, SearchMode
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoder import Encoder, ProgressCallback, make_encoder
 from skillsearch.retrieval.search import SearchRequest
@@ -183,7 +183,7 @@ def serve_check(data_dir: Path, queries: Sequence[str], encoder_name: str = "min
         times = []
         for q in texts:
             t = time.perf_counter()
-            result = catalog.search(principal, SearchRequest(query=q, mode=mode, limit=limit))
+            result = catalog.search(principal, SearchRequest(query=q, mode=cast(SearchMode, mode), limit=limit))
             times.append((time.perf_counter() - t) * 1000)
             for k, v in result.timings.items():
                 stages.setdefault(f"{label}:{k}", []).append(v)

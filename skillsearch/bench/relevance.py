@@ -19,15 +19,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from skillsearch.bench.baseline import bm25s_run
 from skillsearch.bench.beir import BeirDataset, load_beir, write_bundle
 from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.metrics import METRICS, evaluate
 from skillsearch.bench.report import run_metadata
-from skillsearch.core.domain import Principal
-from skillsearch.core.fusion import FUSION_METHODS
+from skillsearch.core.domain import FUSION_METHODS, FusionMethod, Principal, SearchMode
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoder import Encoder, make_encoder
 from skillsearch.retrieval.lexical import FIELD_BOOSTS
@@ -75,8 +74,9 @@ def open_bench_catalog(
 
 def _mode_request(mode: str, query: str, limit: int) -> SearchRequest:
     if mode.startswith("hybrid-"):
-        return SearchRequest(query=query, limit=limit, mode="hybrid", fusion=mode.removeprefix("hybrid-"))
-    return SearchRequest(query=query, limit=limit, mode=mode)
+        fusion = cast(FusionMethod, mode.removeprefix("hybrid-"))  # checked by the search
+        return SearchRequest(query=query, limit=limit, mode="hybrid", fusion=fusion)
+    return SearchRequest(query=query, limit=limit, mode=cast(SearchMode, mode))
 
 
 def search_runs(

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from skillsearch.catalog.store import CatalogStore
-from skillsearch.core.domain import Principal, Revision, Skill
+from skillsearch.core.domain import SKILL_KINDS, Principal, Revision, Skill
 from skillsearch.core.errors import SkillInvalidError, SkillNotFoundError, ValidationError
 from skillsearch.core.templates import resolve_steps
 from skillsearch.core.views import (
@@ -59,8 +59,8 @@ def list_page(
 ) -> ListResponse:
     if not 1 <= limit <= MAX_PAGE:
         raise ValidationError(f"limit must be between 1 and {MAX_PAGE}", {"limit": limit})
-    if kind is not None and kind not in ("knowledge", "flow_template"):
-        raise ValidationError("kind must be knowledge or flow_template", {"kind": kind})
+    if kind is not None and kind not in SKILL_KINDS:
+        raise ValidationError(f"kind must be {' or '.join(SKILL_KINDS)}", {"kind": kind})
     after = _decode_cursor(cursor) if cursor else None
     grants = visible_grants(principal, store.grants(), store.revoked_subscriptions())
     page = store.list_page(sorted(grants), kind=kind, tags=tags, after=after, limit=limit + 1)

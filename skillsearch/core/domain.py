@@ -8,21 +8,26 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 __all__ = [
+    "FUSION_METHODS",
     "GRANT_PATTERN",
     "PLACEHOLDER",
     "SCOPE_MEMORY_READ",
+    "SEARCH_MODES",
+    "SKILL_KINDS",
     "SLUG_PATTERN",
     "FlowStep",
+    "FusionMethod",
     "Parameter",
     "Principal",
     "Resource",
     "ResourceKind",
     "Revision",
+    "SearchMode",
     "Skill",
     "SkillContent",
     "SkillKind",
@@ -31,7 +36,14 @@ __all__ = [
     "validation_text",
 ]
 
+# The value lists every surface offers (CLI choices, HTTP query enums, MCP tool schemas) and every use
+# case checks: written once here, the tuples derived from the types.
 SkillKind = Literal["knowledge", "flow_template"]
+SearchMode = Literal["hybrid", "lexical", "semantic"]
+FusionMethod = Literal["zscore", "minmax", "rrf"]
+SKILL_KINDS: tuple[SkillKind, ...] = get_args(SkillKind)
+SEARCH_MODES: tuple[SearchMode, ...] = get_args(SearchMode)
+FUSION_METHODS: tuple[FusionMethod, ...] = get_args(FusionMethod)
 SkillStatus = Literal["active", "archived"]
 ResourceKind = Literal["reference", "example", "template", "document", "artifact", "script"]
 ParameterType = Literal["string", "integer", "number", "boolean"]

@@ -21,6 +21,7 @@ status with a JSON body, or a CLI message and exit code; nothing else ever reach
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 __all__ = [
@@ -37,6 +38,8 @@ __all__ = [
     "UnauthenticatedError",
     "UpstreamUnavailableError",
     "ValidationError",
+    "error_body",
+    "invalid_input",
 ]
 
 
@@ -112,3 +115,20 @@ class IndexMismatchError(IndexNotReadyError):
 class UpstreamUnavailableError(SkillSearchError):
     code = "UPSTREAM_UNAVAILABLE"
     http_status = 502
+
+
+def error_body(exc: SkillSearchError) -> dict[str, Any]:
+    """The one error body of every surface: ``{"error": {"code", "message", "details"}}`` (HTTP responses,
+    MCP catalog tool results, the CLI's ``--json``)."""
+    return {"error": exc.to_dict()}
+
+
+def invalid_input(errors: Iterable[Mapping[str, Any]], lead: str = "") -> ValidationError:
+    """The one shape of a schema validation failure, for HTTP and MCP alike: ``details.problems`` is a list
+    of ``{"field", "message"}`` (``field`` is the location joined by dots, e.g. ``query.limit``), built from
+    pydantic-style error dicts. The rejected values are never echoed."""
+    problems = [
+        {"field": ".".join(str(p) for p in e.get("loc", ())), "message": str(e.get("msg", ""))} for e in errors
+    ]
+    text = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
+    return ValidationError(lead + text if problems else "invalid request", {"problems": problems})

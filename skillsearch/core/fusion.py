@@ -14,14 +14,14 @@ Methods (design section 4):
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["FUSION_METHODS", "RRF_K", "Candidates", "FusionMethod", "candidates", "fuse", "minmax", "zscore"]
+from skillsearch.core.domain import FusionMethod
 
-FusionMethod = Literal["zscore", "minmax", "rrf"]
-FUSION_METHODS: tuple[FusionMethod, ...] = ("zscore", "minmax", "rrf")
+__all__ = ["RRF_K", "Candidates", "FusionMethod", "candidates", "fuse", "minmax", "zscore"]
+
 RRF_K = 60
 
 

@@ -54,7 +54,6 @@ __all__ = [
     "read_entries",
     "remove_principal",
     "require_scope",
-    "runs_on_sample_catalog",
 ]
 
 PRINCIPALS_FILE = "principals.toml"
@@ -65,7 +64,6 @@ ALL_GRANTS = "*"
 DEMO_PRINCIPAL = "demo"
 DEMO_TOKEN = "demo-token-not-secret"
 DEMO_GRANTS = frozenset({"sub:starter-pack", "team:data-science"})
-_SAMPLE_SOURCES_PREFIX = "sample-"
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
@@ -227,9 +225,9 @@ class PrincipalRegistry:
 
         def still_sample() -> bool:
             # Re-checked whenever the catalog changes: a sync or import of anything else ends the demo.
-            generation = catalog.store.generation()
+            generation = catalog.generation()
             if generation != seen["generation"]:
-                seen["sample"], seen["generation"] = runs_on_sample_catalog(catalog), generation
+                seen["sample"], seen["generation"] = catalog.runs_on_sample(), generation
             return bool(seen["sample"])
 
         return cls(path or catalog.data_dir / PRINCIPALS_FILE, demo=still_sample)
@@ -289,15 +287,3 @@ class PrincipalRegistry:
 
     def authenticate_header(self, authorization: str | None) -> Principal:
         return self.authenticate(bearer_token(authorization))
-
-
-def runs_on_sample_catalog(catalog: Catalog) -> bool:
-    """True when every skill in the catalog came from the bundled sample's sources (and there is one)."""
-    from skillsearch.service import sample_catalog_dir
-
-    manifest = json.loads((sample_catalog_dir() / "manifest.json").read_text(encoding="utf-8"))
-    sources = [s["source"] for s in manifest["sources"] if s["source"].startswith(_SAMPLE_SOURCES_PREFIX)]
-    total = catalog.store.count()
-    sample_count = sum(len(catalog.store.skill_ids_of_source(s)) for s in sources)
-    synced = [s for s in catalog.store.sync.states() if s.source not in sources]
-    return total > 0 and sample_count == total and not synced

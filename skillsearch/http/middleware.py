@@ -20,9 +20,10 @@ import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from skillsearch.core.errors import SkillSearchError, ValidationError, error_body
 from skillsearch.http.metrics import HttpMetrics
 
-__all__ = ["JsonLogFormatter", "RequestContextMiddleware", "configure_json_logging", "error_body"]
+__all__ = ["JsonLogFormatter", "RequestContextMiddleware", "configure_json_logging", "error_bytes"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -38,8 +39,9 @@ _STANDARD_RECORD_KEYS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None,
     "message", "asctime", "color_message"}
 
 
-def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> bytes:
-    return json.dumps({"error": {"code": code, "message": message, "details": details or {}}}).encode()
+def error_bytes(exc: SkillSearchError) -> bytes:
+    """The error body as the bytes of a raw ASGI response."""
+    return json.dumps(error_body(exc)).encode()
 
 
 class JsonLogFormatter(logging.Formatter):
@@ -133,8 +135,8 @@ class RequestContextMiddleware:
                                     (REQUEST_ID_HEADER.encode(), request_id.encode())]})
             await send({"type": "http.response.body", "body": body})
 
-        too_large = error_body("VALIDATION_ERROR", f"request body is larger than {self.max_body_bytes} bytes",
-                               {"max_body_bytes": self.max_body_bytes})
+        too_large = error_bytes(ValidationError(f"request body is larger than {self.max_body_bytes} bytes",
+                                                {"max_body_bytes": self.max_body_bytes}))
         try:
             declared = headers.get("content-length", "")
             if declared.isdigit() and int(declared) > self.max_body_bytes:
@@ -147,8 +149,8 @@ class RequestContextMiddleware:
         except Exception:
             access_log.exception("unhandled error", extra={"request_id": request_id})
             if not response_started:
-                await reply(500, error_body("INTERNAL", "internal error; quote the request id when reporting it",
-                                            {"request_id": request_id}))
+                await reply(500, error_bytes(SkillSearchError(
+                    "internal error; quote the request id when reporting it", {"request_id": request_id})))
         finally:
             seconds = time.perf_counter() - started
             route = scope.get("route")

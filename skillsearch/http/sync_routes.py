@@ -16,7 +16,7 @@ import pydantic
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from skillsearch.core.errors import SkillSearchError, ValidationError
+from skillsearch.core.errors import SkillSearchError, ValidationError, error_body
 from skillsearch.sync.config import SyncConfig
 from skillsearch.sync.contract import WebhookEvent
 from skillsearch.sync.status import SyncStatus
@@ -32,7 +32,7 @@ log = logging.getLogger("skillsearch.sync")
 
 
 def _error(exc: SkillSearchError) -> JSONResponse:
-    return JSONResponse({"error": exc.to_dict()}, status_code=exc.http_status)
+    return JSONResponse(error_body(exc), status_code=exc.http_status)
 
 
 def make_sync_router(

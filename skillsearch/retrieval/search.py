@@ -22,15 +22,25 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any
 
 import numpy as np
 
 from skillsearch.catalog.store import CatalogStore
-from skillsearch.core.domain import Principal, Skill
+from skillsearch.core.domain import (
+    FUSION_METHODS,
+    SEARCH_MODES,
+    SKILL_KINDS,
+    FusionMethod,
+    Principal,
+    SearchMode,
+    Skill,
+    SkillKind,
+)
 from skillsearch.core.errors import ValidationError
-from skillsearch.core.fusion import FUSION_METHODS, Candidates, FusionMethod, candidates, fuse
+from skillsearch.core.fusion import Candidates, candidates, fuse
 from skillsearch.core.settings import Settings
+from skillsearch.core.views import Explanation, SearchHitView, SearchResponse
 from skillsearch.core.visibility import is_visible, visible_grants
 from skillsearch.retrieval.calibration import centered_cosines
 from skillsearch.retrieval.encoder import Encoder
@@ -38,20 +48,16 @@ from skillsearch.retrieval.indexer import IndexSnapshot
 from skillsearch.retrieval.lexical import LexicalIndex
 from skillsearch.retrieval.vectors import max_cosines, top_k
 
-__all__ = ["Hit", "SearchMode", "SearchRequest", "SearchResult", "run_search"]
-
-SearchMode = Literal["hybrid", "lexical", "semantic"]
-SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
-KINDS = ("knowledge", "flow_template")
+__all__ = ["Hit", "SearchRequest", "SearchResult", "run_search", "search_response"]
 
 @dataclass(frozen=True)
 class SearchRequest:
     query: str
     limit: int = 10
-    mode: str = "hybrid"
-    kind: str | None = None
+    mode: SearchMode = "hybrid"
+    kind: SkillKind | None = None
     tags: tuple[str, ...] = ()
-    fusion: str | None = None
+    fusion: FusionMethod | None = None
     semantic_weight: float | None = None
 
 
@@ -98,8 +104,8 @@ def validate(request: SearchRequest, settings: Settings) -> SearchRequest:
         problems.append(f"limit must be between 1 and {settings.max_limit}")
     if request.mode not in SEARCH_MODES:
         problems.append(f"mode must be one of {', '.join(SEARCH_MODES)}")
-    if request.kind is not None and request.kind not in KINDS:
-        problems.append(f"kind must be one of {', '.join(KINDS)}")
+    if request.kind is not None and request.kind not in SKILL_KINDS:
+        problems.append(f"kind must be one of {', '.join(SKILL_KINDS)}")
     if request.fusion is not None and request.fusion not in FUSION_METHODS:
         problems.append(f"fusion must be one of {', '.join(FUSION_METHODS)}")
     if request.semantic_weight is not None and not 0.0 <= request.semantic_weight <= 1.0:
@@ -281,3 +287,22 @@ def _explain(
         "fusion": method if mode == "hybrid" else None,
         "semantic_weight": weight if mode == "hybrid" else None,
     }
+
+
+def search_response(request: SearchRequest, result: SearchResult) -> SearchResponse:
+    """The answer every surface shows for ``result``: rounded scores and each hit's explanation."""
+    return SearchResponse(
+        query=request.query,
+        mode=result.mode,
+        fusion=result.fusion,
+        no_match=result.no_match,
+        took_ms=round(result.took_ms, 3),
+        hits=[
+            SearchHitView(
+                skill_id=h.skill.skill_id, slug=h.skill.slug, name=h.skill.name, description=h.skill.description,
+                kind=h.skill.kind, tags=list(h.skill.tags), score=round(h.score, 6),
+                explanation=Explanation(**h.explanation),
+            )
+            for h in result.hits
+        ],
+    )

@@ -315,11 +315,10 @@ def parse_sources(values: Sequence[str]) -> list[tuple[str, Path]]:
     return out
 
 
-def run_upstream(sources: Sequence[str], *, host: str, port: int, tokens: Sequence[str],
-                 webhook_url: str | None = None, webhook_secret: str | None = None) -> None:
-    """``skillsearch upstream``: load the folders and serve them until interrupted."""
-    import uvicorn
-
+def load_upstream_app(sources: Sequence[str], *, tokens: Sequence[str], webhook_url: str | None = None,
+                      webhook_secret: str | None = None) -> FastAPI:
+    """``skillsearch upstream``: load the folders (problems reported on stderr) into the app that serves
+    them; the CLI runs it with ``http/server.py``."""
     if bool(webhook_url) != bool(webhook_secret):
         raise ValidationError("--webhook-url and --webhook-secret go together")
     upstream = ReferenceUpstream(tokens, WebhookTarget(webhook_url, webhook_secret) if webhook_url and webhook_secret
@@ -329,8 +328,7 @@ def run_upstream(sources: Sequence[str], *, host: str, port: int, tokens: Sequen
         for problem in upstream.load(sid, path):
             print(f"upstream {sid}: invalid skill {problem}", file=sys.stderr)
         print(f"upstream {sid}: {len(upstream.feed(sid).live()) - before} skills from {path}", file=sys.stderr)
-    print(f"upstream: serving on http://{host}:{port}/v1/subscriptions/{{id}}/skills", file=sys.stderr)
-    uvicorn.run(create_upstream_app(upstream), host=host, port=port, log_level="warning")
+    return create_upstream_app(upstream)
 
 
 def contract_openapi() -> dict[str, Any]:

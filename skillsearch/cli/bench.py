@@ -1,0 +1,98 @@
+"""``skillsearch bench relevance|latency``: the benchmark harness of ``skillsearch/bench`` (needs the
+``bench`` extra); results go to ``benchmarks/results/``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from skillsearch.cli.common import Subparsers, emit, progress_factory
+from skillsearch.core.domain import FUSION_METHODS
+from skillsearch.core.errors import ValidationError
+
+__all__ = ["add_commands"]
+
+
+def cmd_bench_relevance(args: argparse.Namespace, out: TextIO) -> int:
+    from skillsearch.bench.relevance import ALL_MODES, RelevanceOptions, run_relevance
+    from skillsearch.bench.report import to_markdown, write_results
+
+    modes = [m for chunk in (args.modes or [",".join(ALL_MODES)]) for m in chunk.split(",") if m]
+    overrides = {k: v for k, v in (("encoder", args.encoder), ("fusion", args.fusion),
+                                   ("semantic_weight", args.semantic_weight), ("rrf_k", args.rrf_k)) if v is not None}
+    options = RelevanceOptions(
+        dataset=Path(args.dataset), split=args.split, modes=modes, max_queries=args.max_queries,
+        cache_dir=None if args.no_cache else Path(args.cache_dir), settings=overrides,
+        command="skillsearch " + " ".join(sys.argv[1:]) if args.record_command else None,
+    )
+    try:
+        report = run_relevance(options, progress=progress_factory(not args.quiet))
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
+    if not args.no_save:
+        stem = f"relevance-{report['dataset']}-{args.split}" + (f"-{args.tag}" if args.tag else "")
+        report["files"] = [str(p) for p in write_results(report, Path(args.out), stem)]
+    emit(out, args, report, lambda: to_markdown(report))
+    return 0
+
+
+def cmd_bench_latency(args: argparse.Namespace, out: TextIO) -> int:
+    from skillsearch.bench.latency import run_latency
+    from skillsearch.bench.report import to_markdown, write_results
+
+    catalogs = [c for chunk in args.skills for c in chunk.split(",") if c]
+    bad = [c for c in catalogs if c != "real" and not c.isdigit()]
+    if bad:
+        raise ValidationError(f"--skills takes a number of synthetic skills or 'real', got {bad}")
+    report = run_latency(
+        catalogs, data_root=Path(args.data_root) if args.data_root else None,
+        cache_dir=None if args.no_cache else Path(args.cache_dir), queries=args.queries,
+        stand_in_above=args.stand_in_above, encoder_name=args.encoder or "minilm",
+        command="skillsearch " + " ".join(sys.argv[1:]),
+        log=(lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)),
+    )
+    if not args.no_save:
+        stem = "latency" + (f"-{args.tag}" if args.tag else "")
+        report["files"] = [str(p) for p in write_results(report, Path(args.out), stem)]
+    emit(out, args, report, lambda: to_markdown(report))
+    return 0
+
+
+def add_commands(sub: Subparsers) -> None:
+    bench = sub.add_parser("bench", help="relevance and latency benchmarks (needs the 'bench' extra)",
+                           description="Relevance and latency benchmarks; results go to benchmarks/results/.")
+    inner = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--json", action="store_true", help="print one JSON object")
+        p.add_argument("--out", default="benchmarks/results", help="folder for the .md/.json/.png results")
+        p.add_argument("--no-save", action="store_true", help="print only, write no result files")
+        p.add_argument("--tag", help="suffix for the result file names")
+        p.add_argument("--cache-dir", default="benchmarks/.cache", help="on-disk embedding cache")
+        p.add_argument("--no-cache", action="store_true", help="encode everything, cache nothing")
+
+    p = inner.add_parser("relevance", help="nDCG@10, Recall@10/50, MRR@10, P@1 on a BEIR-layout folder")
+    p.set_defaults(func=cmd_bench_relevance, record_command=True)
+    common(p)
+    p.add_argument("--dataset", required=True, help="folder with corpus.jsonl, queries.jsonl, qrels.<split>.tsv")
+    p.add_argument("--split", default="test", choices=["dev", "test", "all"])
+    p.add_argument("--modes", action="append", metavar="M,M",
+                   help="modes to run (default all): lexical, semantic, hybrid, hybrid-<fusion>, bm25s")
+    p.add_argument("--max-queries", type=int, help="only the first N judged queries by id")
+    p.add_argument("--fusion", choices=FUSION_METHODS, help="override the default fusion")
+    p.add_argument("--semantic-weight", type=float, help="override the default semantic weight")
+    p.add_argument("--rrf-k", type=int, help="override RRF k")
+
+    p = inner.add_parser("latency", help="search/encode percentiles, build throughput, update time, RSS")
+    p.set_defaults(func=cmd_bench_latency)
+    common(p)
+    p.add_argument("--skills", action="append", required=True, metavar="N|real",
+                   help="catalog size (repeatable or comma-separated); 'real' = the 883 real skills")
+    p.add_argument("--data-root", default=os.environ.get("SKILLSEARCH_BENCH_DATA", "../shared/data"),
+                   help="folder with metatool/, sealtools/, skills-catalog/ (text pool, queries, real skills)")
+    p.add_argument("--queries", type=int, default=300, help="queries per run (split over the modes)")
+    p.add_argument("--stand-in-above", type=int, default=20_000,
+                   help="above this size, uncached texts get stand-in vectors instead of being encoded")

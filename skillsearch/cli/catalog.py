@@ -1,0 +1,198 @@
+"""The catalog commands: ``import``, ``search``, ``list``, ``get``, ``resolve``, ``reindex`` and
+``calibrate``, each one call of the :class:`Catalog` and its text or JSON rendering."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from skillsearch.cli.common import (
+    Subparsers,
+    add_command,
+    add_grants,
+    emit,
+    open_catalog,
+    principal_from_args,
+    progress_factory,
+    settings_from_args,
+)
+from skillsearch.core.domain import FUSION_METHODS, SEARCH_MODES, SKILL_KINDS, Parameter
+from skillsearch.core.errors import ValidationError
+from skillsearch.core.templates import coerce_text_value
+from skillsearch.retrieval.search import SearchRequest
+from skillsearch.service import Catalog
+
+__all__ = ["add_calibrate", "add_commands"]
+
+
+def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
+    catalog = Catalog(settings_from_args(args))
+    report = catalog.import_path(Path(args.path), args.source, args.grant, progress_factory(not args.quiet))
+    for problem in report.problems:
+        print(f"invalid: {problem}", file=sys.stderr)
+    payload = report.to_dict()
+    emit(out, args, payload, lambda: (
+        f"imported into {report.source} ({report.grant}): {len(report.created)} created, "
+        f"{len(report.updated)} updated, {len(report.unchanged)} unchanged, {len(report.problems)} invalid"
+    ))
+    return 0 if report.ok else 1
+
+
+def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
+    catalog = open_catalog(args)
+    request = SearchRequest(
+        query=args.query, limit=args.limit, mode=args.mode, kind=args.kind, tags=tuple(args.tag or ()),
+        fusion=args.fusion, semantic_weight=args.semantic_weight,
+    )
+    view = catalog.search_view(principal_from_args(args), request)
+
+    def text() -> str:
+        if view.no_match:
+            return "no good match"
+        lines = []
+        for i, h in enumerate(view.hits, start=1):
+            e = h.explanation
+            lines.append(f"{i:>2}. {h.name}  [{h.kind}]  {h.skill_id}  score={h.score:.3f}")
+            lines.append(f"    {h.description[:160]}")
+            lines.append(f"    why: lexical rank {e.lexical_rank or '-'}, semantic rank {e.semantic_rank or '-'}"
+                         f" (cos {e.semantic_score if e.semantic_score is not None else '-'})")
+        return "\n".join(lines)
+
+    emit(out, args, view.model_dump(), text)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
+    catalog = open_catalog(args)
+    page = catalog.list_skills(
+        principal_from_args(args), kind=args.kind, tags=args.tag or (), cursor=args.cursor, limit=args.limit
+    )
+    emit(out, args, page.model_dump(), lambda: "\n".join(
+        [f"{s.skill_id}  {s.kind:<13}  {s.name}" for s in page.items]
+        + ([f"(more: --cursor {page.next_cursor})"] if page.next_cursor else [])
+    ))
+    return 0
+
+
+def cmd_get(args: argparse.Namespace, out: TextIO) -> int:
+    catalog = open_catalog(args)
+    detail = catalog.get_skill(principal_from_args(args), args.skill_id)
+
+    def text() -> str:
+        lines = [f"# {detail.name}  ({detail.kind}, {detail.skill_id}, revision {detail.revision_id})",
+                 detail.description, ""]
+        if detail.parameters is not None:
+            lines.append("Parameters:")
+            lines += [f"  {p.name}: {p.type}{' (required)' if p.required else ''}"
+                      f"{f' default={p.default!r}' if p.default is not None else ''}"
+                      f"{f' one of {p.enum}' if p.enum else ''}  {p.description}" for p in detail.parameters]
+            lines.append("Steps:")
+            lines += [f"  {i}. {s.tool} {json.dumps(s.args, ensure_ascii=False)}"
+                      for i, s in enumerate(detail.steps or [], start=1)]
+        if detail.instructions:
+            lines += ["", detail.instructions]
+        if detail.resources:
+            lines += ["", "Resources:"] + [f"  {r.path} ({r.kind}, {r.size} bytes)" for r in detail.resources]
+        return "\n".join(lines)
+
+    emit(out, args, detail.model_dump(), text)
+    return 0
+
+
+def _parse_params(catalog: Catalog, args: argparse.Namespace) -> dict[str, Any]:
+    detail = catalog.get_skill(principal_from_args(args), args.skill_id)
+    schema = {p.name: p for p in (detail.parameters or [])}
+    values: dict[str, Any] = {}
+    for item in args.param or []:
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise ValidationError(f"--param takes NAME=VALUE, got {item!r}")
+        p = schema.get(name)
+        values[name] = coerce_text_value(Parameter(**p.model_dump()) if p else None, text)
+    return values
+
+
+def cmd_resolve(args: argparse.Namespace, out: TextIO) -> int:
+    catalog = open_catalog(args)
+    values = _parse_params(catalog, args)
+    flow = catalog.resolve(principal_from_args(args), args.skill_id, values)
+    emit(out, args, flow.model_dump(), lambda: "\n".join(
+        f"{i}. {s.tool} {json.dumps(s.args, ensure_ascii=False)}" for i, s in enumerate(flow.steps, start=1)
+    ))
+    return 0
+
+
+def cmd_reindex(args: argparse.Namespace, out: TextIO) -> int:
+    catalog = Catalog(settings_from_args(args))
+    stats = catalog.reindex(progress_factory(not args.quiet))
+    payload = {"documents": stats.upserted, "embedded": stats.embedded, "seconds": round(stats.seconds, 3)}
+    emit(out, args, payload, lambda: (
+        f"reindexed {stats.upserted} skills ({stats.embedded} embedded) in {stats.seconds:.1f}s"
+    ))
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace, out: TextIO) -> int:
+    catalog = open_catalog(args)
+    labelled: list[tuple[str, list[str]]] = []
+    if args.queries:
+        try:
+            lines = Path(args.queries).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValidationError(f"cannot read {args.queries}: {exc}") from None
+        for lineno, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+                labelled.append((str(entry["query"]), [str(s) for s in entry["expected"]]))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ValidationError(f"{args.queries}:{lineno}: expected {{query, expected: [slugs]}} ({exc})") from None
+    calibration = catalog.calibrate(labelled)
+    emit(out, args, calibration, lambda: "\n".join(f"{k}: {v}" for k, v in calibration.items()))
+    return 0
+
+
+def add_commands(sub: Subparsers) -> None:
+    p = add_command(sub, "import", cmd_import, "import a folder of Agent Skills or a JSON/JSONL bundle")
+    p.add_argument("path")
+    p.add_argument("--source", required=True, help="name of the local source the skills belong to")
+    p.add_argument("--grant", required=True, help="grant key: sub:<id>, team:<id> or user:<id>")
+
+    p = add_command(sub, "search", cmd_search, "search skills (hybrid by default)")
+    p.add_argument("query")
+    add_grants(p)
+    p.add_argument("--mode", default="hybrid", choices=SEARCH_MODES)
+    p.add_argument("--kind", choices=SKILL_KINDS)
+    p.add_argument("--tag", action="append", metavar="T", help="require this tag (repeatable)")
+    p.add_argument("--limit", type=int, default=10)
+    p.add_argument("--fusion", choices=FUSION_METHODS, help="fusion method (hybrid mode)")
+    p.add_argument("--semantic-weight", type=float, help="weight of the semantic side in [0, 1]")
+
+    p = add_command(sub, "list", cmd_list, "list visible skills, paged")
+    add_grants(p)
+    p.add_argument("--kind", choices=SKILL_KINDS)
+    p.add_argument("--tag", action="append", metavar="T")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--cursor")
+
+    p = add_command(sub, "get", cmd_get, "show a skill: instructions, or steps and parameters")
+    p.add_argument("skill_id")
+    add_grants(p)
+
+    p = add_command(sub, "resolve", cmd_resolve,
+                    "resolve a flow template's steps with parameter values (never runs them)")
+    p.add_argument("skill_id")
+    add_grants(p)
+    p.add_argument("--param", action="append", metavar="NAME=VALUE")
+
+    add_command(sub, "reindex", cmd_reindex, "rebuild the search index from the catalog")
+
+
+def add_calibrate(sub: Subparsers) -> None:
+    p = add_command(sub, "calibrate", cmd_calibrate, "recompute the encoder's score calibration stored with the index")
+    p.add_argument("--queries", metavar="FILE",
+                   help="JSONL of {query, expected: [slugs]}: also tune the semantic weight on them (MRR@10)")

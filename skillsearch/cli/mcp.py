@@ -1,0 +1,101 @@
+"""``skillsearch mcp``: the MCP tools over stdio (stdout carries nothing but protocol) or, with
+``--http``, streamable HTTP at ``/mcp`` (served by ``http/server.py``), as one principal."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from skillsearch.cli.common import Subparsers, add_command, add_grants, progress_factory, settings_from_args
+from skillsearch.core.domain import GRANT_PATTERN, SCOPE_MEMORY_READ, Principal
+from skillsearch.core.errors import ValidationError
+from skillsearch.service import Catalog
+
+if TYPE_CHECKING:
+    from skillsearch.mcp.server import SkillSearchMCP
+    from skillsearch.retrieval.encoder import Encoder
+
+__all__ = ["add_commands", "mcp_principal_from_args", "mcp_server_from_args", "principal_from_file"]
+
+log = logging.getLogger("skillsearch")
+
+
+def principal_from_file(data_dir: Path, name: str) -> Principal:
+    """The principal ``name`` of ``<data-dir>/principals.toml`` (tables ``[principals.NAME]`` with
+    ``grants = [...]``, ``"*"`` for every grant, and ``scopes = [...]``; other keys such as the HTTP
+    app's ``token_sha256`` are ignored): the stdio server runs as a principal named on the command line."""
+    from skillsearch.http.auth import PRINCIPALS_FILE, read_entries
+
+    path = Path(data_dir) / PRINCIPALS_FILE
+    if not path.is_file():
+        raise ValidationError(f"--principal {name}: no principals file at {path}", {"path": str(path)})
+    entry = read_entries(path).get(name)
+    if entry is None:
+        raise ValidationError(f"--principal {name}: no [principals.{name}] table in {path}",
+                              {"path": str(path), "principal": name})
+    return entry.principal
+
+
+def mcp_principal_from_args(args: argparse.Namespace) -> Principal:
+    """``--principal NAME`` (from the principals file), else ``--grant``/``--scope``, else the operator."""
+    grants, scopes = args.grant or [], args.scope
+    if args.principal and (grants or scopes is not None):
+        raise ValidationError("use either --principal or --grant/--scope, not both")
+    if args.principal:
+        return principal_from_file(Path(args.data_dir), args.principal)
+    if scopes is not None and not grants:
+        raise ValidationError("--scope needs --grant (the local operator has every grant and memory:read)")
+    if not grants:
+        return Principal.operator()
+    bad = [g for g in grants if not GRANT_PATTERN.match(g)]
+    if bad:
+        raise ValidationError(f"invalid grant(s) {', '.join(bad)}: use sub:<id>, team:<id> or user:<id>")
+    chosen = {SCOPE_MEMORY_READ} if scopes is None else {s for s in scopes if s}
+    return Principal(name="cli", grants=frozenset(grants), scopes=frozenset(chosen))
+
+
+def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = None) -> SkillSearchMCP:
+    """The server ``skillsearch mcp`` runs: its principal, data directory and host tool names."""
+    from skillsearch.mcp.server import build_mcp_server
+
+    principal = mcp_principal_from_args(args)
+    settings = settings_from_args(args)
+    progress = progress_factory(not args.quiet)
+    log.info("MCP server as principal %s (%s)", principal.name,
+             "every grant" if principal.grants is None else ", ".join(sorted(principal.grants)))
+    return build_mcp_server(
+        lambda: Catalog.open(settings, encoder=encoder, progress=progress),
+        principal,
+        known_tools=args.host_tool,
+        log_level="INFO" if args.verbose else "WARNING",
+    )
+
+
+def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
+    """Serve the MCP tools over stdio (stdout carries nothing but protocol) or streamable HTTP."""
+    server = mcp_server_from_args(args)
+    if args.http:
+        from skillsearch.http.server import serve
+        from skillsearch.mcp.transport import streamable_http_app
+
+        serve(streamable_http_app(server, host=args.host), host=args.host, port=args.port)
+    else:
+        server.run("stdio")
+    return 0
+
+
+def add_commands(sub: Subparsers) -> None:
+    p = add_command(sub, "mcp", cmd_mcp, "serve the MCP tools over stdio (default) or streamable HTTP (--http)")
+    p.add_argument("--data-dir", default=argparse.SUPPRESS, help="data directory (same as the global option)")
+    p.add_argument("--principal", metavar="NAME", help="run as this principal of <data-dir>/principals.toml")
+    add_grants(p)
+    p.add_argument("--scope", action="append", metavar="S",
+                   help="scope of the --grant principal (repeatable; default memory:read; '' for none)")
+    p.add_argument("--host-tool", action="append", metavar="TOOL",
+                   help="a tool name the host provides (repeatable): resolving a template that names any other"
+                        " tool is SKILL_INVALID; default: no check")
+    p.add_argument("--http", action="store_true", help="streamable HTTP on --host/--port at /mcp instead of stdio")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8765)

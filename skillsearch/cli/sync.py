@@ -1,0 +1,88 @@
+"""The sync commands: ``sync`` (pull every waiting change once, or ``--status``) and ``upstream`` (serve
+folders of skills as a reference subscription platform, for demos and tests)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from skillsearch.cli.common import Subparsers, add_command, emit, progress_factory, settings_from_args
+from skillsearch.service import Catalog
+from skillsearch.sync.config import SyncConfig, default_config_path, load_config
+
+__all__ = ["add_commands"]
+
+log = logging.getLogger("skillsearch")
+
+
+def _sync_config(args: argparse.Namespace) -> SyncConfig:
+    return load_config(Path(args.config) if args.config else default_config_path(Path(args.data_dir)))
+
+
+def cmd_sync(args: argparse.Namespace, out: TextIO) -> int:
+    config = _sync_config(args)
+    catalog = Catalog(settings_from_args(args))  # creates the store before anything is announced
+    if args.status:
+        status = catalog.sync_status(config)
+        emit(out, args, status.model_dump(), lambda: "\n".join(
+            f"{s.subscription_id}: cursor={s.cursor or '-'} last_success={s.last_success or '-'}"
+            f" active={s.skills_active} archived={s.skills_archived}{' REVOKED' if s.revoked else ''}"
+            + (f"\n  last error: {s.last_error}" if s.last_error else "")
+            for s in status.subscriptions
+        ) or "no subscriptions configured")
+        return 0
+    log.info("sync: opening the index in %s", args.data_dir)
+    catalog.index(progress_factory(not args.quiet))  # opened (and repaired) before the first page, never seeded
+    reports = catalog.sync_once(config, args.subscription or None)
+    for r in reports:
+        for rej in r.outcome.rejected:
+            print(f"rejected: {r.subscription_id}: {rej}", file=sys.stderr)
+        if r.error:
+            print(f"error: {r.subscription_id}: {r.error['code']}: {r.error['message']}", file=sys.stderr)
+    payload = {"subscriptions": [r.to_dict() for r in reports]}
+
+    def text() -> str:
+        return "\n".join(
+            f"{r.subscription_id}: failed" if r.error else
+            f"{r.subscription_id}: {'full' if r.full else 'incremental'}{' REVOKED' if r.revoked else ''},"
+            f" {r.pages} page(s): {len(r.outcome.created)} created, {len(r.outcome.updated)} updated,"
+            f" {len(r.outcome.archived)} archived, {len(r.outcome.deleted)} deleted,"
+            f" {len(r.outcome.rejected)} rejected, {r.embedded} embedded in {r.seconds:.1f}s"
+            for r in reports
+        ) or "no subscriptions configured"
+
+    emit(out, args, payload, text)
+    return 1 if any(r.error or r.outcome.rejected for r in reports) else 0
+
+
+def cmd_upstream(args: argparse.Namespace, out: TextIO) -> int:
+    from skillsearch.http.server import serve
+    from skillsearch.upstream.app import load_upstream_app
+
+    tokens = args.token or [os.environ.get("SKILLSEARCH_UPSTREAM_TOKEN", "demo-token")]
+    app = load_upstream_app(args.sources, tokens=tokens, webhook_url=args.webhook_url,
+                            webhook_secret=args.webhook_secret or os.environ.get("SKILLSEARCH_WEBHOOK_SECRET"))
+    print(f"upstream: serving on http://{args.host}:{args.port}/v1/subscriptions/{{id}}/skills", file=sys.stderr)
+    serve(app, host=args.host, port=args.port)
+    return 0
+
+
+def add_commands(sub: Subparsers) -> None:
+    p = add_command(sub, "sync", cmd_sync, "pull every waiting change from the subscription platform once")
+    p.add_argument("--config", help="sync settings (TOML); default <data-dir>/sync.toml")
+    p.add_argument("--subscription", action="append", metavar="ID", help="only this subscription (repeatable)")
+    p.add_argument("--status", action="store_true", help="show cursor, last success, last error, counts")
+
+    p = add_command(sub, "upstream", cmd_upstream, "serve folders of skills as a reference subscription platform")
+    p.add_argument("--from", dest="sources", action="append", required=True, metavar="[ID=]PATH",
+                   help="a folder of Agent Skills or a JSON/JSONL bundle, served as subscription ID (repeatable)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--token", action="append", help="accepted bearer token (env SKILLSEARCH_UPSTREAM_TOKEN,"
+                   " default demo-token)")
+    p.add_argument("--webhook-url", help="where to POST signed webhooks, e.g. http://127.0.0.1:8000/v1/sync/webhook")
+    p.add_argument("--webhook-secret", help="shared webhook secret (env SKILLSEARCH_WEBHOOK_SECRET)")

@@ -1,0 +1,34 @@
+"""Operations: ``/healthz`` (the process is up), ``/readyz`` (the index reflects the catalog) and
+``/metrics`` (Prometheus), none behind a bearer token."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+
+from skillsearch.http.deps import CatalogDep, MetricsDep
+from skillsearch.http.metrics import CONTENT_TYPE
+from skillsearch.http.schemas import HealthResponse, ReadyResponse, documented_errors
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/healthz", response_model=HealthResponse, operation_id="healthz", summary="The process is up.")
+def healthz() -> HealthResponse:
+    return HealthResponse(status="ok")
+
+
+@router.get("/readyz", response_model=ReadyResponse, responses=documented_errors(503), operation_id="readyz",
+            summary="The index is loaded and reflects the catalog store.")
+def readyz(catalog: CatalogDep) -> ReadyResponse:
+    ready = catalog.readiness()  # INDEX_NOT_READY (503) otherwise
+    return ReadyResponse(status="ready", documents=ready.documents, generation=ready.generation)
+
+
+@router.get("/metrics", operation_id="metrics", summary="Prometheus metrics.", response_class=Response,
+            responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                             "description": "Prometheus text exposition format."}})
+def metrics_route(metrics: MetricsDep) -> Response:
+    return Response(metrics.render(), media_type=CONTENT_TYPE)

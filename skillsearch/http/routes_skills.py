@@ -1,0 +1,100 @@
+"""The catalog's reads under ``/v1``: list, search, get, resolve (scope ``skills:read``) and recall
+(``memory:read``). Each route hands the caller and its validated input to one :class:`Catalog` method.
+
+Get, resolve and recall are module-level route functions; list and search are built by
+:func:`skills_router` because their query limits (tags per request, page sizes, query length) are the
+app's :class:`Limits` and the catalog's settings, which the OpenAPI schema states.
+
+This module does not use ``from __future__ import annotations``: FastAPI reads the route functions'
+annotations at runtime, and those of list and search hold the per-app limits.
+"""
+
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Query
+from fastapi import Path as PathParam
+from pydantic import StringConstraints
+
+from skillsearch.core.domain import FusionMethod, SearchMode, SkillKind
+from skillsearch.core.settings import Settings
+from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
+from skillsearch.http.deps import CatalogDep, MetricsDep, Reader, Recaller
+from skillsearch.http.schemas import Limits, RecallBody, ResolveBody, documented_errors
+from skillsearch.retrieval.search import SearchRequest
+from skillsearch.usecases.recall import CloudSkillEnvelope
+
+__all__ = ["get_skill", "recall", "resolve_skill", "skills_router"]
+
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+SkillId = Annotated[str, PathParam(min_length=1, max_length=200, description="A skill_id from list or search.")]
+
+
+def get_skill(principal: Reader, catalog: CatalogDep, skill_id: SkillId) -> SkillDetail:
+    return catalog.get_skill(principal, skill_id)
+
+
+def resolve_skill(
+    principal: Reader, catalog: CatalogDep, skill_id: SkillId,
+    body: Annotated[ResolveBody, Body()] = ResolveBody(),  # noqa: B008
+) -> ResolvedFlow:
+    return catalog.resolve(principal, skill_id, body.parameters)
+
+
+def recall(principal: Recaller, catalog: CatalogDep, body: RecallBody) -> CloudSkillEnvelope:
+    return catalog.recall(principal, **body.model_dump())
+
+
+def skills_router(limits: Limits, settings: Settings) -> APIRouter:
+    """The ``/v1`` router, with list and search bounded by ``limits`` and ``settings``."""
+    v1 = APIRouter(prefix="/v1", tags=["skills"])
+
+    @v1.get("/skills", response_model=ListResponse, responses=documented_errors(400, 401, 403),
+            operation_id="list_skills", summary="List the skills you can see, paged, ordered by name.")
+    def list_skills(
+        principal: Reader,
+        catalog: CatalogDep,
+        kind: Annotated[SkillKind | None, Query(description="Only this kind.")] = None,
+        tag: Annotated[list[Tag], Query(max_length=limits.max_tags, description="Require every tag.")] = [],  # noqa: B006
+        cursor: Annotated[str | None, Query(max_length=1000, description="next_cursor of the previous page.")] = None,
+        limit: Annotated[int, Query(ge=1, le=limits.max_list_page)] = 50,
+    ) -> ListResponse:
+        return catalog.list_skills(principal, kind=kind, tags=tag, cursor=cursor, limit=limit)
+
+    @v1.get("/search", response_model=SearchResponse, responses=documented_errors(400, 401, 403, 503),
+            operation_id="search_skills",
+            summary="Hybrid (BM25 + embedding) search over the skills you can see; each hit explains its rank.")
+    def search(
+        principal: Reader,
+        catalog: CatalogDep,
+        metrics: MetricsDep,
+        q: Annotated[str, Query(min_length=1, max_length=settings.max_query_chars, description="What you need.",
+                                openapi_examples={"profiling": {"value": "profile a slow python function"},
+                                                  "french": {"value": "nettoyer des données avec pandas"}})],
+        mode: SearchMode = "hybrid",
+        kind: SkillKind | None = None,
+        tag: Annotated[list[Tag], Query(max_length=limits.max_tags, description="Require every tag.")] = [],  # noqa: B006
+        limit: Annotated[int, Query(ge=1, le=settings.max_limit)] = 10,
+        fusion: Annotated[FusionMethod | None, Query(description="Hybrid fusion.")] = None,
+        semantic_weight: Annotated[float | None, Query(ge=0.0, le=1.0)] = None,
+    ) -> SearchResponse:
+        started = time.perf_counter()
+        try:
+            return catalog.search_view(principal, SearchRequest(
+                query=q, limit=limit, mode=mode, kind=kind, tags=tuple(tag), fusion=fusion,
+                semantic_weight=semantic_weight,
+            ))
+        finally:
+            metrics.observe_search(mode, time.perf_counter() - started)
+
+    v1.add_api_route("/skills/{skill_id}", get_skill, methods=["GET"], response_model=SkillDetail,
+                     responses=documented_errors(400, 401, 403, 404), operation_id="get_skill",
+                     summary="One skill: instructions (knowledge) or steps and parameters (flow template).")
+    v1.add_api_route("/skills/{skill_id}/resolve", resolve_skill, methods=["POST"], response_model=ResolvedFlow,
+                     responses=documented_errors(400, 401, 403, 404, 413, 422), operation_id="resolve_skill",
+                     summary="Substitute parameter values into a flow template's steps (nothing is executed).")
+    v1.add_api_route("/recall", recall, methods=["POST"], response_model=CloudSkillEnvelope,
+                     responses=documented_errors(400, 401, 403, 404, 410, 413), operation_id="recall_cloud_skill",
+                     summary="Progressive disclosure: descriptors (query), a revision's root manifest (skill_id or"
+                             " slug), or one resource of a pinned revision (resource + revision_id).")
+    return v1

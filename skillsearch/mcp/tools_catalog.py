@@ -1,0 +1,87 @@
+"""The four catalog tools: ``search_skills``, ``list_skills``, ``get_skill`` and ``resolve_skill``.
+
+Their errors are ``{"error": {"code", "message", "details"}}``; with the policy's catalog scope (the HTTP
+app's ``skills:read``) a caller without it gets ``ACCESS_DENIED``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context
+from mcp_types import CallToolResult
+from pydantic import Field
+
+from skillsearch.core.domain import SearchMode, SkillKind
+from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
+from skillsearch.mcp.context import ServerState, ToolGroup, run_tool
+from skillsearch.retrieval.search import SearchRequest
+
+__all__ = ["get_skill", "group", "list_skills", "resolve_skill", "search_skills"]
+
+group = ToolGroup()
+
+
+@group.tool("search_skills", "Search skills")
+def search_skills(
+    query: Annotated[str, Field(description="What you need, in plain words, e.g. 'rotate TLS certificates'.")],
+    ctx: Context[ServerState, Any],
+    limit: Annotated[int, Field(ge=1, le=100, description="Most hits to return.")] = 10,
+    kind: Annotated[SkillKind | None, Field(description="Only skills of this kind.")] = None,
+    tags: Annotated[list[str], Field(description="Only skills carrying every one of these tags.")] = [],  # noqa: B006
+    mode: Annotated[
+        SearchMode,
+        Field(description="hybrid (default: keywords and meaning), lexical (keywords), semantic (meaning)."),
+    ] = "hybrid",
+) -> Annotated[CallToolResult, SearchResponse]:
+    """Find the skills that fit a task, best first. Use this first whenever a task might be covered by a
+    skill; each hit has its skill_id, kind, tags, a score and why it ranked there. no_match=true means
+    nothing in the catalog fits: do not force a weak hit. Next: get_skill with a hit's skill_id (or
+    recall_cloud_skill for the staged view). To browse everything instead, use list_skills."""
+    request = SearchRequest(query=query, limit=limit, mode=mode, kind=kind, tags=tuple(tags))
+    return run_tool(ctx, "search_skills", lambda c, _policy, p: c.search_view(p, request))
+
+
+@group.tool("list_skills", "List skills")
+def list_skills(
+    ctx: Context[ServerState, Any],
+    cursor: Annotated[str | None, Field(description="next_cursor of the previous page; omit for the first page.")] = None,
+    limit: Annotated[int, Field(ge=1, le=200, description="Skills per page.")] = 50,
+    kind: Annotated[SkillKind | None, Field(description="Only skills of this kind.")] = None,
+    tags: Annotated[list[str], Field(description="Only skills carrying every one of these tags.")] = [],  # noqa: B006
+) -> Annotated[CallToolResult, ListResponse]:
+    """Page through every skill you can use, by name: id, name, description, kind and tags only. Use it
+    to browse or enumerate; to find a skill for a task, search_skills is faster and ranked. Pass
+    next_cursor back as cursor for the next page (null at the end). Next: get_skill with a skill_id."""
+    return run_tool(ctx, "list_skills",
+                    lambda c, _policy, p: c.list_skills(p, kind=kind, tags=tags, cursor=cursor, limit=limit))
+
+
+@group.tool("get_skill", "Get a skill")
+def get_skill(
+    skill_id: Annotated[str, Field(description="A skill_id from search_skills or list_skills.")],
+    ctx: Context[ServerState, Any],
+) -> Annotated[CallToolResult, SkillDetail]:
+    """Read one skill in full. A 'knowledge' skill returns its markdown instructions: read and follow
+    them. A 'flow_template' returns its ordered steps (tool calls with {param} placeholders) and its
+    parameter schema: next, call resolve_skill with values for those parameters. Also lists the
+    skill's resource files (read one with recall_cloud_skill). Unknown or unavailable ids are
+    SKILL_NOT_FOUND."""
+    return run_tool(ctx, "get_skill", lambda c, _policy, p: c.get_skill(p, skill_id))
+
+
+@group.tool("resolve_skill", "Resolve a flow template")
+def resolve_skill(
+    skill_id: Annotated[str, Field(description="skill_id of a flow_template skill.")],
+    ctx: Context[ServerState, Any],
+    parameters: Annotated[
+        dict[str, Any],
+        Field(description="Parameter values by name, typed as get_skill's schema says (integer, boolean...)."),
+    ] = {},  # noqa: B006
+) -> Annotated[CallToolResult, ResolvedFlow]:
+    """Fill a flow template's parameters and get back its ordered steps with every {param} substituted
+    and defaults applied. It executes nothing: you then call each step's tool yourself, in order, with
+    its args. Missing, unknown or mistyped parameters give one VALIDATION_ERROR naming each of them;
+    fix them and call again. Knowledge skills have no steps: read them with get_skill instead."""
+    return run_tool(ctx, "resolve_skill",
+                    lambda c, policy, p: c.resolve(p, skill_id, parameters, policy.host_tools))
