@@ -33,7 +33,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChang
 from skillsearch.core.domain import Principal
 from skillsearch.service import Catalog
 
-__all__ = ["ChangeNotifier", "WhileOpen", "while_open"]
+__all__ = ["ChangeNotifier", "WhileOpen", "serving_changes"]
 
 log = logging.getLogger("skillsearch.mcp")
 
@@ -85,7 +85,8 @@ class ChangeNotifier:
 
 
 @asynccontextmanager
-async def while_open(catalog: Catalog, notifier: ChangeNotifier | None, extras: Sequence[WhileOpen]) -> AsyncIterator[None]:
+async def serving_changes(catalog: Catalog, notifier: ChangeNotifier | None,
+                          extras: Sequence[WhileOpen]) -> AsyncIterator[None]:
     """Inside the server's lifespan, once the catalog is open: enter ``extras`` and run the notifier."""
     async with AsyncExitStack() as stack:
         for extra in extras:
