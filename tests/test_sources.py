@@ -322,3 +322,27 @@ def test_an_unreachable_repository_or_missing_subdir_keeps_the_last_good_state(
     assert listed(catalog) == {"pr-review"}
     state = catalog.store.sync.state("team")
     assert state is not None and state.counts["errors"] == 3
+
+
+def test_the_change_mark_moves_only_for_those_who_can_see_the_change(empty_catalog: Catalog, tmp_path: Path) -> None:
+    catalog = empty_catalog
+    me = Principal(name="me", grants=frozenset({"user:me"}))
+    subscriber = Principal(name="s", grants=frozenset({"sub:pack"}))
+    write_skill(tmp_path / "mine", "my-skill", "Format SQL queries consistently.")
+    write_skill(tmp_path / "theirs", "their-skill", "Tune JVM garbage collection.")
+    mine, theirs = SourceConfig("mine", "user:me", path=tmp_path / "mine"), SourceConfig("theirs", "sub:pack",
+                                                                                       path=tmp_path / "theirs")
+    catalog.sources.sync(mine)
+    catalog.sources.sync(theirs)
+    marks = (catalog.change_mark(me), catalog.change_mark(subscriber), catalog.change_mark(OPERATOR))
+    changed_before = catalog.readiness().changed_at
+
+    write_skill(tmp_path / "theirs", "their-skill", "Tune JVM garbage collection with G1 and ZGC.")
+    catalog.sources.sync(theirs)
+    assert catalog.change_mark(me) == marks[0]  # nothing of theirs leaks into my view
+    assert catalog.change_mark(subscriber) != marks[1] and catalog.change_mark(OPERATOR) != marks[2]
+    assert catalog.readiness().changed_at != changed_before
+
+    moved = catalog.change_mark(subscriber)
+    catalog.store.set_revoked("pack", True)  # a revocation hides the grant: the subscriber's view changes
+    assert catalog.change_mark(subscriber) != moved and catalog.change_mark(me) == marks[0]
