@@ -1,28 +1,38 @@
-"""HTTP load run: N concurrent clients searching the real skills catalog through `skillsearch serve`.
+"""HTTP load run: distinct requests from N concurrent clients against ``skillsearch serve`` on the real skills.
 
-What it does, in one run:
+What one run does (every row of the result comes from the same run, so ratios between rows hold even on a
+shared machine whose absolute speed moves):
 1. imports the real skills (``../shared/data/skills-catalog``, 883 Agent Skills) into a data directory with
    ``skillsearch import`` (a no-op when already imported) and adds a principal with ``skillsearch token add``;
-2. starts ``skillsearch serve`` on 127.0.0.1 (its own process, the product as shipped);
-3. runs ``--clients`` async httpx clients for ``--duration`` seconds, each sending ``GET /v1/search`` with
-   queries drawn from a fixed pool (the first words of real skill descriptions, so lexical and semantic
-   sides both work), and records every latency and status;
-4. measures the same queries in process (``Catalog.search_view``, no HTTP) for the floor;
-5. writes ``benchmarks/results/http-load.md`` and ``.json`` with the command, machine, date and numbers.
+2. builds a pool of ``--queries`` distinct requests (the dev requests of ``queries.dev.jsonl`` plus
+   paraphrases generated deterministically from the skills' descriptions), larger than every cache; all
+   clients draw from one shared walk through the pool, so a request repeats only after the pool is used up;
+3. for each scenario starts ``skillsearch serve`` (its own process, the product as shipped) with that
+   scenario's environment, runs ``--clients`` async httpx clients (one keep-alive connection each) for
+   ``--duration`` seconds after ``--warmup``, and reads the server's ``/metrics`` before and after to get the
+   query encoder's batch sizes;
+   - ``uncached``: ``SKILLSEARCH_RESULT_CACHE_SIZE=0 SKILLSEARCH_QUERY_CACHE_SIZE=0``, batching on (default);
+   - ``uncached, busy neighbour``: the same while another process keeps one core busy (a spin loop that
+     this script starts before the scenario and kills after it; it also stops itself after a bound);
+   - ``uncached, no batching``: ``SKILLSEARCH_QUERY_BATCHING=0`` and torch's own thread count, i.e. every
+     request calls the model itself (the behaviour before the batching service), quiet and busy;
+   - ``cached``: the default caches on, same distinct pool;
+4. in process, one request at a time (caches off): the encoder alone and a whole hybrid search over the
+   same texts, for the single-request ratio;
+5. writes ``benchmarks/results/<name>.md`` and ``.json`` with the command, ``nproc``, load averages and
+   numbers.
 
 Knobs (command line):
     --catalog PATH      folder of Agent Skills (default ../shared/data/skills-catalog)
     --data-dir PATH     data directory (default benchmarks/.cache/http-load; reused between runs)
     --clients N         concurrent clients (default 32)
-    --duration S        seconds of load (default 60)
-    --queries N         size of the query pool (default 600; the server's query cache holds 1024)
+    --duration S        seconds of measured load per scenario (default 20)
+    --warmup S          seconds of unmeasured load first (default 3)
+    --queries N         distinct requests in the pool (default 4000; query cache 1,024, result cache 512)
+    --scenarios LIST    comma-separated subset of: uncached, uncached-busy, unbatched, unbatched-busy, cached
     --mode M            hybrid | lexical | semantic (default hybrid)
     --limit K           hits per search (default 10)
-    --warmup S          seconds of unmeasured load first (default 3)
-    --out DIR           results folder (default benchmarks/results)
-    --name NAME         results file name without extension (default http-load)
-    --omp-threads N     set OMP_NUM_THREADS for the server and the in-process run (default: torch's own
-                        choice, one thread per core); on a busy machine 1 avoids thread oversubscription
+    --out DIR / --name  results folder and file name (default benchmarks/results, http-load)
 
 Run: ``HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/load_http.py``. Not collected by pytest.
 """
@@ -51,6 +61,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CATALOG = ROOT.parent / "shared" / "data" / "skills-catalog"
 SOURCE, GRANT, PRINCIPAL = "skills-catalog", "sub:skills-catalog", "load"
+UNCACHED = {"SKILLSEARCH_RESULT_CACHE_SIZE": "0", "SKILLSEARCH_QUERY_CACHE_SIZE": "0"}
+SCENARIOS: dict[str, tuple[str, dict[str, str], bool]] = {  # name: (label, server environment, busy neighbour)
+    "uncached": ("uncached, batching (default)", UNCACHED, False),
+    "uncached-busy": ("uncached, batching, busy neighbour", UNCACHED, True),
+    "unbatched": ("uncached, no batching (before)", {**UNCACHED, "SKILLSEARCH_QUERY_BATCHING": "0"}, False),
+    "unbatched-busy": ("uncached, no batching, busy neighbour", {**UNCACHED, "SKILLSEARCH_QUERY_BATCHING": "0"},
+                       True),
+    "cached": ("caches on (defaults), batching", {}, False),
+}
+ENCODER_METRICS = ("batches", "requests", "failed_batches", "largest_batch")
 
 
 def cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -68,18 +88,39 @@ def machine() -> dict[str, Any]:
             "platform": platform.platform(), "loadavg_at_start": list(os.getloadavg())}
 
 
-def query_pool(catalog: Path, n: int, seed: int = 7) -> list[str]:
-    """Short queries from real descriptions: the first 4-8 words of each, shuffled."""
-    texts = []
+TEMPLATES = ("{}", "how do I {}", "I need to {}", "help me {}", "find a skill to {}", "{} please",
+             "looking for something that can {}", "tool for {}")
+
+
+def request_pool(catalog: Path, n: int, seed: int = 7) -> list[str]:
+    """``n`` distinct requests: the dev requests of ``queries.dev.jsonl``, then paraphrases generated from
+    the skills' descriptions (a window of 4-10 words at a varying offset, in a varying phrasing), shuffled
+    with a fixed seed so that every run draws the same pool. Far larger than the query and result caches."""
+    rng = random.Random(seed)
+    pool: dict[str, None] = {}
+    dev = catalog / "queries.dev.jsonl"
+    if dev.exists():
+        for line in dev.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                pool[json.loads(line)["q"].strip()] = None
+    descriptions = []
     for skill_md in sorted(catalog.glob("*/SKILL.md")):
         m = re.search(r"^description:\s*(.+)$", skill_md.read_text(encoding="utf-8", errors="replace"), re.MULTILINE)
         if m:
             words = re.sub(r"[\"'>|]", " ", m.group(1)).split()
             if len(words) >= 4:
-                texts.append(words)
-    rng = random.Random(seed)
+                descriptions.append(words)
+    for _ in range(50):  # rounds over all descriptions until the pool is full
+        for words in descriptions:
+            if len(pool) >= n:
+                break
+            size = rng.randint(4, min(10, len(words)))
+            start = rng.randint(0, len(words) - size)
+            text = rng.choice(TEMPLATES).format(" ".join(words[start : start + size]).rstrip(".,;:").lower())
+            pool.setdefault(text, None)
+    texts = list(pool)[:n]
     rng.shuffle(texts)
-    return [" ".join(w[: rng.randint(4, 8)]) for w in texts[:n]]
+    return texts
 
 
 def percentiles(ms: list[float]) -> dict[str, float]:
@@ -91,21 +132,27 @@ def percentiles(ms: list[float]) -> dict[str, float]:
             "max": round(float(a.max()), 2)}
 
 
-async def load(url: str, token: str, queries: list[str], clients: int, duration: float, warmup: float,
+async def load(url: str, token: str, walk: list[str], clients: int, duration: float, warmup: float,
                mode: str, limit: int) -> dict[str, Any]:
+    """``clients`` clients sending distinct requests (one shared walk through the pool) for warmup + duration."""
     latencies: list[float] = []
     statuses: dict[str, int] = {}
     errors: list[str] = []
     measuring = False
     stop_at = time.monotonic() + warmup + duration
+    position = [0]
 
-    async def client(i: int) -> None:
-        rng = random.Random(i)
+    def next_query() -> str:
+        q = walk[position[0] % len(walk)]
+        position[0] += 1
+        return q
+
+    async def client() -> None:
         limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
         async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30,
                                      limits=limits) as c:
             while time.monotonic() < stop_at:
-                q = rng.choice(queries)
+                q = next_query()
                 t = time.perf_counter()
                 try:
                     r = await c.get("/v1/search", params={"q": q, "mode": mode, "limit": limit})
@@ -120,41 +167,73 @@ async def load(url: str, token: str, queries: list[str], clients: int, duration:
                     if not ok and len(errors) < 20:
                         errors.append(f"{status} for {q!r}")
 
-    tasks = [asyncio.create_task(client(i)) for i in range(clients)]
+    tasks = [asyncio.create_task(client()) for _ in range(clients)]
     await asyncio.sleep(warmup)
     measuring = True
+    before = await encoder_metrics(url)
     started = time.monotonic()
     await asyncio.gather(*tasks)
     wall = time.monotonic() - started
+    after = await encoder_metrics(url)
     n = len(latencies)
+    batches = after["batches"] - before["batches"]
+    requests = after["requests"] - before["requests"]
     return {"requests": n, "seconds": round(wall, 2), "rps": round(n / wall, 1), "latency_ms": percentiles(latencies),
-            "statuses": statuses, "errors": sum(v for k, v in statuses.items() if k != "200"), "error_samples": errors}
+            "statuses": statuses, "errors": sum(v for k, v in statuses.items() if k != "200"), "error_samples": errors,
+            "distinct_requests_sent": min(position[0], len(walk)), "requests_sent": position[0],
+            "encoder": {"batches": batches, "requests": requests, "failed_batches": after["failed_batches"],
+                        "mean_batch": round(requests / batches, 2) if batches else None,
+                        "largest_batch": after["largest_batch"]}}
 
 
-def in_process(data_dir: Path, queries: list[str], mode: str, limit: int) -> dict[str, Any]:
-    """The same searches without HTTP, one at a time: cold (query embedding computed) and warm (cached)."""
+async def encoder_metrics(url: str) -> dict[str, float]:
+    async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+        text = (await c.get("/metrics")).text
+    out = {}
+    for key in ENCODER_METRICS:
+        suffix = "" if key == "largest_batch" else "_total"
+        m = re.search(rf"^skillsearch_query_encoder_{key}{suffix} (\S+)$", text, re.MULTILINE)
+        out[key] = float(m.group(1)) if m else 0.0
+    return out
+
+
+def neighbour(bound_s: float) -> subprocess.Popen[bytes]:
+    """Another process keeping one core busy: a pure-Python spin loop that also ends itself after ``bound_s``."""
+    code = f"import time\nend = time.monotonic() + {bound_s}\nwhile time.monotonic() < end:\n    pass\n"
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+def in_process(data_dir: Path, queries: list[str], mode: str, limit: int, n: int = 200) -> dict[str, Any]:
+    """One request at a time, caches off: the model alone on each request's texts, then a whole search."""
     sys.path.insert(0, str(ROOT))
     from skillsearch.core.domain import Principal
     from skillsearch.core.settings import Settings
-    from skillsearch.retrieval.search import SearchRequest
+    from skillsearch.retrieval.search import SearchRequest, query_texts
     from skillsearch.service import Catalog
 
-    catalog = Catalog.open(Settings(data_dir=data_dir, seed_sample=False))
+    settings = Settings.from_env(data_dir=data_dir, seed_sample=False, result_cache_size=0, query_cache_size=0)
+    catalog = Catalog.open(settings)
     principal = Principal(PRINCIPAL, frozenset({GRANT}))
-    sample = queries[:300]
+    sample = queries[:n]
     catalog.search_view(principal, SearchRequest(query="warm up the model", mode=mode, limit=limit))
-    runs: dict[str, list[float]] = {"cold": [], "warm": []}
-    for label in ("cold", "warm"):
-        for q in sample:
-            t = time.perf_counter()
-            catalog.search_view(principal, SearchRequest(query=q, mode=mode, limit=limit))
-            runs[label].append((time.perf_counter() - t) * 1000)
+    model = catalog.encoder.inner  # type: ignore[attr-defined]
+    encode, search = [], []
+    for q in sample:  # interleaved, so that both see the same machine
+        texts = query_texts(q, settings.query_sentences)
+        t = time.perf_counter()
+        model.encode_query_parts(texts[0], texts[1:])
+        encode.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        catalog.search_view(principal, SearchRequest(query=q, mode=mode, limit=limit))
+        search.append((time.perf_counter() - t) * 1000)
     catalog.close()
-    return {"queries": len(sample), "cold_ms": percentiles(runs["cold"]), "warm_ms": percentiles(runs["warm"])}
+    e, s = percentiles(encode), percentiles(search)
+    return {"queries": len(sample), "encode_ms": e, "search_ms": s, "p50_ratio": round(s["p50"] / e["p50"], 2),
+            "loadavg": list(os.getloadavg())}
 
 
-def start_server(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}  # OMP_NUM_THREADS passes through
+def start_server(data_dir: Path, env_extra: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), **env_extra}
     proc = subprocess.Popen(
         [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data_dir), "-q", "serve", "--port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
@@ -168,51 +247,83 @@ def start_server(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
     return proc, m.group(1)
 
 
+def run_scenario(name: str, args: argparse.Namespace, token: str, walk: list[str]) -> dict[str, Any]:
+    label, env, busy = SCENARIOS[name]
+    proc, url = start_server(args.data_dir, env)
+    spinner = None
+    try:
+        httpx.get(url + "/readyz", timeout=60).raise_for_status()
+        if busy:
+            spinner = neighbour(args.warmup + args.duration + 60)
+        load_start = list(os.getloadavg())
+        http = asyncio.run(load(url, token, walk, args.clients, args.duration, args.warmup, args.mode, args.limit))
+        load_end = list(os.getloadavg())
+    finally:
+        if spinner is not None:
+            spinner.kill()
+            spinner.wait()
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return {"scenario": name, "label": label, "env": env, "busy_neighbour": busy, "loadavg_start": load_start,
+            "loadavg_end": load_end, **http}
+
+
 def write_results(out: Path, result: dict[str, Any]) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    name = result["config"].get("name", "http-load")
+    name = result["config"]["name"]
     (out / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    h, ip = result["http"], result["in_process"]
-    m = result["machine"]
+    m, c, ip = result["machine"], result["config"], result["in_process"]
+    rows = {r["scenario"]: r for r in result["runs"]}
     lines = [
-        "# HTTP load: concurrent search over the real skills catalog",
+        "# HTTP load: distinct requests over the real skills catalog",
         "",
-        f"- date: {result['date']}",
-        f"- command: `{result['command']}`",
-        (f"- machine: {m['cpu']} ({m['cpus']} CPUs), Python {m['python']}, {m['platform']};"
-        f" load average at start {', '.join(f'{x:.2f}' for x in m['loadavg_at_start'])}"),
+        f"- date: {result['date']}; command: `{result['command']}`",
+        f"- machine: {m['cpu']}, nproc {m['cpus']}, Python {m['python']}, {m['platform']}",
+        "- **the machine was shared with other agents' jobs while this ran** (load averages per row below; 2",
+        "  cores): absolute req/s and latencies are depressed and noisy; the rows of this one run are meant to",
+        "  be compared with each other.",
         (f"- catalog: {result['catalog']['skills']} skills (`{result['catalog']['path']}`), encoder"
-        f" {result['catalog']['encoder']}, data dir reused between runs"),
-        (f"- load: {result['config']['clients']} async httpx clients (one keep-alive connection each) for"
-        f" {result['config']['duration']} s after {result['config']['warmup']} s warm-up, `GET /v1/search`"
-        f" mode={result['config']['mode']} limit={result['config']['limit']}, queries drawn from a pool of"
-        f" {result['config']['queries']} (first words of real descriptions); server: `skillsearch serve`, one"
-        " uvicorn process on 127.0.0.1, the clients in another process on the same machine;"
-        f" OMP_NUM_THREADS={result['config'].get('omp_threads', 'torch default')}"),
+         f" {result['catalog']['encoder']}"),
+        (f"- load: {c['clients']} async httpx clients (one keep-alive connection each, in one process on the same"
+         f" machine) for {c['duration']} s after {c['warmup']} s warm-up per scenario, `GET /v1/search`"
+         f" mode={c['mode']} limit={c['limit']}; {c['queries']} distinct requests (dev requests + paraphrases of"
+         " descriptions) walked in one shared order: a request repeats only once the pool is used up"),
         "",
-        "| where | requests | req/s | p50 ms | p95 ms | p99 ms | max ms | errors |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-        (f"| HTTP, {result['config']['clients']} clients | {h['requests']} | {h['rps']} | {h['latency_ms']['p50']} |"
-        f" {h['latency_ms']['p95']} | {h['latency_ms']['p99']} | {h['latency_ms']['max']} | {h['errors']} |"),
-        (f"| in process, one at a time, query not cached | {ip['queries']} | – | {ip['cold_ms']['p50']} |"
-        f" {ip['cold_ms']['p95']} | {ip['cold_ms']['p99']} | {ip['cold_ms']['max']} | – |"),
-        (f"| in process, one at a time, query cached | {ip['queries']} | – | {ip['warm_ms']['p50']} |"
-        f" {ip['warm_ms']['p95']} | {ip['warm_ms']['p99']} | {ip['warm_ms']['max']} | – |"),
+        ("| scenario | requests (distinct) | req/s | p50 ms | p95 ms | p99 ms | errors | batches: mean / largest |"
+         " load 1-min start / end |"),
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+    ]
+    for r in result["runs"]:
+        lat, enc = r["latency_ms"], r["encoder"]
+        batches = f"{enc['mean_batch']} / {int(enc['largest_batch'])}" if enc["batches"] else "– (not batching)"
+        lines.append(f"| {r['label']} | {r['requests']} ({r['distinct_requests_sent']}) | {r['rps']} | {lat['p50']} |"
+                     f" {lat['p95']} | {lat['p99']} | {r['errors']} | {batches} |"
+                     f" {r['loadavg_start'][0]:.1f} / {r['loadavg_end'][0]:.1f} |")
+    lines += [
         "",
-        f"Statuses: {json.dumps(h['statuses'])}.",
+        (f"One request at a time, in process, caches off ({ip['queries']} requests of the pool, interleaved):"
+         f" the model alone on the request's texts p50 {ip['encode_ms']['p50']} ms / p95 {ip['encode_ms']['p95']}"
+         f" ms; a whole {c['mode']} search p50 {ip['search_ms']['p50']} ms / p95 {ip['search_ms']['p95']} ms:"
+         f" **ratio {ip['p50_ratio']}** (load {ip['loadavg'][0]:.1f})."),
         "",
-        "How to read it. Under load a request's latency is mostly queueing: with N clients in flight and a",
-        ("server doing about `rps` searches per second, each waits about N / rps. At most"
-        f" {result['config']['queries']} of the {h['requests']} measured requests needed a query embedding;"
-        " the rest were answered from the server's query-vector cache (1,024 entries), which is why the"),
-        "HTTP median can sit below the uncached in-process median. The in-process rows are the floor one",
-        "search costs (hybrid: BM25, the query embedding when not cached, the vector scan, fusion and the",
-        "visibility re-check), measured after the server stopped, one query at a time. The machine was shared",
-        "with other jobs (see the load average above), which inflates the uncached numbers most: the",
-        "embedding model's threads compete for the same two cores.",
-        "",
-        (f"Catalog note: {len(result['catalog']['import'].get('problems', []))} of the folders was refused by"
-        " the importer (reason in the JSON), so the index holds the rest."),
+    ]
+    ratios = []
+    if "uncached" in rows and "uncached-busy" in rows:
+        q, b = rows["uncached"]["latency_ms"]["p95"], rows["uncached-busy"]["latency_ms"]["p95"]
+        ratios.append(f"busy-neighbour p95 / quiet p95 with batching: **{b / q:.2f}**")
+    if "unbatched" in rows and "unbatched-busy" in rows:
+        q, b = rows["unbatched"]["latency_ms"]["p95"], rows["unbatched-busy"]["latency_ms"]["p95"]
+        ratios.append(f"the same without batching: {b / q:.2f}")
+    if "uncached" in rows and "unbatched" in rows:
+        ratios.append(f"uncached req/s with / without batching: **{rows['uncached']['rps'] / rows['unbatched']['rps']:.2f}x**")
+    if ratios:
+        lines += ["Ratios within this run: " + "; ".join(ratios) + ".", ""]
+    lines += [
+        (f"Catalog note: {len(result['catalog']['import'].get('problems', []))} folder(s) refused by the importer"
+         " (reason in the JSON), so the index holds the rest."),
         "",
     ]
     (out / f"{name}.md").write_text("\n".join(lines), encoding="utf-8")
@@ -223,17 +334,19 @@ def main() -> int:
     parser.add_argument("--catalog", type=Path, default=DEFAULT_CATALOG)
     parser.add_argument("--data-dir", type=Path, default=ROOT / "benchmarks" / ".cache" / "http-load")
     parser.add_argument("--clients", type=int, default=32)
-    parser.add_argument("--duration", type=float, default=60.0)
-    parser.add_argument("--queries", type=int, default=600)
+    parser.add_argument("--duration", type=float, default=20.0)
+    parser.add_argument("--warmup", type=float, default=3.0)
+    parser.add_argument("--queries", type=int, default=4000)
+    parser.add_argument("--scenarios", default="uncached,uncached-busy,unbatched,unbatched-busy,cached")
     parser.add_argument("--mode", default="hybrid", choices=["hybrid", "lexical", "semantic"])
     parser.add_argument("--limit", type=int, default=10)
-    parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument("--name", default="http-load")
-    parser.add_argument("--omp-threads", type=int, default=None)
     args = parser.parse_args()
-    if args.omp_threads is not None:
-        os.environ["OMP_NUM_THREADS"] = str(args.omp_threads)
+    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    unknown = sorted(set(scenarios) - set(SCENARIOS))
+    if unknown:
+        raise SystemExit(f"unknown scenarios: {', '.join(unknown)}")
 
     started = time.time()
     imported = cli(args.data_dir, "import", str(args.catalog), "--source", SOURCE, "--grant", GRANT, "--json")
@@ -244,37 +357,33 @@ def main() -> int:
     if added.returncode != 0:
         raise SystemExit(f"token add failed: {added.stderr}")
     token = json.loads(added.stdout)["token"]
-    queries = query_pool(args.catalog, args.queries)
-    print(f"imported in {time.time() - started:.0f}s: {report}", file=sys.stderr)
+    pool = request_pool(args.catalog, args.queries)
+    print(f"imported in {time.time() - started:.0f}s; pool of {len(pool)} distinct requests", file=sys.stderr)
 
     info = machine()
-    proc, url = start_server(args.data_dir)
-    try:
-        health = httpx.get(url + "/readyz", timeout=60).json()
-        http = asyncio.run(load(url, token, queries, args.clients, args.duration, args.warmup, args.mode, args.limit))
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    floor = in_process(args.data_dir, queries, args.mode, args.limit)
+    runs = []
+    for i, name in enumerate(scenarios):
+        walk = pool[i * 997 % len(pool):] + pool[: i * 997 % len(pool)]  # each scenario starts elsewhere
+        runs.append(run_scenario(name, args, token, walk))
+        print(json.dumps({k: runs[-1][k] for k in ("scenario", "rps", "latency_ms", "errors", "encoder")}),
+              file=sys.stderr)
+    floor = in_process(args.data_dir, pool, args.mode, args.limit)
+    documents = json.loads((args.data_dir / "manifest.json").read_text(encoding="utf-8"))["documents"]
     result = {
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "command": "python benchmarks/load_http.py " + " ".join(sys.argv[1:]),
         "machine": info,
         "catalog": {"path": str(args.catalog.relative_to(ROOT.parent)) if args.catalog.is_relative_to(ROOT.parent)
-                    else str(args.catalog), "skills": health["documents"], "import": report,
+                    else str(args.catalog), "skills": documents, "import": report,
                     "encoder": "sentence-transformers/all-MiniLM-L6-v2"},
         "config": {"clients": args.clients, "duration": args.duration, "warmup": args.warmup, "mode": args.mode,
-                   "limit": args.limit, "queries": len(queries), "name": args.name,
-                   "omp_threads": os.environ.get("OMP_NUM_THREADS", "torch default")},
-        "http": http,
+                   "limit": args.limit, "queries": len(pool), "name": args.name, "scenarios": scenarios},
+        "runs": runs,
         "in_process": floor,
     }
     write_results(args.out, result)
-    print(json.dumps({"http": http, "in_process": floor}, indent=2))
-    return 0 if http["errors"] == 0 else 1
+    print((args.out / f"{args.name}.md").read_text(encoding="utf-8"))
+    return 0 if all(r["errors"] == 0 for r in runs) else 1
 
 
 if __name__ == "__main__":

@@ -3,7 +3,10 @@
 The 883 real skills of ``../shared/data/skills-catalog`` are served by the reference upstream over real
 HTTP on 127.0.0.1 and synced into a fresh data directory with the real encoder. Measured:
 
-1. full sync throughput: skills per second, fetching, validating, storing and embedding included;
+1. full sync throughput: skills per second, fetching, validating, storing and embedding included, against
+   ``Catalog.import_path`` of the same folder (what ``skillsearch import`` runs) in the same run, with the same
+   loaded model, in the order import, sync, sync, import (so a drift of the machine's load hits both alike);
+   the time inside the model is measured for each, so the rest is what sync or import adds around it;
 2. one incremental change: wall time of ``sync_once`` for a single edited skill;
 3. change to searchable, poll path: a skill is edited upstream with a fresh word, the background poller
    (interval ``POLL_INTERVAL_S``) picks it up; the clock stops when a search finds the word;
@@ -31,13 +34,16 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+import numpy as np
 from fastapi import FastAPI
 
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.http.server import ServerThread
 from skillsearch.http.sync_routes import make_sync_router
+from skillsearch.retrieval.encoder import Encoder, make_encoder
 from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.wrapper import Wrapper
 from skillsearch.service import Catalog
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig, UpstreamConfig
 from skillsearch.upstream.app import ReferenceUpstream, WebhookTarget, create_upstream_app
@@ -51,6 +57,7 @@ POLL_INTERVAL_S = 2.0          # poll path: the poller's interval (each wait jit
 TRIALS = 8                     # change-to-searchable trials per path
 SEARCH_EVERY_S = 0.01          # how often the watcher searches for the new word
 SPLIT_MODEL_COST = True        # also time the same full sync with the model-free "hashing" encoder
+ROUNDS = int(os.environ.get("SYNC_BENCH_ROUNDS", "2"))  # 2: import, sync, sync, import; 1: import, sync
 RESULTS = ROOT / "benchmarks" / "results"
 SUB = "catalog"
 TOKEN = "bench-token"
@@ -60,6 +67,52 @@ SECRET = "bench-secret"
 def serve(app: Any) -> ServerThread:
     """``with serve(app) as url:``: the app over real HTTP on a free port of 127.0.0.1, without lifespan."""
     return ServerThread(app, lifespan="off")
+
+
+class TimedEncoder(Wrapper):
+    """The loaded model, counting the seconds spent inside it on documents."""
+
+    def __init__(self, inner: Encoder) -> None:
+        super().__init__(inner)
+        self.seconds = 0.0
+
+    def encode_documents(self, texts: Any, progress: Any = None) -> np.ndarray:
+        t = time.perf_counter()
+        try:
+            return self.inner.encode_documents(texts, progress)
+        finally:
+            self.seconds += time.perf_counter() - t
+
+    def encode_query(self, text: str) -> np.ndarray:
+        return self.inner.encode_query(text)
+
+    def encode_query_parts(self, query: str, parts: Any) -> np.ndarray:
+        return self.inner.encode_query_parts(query, parts)
+
+
+def timed(label: str, n: int, seconds: float, model_s: float) -> dict[str, Any]:
+    return {"run": label, "skills": n, "seconds": round(seconds, 2), "skills_per_s": round(n / seconds, 2),
+            "model_s": round(model_s, 2), "outside_model_s": round(seconds - model_s, 2),
+            "loadavg": round(os.getloadavg()[0], 2)}
+
+
+def import_run(data_dir: Path, label: str) -> dict[str, Any]:
+    enc = TimedEncoder(make_encoder(ENCODER))
+    catalog = Catalog.open(Settings(data_dir=data_dir, encoder=ENCODER, seed_sample=False), encoder=enc)
+    started = time.perf_counter()
+    report = catalog.import_path(CATALOG, "skills-catalog", f"sub:{SUB}")
+    seconds = time.perf_counter() - started
+    catalog.close()
+    return timed(label, len(report.created), seconds, enc.seconds)
+
+
+def sync_run(catalog: Catalog, enc: TimedEncoder, config: SyncConfig, label: str) -> tuple[dict[str, Any], Any]:
+    before = enc.seconds
+    started = time.perf_counter()
+    [full] = catalog.sync_once(config)
+    seconds = time.perf_counter() - started
+    assert full.error is None, full.error
+    return {**timed(label, len(full.outcome.created), seconds, enc.seconds - before), "pages": full.pages}, full
 
 
 def searchable_after(catalog: Catalog, word: str, skill_id: str, started: float, timeout: float = 120) -> float:
@@ -99,20 +152,37 @@ def main() -> None:
     results: dict[str, Any] = {}
     with serve(create_upstream_app(up)) as url, tempfile.TemporaryDirectory() as tmp:
         settings = Settings(data_dir=Path(tmp) / "data", encoder=ENCODER, seed_sample=False)
-        catalog = Catalog.open(settings)
+        timing = TimedEncoder(make_encoder(ENCODER))
+        catalog = Catalog.open(settings, encoder=timing)
         catalog.encoder.encode_documents(["warm up the model"])  # model load is not sync time
 
         def config(interval: float) -> SyncConfig:
             return SyncConfig(UpstreamConfig(url=url, token=TOKEN, webhook_secret=SECRET, page_limit=PAGE_LIMIT),
                               (SubscriptionConfig(SUB, interval),))
 
-        started = time.perf_counter()
-        [full] = catalog.sync_once(config(60))
-        full_s = time.perf_counter() - started
-        assert full.error is None and len(full.outcome.created) == n_skills
+        runs = [import_run(Path(tmp) / "import-1", "import 1")]
+        print(runs[-1], file=sys.stderr)
+        first, full = sync_run(catalog, timing, config(60), "sync 1")
+        runs.append(first)
+        print(runs[-1], file=sys.stderr)
+        assert len(full.outcome.created) == n_skills
+        if ROUNDS > 1:
+            other_enc = TimedEncoder(make_encoder(ENCODER))
+            other = Catalog.open(Settings(data_dir=Path(tmp) / "sync-2", encoder=ENCODER, seed_sample=False),
+                                 encoder=other_enc)
+            runs.append(sync_run(other, other_enc, config(60), "sync 2")[0])
+            other.close()
+            print(runs[-1], file=sys.stderr)
+            runs.append(import_run(Path(tmp) / "import-2", "import 2"))
+            print(runs[-1], file=sys.stderr)
+        sync_rate = statistics.fmean(r["skills_per_s"] for r in runs if r["run"].startswith("sync"))
+        import_rate = statistics.fmean(r["skills_per_s"] for r in runs if r["run"].startswith("import"))
+        results["sync_vs_import"] = {"runs": runs, "sync_skills_per_s": round(sync_rate, 2),
+                                     "import_skills_per_s": round(import_rate, 2),
+                                     "ratio": round(sync_rate / import_rate, 3)}
         results["full_sync"] = {
-            "skills": n_skills, "pages": full.pages, "embedded": full.embedded, "seconds": round(full_s, 2),
-            "skills_per_s": round(n_skills / full_s, 1),
+            "skills": n_skills, "pages": full.pages, "embedded": full.embedded, "seconds": first["seconds"],
+            "skills_per_s": first["skills_per_s"],
         }
         print("full sync:", results["full_sync"], file=sys.stderr)
         if SPLIT_MODEL_COST:
@@ -170,6 +240,7 @@ def main() -> None:
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
         "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+        "nproc": os.cpu_count(),
         "encoder": catalog.encoder.name,
         "catalog": str(CATALOG.name),
         "page_limit": PAGE_LIMIT,
@@ -189,6 +260,18 @@ def main() -> None:
         "",
         *([f"Left out by the catalog's own validation ({len(problems)}): " + "; ".join(
             f"`{Path(p.split(':', 1)[0]).parent.name}`:{p.split(':', 1)[1]}" for p in problems)] if problems else []),
+        "",
+        "Full sync against import of the same skills, same run, same loaded model (order: "
+        + ", ".join(r["run"] for r in results["sync_vs_import"]["runs"]) + "):",
+        "",
+        "| run | skills | seconds | skills/s | inside the model s | outside the model s | load 1-min |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        *[f"| {r['run']} | {r['skills']} | {r['seconds']} | {r['skills_per_s']} | {r['model_s']} |"
+          f" {r['outside_model_s']} | {r['loadavg']} |" for r in results["sync_vs_import"]["runs"]],
+        "",
+        (f"**Sync {results['sync_vs_import']['sync_skills_per_s']} skills/s against import"
+         f" {results['sync_vs_import']['import_skills_per_s']} skills/s: ratio {results['sync_vs_import']['ratio']}**"
+         " (mean of each kind's runs)."),
         "",
         "| measure | value |",
         "| --- | --- |",

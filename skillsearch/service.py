@@ -26,6 +26,7 @@ from skillsearch.core.errors import IndexNotReadyError, SkillSearchError, Upstre
 from skillsearch.core.lru import LRU
 from skillsearch.core.settings import Settings
 from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
+from skillsearch.retrieval.batching import BatchStats, QueryEncoders
 from skillsearch.retrieval.calibration import tune_weight
 from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, make_encoder
 from skillsearch.retrieval.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex
@@ -70,6 +71,7 @@ class Catalog:
         self._lock = RLock()
         self.sources = LocalSourcesUseCase(self)  # local folders and git repositories
         self._results: LRU[tuple[Any, ...], SearchResult] = LRU(settings.result_cache_size)
+        self._queries = QueryEncoders(lambda: self.encoder, settings)  # search's, over the batching service
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -101,6 +103,10 @@ class Catalog:
             self._encoder = CachedQueryEncoder(self._encoder, self.settings.query_cache_size)
         return self._encoder
 
+    def batch_stats(self) -> BatchStats | None:
+        """The batching query encoder's counters (None before the first search, or without batching)."""
+        return self._queries.stats()
+
     def index(self, progress: ProgressFactory | None = None, generation: int | None = None) -> SearchIndex:
         """The search index, opened on first use and brought up to the store when another process
         changed the catalog since (the store's generation moved). ``generation``: the store's, when the
@@ -114,7 +120,8 @@ class Catalog:
                 return current
             try:
                 if current.snapshot().generation != self.store.generation():
-                    current.refresh(self.store)
+                    # Follows another process's writes; does nothing while a writer holds the directory.
+                    current.catch_up(self.store)
                 return current
             finally:
                 self._lock.release()
@@ -169,6 +176,7 @@ class Catalog:
         })
 
     def close(self) -> None:
+        self._queries.close()
         if self._index is not None:
             self._index.close()
         self.store.close()
@@ -227,7 +235,7 @@ class Catalog:
         report = store_import(self.store, parse_path(path, source, grant), source, grant)
         changed = report.changed
         if self._index is not None:
-            report.index = self._index.refresh(self.store, changed) if changed else None
+            report.index = self._index.refresh(self.store, changed, report.span) if changed else None
         elif (self.data_dir / "manifest.json").exists() or changed:
             self.index(progress)
         return report
@@ -264,6 +272,7 @@ class Catalog:
             principal,
             snapshot=snapshot,
             lexical=idx.lexical,
+            query_encoder=self._queries.encoder(),
             store=self.store,
             settings=self.settings,
         )
@@ -334,11 +343,13 @@ class Catalog:
         *,
         page_limit: int = 100,
         cancel: Event | None = None,
+        max_pages: int = 1000,
     ) -> SyncReport:
         """Pull and apply every waiting change of one subscription (see :mod:`skillsearch.sync.runner`)."""
         index = self.index()
         with self.writing():
-            return sync_subscription(self.store, index, client, sub, page_limit=page_limit, cancel=cancel)
+            return sync_subscription(self.store, index, client, sub, page_limit=page_limit, cancel=cancel,
+                                     max_pages=max_pages)
 
     def sync_once(
         self,
@@ -360,9 +371,14 @@ class Catalog:
         try:
             for sub in subs:
                 try:
-                    reports.append(self.sync_subscription(sub, http, page_limit=config.upstream.page_limit))
-                except UpstreamUnavailableError as exc:
+                    reports.append(self.sync_subscription(sub, http, page_limit=config.upstream.page_limit,
+                                                          max_pages=config.upstream.max_pages_per_run))
+                except SkillSearchError as exc:
                     reports.append(SyncReport.failed(sub.id, exc))
+                except Exception as exc:  # one subscription's failure never stops the others
+                    log.exception("sync %s: run failed", sub.id)
+                    reports.append(SyncReport.failed(sub.id, UpstreamUnavailableError(
+                        f"sync of {sub.id!r} failed ({type(exc).__name__}); see the log", {"subscription_id": sub.id})))
         finally:
             if own:
                 http.close()
@@ -383,7 +399,8 @@ class Catalog:
         http = client or HttpSubscriptionClient(config.upstream, cancel=stop)
 
         def run(sub: SubscriptionConfig, cancel: Event) -> SyncReport:
-            return self.sync_subscription(sub, http, page_limit=config.upstream.page_limit, cancel=cancel)
+            return self.sync_subscription(sub, http, page_limit=config.upstream.page_limit, cancel=cancel,
+                                          max_pages=config.upstream.max_pages_per_run)
 
         return Poller(
             run, config.subscriptions,

@@ -237,7 +237,7 @@ async def test_no_route_returns_a_skill_outside_the_callers_grants(
             if sid in visible:
                 assert recalled.status_code == 200 and recalled.json()["data"]["skill_id"] == sid
             else:
-                assert_error(recalled, 403, "ACCESS_DENIED")  # recall's contract: outside your grants
+                assert_error(recalled, 404, "SKILL_NOT_FOUND")  # outside your grants answers as missing
         for query in ("postgres failover", "python", "clean data"):
             found = (await client.post("/v1/recall", json={"query": query}, headers=headers)).json()
             assert {d["skill_id"] for d in found["data"]["descriptors"]} <= visible
@@ -481,4 +481,18 @@ async def test_metrics(fresh_sample: Catalog) -> None:
     assert _metric(text, "skillsearch_search_duration_seconds_count", mode="hybrid") == 1
     assert _metric(text, "skillsearch_index_documents") == fresh_sample.store.count("active")
     assert 0 <= _metric(text, "skillsearch_last_sync_age_seconds") < 3600
+
+
+@pytest.mark.anyio
+async def test_metrics_count_the_batching_query_encoder(fresh_sample: Catalog) -> None:
+    app = create_app(fresh_sample, principals=PrincipalRegistry(None, demo=True))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        assert _metric((await c.get("/metrics")).text, "skillsearch_query_encoder_requests_total") == 0
+        for q in ("metrics test: rotate the keys of a vault", "metrics test: plan the next sprint"):
+            assert (await c.get("/v1/search", params={"q": q, "mode": "semantic"}, headers=DEMO)).status_code == 200
+        text = (await c.get("/metrics")).text
+    assert _metric(text, "skillsearch_query_encoder_requests_total") == 2
+    assert 1 <= _metric(text, "skillsearch_query_encoder_batches_total") <= 2
+    assert _metric(text, "skillsearch_query_encoder_failed_batches_total") == 0
+    assert _metric(text, "skillsearch_query_encoder_largest_batch") >= 1
     assert "/no/such/path" not in text

@@ -237,20 +237,26 @@ async def test_without_memory_read_scope_every_level_is_access_denied(revised: R
         assert ok(await c.call_tool("search_skills", {"query": "git bisect"}))["hits"]
 
 
-async def test_skill_id_outside_the_grants_is_access_denied(revised: Revised) -> None:
+async def test_skill_id_outside_the_grants_answers_as_a_missing_one(revised: Revised) -> None:
+    """An id outside the caller's grants (current, pinned, archived) gets the very answer of a missing id,
+    message included, so recall never confirms what another grant contains (issue 13)."""
     async with Client(build(revised.catalog, STARTER)) as c:
         for args in ({"skill_id": revised.skill_id},
                      {"skill_id": revised.skill_id, "revision_id": revised.new_revision, "resource": "assets/logo.png"},
                      {"skill_id": revised.archived_id}):
-            assert error(await c.call_tool(RECALL, args))["code"] == "ACCESS_DENIED"
+            problem = error(await c.call_tool(RECALL, args))
+            missing = error(await c.call_tool(RECALL, {**args, "skill_id": "sk_00000000000000000000"}))
+            assert problem["code"] == missing["code"] == "SKILL_NOT_FOUND"
+            assert problem["message"].replace(args["skill_id"], "X") == missing["message"].replace(
+                "sk_00000000000000000000", "X")
         assert error(await c.call_tool(RECALL, {"slug": "tls-certificate-renewal"}))["code"] == "SKILL_NOT_FOUND"
 
 
-async def test_revoked_subscription_is_access_denied(fresh_sample: Catalog) -> None:
+async def test_revoked_subscription_answers_as_missing(fresh_sample: Catalog) -> None:
     (skill,) = fresh_sample.store.skills_by_slug("git-bisect-regressions")
     fresh_sample.store.set_revoked("starter-pack", True)
     async with Client(build(fresh_sample, STARTER)) as c:
-        assert error(await c.call_tool(RECALL, {"skill_id": skill.skill_id}))["code"] == "ACCESS_DENIED"
+        assert error(await c.call_tool(RECALL, {"skill_id": skill.skill_id}))["code"] == "SKILL_NOT_FOUND"
         assert error(await c.call_tool(RECALL, {"slug": skill.slug}))["code"] == "SKILL_NOT_FOUND"
         level0 = ok(await c.call_tool(RECALL, {"query": "git bisect regression"}))
     assert level0["data"]["descriptors"] == []

@@ -298,13 +298,13 @@ async def test_no_skill_outside_the_grants_appears_in_any_answer(starter: Client
             problem = error(await starter.call_tool(tool, {"skill_id": other.skill_id}))
             assert problem["code"] == "SKILL_NOT_FOUND"
         by_id = error(await starter.call_tool("recall_cloud_skill", {"skill_id": other.skill_id}))
-        assert by_id["code"] == "ACCESS_DENIED"
+        assert by_id["code"] == "SKILL_NOT_FOUND"
         by_slug = error(await starter.call_tool("recall_cloud_skill", {"slug": other.slug}))
         assert by_slug["code"] == "SKILL_NOT_FOUND"
         assert other.skill_id not in json.dumps(by_slug) and other.current_revision_id not in json.dumps(by_slug)
         pinned = error(await starter.call_tool("recall_cloud_skill", {
             "skill_id": other.skill_id, "revision_id": other.current_revision_id, "resource": "SKILL.md"}))
-        assert pinned["code"] == "ACCESS_DENIED" and pinned["details"] == {"skill_id": other.skill_id}
+        assert pinned["code"] == "SKILL_NOT_FOUND" and pinned["details"] == {"skill_id": other.skill_id}
 
     # Answers that do not echo the caller's own arguments name no outside skill at all.
     text = "\n".join(answers)

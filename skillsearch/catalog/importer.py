@@ -26,9 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import pydantic
-import yaml
 
+from skillsearch.catalog.frontmatter import split_front_matter
+from skillsearch.catalog.walk import TooLarge, read_bounded, read_skill_folder, skill_folders
 from skillsearch.core.domain import (
+    SKILL_ID_PATTERN,
     SLUG_PATTERN,
     FlowStep,
     Parameter,
@@ -39,12 +41,14 @@ from skillsearch.core.domain import (
     validation_text,
 )
 from skillsearch.core.hashing import stable_id
+from skillsearch.core.limits import Limits
+from skillsearch.core.wellformed import printable
 
 __all__ = ["ImportProblem", "ParsedImport", "parse_path", "slugify"]
 
 MAX_NAME = 64
-MAX_RESOURCE_BYTES = 5 * 1024 * 1024
-_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)(.*)\Z", re.DOTALL)
+MAX_RESOURCE_BYTES = Limits().max_resource_bytes
+_SKILL_ID = re.compile(SKILL_ID_PATTERN)
 _TEXT_TYPES = ("text/", "application/json", "application/x-yaml", "application/yaml", "application/xml")
 
 
@@ -52,6 +56,11 @@ _TEXT_TYPES = ("text/", "application/json", "application/x-yaml", "application/y
 class ImportProblem:
     file: str
     reason: str
+
+    def __post_init__(self) -> None:
+        # Reports are printed and sent as JSON: a lone surrogate from a hostile name must not crash them.
+        object.__setattr__(self, "file", printable(self.file))
+        object.__setattr__(self, "reason", printable(self.reason))
 
     def __str__(self) -> str:
         return f"{self.file}: {self.reason}"
@@ -117,6 +126,11 @@ def _content(entry: dict[str, Any], source: str, grant: str, resources: list[Res
     tags = entry.get("tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise ValueError("tags must be a list of strings")
+    skill_id = entry.get("skill_id")
+    if skill_id is not None and (not isinstance(skill_id, str) or not _SKILL_ID.match(skill_id)):
+        # The shape the design allows (opaque, no '/', no whitespace, at most 200 characters); whether the
+        # source and grant own an existing id is checked against the store (Catalog.import_path).
+        raise ValueError("invalid skill_id: use 1-200 characters of A-Z, a-z, 0-9, '.', '_', ':', '-'")
     try:
         revision = Revision(
             version=str(entry.get("version") or ""),
@@ -130,7 +144,7 @@ def _content(entry: dict[str, Any], source: str, grant: str, resources: list[Res
             metadata=entry.get("metadata") or {},
         )
         return SkillContent(
-            skill_id=str(entry.get("skill_id") or stable_id("sk", grant, slug)),
+            skill_id=skill_id or stable_id("sk", grant, slug),
             slug=slug,
             grant=grant,
             source=source,
@@ -146,52 +160,34 @@ def _content(entry: dict[str, Any], source: str, grant: str, resources: list[Res
 # -- Agent Skills folders -----------------------------------------------------------------------------
 
 
-def _skill_dirs(root: Path) -> Iterator[Path]:
-    if (root / "SKILL.md").is_file():
-        yield root
-        return
-    for child in sorted(root.iterdir()):
-        if child.is_dir() and not child.name.startswith(".") and (child / "SKILL.md").is_file():
-            yield child
-
-
-def _folder_resources(skill_dir: Path) -> list[Resource]:
+def _folder_resources(files: list[tuple[str, bytes]]) -> list[Resource]:
     out = []
-    for path in sorted(skill_dir.rglob("*")):
-        rel = path.relative_to(skill_dir).as_posix()
-        if not path.is_file() or rel == "SKILL.md" or any(p.startswith(".") for p in rel.split("/")):
-            continue
-        if "__pycache__" in rel.split("/"):
-            continue
-        size = path.stat().st_size
-        if size > MAX_RESOURCE_BYTES:
-            raise ValueError(f"resource {rel} is {size} bytes, over the limit of {MAX_RESOURCE_BYTES}")
-        out.append(Resource(path=rel, kind=_resource_kind(rel), media_type=media_type_of(rel),
-                            content=path.read_bytes()))
+    for rel, content in sorted(files):
+        try:
+            out.append(Resource(path=rel, kind=_resource_kind(rel), media_type=media_type_of(rel), content=content))
+        except pydantic.ValidationError as exc:
+            raise ValueError(f"resource {rel!r}: {validation_text(exc)}") from None
     return out
 
 
-def _parse_skill_dir(skill_dir: Path, source: str, grant: str) -> SkillContent:
+def _parse_skill_dir(root: Path, name: str, source: str, grant: str, limits: Limits,
+                     skipped: list[ImportProblem]) -> SkillContent:
+    folder = read_skill_folder(root, name, limits)
+    where = root / name if name else root
+    skipped.extend(ImportProblem(str(where / rel), f"skipped: {reason}") for rel, reason in folder.skipped)
     try:
-        text = (skill_dir / "SKILL.md").read_text(encoding="utf-8")
+        text = folder.skill_md.decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError("SKILL.md is not UTF-8 text") from None
-    match = _FRONT_MATTER.match(text.lstrip("\ufeff"))
-    if not match:
-        raise ValueError("no YAML front matter (the file must start with a line '---')")
-    try:
-        meta = yaml.safe_load(match.group(1))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 2}" if mark is not None else ""
-        raise ValueError(f"bad front matter{where}: {getattr(exc, 'problem', exc)}") from None
+    meta, body = split_front_matter(text, limits)
     if not isinstance(meta, dict):
         raise ValueError("bad front matter: expected a mapping of keys to values")
     metadata: dict[str, Any] = meta["metadata"] if isinstance(meta.get("metadata"), dict) else {}
     tags = meta.get("tags") or metadata.get("tags") or []
     if isinstance(tags, str):
         tags = [t.strip() for t in tags.split(",")]
-    folder_slug = skill_dir.name if SLUG_PATTERN.match(skill_dir.name) else None
+    folder_name = where.name if name or not root.is_symlink() else root.resolve().name
+    folder_slug = folder_name if SLUG_PATTERN.match(folder_name) else None
     extra = {k: v for k, v in meta.items() if k in ("license", "allowed-tools", "metadata") and v is not None}
     entry = {
         "name": meta.get("name") if meta.get("name") is None else str(meta.get("name")),
@@ -200,17 +196,30 @@ def _parse_skill_dir(skill_dir: Path, source: str, grant: str) -> SkillContent:
         "kind": "knowledge",
         "tags": tags,
         "version": meta.get("version") or (metadata.get("version") if metadata else None),
-        "instructions": match.group(2).strip(),
+        "instructions": body.strip(),
         "metadata": json.loads(json.dumps(extra, default=str)),
     }
-    return _content(entry, source, grant, _folder_resources(skill_dir))
+    return _content(entry, source, grant, _folder_resources(folder.files))
 
 
 # -- bundles ------------------------------------------------------------------------------------------
 
 
-def _bundle_entries(path: Path) -> Iterator[tuple[str, Any]]:
-    text = path.read_text(encoding="utf-8")
+def _bundle_entries(path: Path, limits: Limits) -> Iterator[tuple[str, Any]]:
+    try:
+        raw = read_bounded(path, limits.max_bundle_bytes, follow=True)
+    except TooLarge as exc:
+        yield str(path), ValueError(f"the bundle is {exc} (SKILLSEARCH_MAX_BUNDLE_BYTES)")
+        return
+    except (ValueError, OSError) as exc:
+        yield str(path), ValueError(f"the bundle cannot be read: {exc}")
+        return
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        yield str(path), ValueError("the bundle is not UTF-8 text")
+        return
+    del raw
     if path.suffix.lower() == ".jsonl":
         for lineno, line in enumerate(text.splitlines(), start=1):
             if line.strip():
@@ -218,11 +227,16 @@ def _bundle_entries(path: Path) -> Iterator[tuple[str, Any]]:
                     yield f"{path}:{lineno}", json.loads(line)
                 except json.JSONDecodeError as exc:
                     yield f"{path}:{lineno}", ValueError(f"invalid JSON: {exc.msg}")
+                except RecursionError:
+                    yield f"{path}:{lineno}", ValueError("JSON nested too deeply")
         return
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         yield str(path), ValueError(f"invalid JSON at line {exc.lineno}: {exc.msg}")
+        return
+    except RecursionError:
+        yield str(path), ValueError("JSON nested too deeply")
         return
     items = data.get("skills") if isinstance(data, dict) else data
     if not isinstance(items, list):
@@ -232,35 +246,65 @@ def _bundle_entries(path: Path) -> Iterator[tuple[str, Any]]:
         yield f"{path}[{i}]", item
 
 
-def _bundle_resources(entry: dict[str, Any]) -> list[Resource]:
+def _bundle_resources(entry: dict[str, Any], limits: Limits) -> list[Resource]:
+    """The resources of one bundle entry, under the same limits as a folder's (count, bytes each, total)."""
     out = []
-    for raw in entry.get("resources") or []:
+    raws = entry.get("resources") or []
+    if not isinstance(raws, list):
+        raise ValueError("resources must be a list")
+    if len(raws) > limits.max_resources:
+        raise ValueError(f"{len(raws)} resources, over the limit of {limits.max_resources}")
+    total = 0
+    for raw in raws:
         if not isinstance(raw, dict) or not isinstance(raw.get("path"), str):
             raise ValueError("each resource needs a 'path'")
-        if "base64" in raw:
-            try:
-                content = base64.b64decode(raw["base64"], validate=True)
-            except (binascii.Error, TypeError):
-                raise ValueError(f"resource {raw['path']}: invalid base64") from None
-        else:
-            content = str(raw.get("text", "")).encode("utf-8")
+        path = raw["path"]
+        encoded = raw["base64"] if "base64" in raw else raw.get("text", "")
+        if not isinstance(encoded, str):
+            raise ValueError(f"resource {path!r}: base64 and text must be strings")
+        # Checked before decoding: base64 decodes to 3/4 of its length, text to at least its length.
+        size = len(encoded) * 3 // 4 if "base64" in raw else len(encoded)
+        if size > limits.max_resource_bytes:
+            raise ValueError(f"resource {path!r} is about {size} bytes, over the limit of {limits.max_resource_bytes}")
         try:
-            kind = raw.get("kind") or _resource_kind(raw["path"])
-            out.append(Resource(path=raw["path"], kind=kind,
-                                media_type=raw.get("media_type") or media_type_of(raw["path"]), content=content))
+            content = base64.b64decode(encoded, validate=True) if "base64" in raw else encoded.encode("utf-8")
+        except (binascii.Error, ValueError):
+            raise ValueError(f"resource {path!r}: invalid base64") from None
+        except UnicodeEncodeError:
+            raise ValueError(f"resource {path!r}: text is not valid Unicode (a lone surrogate)") from None
+        if len(content) > limits.max_resource_bytes:
+            raise ValueError(f"resource {path!r} is {len(content)} bytes, over the limit of {limits.max_resource_bytes}")
+        total += len(content)
+        if total > limits.max_skill_bytes:
+            raise ValueError(f"the skill's resources exceed {limits.max_skill_bytes} bytes, over the limit")
+        try:
+            kind = raw.get("kind") or _resource_kind(path)
+            out.append(Resource(path=path, kind=kind, media_type=raw.get("media_type") or media_type_of(path),
+                                content=content))
         except pydantic.ValidationError as exc:
-            raise ValueError(f"resource {raw['path']}: {validation_text(exc)}") from None
+            raise ValueError(f"resource {path!r}: {validation_text(exc)}") from None
     return out
+
+
+def _bundle_entry(raw: dict[str, Any], source: str, grant: str, limits: Limits) -> SkillContent:
+    instructions = raw.get("instructions")
+    if isinstance(instructions, str) and len(instructions) > limits.max_skill_md_bytes:
+        raise ValueError(f"instructions are {len(instructions)} characters, over the limit of "
+                         f"{limits.max_skill_md_bytes}")
+    return _content(raw, source, grant, _bundle_resources(raw, limits))
 
 
 # -- entry point --------------------------------------------------------------------------------------
 
 
-def parse_path(path: Path, source: str, grant: str) -> ParsedImport:
+def parse_path(path: Path, source: str, grant: str, limits: Limits | None = None) -> ParsedImport:
     """Every skill under ``path`` (folder or bundle), with one problem per invalid entry.
 
-    Slugs must be unique within the import: a later duplicate is a problem, the first one stays.
+    Slugs must be unique within the import: a later duplicate is a problem, the first one stays. A refused
+    entry never costs the others; a skipped file (a symbolic link, a FIFO, a hard link) is reported as a
+    problem of its own while the rest of its skill is imported.
     """
+    limits = limits or Limits.from_env()
     path = Path(path)
     result = ParsedImport()
     if not path.exists():
@@ -268,25 +312,34 @@ def parse_path(path: Path, source: str, grant: str) -> ParsedImport:
         return result
     entries: list[tuple[str, SkillContent | Exception]] = []
     if path.is_dir():
-        for skill_dir in _skill_dirs(path):
-            where = str(skill_dir / "SKILL.md")
+        try:
+            names, skipped = skill_folders(path, limits)
+        except (ValueError, OSError) as exc:
+            names, skipped = [], [("", str(exc))]
+        result.problems.extend(ImportProblem(str(path / n), f"skipped: {r}") for n, r in skipped)
+        for name in names:
+            where = str(path / name / "SKILL.md")
             try:
-                entries.append((where, _parse_skill_dir(skill_dir, source, grant)))
+                entries.append((where, _parse_skill_dir(path, name, source, grant, limits, result.problems)))
             except (ValueError, OSError) as exc:
                 entries.append((where, exc))
-        if not entries:
+            except RecursionError:
+                entries.append((where, ValueError("nested too deeply")))
+        if not entries and not skipped:
             result.problems.append(ImportProblem(str(path), "no SKILL.md in this folder or its sub-folders"))
     elif path.suffix.lower() in (".json", ".jsonl"):
-        for where, raw in _bundle_entries(path):
+        for where, raw in _bundle_entries(path, limits):
             if isinstance(raw, Exception):
                 entries.append((where, raw))
             elif not isinstance(raw, dict):
                 entries.append((where, ValueError("each bundle entry must be a JSON object")))
             else:
                 try:
-                    entries.append((where, _content(raw, source, grant, _bundle_resources(raw))))
+                    entries.append((where, _bundle_entry(raw, source, grant, limits)))
                 except ValueError as exc:
                     entries.append((where, exc))
+                except RecursionError:
+                    entries.append((where, ValueError("nested too deeply")))
     else:
         result.problems.append(ImportProblem(str(path), "not a folder of skills or a .json/.jsonl bundle"))
     seen: dict[str, str] = {}

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from skillsearch.catalog.importer import ImportProblem, ParsedImport
 from skillsearch.catalog.store import CatalogStore, UpsertOutcome
+from skillsearch.core.confusables import LookAlikes
 
 __all__ = ["ImportReport", "IndexOutcome", "store_import"]
 
@@ -31,6 +32,8 @@ class ImportReport:
     unchanged: list[str] = field(default_factory=list)
     problems: list[ImportProblem] = field(default_factory=list)
     index: IndexOutcome | None = None
+    # The store's generation just before and after the import's transaction (for the index refresh).
+    span: tuple[int, int] = (0, 0)
 
     @property
     def ok(self) -> bool:
@@ -54,11 +57,19 @@ class ImportReport:
 
 def store_import(store: CatalogStore, parsed: ParsedImport, source: str, grant: str) -> ImportReport:
     """Upsert every parsed skill of ``source`` into ``grant``, in one transaction. A skill whose slug is
-    taken in the grant by another skill, or whose id belongs to another source, is a problem, not a write."""
+    taken in the grant by another skill, whose id belongs to another source or grant (an id a bundle names
+    never moves another skill, old revisions and all, into another grant), or whose name only looks like
+    another's of the grant (look-alike letters) is a problem, not a write."""
     report = ImportReport(source=source, grant=grant, problems=list(parsed.problems))
     outcomes: dict[str, UpsertOutcome] = {}
     with store.transaction():
+        before = store.generation()
+        looks = LookAlikes(store.names_in_grant(grant))
         for content in parsed.skills:
+            if (seen := looks.clash(content.skill_id, content.revision.name)) is not None:
+                report.problems.append(ImportProblem(parsed.files[content.skill_id], f"name looks like"
+                                                     f" {seen[1]!r} of skill {seen[0]} (look-alike letters)"))
+                continue
             clash = store.skill_by_slug(grant, content.slug)
             if clash is not None and clash.skill_id != content.skill_id:
                 report.problems.append(ImportProblem(
@@ -67,13 +78,15 @@ def store_import(store: CatalogStore, parsed: ParsedImport, source: str, grant: 
                 ))
                 continue
             owner = store.skill(content.skill_id)
-            if owner is not None and owner.source != source:
+            if owner is not None and (owner.source != source or owner.grant != grant):
                 report.problems.append(ImportProblem(
                     parsed.files[content.skill_id],
-                    f"skill {content.skill_id} belongs to source {owner.source!r}, not {source!r}",
+                    f"skill {content.skill_id} belongs to source {owner.source!r} in grant {owner.grant},"
+                    f" not {source!r} in {grant}",
                 ))
                 continue
             outcomes[content.skill_id] = store.upsert(content)
+        report.span = (before, store.generation())
     for skill_id, outcome in outcomes.items():
         getattr(report, outcome).append(skill_id)
     return report

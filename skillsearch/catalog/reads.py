@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from skillsearch.catalog.store import CatalogStore
-from skillsearch.core.domain import SKILL_KINDS, Principal, Revision, Skill
+from skillsearch.core.domain import MAX_NESTING, SKILL_KINDS, Principal, Revision, Skill
 from skillsearch.core.errors import SkillInvalidError, SkillNotFoundError, ValidationError
 from skillsearch.core.templates import resolve_steps
 from skillsearch.core.views import (
@@ -27,6 +27,7 @@ from skillsearch.core.views import (
     StepView,
 )
 from skillsearch.core.visibility import is_visible, visible_grants
+from skillsearch.core.wellformed import check_wellformed
 
 __all__ = ["get_detail", "list_page", "resolve_flow", "resource_infos", "visible_skill"]
 
@@ -133,6 +134,10 @@ def resolve_flow(
         )
     if not isinstance(values, Mapping):
         raise ValidationError("parameters must be an object of name to value")
+    try:
+        check_wellformed(dict(values), "parameters", MAX_NESTING)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
     rev = _current_revision(store, skill)
     steps, effective = resolve_steps(rev.steps, rev.parameters, values, known_tools)
     return ResolvedFlow(

@@ -304,6 +304,11 @@ class CatalogStore:
         ).fetchone()
         return skill_from_row(row) if row else None
 
+    def names_in_grant(self, grant: str) -> dict[str, str]:
+        """skill id -> name of every skill of one grant (to refuse look-alike names)."""
+        rows = self.connection().execute("SELECT skill_id, name FROM skills WHERE grant_key = ?", (grant,))
+        return {r[0]: r[1] for r in rows}
+
     def skills_by_slug(self, slug: str) -> list[Skill]:
         rows = self.connection().execute(
             f"SELECT {SKILL_COLUMNS} FROM skills WHERE slug = ? ORDER BY grant_key", (slug,)

@@ -6,18 +6,24 @@ These are the shapes of the catalog (design section 1). Pydantic validates them 
 
 from __future__ import annotations
 
+import math
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from skillsearch.core.wellformed import check_wellformed
+
 __all__ = [
     "FUSION_METHODS",
     "GRANT_PATTERN",
+    "MAX_NESTING",
     "PLACEHOLDER",
     "SCOPE_MEMORY_READ",
     "SEARCH_MODES",
+    "SKILL_ID_PATTERN",
     "SKILL_KINDS",
     "SLUG_PATTERN",
     "FlowStep",
@@ -51,6 +57,10 @@ ParameterType = Literal["string", "integer", "number", "boolean"]
 SLUG_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 GRANT_PATTERN = re.compile(r"^(sub|team|user):[A-Za-z0-9._-]{1,128}$")
 SCOPE_MEMORY_READ = "memory:read"
+# A skill id: opaque, stable; ``sk_`` + 20 hex digits locally, the platform's own id for synced skills.
+SKILL_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$"
+# Nesting of the JSON values of one entry (metadata, step args, parameter values): deeper is refused.
+MAX_NESTING = 32
 
 # `{name}` not preceded by another `{` (that would be the escape `{{`).
 PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -92,6 +102,8 @@ class Parameter(BaseModel):
             return f"expected {self.type}, got boolean"
         if not isinstance(value, expected):
             return f"expected {self.type}, got {_json_type(value)}"
+        if isinstance(value, float) and not math.isfinite(value):
+            return "must be a finite number (NaN and Infinity are refused)"
         if self.enum is not None and value not in self.enum:
             return f"must be one of {self.enum!r}"
         return None
@@ -137,6 +149,12 @@ class Resource(BaseModel):
         parts = value.split("/")
         if value.startswith("/") or "\\" in value or any(p in ("", ".", "..") for p in parts):
             raise ValueError(f"resource path must be relative and normalised, got {value!r}")
+        # A host may write resources to disk: no drive letters or streams (``C:x``), no home (``~/``), no
+        # control or invisible format characters (NUL, newline, U+202E right-to-left override).
+        if ":" in value or any(p.startswith("~") for p in parts) or any(
+            unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp") for c in value
+        ):
+            raise ValueError(f"resource path must be a plain relative path, got {value!r}")
         return value
 
 
@@ -206,6 +224,14 @@ class SkillContent(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> SkillContent:
+        check_wellformed(
+            [self.skill_id, self.slug, self.source, self.revision.version, self.revision.created_at,
+             self.revision.name, self.revision.description, list(self.revision.tags), self.revision.instructions,
+             [s.model_dump() for s in self.revision.steps], [p.model_dump() for p in self.revision.parameters],
+             [(r.path, r.media_type) for r in self.resources]],
+            "entry", MAX_NESTING + 3,
+        )
+        check_wellformed(self.revision.metadata, "metadata", MAX_NESTING)
         Skill(
             skill_id=self.skill_id,
             slug=self.slug,

@@ -54,6 +54,15 @@ class Settings:
     # both (default: every document, French-looking requests), detect, docs, all, off (see lexical.py).
     french_analysis: str = "both"
     query_cache_size: int = 1024
+    # Query encoding as a batching service (retrieval/batching.py): concurrent searches share model calls
+    # of up to ``query_batch_max`` texts; a worker waits up to ``query_batch_wait_ms`` for company, and only
+    # while batches are forming. ``encoder_workers`` worker threads x ``encoder_threads`` torch intra-op
+    # threads (process-wide); 0 picks the measured default (docs/benchmarks.md, "Serving under load").
+    query_batching: bool = True
+    query_batch_max: int = 16
+    query_batch_wait_ms: float = 2.0
+    encoder_workers: int = 0
+    encoder_threads: int = 0
     # Answers kept for repeated requests (same text, options and caller grants, store unchanged); 0: none.
     result_cache_size: int = 512
     # Cosine under which a query has no good match; None: the encoder's dev-measured value, else the index's

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import os
 import re
 import secrets
@@ -57,6 +58,7 @@ __all__ = [
 ]
 
 PRINCIPALS_FILE = "principals.toml"
+log = logging.getLogger("skillsearch")
 SCOPE_SKILLS_READ = "skills:read"
 KNOWN_SCOPES = (SCOPE_SKILLS_READ, SCOPE_MEMORY_READ)
 ALL_GRANTS = "*"
@@ -214,8 +216,9 @@ class PrincipalRegistry:
         self._lock = threading.Lock()
         self._stamp: tuple[int, int] | None = None
         self._loaded = False
+        self._broken_stamp: tuple[int, int] | None = None
         self._entries: dict[str, PrincipalEntry] = {}
-        self._reload()
+        self._reload(starting=True)
 
     @classmethod
     def for_catalog(cls, catalog: Catalog, path: Path | None = None) -> PrincipalRegistry:
@@ -237,7 +240,7 @@ class PrincipalRegistry:
         """Whether the demo principal exists right now."""
         return self._demo() if callable(self._demo) else self._demo
 
-    def _reload(self) -> None:
+    def _reload(self, starting: bool = False) -> None:
         demo = self.demo
         stamp: tuple[int, int] | None = None
         if self.path is not None:
@@ -248,7 +251,21 @@ class PrincipalRegistry:
                 stamp = None
         if self._loaded and stamp == self._stamp and demo == self._demo_now:
             return
-        entries = read_entries(self.path) if self.path is not None else {}
+        try:
+            entries = read_entries(self.path) if self.path is not None else {}
+        except ValidationError as exc:
+            if starting:  # the operator starting a server (or a CLI command) sees the whole reason
+                raise
+            # Fail closed, and tell the operator (path and TOML error in the log), never the bearer client.
+            if stamp != self._broken_stamp:
+                log.error("principals file unusable, every bearer request is refused until it is fixed: %s",
+                          exc.message)
+                self._broken_stamp = stamp
+            self._entries, self._loaded = {}, False
+            raise UnauthenticatedError(
+                "authentication is unavailable: the server's principals file is broken (the operator's log"
+                " says why)") from None
+        self._broken_stamp = None
         if demo:
             entries.setdefault(DEMO_PRINCIPAL, PrincipalEntry(
                 Principal(DEMO_PRINCIPAL, DEMO_GRANTS, frozenset({SCOPE_SKILLS_READ, SCOPE_MEMORY_READ})),

@@ -11,9 +11,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 __all__ = ["CONTENT_TYPE", "HttpMetrics", "sync_age_seconds"]
@@ -41,12 +42,20 @@ def sync_age_seconds(last_success: list[str | None], now: float | None = None) -
 
 class _CatalogCollector(Collector):
     def __init__(self, documents: Callable[[], int], skills: Callable[[], int],
-                 sync_age: Callable[[], float | None]) -> None:
+                 sync_age: Callable[[], float | None], batches: Callable[[], dict[str, Any] | None]) -> None:
         self._documents = documents
         self._skills = skills
         self._sync_age = sync_age
+        self._batches = batches
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        b = self._batches() or {}
+        for key, help_text in (("batches", "Model calls made by the batching query encoder."),
+                               ("requests", "Requests those calls encoded (requests / batches = mean batch size)."),
+                               ("failed_batches", "Model calls that failed (each failed only its own requests).")):
+            yield CounterMetricFamily(f"skillsearch_query_encoder_{key}", help_text, value=b.get(key, 0))
+        yield GaugeMetricFamily("skillsearch_query_encoder_largest_batch", "Most requests one model call encoded.",
+                                value=b.get("largest", 0))
         yield GaugeMetricFamily("skillsearch_index_documents", "Skills in the search index.", value=self._documents())
         yield GaugeMetricFamily("skillsearch_catalog_skills", "Skills in the catalog store (any status).",
                                 value=self._skills())
@@ -59,13 +68,15 @@ class _CatalogCollector(Collector):
 
 
 class HttpMetrics:
-    """Request counts and latencies by route and status, search latency by mode, catalog gauges."""
+    """Request counts and latencies by route and status, search latency by mode, catalog gauges, and the
+    batching query encoder's counters (``batches``: its stats as a dict, None before the first search)."""
 
     def __init__(
         self,
         documents: Callable[[], int],
         skills: Callable[[], int],
         sync_age: Callable[[], float | None],
+        batches: Callable[[], dict[str, Any] | None] = lambda: None,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
@@ -80,7 +91,7 @@ class HttpMetrics:
             "skillsearch_search_duration_seconds", "Time spent in the search use case, by mode.",
             ["mode"], buckets=_LATENCY_BUCKETS, registry=self.registry,
         )
-        self.registry.register(_CatalogCollector(documents, skills, sync_age))
+        self.registry.register(_CatalogCollector(documents, skills, sync_age, batches))
 
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
         labels = (route, method, str(status))

@@ -142,14 +142,22 @@ class MiniLMEncoder:
         (docs/benchmarks.md). Pooling each sentence's tokens out of one pass over the whole request was
         tried too and lost 2.7 points on Seal-Tools: in context, the sentences blur into each other.
         """
-        if not parts:
-            return self.encode_query(query)[None, :]
-        vectors = self.model.encode(
-            list(parts), batch_size=len(parts), normalize_embeddings=True, convert_to_numpy=True,
+        return self.encode_query_batch([(query, parts)])[0]
+
+    def encode_query_batch(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
+        """``encode_query_parts`` of several requests in one model call (``retrieval/batching.py``). The model
+        sorts texts by length and pads per sub-batch: 8 pads less than 16 (CPU 5.0 vs 6.2 ms per query)."""
+        texts = [t for query, parts in items for t in (list(parts) or [query])]
+        vectors = np.asarray(self.model.encode(
+            texts, batch_size=min(len(texts), 8) or 1, normalize_embeddings=True, convert_to_numpy=True,
             show_progress_bar=False,
-        )
-        vectors = np.asarray(vectors, dtype=np.float32)
-        return _normalise(np.vstack([vectors.mean(axis=0, keepdims=True), vectors]))
+        ), dtype=np.float32).reshape(len(texts), self.dim)
+        out, start = [], 0
+        for _, parts in items:
+            rows = vectors[start : start + max(1, len(parts))]
+            start += len(rows)
+            out.append(_normalise(np.vstack([rows.mean(axis=0, keepdims=True), rows])) if parts else rows.copy())
+        return out
 
 
 class E5Encoder:
@@ -244,9 +252,9 @@ class HashingEncoder:
 class CachedQueryEncoder(Wrapper):
     """An encoder whose query vectors are kept in a small LRU: a repeated query costs a dict lookup."""
 
-    def __init__(self, inner: Encoder, size: int = 1024) -> None:
-        super().__init__(inner)
-        self._cache: LRU[tuple[str, tuple[str, ...]], np.ndarray] = LRU(size)
+    def __init__(self, inner: Encoder, size: int = 1024, shared: CachedQueryEncoder | None = None) -> None:
+        super().__init__(inner)  # ``shared``: use its very LRU (the batching service over the same model)
+        self._cache: LRU[tuple[str, tuple[str, ...]], np.ndarray] = shared._cache if shared else LRU(size)
 
     @property
     def hits(self) -> int:

@@ -4,14 +4,14 @@ On disk (``<data_dir>``)::
 
     lexical/        Tantivy index
     vectors/        vectors.npy + rows.json
-    manifest.json   format version, encoder name and dimension, calibration, store generation (written last)
+    manifest.json   format, encoder, calibration, store generation, write id (written last)
+    write.lock      held by whichever process writes the three above (``writelock.py``)
 
-Consistency: every change to the catalog bumps the store's generation. After a batch is applied, the
-changed skills are brought into the index (only those whose embedded text changed are re-embedded) and the
-manifest is written with the new generation. On open, a manifest whose generation is behind the store's
-(a crash between the two) triggers a repair: the vector rows are diffed against the store by content hash
-and the lexical index, which is cheap, is rebuilt. A manifest for another encoder is refused with the
-command to run. Searches read an :class:`IndexSnapshot` that is swapped whole after both sides changed.
+Every catalog change bumps the store's generation; a batch brings its changed skills into the index
+(re-embedding only changed text) and writes the manifest with that generation. A manifest behind the store
+(a crash between the two) is repaired on open: vectors diffed by content hash, the cheap lexical side
+rebuilt; another encoder's is refused with the command to run. Searches read a whole
+:class:`IndexSnapshot`; a writer first follows what another process wrote (the manifest's write id).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.lexical import LexicalDoc, LexicalIndex, Searcher, split_identifiers
 from skillsearch.retrieval.routing import Routing
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
+from skillsearch.retrieval.writelock import WriteLock
 
 __all__ = ["FORMAT_VERSION", "IndexSnapshot", "IndexStats", "SearchIndex", "embedded_text"]
 
@@ -104,6 +105,9 @@ class SearchIndex:
         self.embed_count = 0
         self.calibration: dict[str, Any] = {}
         self._lock = RLock()
+        # One writer per data directory; ``_disk_id``: the manifest ``write_id`` last loaded or written here.
+        self.wlock = WriteLock(self.data_dir)
+        self._disk_id: str | None = None
         self.lexical: LexicalIndex
         self._snapshot: IndexSnapshot
 
@@ -133,10 +137,12 @@ class SearchIndex:
             "calibration": self.calibration,
             "lexical": self.lexical_config(),
             "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "write_id": (write_id := os.urandom(16).hex()),
         }
         tmp = self.manifest_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
         os.replace(tmp, self.manifest_path)
+        self._disk_id = write_id
 
     def lexical_config(self) -> dict[str, Any]:
         """What decides the lexical side's content; a manifest that differs gets its lexical side rebuilt."""
@@ -149,6 +155,10 @@ class SearchIndex:
 
         Raises :class:`IndexMismatchError` when it was built with another encoder or format.
         """
+        with self._lock, self.wlock.hold():
+            return self._open(store, progress)
+
+    def _open(self, store: CatalogStore, progress: ProgressFactory | None = None) -> IndexStats | None:
         manifest = self.read_manifest()
         if manifest is None:
             return self.rebuild(store, progress)
@@ -165,6 +175,7 @@ class SearchIndex:
                 {"index_encoder": built.get("name"), "configured_encoder": self.encoder.name},
             )
         self.calibration = dict(manifest.get("calibration") or {})
+        self._disk_id = manifest.get("write_id")
         generation = int(manifest.get("store_generation", -1))
         # The manifest is written last: behind the store, unreadable files are what a process killed in the
         # middle of an update leaves (derived data, rebuilt here); with a current manifest they are damage
@@ -207,7 +218,9 @@ class SearchIndex:
         """Build both sides from the store from scratch (``skillsearch reindex``), then calibrate.
 
         A ``semantic_weight`` tuned for the same encoder (``skillsearch calibrate --queries``) survives."""
-        with self._lock:
+        with self._lock, self.wlock.hold():
+            if hasattr(self, "lexical"):
+                self.lexical.close()
             try:
                 previous = self.read_manifest()
             except IndexNotReadyError:
@@ -228,7 +241,7 @@ class SearchIndex:
         """Compute this encoder's calibration against the current vectors and store it in the manifest.
 
         ``tuned`` holds values set from labelled requests (``semantic_weight``); they are kept as given."""
-        with self._lock:
+        with self._lock, self.wlock.hold():
             calibration = calibrate(self.encoder, self._snapshot.vectors.matrix)
             calibration.update(tuned or {})
             self.calibration = calibration
@@ -246,13 +259,69 @@ class SearchIndex:
 
     def repair(self, store: CatalogStore, progress: ProgressFactory | None = None) -> IndexStats:
         """Bring a stale index up to the store: re-embed what changed, rebuild the cheap lexical side."""
-        with self._lock:
+        with self._lock, self.wlock.hold():
             return self._sync(store, None, progress, rebuild_lexical=True)
 
-    def refresh(self, store: CatalogStore, skill_ids: Sequence[str] | None = None) -> IndexStats:
-        """Apply the store's current state of these skills (all when ``None``) to the index."""
-        with self._lock:
-            return self._sync(store, skill_ids, None, rebuild_lexical=False)
+    def refresh(
+        self, store: CatalogStore, skill_ids: Sequence[str] | None = None, span: tuple[int, int] | None = None
+    ) -> IndexStats:
+        """Apply the store's current state of these skills (all when ``None``) to the index. ``span``: the
+        store's generation just before and after the caller's transaction; unless the index was at ``before``
+        and nobody committed since, another process (maybe one killed before its refresh) wrote too, so
+        every skill is diffed (which re-embeds only what changed)."""
+        with self._lock, self.wlock.hold():
+            self._follow(store)
+            if span is None:
+                return self._sync(store, skill_ids, None, rebuild_lexical=False)
+            before, after = span
+            if skill_ids is not None and self._snapshot.generation == before and store.generation() == after:
+                return self._sync(store, skill_ids, None, rebuild_lexical=False, generation=after)
+            return self._sync(store, None, None, rebuild_lexical=False)
+
+    def catch_up(self, store: CatalogStore) -> bool:
+        """A reader's step when the store moved: with no writer at work, follow what another process wrote,
+        and diff every skill if still behind (a writer died); else serve the last snapshot. Whether it ran."""
+        with self.wlock.try_hold() as got:
+            if not got or not self._lock.acquire(blocking=False):
+                return False
+            try:
+                self._follow(store)
+                if self._snapshot.generation != store.generation():
+                    self._sync(store, None, None, rebuild_lexical=False)
+                return True
+            finally:
+                self._lock.release()
+
+    def _follow(self, store: CatalogStore) -> None:
+        """Under the write lock: load what another process wrote since, never write over it stale."""
+        try:
+            manifest = self.read_manifest()
+        except IndexNotReadyError:
+            manifest = None  # unreadable: the fresh open below repairs or refuses it
+        if manifest is not None and manifest.get("write_id") == self._disk_id:
+            return
+        log.info("index in %s was written by another process; following it", self.data_dir)
+        if hasattr(self, "lexical"):
+            self.lexical.close()
+        try:
+            if manifest is None:
+                raise IndexNotReadyError("no manifest")
+            vectors = VectorSnapshot.load(self.data_dir / "vectors")
+            lexical = LexicalIndex(self.data_dir / "lexical", french=self.french)
+            if (
+                vectors.dim != self.encoder.dim
+                or (manifest.get("encoder") or {}).get("name") != self.encoder.name
+                or manifest.get("lexical") != self.lexical_config()
+                or lexical.num_docs() != len(vectors)
+            ):
+                raise IndexNotReadyError("the index on disk does not match this process's settings")
+        except (IndexNotReadyError, ValueError):
+            self._open(store, None)  # the checks, repairs and refusals of a fresh open
+            return
+        self.lexical = lexical
+        self.calibration = dict(manifest.get("calibration") or {})
+        self._snapshot = self._snapshot_of(lexical.searcher(), vectors, int(manifest.get("store_generation", -1)))
+        self._disk_id = manifest.get("write_id")
 
     # -- the one update path ----------------------------------------------------------------------
 
@@ -262,9 +331,10 @@ class SearchIndex:
         skill_ids: Sequence[str] | None,
         progress: ProgressFactory | None,
         rebuild_lexical: bool,
+        generation: int | None = None,
     ) -> IndexStats:
         started = time.perf_counter()
-        generation = store.generation()
+        generation = store.generation() if generation is None else generation
         current = self._snapshot.vectors
         rows = list(store.index_rows(skill_ids))
         present = {r.skill_id for r in rows}
@@ -310,6 +380,8 @@ class SearchIndex:
         elif upserts or deletes:
             new_vectors.save_changes(self.data_dir / "vectors", upserts, deletes)
         self._write_manifest(generation)
+        # No Tantivy writer outlives the write lock: the next writer may be another process.
+        self.lexical.close()
         return IndexStats(len(changed), len(deletes), len(to_embed), time.perf_counter() - started)
 
     # -- reads ------------------------------------------------------------------------------------

@@ -123,9 +123,12 @@ def run_search(
     lexical: LexicalIndex,
     store: CatalogStore,
     settings: Settings,
+    query_encoder: Encoder | None = None,
 ) -> SearchResult:
     """``request`` as ``principal`` over one index snapshot (its vectors, searcher and routing, whose
-    encoder and calibration apply) and the store the answer is re-checked against."""
+    encoder and calibration apply) and the store the answer is re-checked against. ``query_encoder``: what
+    embeds the request on a single-model route instead of the snapshot's encoder (the catalog's batching
+    service over the same model, ``retrieval/batching.py``)."""
     started = time.perf_counter()
     request = validate(request, settings)
     timings: dict[str, float] = {}
@@ -158,7 +161,8 @@ def run_search(
     if use_sem and grants and len(vectors):
         t = time.perf_counter()
         texts = query_texts(request.query, settings.query_sentences)
-        queries = route.encoder.encode_query_parts(texts[0], texts[1:])
+        embed = query_encoder if query_encoder is not None and route.route is None else route.encoder
+        queries = embed.encode_query_parts(texts[0], texts[1:])
         timings["encode_ms"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
         if route.centering is not None:

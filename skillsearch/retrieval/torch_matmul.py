@@ -15,7 +15,15 @@ import warnings
 
 import numpy as np
 
-__all__ = ["max_cosines"]
+__all__ = ["max_cosines", "set_intra_op_threads"]
+
+
+def set_intra_op_threads(threads: int) -> None:
+    """torch's intra-op threads for this whole process (``retrieval/batching.py`` chooses the number)."""
+    import torch
+
+    if threads > 0 and torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
 
 
 def max_cosines(matrix: np.ndarray, queries: np.ndarray) -> np.ndarray:

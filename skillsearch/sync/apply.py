@@ -7,8 +7,9 @@ Why it is shaped like this:
   savepoint, so even a store-level refusal (a slug taken by another skill) only undoes that item.
 - The page's content and the cursor that follows it are committed in the same transaction: the stored
   cursor never runs ahead of the stored content, and a crash before the commit repeats the page.
-- The index is refreshed after the commit with the ids the page touched; the index re-embeds only the
-  skills whose embedded text changed. Reads re-check visibility against the store, so an archived or
+- The index is refreshed after the commit with the ids the page touched (when an index is given; a sync
+  run passes none and refreshes once per 1,000 changed skills, see ``runner.py``); the index re-embeds only
+  the skills whose embedded text changed. Reads re-check visibility against the store, so an archived or
   revoked skill leaves search as soon as the commit lands, before the index catches up.
 - An archived skill keeps its revisions (pinned reads of them still work); a deleted one loses them.
 """
@@ -25,6 +26,8 @@ import pydantic
 from skillsearch.catalog.store import CatalogStore, utc_now
 from skillsearch.catalog.sync_state import SyncState
 from skillsearch.core.domain import Resource, Revision, SkillContent, validation_text
+from skillsearch.core.limits import Limits
+from skillsearch.core.wellformed import printable
 from skillsearch.retrieval.indexer import IndexStats, SearchIndex
 from skillsearch.sync.config import SubscriptionConfig
 from skillsearch.sync.contract import DeleteItem, UpsertItem, parse_item
@@ -67,6 +70,18 @@ class PageOutcome:
 def to_content(item: UpsertItem, sub: SubscriptionConfig) -> SkillContent:
     """The wire item as the store's :class:`SkillContent`; ``ValueError`` with a reason when invalid."""
     rev = item.revision
+    limits = Limits.from_env()
+    if len(item.resources) > limits.max_resources:
+        raise ValueError(f"{len(item.resources)} resources, over the limit of {limits.max_resources}")
+    total = 0
+    for r in item.resources:
+        # Bounded before decoding, as for a bundle: base64 decodes to 3/4 of its length.
+        size = len(r.content) * 3 // 4 if r.encoding == "base64" else len(r.content)
+        if size > limits.max_resource_bytes:
+            raise ValueError(f"resource {r.path!r} is about {size} bytes, over the limit of {limits.max_resource_bytes}")
+        total += size
+        if total > limits.max_skill_bytes:
+            raise ValueError(f"the skill's resources exceed {limits.max_skill_bytes} bytes, over the limit")
     try:
         resources = tuple(
             Resource(path=r.path, kind=r.kind, media_type=r.media_type, content=r.data()) for r in item.resources
@@ -99,7 +114,7 @@ def _raw_skill_id(raw: Any) -> str | None:
         sid = raw.get("skill_id")
         if sid is None and isinstance(raw.get("skill"), dict):
             sid = raw["skill"].get("skill_id")
-        return sid if isinstance(sid, str) and 0 < len(sid) <= 200 else None
+        return printable(sid) if isinstance(sid, str) and 0 < len(sid) <= 200 else None
     return None
 
 
@@ -159,6 +174,7 @@ def apply_page(
     now = utc_now()
     listed: list[str] = []
     with store.transaction():
+        before = store.generation()
         for raw in items:
             raw_id = _raw_skill_id(raw)
             if raw_id is not None:
@@ -170,6 +186,8 @@ def apply_page(
                 out.rejected.append(Rejection(raw_id, validation_text(exc, 5)))
             except ValueError as exc:
                 out.rejected.append(Rejection(raw_id, str(exc)))
+            except RecursionError:
+                out.rejected.append(Rejection(raw_id, "nested too deeply"))
         if full:
             # "" marks the full sync as in progress even when a page listed no usable id.
             store.sync.mark_listed(sub.source, ["", *listed])
@@ -189,10 +207,11 @@ def apply_page(
             last_error = f"{now} rejected {len(out.rejected)} item(s): " + "; ".join(map(str, out.rejected[:3]))
         new_state = SyncState(sub.source, cursor, now if finished else state.last_success, last_error, counts)
         store.sync.save(new_state)
+        after = store.generation()
     for r in out.rejected:
         log.warning("sync %s: rejected item %s", sub.id, r)
     if index is not None and out.changed:
-        out.index = index.refresh(store, out.changed)
+        out.index = index.refresh(store, out.changed, (before, after))
     return out, new_state
 
 
@@ -201,12 +220,14 @@ def purge_subscription(store: CatalogStore, index: SearchIndex | None, sub: Subs
     """The platform confirmed a revocation: keep it marked revoked, drop its skills, forget the cursor."""
     now = utc_now()
     with store.transaction():
+        before = store.generation()
         store.set_revoked(sub.id, True, now)
         store.sync.clear_listed(sub.source)
         gone = [s for s in store.skill_ids_of_source(sub.source) if store.delete(s)]
         counts = dict(state.counts)
         counts["deleted"] = int(counts.get("deleted", 0)) + len(gone)
         store.sync.save(SyncState(sub.source, None, state.last_success, f"{now} {reason}", counts))
+        after = store.generation()
     if index is not None and gone:
-        index.refresh(store, gone)
+        index.refresh(store, gone, (before, after))
     return gone

@@ -8,6 +8,14 @@ a cursor) so that another platform shape can be adapted here without touching th
 - :class:`SubscriptionRevoked`: the platform says the subscription is revoked (403 ``SUBSCRIPTION_REVOKED``).
 - :class:`~skillsearch.core.errors.UpstreamUnavailableError`: anything else after the retries are spent.
 
+Everything an upstream sends is bounded (seed 001's platform is a process boundary we do not own): one
+request has a **total** deadline (``deadline_s``, body included; a body dripped one byte at a time stops
+there, not after a per-read timeout per byte), enforced by a watchdog that shuts the socket down, which
+also interrupts the request when the poller is stopped; the body is read as a stream and refused past
+``max_response_bytes`` after decoding (a gzip bomb stops at the limit); a page must be JSON
+(``application/json``), hold no more items than were asked for, and nest no deeper than the parser can
+take. Redirects are never followed.
+
 Retries cover what is worth retrying: transport errors (refused, reset, dropped mid-body), timeouts,
 408, 429 and 5xx. The wait is exponential with full jitter (AWS architecture blog, "Exponential Backoff
 and Jitter", 2015) unless the platform says ``Retry-After``, which wins (capped by ``backoff_max_s``).
@@ -15,9 +23,11 @@ and Jitter", 2015) unless the platform says ``Retry-After``, which wins (capped 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -51,6 +61,58 @@ __all__ = [
 log = logging.getLogger("skillsearch.sync")
 
 _RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+_ERROR_BODY_BYTES = 64 * 1024
+
+
+class _Interrupted(Exception):
+    """The request ran past its total deadline, or sync was stopped while it was in flight."""
+
+
+class _TooLarge(Exception):
+    """The response body passed ``max_response_bytes`` (after decoding)."""
+
+
+class _Watchdog:
+    """Shuts down the sockets of one request when its deadline passes or ``cancel`` is set, which makes a
+    read blocked in another thread return at once."""
+
+    def __init__(self, deadline: float, cancel: threading.Event) -> None:
+        self.deadline = deadline
+        self.fired: str | None = None
+        self._cancel = cancel
+        self._sockets: list[socket.socket] = []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True, name="skillsearch-sync-deadline")
+
+    def trace(self, event: str, info: dict[str, object]) -> None:
+        """httpcore's trace hook: remember the socket of each new connection (plain and TLS)."""
+        if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            stream = info.get("return_value")
+            sock = getattr(stream, "get_extra_info", lambda _name: None)("socket")
+            if isinstance(sock, socket.socket):
+                self._sockets.append(sock)
+
+    def __enter__(self) -> _Watchdog:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+
+    def check(self) -> None:
+        if self.fired is None and (self._cancel.is_set() or time.monotonic() >= self.deadline):
+            self.fired = "stopped" if self._cancel.is_set() else "deadline"
+        if self.fired is not None:
+            raise _Interrupted(self.fired)
+
+    def _watch(self) -> None:
+        while not self._done.wait(0.05):
+            if self._cancel.is_set() or time.monotonic() >= self.deadline:
+                self.fired = "stopped" if self._cancel.is_set() else "deadline"
+                for sock in self._sockets:
+                    with contextlib.suppress(OSError):
+                        sock.shutdown(socket.SHUT_RDWR)
+                return
 
 
 class CursorExpired(Exception):
@@ -103,7 +165,10 @@ class HttpSubscriptionClient:
         self._sleep = sleep
         self._http = httpx.Client(
             base_url=config.url,
-            timeout=httpx.Timeout(config.timeout_s),
+            # Each read waits at most this long; the watchdog bounds the whole request by deadline_s.
+            timeout=httpx.Timeout(min(config.timeout_s, config.deadline_s)),
+            # A fresh connection per request, so the watchdog always knows the socket to shut down.
+            limits=httpx.Limits(max_keepalive_connections=0),
             headers={"Authorization": f"Bearer {config.token}", "Accept": "application/json",
                      "User-Agent": "skillsearch-sync/1"},
             transport=transport,
@@ -126,35 +191,74 @@ class HttpSubscriptionClient:
         elif self._cancel.wait(seconds):
             raise UpstreamUnavailableError("sync was stopped while waiting to retry the upstream")
 
+    def _get(self, path: str, params: dict[str, str | int]) -> tuple[int, httpx.Headers, bytes]:
+        """One GET within the total deadline: (status, headers, the decoded body, bounded)."""
+        limit = self.config.max_response_bytes
+        with _Watchdog(time.monotonic() + self.config.deadline_s, self._cancel) as watchdog:
+            try:
+                with self._http.stream("GET", path, params=params, extensions={"trace": watchdog.trace}) as response:
+                    cap = limit if response.status_code == 200 else _ERROR_BODY_BYTES
+                    declared = response.headers.get("Content-Length", "")
+                    if response.status_code == 200 and declared.isdigit() and int(declared) > limit:
+                        raise _TooLarge(f"Content-Length {declared}")
+                    chunks: list[bytes] = []
+                    total = 0
+                    for chunk in response.iter_bytes():
+                        watchdog.check()
+                        total += len(chunk)
+                        if total > cap:
+                            if response.status_code == 200:
+                                raise _TooLarge(f"more than {limit} bytes")
+                            break
+                        chunks.append(chunk)
+                    watchdog.check()
+                    return response.status_code, response.headers, b"".join(chunks)
+            except httpx.HTTPError:
+                if watchdog.fired is not None:
+                    raise _Interrupted(watchdog.fired) from None
+                raise
+
     def fetch_page(self, subscription_id: str, cursor: str | None, limit: int) -> RawChangePage:
         path = f"/v1/subscriptions/{quote(subscription_id, safe='')}/skills"
         params: dict[str, str | int] = {"limit": limit}
         if cursor is not None:
             params["since"] = cursor
+        details = {"subscription_id": subscription_id}
         attempt = 0
         while True:
             retry_after: float | None = None
             self.requests += 1
             try:
-                response = self._http.get(path, params=params)
+                status, headers, body = self._get(path, params)
+            except _Interrupted as exc:
+                if str(exc) == "stopped":
+                    raise UpstreamUnavailableError("sync was stopped during a request to the upstream", details) \
+                        from None
+                reason = f"no complete answer within the deadline of {self.config.deadline_s}s"
+            except _TooLarge as exc:
+                raise UpstreamUnavailableError(
+                    f"upstream answer for subscription {subscription_id!r} is too large ({exc}; the limit is "
+                    f"max_response_bytes = {self.config.max_response_bytes})", details) from None
             except httpx.TimeoutException as exc:
                 reason = f"timed out after {self.config.timeout_s}s ({type(exc).__name__})"
             except httpx.TransportError as exc:
                 reason = f"connection failed ({type(exc).__name__}: {exc})"
             else:
-                status = response.status_code
                 if status == 200:
-                    try:
-                        return RawChangePage.model_validate(response.json())
-                    except (ValueError, pydantic.ValidationError) as exc:
-                        reason = f"malformed page ({str(exc).splitlines()[0][:200]})"
+                    page, reason = _parse_page(headers, body)
+                    if page is not None:
+                        if len(page.items) > limit:
+                            raise UpstreamUnavailableError(
+                                f"upstream sent {len(page.items)} items for subscription {subscription_id!r}"
+                                f" where at most {limit} were asked for", details)
+                        return page
                 elif status == 410:
                     raise CursorExpired(cursor)
                 elif status in _RETRY_STATUSES:
                     reason = f"HTTP {status}"
-                    retry_after = retry_after_seconds(response.headers.get("Retry-After"))
+                    retry_after = retry_after_seconds(headers.get("Retry-After"))
                 else:
-                    code = _error_code(response)
+                    code = _error_code(body)
                     if status == 403 and code == "SUBSCRIPTION_REVOKED":
                         raise SubscriptionRevoked(subscription_id)
                     raise UpstreamUnavailableError(
@@ -174,10 +278,23 @@ class HttpSubscriptionClient:
             attempt += 1
 
 
-def _error_code(response: httpx.Response) -> str | None:
+def _parse_page(headers: httpx.Headers, body: bytes) -> tuple[RawChangePage | None, str]:
+    """The page, or ``None`` and why it is not one (wrong content type, not JSON, nested too deeply)."""
+    ctype = headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+    if ctype != "application/json" and not ctype.endswith("+json"):
+        return None, f"wrong content type {ctype[:100]!r} (expected application/json)"
     try:
-        return ErrorBody.model_validate(response.json()).error.code
-    except (ValueError, pydantic.ValidationError):
+        return RawChangePage.model_validate(json.loads(body)), ""
+    except RecursionError:
+        return None, "malformed page (JSON nested too deeply)"
+    except (ValueError, pydantic.ValidationError) as exc:
+        return None, f"malformed page ({str(exc).splitlines()[0][:200]})"
+
+
+def _error_code(body: bytes) -> str | None:
+    try:
+        return ErrorBody.model_validate(json.loads(body)).error.code[:100]
+    except (ValueError, RecursionError, pydantic.ValidationError):
         return None
 
 

@@ -12,6 +12,9 @@ Read from a TOML file (``--config PATH``, else ``<data-dir>/sync.toml``)::
     backoff_max_s = 30.0
     page_limit = 100
     webhook_tolerance_s = 300         # accepted clock skew of a webhook's timestamp
+    deadline_s = 60.0                 # total wall time of one request, body included (not per read)
+    max_response_bytes = 67108864     # one page's body after decoding (64 MiB; gzip bombs stop here)
+    max_pages_per_run = 1000          # pages one run of a subscription may read; the next run resumes
 
     [[subscriptions]]
     id = "starter-pack"
@@ -56,6 +59,9 @@ class UpstreamConfig:
     backoff_max_s: float = 30.0
     page_limit: int = 100
     webhook_tolerance_s: int = 300
+    deadline_s: float = 60.0
+    max_response_bytes: int = 64 * 1024 * 1024
+    max_pages_per_run: int = 1000
 
 
 @dataclass(frozen=True)
@@ -132,6 +138,9 @@ def parse_config(data: dict[str, Any], where: str = "sync config") -> SyncConfig
         backoff_max_s=float(_number(up, "backoff_max_s", 30.0, 0.0, 3600, problems)),
         page_limit=int(_number(up, "page_limit", 100, 1, 1000, problems)),
         webhook_tolerance_s=int(_number(up, "webhook_tolerance_s", 300, 1, 86400, problems)),
+        deadline_s=float(_number(up, "deadline_s", 60.0, 0.01, 3600, problems)),
+        max_response_bytes=int(_number(up, "max_response_bytes", 64 * 1024 * 1024, 1024, 2**31, problems)),
+        max_pages_per_run=int(_number(up, "max_pages_per_run", 1000, 1, 1_000_000, problems)),
     )
     subs: list[SubscriptionConfig] = []
     raw_subs = data.get("subscriptions", [])

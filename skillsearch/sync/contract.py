@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from skillsearch.core.domain import FlowStep, Parameter, ResourceKind, SkillKind
+from skillsearch.core.domain import SKILL_ID_PATTERN, FlowStep, Parameter, ResourceKind, SkillKind
 
 __all__ = [
     "SIGNATURE_HEADER",
@@ -42,7 +42,6 @@ __all__ = [
 ]
 
 SUBSCRIPTION_ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
-SKILL_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$"
 SIGNATURE_HEADER = "X-Skillsearch-Signature"
 TIMESTAMP_HEADER = "X-Skillsearch-Timestamp"
 

@@ -54,6 +54,9 @@ def apply_event(store: CatalogStore, config: SyncConfig, event: WebhookEvent, no
             raise UnauthenticatedError("webhook replayed: this event id was already received",
                                        {"event_id": event.id})
         if event.type == "subscription.revoked":
+            if config.subscription(event.subscription_id) is None:
+                # Not ours: revoking it would hide that sub: grant for good, locally imported skills too.
+                return "ignored"
             store.set_revoked(event.subscription_id, True)
             return "revoked"
     if event.type == "skills.changed":

@@ -9,9 +9,11 @@
   immutable revision it belongs to, so that what the caller inspected is what it gets.
 
 Every answer is one :class:`CloudSkillEnvelope`. Access follows the tool's own reference rather than the
-catalog reads: a ``skill_id`` outside the caller's grants is ``ACCESS_DENIED`` (not ``SKILL_NOT_FOUND``),
-a slug is resolved only inside the caller's grants, and the ``memory:read`` scope is required at every
-level. Content is capped at ``max_content_bytes``; a cut answer says so in ``render_status`` and
+catalog reads in one way: the ``memory:read`` scope is required at every level (``ACCESS_DENIED``
+without it). A ``skill_id`` outside the caller's grants answers exactly as a missing one
+(``SKILL_NOT_FOUND``, "no skill ... in your grants"): skill ids derive from grant and slug, so a distinct
+``ACCESS_DENIED`` would let a caller confirm what another grant contains (issue 13). A slug is resolved
+only inside the caller's grants. Content is capped at ``max_content_bytes``; a cut answer says so in ``render_status`` and
 ``warnings`` while ``sha256`` stays the hash of the whole resource.
 """
 
@@ -270,10 +272,10 @@ def _skill_of(store: CatalogStore, principal: Principal, req: RecallRequest) -> 
     by_id: Skill | None = None
     if req.skill_id:
         by_id = store.skill(req.skill_id)
-        if by_id is None:
-            raise SkillNotFoundError(f"no skill {req.skill_id!r}", {"skill_id": req.skill_id})
-        if not _in_grants(by_id, principal, revoked):
-            raise AccessDeniedError(f"skill {req.skill_id!r} is outside your grants", {"skill_id": req.skill_id})
+        if by_id is None or not _in_grants(by_id, principal, revoked):
+            # One answer for a missing id and an id outside the caller's grants: ids derive from grant and
+            # slug, so a different answer would tell a caller what another grant contains.
+            raise SkillNotFoundError(f"no skill {req.skill_id!r} in your grants", {"skill_id": req.skill_id})
         if req.slug and by_id.slug != req.slug:
             raise ValidationError("skill_id and slug name different skills: pass one of them",
                                   {"skill_id": req.skill_id, "slug": req.slug})

@@ -1,0 +1,49 @@
+"""Checks that a value is safe to hash, store and render: valid Unicode text and bounded nesting.
+
+Python strings may hold lone surrogates (``"\\ud800"`` from JSON escapes, ``os`` names of undecodable
+bytes): they cannot be encoded as UTF-8, so the canonical hash, SQLite and every JSON answer would fail on
+them. Deeply nested values blow the interpreter's recursion limit in ``json.dumps`` and in pydantic. Both
+are refused here, per entry, with a reason that names where the problem is, before anything hashes them.
+The walk is iterative, so the check itself cannot overflow.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["check_wellformed", "printable"]
+
+
+def _bad_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def check_wellformed(value: Any, where: str, max_depth: int = 32) -> None:
+    """Raise ``ValueError`` when a string in ``value`` (keys included) is not valid Unicode, or when
+    lists and mappings nest deeper than ``max_depth``."""
+    stack: list[tuple[Any, str, int]] = [(value, where, 0)]
+    while stack:
+        item, at, depth = stack.pop()
+        if isinstance(item, str):
+            if _bad_text(item):
+                raise ValueError(f"{at} is not valid Unicode text (a lone surrogate)")
+        elif isinstance(item, dict | list | tuple):
+            if depth >= max_depth:
+                raise ValueError(f"{at} nests deeper than {max_depth} levels")
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    if isinstance(key, str) and _bad_text(key):
+                        raise ValueError(f"a key of {at} is not valid Unicode text (a lone surrogate)")
+                    name = f"{at}.{key}" if isinstance(key, str) and len(key) < 40 and len(at) < 60 else at
+                    stack.append((child, name, depth + 1))
+            else:
+                stack.extend((child, f"{at}[{i}]" if len(at) < 60 else at, depth + 1) for i, child in enumerate(item))
+
+
+def printable(text: str) -> str:
+    """``text`` with anything UTF-8 cannot carry escaped (``\\udc80``): safe for reports and logs."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")

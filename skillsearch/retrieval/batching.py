@@ -1,0 +1,285 @@
+"""The query encoder as a service inside the process: concurrent searches share model calls.
+
+Without it every search thread called the model on its own: 32 concurrent requests meant 32 one-text
+forward passes fighting for two cores, each with torch's two intra-op threads that must meet at every
+layer (uncached HTTP load: 32 req/s, p95 1.4 s; issue 17). Here a search hands its texts to a small pool of
+worker threads and waits on a future; a worker takes whatever requests are waiting (up to ``max_batch``
+texts) and encodes them in one model call (``encode_query_batch`` of the encoder; one ``encode_query_parts``
+per request for an encoder without it, such as e5), then hands each request its rows. A query costs about
+5 ms of CPU in a batch against 12 alone (docs/benchmarks.md), so throughput grows with load, while a lone
+caller pays nothing: a worker waits for more requests (at most ``max_wait_ms``) only while batches have
+been forming, i.e. only under concurrency.
+
+- The GIL is released while torch runs a batch, so Tantivy, the vector product, SQLite and the HTTP
+  handling of other requests keep running on the other core.
+- ``workers`` x ``threads``: worker threads x torch intra-op threads (process-wide). One thread per worker
+  and one worker per core held up when another process took a core (docs/benchmarks.md, "Serving under
+  load"); ``Settings.encoder_workers`` / ``encoder_threads`` override it.
+- A failing batch fails only its own requests, with :class:`IndexNotReadyError` naming the cause; the
+  worker goes on with the next batch.
+- :meth:`BatchingEncoder.close` answers what is already queued when the workers can finish it within the
+  timeout, and fails every request still unanswered after it; a closed service refuses new requests at once.
+  Nobody waits forever.
+
+Document encoding (import, sync, reindex) goes straight to the inner encoder: it is already batched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.core.settings import Settings
+from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, ProgressCallback
+from skillsearch.retrieval.torch_matmul import set_intra_op_threads
+from skillsearch.retrieval.wrapper import Wrapper
+
+__all__ = ["BatchStats", "BatchingEncoder", "QueryEncoders", "batched", "default_layout"]
+
+log = logging.getLogger("skillsearch")
+
+BatchFn = Callable[[Sequence[tuple[str, Sequence[str]]]], list[np.ndarray]]
+
+
+@dataclass
+class _Pending:
+    query: str
+    parts: tuple[str, ...]
+    future: Future[np.ndarray] = field(default_factory=Future)
+
+    @property
+    def texts(self) -> int:
+        return max(1, len(self.parts))
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    """What the service did so far. ``sizes`` maps requests per batch to how many batches had that many."""
+
+    requests: int
+    batches: int
+    texts: int
+    failed_batches: int
+    largest: int
+    sizes: dict[int, int]
+    workers: int
+    threads: int
+    max_batch: int
+    max_wait_ms: float
+
+    @property
+    def mean_size(self) -> float:
+        return self.requests / self.batches if self.batches else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests, "batches": self.batches, "texts": self.texts,
+            "failed_batches": self.failed_batches, "largest": self.largest, "mean_size": round(self.mean_size, 2),
+            "sizes": {str(k): v for k, v in sorted(self.sizes.items())}, "workers": self.workers,
+            "threads": self.threads, "max_batch": self.max_batch, "max_wait_ms": self.max_wait_ms,
+        }
+
+
+class BatchingEncoder(Wrapper):
+    """An :class:`Encoder` whose query encodes go through ``workers`` batching threads (started on first use)."""
+
+    def __init__(
+        self,
+        inner: Encoder,
+        *,
+        workers: int = 1,
+        threads: int = 0,
+        max_batch: int = 16,
+        max_wait_ms: float = 2.0,
+    ) -> None:
+        if workers < 1 or max_batch < 1 or max_wait_ms < 0:
+            raise ValueError("workers and max_batch must be at least 1, max_wait_ms at least 0")
+        super().__init__(inner)  # describes itself as ``inner`` (name, dim, routed(), ...)
+        self.workers = workers
+        self.threads = threads
+        self.max_batch = max_batch
+        self.max_wait_s = max_wait_ms / 1000
+        batch: BatchFn | None = getattr(inner, "encode_query_batch", None)
+        self._batch: BatchFn = batch or (lambda items: [inner.encode_query_parts(q, p) for q, p in items])
+        self._cond = threading.Condition()
+        self._queue: deque[_Pending] = deque()
+        self._flying: dict[int, list[_Pending]] = {}
+        self._closed = False
+        self._forming = False  # the last batch held more than one request: worth waiting for company
+        self._threads: list[threading.Thread] = []
+        self._requests = self._batches = self._texts = self._failed = self._largest = 0
+        self._sizes: dict[int, int] = {}
+
+    # -- the Encoder protocol ---------------------------------------------------------------------
+
+    def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
+        return self.inner.encode_documents(texts, progress)
+
+    def encode_query(self, text: str) -> np.ndarray:
+        vector: np.ndarray = self.encode_query_parts(text, ())[0]
+        return vector
+
+    def encode_query_parts(self, query: str, parts: Sequence[str]) -> np.ndarray:
+        return self.submit(query, parts).result()
+
+    # -- the service ------------------------------------------------------------------------------
+
+    def submit(self, query: str, parts: Sequence[str] = ()) -> Future[np.ndarray]:
+        """Queue one request's texts; the future holds ``encode_query_parts(query, parts)``."""
+        pending = _Pending(query, tuple(parts))
+        with self._cond:
+            if self._closed:
+                raise IndexNotReadyError("the query encoder has been shut down")
+            if not self._threads:
+                self._start()
+            self._queue.append(pending)
+            self._cond.notify()
+        return pending.future
+
+    def stats(self) -> BatchStats:
+        with self._cond:
+            return BatchStats(self._requests, self._batches, self._texts, self._failed, self._largest,
+                              dict(self._sizes), self.workers, self.threads, self.max_batch,
+                              self.max_wait_s * 1000)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop taking requests, let the workers answer what is queued for up to ``timeout`` seconds, then
+        fail whatever is still unanswered (queued or in a batch that has not returned)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            threads = list(self._threads)
+        deadline = time.monotonic() + timeout
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        with self._cond:
+            left = list(self._queue) + [p for batch in self._flying.values() for p in batch]
+            self._queue.clear()
+        for p in left:
+            _fail(p, IndexNotReadyError("the query encoder shut down before this request was encoded"))
+
+    def _start(self) -> None:
+        if self.threads > 0:
+            set_intra_op_threads(self.threads)
+        for i in range(self.workers):
+            t = threading.Thread(target=self._work, name=f"skillsearch-encoder-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def _take(self) -> list[_Pending] | None:
+        """The next batch (None: closed and drained). Waits for company only while batches are forming."""
+        with self._cond:
+            while not self._queue and not self._closed:
+                self._cond.wait()
+            if not self._queue:
+                return None
+            if self._forming and self.max_wait_s > 0 and not self._closed:
+                deadline = time.monotonic() + self.max_wait_s
+                while sum(p.texts for p in self._queue) < self.max_batch and not self._closed:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._cond.wait(remaining)
+            batch: list[_Pending] = []
+            texts = 0
+            while self._queue and (not batch or texts + self._queue[0].texts <= self.max_batch):
+                p = self._queue.popleft()
+                batch.append(p)
+                texts += p.texts
+            self._forming = len(batch) > 1 or bool(self._queue)
+            self._flying[id(batch)] = batch
+            return batch
+
+    def _work(self) -> None:
+        while True:
+            batch = self._take()
+            if batch is None:
+                return
+            failed = False
+            try:
+                vectors = self._batch([(p.query, p.parts) for p in batch])
+                if len(vectors) != len(batch):
+                    raise RuntimeError(f"the encoder returned {len(vectors)} results for {len(batch)} requests")
+            except Exception as exc:  # the batch's requests get the error; the worker goes on
+                failed = True
+                log.exception("query encoding failed for a batch of %d request(s)", len(batch))
+                for p in batch:
+                    error = IndexNotReadyError(f"query encoding failed: {type(exc).__name__}: {exc}",
+                                               {"batch_requests": len(batch)})
+                    error.__cause__ = exc
+                    _fail(p, error)
+            else:
+                for p, v in zip(batch, vectors, strict=True):
+                    v.setflags(write=False)
+                    with contextlib.suppress(InvalidStateError):  # close() gave up on it already
+                        p.future.set_result(v)
+            with self._cond:
+                self._flying.pop(id(batch), None)
+                self._batches += 1
+                self._requests += len(batch)
+                self._texts += sum(p.texts for p in batch)
+                self._failed += failed
+                self._largest = max(self._largest, len(batch))
+                self._sizes[len(batch)] = self._sizes.get(len(batch), 0) + 1
+
+
+def _fail(p: _Pending, error: Exception) -> None:
+    with contextlib.suppress(InvalidStateError):  # answered meanwhile
+        p.future.set_exception(error)
+
+
+def default_layout(workers: int = 0, threads: int = 0, cpus: int | None = None) -> tuple[int, int]:
+    """(worker threads, torch intra-op threads); a value above 0 is kept as given.
+
+    Measured (benchmarks/encoder_threads.py, docs/benchmarks.md): one intra-op thread per worker and one
+    worker per core. Two threads that must meet at every layer stall whenever another process holds one of
+    the cores; independent one-thread workers do not wait for each other.
+    """
+    cpus = cpus or os.cpu_count() or 1
+    return (workers if workers > 0 else max(1, min(cpus, 4)), threads if threads > 0 else 1)
+
+
+def batched(cache: Encoder, settings: Settings) -> tuple[Encoder, BatchingEncoder | None]:
+    """What search embeds requests with: ``cache``'s very LRU in front of a batching service over the same
+    model, laid out by ``settings``; ``cache`` itself when batching is off or the encoder is routed
+    (``minilm+e5``: each request calls its model directly)."""
+    if not settings.query_batching or not isinstance(cache, CachedQueryEncoder) or cache.routed() is not None:
+        return cache, None
+    workers, threads = default_layout(settings.encoder_workers, settings.encoder_threads)
+    service = BatchingEncoder(cache.inner, workers=workers, threads=threads, max_batch=settings.query_batch_max,
+                              max_wait_ms=settings.query_batch_wait_ms)
+    return CachedQueryEncoder(service, shared=cache), service
+
+
+class QueryEncoders:
+    """A catalog's query side: :func:`batched` over its encoder, built on the first search (the model loads
+    with the encoder; the workers start with the first request)."""
+
+    def __init__(self, encoder: Callable[[], Encoder], settings: Settings) -> None:
+        self._make, self._settings, self._lock = encoder, settings, threading.Lock()
+        self._encoder: Encoder | None = None
+        self.service: BatchingEncoder | None = None
+
+    def encoder(self) -> Encoder:
+        with self._lock:
+            if self._encoder is None:
+                self._encoder, self.service = batched(self._make(), self._settings)
+            return self._encoder
+
+    def stats(self) -> BatchStats | None:
+        return self.service.stats() if self.service is not None else None
+
+    def close(self) -> None:
+        if self.service is not None:
+            self.service.close()

@@ -1,0 +1,121 @@
+"""One writer of the index files per data directory, across processes: ``fcntl.flock`` on
+``<data-dir>/write.lock``.
+
+Every process that writes ``lexical/``, ``vectors/`` or ``manifest.json`` (an import, a sync page, a
+``reindex``, a server repairing after another process changed the catalog) holds this lock for the write,
+and first follows what another process may have written since (``SearchIndex`` reloads from disk). So two
+Tantivy writers never work on one folder, and a serving process never commits a ``meta.json`` for a
+folder another process replaced. A reader that finds the lock held serves its last whole snapshot
+instead of rebuilding; a second writer waits up to ``timeout_s`` and then fails with a clear message.
+
+The lock is re-entrant within a process (a depth count behind a thread lock, since ``flock`` locks belong
+to an open file, not to a thread), and the kernel drops it when its holder dies, so a writer killed with
+``kill -9`` never leaves the directory locked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from skillsearch.core.errors import IndexNotReadyError
+
+__all__ = ["LOCK_FILE", "WriteLock"]
+
+LOCK_FILE = "write.lock"
+DEFAULT_TIMEOUT_S = float(os.environ.get("SKILLSEARCH_WRITE_LOCK_TIMEOUT_S", "300"))
+
+
+class WriteLock:
+    def __init__(self, data_dir: Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.path = Path(data_dir) / LOCK_FILE
+        self.timeout_s = timeout_s
+        self._mutex = threading.RLock()
+        self._fd: int | None = None
+        self._depth = 0
+
+    @property
+    def held(self) -> bool:
+        """Whether this process holds it (in this thread or another)."""
+        return self._depth > 0
+
+    def _open(self) -> int:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+
+    def _holder(self) -> str:
+        try:
+            text = self.path.read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            return "another process"
+        return f"process {text}" if text.isdigit() else "another process"
+
+    def _take(self, blocking: bool) -> bool:
+        fd = self._open()
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if not blocking or time.monotonic() >= deadline:
+                    holder = self._holder()
+                    os.close(fd)
+                    if not blocking:
+                        return False
+                    raise IndexNotReadyError(
+                        f"{holder} has been writing to the index in {self.path.parent} for over {self.timeout_s:.0f}s;"
+                        " try again when it has finished (SKILLSEARCH_WRITE_LOCK_TIMEOUT_S sets the wait)",
+                        {"lock": str(self.path)},
+                    ) from None
+                time.sleep(0.05)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
+        self._fd = fd
+        return True
+
+    def _release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        """Hold the lock (waiting up to ``timeout_s``); re-entrant."""
+        with self._mutex:
+            if self._depth == 0:
+                self._take(blocking=True)
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._release()
+
+    @contextlib.contextmanager
+    def try_hold(self) -> Iterator[bool]:
+        """Hold the lock if nobody (no other process, no other thread here) does; yields whether it got it.
+        A thread of this process that already holds it gets it again."""
+        if not self._mutex.acquire(blocking=False):
+            yield False
+            return
+        try:
+            if self._depth == 0 and not self._take(blocking=False):
+                yield False
+                return
+            self._depth += 1
+            try:
+                yield True
+            finally:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._release()
+        finally:
+            self._mutex.release()

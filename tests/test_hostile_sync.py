@@ -1,0 +1,178 @@
+"""A hostile upstream: redirect loops, wrong content types, truncated and dripped bodies, gzip bombs,
+100,000-deep JSON, oversized pages and cursors that never move.
+
+The upstream is a real HTTP server on 127.0.0.1 (``hostile_upstream.py``: a fake only at the process
+boundary we do not own); the client, runner, store and index are the real ones. Each test states the
+promise it checks. The common promise: one subscription's failure is reported for it alone, the others
+still sync, and nothing of the bad answer is stored.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hostile_support import peak_rss_mb_of
+from hostile_upstream import hostile_upstream, prepare_bomb
+from syncsupport import config_for
+
+from skillsearch.core.settings import Settings
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.service import Catalog
+
+
+@pytest.fixture
+def catalog(tmp_path: Path, fake_encoder: Encoder) -> Iterator[Catalog]:
+    c = Catalog.open(Settings(data_dir=tmp_path / "data", seed_sample=False, encoder="hashing"), encoder=fake_encoder)
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[tuple[str, Any]]:
+    with hostile_upstream() as served:
+        yield served
+
+
+def _run(catalog: Catalog, url: str, *subs: str, **upstream: Any) -> dict[str, dict[str, Any]]:
+    values: dict[str, Any] = {"retries": 1, "timeout_s": 5.0, "deadline_s": 5.0}
+    values.update(upstream)
+    reports = catalog.sync_once(config_for(url, *subs, **values))
+    return {r.subscription_id: r.to_dict() for r in reports}
+
+
+@pytest.mark.parametrize(("sub", "expected"), [
+    ("redirect-loop", "HTTP 302"),
+    ("html", "wrong content type 'text/html'"),
+    ("truncated", "connection failed"),
+    ("deep-json", "JSON nested too deeply"),
+    ("too-many", "sent 2000 items for subscription 'too-many' where at most 100 were asked for"),
+])
+def test_misbehaving_upstream_fails_only_its_subscription(
+    catalog: Catalog, upstream: tuple[str, Any], sub: str, expected: str
+) -> None:
+    """A redirect loop (never followed), a wrong content type, a truncated body, a 100,000-deep JSON body
+    (once a RecursionError that stopped `skillsearch sync`) and a page of 20x the items asked for each give
+    that subscription a typed UPSTREAM_UNAVAILABLE error naming the cause; the next subscription still
+    syncs; nothing of the bad answer is stored; the catalog's write lock is free again."""
+    url, _ = upstream
+    reports = _run(catalog, url, sub, "good")
+    assert reports[sub]["error"]["code"] == "UPSTREAM_UNAVAILABLE"
+    assert expected in reports[sub]["error"]["message"], reports[sub]["error"]["message"]
+    assert reports["good"]["error"] is None and reports["good"]["created"] == 2
+    assert sorted(catalog.store.skill_ids_of_source("upstream:good")) == ["good-1", "good-2"]
+    assert catalog.store.skill_ids_of_source(f"upstream:{sub}") == []
+    with catalog.writing():  # would block forever if a failed run had kept it
+        pass
+
+
+def test_deep_item_is_rejected_alone(catalog: Catalog, upstream: tuple[str, Any]) -> None:
+    """A 500-deep metadata value in one item rejects that item only; the valid item of the same page is
+    stored."""
+    url, _ = upstream
+    report = _run(catalog, url, "deep-item")["deep-item"]
+    assert report["error"] is None and report["created"] == 1
+    assert [r["skill_id"] for r in report["rejected"]] == ["h-2"]
+    assert report["rejected"][0]["reason"].endswith("nests deeper than 32 levels")
+
+
+def test_an_oversized_synced_resource_rejects_its_item(catalog: Catalog, upstream: tuple[str, Any]) -> None:
+    """A synced item whose resource decodes to 6 MiB (over the 5 MiB resource limit, as for folders and
+    bundles; once a 150 MB one was stored) is rejected alone, checked before decoding; the other item of
+    the page is stored."""
+    url, _ = upstream
+    report = _run(catalog, url, "big-resource")["big-resource"]
+    assert report["error"] is None and report["created"] == 1
+    assert [r["skill_id"] for r in report["rejected"]] == ["h-2"]
+    assert "over the limit of 5242880" in report["rejected"][0]["reason"]
+
+
+def test_a_cursor_that_does_not_move_fails_the_run(catalog: Catalog, upstream: tuple[str, Any]) -> None:
+    """``has_more: true`` with the same cursor again (once 14,876 pages in 40 s), or a cycle of cursors,
+    fails that subscription's run at the first repeat; the repeating page is not stored."""
+    url, up = upstream
+    reports = _run(catalog, url, "same-cursor", "cycle", "good")
+    assert "did not move the cursor" in reports["same-cursor"]["error"]["message"]
+    assert reports["same-cursor"]["pages"] == 0 and len(catalog.store.skill_ids_of_source("upstream:same-cursor")) == 1
+    assert "did not move the cursor" in reports["cycle"]["error"]["message"]
+    assert reports["good"]["created"] == 2
+    assert len(up.events["same-cursor.requests"]) == 2
+
+
+def test_pages_per_run_are_capped(catalog: Catalog, upstream: tuple[str, Any]) -> None:
+    """An upstream that hands out a fresh cursor per page forever stops at ``max_pages_per_run``: the run
+    reports it, the pages read are stored with their cursor, and the next run resumes from it."""
+    url, up = upstream
+    report = _run(catalog, url, "fresh-cursor", max_pages_per_run=3, page_limit=10)["fresh-cursor"]
+    assert "stopped after 3 pages" in report["error"]["message"]
+    assert len(catalog.store.skill_ids_of_source("upstream:fresh-cursor")) == 30
+    state = catalog.store.sync.state("upstream:fresh-cursor")
+    assert state is not None and state.cursor == f"c{up.pages['fresh-cursor']}"
+
+
+def test_a_dripped_body_stops_at_the_total_deadline(catalog: Catalog, upstream: tuple[str, Any]) -> None:
+    """A body sent one byte every 0.5 s (each read well inside timeout_s) is cut at the request's total
+    deadline, not read for ever: the server sees the connection cut after a handful of bytes of the
+    100,000 it meant to send, and the next subscription syncs."""
+    url, up = upstream
+    reports = _run(catalog, url, "drip", "good", retries=0, timeout_s=30.0, deadline_s=1.5)
+    assert "no complete answer within the deadline of 1.5s" in reports["drip"]["error"]["message"]
+    assert reports["good"]["created"] == 2
+    for _ in range(100):
+        if up.events.get("drip.cut"):
+            break
+        threading.Event().wait(0.05)
+    assert up.events["drip.cut"] and up.events["drip.cut"][0] < 100
+    assert "drip.finished" not in up.events
+
+
+def test_poller_stop_interrupts_a_request_in_flight(catalog: Catalog, upstream: tuple[str, Any]) -> None:
+    """``Poller.stop()`` interrupts a request in flight (deadline 10 minutes, timeout_s 10 minutes), instead
+    of waiting for the dripping body: the poller thread ends and the server sees the connection cut."""
+    url, up = upstream
+    poller = catalog.make_poller(config_for(url, "drip-forever", retries=0, timeout_s=600.0, deadline_s=600.0))
+    poller.start()
+    for _ in range(200):
+        if up.events.get("drip-forever.requests"):
+            break
+        threading.Event().wait(0.05)
+    threading.Event().wait(0.6)
+    poller.stop(timeout=30)
+    assert not any(t.name == "skillsearch-poller" and t.is_alive() for t in threading.enumerate())
+    for _ in range(100):
+        if up.events.get("drip-forever.cut"):
+            break
+        threading.Event().wait(0.05)
+    assert up.events.get("drip-forever.cut"), "the request was not interrupted"
+    assert "drip-forever.finished" not in up.events
+    with catalog.writing():
+        pass
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RUSAGE_CHILDREN peak RSS is in KiB on Linux")
+def test_gzip_bomb_is_bounded_after_decoding(tmp_path: Path) -> None:
+    """A ~1 MB gzip body that decodes to 1 GiB (once 2.2 GB RSS) is refused once the decoded bytes pass
+    ``max_response_bytes`` (64 MiB by default): a real `skillsearch sync` process stays under 512 MB peak
+    RSS, reports the limit, and still syncs the next subscription."""
+    with hostile_upstream() as (url, up):
+        prepare_bomb(up, 1024)
+        assert len(up.bomb) < 2 * 1024 * 1024
+        cfg = tmp_path / "sync.toml"
+        cfg.write_text(f'[upstream]\nurl = "{url}"\ntoken = "t"\nretries = 0\n\n'
+                       '[[subscriptions]]\nid = "gzip-bomb"\n\n[[subscriptions]]\nid = "good"\n', encoding="utf-8")
+        data = tmp_path / "data"
+        args = [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data), "--encoder", "hashing", "-q",
+                "sync", "--config", str(cfg), "--json"]
+        rss, _code, stdout = peak_rss_mb_of(args)
+        print(f"peak RSS of a sync against a 1 GiB gzip bomb: {rss:.0f} MB")
+        assert rss < 512, rss
+    payload = json.loads(stdout)
+    by_id = {r["subscription_id"]: r for r in payload["subscriptions"]}
+    message = by_id["gzip-bomb"]["error"]["message"]
+    assert "too large" in message and "67108864" in message
+    assert by_id["good"]["error"] is None
