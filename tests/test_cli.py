@@ -38,6 +38,18 @@ def test_search_json_has_the_documented_shape(data_dir: Path) -> None:
     assert {"skill_id", "slug", "name", "kind", "score"} <= set(payload["hits"][0])
 
 
+def test_search_json_carries_confidence_and_the_reason_for_no_match(data_dir: Path) -> None:
+    code, payload = run(data_dir, "search", "roll back a bad deploy", "--json")
+    conf = [h["confidence"] for h in payload["hits"]]
+    assert code == 0 and conf == sorted(conf, reverse=True) and 0.0 <= conf[-1] <= conf[0] <= 1.0
+    code, cut = run(data_dir, "search", "roll back a bad deploy", "--min-confidence", str(conf[0]), "--json")
+    assert code == 0 and cut["hits"] and all(h["confidence"] >= conf[0] for h in cut["hits"])
+    code, nothing = run(data_dir, "search", "recipe for a gluten-free chocolate cake", "--json")
+    assert code == 0 and nothing["no_match"] is True and nothing["no_match_reason"] in ("low_confidence", "no_good_match")
+    code, text = run(data_dir, "search", "来月の京都旅行で泊まる旅館を予約して")
+    assert code == 0 and "multilingual search is off" in text and "--encoder minilm+e5" in text
+
+
 def test_grants_restrict_the_cli_caller(data_dir: Path) -> None:
     code, payload = run(data_dir, "search", "database", "--grant", "team:data-science", "--limit", "20", "--json")
     assert code == 0

@@ -305,6 +305,23 @@ async def test_search_filters_and_modes(client: httpx.AsyncClient) -> None:
 
 
 @pytest.mark.anyio
+async def test_search_gives_confidences_min_confidence_and_the_language_notice(client: httpx.AsyncClient) -> None:
+    body = (await client.get("/v1/search", params={"q": "profile slow python code"}, headers=DEMO)).json()
+    conf = [h["confidence"] for h in body["hits"]]
+    assert conf == sorted(conf, reverse=True) and body["notice"] is None and body["no_match_reason"] is None
+    cut = (await client.get("/v1/search", params={"q": "profile slow python code", "min_confidence": conf[0]},
+                            headers=DEMO)).json()
+    assert cut["hits"] and len(cut["hits"]) < len(body["hits"])
+    bad = await client.get("/v1/search", params={"q": "python", "min_confidence": 2}, headers=DEMO)
+    assert bad.status_code in (400, 422) and "min_confidence" in bad.text
+    nothing = (await client.get("/v1/search", params={"q": "recipe for a gluten-free chocolate cake"},
+                                headers=DEMO)).json()
+    assert nothing["no_match"] is True and nothing["no_match_reason"] in ("low_confidence", "no_good_match")
+    ja = (await client.get("/v1/search", params={"q": "来月の京都旅行で泊まる旅館を予約して"}, headers=DEMO)).json()
+    assert ja["no_match"] is False and "SKILLSEARCH_ENCODER=minilm+e5" in ja["notice"]
+
+
+@pytest.mark.anyio
 async def test_get_returns_kind_specific_content(client: httpx.AsyncClient, grant_of: dict[str, str]) -> None:
     listed = await _list_all(client, DEMO)
     knowledge = next(s for s in listed if s["kind"] == "knowledge")

@@ -91,7 +91,8 @@ async def test_level0_descriptors_come_from_the_same_search(client: Client) -> N
     descriptors = answer["data"]["descriptors"]  # type: ignore[index]
     assert [d["skill_id"] for d in descriptors] == [h["skill_id"] for h in searched["hits"]]
     assert descriptors[0]["slug"] == "tls-certificate-renewal"
-    assert set(descriptors[0]) == {"skill_id", "slug", "name", "description", "kind", "tags", "score"}
+    assert set(descriptors[0]) == {"skill_id", "slug", "name", "description", "kind", "tags", "score", "confidence"}
+    assert [d["confidence"] for d in descriptors] == [h["confidence"] for h in searched["hits"]]
     assert answer["render_status"] == "complete" and answer["warnings"] == []
 
 
@@ -99,6 +100,13 @@ async def test_level0_without_a_good_match_is_empty_and_says_so(client: Client) 
     answer = envelope(ok(await client.call_tool(RECALL, {"query": "zqxjv wplmk frobnicate"})), "descriptor")
     assert answer["render_status"] == "empty" and answer["data"]["no_match"] is True  # type: ignore[index]
     assert answer["data"]["descriptors"] == [] and answer["warnings"]  # type: ignore[index]
+
+
+async def test_level0_for_another_trade_is_empty_with_the_reason(client: Client) -> None:
+    answer = envelope(ok(await client.call_tool(RECALL, {"query": "recipe for a gluten-free chocolate cake"})),
+                      "descriptor")
+    assert answer["data"]["no_match"] is True  # type: ignore[index]
+    assert answer["data"]["no_match_reason"] in ("low_confidence", "no_good_match")  # type: ignore[index]
 
 
 # -- Level 1 --------------------------------------------------------------------------------------

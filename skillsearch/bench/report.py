@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["machine", "run_metadata", "to_markdown", "write_results"]
+__all__ = ["machine", "run_metadata", "skills_chart", "to_markdown", "write_results"]
 
 
 def _commit() -> str:
@@ -136,3 +136,43 @@ def write_results(report: Mapping[str, Any], out_dir: Path, stem: str) -> list[P
     js.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     _chart(report, png)
     return [md, js, png]
+
+
+def skills_chart(report: Mapping[str, Any], path: Path) -> None:
+    """The skills dev-set report's PNG: hit@1/hit@5/MRR@10 by group, and the reliability diagram."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    s = report["scores"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=110)
+    groups = [("English", s["english"]), ("x-lingual", s["crosslingual"]),
+              *((k, v) for k, v in s["by_style"].items() if k != "crosslingual")]
+    metrics = ("hit@1", "hit@5", "mrr@10")
+    width = 0.8 / len(metrics)
+    for i, m in enumerate(metrics):
+        xs = [j + (i - 1) * width for j in range(len(groups))]
+        left.bar(xs, [float(g.get(m) or 0.0) for _, g in groups], width, label=m)
+    left.set_xticks(range(len(groups)), [name for name, _ in groups], fontsize=8)
+    left.set_ylim(0, 1)
+    left.set_title(f"{report['dataset']} {report['split']}: positives ({report['encoder'].split('/')[-1]})", fontsize=9)
+    left.legend(fontsize=7, loc="lower right")
+    left.grid(axis="y", alpha=0.3)
+    bins = [r for r in s["reliability"] if r["hits"]]
+    right.plot([0, 1], [0, 1], "--", color="grey", lw=1, label="perfect calibration")
+    if bins:
+        right.plot([r["mean_confidence"] for r in bins], [r["right"] for r in bins], "o-", label="hits")
+        for r in bins:
+            right.annotate(str(r["hits"]), (r["mean_confidence"], r["right"]), fontsize=6,
+                           textcoords="offset points", xytext=(3, -8))
+    right.set_xlim(0, 1)
+    right.set_ylim(0, 1)
+    right.set_xlabel("confidence (bin mean)")
+    right.set_ylabel("share of hits that are wanted")
+    right.set_title("reliability (numbers: hits per bin)", fontsize=9)
+    right.legend(fontsize=7, loc="upper left")
+    right.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

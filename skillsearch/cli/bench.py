@@ -19,10 +19,13 @@ __all__ = ["add_commands"]
 def cmd_bench_relevance(args: argparse.Namespace, out: TextIO) -> int:
     from skillsearch.bench.relevance import ALL_MODES, RelevanceOptions, run_relevance
     from skillsearch.bench.report import to_markdown, write_results
+    from skillsearch.bench.skills_cli import is_skills_dataset, skills_command
 
-    modes = [m for chunk in (args.modes or [",".join(ALL_MODES)]) for m in chunk.split(",") if m]
     overrides = {k: v for k, v in (("encoder", args.encoder), ("fusion", args.fusion),
                                    ("semantic_weight", args.semantic_weight), ("rrf_k", args.rrf_k)) if v is not None}
+    if is_skills_dataset(Path(args.dataset)):
+        return skills_command(args, out, overrides)
+    modes = [m for chunk in (args.modes or [",".join(ALL_MODES)]) for m in chunk.split(",") if m]
     options = RelevanceOptions(
         dataset=Path(args.dataset), split=args.split, modes=modes, max_queries=args.max_queries,
         cache_dir=None if args.no_cache else Path(args.cache_dir), settings=overrides,
@@ -77,7 +80,8 @@ def add_commands(sub: Subparsers) -> None:
     p = inner.add_parser("relevance", help="nDCG@10, Recall@10/50, MRR@10, P@1 on a BEIR-layout folder")
     p.set_defaults(func=cmd_bench_relevance, record_command=True)
     common(p)
-    p.add_argument("--dataset", required=True, help="folder with corpus.jsonl, queries.jsonl, qrels.<split>.tsv")
+    p.add_argument("--dataset", required=True, help="folder with corpus.jsonl, queries.jsonl, qrels.<split>.tsv,"
+                   " or a folder of skills with queries.dev.jsonl (the skills dev set)")
     p.add_argument("--split", default="test", choices=["dev", "test", "all"])
     p.add_argument("--modes", action="append", metavar="M,M",
                    help="modes to run (default all): lexical, semantic, hybrid, hybrid-<fusion>, bm25s")

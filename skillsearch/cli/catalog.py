@@ -45,17 +45,19 @@ def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
     catalog = open_catalog(args)
     request = SearchRequest(
         query=args.query, limit=args.limit, mode=args.mode, kind=args.kind, tags=tuple(args.tag or ()),
-        fusion=args.fusion, semantic_weight=args.semantic_weight,
+        fusion=args.fusion, semantic_weight=args.semantic_weight, min_confidence=args.min_confidence,
     )
     view = catalog.search_view(principal_from_args(args), request)
 
     def text() -> str:
+        notice = [f"note: {view.notice}"] if view.notice else []
         if view.no_match:
-            return "no good match"
-        lines = []
+            return "\n".join([*notice, f"no good match ({view.no_match_reason})"])
+        lines = notice
         for i, h in enumerate(view.hits, start=1):
             e = h.explanation
-            lines.append(f"{i:>2}. {h.name}  [{h.kind}]  {h.skill_id}  score={h.score:.3f}")
+            conf = f"  confidence={h.confidence:.2f}" if h.confidence is not None else ""
+            lines.append(f"{i:>2}. {h.name}  [{h.kind}]  {h.skill_id}  score={h.score:.3f}{conf}")
             lines.append(f"    {h.description[:160]}")
             lines.append(f"    why: lexical rank {e.lexical_rank or '-'}, semantic rank {e.semantic_rank or '-'}"
                          f" (cos {e.semantic_score if e.semantic_score is not None else '-'})")
@@ -171,6 +173,8 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--limit", type=int, default=10)
     p.add_argument("--fusion", choices=FUSION_METHODS, help="fusion method (hybrid mode)")
     p.add_argument("--semantic-weight", type=float, help="weight of the semantic side in [0, 1]")
+    p.add_argument("--min-confidence", type=float,
+                   help="leave out hits whose confidence (0-1, hybrid mode) is under this")
 
     p = add_command(sub, "list", cmd_list, "list visible skills, paged")
     add_grants(p)

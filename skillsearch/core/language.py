@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["FRENCH_WORDS", "cjk_runs", "is_english", "is_french"]
+__all__ = ["FRENCH_WORDS", "cjk_runs", "is_english", "is_foreign", "is_french"]
 
 # Frequent French function words that are not also common English words ("a", "on", "in" are left out).
 _FRENCH = (
@@ -106,3 +106,22 @@ def is_english(text: str) -> bool:
     if other > en or (accents and en < 2):
         return False
     return en >= 1 or (len(words) <= SHORT_REQUEST_WORDS and not accents)
+
+
+def is_foreign(text: str) -> bool:
+    """True when a request shows positive evidence of another language than English: mostly non-Latin
+    script, French, more function words of another Latin-script language than English cues, or accented
+    letters beside fewer than two English cues. Unlike ``not is_english(text)``, a run of English keywords
+    without a function word ("academic CV publications list") is not foreign."""
+    head = text[:4000]
+    words = [w.lower().replace("’", "'") for w in _LATIN_WORD.findall(head) if not _NON_LATIN.search(w)]
+    foreign = len(_NON_LATIN.findall(head))
+    if foreign and foreign >= len(words):
+        return True
+    if not words:
+        return False
+    if is_french(head):
+        return True
+    en = sum(w in _ENGLISH_CUES or (len(w) > 5 and w.endswith("ing")) for w in words)
+    other = sum(w in _OTHER_LATIN for w in words)
+    return other > en or (bool(_ACCENTED.findall(head)) and en < 2)

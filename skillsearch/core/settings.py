@@ -69,6 +69,9 @@ class Settings:
     # calibration (search.no_match_threshold). With minilm+e5, None follows each request's route; a value
     # set here applies to both models' scores.
     no_match_cosine: float | None = None
+    # False: a hybrid search never answers no_match from its scores (what the decision is fitted on:
+    # `skillsearch bench fit-decision` needs every request's hits); True in service.
+    abstain: bool = True
     max_query_chars: int = 2000
     max_limit: int = 100
     # Seed an empty data directory with the bundled sample catalog when it is opened for reading.

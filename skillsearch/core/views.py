@@ -51,6 +51,9 @@ class SearchHitView(BaseModel):
     kind: str
     tags: list[str]
     score: float
+    confidence: float | None = Field(
+        None, description="Probability in [0, 1] that this skill is one the request wants, fitted on labelled dev "
+        "requests; never higher than the hit above. Null outside hybrid mode or without a fitted decision.")
     explanation: Explanation
 
 
@@ -60,6 +63,12 @@ class SearchResponse(BaseModel):
     fusion: str | None
     hits: list[SearchHitView]
     no_match: bool = Field(description="True when nothing in the catalog is a good match for the query.")
+    no_match_reason: str | None = Field(
+        None, description="Why the list is empty: low_confidence (nothing fits), below_min_confidence (the "
+        "caller's min_confidence), no_good_match, no_candidates. Null when there are hits.")
+    notice: str | None = Field(
+        None, description="Set when the request is in a language the configured encoder cannot read: "
+        "multilingual search is off, and how to turn it on. Such a request is never answered no_match.")
     took_ms: float
 
 

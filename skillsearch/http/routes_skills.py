@@ -77,12 +77,14 @@ def skills_router(limits: Limits, settings: Settings) -> APIRouter:
         limit: Annotated[int, Query(ge=1, le=settings.max_limit)] = 10,
         fusion: Annotated[FusionMethod | None, Query(description="Hybrid fusion.")] = None,
         semantic_weight: Annotated[float | None, Query(ge=0.0, le=1.0)] = None,
+        min_confidence: Annotated[float | None, Query(
+            ge=0.0, le=1.0, description="Leave out hits whose confidence is under this (hybrid mode).")] = None,
     ) -> SearchResponse:
         started = time.perf_counter()
         try:
             return catalog.search_view(principal, SearchRequest(
                 query=q, limit=limit, mode=mode, kind=kind, tags=tuple(tag), fusion=fusion,
-                semantic_weight=semantic_weight,
+                semantic_weight=semantic_weight, min_confidence=min_confidence,
             ))
         finally:
             metrics.observe_search(mode, time.perf_counter() - started)

@@ -33,12 +33,18 @@ def search_skills(
         SearchMode,
         Field(description="hybrid (default: keywords and meaning), lexical (keywords), semantic (meaning)."),
     ] = "hybrid",
+    min_confidence: Annotated[
+        float | None, Field(ge=0.0, le=1.0, description="Leave out hits whose confidence is under this.")
+    ] = None,
 ) -> Annotated[CallToolResult, SearchResponse]:
     """Find the skills that fit a task, best first. Use this first whenever a task might be covered by a
-    skill; each hit has its skill_id, kind, tags, a score and why it ranked there. no_match=true means
-    nothing in the catalog fits: do not force a weak hit. Next: get_skill with a hit's skill_id (or
-    recall_cloud_skill for the staged view). To browse everything instead, use list_skills."""
-    request = SearchRequest(query=query, limit=limit, mode=mode, kind=kind, tags=tuple(tags))
+    skill; each hit has its skill_id, kind, tags, a score, a confidence (the probability, in [0, 1], that
+    it is what you asked for) and why it ranked there. no_match=true means nothing in the catalog fits: do
+    not force a weak hit. A notice means the request's language is not searchable as configured. Next:
+    get_skill with a hit's skill_id (or recall_cloud_skill for the staged view). To browse everything
+    instead, use list_skills."""
+    request = SearchRequest(query=query, limit=limit, mode=mode, kind=kind, tags=tuple(tags),
+                            min_confidence=min_confidence)
     return run_tool(ctx, "search_skills", lambda c, _policy, p: c.search_view(p, request))
 
 

@@ -42,17 +42,19 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from skillsearch.core.settings import Settings
+from skillsearch.retrieval.confidence import packaged_decision
 from skillsearch.retrieval.encoder import Encoder, RoutedEncoder
 
 DEFAULT_WEIGHT = Settings.semantic_weight
 
 __all__ = [
     "CALIBRATION_VERSION", "LANGUAGES", "OFF_TOPIC", "REFERENCE", "RELATED", "Centering", "calibrate",
-    "centered_cosines", "centering_of", "fit_centering", "language_codes", "tune_weight",
+    "centered_cosines", "centering_of", "fit_centering", "is_current", "language_codes", "tune_weight",
 ]
 
-# 2: per-language centering of multilingual encoders' document vectors.
-CALIBRATION_VERSION = 2
+# 2: per-language centering of multilingual encoders' document vectors; 3: the fitted ``decision``
+# (``skillsearch/retrieval/confidence.py``) copied in for encoders that have one.
+CALIBRATION_VERSION = 3
 # A semantic-only candidate must score this many standard deviations above unrelated pairs. With MiniLM it
 # gives about 0.27 (the hand-set 0.25 of the first version); the same rule holds for any encoder's scale.
 NO_MATCH_SIGMAS = 2.0
@@ -271,6 +273,9 @@ def calibrate(encoder: Encoder, catalog_vectors: np.ndarray | None = None) -> di
         "cosine_center": round(float(unrelated.mean()), 4),
         "cosine_scale": round(max(float(unrelated.std()), 1e-3), 4),
     }
+    decision = packaged_decision(encoder.name)
+    if decision is not None:
+        out["decision"] = decision
     if centering is not None:
         codes = language_codes(catalog, centering)
         out["centering"] = {
@@ -293,6 +298,20 @@ def _calibrate_routes(routed: RoutedEncoder, catalog_vectors: np.ndarray | None)
         "documents": len(catalog),
         "routes": {key: calibrate(part, catalog[:, routed.columns[key]]) for key, part in routed.parts.items()},
     }
+
+
+def is_current(calibration: dict[str, Any], encoder: Encoder) -> bool:
+    """Whether a stored calibration is this code's for this encoder: same version and encoder, and the
+    fitted decision the package ships now (an index calibrated before a refit is recalibrated on open)."""
+    if calibration.get("version") != CALIBRATION_VERSION or calibration.get("encoder") != encoder.name:
+        return False
+    routed = encoder.routed()
+    parts = routed.parts.items() if routed is not None else [(None, encoder)]
+    for key, part in parts:
+        own = calibration if key is None else (calibration.get("routes") or {}).get(key) or {}
+        if own.get("decision") != packaged_decision(part.name):
+            return False
+    return True
 
 
 def tune_weight(

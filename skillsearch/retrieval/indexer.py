@@ -33,7 +33,7 @@ from skillsearch.catalog.rows import IndexRow
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError
 from skillsearch.core.hashing import canonical_json, sha256_hex
-from skillsearch.retrieval.calibration import CALIBRATION_VERSION, calibrate
+from skillsearch.retrieval.calibration import calibrate, is_current
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.lexical import LexicalDoc, LexicalIndex, Searcher, split_identifiers
 from skillsearch.retrieval.routing import Routing
@@ -251,9 +251,10 @@ class SearchIndex:
             return dict(calibration)
 
     def _ensure_calibration(self) -> None:
-        """An index built before calibration existed, or by another encoder's settings, is calibrated now."""
+        """An index built before calibration existed, by another encoder's settings, or without the fitted
+        decision this package ships for its encoder, is calibrated now (its vectors are kept)."""
         c = self.calibration
-        if c.get("version") != CALIBRATION_VERSION or c.get("encoder") != self.encoder.name:
+        if not is_current(c, self.encoder):
             same = c.get("encoder") == self.encoder.name
             self.recalibrate({k: v for k, v in c.items() if k in TUNED_KEYS and same})
 

@@ -28,6 +28,7 @@ This is the one module that imports ``tantivy``; its errors become ours here. De
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -349,6 +350,17 @@ class LexicalIndex:
         for tag in tags:
             must.append((tantivy.Occur.Must, self._filter("tag", [tag])))
         return tantivy.Query.boolean_query(must)
+
+    def terms(self, text: str) -> set[str]:
+        """The English-analysed terms of ``text`` (what the ``all`` field holds of it)."""
+        return set(self._english.analyze(_NON_WORD.sub(" ", text).lower()))
+
+    def query_idf(self, text: str, searcher: tantivy.Searcher) -> dict[str, float]:
+        """Each English term of a request and its BM25 IDF in the ``all`` field (a term no document holds
+        gets the highest IDF): what a perfect match of every term would be worth."""
+        n = int(searcher.num_docs)
+        return {t: math.log(1.0 + (n - (df := searcher.doc_freq("all", t)) + 0.5) / (df + 0.5))
+                for t in self.terms(text)}
 
     def _filter(self, field: str, values: list[str]) -> tantivy.Query:
         return tantivy.Query.const_score_query(tantivy.Query.term_set_query(self.schema, field, values), 0.0)

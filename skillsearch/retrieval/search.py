@@ -13,8 +13,12 @@
    route's numbers.
 5. ``no_match``: when no candidate matches lexically and the best cosine is under the encoder's
    dev-measured threshold (``Encoder.no_match_cosine``) or else its calibrated one, nothing is a good
-   match and the list is left empty rather than padded with noise. The decision is per query, not per hit,
-   so a good match never loses its weaker neighbours.
+   match and the list is left empty rather than padded with noise; so it is when the fitted decision
+   (``skillsearch/retrieval/confidence.py``) says nothing fits (``no_match_reason`` says which). The
+   decision is per query, not per hit, so a good match never loses its weaker neighbours. Every hybrid
+   hit gets a ``confidence`` (monotone with rank); ``min_confidence`` cuts the list. A request that is
+   exactly a skill's slug or name ranks it first and is never refused; a request the encoder cannot read
+   gets a ``notice`` instead of a ``no_match``.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from skillsearch.catalog.importer import slugify
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.domain import (
     FUSION_METHODS,
@@ -43,6 +48,7 @@ from skillsearch.core.settings import Settings
 from skillsearch.core.views import Explanation, SearchHitView, SearchResponse
 from skillsearch.core.visibility import is_visible, visible_grants
 from skillsearch.retrieval.calibration import centered_cosines
+from skillsearch.retrieval.confidence import decision_of, judge, unreadable_language_notice
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.indexer import IndexSnapshot
 from skillsearch.retrieval.lexical import LexicalIndex
@@ -59,6 +65,8 @@ class SearchRequest:
     tags: tuple[str, ...] = ()
     fusion: FusionMethod | None = None
     semantic_weight: float | None = None
+    # Hits whose confidence is under this are left out (hybrid searches of an index with a fitted decision).
+    min_confidence: float | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,9 @@ class Hit:
     skill: Skill
     score: float
     explanation: dict[str, Any]
+    # Probability that this skill is one the request wants (hybrid mode; None without a fitted decision).
+    confidence: float | None = None
+    features: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -76,6 +87,11 @@ class SearchResult:
     fusion: str | None
     took_ms: float
     timings: dict[str, float] = field(default_factory=dict)
+    # Why the list is empty: "low_confidence" (the fitted decision), "below_min_confidence" (the caller's
+    # cut), "no_good_match" (no lexical match, cosine under the floor), "no_candidates".
+    no_match_reason: str | None = None
+    # Set when the request is in a language the configured encoder cannot read (see ``MULTILINGUAL_OFF``).
+    notice: str | None = None
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -110,6 +126,8 @@ def validate(request: SearchRequest, settings: Settings) -> SearchRequest:
         problems.append(f"fusion must be one of {', '.join(FUSION_METHODS)}")
     if request.semantic_weight is not None and not 0.0 <= request.semantic_weight <= 1.0:
         problems.append("semantic_weight must be between 0 and 1")
+    if request.min_confidence is not None and not 0.0 <= request.min_confidence <= 1.0:
+        problems.append("min_confidence must be between 0 and 1")
     if problems:
         raise ValidationError("; ".join(problems), {"problems": problems})
     return request
@@ -187,18 +205,26 @@ def run_search(
     else:
         fused = fuse(cands, method, weight, settings.rrf_k)
 
+    exact = False
+    if request.mode != "semantic":
+        fused, exact = _exact_name_first(request.query, rows, fused, store, snapshot, principal, revoked)
+    notice = unreadable_language_notice(route.encoder, request.query) if use_sem else None
+    decision = decision_of(route.calibration) if request.mode == "hybrid" else None
     threshold = no_match_threshold(settings, route.encoder, route.calibration)
     keep = np.ones(rows.size, dtype=bool)
+    reason = None
     if request.mode == "lexical":
         keep = lexical_rank > 0
-    elif not (lexical_rank > 0).any() and (semantic.size == 0 or float(semantic.max()) < threshold):
-        keep = np.zeros(rows.size, dtype=bool)
+    elif (settings.abstain and notice is None and not (lexical_rank > 0).any()
+          and (semantic.size == 0 or float(semantic.max()) < threshold)):
+        keep, reason = np.zeros(rows.size, dtype=bool), "no_good_match"
     order = np.argsort(-fused, kind="stable")
     order = order[keep[order]]
 
     # Re-check visibility on the fused list against the store, in one round trip.
     t = time.perf_counter()
     hits_out: list[Hit] = []
+    picked: list[int] = []
     chunk = request.limit + 5
     for start in range(0, order.size, chunk):
         part = order[start : start + chunk]
@@ -213,14 +239,29 @@ def run_search(
             if request.tags and not set(request.tags) <= set(skill.tags):
                 continue
             hits_out.append(Hit(skill, float(fused[i]), _explain(cands, int(i), fused, method, weight, request.mode)))
+            picked.append(int(i))
             if len(hits_out) == request.limit:
                 break
         if len(hits_out) == request.limit:
             break
     timings["recheck_ms"] = (time.perf_counter() - t) * 1000
+    named = next((j for j, h in enumerate(hits_out) if _same_name(h.skill.name, request.query)), None)
+    if named and request.mode != "semantic":
+        hits_out.insert(0, hits_out.pop(named))
+        picked.insert(0, picked.pop(named))
+    exact = exact or named is not None
+    # The decision was fitted on unfiltered searches: a kind or tag filter changes the candidate set its
+    # features describe, so such a request keeps only the floor rule above (its hits still get confidences).
+    abstain_by_decision = (settings.abstain and notice is None and not exact and not request.kind
+                           and not request.tags)
+    if request.mode == "hybrid" and hits_out:
+        hits_out, reason = judge(hits_out, picked, cands, request, decision, abstain_by_decision,
+                                 lexical=lexical, searcher=snapshot.searcher)
     return SearchResult(
         hits=hits_out,
         no_match=not hits_out,
+        no_match_reason=(reason or "no_candidates") if not hits_out else None,
+        notice=notice,
         mode=request.mode,
         fusion=method if request.mode == "hybrid" else None,
         took_ms=(time.perf_counter() - started) * 1000,
@@ -259,6 +300,30 @@ def _lexical_candidates(
     if int(visible.sum()) >= depth or keys.size < wide:
         return rows[visible][:depth], scores[visible][:depth]
     return rows_of(*lexical.search(request.query, grants, depth, request.kind, request.tags, searcher=snapshot.searcher))
+
+
+def _exact_name_first(
+    query: str, rows: np.ndarray, fused: np.ndarray, store: CatalogStore, snapshot: IndexSnapshot,
+    principal: Principal, revoked: frozenset[str],
+) -> tuple[np.ndarray, bool]:
+    """A request that is exactly a skill's slug, or its name written as one (``Django Pro``, ``django-pro``),
+    ranks that skill first (above every fused score); several such skills (one slug in several grants)
+    keep their fused order among themselves. Only short requests are looked up (a slug has 64 characters)."""
+    slug = slugify(query) if len(query) <= 80 else ""
+    if not slug or rows.size == 0:
+        return fused, False
+    found = [snapshot.vectors.row_of(s.skill_id) for s in store.skills_by_slug(slug)
+             if is_visible(s.status, s.grant, principal, revoked)]
+    where = np.flatnonzero(np.isin(rows, np.asarray([r for r in found if r is not None], np.int64)))
+    if where.size == 0:
+        return fused, False
+    out = fused.copy()
+    out[where] += float(fused.max() - fused.min()) + 1.0
+    return out, True
+
+
+def _same_name(name: str, query: str) -> bool:
+    return " ".join(name.split()).casefold() == " ".join(query.split()).casefold()
 
 
 def _semantic_weight(request: SearchRequest, settings: Settings, calibration: dict[str, Any] | None) -> float:
@@ -300,11 +365,13 @@ def search_response(request: SearchRequest, result: SearchResult) -> SearchRespo
         mode=result.mode,
         fusion=result.fusion,
         no_match=result.no_match,
+        no_match_reason=result.no_match_reason,
+        notice=result.notice,
         took_ms=round(result.took_ms, 3),
         hits=[
             SearchHitView(
                 skill_id=h.skill.skill_id, slug=h.skill.slug, name=h.skill.name, description=h.skill.description,
-                kind=h.skill.kind, tags=list(h.skill.tags), score=round(h.score, 6),
+                kind=h.skill.kind, tags=list(h.skill.tags), score=round(h.score, 6), confidence=h.confidence,
                 explanation=Explanation(**h.explanation),
             )
             for h in result.hits

@@ -81,6 +81,8 @@ class Descriptor(BaseModel):
     kind: str
     tags: list[str]
     score: float
+    confidence: float | None = Field(
+        None, description="Probability in [0, 1] that this skill is what the query asks for (as in search_skills).")
 
 
 class DescriptorList(BaseModel):
@@ -88,6 +90,8 @@ class DescriptorList(BaseModel):
 
     query: str
     no_match: bool = Field(description="True when nothing in the catalog is a good match for the query.")
+    no_match_reason: str | None = Field(None, description="Why there are no descriptors (as in search_skills).")
+    notice: str | None = Field(None, description="Set when the query's language is not searchable as configured.")
     descriptors: list[Descriptor]
 
 
@@ -248,15 +252,18 @@ def _level0(req: RecallRequest, search: SearchFn) -> CloudSkillEnvelope:
     found = search(SearchRequest(query=req.query, limit=DESCRIPTOR_LIMIT))
     descriptors = [
         Descriptor(skill_id=h.skill_id, slug=h.slug, name=h.name, description=h.description, kind=h.kind,
-                   tags=list(h.tags), score=h.score)
+                   tags=list(h.tags), score=h.score, confidence=h.confidence)
         for h in found.hits
     ]
     warnings = ["no skill is a good match for this query"] if found.no_match else []
+    if found.notice:
+        warnings.append(found.notice)
     return CloudSkillEnvelope(
         kind="descriptor",
         render_status="empty" if not descriptors else "complete",
         warnings=warnings,
-        data=DescriptorList(query=req.query, no_match=found.no_match, descriptors=descriptors),
+        data=DescriptorList(query=req.query, no_match=found.no_match, no_match_reason=found.no_match_reason,
+                            notice=found.notice, descriptors=descriptors),
     )
 
 

@@ -1,0 +1,86 @@
+"""Fit the "does anything fit?" decision on the dev sets and ship it (``skillsearch/retrieval/decisions.json``).
+
+    PYTHONPATH=. python benchmarks/fit_decision.py [--data-root ../shared/data] [--features cos,lex_top,...]
+        [--dry-run]
+
+Searches every dev request of the skills dev set, MetaTool dev (first 2,000) and Seal-Tools dev through
+``Catalog.search`` with abstention off, fits the logistic model (``skillsearch/bench/decision.py``), and
+writes the fitted numbers for the encoder into ``skillsearch/retrieval/decisions.json`` plus the report
+``benchmarks/results/decision-fit-dev.{json,md}`` (fitted and cross-validated numbers). ``--dry-run`` only
+prints the report. Indexes built before a refit are recalibrated when they are next opened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from skillsearch.bench.decision import run_fit
+from skillsearch.retrieval.confidence import FEATURES
+
+ROOT = Path(__file__).resolve().parents[1]
+DECISIONS = ROOT / "skillsearch" / "retrieval" / "decisions.json"
+KEEP = ("version", "features", "mean", "scale", "coef", "intercept", "request", "fitted_on")
+
+
+def _md(report: dict) -> str:  # type: ignore[type-arg]
+    d = report["decision"]
+    lines = [f"## decision fit: {report['encoder']}", "", f"- command: `{report['command']}`",
+             f"- commit {report['commit']}, {report['date']}, {report['machine']} (1-min load"
+             f" {report['load_average_1m']}; the machine was shared)",
+             f"- requests: {json.dumps(d['fitted_on'])}; features {', '.join(d['features'])}",
+             f"- hit model (standardised features): {json.dumps(dict(zip(d['features'], d['coef'], strict=True)))},"
+             f" intercept {d['intercept']}",
+             f"- request model: {json.dumps(dict(zip(d['request']['features'], d['request']['coef'], strict=True)))},"
+             f" intercept {d['request']['intercept']}; no_match below {d['request']['no_match_below']}", "",
+             "| evaluation | set | positives | false abstention | negatives | abstention |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    def rows(label: str, block: dict) -> None:  # type: ignore[type-arg]
+        for name, v in block.items():
+            if isinstance(v, dict) and "positives" in v:
+                lines.append(f"| {label} | {name} | {v['positives']} | {v['false_abstention']} | {v['negatives']}"
+                             f" | {v['abstention']} |")
+    rows("fitted on all (in-sample)", d["dev"])
+    rows("skills 5-fold CV", d["cv_skills_5fold"])
+    for name, block in d["leave_one_dataset_out"].items():
+        rows(f"fitted without {name}", block)
+    lines += ["", "| evaluation | hits with confidence >= 0.8 | share right |", "| --- | --- | --- |"]
+    lines += [f"| in-sample, {k.removeprefix('confidence>=0.8').strip() or 'all sets'} | {v['hits']} | {v['right']} |"
+              for k, v in d["dev"].items() if k.startswith("confidence>=0.8")]
+    lines += [
+              f"| skills 5-fold CV | {d['cv_skills_5fold']['confidence>=0.8']['hits']} |"
+              f" {d['cv_skills_5fold']['confidence>=0.8']['right']} |"]
+    for name, block in d["leave_one_dataset_out"].items():
+        lines.append(f"| fitted without {name} | {block['confidence>=0.8']['hits']} | {block['confidence>=0.8']['right']} |")
+    return "\n".join([*lines, ""])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data-root", default=str(ROOT.parent / "shared" / "data"))
+    parser.add_argument("--cache-dir", default=str(ROOT / "benchmarks" / ".cache"))
+    parser.add_argument("--features", default=",".join(FEATURES))
+    parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--reuse", action="store_true", help="refit on the hits the last run collected")
+    args = parser.parse_args()
+    features = [f for f in args.features.split(",") if f]
+    report = run_fit(Path(args.data_root), Path(args.cache_dir), features=features,
+                     log=lambda s: print(s, file=sys.stderr, flush=True),
+                     command="python " + shlex.join(["benchmarks/fit_decision.py", *sys.argv[1:]]), reuse=args.reuse)
+    print(_md(report))
+    if args.dry_run:
+        return 0
+    shipped = json.loads(DECISIONS.read_text(encoding="utf-8"))
+    shipped[report["encoder"]] = {k: report["decision"][k] for k in KEEP}
+    DECISIONS.write_text(json.dumps(shipped, indent=2) + "\n", encoding="utf-8")
+    out = ROOT / "benchmarks" / "results"
+    (out / "decision-fit-dev.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    (out / "decision-fit-dev.md").write_text(_md(report), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

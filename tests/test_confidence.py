@@ -1,0 +1,138 @@
+"""Confidence, no_match and exact names on the sample catalog, with the real model, Tantivy and SQLite."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from skillsearch.core.domain import Principal
+from skillsearch.core.errors import ValidationError
+from skillsearch.core.settings import Settings
+from skillsearch.retrieval.confidence import FEATURES, Decision, packaged_decision
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.retrieval.search import SearchRequest
+from skillsearch.service import Catalog
+
+OPERATOR = Principal.operator()
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+
+# Requests from other trades: nothing in the sample catalog (git, Python, ops, data, writing) fits them.
+# Two of them share a word with a skill ("table" partitions, "training" models) and are answered anyway:
+# the decision abstains on about 4 in 10 of the dev set's English negatives (docs/benchmarks.md).
+ABSENT = [
+    "recipe for a gluten-free chocolate cake",
+    "what should I plant in my vegetable garden in April",
+    "how tall is mount everest",
+    "find me a cheap flight to Lisbon",
+    "write a birthday poem for my grandmother",
+    "what is the capital of Australia",
+]
+ABSENT_SHARING_WORDS = ["book a table for two at an Italian restaurant on Friday", "tips for training a puppy"]
+# Requests the sample catalog answers, in the words of a user.
+PRESENT = [
+    "the TLS certificate on our web server expires next week",
+    "my Kubernetes pod keeps restarting in CrashLoopBackOff",
+    "undo the last git commit I made",
+]
+
+
+def search(catalog: Catalog, query: str, **kw: object):  # type: ignore[no-untyped-def]
+    return catalog.search(OPERATOR, SearchRequest(query, **kw))  # type: ignore[arg-type]
+
+
+def test_the_default_encoder_ships_a_fitted_decision() -> None:
+    decision = packaged_decision(MINILM)
+    assert decision is not None
+    assert set(decision["features"]) <= set(FEATURES)
+    assert set(decision["request"]["features"]) <= set(FEATURES)
+    assert 0.0 < decision["request"]["no_match_below"] < 1.0
+
+
+@pytest.mark.parametrize("query", ABSENT)
+def test_a_request_for_something_absent_gets_no_match(sample: Catalog, query: str) -> None:
+    result = search(sample, query)
+    assert result.no_match and result.hits == []
+    assert result.no_match_reason in ("low_confidence", "no_good_match")
+    assert result.notice is None
+
+
+@pytest.mark.parametrize("query", ABSENT_SHARING_WORDS)
+def test_an_off_topic_request_sharing_a_word_is_answered_with_low_confidence(sample: Catalog, query: str) -> None:
+    hits = search(sample, query).hits
+    assert hits and all(h.confidence is not None and h.confidence < 0.5 for h in hits)
+
+
+@pytest.mark.parametrize("query", PRESENT)
+def test_a_request_the_catalog_answers_keeps_its_hits_with_monotone_confidence(sample: Catalog, query: str) -> None:
+    result = search(sample, query)
+    assert not result.no_match and len(result.hits) == 10
+    conf = [h.confidence for h in result.hits]
+    assert all(c is not None and 0.0 <= c <= 1.0 for c in conf)
+    assert conf == sorted(conf, reverse=True)  # type: ignore[type-var]
+    assert conf[0] > conf[-1]
+
+
+def test_min_confidence_cuts_the_list_to_the_hits_at_or_above_it(sample: Catalog) -> None:
+    full = search(sample, PRESENT[0]).hits
+    cut_at = (full[0].confidence + full[-1].confidence) / 2  # type: ignore[operator]
+    cut = search(sample, PRESENT[0], min_confidence=cut_at).hits
+    assert 0 < len(cut) < len(full)
+    assert [h.skill.slug for h in cut] == [h.skill.slug for h in full[: len(cut)]]
+    assert all(h.confidence >= cut_at for h in cut)  # type: ignore[operator]
+    nothing = search(sample, PRESENT[0], min_confidence=1.0)
+    assert nothing.no_match and nothing.no_match_reason == "below_min_confidence"
+    with pytest.raises(ValidationError, match="min_confidence"):
+        search(sample, PRESENT[0], min_confidence=1.5)
+
+
+def test_every_sample_skill_ranks_first_for_its_exact_name_and_its_slug(sample: Catalog) -> None:
+    skills = sample.list_skills(OPERATOR, limit=200).items
+    assert len(skills) >= 40
+    for item in skills:
+        skill = sample.store.skill(item.skill_id)
+        assert skill is not None
+        for text in (skill.name, skill.slug, skill.name.upper()):
+            result = search(sample, text)
+            assert result.hits and result.hits[0].skill.slug == skill.slug, (text, [h.skill.slug for h in result.hits])
+
+
+def test_a_request_the_default_encoder_cannot_read_says_how_to_turn_multilingual_on(sample: Catalog) -> None:
+    result = search(sample, "来月の京都旅行で泊まる旅館を予約して")
+    assert not result.no_match and result.hits
+    assert result.notice is not None and "minilm+e5" in result.notice and "SKILLSEARCH_ENCODER" in result.notice
+    assert search(sample, ABSENT[0]).notice is None
+
+
+def test_the_manifest_records_the_decision_and_an_index_without_it_is_recalibrated(
+    sample_dir: Path, tmp_path: Path, encoder: Encoder
+) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(sample_dir, data)
+    manifest_path = data / "manifest.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    assert manifest["calibration"]["decision"] == packaged_decision(MINILM)
+    del manifest["calibration"]["decision"]
+    manifest["calibration"]["version"] = 2  # what an index built before the decision existed holds
+    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
+    catalog = Catalog.open(Settings(data_dir=data), encoder=encoder)
+    try:
+        assert search(catalog, ABSENT[0]).no_match
+        assert catalog.index().calibration["decision"] == packaged_decision(MINILM)
+    finally:
+        catalog.close()
+    rewritten = json.loads(manifest_path.read_text(encoding="utf-8"))
+    assert rewritten["calibration"]["decision"] == packaged_decision(MINILM)
+
+
+def test_confidences_never_rise_down_the_list() -> None:
+    decision = packaged_decision(MINILM)
+    assert decision is not None
+    rng = np.random.default_rng(7)
+    model = Decision.from_dict(decision)
+    for _ in range(50):
+        conf = model.confidences(rng.normal(size=(10, len(FEATURES))))
+        assert np.all(np.diff(conf) <= 0) and np.all((conf >= 0) & (conf <= 1))
