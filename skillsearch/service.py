@@ -16,6 +16,7 @@ from pathlib import Path
 from threading import Event, RLock
 from typing import Any
 
+from skillsearch.catalog.changes import changed_at, visible_mark
 from skillsearch.catalog.importer import parse_path
 from skillsearch.catalog.imports import ImportReport, store_import
 from skillsearch.catalog.reads import get_detail, list_page, resolve_flow
@@ -33,12 +34,15 @@ from skillsearch.retrieval.search import SearchRequest, SearchResult, run_search
 from skillsearch.sync.client import HttpSubscriptionClient, SubscriptionClient
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig
 from skillsearch.sync.contract import WebhookEvent
+from skillsearch.sync.local import LocalSources
 from skillsearch.sync.poller import Poller
 from skillsearch.sync.runner import SyncReport, sync_subscription
+from skillsearch.sync.sources import SourceConfig
 from skillsearch.sync.status import SyncStatus, sync_status
 from skillsearch.sync.webhook import apply_event
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
 from skillsearch.usecases.skill_files import legacy_skill_md_note
+from skillsearch.usecases.sources import LocalSourcesUseCase
 
 __all__ = ["Catalog", "ImportReport", "Readiness", "sample_catalog_dir"]
 
@@ -53,6 +57,7 @@ def sample_catalog_dir() -> Path:
 class Readiness:
     documents: int
     generation: int
+    changed_at: str | None = None  # when the catalog last changed
 
 
 class Catalog:
@@ -65,6 +70,7 @@ class Catalog:
         self._encoder = encoder
         self._index: SearchIndex | None = None
         self._lock = RLock()
+        self.sources = LocalSourcesUseCase(self)  # local folders and git repositories
         self._results: LRU[tuple[Any, ...], SearchResult] = LRU(settings.result_cache_size)
         self._queries = QueryEncoders(lambda: self.encoder, settings)  # search's, over the batching service
 
@@ -194,7 +200,7 @@ class Catalog:
             raise IndexNotReadyError("the index does not match the catalog yet", {
                 "index_generation": snap.generation, "store_generation": generation,
                 "vectors": docs, "lexical": lexical_docs})
-        return Readiness(documents=docs, generation=generation)
+        return Readiness(documents=docs, generation=generation, changed_at=changed_at(self.store))
 
     def indexed_documents(self) -> int:
         """Skills in the search index; 0 while it cannot be opened."""
@@ -381,8 +387,10 @@ class Catalog:
                 http.close()
         return reports
 
-    def sync_status(self, config: SyncConfig, poller: Poller | None = None) -> SyncStatus:
-        return sync_status(self.store, config, poller.status() if poller is not None else None)
+    def sync_status(self, config: SyncConfig | None, poller: Poller | None = None,
+                    sources: Sequence[SourceConfig] = (), keeper: LocalSources | None = None) -> SyncStatus:
+        return sync_status(self.store, config, poller.status() if poller is not None else None,
+                           sources, keeper.status() if keeper is not None else None)
 
     def receive_webhook_event(self, config: SyncConfig, event: WebhookEvent, now: float) -> str:
         """Applies a webhook event that :func:`~skillsearch.sync.webhook.verify_webhook` proved."""
@@ -404,3 +412,7 @@ class Catalog:
             stop_event=stop,
             on_stop=http.close if client is None else None,
         )
+
+    def change_mark(self, principal: Principal) -> tuple[Any, ...]:
+        """Moves whenever a skill ``principal`` can (or could) see is added, changed, withdrawn or revoked."""
+        return visible_mark(self.store, principal)

@@ -265,6 +265,10 @@ class CatalogStore:
             "INSERT INTO meta (key, value) VALUES ('generation', '1')"
             " ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
         )
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('changed_at', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (utc_now(),),
+        )
 
     def revoked_at(self, subscription_id: str) -> str | None:
         row = self.connection().execute(

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from skillsearch.cli import bench, catalog, mcp, serve, sync, tokens
+from skillsearch.cli import bench, catalog, mcp, serve, sources, sync, tokens
 from skillsearch.core.errors import SkillSearchError, error_body
 
 __all__ = ["build_parser", "main"]
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     catalog.add_commands(sub)  # import, search, list, get, resolve, reindex
     sync.add_commands(sub)  # sync, upstream
+    sources.add_commands(sub)  # sources list|add|remove|sync
     mcp.add_commands(sub)
     serve.add_commands(sub)
     tokens.add_commands(sub)

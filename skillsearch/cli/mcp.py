@@ -12,6 +12,8 @@ from skillsearch.cli.common import Subparsers, add_command, add_grants, progress
 from skillsearch.core.domain import GRANT_PATTERN, SCOPE_MEMORY_READ, Principal
 from skillsearch.core.errors import ValidationError
 from skillsearch.service import Catalog
+from skillsearch.sync.config import default_config_path
+from skillsearch.sync.sources import load_sources
 
 if TYPE_CHECKING:
     from skillsearch.mcp.server import SkillSearchMCP
@@ -58,6 +60,7 @@ def mcp_principal_from_args(args: argparse.Namespace) -> Principal:
 
 def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = None) -> SkillSearchMCP:
     """The server ``skillsearch mcp`` runs: its principal, data directory and host tool names."""
+    from skillsearch.mcp.changes import ChangeNotifier
     from skillsearch.mcp.server import build_mcp_server
 
     principal = mcp_principal_from_args(args)
@@ -65,11 +68,16 @@ def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = Non
     progress = progress_factory(not args.quiet)
     log.info("MCP server as principal %s (%s)", principal.name,
              "every grant" if principal.grants is None else ", ".join(sorted(principal.grants)))
+    sources = () if getattr(args, "no_sources", False) else load_sources(default_config_path(Path(args.data_dir)))
+    stdio = not getattr(args, "http", False)
     return build_mcp_server(
-        lambda: Catalog.open(settings, encoder=encoder, progress=progress),
+        lambda: Catalog.open(settings, encoder=encoder, progress=progress, seed=False if sources else None),
         principal,
         known_tools=args.host_tool,
         log_level="INFO" if args.verbose else "WARNING",
+        # Over stdio the one principal's sessions are told when what they see changes; HTTP is stateless.
+        notifier=ChangeNotifier(principal) if stdio else None,
+        while_open=[lambda catalog: catalog.sources.keeper(sources).lifespan()] if sources else [],
     )
 
 
@@ -99,3 +107,5 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--http", action="store_true", help="streamable HTTP on --host/--port at /mcp instead of stdio")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--no-sources", action="store_true",
+                   help="do not mirror and watch the [[sources]] of <data-dir>/sync.toml")

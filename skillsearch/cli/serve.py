@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from skillsearch.cli.common import Subparsers, add_command, principals_path, progress_factory, settings_from_args
 from skillsearch.core.domain import Principal
 from skillsearch.service import Catalog
-from skillsearch.sync.config import SyncConfig, default_config_path, load_config
+from skillsearch.sync.config import SyncConfig, default_config_path, load_config, load_subscriptions
+from skillsearch.sync.sources import SourceConfig, load_sources
 
 if TYPE_CHECKING:
     from fastapi import APIRouter, FastAPI
@@ -49,11 +50,12 @@ def _serve_banner(url: str, demo: bool, principals: Path) -> str:
 
 
 def build_serve_app(catalog: Catalog, registry: PrincipalRegistry, host: str = "127.0.0.1",
-                    sync: SyncConfig | None = None) -> FastAPI:
+                    sync: SyncConfig | None = None, sources: Sequence[SourceConfig] = ()) -> FastAPI:
     """What ``skillsearch serve`` runs: the HTTP app with MCP's streamable HTTP transport at ``/mcp``, both
     authenticated by the same bearer tokens (the MCP catalog tools need ``skills:read`` as the REST routes
     do; recall needs ``memory:read`` on both). With ``sync``, a background poller keeps the subscriptions in
-    sync, and ``POST /v1/sync/webhook`` (HMAC-signed) and ``GET /v1/sync/status`` (bearer token) are served."""
+    sync, and ``POST /v1/sync/webhook`` (HMAC-signed) and ``GET /v1/sync/status`` (bearer token) are served.
+    With ``sources``, the local sources are mirrored on their intervals and folder sources watched."""
     from skillsearch.http.app import create_app
     from skillsearch.http.auth import SCOPE_SKILLS_READ
     from skillsearch.mcp.server import build_mcp_server
@@ -66,12 +68,17 @@ def build_serve_app(catalog: Catalog, registry: PrincipalRegistry, host: str = "
                                       host=host)
     routers: list[APIRouter] = []
     lifespans: list[Lifespan] = [lambda _app: mcp_lifespan()]
-    if sync is not None:
+    if sync is not None or sources:
         from skillsearch.http.sync_routes import make_sync_router
 
-        poller = catalog.make_poller(sync)
-        routers.append(make_sync_router(catalog, sync, poller, authenticate=registry.authenticate_header))
-        lifespans.append(lambda _app: poller.lifespan())
+        poller = catalog.make_poller(sync) if sync is not None else None
+        keeper = catalog.sources.keeper(sources) if sources else None
+        routers.append(make_sync_router(catalog, sync, poller, authenticate=registry.authenticate_header,
+                                        sources=sources, keeper=keeper))
+        if poller is not None:
+            lifespans.append(lambda _app: poller.lifespan())
+        if keeper is not None:
+            lifespans.append(lambda _app: keeper.lifespan())
     return create_app(catalog, principals=registry, mounts=[("/mcp", mcp_app)], routers=routers,
                       lifespans=lifespans)
 
@@ -82,13 +89,15 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     from skillsearch.http.server import serve
 
     sync_path = Path(args.sync_config) if args.sync_config else default_config_path(Path(args.data_dir))
-    sync = load_config(sync_path) if not args.no_sync and (args.sync_config or sync_path.exists()) else None
+    use = not args.no_sync and (args.sync_config or sync_path.exists())
+    sync = (load_config(sync_path) if args.sync_config else load_subscriptions(sync_path)) if use else None
+    sources = load_sources(sync_path) if use else ()
     # A synced catalog is not seeded with the sample: its demo subscriptions would collide with real ones.
-    catalog = Catalog.open(settings_from_args(args), seed=False if sync else None,
+    catalog = Catalog.open(settings_from_args(args), seed=False if sync or sources else None,
                            progress=progress_factory(not args.quiet))
     principals = principals_path(args)
     registry = PrincipalRegistry.for_catalog(catalog, principals)
-    app = build_serve_app(catalog, registry, args.host, sync)
+    app = build_serve_app(catalog, registry, args.host, sync, sources)
     configure_json_logging(logging.DEBUG if args.verbose else logging.INFO)
 
     def started(url: str) -> None:
@@ -108,4 +117,4 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     p.add_argument("--principals", help="principals file (default <data-dir>/principals.toml)")
     p.add_argument("--sync-config", help="sync settings (TOML); default <data-dir>/sync.toml when it exists")
-    p.add_argument("--no-sync", action="store_true", help="do not poll the subscription platform")
+    p.add_argument("--no-sync", action="store_true", help="do not poll the subscription platform nor keep the local sources")

@@ -11,52 +11,66 @@ from pathlib import Path
 from typing import TextIO
 
 from skillsearch.cli.common import Subparsers, add_command, emit, progress_factory, settings_from_args
+from skillsearch.cli.sources import report_text, run_sources
+from skillsearch.core.errors import ValidationError
 from skillsearch.service import Catalog
-from skillsearch.sync.config import SyncConfig, default_config_path, load_config
+from skillsearch.sync.config import SyncConfig, default_config_path, load_config, load_subscriptions
+from skillsearch.sync.sources import SourceConfig, load_sources
 
 __all__ = ["add_commands"]
 
 log = logging.getLogger("skillsearch")
 
 
-def _sync_config(args: argparse.Namespace) -> SyncConfig:
-    return load_config(Path(args.config) if args.config else default_config_path(Path(args.data_dir)))
+def _sync_config(args: argparse.Namespace) -> tuple[SyncConfig | None, tuple[SourceConfig, ...]]:
+    """The subscriptions and the local sources of the sync file; refused when it configures neither."""
+    path = Path(args.config) if args.config else default_config_path(Path(args.data_dir))
+    config, sources = load_subscriptions(path), load_sources(path)
+    if config is None and not sources:
+        load_config(path)  # raises with the reason (no file, or no [upstream] table)
+    return config, sources
 
 
 def cmd_sync(args: argparse.Namespace, out: TextIO) -> int:
-    config = _sync_config(args)
+    config, sources = _sync_config(args)
     catalog = Catalog(settings_from_args(args))  # creates the store before anything is announced
     if args.status:
-        status = catalog.sync_status(config)
-        emit(out, args, status.model_dump(), lambda: "\n".join(
-            f"{s.subscription_id}: cursor={s.cursor or '-'} last_success={s.last_success or '-'}"
-            f" active={s.skills_active} archived={s.skills_archived}{' REVOKED' if s.revoked else ''}"
-            + (f"\n  last error: {s.last_error}" if s.last_error else "")
-            for s in status.subscriptions
-        ) or "no subscriptions configured")
+        status = catalog.sync_status(config, sources=sources)
+        emit(out, args, status.model_dump(), lambda: "\n".join([
+            *(f"{s.subscription_id}: cursor={s.cursor or '-'} last_success={s.last_success or '-'}"
+              f" active={s.skills_active} archived={s.skills_archived}{' REVOKED' if s.revoked else ''}"
+              + (f"\n  last error: {s.last_error}" if s.last_error else "") for s in status.subscriptions),
+            *(f"source {s.name} ({s.kind}): last_success={s.last_success or '-'} active={s.skills_active}"
+              f" archived={s.skills_archived}" + (f" commit={s.commit[:12]}" if s.commit else "")
+              + (f"\n  last error: {s.last_error}" if s.last_error else "") for s in status.sources),
+        ]) or "no subscriptions or sources configured")
         return 0
     log.info("sync: opening the index in %s", args.data_dir)
     catalog.index(progress_factory(not args.quiet))  # opened (and repaired) before the first page, never seeded
-    reports = catalog.sync_once(config, args.subscription or None)
+    reports = catalog.sync_once(config, args.subscription or None) if config is not None else []
+    if args.subscription and config is None:
+        raise ValidationError("no subscriptions are configured", {"unknown": args.subscription})
     for r in reports:
         for rej in r.outcome.rejected:
             print(f"rejected: {r.subscription_id}: {rej}", file=sys.stderr)
         if r.error:
             print(f"error: {r.subscription_id}: {r.error['code']}: {r.error['message']}", file=sys.stderr)
-    payload = {"subscriptions": [r.to_dict() for r in reports]}
+    source_reports = run_sources(catalog, sources) if not args.subscription else []
+    payload = {"subscriptions": [r.to_dict() for r in reports], "sources": [r.to_dict() for r in source_reports]}
 
     def text() -> str:
-        return "\n".join(
+        return "\n".join([*(
             f"{r.subscription_id}: failed" if r.error else
             f"{r.subscription_id}: {'full' if r.full else 'incremental'}{' REVOKED' if r.revoked else ''},"
             f" {r.pages} page(s): {len(r.outcome.created)} created, {len(r.outcome.updated)} updated,"
             f" {len(r.outcome.archived)} archived, {len(r.outcome.deleted)} deleted,"
             f" {len(r.outcome.rejected)} rejected, {r.embedded} embedded in {r.seconds:.1f}s"
             for r in reports
-        ) or "no subscriptions configured"
+        ), *(f"source {report_text(r)}" for r in source_reports)]) or "no subscriptions or sources configured"
 
     emit(out, args, payload, text)
-    return 1 if any(r.error or r.outcome.rejected for r in reports) else 0
+    failed = any(r.error or r.outcome.rejected for r in reports) or any(r.error or r.refused for r in source_reports)
+    return 1 if failed else 0
 
 
 def cmd_upstream(args: argparse.Namespace, out: TextIO) -> int:
@@ -72,10 +86,11 @@ def cmd_upstream(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def add_commands(sub: Subparsers) -> None:
-    p = add_command(sub, "sync", cmd_sync, "pull every waiting change from the subscription platform once")
+    p = add_command(sub, "sync", cmd_sync, "pull every waiting change from the subscription platform and mirror"
+                    " every local source, once")
     p.add_argument("--config", help="sync settings (TOML); default <data-dir>/sync.toml")
     p.add_argument("--subscription", action="append", metavar="ID", help="only this subscription (repeatable)")
-    p.add_argument("--status", action="store_true", help="show cursor, last success, last error, counts")
+    p.add_argument("--status", action="store_true", help="show cursor or commit, last success, last error, counts")
 
     p = add_command(sub, "upstream", cmd_upstream, "serve folders of skills as a reference subscription platform")
     p.add_argument("--from", dest="sources", action="append", required=True, metavar="[ID=]PATH",

@@ -24,7 +24,8 @@ def healthz() -> HealthResponse:
             summary="The index is loaded and reflects the catalog store.")
 def readyz(catalog: CatalogDep) -> ReadyResponse:
     ready = catalog.readiness()  # INDEX_NOT_READY (503) otherwise
-    return ReadyResponse(status="ready", documents=ready.documents, generation=ready.generation)
+    return ReadyResponse(status="ready", documents=ready.documents, generation=ready.generation,
+                         changed_at=ready.changed_at)
 
 
 @router.get("/metrics", operation_id="metrics", summary="Prometheus metrics.", response_class=Response,

@@ -78,6 +78,7 @@ class ReadyResponse(BaseModel):
     status: Literal["ready"]
     documents: int = Field(description="Skills in the search index.")
     generation: int = Field(description="The catalog store generation the index reflects.")
+    changed_at: str | None = Field(None, description="When the catalog last changed (any sync, import or source).")
 
 
 STATUS_TEXT = {400: "Invalid request (VALIDATION_ERROR, REVISION_PINNING_VIOLATION)",

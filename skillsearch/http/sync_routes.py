@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -19,11 +19,13 @@ from fastapi.responses import JSONResponse
 from skillsearch.core.errors import SkillSearchError, ValidationError, error_body
 from skillsearch.sync.config import SyncConfig
 from skillsearch.sync.contract import WebhookEvent
+from skillsearch.sync.sources import SourceConfig
 from skillsearch.sync.status import SyncStatus
 from skillsearch.sync.webhook import MAX_WEBHOOK_BYTES, verify_webhook
 
 if TYPE_CHECKING:
     from skillsearch.service import Catalog
+    from skillsearch.sync.local import LocalSources
     from skillsearch.sync.poller import Poller
 
 __all__ = ["make_sync_router"]
@@ -37,17 +39,28 @@ def _error(exc: SkillSearchError) -> JSONResponse:
 
 def make_sync_router(
     catalog: Catalog,
-    config: SyncConfig,
+    config: SyncConfig | None,
     poller: Poller | None = None,
     *,
     authenticate: Callable[[str | None], object] | None = None,
     clock: Callable[[], float] = time.time,
+    sources: Sequence[SourceConfig] = (),
+    keeper: LocalSources | None = None,
 ) -> APIRouter:
     """The sync routes, self-contained (they answer their own errors). ``authenticate`` guards the status
     route, which names subscriptions and errors: it gets the ``Authorization`` header and raises a
     :class:`SkillSearchError` (e.g. ``UNAUTHENTICATED``) to refuse. The webhook has its own HMAC proof and
-    must not sit behind the app's bearer tokens."""
+    must not sit behind the app's bearer tokens. Without ``config`` (only local ``sources``) there is no
+    webhook; the status route then shows the sources alone."""
     router = APIRouter(tags=["sync"])
+    if config is not None:
+        _add_webhook(router, catalog, config, poller, clock)
+    _add_status(router, catalog, config, poller, authenticate, sources, keeper)
+    return router
+
+
+def _add_webhook(router: APIRouter, catalog: Catalog, config: SyncConfig, poller: Poller | None,
+                 clock: Callable[[], float]) -> None:
     upstream = config.upstream
 
     @router.post(
@@ -81,10 +94,14 @@ def make_sync_router(
         return JSONResponse({"accepted": True, "event_id": event.id, "type": event.type, "action": action},
                             status_code=202)
 
+
+def _add_status(router: APIRouter, catalog: Catalog, config: SyncConfig | None, poller: Poller | None,
+                authenticate: Callable[[str | None], object] | None, sources: Sequence[SourceConfig],
+                keeper: LocalSources | None) -> None:
     @router.get(
         "/v1/sync/status",
         response_model=SyncStatus,
-        summary="Per subscription: cursor, last success, last error, counts",
+        summary="Per subscription and local source: cursor or commit, last success, last error, counts",
         responses={401: {"description": "missing or unknown bearer token"}},
     )
     def status(request: Request) -> Any:
@@ -93,6 +110,4 @@ def make_sync_router(
                 authenticate(request.headers.get("authorization"))
             except SkillSearchError as exc:
                 return _error(exc)
-        return catalog.sync_status(config, poller)
-
-    return router
+        return catalog.sync_status(config, poller, sources, keeper)

@@ -36,6 +36,7 @@ from mcp_types import CallToolResult, InputRequiredResult
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import SkillSearchError, ValidationError, error_body, invalid_input
 from skillsearch.mcp import skills_extension, tools_catalog, tools_recall
+from skillsearch.mcp.changes import ChangeNotifier, WhileOpen, serving_changes
 from skillsearch.mcp.context import ErrorShape, PrincipalProvider, ServerState, ToolGroup, ToolPolicy, error_result
 from skillsearch.service import Catalog
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES
@@ -116,19 +117,24 @@ def build_mcp_server(
     name: str = "skillsearch",
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "WARNING",
     extensions: Sequence[Extension] = (),
+    notifier: ChangeNotifier | None = None,
+    while_open: Sequence[WhileOpen] = (),
 ) -> SkillSearchMCP:
     """The MCP server with the five tools. ``known_tools``: the host's tool names, so that a template
     naming any other tool is ``SKILL_INVALID``; ``max_content_bytes``: the recall content cap;
     ``catalog_scope``: a scope the four catalog tools require (the HTTP app's ``skills:read``; ``None``
     over stdio), ``ACCESS_DENIED`` without it. ``recall_cloud_skill`` always requires ``memory:read``.
-    ``extensions``: MCP protocol extensions served beside the tools."""
+    ``extensions``: MCP protocol extensions served beside the tools. ``notifier``: tells connected sessions
+    when the skills they can see change (``mcp/changes.py``); ``while_open``: what runs while the catalog is
+    open (the local sources' keeper)."""
     policy = ToolPolicy(_provider(principal_provider), catalog_scope,
                         frozenset(known_tools) if known_tools is not None else None, max_content_bytes)
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
         if isinstance(catalog, Catalog):
-            yield ServerState(catalog, policy)
+            async with serving_changes(catalog, notifier, while_open):
+                yield ServerState(catalog, policy)
             return
         failure: SkillSearchError | None = None
         try:
@@ -137,7 +143,11 @@ def build_mcp_server(
             log.error("cannot open the catalog: %s: %s", exc.code, exc.message)
             opened, failure = None, exc
         try:
-            yield ServerState(opened, policy, failure)
+            if opened is None:
+                yield ServerState(opened, policy, failure)
+            else:
+                async with serving_changes(opened, notifier, while_open):
+                    yield ServerState(opened, policy, failure)
         finally:
             if opened is not None:
                 opened.close()
@@ -147,7 +157,10 @@ def build_mcp_server(
                                          catalog_scope=catalog_scope)
     hint = CacheHint(ttl_ms=skills_extension.TTL_MS, scope=skills.cache_scope)
     server = SkillSearchMCP(name=name, instructions=INSTRUCTIONS, lifespan=lifespan, log_level=log_level,
-                            extensions=[skills, *extensions], cache_hints={m: hint for m in _HINTED})
+                            extensions=[skills, *extensions], cache_hints={m: hint for m in _HINTED},
+                            subscriptions=notifier.bus if notifier is not None else None)
+    if notifier is not None:
+        server.middleware.append(notifier.middleware)
     for group in TOOL_GROUPS:
         server.error_shapes.update(group.register(server))
     skills_extension.register(server, skills)

@@ -12,6 +12,11 @@ Layout, one concept per module:
     poller.py     background thread: intervals with jitter, backoff, triggers
     status.py     per-subscription status view
     webhook.py    webhook signature check, replay guard and the event's effect on the store
+    sources.py    local sources ([[sources]]: folders and git repositories) in the same TOML file
+    mirror.py     one run of a local source: read it whole, apply the difference (archive what is gone)
+    git.py        the git command line: fetch into a bare cache, export a tree (bounded, prompt-free)
+    watch.py      watchfiles: one batch per burst of writes under a folder source
+    local.py      the keeper: poller + watcher of the local sources under serve / mcp
 """
 
 from __future__ import annotations

@@ -35,7 +35,14 @@ from typing import Any
 from skillsearch.core.errors import ValidationError
 from skillsearch.sync.contract import SUBSCRIPTION_ID_PATTERN
 
-__all__ = ["SubscriptionConfig", "SyncConfig", "UpstreamConfig", "default_config_path", "load_config"]
+__all__ = [
+    "SubscriptionConfig",
+    "SyncConfig",
+    "UpstreamConfig",
+    "default_config_path",
+    "load_config",
+    "load_subscriptions",
+]
 
 CONFIG_FILENAME = "sync.toml"
 _SUB_ID = re.compile(SUBSCRIPTION_ID_PATTERN)
@@ -169,4 +176,19 @@ def load_config(path: Path) -> SyncConfig:
         ) from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ValidationError(f"{path} is not a readable TOML file: {exc}", {"path": str(path)}) from None
+    return parse_config(data, str(path))
+
+
+def load_subscriptions(path: Path) -> SyncConfig | None:
+    """Like :func:`load_config`, but ``None`` when the file is missing or configures no upstream and no
+    subscription (a file may hold only local ``[[sources]]``, see ``skillsearch.sync.sources``)."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ValidationError(f"{path} is not a readable TOML file: {exc}", {"path": str(path)}) from None
+    if "upstream" not in data and not data.get("subscriptions"):
+        return None
     return parse_config(data, str(path))

@@ -25,23 +25,37 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, Protocol
 
 import anyio
+from typing_extensions import TypeVar
 
 from skillsearch.core.errors import SkillSearchError
 from skillsearch.sync.config import SubscriptionConfig
 
-__all__ = ["Poller", "PollerEntry"]
+__all__ = ["Poller", "PollerEntry", "Scheduled"]
 
 log = logging.getLogger("skillsearch.sync")
 
 JITTER = 0.1
 
 
+class Scheduled(Protocol):
+    """What the poller schedules: a subscription, or a local source (``skillsearch.sync.sources``)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def interval_s(self) -> float: ...
+
+
+T = TypeVar("T", bound=Scheduled, default=SubscriptionConfig)
+
+
 @dataclass
-class PollerEntry:
-    sub: SubscriptionConfig
+class PollerEntry(Generic[T]):
+    sub: T
     due: float
     failures: int = 0
     runs: int = 0
@@ -51,13 +65,13 @@ class PollerEntry:
     last_report: dict[str, Any] | None = None
 
 
-class Poller:
+class Poller(Generic[T]):
     """Runs ``run(subscription)`` for each subscription on its interval, with backoff and triggers."""
 
     def __init__(
         self,
-        run: Callable[[SubscriptionConfig, threading.Event], Any],
-        subscriptions: Sequence[SubscriptionConfig],
+        run: Callable[[T, threading.Event], Any],
+        subscriptions: Sequence[T],
         *,
         backoff_base_s: float = 1.0,
         backoff_max_s: float = 300.0,
@@ -71,7 +85,7 @@ class Poller:
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
         now = time.monotonic()
-        self._entries = {s.id: PollerEntry(s, now) for s in subscriptions}
+        self._entries: dict[str, PollerEntry[T]] = {s.id: PollerEntry(s, now) for s in subscriptions}
         self._cond = threading.Condition()
         self._stop = stop_event or threading.Event()
         self._thread: threading.Thread | None = None
@@ -158,7 +172,7 @@ class Poller:
     def _jitter(self, seconds: float) -> float:
         return seconds * self._rng.uniform(1.0 - JITTER, 1.0 + JITTER)
 
-    def _next(self) -> PollerEntry | None:
+    def _next(self) -> PollerEntry[T] | None:
         """Wait for the earliest due subscription; ``None`` when stopping."""
         with self._cond:
             while not self._stop.is_set():

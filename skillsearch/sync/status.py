@@ -3,14 +3,18 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from skillsearch.catalog.changes import changed_at
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.sync.config import SyncConfig
+from skillsearch.sync.sources import SourceConfig
 
-__all__ = ["SubscriptionStatus", "SyncStatus", "sync_status"]
+__all__ = ["SourceStatus", "SubscriptionStatus", "SyncStatus", "sources_status", "sync_status"]
 
 
 class SubscriptionStatus(BaseModel):
@@ -27,14 +31,53 @@ class SubscriptionStatus(BaseModel):
     poller: dict[str, Any] | None = Field(None, description="The background poller's view, when one runs.")
 
 
+class SourceStatus(BaseModel):
+    name: str
+    kind: str = Field(description="folder or git")
+    grant: str
+    location: str = Field(description="The folder, or the repository URL with #ref and :subdir.")
+    commit: str | None = Field(None, description="A git source: the commit it last applied.")
+    last_success: str | None = Field(description="When a run last applied the source whole.")
+    last_error: str | None = Field(description="The latest failure or refused skill, with its time.")
+    skills_active: int
+    skills_archived: int
+    counts: dict[str, int] = Field(description="Totals since the first run: runs, added, changed, removed, ...")
+    runner: dict[str, Any] | None = Field(None, description="The background runner's view, when one runs.")
+
+
 class SyncStatus(BaseModel):
-    upstream_url: str
+    upstream_url: str | None
     subscriptions: list[SubscriptionStatus]
+    sources: list[SourceStatus] = Field(default_factory=list)
+    catalog_changed_at: str | None = Field(None, description="When the catalog last changed, from any source.")
 
 
-def sync_status(store: CatalogStore, config: SyncConfig, poller: dict[str, dict[str, Any]] | None = None) -> SyncStatus:
+def sources_status(store: CatalogStore, sources: Sequence[SourceConfig],
+                   runner: dict[str, dict[str, Any]] | None = None) -> list[SourceStatus]:
     out = []
-    for sub in config.subscriptions:
+    for source in sources:
+        state = store.sync.state(source.name)
+        skills = store.skills(store.skill_ids_of_source(source.name))
+        active = sum(1 for s in skills.values() if s.status == "active")
+        try:
+            cursor = json.loads(state.cursor) if state and state.cursor else {}
+        except json.JSONDecodeError:
+            cursor = {}
+        commit = cursor.get("commit") if isinstance(cursor, dict) else None
+        out.append(SourceStatus(
+            name=source.name, kind=source.kind, grant=source.grant, location=source.location,
+            commit=commit if isinstance(commit, str) else None,
+            last_success=state.last_success if state else None, last_error=state.last_error if state else None,
+            skills_active=active, skills_archived=len(skills) - active,
+            counts=dict(state.counts) if state else {}, runner=(runner or {}).get(source.name),
+        ))
+    return out
+
+
+def sync_status(store: CatalogStore, config: SyncConfig | None, poller: dict[str, dict[str, Any]] | None = None,
+                sources: Sequence[SourceConfig] = (), runner: dict[str, dict[str, Any]] | None = None) -> SyncStatus:
+    out = []
+    for sub in config.subscriptions if config is not None else ():
         state = store.sync.state(sub.source)
         ids = store.skill_ids_of_source(sub.source)
         skills = store.skills(ids)
@@ -53,4 +96,5 @@ def sync_status(store: CatalogStore, config: SyncConfig, poller: dict[str, dict[
             counts=dict(state.counts) if state else {},
             poller=(poller or {}).get(sub.id),
         ))
-    return SyncStatus(upstream_url=config.upstream.url, subscriptions=out)
+    return SyncStatus(upstream_url=config.upstream.url if config is not None else None, subscriptions=out,
+                      sources=sources_status(store, sources, runner), catalog_changed_at=changed_at(store))

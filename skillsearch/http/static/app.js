@@ -161,6 +161,16 @@ function applyState(state) {
   $("#kind").value = state.kind || "";
 }
 
+async function showChanged() {
+  // When the catalog last changed (a sync, an import, a watched folder): from /readyz, no token needed.
+  try {
+    const ready = await (await fetch("/readyz")).json();
+    $("#changed").textContent = ready.changed_at
+      ? `Catalog last changed ${new Date(ready.changed_at).toLocaleString()} · ` : "";
+    $("#changed").title = ready.changed_at || "";
+  } catch (_) { /* the page works without it */ }
+}
+
 async function runSearch(state) {
   $("#detail-view").hidden = true;
   $("#results-view").hidden = false;
@@ -189,6 +199,7 @@ async function runSearch(state) {
     $("#status").textContent = "";
     showError(err);
   }
+  await showChanged();
   document.body.dataset.searches = String(++searches);
 }
 
@@ -327,6 +338,7 @@ async function init() {
   }
   $("#kind").addEventListener("change", () => { if ($("#q").value.trim()) $("#search-form").requestSubmit(); });
   window.addEventListener("hashchange", route);
+  await showChanged();
   await route();
   document.body.dataset.ready = "true";
 }

@@ -1,0 +1,138 @@
+"""``skillsearch sources list|add|remove|sync``: local skill sources (folders, git repositories) kept in
+``<data-dir>/sync.toml`` beside the subscriptions (see ``skillsearch/sync/sources.py``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from skillsearch.cli.common import Subparsers, add_command, emit, progress_factory, settings_from_args
+from skillsearch.core.errors import ValidationError
+from skillsearch.service import Catalog
+from skillsearch.sync.config import default_config_path
+from skillsearch.sync.mirror import SourceReport
+from skillsearch.sync.sources import DEFAULT_INTERVAL_S, SourceConfig, add_source, load_sources, remove_source
+
+__all__ = ["add_commands", "config_path", "report_text", "run_sources"]
+
+
+def config_path(args: argparse.Namespace) -> Path:
+    return Path(args.config) if getattr(args, "config", None) else default_config_path(Path(args.data_dir))
+
+
+def report_text(r: SourceReport) -> str:
+    if r.error:
+        return f"{r.source}: failed: {r.error}"
+    if r.skipped:
+        return f"{r.source}: nothing new at {r.commit[:12] if r.commit else '-'}"
+    at = f" at {r.commit[:12]}" if r.commit else ""
+    return (f"{r.source}{at}: {len(r.added)} added, {len(r.changed)} changed, {len(r.removed)} removed,"
+            f" {r.unchanged} unchanged, {len(r.refused)} refused, {r.index.embedded if r.index else 0} embedded")
+
+
+def run_sources(catalog: Catalog, sources: tuple[SourceConfig, ...], names: list[str] | None = None,
+                **kwargs: Any) -> list[SourceReport]:
+    """One run of each source (or of those named); problems go to stderr, one per line."""
+    if names:
+        unknown = sorted(set(names) - {s.name for s in sources})
+        if unknown:
+            raise ValidationError(f"no source named {', '.join(unknown)}", {"unknown": unknown})
+        sources = tuple(s for s in sources if s.name in names)
+    reports = [catalog.sources.sync(s, **kwargs) for s in sources]
+    for r in reports:
+        for w in r.warnings:
+            print(f"warning: {r.source}: {w}", file=sys.stderr)
+        for ref in r.refused:
+            print(f"refused: {r.source}: {ref.file}: {ref.reason}", file=sys.stderr)
+        if r.error:
+            print(f"error: {r.source}: {r.error}", file=sys.stderr)
+    return reports
+
+
+def cmd_sources_list(args: argparse.Namespace, out: TextIO) -> int:
+    sources = load_sources(config_path(args))
+    status = Catalog(settings_from_args(args)).sync_status(None, sources=sources)
+    emit(out, args, {"sources": [s.model_dump() for s in status.sources]}, lambda: "\n".join(
+        f"{s.name} ({s.kind}, {s.grant}): {s.location}\n  active={s.skills_active} archived={s.skills_archived}"
+        f" last_success={s.last_success or '-'}" + (f" commit={s.commit[:12]}" if s.commit else "")
+        + (f"\n  last error: {s.last_error}" if s.last_error else "")
+        for s in status.sources
+    ) or f"no sources configured in {config_path(args)}")
+    return 0
+
+
+def cmd_sources_add(args: argparse.Namespace, out: TextIO) -> int:
+    if (args.path is None) == (args.git is None):
+        raise ValidationError("give exactly one of --path or --git")
+    if args.path is not None and (args.ref or args.subdir):
+        raise ValidationError("--ref and --subdir belong to a --git source")
+    source = SourceConfig(
+        args.name, args.grant,
+        path=Path(args.path).expanduser().resolve() if args.path else None,
+        git=args.git, ref=args.ref or "HEAD", subdir=args.subdir, interval_s=args.interval,
+    )
+    path = config_path(args)
+    add_source(path, source)
+    emit(out, args, {"added": source.to_dict(), "config": str(path)},
+         lambda: f"added source {source.name} ({source.location}) to {path}; run: skillsearch sources sync {source.name}")
+    return 0
+
+
+def cmd_sources_remove(args: argparse.Namespace, out: TextIO) -> int:
+    path = config_path(args)
+    removed = remove_source(path, args.name)
+    archived: list[str] = []
+    if not args.keep_skills:
+        catalog = Catalog.open(settings_from_args(args), seed=False, progress=progress_factory(not args.quiet))
+        try:
+            archived = catalog.sources.retire(removed.name)
+        finally:
+            catalog.close()
+    emit(out, args, {"removed": removed.to_dict(), "archived": archived},
+         lambda: f"removed source {removed.name} from {path}; {len(archived)} of its skills archived")
+    return 0
+
+
+def cmd_sources_sync(args: argparse.Namespace, out: TextIO) -> int:
+    sources = load_sources(config_path(args))
+    catalog = Catalog.open(settings_from_args(args), seed=False, progress=progress_factory(not args.quiet))
+    try:
+        reports = run_sources(catalog, sources, args.name or None, force=args.force, allow_rewind=args.allow_rewind)
+    finally:
+        catalog.close()
+    emit(out, args, {"sources": [r.to_dict() for r in reports]},
+         lambda: "\n".join(report_text(r) for r in reports) or f"no sources configured in {config_path(args)}")
+    return 1 if any(r.error or r.refused for r in reports) else 0
+
+
+def add_commands(sub: Subparsers) -> None:
+    p = sub.add_parser("sources", help="local skill sources: folders and git repositories the catalog mirrors",
+                       description="local skill sources: folders and git repositories the catalog mirrors")
+    inner = p.add_subparsers(dest="sources_command", required=True, metavar="COMMAND")
+
+    def common(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--config", help="the TOML file holding [[sources]]; default <data-dir>/sync.toml")
+
+    q = add_command(inner, "list", cmd_sources_list, "the configured sources and where each stands")
+    common(q)
+    q = add_command(inner, "add", cmd_sources_add, "add a folder (--path) or git repository (--git) source")
+    common(q)
+    q.add_argument("name", help="the source's name (also the catalog's `source` of its skills)")
+    q.add_argument("--grant", required=True, help="grant of its skills: sub:<id>, team:<id> or user:<id>")
+    q.add_argument("--path", help="a folder of skills (or one skill's folder)")
+    q.add_argument("--git", help="an https:// or file:// repository URL")
+    q.add_argument("--ref", help="branch, tag or commit (default HEAD: the remote's default branch)")
+    q.add_argument("--subdir", help="the folder of the repository that holds the skills")
+    q.add_argument("--interval", type=float, default=DEFAULT_INTERVAL_S,
+                   help=f"seconds between runs under serve/mcp (default {DEFAULT_INTERVAL_S:.0f})")
+    q = add_command(inner, "remove", cmd_sources_remove, "remove a source; its skills are archived")
+    common(q)
+    q.add_argument("name")
+    q.add_argument("--keep-skills", action="store_true", help="leave its skills in the catalog as they are")
+    q = add_command(inner, "sync", cmd_sources_sync, "mirror every source (or those named) once")
+    common(q)
+    q.add_argument("name", nargs="*", help="only these sources")
+    q.add_argument("--force", action="store_true", help="re-read a git source even at the commit it applied")
+    q.add_argument("--allow-rewind", action="store_true", help="accept a git ref that moved backwards")

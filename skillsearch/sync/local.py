@@ -1,0 +1,87 @@
+"""Keeping the local sources in step while a server runs: the poller runs each source on its interval
+(a git source is fetched, a folder re-read as a safety net) and the watcher triggers a folder source's run
+after each burst of writes. Runs are serialised by the poller's one thread.
+
+    keeper = catalog.sources.keeper(sources)
+    async with keeper.lifespan():   # or keeper.start() / keeper.stop()
+        ...
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from skillsearch.core.errors import UpstreamUnavailableError
+from skillsearch.sync.mirror import SourceReport
+from skillsearch.sync.poller import Poller
+from skillsearch.sync.sources import SourceConfig
+from skillsearch.sync.watch import FolderWatcher
+
+__all__ = ["LocalSources"]
+
+
+SourceRun = Callable[[SourceConfig, "frozenset[str] | None"], SourceReport]
+
+
+class LocalSources:
+    """``run(source, folders)`` mirrors one source: ``folders`` the top-level folders a watcher saw change
+    (only those are read again), ``None`` the whole source (the first run, each interval, a new folder)."""
+
+    def __init__(self, run: SourceRun, sources: Sequence[SourceConfig], *, quiet_ms: int = 400,
+                 backoff_base_s: float = 1.0, backoff_max_s: float = 300.0) -> None:
+        self.sources = tuple(sources)
+        self._run = run
+        self._lock = threading.Lock()
+        self._pending: dict[str, set[str] | None] = {}
+        self.poller: Poller[SourceConfig] = Poller(self._run_one, self.sources, backoff_base_s=backoff_base_s,
+                                                   backoff_max_s=backoff_max_s)
+        folders: dict[str, Path] = {s.name: s.path for s in self.sources if s.path is not None}
+        self.watcher = FolderWatcher(folders, self._changed, quiet_ms=quiet_ms)
+
+    def _changed(self, name: str, paths: frozenset[str]) -> None:
+        tops = {p.split("/", 1)[0] for p in paths}
+        with self._lock:
+            if name in self._pending and self._pending[name] is None:
+                pass  # a whole read is already due
+            elif not tops or "." in tops:
+                self._pending[name] = None
+            else:
+                self._pending[name] = (self._pending.get(name) or set()) | tops
+        self.poller.trigger(name)
+
+    def _run_one(self, source: SourceConfig, cancel: threading.Event) -> SourceReport:
+        with self._lock:
+            scoped = self._pending.pop(source.name, None)
+        report = self._run(source, frozenset(scoped) if scoped else None)
+        if report.error:
+            raise UpstreamUnavailableError(report.error, {"source": source.name})
+        return report
+
+    def start(self) -> None:
+        self.watcher.start()  # watching first: the poller's first (whole) run then misses no write
+        self.poller.start()
+
+    def stop(self) -> None:
+        self.watcher.stop()
+        self.poller.stop()
+
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        self.start()
+        try:
+            yield
+        finally:
+            await anyio.to_thread.run_sync(self.stop)
+
+    def status(self) -> dict[str, dict[str, Any]]:
+        """Per source: the poller's view (runs, failures, next run) and, for a folder, the watcher's."""
+        polled = self.poller.status()
+        watched = self.watcher.status()
+        return {s.name: {**polled.get(s.name, {}), **({"watch": watched[s.name]} if s.name in watched else {})}
+                for s in self.sources}

@@ -1,0 +1,232 @@
+"""Local skill sources in configuration: folders and git repositories that the catalog mirrors.
+
+They sit beside the subscriptions in the same TOML file (``<data-dir>/sync.toml``), one ``[[sources]]``
+table each, and need no ``[upstream]`` table::
+
+    [[sources]]
+    name = "my-skills"                    # 1-64 of A-Z a-z 0-9 . _ - ; also the catalog's `source` of its skills
+    grant = "user:me"
+    path = "~/.claude/skills"             # a folder of skills, or one skill's folder
+    interval_s = 300                      # a full re-read as a safety net beside the watcher
+
+    [[sources]]
+    name = "team"
+    grant = "team:platform"
+    git = "https://git.example.com/platform/skills.git"   # or file:///srv/skills.git
+    ref = "main"                          # branch, tag or commit; "HEAD" = the remote's default branch
+    subdir = "skills"                     # optional: where in the tree the skills are
+    interval_s = 300                      # how often the repository is fetched
+
+A source's name is also the ``source`` its skills carry in the catalog, so ``skillsearch import PATH
+--source NAME`` is a one-shot run into the same ownership. ``skillsearch sources add|remove`` edit the
+file through tomlkit (this module is its home), which keeps the rest of the file, comments included.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+
+import tomlkit
+
+from skillsearch.core.domain import GRANT_PATTERN
+from skillsearch.core.errors import ValidationError
+
+__all__ = [
+    "SourceConfig",
+    "add_source",
+    "load_sources",
+    "parse_sources",
+    "remove_source",
+]
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+DEFAULT_INTERVAL_S = 300.0
+_KEYS = {"name", "grant", "path", "git", "ref", "subdir", "interval_s"}
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    name: str
+    grant: str
+    path: Path | None = None
+    git: str | None = None
+    ref: str = "HEAD"
+    subdir: str | None = None
+    interval_s: float = DEFAULT_INTERVAL_S
+
+    @property
+    def id(self) -> str:
+        """The poller's key (the poller schedules sources and subscriptions alike)."""
+        return self.name
+
+    @property
+    def kind(self) -> Literal["folder", "git"]:
+        return "git" if self.git is not None else "folder"
+
+    @property
+    def location(self) -> str:
+        if self.git is not None:
+            where = f"{self.git}#{self.ref}"
+            return f"{where}:{self.subdir}" if self.subdir else where
+        return str(self.path)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "grant": self.grant, "kind": self.kind}
+        if self.git is not None:
+            out.update(git=self.git, ref=self.ref)
+            if self.subdir:
+                out["subdir"] = self.subdir
+        else:
+            out["path"] = str(self.path)
+        out["interval_s"] = self.interval_s
+        return out
+
+
+def _check_subdir(value: Any) -> str | None:
+    if not isinstance(value, str) or not value.strip("/"):
+        return None
+    pure = PurePosixPath(value.strip("/"))
+    if pure.is_absolute() or any(part in ("..", ".", "") for part in pure.parts) or "\\" in value:
+        return None
+    return pure.as_posix()
+
+
+def _one(raw: Any, i: int, base: Path, problems: list[str]) -> SourceConfig | None:
+    at = f"sources[{i}]"
+    if not isinstance(raw, dict):
+        problems.append(f"{at} must be a table")
+        return None
+    before = len(problems)
+    unknown = sorted(set(raw) - _KEYS)
+    if unknown:
+        problems.append(f"{at}: unknown key(s) {', '.join(unknown)}")
+    name = raw.get("name")
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        problems.append(f"{at}.name must be 1-64 characters of A-Z, a-z, 0-9, '.', '_', '-'")
+        name = "?"
+    at = f"source {name!r}"
+    grant = raw.get("grant")
+    if not isinstance(grant, str) or not GRANT_PATTERN.match(grant):
+        problems.append(f"{at}: grant must be sub:<id>, team:<id> or user:<id>")
+    path, git = raw.get("path"), raw.get("git")
+    if (path is None) == (git is None):
+        problems.append(f"{at}: give exactly one of path or git")
+    interval = raw.get("interval_s", DEFAULT_INTERVAL_S)
+    if isinstance(interval, bool) or not isinstance(interval, int | float) or not 1 <= interval <= 86400:
+        problems.append(f"{at}: interval_s must be a number of seconds between 1 and 86400")
+        interval = DEFAULT_INTERVAL_S
+    folder: Path | None = None
+    if path is not None:
+        if not isinstance(path, str) or not path.strip():
+            problems.append(f"{at}: path must be a non-empty string")
+        else:
+            folder = Path(path).expanduser()
+            folder = folder if folder.is_absolute() else (base / folder)
+        if any(k in raw for k in ("ref", "subdir")):
+            problems.append(f"{at}: ref and subdir belong to a git source")
+    ref, subdir = "HEAD", None
+    if git is not None:
+        if not isinstance(git, str) or not git.startswith(("https://", "file://")) or any(c.isspace() for c in git):
+            problems.append(f"{at}: git must be an https:// or file:// URL")
+        ref = raw.get("ref", "HEAD")
+        if not isinstance(ref, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}", ref) or ".." in ref:
+            problems.append(f"{at}: ref must be a branch, tag or commit name")
+        if "subdir" in raw:
+            subdir = _check_subdir(raw["subdir"])
+            if subdir is None:
+                problems.append(f"{at}: subdir must be a relative path inside the repository")
+    if len(problems) > before:
+        return None
+    return SourceConfig(str(name), str(grant), folder, git, str(ref), subdir, float(interval))
+
+
+def parse_sources(data: dict[str, Any], where: str = "sync config", base: Path | None = None) -> tuple[SourceConfig, ...]:
+    """The ``[[sources]]`` of a parsed TOML document; every problem is listed in one ``VALIDATION_ERROR``.
+    A relative ``path`` is taken relative to ``base`` (the configuration file's folder)."""
+    raw = data.get("sources", [])
+    problems: list[str] = []
+    if not isinstance(raw, list):
+        raise ValidationError(f"{where}: sources must be an array of tables ([[sources]])",
+                              {"problems": ["sources must be an array of tables"]})
+    out: list[SourceConfig] = []
+    for i, item in enumerate(raw):
+        cfg = _one(item, i, base or Path.cwd(), problems)
+        if cfg is None:
+            continue
+        if any(s.name == cfg.name for s in out):
+            problems.append(f"source {cfg.name!r} is listed twice")
+            continue
+        out.append(cfg)
+    if problems:
+        raise ValidationError(f"{where}: " + "; ".join(problems), {"problems": problems})
+    return tuple(out)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ValidationError(f"{path} is not a readable TOML file: {exc}", {"path": str(path)}) from None
+
+
+def load_sources(path: Path) -> tuple[SourceConfig, ...]:
+    """The sources configured in ``path``; none when the file does not exist."""
+    path = Path(path)
+    return parse_sources(_read(path), str(path), path.parent)
+
+
+def add_source(path: Path, source: SourceConfig) -> None:
+    """Append ``source`` to the file (created when missing), keeping everything else in it as it was."""
+    path = Path(path)
+    existing = load_sources(path)
+    if any(s.name == source.name for s in existing):
+        raise ValidationError(f"a source named {source.name!r} is already configured in {path}",
+                              {"name": source.name})
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    doc = tomlkit.parse(text)
+    table = tomlkit.table()
+    for key, value in source.to_dict().items():
+        if key != "kind":
+            table[key] = value
+    sources = doc.get("sources")
+    if sources is None:
+        sources = tomlkit.aot()
+        doc["sources"] = sources
+    sources.append(table)
+    rendered = tomlkit.dumps(doc)
+    parse_sources(tomllib.loads(rendered), str(path), path.parent)  # what we write must read back
+    _write(path, rendered)
+
+
+def remove_source(path: Path, name: str) -> SourceConfig:
+    """Take the source named ``name`` out of the file; the rest of the file stays as it was."""
+    path = Path(path)
+    existing = {s.name: s for s in load_sources(path)}
+    if name not in existing:
+        raise ValidationError(f"no source named {name!r} in {path}", {"name": name})
+    doc = tomlkit.parse(path.read_text(encoding="utf-8"))
+    sources = doc["sources"]
+    keep = [t for t in sources if t.get("name") != name]
+    if keep:
+        aot = tomlkit.aot()
+        for t in keep:
+            aot.append(t)
+        doc["sources"] = aot
+    else:
+        del doc["sources"]
+    _write(path, tomlkit.dumps(doc))
+    return existing[name]
+
+
+def _write(path: Path, text: str) -> None:
+    """Write through a temporary file and a rename, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)

@@ -1,0 +1,164 @@
+"""watchfiles' home: watch the folder sources and say which one changed, once per burst of writes.
+
+One thread watches every configured folder (recursively, through the OS's notification API). A burst of
+changes is one batch: watchfiles groups the changes until ``quiet_ms`` pass with no new one (capped at
+``max_batch_ms`` for a folder that never stops changing), so a ``git checkout`` of hundreds of files is
+one call of ``on_change(source_name)``, made ``quiet_ms`` after the last write. The watcher only says
+*which* source changed; the caller runs that source (``Poller.trigger``), so runs stay serialised.
+
+A folder that does not exist yet (or was removed) is looked for again (every ``WAKE_MS`` while another
+folder is watched, every ``recheck_s`` when none exists); when it appears its source is reported changed.
+:meth:`FolderWatcher.start` returns once the OS watches are in place, so a runner started after it misses
+no write. Hidden folders (``.git``, ...) and editor droppings are ignored by
+watchfiles' default filter.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import watchfiles
+
+__all__ = ["FolderWatcher"]
+
+log = logging.getLogger("skillsearch.sync")
+
+WAKE_MS = 250  # how often the watch thread looks at which folders exist (a stat each) while all is quiet
+
+
+class FolderWatcher:
+    """Calls ``on_change(name, changed)`` after each burst of writes under ``folders[name]``: ``changed``
+    holds the paths relative to that folder (empty when the folder itself appeared or vanished)."""
+
+    def __init__(
+        self,
+        folders: Mapping[str, Path],
+        on_change: Callable[[str, frozenset[str]], object],
+        *,
+        quiet_ms: int = 400,
+        max_batch_ms: int = 10_000,
+        recheck_s: float = 2.0,
+    ) -> None:
+        self._folders = {name: Path(p).expanduser() for name, p in folders.items()}
+        self._on_change = on_change
+        self.quiet_ms = quiet_ms
+        self.max_batch_ms = max_batch_ms
+        self.recheck_s = recheck_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._batches = dict.fromkeys(self._folders, 0)
+        self._watching: set[str] = set()
+        self._ready = threading.Event()
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def start(self, ready_timeout: float = 10.0) -> None:
+        """Start watching; returns once the OS watches are in place (so a write after this is seen)."""
+        if self._thread is not None or not self._folders:
+            return
+        self._stop.clear()
+        self._ready.clear()
+        self._thread = threading.Thread(target=self._loop, name="skillsearch-watch", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(ready_timeout):
+            log.warning("the folder watcher is not ready after %.0f s; changes before then may wait for a run",
+                        ready_timeout)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        self.start()
+        try:
+            yield
+        finally:
+            await anyio.to_thread.run_sync(self.stop)
+
+    def status(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            return {n: {"watching": n in self._watching, "batches": self._batches[n]} for n in self._folders}
+
+    def batches(self, name: str) -> int:
+        with self._lock:
+            return self._batches[name]
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    def _present(self) -> dict[str, Path]:
+        out = {}
+        for name, folder in self._folders.items():
+            try:
+                if folder.is_dir():
+                    out[name] = folder.resolve()
+            except OSError:
+                continue
+        return out
+
+    def _changed(self, name: str, changed: frozenset[str] = frozenset()) -> None:
+        with self._lock:
+            self._batches[name] += 1
+        try:
+            self._on_change(name, changed)
+        except Exception:  # the watcher must outlive a failing callback
+            log.exception("source %s: change callback failed", name)
+
+    def _loop(self) -> None:
+        present = self._present()
+        while not self._stop.is_set():
+            with self._lock:
+                self._watching = set(present)
+            if not present:
+                self._ready.set()
+                self._stop.wait(self.recheck_s)
+                appeared = self._present()
+                for name in appeared:
+                    self._changed(name)
+                present = appeared
+                continue
+            try:
+                present = self._watch(present)
+            except Exception:  # a vanished folder, an exhausted inotify limit: look again shortly
+                log.exception("watching the folder sources failed; retrying in %.0f s", self.recheck_s)
+                self._stop.wait(self.recheck_s)
+                present = self._present()
+
+    def _watch(self, present: dict[str, Path]) -> dict[str, Path]:
+        """Watch ``present`` until the set of existing folders changes; returns the new set."""
+        for changes in watchfiles.watch(
+            *present.values(),
+            debounce=self.max_batch_ms,
+            step=self.quiet_ms,
+            stop_event=self._stop,
+            rust_timeout=WAKE_MS,  # the first wake-up proves the watches are in place
+            yield_on_timeout=True,
+            raise_interrupt=False,
+            ignore_permission_denied=True,
+        ):
+            self._ready.set()
+            touched: dict[str, set[str]] = {}
+            for _, raw in changes:
+                path = Path(raw)
+                for name, root in present.items():
+                    if path == root or path.is_relative_to(root):
+                        touched.setdefault(name, set()).add(path.relative_to(root).as_posix())
+            for name in sorted(touched):
+                self._changed(name, frozenset(touched[name]))
+            now = self._present()
+            if now != present:
+                for name in sorted(set(now) - set(present) - set(touched)):
+                    self._changed(name)
+                for name in sorted(set(present) - set(now) - set(touched)):
+                    self._changed(name)
+                return now
+        return present

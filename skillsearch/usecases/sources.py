@@ -1,0 +1,57 @@
+"""The local-sources use case over one catalog: mirror a source, retire one, keep them in step.
+
+``Catalog.sources`` is this object; it needs of the catalog only its store, its data directory, its index
+and its write lock (:class:`CatalogParts`), so the composition root stays small.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Protocol
+
+from skillsearch.catalog.store import CatalogStore
+from skillsearch.retrieval.indexer import SearchIndex
+from skillsearch.sync.local import LocalSources
+from skillsearch.sync.mirror import SourceReport, apply_source, read_source, retire_source
+from skillsearch.sync.sources import SourceConfig
+
+__all__ = ["CatalogParts", "LocalSourcesUseCase"]
+
+
+class CatalogParts(Protocol):
+    store: CatalogStore
+    data_dir: Path
+
+    def index(self) -> SearchIndex: ...
+
+    def writing(self) -> AbstractContextManager[None]: ...
+
+
+class LocalSourcesUseCase:
+    def __init__(self, catalog: CatalogParts) -> None:
+        self._catalog = catalog
+
+    def sync(self, source: SourceConfig, *, force: bool = False, allow_rewind: bool = False,
+             folders: frozenset[str] | None = None) -> SourceReport:
+        """Mirror one source (see :mod:`skillsearch.sync.mirror`); a git fetch runs outside the write lock.
+        ``folders``: only these top-level folders of a folder source changed (a watcher's batch)."""
+        c = self._catalog
+        read = read_source(c.store, source, c.data_dir / "sources", force=force, allow_rewind=allow_rewind,
+                           folders=folders)
+        index = c.index()
+        with c.writing():
+            return apply_source(c.store, index, read)
+
+    def retire(self, name: str) -> list[str]:
+        """A source taken out of the configuration: its skills are archived (pinned revisions stay)."""
+        index = self._catalog.index()
+        with self._catalog.writing():
+            return retire_source(self._catalog.store, index, name)
+
+    def keeper(self, sources: Sequence[SourceConfig], *, quiet_ms: int = 400) -> LocalSources:
+        """The background runner of ``sources`` (not started): each on its interval, with the poller's
+        backoff after a failed run, and each folder source watched: a change is applied ``quiet_ms`` after
+        its last write, reading only the folders that changed."""
+        return LocalSources(lambda s, folders: self.sync(s, folders=folders), sources, quiet_ms=quiet_ms)

@@ -1,0 +1,184 @@
+"""Local sources through the surfaces: `serve` over real HTTP, the CLI, and an MCP client over stdio that
+is told when the skills it can see change."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from test_sources import commit, git, write_skill
+
+from skillsearch.cli import build_serve_app, main
+from skillsearch.http.auth import PrincipalRegistry, add_principal
+from skillsearch.http.server import ServerThread
+from skillsearch.service import Catalog
+from skillsearch.sync.sources import SourceConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT = 120.0  # generous: the machine is shared; nothing here asserts a duration
+
+
+def eventually(check: Callable[[], bool], timeout: float = TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("the change never showed")
+        time.sleep(0.05)
+
+
+def test_serve_keeps_a_watched_folder_in_step(empty_catalog: Catalog, tmp_path: Path) -> None:
+    root = tmp_path / "skills"
+    root.mkdir()
+    path = tmp_path / "principals.toml"
+    token = add_principal(path, "me", ["user:me"], ["skills:read", "memory:read"])
+    other = add_principal(path, "other", ["team:other"], ["skills:read"])
+    source = SourceConfig("mine", "user:me", path=root)
+    app = build_serve_app(empty_catalog, PrincipalRegistry(path), sources=(source,))
+    me, them = {"Authorization": f"Bearer {token}"}, {"Authorization": f"Bearer {other}"}
+    with ServerThread(app) as url, httpx.Client(base_url=url, timeout=30) as http:
+
+        def found(headers: dict[str, str] = me) -> list[str]:
+            hits = http.get("/v1/search", params={"q": "rotate kafka consumer offsets"}, headers=headers).json()
+            return [h["slug"] for h in hits["hits"]]
+
+        write_skill(root, "kafka-offsets", "Reset and rotate Kafka consumer group offsets safely.")
+        eventually(lambda: "kafka-offsets" in found())
+        assert found(them) == []  # another grant sees nothing of it
+        skill_id = next(s["skill_id"] for s in http.get("/v1/skills", headers=me).json()["items"]
+                        if s["name"] == "kafka-offsets")
+        status = http.get("/v1/sync/status", headers=me).json()
+        (mine,) = status["sources"]
+        assert mine["name"] == "mine" and mine["kind"] == "folder" and mine["skills_active"] == 1
+        assert mine["runner"]["watch"]["watching"] is True and status["catalog_changed_at"]
+        assert http.get("/readyz").json()["changed_at"] == status["catalog_changed_at"]
+        assert http.get("/v1/sync/status").status_code == 401
+
+        shutil.rmtree(root / "kafka-offsets")
+        eventually(lambda: "kafka-offsets" not in found())
+        assert http.get("/v1/skills", headers=me).json()["items"] == []
+        assert http.get(f"/v1/skills/{skill_id}", headers=me).status_code == 404
+
+
+def run_cli(*args: str) -> tuple[int, Any]:
+    out = io.StringIO()
+    code = main([*args, "--json"], out=out)
+    return code, json.loads(out.getvalue())
+
+
+def test_the_sources_commands(tmp_path: Path, repo_with_skill: Path) -> None:
+    data = tmp_path / "data"
+    code, added = run_cli("--data-dir", str(data), "-q", "sources", "add", "team", "--git", f"file://{repo_with_skill}",
+                          "--ref", "main", "--subdir", "skills", "--grant", "team:eng")
+    assert code == 0 and added["added"]["git"] == f"file://{repo_with_skill}"
+    code, synced = run_cli("--data-dir", str(data), "-q", "sources", "sync")
+    assert code == 0 and len(synced["sources"][0]["added"]) == 1
+    code, again = run_cli("--data-dir", str(data), "-q", "sync")  # every kind of source
+    assert code == 0 and again["sources"][0]["skipped"] is True and again["subscriptions"] == []
+    code, listed = run_cli("--data-dir", str(data), "-q", "sources", "list")
+    assert code == 0 and listed["sources"][0]["skills_active"] == 1 and listed["sources"][0]["commit"]
+    code, status = run_cli("--data-dir", str(data), "-q", "sync", "--status")
+    assert code == 0 and status["sources"][0]["name"] == "team" and status["upstream_url"] is None
+    code, err = run_cli("--data-dir", str(data), "-q", "sources", "add", "team", "--path", str(tmp_path),
+                        "--grant", "team:eng")
+    assert code == 1 and err["error"]["code"] == "VALIDATION_ERROR"
+    code, removed = run_cli("--data-dir", str(data), "-q", "sources", "remove", "team")
+    assert code == 0 and len(removed["archived"]) == 1
+    code, listed = run_cli("--data-dir", str(data), "-q", "sources", "list")
+    assert listed["sources"] == []
+
+
+@pytest.fixture
+def repo_with_skill(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "dev@example.com")
+    git(repo, "config", "user.name", "dev")
+    write_skill(repo / "skills", "pr-review", "Review a pull request for correctness and tests.")
+    commit(repo, "one skill")
+    return repo
+
+
+def _stdio(data_dir: Path, *extra: str) -> StdioServerParameters:
+    env = dict(os.environ) | {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "skillsearch.cli", "-q", "mcp", "--data-dir", str(data_dir), *extra],
+        env=env, cwd=str(ROOT),
+    )
+
+
+def _stdio_data(tmp_path: Path) -> tuple[Path, Path]:
+    data, root = tmp_path / "data", tmp_path / "skills"
+    write_skill(root, "first-skill", "A skill that is there before the server starts.")
+    data.mkdir()
+    (data / "sync.toml").write_text(f'[[sources]]\nname = "mine"\ngrant = "user:me"\npath = "{root}"\n',
+                                    encoding="utf-8")
+    return data, root
+
+
+async def settled(client: Client, names: list[str]) -> None:
+    """Wait until the server's first run of its sources shows (the catalog starts empty), then a little
+    longer than the notifier's poll, so the notification that run causes is behind us."""
+    with anyio.fail_after(TIMEOUT):
+        while True:
+            listed = await client.call_tool("list_skills", {})
+            if sorted(s["name"] for s in listed.structured_content["items"]) == names:  # type: ignore[index]
+                break
+            await anyio.sleep(0.1)
+    await anyio.sleep(1.5)
+
+
+@pytest.mark.anyio
+async def test_an_mcp_stdio_session_is_told_when_a_watched_folder_changes(tmp_path: Path) -> None:
+    data, root = _stdio_data(tmp_path)
+    with (tmp_path / "stderr.txt").open("w") as stderr:
+        async with Client(stdio_client(_stdio(data, "--grant", "user:me"), errlog=stderr),
+                          read_timeout_seconds=TIMEOUT) as client:
+            await settled(client, ["first-skill"])
+            async with client.listen(resources_list_changed=True) as events:
+                write_skill(root, "second-skill", "A skill added while a host is connected.")
+                with anyio.fail_after(TIMEOUT):
+                    event = await events.__anext__()
+            assert type(event).__name__ == "ResourcesListChanged"
+            after = await client.call_tool("list_skills", {})
+            assert sorted(s["name"] for s in after.structured_content["items"]) == [  # type: ignore[index]
+                "first-skill", "second-skill"]
+
+
+@pytest.mark.anyio
+async def test_a_handshake_era_stdio_session_gets_the_notification_too(tmp_path: Path) -> None:
+    data, root = _stdio_data(tmp_path)
+    seen = anyio.Event()
+    methods: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        method = getattr(getattr(message, "root", message), "method", None)
+        if isinstance(method, str):
+            methods.append(method)
+            if method == "notifications/resources/list_changed":
+                seen.set()  # the event of the moment: replaced before the change under test
+
+    with (tmp_path / "stderr.txt").open("w") as stderr:
+        async with Client(stdio_client(_stdio(data, "--grant", "user:me"), errlog=stderr), mode="legacy",
+                          message_handler=on_message, read_timeout_seconds=TIMEOUT) as client:
+            await settled(client, ["first-skill"])
+            methods.clear()
+            seen = anyio.Event()
+            shutil.rmtree(root / "first-skill")
+            with anyio.fail_after(TIMEOUT):
+                await seen.wait()
+            after = await client.call_tool("list_skills", {})
+            assert after.structured_content["items"] == []  # type: ignore[index]
+    assert "notifications/resources/list_changed" in methods
