@@ -29,8 +29,8 @@ from skillsearch.bench.beir import load_beir
 from skillsearch.bench.cache import BenchEncoder
 from skillsearch.catalog.rows import IndexRow
 from skillsearch.core.settings import Settings
+from skillsearch.retrieval.documents import embedded_text
 from skillsearch.retrieval.encoder import MiniLMEncoder
-from skillsearch.retrieval.indexer import embedded_text
 from skillsearch.retrieval.search import query_texts
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -22,7 +22,7 @@ from skillsearch.catalog.imports import ImportReport, store_import
 from skillsearch.catalog.reads import get_detail, list_page, resolve_flow
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.domain import GRANT_PATTERN, Principal
-from skillsearch.core.errors import IndexNotReadyError, SkillSearchError, UpstreamUnavailableError, ValidationError
+from skillsearch.core.errors import IndexNotReadyError, SkillSearchError, ValidationError
 from skillsearch.core.lru import LRU
 from skillsearch.core.settings import Settings
 from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
@@ -31,12 +31,13 @@ from skillsearch.retrieval.calibration import tune_weight
 from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, make_encoder
 from skillsearch.retrieval.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex
 from skillsearch.retrieval.search import SearchRequest, SearchResult, run_search, search_response
-from skillsearch.sync.client import HttpSubscriptionClient, SubscriptionClient
+from skillsearch.sync.client import SubscriptionClient
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig
 from skillsearch.sync.contract import WebhookEvent
 from skillsearch.sync.local import LocalSources
 from skillsearch.sync.poller import Poller
 from skillsearch.sync.runner import SyncReport, sync_subscription
+from skillsearch.sync.runs import make_poller, sync_each
 from skillsearch.sync.sources import SourceConfig
 from skillsearch.sync.status import SyncStatus, sync_status
 from skillsearch.sync.webhook import apply_event
@@ -360,32 +361,8 @@ class Catalog:
         subscription_ids: Sequence[str] | None = None,
         client: SubscriptionClient | None = None,
     ) -> list[SyncReport]:
-        """One run of each configured subscription (or of those named). A subscription whose upstream
-        fails gets a report with ``error`` set; the others still run."""
-        subs = list(config.subscriptions)
-        if subscription_ids:
-            unknown = sorted(set(subscription_ids) - {s.id for s in subs})
-            if unknown:
-                raise ValidationError(f"not configured: {', '.join(unknown)}", {"unknown": unknown})
-            subs = [s for s in subs if s.id in subscription_ids]
-        own = client is None
-        http = client or HttpSubscriptionClient(config.upstream)
-        reports: list[SyncReport] = []
-        try:
-            for sub in subs:
-                try:
-                    reports.append(self.sync_subscription(sub, http, page_limit=config.upstream.page_limit,
-                                                          max_pages=config.upstream.max_pages_per_run))
-                except SkillSearchError as exc:
-                    reports.append(SyncReport.failed(sub.id, exc))
-                except Exception as exc:  # one subscription's failure never stops the others
-                    log.exception("sync %s: run failed", sub.id)
-                    reports.append(SyncReport.failed(sub.id, UpstreamUnavailableError(
-                        f"sync of {sub.id!r} failed ({type(exc).__name__}); see the log", {"subscription_id": sub.id})))
-        finally:
-            if own:
-                http.close()
-        return reports
+        """One run of each configured subscription (or of those named); see :func:`sync.runs.sync_each`."""
+        return sync_each(self.sync_subscription, config, subscription_ids, client)
 
     def sync_status(self, config: SyncConfig | None, poller: Poller | None = None,
                     sources: Sequence[SourceConfig] = (), keeper: LocalSources | None = None) -> SyncStatus:
@@ -398,20 +375,7 @@ class Catalog:
 
     def make_poller(self, config: SyncConfig, client: SubscriptionClient | None = None) -> Poller:
         """A background poller for ``config`` (not started). Stopping it cuts a retry wait short."""
-        stop = Event()
-        http = client or HttpSubscriptionClient(config.upstream, cancel=stop)
-
-        def run(sub: SubscriptionConfig, cancel: Event) -> SyncReport:
-            return self.sync_subscription(sub, http, page_limit=config.upstream.page_limit, cancel=cancel,
-                                          max_pages=config.upstream.max_pages_per_run)
-
-        return Poller(
-            run, config.subscriptions,
-            backoff_base_s=max(config.upstream.backoff_base_s, 0.05),
-            backoff_max_s=max(config.upstream.backoff_max_s, 1.0),
-            stop_event=stop,
-            on_stop=http.close if client is None else None,
-        )
+        return make_poller(self.sync_subscription, config, client)
 
     def change_mark(self, principal: Principal) -> tuple[Any, ...]:
         """Moves whenever a skill ``principal`` can (or could) see is added, changed, withdrawn or revoked."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from skillsearch.http.server import ServerThread
-from skillsearch.retrieval.indexer import _doc_hash  # the index's own freshness key: the honest thing to compare
+from skillsearch.retrieval.documents import doc_hash as _doc_hash  # the index's own freshness key: the honest thing to compare
 from skillsearch.service import Catalog, sample_catalog_dir
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig, UpstreamConfig
 from skillsearch.upstream.app import ReferenceUpstream, WebhookTarget

@@ -27,6 +27,7 @@ from skillsearch.catalog.rows import (
     revision_from_row,
     skill_from_row,
 )
+from skillsearch.catalog.schema import SCHEMA as CATALOG_SCHEMA
 from skillsearch.catalog.sync_state import SCHEMA as SYNC_SCHEMA
 from skillsearch.catalog.sync_state import SyncLedger
 from skillsearch.core.domain import Resource, Revision, Skill, SkillContent
@@ -37,48 +38,6 @@ __all__ = ["CatalogStore", "UpsertOutcome", "utc_now"]
 
 UpsertOutcome = Literal["created", "updated", "unchanged"]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS skills (
-    skill_id TEXT PRIMARY KEY,
-    slug TEXT NOT NULL,
-    name TEXT NOT NULL,
-    description TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    tags TEXT NOT NULL,
-    grant_key TEXT NOT NULL,
-    status TEXT NOT NULL,
-    current_revision_id TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    source TEXT NOT NULL,
-    UNIQUE (grant_key, slug)
-);
-CREATE INDEX IF NOT EXISTS skills_by_name ON skills (grant_key, name, skill_id);
-CREATE TABLE IF NOT EXISTS revisions (
-    revision_id TEXT PRIMARY KEY,
-    skill_id TEXT NOT NULL,
-    version TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    canonical_hash TEXT NOT NULL,
-    body TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS revisions_by_skill ON revisions (skill_id, created_at);
-CREATE TABLE IF NOT EXISTS resources (
-    resource_id TEXT PRIMARY KEY,
-    revision_id TEXT NOT NULL,
-    path TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    media_type TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    sha256 TEXT NOT NULL,
-    content BLOB NOT NULL,
-    UNIQUE (revision_id, path)
-);
-CREATE TABLE IF NOT EXISTS revoked_subscriptions (
-    subscription_id TEXT PRIMARY KEY,
-    revoked_at TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
 
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
@@ -96,7 +55,7 @@ class CatalogStore:
         self._write_lock = threading.RLock()
         self.sync = SyncLedger(self)
         try:
-            self.connection().executescript(_SCHEMA + SYNC_SCHEMA)
+            self.connection().executescript(CATALOG_SCHEMA + SYNC_SCHEMA)
         except sqlite3.DatabaseError as exc:
             self.close()
             raise IndexNotReadyError(

@@ -32,15 +32,16 @@ import numpy as np
 from skillsearch.catalog.rows import IndexRow
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError
-from skillsearch.core.hashing import canonical_json, sha256_hex
+from skillsearch.core.hashing import sha256_hex
 from skillsearch.retrieval.calibration import calibrate, is_current
+from skillsearch.retrieval.documents import doc_hash, embedded_text, lexical_doc
 from skillsearch.retrieval.encoder import Encoder
-from skillsearch.retrieval.lexical import LexicalDoc, LexicalIndex, Searcher, split_identifiers
+from skillsearch.retrieval.lexical import LexicalIndex, Searcher
 from skillsearch.retrieval.routing import Routing
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
 from skillsearch.retrieval.writelock import WriteLock
 
-__all__ = ["FORMAT_VERSION", "IndexSnapshot", "IndexStats", "SearchIndex", "embedded_text"]
+__all__ = ["FORMAT_VERSION", "IndexSnapshot", "IndexStats", "SearchIndex"]
 
 FORMAT_VERSION = 2
 log = logging.getLogger("skillsearch")
@@ -53,24 +54,6 @@ MANIFEST = "manifest.json"
 TUNED_KEYS = ("semantic_weight", "tuned_on")
 
 ProgressFactory = Callable[[int, str], Callable[[int], None]]
-
-
-def embedded_text(row: IndexRow, instructions_chars: int) -> str:
-    """What the encoder sees of a skill: ``<name in words>: <description>`` and the start of the instructions.
-
-    Measured on the dev splits (docs/benchmarks.md): writing identifier names as words and joining them to
-    the description with a colon raised nDCG@10 of exact cosine search by 1.7 (MetaTool) and 1.1
-    (Seal-Tools) points; a ``Tags:`` line cost MetaTool 5 points, so tags stay out of the embedded text
-    (they remain a lexical field and a filter).
-    """
-    parts = [f"{split_identifiers(row.name.strip())}: {row.description.strip()}"]
-    if row.instructions and instructions_chars > 0:
-        parts.append(row.instructions[:instructions_chars].strip())
-    return "\n".join(p for p in parts if p)
-
-
-def _doc_hash(row: IndexRow) -> str:
-    return sha256_hex(canonical_json([row.canonical_hash, row.slug, row.grant, row.kind, list(row.tags)]))
 
 
 @dataclass(frozen=True)
@@ -346,7 +329,7 @@ class SearchIndex:
         changed: list[IndexRow] = []
         for r in rows:
             i = current.row_of(r.skill_id)
-            if i is None or current.rows[i].doc_hash != _doc_hash(r):
+            if i is None or current.rows[i].doc_hash != doc_hash(r):
                 changed.append(r)
         texts = [embedded_text(r, self.instructions_chars) for r in changed]
         embed_hashes = [sha256_hex(f"{self.encoder.name}\n{t}".encode()) for t in texts]
@@ -364,7 +347,7 @@ class SearchIndex:
             vectors[to_embed] = self.encoder.encode_documents([texts[j] for j in to_embed], tick)
             self.embed_count += len(to_embed)
         upserts = [
-            (VectorRow(r.skill_id, r.grant, r.kind, r.tags, _doc_hash(r), embed_hashes[j]), vectors[j])
+            (VectorRow(r.skill_id, r.grant, r.kind, r.tags, doc_hash(r), embed_hashes[j]), vectors[j])
             for j, r in enumerate(changed)
         ]
         new_vectors = current.apply(upserts, deletes)
@@ -372,9 +355,9 @@ class SearchIndex:
             self.lexical.close()
             self.lexical = LexicalIndex(self.data_dir / "lexical", create=True, french=self.french)
             all_rows = {r.skill_id: r for r in (rows if skill_ids is None else store.index_rows())}
-            self.lexical.apply([_lexical_doc(r) for r in all_rows.values()], [])
+            self.lexical.apply([lexical_doc(r) for r in all_rows.values()], [])
         else:
-            self.lexical.apply([_lexical_doc(r) for r in changed], deletes)
+            self.lexical.apply([lexical_doc(r) for r in changed], deletes)
         self._snapshot = self._snapshot_of(self.lexical.searcher(), new_vectors, generation)
         if rebuild_lexical or skill_ids is None:
             new_vectors.save(self.data_dir / "vectors")
@@ -395,7 +378,3 @@ class SearchIndex:
 
     def close(self) -> None:
         self.lexical.close()
-
-
-def _lexical_doc(r: IndexRow) -> LexicalDoc:
-    return LexicalDoc(r.skill_id, r.grant, r.kind, r.tags, r.name, r.slug, r.description, r.instructions)

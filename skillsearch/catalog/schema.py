@@ -1,0 +1,46 @@
+"""The catalog's tables (``catalog.sqlite3``), created if missing when :class:`CatalogStore` opens the file."""
+
+__all__ = ["SCHEMA"]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS skills (
+    skill_id TEXT PRIMARY KEY,
+    slug TEXT NOT NULL,
+    name TEXT NOT NULL,
+    description TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    grant_key TEXT NOT NULL,
+    status TEXT NOT NULL,
+    current_revision_id TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    source TEXT NOT NULL,
+    UNIQUE (grant_key, slug)
+);
+CREATE INDEX IF NOT EXISTS skills_by_name ON skills (grant_key, name, skill_id);
+CREATE TABLE IF NOT EXISTS revisions (
+    revision_id TEXT PRIMARY KEY,
+    skill_id TEXT NOT NULL,
+    version TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    canonical_hash TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS revisions_by_skill ON revisions (skill_id, created_at);
+CREATE TABLE IF NOT EXISTS resources (
+    resource_id TEXT PRIMARY KEY,
+    revision_id TEXT NOT NULL,
+    path TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    media_type TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    content BLOB NOT NULL,
+    UNIQUE (revision_id, path)
+);
+CREATE TABLE IF NOT EXISTS revoked_subscriptions (
+    subscription_id TEXT PRIMARY KEY,
+    revoked_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
