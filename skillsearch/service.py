@@ -42,7 +42,7 @@ from skillsearch.sync.sources import SourceConfig
 from skillsearch.sync.status import SyncStatus, sync_status
 from skillsearch.sync.webhook import apply_event
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
-from skillsearch.usecases.skill_files import legacy_skill_md_note
+from skillsearch.usecases.skill_files import SkillFiles, legacy_skill_md_note
 from skillsearch.usecases.sources import LocalSourcesUseCase
 
 __all__ = ["Catalog", "ImportReport", "Readiness", "sample_catalog_dir"]
@@ -376,6 +376,10 @@ class Catalog:
     def make_poller(self, config: SyncConfig, client: SubscriptionClient | None = None) -> Poller:
         """A background poller for ``config`` (not started). Stopping it cuts a retry wait short."""
         return make_poller(self.sync_subscription, config, client)
+
+    def skill_files(self) -> SkillFiles:
+        """Visible skills as files with digests: the MCP Skills extension's reads."""
+        return SkillFiles(self.store)
 
     def change_mark(self, principal: Principal) -> tuple[Any, ...]:
         """Moves whenever a skill ``principal`` can (or could) see is added, changed, withdrawn or revoked."""

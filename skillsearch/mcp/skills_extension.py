@@ -48,10 +48,6 @@ from skillsearch.usecases.skill_files import (
     CursorError,
     SkillEntry,
     UnknownUriError,
-    directory_children,
-    entries_page,
-    read_file,
-    skill_entry,
 )
 
 __all__ = ["EXTENSION_ID", "SkillsExtension", "for_server", "register", "request_headers"]
@@ -150,17 +146,17 @@ class SkillsExtension(Extension):
         return {"ttlMs": TTL_MS, "cacheScope": self.cache_scope}
 
     def _list(self, catalog: Catalog, principal: Principal, params: _ListParams) -> dict[str, Any]:
-        entries, cursor = entries_page(catalog.store, principal, self.cursor_key, params.cursor, PAGE)
+        entries, cursor = catalog.skill_files().page(principal, self.cursor_key, params.cursor, PAGE)
         result: dict[str, Any] = {"skills": [_entry_json(e) for e in entries], **self._cache()}
         if cursor:
             result["nextCursor"] = cursor
         return result
 
     def _get(self, catalog: Catalog, principal: Principal, params: _UriParams) -> dict[str, Any]:
-        return {"skill": _entry_json(skill_entry(catalog.store, principal, params.uri)), **self._cache()}
+        return {"skill": _entry_json(catalog.skill_files().entry(principal, params.uri)), **self._cache()}
 
     def _directory(self, catalog: Catalog, principal: Principal, params: _DirectoryParams) -> dict[str, Any]:
-        children = directory_children(catalog.store, principal, params.uri)
+        children = catalog.skill_files().directory(principal, params.uri)
         if params.cursor:  # one page always holds the whole directory (a skill has at most a few hundred files)
             raise CursorError("invalid cursor: this directory listing has a single page", {})
         return {"resources": [{"uri": c.uri, "name": c.name, "mimeType": c.media_type} for c in children]}
@@ -168,7 +164,7 @@ class SkillsExtension(Extension):
     # -- the two spec methods ------------------------------------------------------------------------
 
     def _read(self, catalog: Catalog, principal: Principal, params: ReadResourceRequestParams) -> ReadResourceResult:
-        file, data = read_file(catalog.store, principal, params.uri)
+        file, data = catalog.skill_files().read(principal, params.uri)
         content: TextResourceContents | BlobResourceContents
         if _is_text(file.media_type, data):
             content = TextResourceContents(uri=params.uri, mime_type=file.media_type, text=data.decode("utf-8"))
@@ -181,7 +177,7 @@ class SkillsExtension(Extension):
         self, catalog: Catalog, principal: Principal, params: PaginatedRequestParams | None
     ) -> ListResourcesResult:
         cursor = params.cursor if params is not None else None
-        entries, after = entries_page(catalog.store, principal, self.cursor_key, cursor, PAGE)
+        entries, after = catalog.skill_files().page(principal, self.cursor_key, cursor, PAGE)
         resources = [
             McpResource(uri=e.uri, name=str(e.frontmatter["name"]), description=str(e.frontmatter["description"]),
                         mime_type="text/markdown", size=e.files[0].size)

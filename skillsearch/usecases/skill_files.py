@@ -41,6 +41,7 @@ __all__ = [
     "SkillAddress",
     "SkillEntry",
     "SkillFile",
+    "SkillFiles",
     "UnknownUriError",
     "directory_children",
     "entries_page",
@@ -296,3 +297,24 @@ def entries_page(
         entries.append(_entry(skill, revision, resources))
     more = len(page) > limit
     return entries, encode_cursor(key, principal, page[limit - 1]) if more else None
+
+
+@dataclass(frozen=True)
+class SkillFiles:
+    """The Skills extension's reads over one catalog store (``Catalog.skill_files()``), so the MCP surface
+    never holds the store itself."""
+
+    store: CatalogStore
+
+    def page(self, principal: Principal, key: bytes, cursor: str | None, limit: int) -> tuple[list[SkillEntry], str | None]:
+        return entries_page(self.store, principal, key, cursor, limit)
+
+    def entry(self, principal: Principal, uri: str) -> SkillEntry:
+        return skill_entry(self.store, principal, uri)
+
+    def directory(self, principal: Principal, uri: str) -> list[DirectoryEntry]:
+        return directory_children(self.store, principal, uri)
+
+    def read(self, principal: Principal, uri: str) -> tuple[SkillFile, bytes]:
+        return read_file(self.store, principal, uri)
+
