@@ -10,14 +10,13 @@ after each burst of writes. Runs are serialised by the poller's one thread.
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from skillsearch.core.errors import UpstreamUnavailableError
+from skillsearch.sync.background import running
 from skillsearch.sync.mirror import SourceReport
 from skillsearch.sync.poller import Poller
 from skillsearch.sync.sources import SourceConfig
@@ -71,13 +70,8 @@ class LocalSources:
         self.watcher.stop()
         self.poller.stop()
 
-    @asynccontextmanager
-    async def lifespan(self) -> AsyncIterator[None]:
-        self.start()
-        try:
-            yield
-        finally:
-            await anyio.to_thread.run_sync(self.stop)
+    def lifespan(self) -> AbstractAsyncContextManager[None]:
+        return running(self.start, self.stop)
 
     def status(self) -> dict[str, dict[str, Any]]:
         """Per source: the poller's view (runs, failures, next run) and, for a folder, the watcher's."""

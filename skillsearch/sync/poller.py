@@ -22,15 +22,15 @@ import logging
 import random
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol
 
-import anyio
 from typing_extensions import TypeVar
 
 from skillsearch.core.errors import SkillSearchError
+from skillsearch.sync.background import running
 from skillsearch.sync.config import SubscriptionConfig
 
 __all__ = ["Poller", "PollerEntry", "Scheduled"]
@@ -110,14 +110,9 @@ class Poller(Generic[T]):
         if self._on_stop is not None:
             self._on_stop()
 
-    @asynccontextmanager
-    async def lifespan(self) -> AsyncIterator[None]:
+    def lifespan(self) -> AbstractAsyncContextManager[None]:
         """Run while an ASGI app runs: ``create_app(..., lifespans=[lambda app: poller.lifespan()])``."""
-        self.start()
-        try:
-            yield
-        finally:
-            await anyio.to_thread.run_sync(self.stop)
+        return running(self.start, self.stop)
 
     @property
     def running(self) -> bool:

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import watchfiles
+
+from skillsearch.sync.background import running
 
 __all__ = ["FolderWatcher"]
 
@@ -77,13 +78,8 @@ class FolderWatcher:
             self._thread.join(timeout)
             self._thread = None
 
-    @asynccontextmanager
-    async def lifespan(self) -> AsyncIterator[None]:
-        self.start()
-        try:
-            yield
-        finally:
-            await anyio.to_thread.run_sync(self.stop)
+    def lifespan(self) -> AbstractAsyncContextManager[None]:
+        return running(self.start, self.stop)
 
     def status(self) -> dict[str, dict[str, Any]]:
         with self._lock:
