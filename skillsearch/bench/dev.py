@@ -98,4 +98,5 @@ def common_term_rule(share: float, short_request_terms: int) -> Iterator[None]:
 def requests_losing_a_term(split: DevSplit) -> int:
     """How many of the split's requests the current common-term rule takes a matching term from."""
     index = split.catalog.index()
-    return sum(index.lexical.drops_a_matching_term(t, index.snapshot().searcher) for t in split.texts.values())
+    searcher = index.snapshot().searcher
+    return sum(index.lexical.drops_a_matching_term(t, searcher) for t in split.texts.values())

@@ -19,6 +19,8 @@ nothing.
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
 import tempfile
 import time
@@ -91,15 +93,18 @@ def prime(encoder: Encoder, caches: dict[str | None, BenchEncoder], texts: Seque
         cache.prime_queries(list(dict.fromkeys(mine)), sentences)
 
 
+def _devset(options: Options) -> list[dict[str, Any]]:
+    """The multilingual dev set's requests (``lang``, ``query``, ``expected`` slugs, ``corpus``)."""
+    return [json.loads(line) for line in options.devset.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
 def _settings(data_dir: Path, encoder: str, french: str) -> dict[str, Any]:
     return {"data_dir": data_dir, "encoder": encoder, "seed_sample": False, "french_analysis": french}
 
 
 @contextmanager
 def devset_catalog(options: Options, encoder_name: str, french: str) -> Iterator[tuple[Catalog, list[dict[str, Any]]]]:
-    import json
-
-    items = [json.loads(line) for line in options.devset.read_text(encoding="utf-8").splitlines() if line.strip()]
+    items = _devset(options)
     encoder, caches = cached_encoder(encoder_name, options.cache_dir)
     prime(encoder, caches, [i["query"] for i in items] + list(OFF_TOPIC_HELD_OUT))
     with tempfile.TemporaryDirectory() as tmp:
@@ -207,11 +212,7 @@ def part_beir(options: Options) -> dict[str, Any]:
 
 
 def part_speed(options: Options) -> dict[str, Any]:
-    import json
-    import os
-
-    items = [json.loads(line) for line in options.devset.read_text(encoding="utf-8").splitlines() if line.strip()]
-    queries = [i["query"] for i in items]
+    queries = [i["query"] for i in _devset(options)]
     out: dict[str, Any] = {}
     for encoder_name in options.encoders:
         load_before = os.getloadavg()[0]
@@ -275,8 +276,6 @@ def part_matrix(options: Options, rows: int = 100_000, repeats: int = 50) -> dic
 
 def part_routing(options: Options) -> dict[str, Any]:
     """Where ``minilm+e5`` sends real requests: ``is_english`` alone, no model needed."""
-    import json
-
     out: dict[str, Any] = {}
     for name in options.datasets:
         for split in ("dev", "test"):
@@ -285,7 +284,7 @@ def part_routing(options: Options) -> dict[str, Any]:
             english = [is_english(ds.queries[q][:2000]) for q in qids]
             out[f"{name}|{split}"] = {"queries": len(qids), "to_minilm": round(statistics.fmean(english), 4),
                                       "to_e5": [ds.queries[q][:120] for q, e in zip(qids, english, strict=True) if not e]}
-    items = [json.loads(line) for line in options.devset.read_text(encoding="utf-8").splitlines() if line.strip()]
+    items = _devset(options)
     for lang in LANGS:
         english = [is_english(i["query"]) for i in items if i["lang"] == lang]
         out[f"devset|{lang}"] = {"queries": len(english), "to_minilm": round(statistics.fmean(english), 4)}
