@@ -11,7 +11,7 @@ from mcp import Client
 from mcp_types import BlobResourceContents, Request, TextResourceContents
 from pydantic import TypeAdapter
 
-from skillsearch.catalog.skill_md import parse_skill_md
+from skillsearch.catalog.frontmatter import split_front_matter
 
 EXTENSION_ID = "io.modelcontextprotocol/skills"
 _ANY = TypeAdapter(dict[str, Any])
@@ -68,7 +68,7 @@ async def verify_entry(client: Client, entry: dict[str, Any]) -> dict[str, bytes
         assert digest(data) == resource["digest"], resource["uri"]
         assert len(data) == resource["size"], resource["uri"]
         files[resource["uri"]] = data
-    front, _ = parse_skill_md(files[entry["uri"]].decode("utf-8"))
+    front, _ = split_front_matter(files[entry["uri"]].decode("utf-8"))
     assert front == entry["frontmatter"], entry["uri"]
     assert entry["uri"].split("/")[-2] == front["name"]
     return files

@@ -16,8 +16,8 @@ from conftest import SHARED
 from mcp import Client
 from skills_support import list_all, verify_entry
 
+from skillsearch.catalog.frontmatter import split_front_matter
 from skillsearch.catalog.importer import parse_path
-from skillsearch.catalog.skill_md import parse_skill_md
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.core.skill_uri import NAME_PATTERN, skill_name
@@ -70,13 +70,13 @@ async def test_every_real_skill_lists_once_and_verifies_file_by_file(
         folder = folder_of[slug]
         authored = (folder / "SKILL.md").read_bytes()
         served = files[entry["uri"]]
-        authored_front, authored_body = parse_skill_md(authored.decode("utf-8"))
+        authored_front, authored_body = split_front_matter(authored.decode("utf-8"))
         if authored_front.get("name") == slug:
             assert served == authored
             verbatim += 1
         else:  # only the name line differs; every other byte is as authored
             assert entry["frontmatter"] == {**authored_front, "name": slug}
-            assert parse_skill_md(served.decode("utf-8"))[1] == authored_body
+            assert split_front_matter(served.decode("utf-8"))[1] == authored_body
             assert [line for line in served.splitlines() if not line.startswith(b"name:")] == \
                    [line for line in authored.splitlines() if not line.startswith(b"name:")]
         on_disk = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")

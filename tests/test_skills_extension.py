@@ -17,7 +17,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_support import DATA_TEAM, STARTER, ok
 from skills_support import EXTENSION_ID, call, digest, list_all, read_bytes, verify_entry
 
-from skillsearch.catalog.skill_md import parse_skill_md
+from skillsearch.catalog.frontmatter import split_front_matter
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.mcp.server import build_mcp_server
@@ -93,7 +93,7 @@ async def test_authored_skill_md_is_served_byte_for_byte(operator: Client) -> No
     assert data == (folder / "SKILL.md").read_bytes()
     assert media == "text/markdown" and as_text
     entry = (await call(operator, "skills/get", {"uri": uri}))["skill"]
-    assert entry["frontmatter"] == parse_skill_md((folder / "SKILL.md").read_text("utf-8"))[0]
+    assert entry["frontmatter"] == split_front_matter((folder / "SKILL.md").read_text("utf-8"))[0]
     on_disk = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
     listed = sorted(r["uri"].removeprefix(uri.removesuffix("SKILL.md")) for r in entry["resources"])
     assert listed == on_disk

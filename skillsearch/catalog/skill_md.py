@@ -35,18 +35,12 @@ from skillsearch.core.domain import Revision
 
 __all__ = [
     "ServedSkillMd",
-    "parse_skill_md",
     "render_skill_md",
     "served_skill_md",
     "template_json",
 ]
 
 _NAME_LINE = re.compile(r"^name:[ \t]*(?P<value>[^\r\n]*)$", re.MULTILINE)
-
-
-def parse_skill_md(text: str) -> tuple[dict[str, Any], str]:
-    """``(front matter, body)`` of a SKILL.md text; :class:`FrontMatterError` when it has none."""
-    return split_front_matter(text)
 
 
 def render_skill_md(front: dict[str, Any], body: str) -> str:
@@ -113,7 +107,7 @@ def _with_name_line(text: str, slug: str, authored: dict[str, Any]) -> str | Non
     start, end = block_start + line.start("value"), block_start + line.end("value")
     candidate = text[:start] + plain + text[end:]
     try:
-        front, _ = parse_skill_md(candidate)
+        front, _ = split_front_matter(candidate)
     except FrontMatterError:
         return None
     return candidate if front == {**authored, "name": slug} else None
@@ -123,7 +117,7 @@ def served_skill_md(slug: str, revision: Revision) -> ServedSkillMd:
     """The SKILL.md the extension serves for this revision of the skill ``slug`` (deterministic)."""
     if revision.skill_md:
         try:
-            authored, body = parse_skill_md(revision.skill_md)
+            authored, body = split_front_matter(revision.skill_md)
         except FrontMatterError:
             authored, body = {}, revision.skill_md
         if authored.get("name") == slug and isinstance(authored.get("description"), str):
@@ -137,7 +131,7 @@ def served_skill_md(slug: str, revision: Revision) -> ServedSkillMd:
         front = {"name": slug, "description": description if isinstance(description, str) and description
                  else revision.description, **rest}
         text = render_skill_md(front, body)
-        return ServedSkillMd(text, parse_skill_md(text)[0], False)
+        return ServedSkillMd(text, split_front_matter(text)[0], False)
     authored = revision.frontmatter
     described = authored.get("description")
     front = {"name": slug, "description": described if isinstance(described, str) and described.strip()
@@ -145,4 +139,4 @@ def served_skill_md(slug: str, revision: Revision) -> ServedSkillMd:
     front.update({k: v for k, v in authored.items() if k not in ("name", "description")})
     body = _flow_body(revision) if revision.kind == "flow_template" else revision.instructions
     text = render_skill_md(front, body)
-    return ServedSkillMd(text, parse_skill_md(text)[0], False)
+    return ServedSkillMd(text, split_front_matter(text)[0], False)

@@ -24,8 +24,7 @@ from typing import Any
 
 import pydantic
 
-from skillsearch.catalog.frontmatter import FrontMatterError
-from skillsearch.catalog.skill_md import parse_skill_md
+from skillsearch.catalog.frontmatter import FrontMatterError, split_front_matter
 from skillsearch.catalog.store import CatalogStore, utc_now
 from skillsearch.catalog.sync_state import SyncState
 from skillsearch.core.domain import Resource, Revision, SkillContent, validation_text
@@ -94,7 +93,7 @@ def to_content(item: UpsertItem, sub: SubscriptionConfig) -> SkillContent:
             raise ValueError(f"the skill's resources exceed {limits.max_skill_bytes} bytes, over the limit")
     if rev.skill_md is not None:
         try:
-            front, _ = parse_skill_md(rev.skill_md)
+            front, _ = split_front_matter(rev.skill_md)
         except FrontMatterError as exc:
             raise ValueError(f"revision.skill_md: {exc}") from None
         if not isinstance(front.get("name"), str) or not isinstance(front.get("description"), str):

@@ -30,8 +30,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from skillsearch.catalog.frontmatter import split_front_matter
 from skillsearch.catalog.importer import is_text_media_type, parse_path
-from skillsearch.catalog.skill_md import parse_skill_md
 from skillsearch.catalog.store import utc_now
 from skillsearch.core.domain import SkillContent
 from skillsearch.core.errors import UpstreamUnavailableError, ValidationError
@@ -146,7 +146,7 @@ class ReferenceUpstream:
         if revision.get("skill_md") and "skill_md" not in revision_changes and \
                 {"name", "description", "instructions"} & set(revision_changes):
             # The edited fields no longer match the authored SKILL.md: keep its front matter, drop the file.
-            front, _ = parse_skill_md(revision.pop("skill_md"))
+            front, _ = split_front_matter(revision.pop("skill_md"))
             revision["frontmatter"] = {k: v for k, v in front.items() if k not in ("name", "description")}
         item = {**item, "revision": {**revision, **revision_changes, "created_at": utc_now()}}
         return self.publish(subscription_id, item)
