@@ -128,14 +128,14 @@ def packaged_decision(encoder_name: str) -> dict[str, Any] | None:
     return dict(entry) if entry and entry.get("version") == DECISION_VERSION else None
 
 
-def _coverage(query_idf: dict[str, float], mass: float, hit_terms: set[str]) -> float:
+def _coverage(query_idf: dict[str, float], mass: float, hit_terms: frozenset[str]) -> float:
     if mass <= 0:
         return 0.0
     return sum(w for t, w in query_idf.items() if t in hit_terms) / mass
 
 
 def feature_matrix(
-    c: Candidates, picked: list[int], query_idf: dict[str, float], hit_terms: list[set[str]],
+    c: Candidates, picked: list[int], query_idf: dict[str, float], hit_terms: list[frozenset[str]],
 ) -> np.ndarray:
     """:data:`FEATURES` for the hits ``picked`` (indices into the candidate arrays, best first).
 
@@ -186,7 +186,7 @@ def judge(
 ) -> tuple[list[Hit], str | None]:
     """The hits with their features and confidences, cut by ``min_confidence``, or none with the reason:
     ``low_confidence`` when ``abstain`` and the top hit's confidence is under the decision's threshold."""
-    x = feature_matrix(c, picked, lexical.query_idf(request.query, searcher), [lexical.terms(_card(h.skill)) for h in hits])
+    x = feature_matrix(c, picked, lexical.query_idf(request.query, searcher), [lexical.card_terms(_card(h.skill)) for h in hits])
     named = [dict(zip(FEATURES, (round(float(v), 4) for v in row), strict=True)) for row in x]
     if decision is None:
         return [replace(h, features=f) for h, f in zip(hits, named, strict=True)], None

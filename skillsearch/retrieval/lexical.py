@@ -28,6 +28,7 @@ This is the one module that imports ``tantivy``; its errors become ours here. De
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -85,6 +86,8 @@ WRITER_HEAP_PER_CHAR = 4
 #   detect: French documents / French-looking requests    both: every document / French-looking requests
 #   docs:   French documents / every request              all:  every document / every request
 FRENCH_MODES = ("detect", "both", "docs", "all", "off")
+# Analysed hit cards kept per index (a card is a few hundred bytes; 8,192 covers a 10k catalog's usual hits).
+CARD_TERMS_CACHE = 8192
 
 # What one search reads (a point-in-time view of the index), for modules that hold one without using tantivy.
 Searcher = tantivy.Searcher
@@ -230,6 +233,9 @@ class LexicalIndex:
         _register_analyzers(self.index)
         self._english = _english_analyzer()
         self._french = _french_analyzer()
+        # Every search analyses the card of each hit it returns (the ``coverage`` feature of
+        # ``retrieval/confidence.py``): the same few hundred cards again and again, so they are cached by text.
+        self.card_terms = functools.lru_cache(maxsize=CARD_TERMS_CACHE)(self._frozen_terms)
         self.field_boosts: dict[str, float] = dict(FIELD_BOOSTS)
         self._writer: Any = None
         self._lock = Lock()
@@ -354,6 +360,9 @@ class LexicalIndex:
     def terms(self, text: str) -> set[str]:
         """The English-analysed terms of ``text`` (what the ``all`` field holds of it)."""
         return set(self._english.analyze(_NON_WORD.sub(" ", text).lower()))
+
+    def _frozen_terms(self, text: str) -> frozenset[str]:
+        return frozenset(self.terms(text))
 
     def query_idf(self, text: str, searcher: tantivy.Searcher) -> dict[str, float]:
         """Each English term of a request and its BM25 IDF in the ``all`` field (a term no document holds
