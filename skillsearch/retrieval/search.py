@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,12 +143,12 @@ def run_search(
     lexical: LexicalIndex,
     store: CatalogStore,
     settings: Settings,
-    query_encoder: Encoder | None = None,
+    query_encoders: Mapping[str | None, Encoder] | None = None,
 ) -> SearchResult:
     """``request`` as ``principal`` over one index snapshot (its vectors, searcher and routing, whose
-    encoder and calibration apply) and the store the answer is re-checked against. ``query_encoder``: what
-    embeds the request on a single-model route instead of the snapshot's encoder (the catalog's batching
-    service over the same model, ``retrieval/batching.py``)."""
+    encoder and calibration apply) and the store the answer is re-checked against. ``query_encoders``: what
+    embeds a route's requests instead of the route's own encoder, by route key (the catalog's batching
+    services over the same models, ``retrieval/batching.py``; a route not in it calls its model directly)."""
     started = time.perf_counter()
     request = validate(request, settings)
     timings: dict[str, float] = {}
@@ -180,7 +181,7 @@ def run_search(
     if use_sem and grants and len(vectors):
         t = time.perf_counter()
         texts = query_texts(request.query, settings.query_sentences)
-        embed = query_encoder if query_encoder is not None and route.route is None else route.encoder
+        embed = (query_encoders or {}).get(route.route) or route.encoder
         queries = embed.encode_query_parts(texts[0], texts[1:])
         timings["encode_ms"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
