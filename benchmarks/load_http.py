@@ -8,7 +8,8 @@ shared machine whose absolute speed moves):
    paraphrases generated deterministically from the skills' descriptions), larger than every cache; all
    clients draw from one shared walk through the pool, so a request repeats only after the pool is used up;
 3. for each scenario starts ``skillsearch serve`` (its own process, the product as shipped) with that
-   scenario's environment, runs ``--clients`` async httpx clients (one keep-alive connection each) for
+   scenario's environment, runs ``--clients`` asyncio clients (one keep-alive HTTP/1.1 connection each,
+   ``lean_http.py``: httpx cost 3.6 ms of client CPU per request on the same two cores) for
    ``--duration`` seconds after ``--warmup``, and reads the server's ``/metrics`` before and after to get the
    query encoder's batch sizes;
    - ``uncached``: ``SKILLSEARCH_RESULT_CACHE_SIZE=0 SKILLSEARCH_QUERY_CACHE_SIZE=0``, batching on (default);
@@ -54,9 +55,11 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode, urlsplit
 
 import httpx
 import numpy as np
+from lean_http import LeanConnection, process_cpu_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CATALOG = ROOT.parent / "shared" / "data" / "skills-catalog"
@@ -132,7 +135,7 @@ def percentiles(ms: list[float]) -> dict[str, float]:
             "max": round(float(a.max()), 2)}
 
 
-async def load(url: str, token: str, walk: list[str], clients: int, duration: float, warmup: float,
+async def load(url: str, server_pid: int, token: str, walk: list[str], clients: int, duration: float, warmup: float,
                mode: str, limit: int) -> dict[str, Any]:
     """``clients`` clients sending distinct requests (one shared walk through the pool) for warmup + duration."""
     latencies: list[float] = []
@@ -147,33 +150,40 @@ async def load(url: str, token: str, walk: list[str], clients: int, duration: fl
         position[0] += 1
         return q
 
+    target = urlsplit(url)
+    host, port = target.hostname or "127.0.0.1", target.port or 80
+    head = f"Host: {host}:{port}\r\nAuthorization: Bearer {token}\r\nAccept: application/json\r\n\r\n"
+
     async def client() -> None:
-        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-        async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30,
-                                     limits=limits) as c:
+        connection = LeanConnection(host, port)
+        try:
             while time.monotonic() < stop_at:
                 q = next_query()
+                path = "/v1/search?" + urlencode({"q": q, "mode": mode, "limit": limit})
                 t = time.perf_counter()
                 try:
-                    r = await c.get("/v1/search", params={"q": q, "mode": mode, "limit": limit})
-                    status = str(r.status_code)
-                    ok = r.status_code == 200 and "hits" in r.json()
-                except (httpx.HTTPError, ValueError) as exc:
+                    code, body = await connection.get(path, head)
+                    status, ok = str(code), code == 200 and b'"hits"' in body
+                except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
                     status, ok = type(exc).__name__, False
+                    connection.close()
                 elapsed = (time.perf_counter() - t) * 1000
                 if measuring:
                     latencies.append(elapsed)
                     statuses[status] = statuses.get(status, 0) + 1
                     if not ok and len(errors) < 20:
                         errors.append(f"{status} for {q!r}")
+        finally:
+            connection.close()
 
     tasks = [asyncio.create_task(client()) for _ in range(clients)]
     await asyncio.sleep(warmup)
     measuring = True
     before = await encoder_metrics(url)
-    started = time.monotonic()
+    started, client_cpu, server_cpu = time.monotonic(), time.process_time(), process_cpu_seconds(server_pid)
     await asyncio.gather(*tasks)
     wall = time.monotonic() - started
+    client_cpu, server_cpu = time.process_time() - client_cpu, process_cpu_seconds(server_pid) - server_cpu
     after = await encoder_metrics(url)
     n = len(latencies)
     batches = after["batches"] - before["batches"]
@@ -183,7 +193,10 @@ async def load(url: str, token: str, walk: list[str], clients: int, duration: fl
             "distinct_requests_sent": min(position[0], len(walk)), "requests_sent": position[0],
             "encoder": {"batches": batches, "requests": requests, "failed_batches": after["failed_batches"],
                         "mean_batch": round(requests / batches, 2) if batches else None,
-                        "largest_batch": after["largest_batch"]}}
+                        "largest_batch": after["largest_batch"]},
+            # CPU per answered request (the measured part; the clients run in this process on the same cores).
+            "cpu_ms_per_request": {"server": round(server_cpu * 1000 / max(n, 1), 2),
+                                   "clients": round(client_cpu * 1000 / max(n, 1), 2)}}
 
 
 async def encoder_metrics(url: str) -> dict[str, float]:
@@ -256,7 +269,7 @@ def run_scenario(name: str, args: argparse.Namespace, token: str, walk: list[str
         if busy:
             spinner = neighbour(args.warmup + args.duration + 60)
         load_start = list(os.getloadavg())
-        http = asyncio.run(load(url, token, walk, args.clients, args.duration, args.warmup, args.mode, args.limit))
+        http = asyncio.run(load(url, proc.pid, token, walk, args.clients, args.duration, args.warmup, args.mode, args.limit))
         load_end = list(os.getloadavg())
     finally:
         if spinner is not None:
@@ -282,25 +295,29 @@ def write_results(out: Path, result: dict[str, Any]) -> None:
         "",
         f"- date: {result['date']}; command: `{result['command']}`",
         f"- machine: {m['cpu']}, nproc {m['cpus']}, Python {m['python']}, {m['platform']}",
-        "- **the machine was shared with other agents' jobs while this ran** (load averages per row below; 2",
-        "  cores): absolute req/s and latencies are depressed and noisy; the rows of this one run are meant to",
-        "  be compared with each other.",
+        ("- the machine was otherwise idle when the run started (1-min load"
+         f" {m['loadavg_at_start'][0]:.1f}; each row's load includes this run's own server and clients)"
+         if m["loadavg_at_start"][0] < 0.5 else
+         "- **the machine was shared with other jobs while this ran** (load averages per row below; 2"
+         " cores): absolute req/s and latencies are depressed and noisy; the rows of this one run are meant"
+         " to be compared with each other."),
         (f"- catalog: {result['catalog']['skills']} skills (`{result['catalog']['path']}`), encoder"
          f" {result['catalog']['encoder']}"),
-        (f"- load: {c['clients']} async httpx clients (one keep-alive connection each, in one process on the same"
-         f" machine) for {c['duration']} s after {c['warmup']} s warm-up per scenario, `GET /v1/search`"
+        (f"- load: {c['clients']} asyncio clients (one keep-alive HTTP/1.1 connection each, `benchmarks/lean_http.py`,"
+         f" in one process on the same machine) for {c['duration']} s after {c['warmup']} s warm-up per scenario, `GET /v1/search`"
          f" mode={c['mode']} limit={c['limit']}; {c['queries']} distinct requests (dev requests + paraphrases of"
          " descriptions) walked in one shared order: a request repeats only once the pool is used up"),
         "",
         ("| scenario | requests (distinct) | req/s | p50 ms | p95 ms | p99 ms | errors | batches: mean / largest |"
-         " load 1-min start / end |"),
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+         " CPU ms per request: server / clients | load 1-min start / end |"),
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |",
     ]
     for r in result["runs"]:
         lat, enc = r["latency_ms"], r["encoder"]
         batches = f"{enc['mean_batch']} / {int(enc['largest_batch'])}" if enc["batches"] else "– (not batching)"
         lines.append(f"| {r['label']} | {r['requests']} ({r['distinct_requests_sent']}) | {r['rps']} | {lat['p50']} |"
                      f" {lat['p95']} | {lat['p99']} | {r['errors']} | {batches} |"
+                     f" {r['cpu_ms_per_request']['server']} / {r['cpu_ms_per_request']['clients']} |"
                      f" {r['loadavg_start'][0]:.1f} / {r['loadavg_end'][0]:.1f} |")
     lines += [
         "",
