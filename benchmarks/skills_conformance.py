@@ -6,12 +6,15 @@ MCP Inspector from npm into ``.npm-tools/`` (ignored by git), then, for the bund
 
 - starts ``skillsearch mcp --http`` and runs the suite's scenarios ``sep-2640-skills-enumeration``,
   ``-manifest``, ``-directory``, ``server-initialize``, ``tools-list``, ``dns-rebinding-protection``,
-  ``http-header-validation``, ``caching`` and ``sep-2164-resource-not-found``: each must report 0 failures and
-  0 skipped checks;
+  ``http-header-validation``, ``caching`` and ``sep-2164-resource-not-found``: each must report 0 failures,
+  0 warnings and 0 skipped checks, and exit as its checks say;
 - runs the Inspector CLI ``--method skills/list --verify --require-digests`` against it (exit 0 required);
 
-A check the suite marks "Not testable" on one catalog (the directory scenario looks only at the first listed
-skill's directory, and the first of the 883 has no sub-directory) counts when it passed on the other one.
+The suite's checks are read from the ``checks.json`` it writes with ``-o`` (its printed output is not: Node
+drops what a pipe has not taken yet when the suite calls ``process.exit``, and ``http-header-validation``'s
+verbose JSON is about 120 kB, so a run with its output on a pipe printed no checks at all). A check the suite
+marks "Not testable" fails the run, except the ones in ``UNTESTABLE_WITHOUT_GAMING`` (with the suite's reason
+and where it comes from), and those only when the same check passed on another catalog.
 On the sample, it also starts ``skillsearch serve`` with a principal's bearer token and runs the same Inspector
 check against its ``/mcp`` (``--header "Authorization: Bearer ..."``), which must list that principal's skills
 and no others. Results go to ``benchmarks/results/skills-conformance.json``; the exit status is non-zero when
@@ -53,8 +56,15 @@ SCENARIOS = [
     "server-initialize", "tools-list", "dns-rebinding-protection", "http-header-validation", "caching",
     "sep-2164-resource-not-found",
 ]
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _TOTALS = re.compile(r"Passed: (\d+)/(\d+), (\d+) failed, (\d+) warnings")
+# (scenario, check) pairs that a catalog may leave "Not testable", when another catalog passed them.
+UNTESTABLE_WITHOUT_GAMING = {
+    ("sep-2640-skills-directory", "sep-2640-directory-read-subdir-mimetype"):
+        "the suite reads the directory of the first skill skills/list returns and no other (dist/index.js, "
+        "function ni: t.entries.find(...)) and fails this check 'Not testable' when that one has no "
+        "sub-directory; the first of the 883 real skills in name order (2d-games) is a lone SKILL.md. "
+        "Reordering our listing to put a skill with sub-directories first would only please the test.",
+}
 
 
 def install() -> None:
@@ -111,66 +121,72 @@ def server(args: list[str], url: str, log: Path) -> Iterator[None]:
                 proc.wait()
 
 
-def _checks(text: str) -> list[dict[str, Any]]:
-    """The check objects of ``--verbose`` output (a JSON array of checks, printed before the totals)."""
-    match = re.search(r"^\[\s*\{", text, re.MULTILINE)
-    if match is None:
-        return []
-    start = match.start()
-    try:
-        checks, _ = json.JSONDecoder().raw_decode(text[start:])
-    except json.JSONDecodeError:
-        return []
-    return [c for c in checks if isinstance(c, dict) and "status" in c]
-
-
-def run_scenario(url: str, scenario: str, attempt: int = 1) -> dict[str, Any]:
-    """One scenario's checks. A run that printed no checks at all (seen once in a while with
-    ``http-header-validation`` on a loaded machine) is run once more and the retry is recorded."""
-    done = subprocess.run([str(NODE), str(CONFORMANCE), "server", "--url", url, "--scenario", scenario,
-                           "--verbose"], capture_output=True, text=True, timeout=600)
-    text = _ANSI.sub("", done.stdout + done.stderr)
-    checks = _checks(text)
-    if not checks and attempt == 1:
-        retried = run_scenario(url, scenario, attempt=2)
-        retried["attempts"] = 2
-        return retried
+def run_scenario(url: str, scenario: str, work: Path) -> dict[str, Any]:
+    """One scenario's checks, from the ``checks.json`` the suite writes under ``-o`` before it prints."""
+    results = Path(tempfile.mkdtemp(prefix=f"{scenario}-", dir=work))
+    log = results / "output.txt"
+    with log.open("w") as out:  # a file, not a pipe: Node writes to a file synchronously
+        done = subprocess.run([str(NODE), str(CONFORMANCE), "server", "--url", url, "--scenario", scenario,
+                               "-o", str(results)], stdout=out, stderr=subprocess.STDOUT, timeout=600)
+    text = log.read_text(errors="replace")
+    written = sorted(results.glob("*/checks.json"))
+    checks: list[dict[str, Any]] = json.loads(written[0].read_text()) if written else []
     statuses = [c["status"] for c in checks]
     totals = _TOTALS.search(text)
-    problems = [{"id": c.get("id"), "status": c["status"], "message": c.get("errorMessage")}
+    problems = [{"id": c.get("id"), "status": c["status"], "message": c.get("errorMessage"),
+                 "untestable": bool((c.get("details") or {}).get("untestable"))}
                 for c in checks if c["status"] in ("FAILURE", "SKIPPED", "WARNING")]
-    # The suite marks a check it could not exercise on this catalog as a FAILURE whose message starts
-    # "Not testable:" (the directory scenario only looks at the first listed skill's directory).
-    untestable = [p for p in problems if p["status"] == "FAILURE" and str(p["message"]).startswith("Not testable:")]
     result = {
         "scenario": scenario, "exit": done.returncode, "checks": len(statuses),
         "success": statuses.count("SUCCESS"), "failure": statuses.count("FAILURE"),
-        "warning": statuses.count("WARNING"), "skipped": statuses.count("SKIPPED"),
-        "untestable": len(untestable), "summary": totals.group(0) if totals else None, "problems": problems,
+        "warning": statuses.count("WARNING"), "skipped": statuses.count("SKIPPED"), "info": statuses.count("INFO"),
+        "untestable": sum(p["untestable"] for p in problems), "summary": totals.group(0) if totals else None,
+        "problems": problems,
     }
-    result["ok"] = bool(checks) and not result["skipped"] and result["failure"] == 0
+    # The suite exits 1 exactly when a check failed: anything else means its checks.json is not the whole story.
+    result["exit_agrees"] = done.returncode == (1 if result["failure"] else 0)
+    if not checks or not result["exit_agrees"]:
+        result["output_tail"] = text[-2000:]
     result["passed_ids"] = sorted({str(c.get("id")) for c in checks if c["status"] == "SUCCESS"})
     return result
 
 
-def _passed_ids(scenario: dict[str, Any]) -> list[str]:
-    return list(scenario.get("passed_ids", []))
+def accept_untestable(catalogs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The "Not testable" checks that do not fail the run: listed in ``UNTESTABLE_WITHOUT_GAMING``, and passed
+    by the same scenario on another catalog."""
+    accepted = []
+    for catalog in catalogs:
+        for scenario in catalog["scenarios"]:
+            for problem in scenario["problems"]:
+                reason = UNTESTABLE_WITHOUT_GAMING.get((scenario["scenario"], problem["id"]))
+                if problem["status"] != "FAILURE" or not problem["untestable"] or reason is None:
+                    continue
+                passed_on = [other["catalog"] for other in catalogs if other is not catalog for o in other["scenarios"]
+                             if o["scenario"] == scenario["scenario"] and problem["id"] in o["passed_ids"]]
+                if passed_on:
+                    accepted.append({"catalog": catalog["catalog"], "scenario": scenario["scenario"],
+                                     "check": problem["id"], "passed_on": passed_on, "why": reason})
+    return accepted
 
 
-def run_inspector(url: str, headers: list[str] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+def run_inspector(url: str, work: Path, headers: list[str] = ()) -> dict[str, Any]:  # type: ignore[assignment]
     command = [str(NODE), str(INSPECTOR), "--cli", url, "--transport", "http", "--method", "skills/list",
                "--verify", "--require-digests", "--protocol-era", "modern", "--skill-catalog-max-skills", "5000",
                "--skill-catalog-max-bytes", str(1 << 30)]
     for header in headers:
         command += ["--header", header]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:  # files, not pipes (run_scenario)
+        done = subprocess.run(command, stdout=out, stderr=err, timeout=900, cwd=work)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
     reports = []
-    for line in done.stdout.splitlines():
+    for line in stdout.splitlines():
         try:
             reports.append(json.loads(line))
         except json.JSONDecodeError:
             continue
-    return {"exit": done.returncode, "reports": reports, "stderr": done.stderr[-2000:], "ok": done.returncode == 0}
+    return {"exit": done.returncode, "reports": reports, "stderr": stderr[-2000:], "ok": done.returncode == 0}
 
 
 def skill_uris(reports: list[dict[str, Any]]) -> list[str]:
@@ -191,8 +207,8 @@ def check_catalog(name: str, data_dir: Path, work: Path, import_args: list[str] 
     out: dict[str, Any] = {"catalog": name}
     with server(["-q", "--data-dir", str(data_dir), "mcp", "--http", "--port", str(port)], url,
                 work / f"mcp-{name}.log"):
-        out["scenarios"] = [run_scenario(url, s) for s in SCENARIOS]
-        inspector = run_inspector(url)
+        out["scenarios"] = [run_scenario(url, s, work) for s in SCENARIOS]
+        inspector = run_inspector(url, work)
         inspector["skills"] = len(inspector.pop("reports"))
         out["inspector_mcp_http"] = inspector
     return out
@@ -209,7 +225,7 @@ def check_serve(data_dir: Path, work: Path) -> dict[str, Any]:
     base = f"http://127.0.0.1:{port}"
     with server(["-q", "--data-dir", str(data_dir), "serve", "--port", str(port), "--no-sync"], base + "/mcp",
                 work / "serve.log"):
-        inspector = run_inspector(base + "/mcp", [f"Authorization: Bearer {token}"])
+        inspector = run_inspector(base + "/mcp", work, [f"Authorization: Bearer {token}"])
     uris = skill_uris(inspector.pop("reports"))
     prefix = "skill://" + grant.replace(":", "/") + "/"
     inspector["skills"] = len(uris)
@@ -236,13 +252,14 @@ def main() -> int:
             results["catalogs"].append(check_catalog(
                 "skills-catalog-883", real, work, [str(REAL), "--source", "skills-catalog", "--grant",
                                                   "team:skills-catalog"]))
-    # A check the suite could not exercise on one catalog ("Not testable") must have passed on another one.
-    exercised = {p_id for c in results["catalogs"] for s in c["scenarios"] for p_id in _passed_ids(s)}
-    scenarios_ok = all(
-        not s["skipped"] and all(p["status"] != "FAILURE" or (str(p["message"]).startswith("Not testable:")
-                                                              and p["id"] in exercised) for p in s["problems"])
-        and s["checks"] > 0
-        for c in results["catalogs"] for s in c["scenarios"])
+    accepted = accept_untestable(results["catalogs"])
+    results["accepted_untestable"] = accepted
+    allowed = {(a["catalog"], a["scenario"], a["check"]) for a in accepted}
+    for c in results["catalogs"]:
+        for s in c["scenarios"]:
+            s["ok"] = s["checks"] > 0 and s["exit_agrees"] and all(
+                (c["catalog"], s["scenario"], p["id"]) in allowed for p in s["problems"])
+    scenarios_ok = all(s["ok"] for c in results["catalogs"] for s in c["scenarios"])
     ok = results["serve_mcp_with_token"]["ok"] and scenarios_ok and all(
         c["inspector_mcp_http"]["ok"] for c in results["catalogs"])
     results["ok"] = ok
@@ -251,12 +268,17 @@ def main() -> int:
     for catalog in results["catalogs"]:
         for s in catalog["scenarios"]:
             print(f"{catalog['catalog']:>20} {s['scenario']:<30} {'ok' if s['ok'] else 'FAIL'} "
-                  f"({s['success']} passed, {s['failure']} failed, {s['warning']} warnings, {s['skipped']} skipped)"
-                  + (f", of the failures {s['untestable']} 'Not testable' on this catalog" if s["untestable"] else ""))
+                  f"({s['success']} passed, {s['failure']} failed, {s['warning']} warnings, {s['skipped']} skipped;"
+                  f" suite exit {s['exit']})")
             for problem in s["problems"]:
                 print(f"{'':>22}{problem['status']} {problem['id']}: {problem['message']}")
+            if "output_tail" in s:
+                print(s["output_tail"])
         i = catalog["inspector_mcp_http"]
         print(f"{catalog['catalog']:>20} {'inspector --verify (mcp --http)':<30} exit {i['exit']}, {i['skills']} skills")
+    for a in accepted:
+        print(f"{a['catalog']:>20} accepted as not testable here (passed on {', '.join(a['passed_on'])}): "
+              f"{a['scenario']} {a['check']}: {a['why']}")
     s = results["serve_mcp_with_token"]
     print(f"{'sample':>20} {'inspector --verify (serve /mcp)':<30} exit {s['exit']}, {s['skills']} skills, "
           f"only the token's: {s['only_that_principal']}")

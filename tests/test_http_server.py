@@ -1,7 +1,8 @@
 """The HTTP app over real HTTP on 127.0.0.1: uvicorn in a thread, and ``skillsearch serve`` as a process.
 
 The extension hooks other surfaces use (routers, bearer-protected mounts, lifespans), the last-resort JSON
-500, concurrency, streamed body limits, and the banner ``make serve`` prints.
+500, concurrency, streamed body limits, header values as RFC 9110 defines them (whichever parser uvicorn
+uses), and the banner ``make serve`` prints.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -23,11 +25,14 @@ import httpx
 import httpx2
 import pytest
 from fastapi import APIRouter, FastAPI
+from mcp_support import STARTER
 
 from skillsearch.cli import build_serve_app
 from skillsearch.http.app import Limits, create_app
 from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry, add_principal
 from skillsearch.http.server import ServerThread
+from skillsearch.mcp.server import build_mcp_server
+from skillsearch.mcp.transport import streamable_http_app
 from skillsearch.service import Catalog
 
 DEMO = {"Authorization": f"Bearer {DEMO_TOKEN}"}
@@ -108,6 +113,44 @@ def test_real_http_concurrency_and_streamed_limits(sample: Catalog) -> None:
             resp = c.post("/v1/skills/sk_x/resolve", content=body(), headers={"Content-Type": "application/json"})
             assert_error(resp, 413, "VALIDATION_ERROR")
             assert c.get("/healthz").status_code == 200
+
+
+# -- header values: RFC 9110 section 5.5 strips the whitespace around them ---------------------------------------
+
+MCP_VERSION = "2026-07-28"
+
+
+def _raw_post(url: str, path: str, body: bytes, header_lines: list[str]) -> tuple[int, bytes]:
+    """One HTTP/1.1 POST written by hand: HTTP clients refuse to send a header value with trailing spaces."""
+    host, port = url.removeprefix("http://").split(":")
+    head = [f"POST {path} HTTP/1.1", f"Host: {host}:{port}", "Content-Type: application/json",
+            "Accept: application/json, text/event-stream", f"Content-Length: {len(body)}", "Connection: close",
+            *header_lines]
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    status_line, _, rest = answer.partition(b"\r\n")
+    return int(status_line.split()[1]), rest.partition(b"\r\n\r\n")[2]
+
+
+@pytest.mark.parametrize("parser", ["h11", "httptools"])
+def test_mcp_header_values_are_compared_without_surrounding_whitespace(sample: Catalog, parser: str) -> None:
+    """``Mcp-Method:  tools/list \\t`` names tools/list (the conformance suite's http-header-validation sends
+    ``Mcp-Name`` padded so): accepted with either HTTP parser, while a different method is still refused."""
+    pytest.importorskip(parser)
+    app = streamable_http_app(build_mcp_server(sample, STARTER))
+    meta = {"io.modelcontextprotocol/protocolVersion": MCP_VERSION, "io.modelcontextprotocol/clientCapabilities": {}}
+    body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {"_meta": meta}}).encode()
+    with ServerThread(app, http=parser) as url:
+        status, answer = _raw_post(url, "/mcp", body, [f"MCP-Protocol-Version: {MCP_VERSION}",
+                                                         "Mcp-Method:   tools/list \t "])
+        assert status == 200, answer
+        assert {t["name"] for t in json.loads(answer)["result"]["tools"]} >= {"search_skills", "get_skill"}
+        status, answer = _raw_post(url, "/mcp", body, [f"MCP-Protocol-Version: {MCP_VERSION}",
+                                                         "Mcp-Method:  prompts/list  "])
+        assert status == 400 and json.loads(answer)["error"]["code"] == -32020
 
 
 # -- `skillsearch serve` as a process ---------------------------------------------------------------------------

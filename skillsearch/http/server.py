@@ -2,6 +2,8 @@
 
 ``serve`` runs it in the foreground (``skillsearch serve``) and reports the bound address once the socket
 listens, so port 0 (any free port) works and a banner never promises a port that failed to bind.
+Every app it serves sees request header values as RFC 9110 section 5.5 defines them, without leading or
+trailing whitespace (:class:`FieldValues`), whichever HTTP parser uvicorn picked.
 ``ServerThread`` runs it in a background thread of this process, for tests and benchmarks that need real
 HTTP on 127.0.0.1 against an app object they hold.
 """
@@ -18,7 +20,28 @@ from typing import Any
 
 import uvicorn
 
-__all__ = ["ServerThread", "serve"]
+__all__ = ["FieldValues", "ServerThread", "serve"]
+
+
+_OWS = b" \t"
+
+
+class FieldValues:
+    """ASGI wrapper: request header values without the optional whitespace around them (SP, HTAB).
+
+    RFC 9110 section 5.5: a field value does not include leading or trailing whitespace, and a parser MUST
+    exclude it before evaluating the value. uvicorn's h11 parser does; its httptools parser (used whenever
+    httptools is installed) keeps trailing whitespace, so ``Mcp-Name: search_skills  `` would not equal the
+    body's ``search_skills`` and MCP's header check would refuse the request (-32020)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        headers = scope.get("headers") if scope["type"] in ("http", "websocket") else None
+        if headers and any(v[:1] in (b" ", b"\t") or v[-1:] in (b" ", b"\t") for _, v in headers):
+            scope = dict(scope, headers=[(k, v.strip(_OWS)) for k, v in headers])
+        await self.app(scope, receive, send)
 
 
 class _Server(uvicorn.Server):
@@ -40,7 +63,7 @@ class _Server(uvicorn.Server):
 def _config(app: Any, host: str, port: int, **kwargs: Any) -> uvicorn.Config:
     # Our middleware writes the access log (JSON, with the request id); uvicorn's own would repeat it.
     kwargs.setdefault("lifespan", "on")
-    return uvicorn.Config(app, host=host, port=port, access_log=False, log_config=None, **kwargs)
+    return uvicorn.Config(FieldValues(app), host=host, port=port, access_log=False, log_config=None, **kwargs)
 
 
 def serve(app: Any, host: str = "127.0.0.1", port: int = 8000, on_started: Callable[[str], None] | None = None) -> None:
