@@ -304,8 +304,8 @@ def write_results(out: Path, result: dict[str, Any]) -> None:
         (f"- catalog: {result['catalog']['skills']} skills (`{result['catalog']['path']}`), encoder"
          f" {result['catalog']['encoder']}"),
         (f"- load: {c['clients']} asyncio clients (one keep-alive HTTP/1.1 connection each, `benchmarks/lean_http.py`,"
-         f" in one process on the same machine) for {c['duration']} s after {c['warmup']} s warm-up per scenario, `GET /v1/search`"
-         f" mode={c['mode']} limit={c['limit']}; {c['queries']} distinct requests (dev requests + paraphrases of"
+         f" in one process on the same machine) for {c['duration']} s after {c['warmup']} s warm-up per scenario,"
+         f" `GET /v1/search` mode={c['mode']} limit={c['limit']}; {c['queries']} distinct requests (dev requests + paraphrases of"
          " descriptions) walked in one shared order: a request repeats only once the pool is used up"),
         "",
         ("| scenario | requests (distinct) | req/s | p50 ms | p95 ms | p99 ms | errors | batches: mean / largest |"
