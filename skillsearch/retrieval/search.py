@@ -256,8 +256,9 @@ def run_search(
     abstain_by_decision = (settings.abstain and notice is None and not exact and not request.kind
                            and not request.tags)
     if request.mode == "hybrid" and hits_out:
+        background = Background.of(sem_all, filtered=mask is not None)
         hits_out, reason = judge(hits_out, picked, cands, request, decision, abstain_by_decision,
-                                 lexical=lexical, searcher=snapshot.searcher, background=Background.of(sem_all))
+                                 lexical=lexical, searcher=snapshot.searcher, background=background)
     return SearchResult(
         hits=hits_out,
         no_match=not hits_out,
