@@ -1,7 +1,7 @@
 """Fit the "does anything fit?" decision on the dev sets and ship it (``skillsearch/retrieval/decisions.json``).
 
     PYTHONPATH=. python benchmarks/fit_decision.py [--data-root ../shared/data] [--features cos,lex_top,...]
-        [--dry-run]
+        [--request-features cos,cos_bg,...] [--reuse] [--dry-run]
 
 Searches every dev request of the skills dev set, MetaTool dev (first 2,000) and Seal-Tools dev through
 ``Catalog.search`` with abstention off, fits the logistic model (``skillsearch/bench/decision.py``), and
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from skillsearch.bench.decision import run_fit
-from skillsearch.retrieval.confidence import FEATURES
+from skillsearch.retrieval.confidence import HIT_FEATURES, REQUEST_FEATURES
 
 ROOT = Path(__file__).resolve().parents[1]
 DECISIONS = ROOT / "skillsearch" / "retrieval" / "decisions.json"
@@ -62,12 +62,15 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--data-root", default=str(ROOT.parent / "shared" / "data"))
     parser.add_argument("--cache-dir", default=str(ROOT / "benchmarks" / ".cache"))
-    parser.add_argument("--features", default=",".join(FEATURES))
+    parser.add_argument("--features", default=",".join(HIT_FEATURES), help="the hit model's features")
+    parser.add_argument("--request-features", default=",".join(REQUEST_FEATURES), help="the request model's")
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("--reuse", action="store_true", help="refit on the hits the last run collected")
     args = parser.parse_args()
     features = [f for f in args.features.split(",") if f]
+    request_features = [f for f in args.request_features.split(",") if f]
     report = run_fit(Path(args.data_root), Path(args.cache_dir), features=features,
+                     request_features=request_features,
                      log=lambda s: print(s, file=sys.stderr, flush=True),
                      command="python " + shlex.join(["benchmarks/fit_decision.py", *sys.argv[1:]]), reuse=args.reuse)
     print(_md(report))

@@ -136,3 +136,37 @@ def test_confidences_never_rise_down_the_list() -> None:
     for _ in range(50):
         conf = model.confidences(rng.normal(size=(10, len(FEATURES))))
         assert np.all(np.diff(conf) <= 0) and np.all((conf >= 0) & (conf <= 1))
+
+
+def test_the_background_features_are_the_requests_cosines_over_the_whole_visible_catalog(
+    sample: Catalog, encoder: Encoder
+) -> None:
+    """``cos_bg`` / ``cos_z`` read the request's cosine with *every* visible skill, not only the candidates;
+    a filter narrows the background to the rows it lets through (hidden rows are -inf, never averaged in)."""
+    query = PRESENT[1]
+    scores = sample.index().snapshot().vectors.matrix @ encoder.encode_query(query)
+    hits = search(sample, query).hits
+    feats = hits[0].features
+    assert feats["cos_bg"] == pytest.approx(float(scores.mean()), abs=2e-4)
+    assert feats["cos_z"] == pytest.approx((float(scores.max()) - scores.mean()) / scores.std(), abs=2e-3)
+    assert 0.0 < feats["cos_tail"] < feats["cos"]
+    kind = hits[0].skill.kind
+    rows = sample.index().snapshot().vectors.rows
+    visible = np.asarray([r.kind == kind for r in rows])
+    filtered = search(sample, query, kind=kind).hits[0].features
+    assert np.isfinite(filtered["cos_bg"])
+    assert filtered["cos_bg"] == pytest.approx(float(scores[visible].mean()), abs=2e-4)
+
+
+def test_the_shipped_no_match_model_reads_how_far_the_request_is_from_the_whole_catalog(sample: Catalog) -> None:
+    decision = packaged_decision(MINILM)
+    assert decision is not None and "cos_bg" in decision["request"]["features"]
+    # Its weight is positive: a request near the catalog as a whole is more likely to have a skill.
+    coef = dict(zip(decision["request"]["features"], decision["request"]["coef"], strict=True))
+    assert coef["cos_bg"] > 0
+    # The same top hit, with the request farther from the catalog as a whole, is judged less likely to fit.
+    model = Decision.from_dict(decision)
+    row = np.asarray([[search(sample, PRESENT[0]).hits[0].features[f] for f in FEATURES]])
+    farther = row.copy()
+    farther[0, FEATURES.index("cos_bg")] -= 0.07  # a positive's median background minus a negative's (dev)
+    assert model.fits(farther) < model.fits(row)

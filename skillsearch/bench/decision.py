@@ -32,12 +32,12 @@ from skillsearch.bench.relevance import open_bench_catalog
 from skillsearch.bench.report import run_metadata
 from skillsearch.bench.skills import load_queries, open_skills_catalog
 from skillsearch.core.domain import Principal
-from skillsearch.retrieval.confidence import DECISION_VERSION, FEATURES, REQUEST_FEATURES
+from skillsearch.retrieval.confidence import DECISION_VERSION, FEATURES, HIT_FEATURES, REQUEST_FEATURES
 from skillsearch.retrieval.encoder import Encoder, make_encoder
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
 
-__all__ = ["DevHits", "collect", "fit_decision", "run_fit"]
+__all__ = ["DevHits", "collect", "fit_decision", "load_or_collect", "run_fit"]
 
 LIMIT = 10
 MAX_FALSE_ABSTENTION = 0.01
@@ -198,7 +198,7 @@ def _request_labels(hits: DevHits) -> np.ndarray:
     return np.asarray([hits.requests[str(d)].get(str(q), False) for d, q in zip(hits.dataset, hits.qid, strict=True)])
 
 
-def fit_decision(hits: DevHits, features: Sequence[str] = FEATURES,
+def fit_decision(hits: DevHits, features: Sequence[str] = HIT_FEATURES,
                  request_features: Sequence[str] = REQUEST_FEATURES, folds: int = 5, seed: int = 0) -> dict[str, Any]:
     """Both models fitted on every dev hit (threshold included), with cross-validated numbers."""
     w = _weights(hits.dataset)
@@ -259,19 +259,29 @@ def fit_decision(hits: DevHits, features: Sequence[str] = FEATURES,
             "dev": fitted, "cv_skills_5fold": cv, "leave_one_dataset_out": lodo}
 
 
-def run_fit(data_root: Path, cache_dir: Path, encoder: Encoder | None = None, features: Sequence[str] = FEATURES,
+def load_or_collect(data_root: Path, cache_dir: Path, bench_encoder: BenchEncoder, reuse: bool,
+                    log: Callable[[str], None] = lambda _s: None) -> DevHits:
+    """The dev hits: collected now, or with ``reuse`` those the last collection saved (if it saw every
+    feature this code computes)."""
+    saved = cache_dir / f"decision-hits-{re.sub(r'[^A-Za-z0-9._-]+', '_', bench_encoder.name)}.pkl"
+    if reuse and saved.is_file():
+        hits: DevHits = pickle.loads(saved.read_bytes())  # our own cache file, written below
+        if hits.x.shape[1] == len(FEATURES):
+            return hits
+        log("the saved hits lack features this code computes: collecting again")
+    hits = collect(data_root, bench_encoder, cache_dir, log)
+    saved.write_bytes(pickle.dumps(hits))
+    return hits
+
+
+def run_fit(data_root: Path, cache_dir: Path, encoder: Encoder | None = None, features: Sequence[str] = HIT_FEATURES,
             log: Callable[[str], None] = lambda _s: None, command: str | None = None,
-            reuse: bool = False) -> dict[str, Any]:
+            reuse: bool = False, request_features: Sequence[str] = REQUEST_FEATURES) -> dict[str, Any]:
     """Collect (or, with ``reuse``, read the hits the last collection saved) and fit."""
     started = time.time()
     bench_encoder = BenchEncoder(encoder or make_encoder("minilm"), cache_dir)
-    saved = cache_dir / f"decision-hits-{re.sub(r'[^A-Za-z0-9._-]+', '_', bench_encoder.name)}.pkl"
-    if reuse and saved.is_file():
-        hits = pickle.loads(saved.read_bytes())  # our own cache file, written below
-    else:
-        hits = collect(data_root, bench_encoder, cache_dir, log)
-        saved.write_bytes(pickle.dumps(hits))
+    hits = load_or_collect(data_root, cache_dir, bench_encoder, reuse, log)
     log(f"fitting on {len(hits.y)} hits of {sum(len(r) for r in hits.requests.values())} requests")
-    decision = fit_decision(hits, features)
+    decision = fit_decision(hits, features, request_features)
     return {**run_metadata(command), "kind": "decision-fit", "encoder": bench_encoder.name,
             "decision": decision, "seconds": round(time.time() - started, 1)}

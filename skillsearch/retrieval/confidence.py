@@ -13,7 +13,13 @@ the fitting uses scikit-learn, this module only applies the stored coefficients)
 - ``coverage``: the IDF-weighted share of the request's terms found in the hit's name, slug, tags and
   description;
 - ``agree``: 1 when both retrievers rank the same skill first;
-- ``log_rank``: the log of the hit's rank in the answer.
+- ``log_rank``: the log of the hit's rank in the answer;
+- relative to this catalog, from the request's cosines over *every* visible document (its background):
+  ``cos_z``, the best cosine as a z-score against that background; ``cos_bg``, the background's mean;
+  ``cos_tail``, the best cosine minus the 10th best (how far the top stands out from its neighbourhood).
+  A request no skill fits is far from the whole catalog, not only from its best hit: on the skills dev set
+  the background mean of a negative is about 0.03, of a positive about 0.10 (MetaTool's 0.10, Seal-Tools'
+  0.15), while their best cosines overlap (``benchmarks/tuning/decision_features.py``).
 
 Scores are then made monotone with rank (each hit's confidence is at most the one above it), so a caller
 reading "confidence >= x" always gets a prefix of the list. ``no_match``: a second logistic model, over the
@@ -32,7 +38,7 @@ import json
 import math
 from dataclasses import dataclass, replace
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -45,14 +51,21 @@ if TYPE_CHECKING:
     from skillsearch.retrieval.search import Hit, SearchRequest
 
 __all__ = [
-    "DECISION_VERSION", "FEATURES", "MULTILINGUAL_OFF", "REQUEST_FEATURES", "Decision", "Linear", "decision_of",
-    "feature_matrix", "judge", "packaged_decision", "unreadable_language_notice",
+    "DECISION_VERSION", "FEATURES", "HIT_FEATURES", "MULTILINGUAL_OFF", "REQUEST_FEATURES", "Background", "Decision", "Linear",
+    "decision_of", "feature_matrix", "judge", "packaged_decision", "unreadable_language_notice",
 ]
 
 DECISION_VERSION = 1
-FEATURES: tuple[str, ...] = ("cos", "cos_gap", "cos_margin", "lex", "lex_top", "coverage", "agree", "log_rank")
+FEATURES: tuple[str, ...] = (
+    "cos", "cos_gap", "cos_margin", "lex", "lex_top", "coverage", "agree", "log_rank",
+    "cos_z", "cos_bg", "cos_tail",
+)
+# What the shipped models read (the fit can choose any of FEATURES; docs/benchmarks.md says why these).
+HIT_FEATURES: tuple[str, ...] = FEATURES[:8]
+# The rank whose cosine ``cos_tail`` subtracts from the best.
+TAIL_RANK = 10
 # What the "does anything fit?" model reads: the top hit's own numbers and the request's.
-REQUEST_FEATURES: tuple[str, ...] = ("cos", "cos_margin", "lex", "lex_top", "coverage", "agree")
+REQUEST_FEATURES: tuple[str, ...] = ("cos", "cos_margin", "lex", "lex_top", "coverage", "agree", "cos_bg")
 # BM25 over the request's IDF mass can exceed 1 (two fields, term frequency); capped so that an odd request
 # cannot push the linear model far outside the range it was fitted on.
 LEX_CAP = 3.0
@@ -134,13 +147,41 @@ def _coverage(query_idf: dict[str, float], mass: float, hit_terms: frozenset[str
     return sum(w for t, w in query_idf.items() if t in hit_terms) / mass
 
 
+class Background(NamedTuple):
+    """The request's cosines over every visible document: their mean and standard deviation."""
+
+    mean: float
+    std: float
+
+    @classmethod
+    def of(cls, scores: np.ndarray | None, filtered: bool = True) -> Background:
+        """From every row's cosine (``-inf`` for rows the caller may not see, when ``filtered``; an
+        unfiltered search skips that check; the variance is one dot product: 17 us at 10k rows, 67 us at
+        100k, unfiltered)."""
+        if scores is None or scores.size == 0:
+            return cls(0.0, 0.0)
+        seen = scores[np.isfinite(scores)] if filtered else scores
+        if seen.size == 0:
+            return cls(0.0, 0.0)
+        mean = float(seen.mean(dtype=np.float64))
+        return cls(mean, float(np.sqrt(max(float(np.dot(seen, seen)) / seen.size - mean * mean, 0.0))))
+
+    def z(self, cosine: float) -> float:
+        return (cosine - self.mean) / self.std if self.std > 1e-6 else 0.0
+
+
+NO_BACKGROUND = Background(0.0, 0.0)
+
+
 def feature_matrix(
     c: Candidates, picked: list[int], query_idf: dict[str, float], hit_terms: list[frozenset[str]],
+    background: Background | None = None,
 ) -> np.ndarray:
     """:data:`FEATURES` for the hits ``picked`` (indices into the candidate arrays, best first).
 
     ``query_idf``: the request's analysed terms and their IDF in this catalog; ``hit_terms``: each picked
-    hit's analysed name, slug, tags and description."""
+    hit's analysed name, slug, tags and description; ``background``: the request's cosines over the
+    whole visible catalog."""
     out = np.zeros((len(picked), len(FEATURES)))
     if not picked or c.rows.size == 0:
         return out
@@ -153,10 +194,15 @@ def feature_matrix(
     lex_first = np.flatnonzero(c.lexical_rank == 1)
     sem_first = np.flatnonzero(c.semantic_rank == 1)
     agree = float(lex_first.size == 1 and sem_first.size == 1 and lex_first[0] == sem_first[0])
+    background = background or NO_BACKGROUND
+    ranked = np.sort(sem[c.semantic_rank > 0])[::-1]
+    tail = best_cos - float(ranked[min(TAIL_RANK, ranked.size) - 1]) if ranked.size else 0.0
+    cos_z = background.z(best_cos)
     for j, i in enumerate(picked):
         out[j] = (
             sem[i], best_cos - sem[i], margin, lex[i], lex_top,
             _coverage(query_idf, mass, hit_terms[j]), agree, math.log(j + 1),
+            cos_z, background.mean, tail,
         )
     return out
 
@@ -182,11 +228,12 @@ def _card(skill: Any) -> str:
 
 def judge(
     hits: list[Hit], picked: list[int], c: Candidates, request: SearchRequest, decision: Decision | None,
-    abstain: bool, *, lexical: LexicalIndex, searcher: Any,
+    abstain: bool, *, lexical: LexicalIndex, searcher: Any, background: Background | None = None,
 ) -> tuple[list[Hit], str | None]:
     """The hits with their features and confidences, cut by ``min_confidence``, or none with the reason:
     ``low_confidence`` when ``abstain`` and the top hit's confidence is under the decision's threshold."""
-    x = feature_matrix(c, picked, lexical.query_idf(request.query, searcher), [lexical.card_terms(_card(h.skill)) for h in hits])
+    x = feature_matrix(c, picked, lexical.query_idf(request.query, searcher),
+                       [lexical.card_terms(_card(h.skill)) for h in hits], background)
     named = [dict(zip(FEATURES, (round(float(v), 4) for v in row), strict=True)) for row in x]
     if decision is None:
         return [replace(h, features=f) for h, f in zip(hits, named, strict=True)], None

@@ -50,7 +50,7 @@ from skillsearch.core.skill_uri import skill_uri
 from skillsearch.core.views import Explanation, SearchHitView, SearchResponse
 from skillsearch.core.visibility import is_visible, visible_grants
 from skillsearch.retrieval.calibration import centered_cosines
-from skillsearch.retrieval.confidence import decision_of, judge, unreadable_language_notice
+from skillsearch.retrieval.confidence import Background, decision_of, judge, unreadable_language_notice
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.indexer import IndexSnapshot
 from skillsearch.retrieval.lexical import LexicalIndex
@@ -257,8 +257,9 @@ def run_search(
     abstain_by_decision = (settings.abstain and notice is None and not exact and not request.kind
                            and not request.tags)
     if request.mode == "hybrid" and hits_out:
+        background = Background.of(sem_all, filtered=mask is not None)
         hits_out, reason = judge(hits_out, picked, cands, request, decision, abstain_by_decision,
-                                 lexical=lexical, searcher=snapshot.searcher)
+                                 lexical=lexical, searcher=snapshot.searcher, background=background)
     return SearchResult(
         hits=hits_out,
         no_match=not hits_out,
