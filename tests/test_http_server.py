@@ -139,7 +139,6 @@ def _raw_post(url: str, path: str, body: bytes, header_lines: list[str]) -> tupl
 def test_mcp_header_values_are_compared_without_surrounding_whitespace(sample: Catalog, parser: str) -> None:
     """``Mcp-Method:  tools/list \\t`` names tools/list (the conformance suite's http-header-validation sends
     ``Mcp-Name`` padded so): accepted with either HTTP parser, while a different method is still refused."""
-    pytest.importorskip(parser)
     app = streamable_http_app(build_mcp_server(sample, STARTER))
     meta = {"io.modelcontextprotocol/protocolVersion": MCP_VERSION, "io.modelcontextprotocol/clientCapabilities": {}}
     body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {"_meta": meta}}).encode()
