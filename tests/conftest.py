@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from mcp import Client
+from mcp_support import STARTER
+
+from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
+from skillsearch.mcp.server import build_mcp_server
 from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, HashingEncoder, MiniLMEncoder
 from skillsearch.service import Catalog
 
@@ -53,6 +58,19 @@ def sample(sample_dir: Path, encoder: Encoder) -> Iterator[Catalog]:
     catalog = Catalog.open(Settings(data_dir=sample_dir), encoder=encoder)
     yield catalog
     catalog.close()
+
+
+# In-memory MCP client sessions over the sample catalog, as the operator and as the starter-pack principal.
+@pytest.fixture
+async def operator(sample: Catalog) -> AsyncIterator[Client]:
+    async with Client(build_mcp_server(sample, Principal.operator())) as client:
+        yield client
+
+
+@pytest.fixture
+async def starter(sample: Catalog) -> AsyncIterator[Client]:
+    async with Client(build_mcp_server(sample, STARTER)) as client:
+        yield client
 
 
 @pytest.fixture

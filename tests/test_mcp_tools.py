@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +20,6 @@ from skillsearch.retrieval.encoder import Encoder
 from skillsearch.service import Catalog
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def operator(sample: Catalog) -> AsyncIterator[Client]:
-    async with Client(build_mcp_server(sample, Principal.operator())) as client:
-        yield client
-
-
-@pytest.fixture
-async def starter(sample: Catalog) -> AsyncIterator[Client]:
-    async with Client(build_mcp_server(sample, STARTER)) as client:
-        yield client
 
 
 def skill_id_of(catalog: Catalog, slug: str) -> str:

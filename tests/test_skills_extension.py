@@ -7,7 +7,6 @@ import json
 import logging
 import shutil
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -28,18 +27,6 @@ from skillsearch.usecases.skill_files import CursorError, entries_page
 pytestmark = pytest.mark.anyio
 
 SAMPLE = sample_catalog_dir()
-
-
-@pytest.fixture
-async def operator(sample: Catalog) -> AsyncIterator[Client]:
-    async with Client(build_mcp_server(sample, Principal.operator())) as client:
-        yield client
-
-
-@pytest.fixture
-async def starter(sample: Catalog) -> AsyncIterator[Client]:
-    async with Client(build_mcp_server(sample, STARTER)) as client:
-        yield client
 
 
 async def invalid_params(client: Client, method: str, params: dict[str, Any]) -> str:
