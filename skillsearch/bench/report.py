@@ -14,7 +14,7 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -128,13 +128,18 @@ def _chart(report: Mapping[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def write_results(report: Mapping[str, Any], out_dir: Path, stem: str) -> list[Path]:
-    """Write ``<stem>.md``, ``<stem>.json`` and ``<stem>.png`` under ``out_dir``; returns the paths."""
+def write_results(
+    report: Mapping[str, Any], out_dir: Path, stem: str,
+    markdown: Callable[[Mapping[str, Any]], str] | None = None,
+    chart: Callable[[Mapping[str, Any], Path], None] | None = None,
+) -> list[Path]:
+    """Write ``<stem>.md``, ``<stem>.json`` and ``<stem>.png`` under ``out_dir``; returns the paths.
+    ``markdown`` and ``chart`` render another kind of report (the skills dev set's) the same way."""
     out_dir.mkdir(parents=True, exist_ok=True)
     md, js, png = (out_dir / f"{stem}.{ext}" for ext in ("md", "json", "png"))
-    md.write_text(to_markdown(report), encoding="utf-8")
+    md.write_text((markdown or to_markdown)(report), encoding="utf-8")
     js.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    _chart(report, png)
+    (chart or _chart)(report, png)
     return [md, js, png]
 
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from skillsearch.bench.report import skills_chart
+from skillsearch.bench.report import skills_chart, write_results
 
 __all__ = ["skills_markdown", "write_skills_results"]
 
@@ -68,9 +68,4 @@ def skills_markdown(report: Mapping[str, Any]) -> str:
 
 def write_skills_results(report: Mapping[str, Any], out_dir: Path, stem: str) -> list[Path]:
     """Write ``<stem>.md``, ``<stem>.json`` and ``<stem>.png`` under ``out_dir``; returns the paths."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    md, js, png = (out_dir / f"{stem}.{ext}" for ext in ("md", "json", "png"))
-    md.write_text(skills_markdown(report), encoding="utf-8")
-    js.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    skills_chart(report, png)
-    return [md, js, png]
+    return write_results(report, out_dir, stem, markdown=skills_markdown, chart=skills_chart)
