@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,16 @@ from skillsearch.service import Catalog
 from skillsearch.sync.sources import SourceConfig, add_source, load_sources, remove_source
 
 OPERATOR = Principal.operator()
+TIMEOUT = 120.0  # generous: the machine is shared; no test asserts a duration
+
+
+def eventually(check: Callable[[], bool], timeout: float = TIMEOUT) -> None:
+    """Until ``check()`` holds (a watched or synced change reaching the catalog), at most ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("the change never showed")
+        time.sleep(0.05)
 
 
 def write_skill(root: Path, slug: str, description: str, body: str = "Follow these steps.") -> Path:

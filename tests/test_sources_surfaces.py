@@ -8,8 +8,6 @@ import json
 import os
 import shutil
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +16,7 @@ import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from test_sources import commit, git, write_skill
+from test_sources import TIMEOUT, commit, eventually, git, write_skill
 
 from skillsearch.cli import build_serve_app, main
 from skillsearch.http.auth import PrincipalRegistry, add_principal
@@ -27,15 +25,6 @@ from skillsearch.service import Catalog
 from skillsearch.sync.sources import SourceConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-TIMEOUT = 120.0  # generous: the machine is shared; nothing here asserts a duration
-
-
-def eventually(check: Callable[[], bool], timeout: float = TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("the change never showed")
-        time.sleep(0.05)
 
 
 def test_serve_keeps_a_watched_folder_in_step(empty_catalog: Catalog, tmp_path: Path) -> None:

@@ -4,25 +4,15 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_sources import OPERATOR, commit, git, listed, slugs, write_skill
+from test_sources import OPERATOR, TIMEOUT, commit, eventually, git, listed, slugs, write_skill
 
 from skillsearch.service import Catalog
 from skillsearch.sync.local import LocalSources
 from skillsearch.sync.sources import SourceConfig
-
-TIMEOUT = 120.0  # generous: the machine is shared; no test asserts a duration
-
-
-def eventually(check: Callable[[], bool], timeout: float = TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("the watched change never showed")
-        time.sleep(0.05)
 
 
 def last_error(catalog: Catalog, source: str) -> str | None:
