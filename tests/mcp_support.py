@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
+from pathlib import Path
 from typing import Any
 
+from mcp import StdioServerParameters
 from mcp_types import CallToolResult
 
 from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
@@ -12,6 +16,16 @@ from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
 STARTER = Principal(name="starter", grants=frozenset({"sub:starter-pack"}), scopes=frozenset({SCOPE_MEMORY_READ}))
 DATA_TEAM = Principal(name="data", grants=frozenset({"team:data-science"}), scopes=frozenset({SCOPE_MEMORY_READ}))
 NO_SCOPE = Principal(name="noscope", grants=frozenset({"sub:starter-pack"}), scopes=frozenset())
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def stdio_params(data_dir: Path, *extra: str) -> StdioServerParameters:
+    """``skillsearch mcp`` over stdio on ``data_dir`` as a real subprocess of this checkout (offline)."""
+    env = dict(os.environ) | {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "skillsearch.cli", "-q", "mcp", "--data-dir", str(data_dir), *extra],
+        env=env, cwd=str(ROOT),
+    )
 
 
 def ok(result: CallToolResult) -> dict[str, Any]:

@@ -3,10 +3,8 @@ served by uvicorn on 127.0.0.1, each driven by the SDK's own client."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
-import sys
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
@@ -17,10 +15,10 @@ import httpx2
 import pytest
 import uvicorn
 from fastapi import FastAPI
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_support import STARTER, error, ok
+from mcp_support import STARTER, error, ok, stdio_params
 from starlette.routing import Route
 
 from skillsearch.cli import build_parser, main, mcp_principal_from_args, mcp_server_from_args
@@ -30,8 +28,6 @@ from skillsearch.mcp.server import TOOL_NAMES, build_mcp_server
 from skillsearch.mcp.transport import mountable, streamable_http_app
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.service import Catalog
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -48,14 +44,6 @@ def data_dir(sample_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     return target
 
 
-def _stdio(data_dir: Path, *extra: str) -> StdioServerParameters:
-    env = dict(os.environ) | {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    return StdioServerParameters(
-        command=sys.executable, args=["-m", "skillsearch.cli", "-q", "mcp", "--data-dir", str(data_dir), *extra],
-        env=env, cwd=str(ROOT),
-    )
-
-
 @pytest.mark.anyio
 async def test_stdio_subprocess_speaks_only_protocol_on_stdout(data_dir: Path, tmp_path: Path) -> None:
     """Every stdout line must parse as JSON-RPC: the client hands anything else to message_handler."""
@@ -67,7 +55,7 @@ async def test_stdio_subprocess_speaks_only_protocol_on_stdout(data_dir: Path, t
 
     stderr_path = tmp_path / "stderr.txt"
     with stderr_path.open("w") as stderr:
-        async with Client(stdio_client(_stdio(data_dir, "--principal", "starter"), errlog=stderr),
+        async with Client(stdio_client(stdio_params(data_dir, "--principal", "starter"), errlog=stderr),
                           message_handler=on_message, read_timeout_seconds=120) as session:
             tools = (await session.list_tools()).tools
             found = ok(await session.call_tool("search_skills", {"query": "git bisect to find a regression"}))

@@ -4,20 +4,18 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx2
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_support import ok
+from mcp_support import ok, stdio_params
 from skills_support import EXTENSION_ID, call, list_all, verify_entry
 from syncsupport import config_for, upstream_with_starter
 
@@ -35,15 +33,12 @@ from skillsearch.upstream.app import ReferenceUpstream
 from skillsearch.usecases.skill_files import entries_page
 
 pytestmark = pytest.mark.anyio
-ROOT = Path(__file__).resolve().parents[1]
 
 
 async def test_stdio_subprocess_serves_the_extension(sample_dir: Path, tmp_path: Path) -> None:
     data = tmp_path / "data"
     shutil.copytree(sample_dir, data)
-    env = dict(os.environ) | {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    params = StdioServerParameters(command=sys.executable, args=["-m", "skillsearch.cli", "-q", "mcp", "--data-dir",
-                                                                 str(data)], env=env, cwd=str(ROOT))
+    params = stdio_params(data)
     with (tmp_path / "stderr.txt").open("w") as stderr:
         async with Client(stdio_client(params, errlog=stderr), read_timeout_seconds=120) as client:
             assert client.server_capabilities.extensions == {EXTENSION_ID: {"directoryRead": True}}

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.client.stdio import stdio_client
+from mcp_support import stdio_params
 from test_sources import TIMEOUT, commit, eventually, git, write_skill
 
 from skillsearch.cli import build_serve_app, main
@@ -23,8 +22,6 @@ from skillsearch.http.auth import PrincipalRegistry, add_principal
 from skillsearch.http.server import ServerThread
 from skillsearch.service import Catalog
 from skillsearch.sync.sources import SourceConfig
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_serve_keeps_a_watched_folder_in_step(empty_catalog: Catalog, tmp_path: Path) -> None:
@@ -100,14 +97,6 @@ def repo_with_skill(tmp_path: Path) -> Path:
     return repo
 
 
-def _stdio(data_dir: Path, *extra: str) -> StdioServerParameters:
-    env = dict(os.environ) | {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    return StdioServerParameters(
-        command=sys.executable, args=["-m", "skillsearch.cli", "-q", "mcp", "--data-dir", str(data_dir), *extra],
-        env=env, cwd=str(ROOT),
-    )
-
-
 def _stdio_data(tmp_path: Path) -> tuple[Path, Path]:
     data, root = tmp_path / "data", tmp_path / "skills"
     write_skill(root, "first-skill", "A skill that is there before the server starts.")
@@ -133,7 +122,7 @@ async def settled(client: Client, names: list[str]) -> None:
 async def test_an_mcp_stdio_session_is_told_when_a_watched_folder_changes(tmp_path: Path) -> None:
     data, root = _stdio_data(tmp_path)
     with (tmp_path / "stderr.txt").open("w") as stderr:
-        async with Client(stdio_client(_stdio(data, "--grant", "user:me"), errlog=stderr),
+        async with Client(stdio_client(stdio_params(data, "--grant", "user:me"), errlog=stderr),
                           read_timeout_seconds=TIMEOUT) as client:
             await settled(client, ["first-skill"])
             async with client.listen(resources_list_changed=True) as events:
@@ -160,7 +149,7 @@ async def test_a_handshake_era_stdio_session_gets_the_notification_too(tmp_path:
                 seen.set()  # the event of the moment: replaced before the change under test
 
     with (tmp_path / "stderr.txt").open("w") as stderr:
-        async with Client(stdio_client(_stdio(data, "--grant", "user:me"), errlog=stderr), mode="legacy",
+        async with Client(stdio_client(stdio_params(data, "--grant", "user:me"), errlog=stderr), mode="legacy",
                           message_handler=on_message, read_timeout_seconds=TIMEOUT) as client:
             await settled(client, ["first-skill"])
             methods.clear()
