@@ -53,12 +53,16 @@ def git(repo: Path, *args: str) -> str:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.email", "dev@example.com")
-    git(repo, "config", "user.name", "dev")
-    return repo
+    return init_repo(tmp_path / "repo")
+
+
+def init_repo(path: Path) -> Path:
+    """An empty git repository on branch main at ``path``, with a committer configured."""
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.email", "dev@example.com")
+    git(path, "config", "user.name", "dev")
+    return path
 
 
 def commit(repo: Path, message: str) -> str:

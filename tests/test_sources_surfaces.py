@@ -15,7 +15,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import stdio_client
 from mcp_support import stdio_params
-from test_sources import TIMEOUT, commit, eventually, git, write_skill
+from test_sources import TIMEOUT, commit, eventually, init_repo, write_skill
 
 from skillsearch.cli import build_serve_app, main
 from skillsearch.http.auth import PrincipalRegistry, add_principal
@@ -87,11 +87,7 @@ def test_the_sources_commands(tmp_path: Path, repo_with_skill: Path) -> None:
 
 @pytest.fixture
 def repo_with_skill(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.email", "dev@example.com")
-    git(repo, "config", "user.name", "dev")
+    repo = init_repo(tmp_path / "repo")
     write_skill(repo / "skills", "pr-review", "Review a pull request for correctness and tests.")
     commit(repo, "one skill")
     return repo

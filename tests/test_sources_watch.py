@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_sources import OPERATOR, TIMEOUT, commit, eventually, git, listed, slugs, write_skill
+from test_sources import OPERATOR, TIMEOUT, commit, eventually, git, init_repo, listed, slugs, write_skill
 
 from skillsearch.service import Catalog
 from skillsearch.sync.local import LocalSources
@@ -53,11 +53,7 @@ def test_a_watched_folder_is_mirrored_as_it_changes(empty_catalog: Catalog, keep
 
 
 def test_a_checkout_of_500_files_is_one_batch(empty_catalog: Catalog, tmp_path: Path) -> None:
-    catalog, work = empty_catalog, tmp_path / "checkout"
-    work.mkdir()
-    git(work, "init", "-q", "-b", "main")
-    git(work, "config", "user.email", "dev@example.com")
-    git(work, "config", "user.name", "dev")
+    catalog, work = empty_catalog, init_repo(tmp_path / "checkout")
     (work / "README.md").write_text("skills\n", encoding="utf-8")
     commit(work, "empty")
     git(work, "checkout", "-q", "-b", "many")
