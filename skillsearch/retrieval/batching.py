@@ -42,7 +42,7 @@ import numpy as np
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, ProgressCallback
-from skillsearch.retrieval.torch_matmul import set_intra_op_threads
+from skillsearch.retrieval.torch_ops import set_intra_op_threads
 from skillsearch.retrieval.wrapper import Wrapper
 
 __all__ = ["BatchStats", "BatchingEncoder", "QueryEncoders", "batched", "default_layout"]
@@ -57,6 +57,10 @@ class _Pending:
     query: str
     parts: tuple[str, ...]
     future: Future[np.ndarray] = field(default_factory=Future)
+    # ``prepare_query`` of the inner encoder, made in the caller's thread (None: it has none).
+    prepared: Any = None
+    # Set when a worker takes it; a caller who found a worker idle waits for this (see ``submit``).
+    taken: threading.Event | None = None
 
     @property
     def texts(self) -> int:
@@ -112,10 +116,14 @@ class BatchingEncoder(Wrapper):
         self.max_wait_s = max_wait_ms / 1000
         batch: BatchFn | None = getattr(inner, "encode_query_batch", None)
         self._batch: BatchFn = batch or (lambda items: [inner.encode_query_parts(q, p) for q, p in items])
+        # An encoder that tokenizes apart from its model (MiniLM traced) has the caller tokenize.
+        self._prepare: Callable[[str, Sequence[str]], Any] | None = getattr(inner, "prepare_query", None)
+        self._encode_prepared: Callable[[Sequence[Any]], list[np.ndarray]] | None = getattr(inner, "encode_prepared", None)
         self._cond = threading.Condition()
         self._queue: deque[_Pending] = deque()
         self._flying: dict[int, list[_Pending]] = {}
         self._closed = False
+        self._idle = 0  # workers waiting for a request
         self._forming = False  # the last batch held more than one request: worth waiting for company
         self._threads: list[threading.Thread] = []
         self._requests = self._batches = self._texts = self._failed = self._largest = 0
@@ -138,13 +146,25 @@ class BatchingEncoder(Wrapper):
     def submit(self, query: str, parts: Sequence[str] = ()) -> Future[np.ndarray]:
         """Queue one request's texts; the future holds ``encode_query_parts(query, parts)``."""
         pending = _Pending(query, tuple(parts))
+        if self._prepare is not None and self._encode_prepared is not None:
+            try:
+                pending.prepared = self._prepare(query, pending.parts)
+            except Exception as exc:  # the request fails as a failed batch would, with the cause named
+                raise IndexNotReadyError(f"query encoding failed: {type(exc).__name__}: {exc}") from exc
         with self._cond:
             if self._closed:
                 raise IndexNotReadyError("the query encoder has been shut down")
             if not self._threads:
                 self._start()
+            if self._idle and not self._queue:
+                pending.taken = threading.Event()
             self._queue.append(pending)
             self._cond.notify()
+        if pending.taken is not None:
+            # A worker is idle: let it take the request before this thread goes on (for at most the wait
+            # bound). Otherwise the caller keeps the GIL through its own Python (SQLite, Tantivy's query)
+            # and the worker starts the model only once the caller blocks on the result: nothing overlaps.
+            pending.taken.wait(max(self.max_wait_s, 0.001))
         return pending.future
 
     def stats(self) -> BatchStats:
@@ -181,7 +201,11 @@ class BatchingEncoder(Wrapper):
         """The next batch (None: closed and drained). Waits for company only while batches are forming."""
         with self._cond:
             while not self._queue and not self._closed:
-                self._cond.wait()
+                self._idle += 1
+                try:
+                    self._cond.wait()
+                finally:
+                    self._idle -= 1
             if not self._queue:
                 return None
             if self._forming and self.max_wait_s > 0 and not self._closed:
@@ -198,6 +222,9 @@ class BatchingEncoder(Wrapper):
                 batch.append(p)
                 texts += p.texts
             self._forming = len(batch) > 1 or bool(self._queue)
+            for p in batch:
+                if p.taken is not None:
+                    p.taken.set()
             self._flying[id(batch)] = batch
             return batch
 
@@ -208,7 +235,10 @@ class BatchingEncoder(Wrapper):
                 return
             failed = False
             try:
-                vectors = self._batch([(p.query, p.parts) for p in batch])
+                if self._encode_prepared is not None and all(p.prepared is not None for p in batch):
+                    vectors = self._encode_prepared([p.prepared for p in batch])
+                else:
+                    vectors = self._batch([(p.query, p.parts) for p in batch])
                 if len(vectors) != len(batch):
                     raise RuntimeError(f"the encoder returned {len(vectors)} results for {len(batch)} requests")
             except Exception as exc:  # the batch's requests get the error; the worker goes on

