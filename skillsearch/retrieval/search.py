@@ -153,6 +153,19 @@ def run_search(
     request = validate(request, settings)
     timings: dict[str, float] = {}
     vectors = snapshot.vectors
+    use_lex = request.mode in ("lexical", "hybrid")
+    use_sem = request.mode in ("semantic", "hybrid")
+    route = snapshot.routing.route(request.query)
+    encoded = None
+    if use_sem and len(vectors):
+        # Started first: with a batching service a worker encodes while SQLite and Tantivy run below.
+        t = time.perf_counter()
+        texts = query_texts(request.query, settings.query_sentences)
+        embed = (query_encoders or {}).get(route.route) or route.encoder
+        soon = getattr(embed, "encode_soon", None)
+        encoded = soon(texts[0], texts[1:]) if soon else (lambda: embed.encode_query_parts(texts[0], texts[1:]))
+        timings["encode_ms"] = (time.perf_counter() - t) * 1000
+
     revoked = store.revoked_subscriptions()
     grants = sorted(visible_grants(principal, vectors.grant_names, revoked))
     # Fusion needs each retriever's deeper list; a single mode only needs the page and a margin for
@@ -161,10 +174,6 @@ def run_search(
     depth = max(request.limit, settings.candidate_depth) if request.mode == "hybrid" else request.limit + 10
     method: FusionMethod = request.fusion or settings.fusion  # type: ignore[assignment]
     weight = _semantic_weight(request, settings, snapshot.routing.calibration)
-    use_lex = request.mode in ("lexical", "hybrid")
-    use_sem = request.mode in ("semantic", "hybrid")
-    route = snapshot.routing.route(request.query)
-
     # Rows the caller may see and asked for; None when that is every row (no filter anywhere).
     everything = set(vectors.grant_names) <= set(grants) and not request.kind and not request.tags
     mask = None if everything or not grants else vectors.mask(grants, request.kind, request.tags)
@@ -176,14 +185,18 @@ def run_search(
         lex_rows, lex_scores = _lexical_candidates(lexical, request, grants, depth, snapshot, mask)
         timings["lexical_ms"] = (time.perf_counter() - t) * 1000
 
+    # While the model works (a batching worker holds no GIL in its forward pass): the store reads that do
+    # not need the query vectors, i.e. the skills a request that is a slug or name names, and the lexical
+    # leaders' rows for the re-check below.
+    slug_rows = _named_rows(request.query, store, snapshot, principal, revoked) if request.mode != "semantic" else None
+    known = store.skills([vectors.rows[int(r)].skill_id for r in lex_rows[: request.limit + 5]]) if encoded else {}
+
     sem_all: np.ndarray | None = None
     sem_rows = np.zeros(0, np.int64)
-    if use_sem and grants and len(vectors):
+    if encoded is not None and grants:
         t = time.perf_counter()
-        texts = query_texts(request.query, settings.query_sentences)
-        embed = (query_encoders or {}).get(route.route) or route.encoder
-        queries = embed.encode_query_parts(texts[0], texts[1:])
-        timings["encode_ms"] = (time.perf_counter() - t) * 1000
+        queries = encoded()
+        timings["encode_ms"] += (time.perf_counter() - t) * 1000  # the wait left after the lexical side
         t = time.perf_counter()
         if route.centering is not None:
             # e5: scores relative to each document language's centroid (skillsearch/retrieval/calibration.py).
@@ -208,8 +221,8 @@ def run_search(
         fused = fuse(cands, method, weight, settings.rrf_k)
 
     exact = False
-    if request.mode != "semantic":
-        fused, exact = _exact_name_first(request.query, rows, fused, store, snapshot, principal, revoked)
+    if slug_rows is not None:
+        fused, exact = _exact_name_first(rows, fused, slug_rows)
     notice = unreadable_language_notice(route.encoder, request.query) if use_sem else None
     decision = decision_of(route.calibration) if request.mode == "hybrid" else None
     threshold = no_match_threshold(settings, route.encoder, route.calibration)
@@ -231,7 +244,8 @@ def run_search(
     for start in range(0, order.size, chunk):
         part = order[start : start + chunk]
         ids = [vectors.rows[int(rows[i])].skill_id for i in part]
-        skills = store.skills(ids)
+        missing = [i for i in ids if i not in known]
+        skills = {**known, **store.skills(missing)} if missing else known
         for i, skill_id in zip(part, ids, strict=True):
             skill = skills.get(skill_id)
             if skill is None or not is_visible(skill.status, skill.grant, principal, revoked):
@@ -305,20 +319,24 @@ def _lexical_candidates(
     return rows_of(*lexical.search(request.query, grants, depth, request.kind, request.tags, searcher=snapshot.searcher))
 
 
-def _exact_name_first(
-    query: str, rows: np.ndarray, fused: np.ndarray, store: CatalogStore, snapshot: IndexSnapshot,
-    principal: Principal, revoked: frozenset[str],
-) -> tuple[np.ndarray, bool]:
-    """A request that is exactly a skill's slug, or its name written as one (``Django Pro``, ``django-pro``),
-    ranks that skill first (above every fused score); several such skills (one slug in several grants)
-    keep their fused order among themselves. Only short requests are looked up (a slug has 64 characters)."""
+def _named_rows(
+    query: str, store: CatalogStore, snapshot: IndexSnapshot, principal: Principal, revoked: frozenset[str],
+) -> np.ndarray:
+    """The vector rows of the visible skills whose slug the request is, or whose name written as one it is
+    (``Django Pro``, ``django-pro``). Only short requests are looked up (a slug has 64 characters)."""
     slug = slugify(query) if len(query) <= 80 else ""
-    if not slug or rows.size == 0:
-        return fused, False
+    if not slug:
+        return np.zeros(0, np.int64)
     found = [snapshot.vectors.row_of(s.skill_id) for s in store.skills_by_slug(slug)
              if is_visible(s.status, s.grant, principal, revoked)]
-    where = np.flatnonzero(np.isin(rows, np.asarray([r for r in found if r is not None], np.int64)))
-    if where.size == 0:
+    return np.asarray([r for r in found if r is not None], np.int64)
+
+
+def _exact_name_first(rows: np.ndarray, fused: np.ndarray, named: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The candidates among ``named`` (:func:`_named_rows`) rank first, above every fused score; several such
+    skills (one slug in several grants) keep their fused order among themselves."""
+    where = np.flatnonzero(np.isin(rows, named))
+    if named.size == 0 or where.size == 0:
         return fused, False
     out = fused.copy()
     out[where] += float(fused.max() - fused.min()) + 1.0
