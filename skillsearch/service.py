@@ -19,6 +19,7 @@ from typing import Any
 from skillsearch.catalog.changes import changed_at, visible_mark
 from skillsearch.catalog.importer import parse_path
 from skillsearch.catalog.imports import ImportReport, store_import
+from skillsearch.catalog.read_cache import GenerationReads
 from skillsearch.catalog.reads import get_detail, list_page, resolve_flow
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.domain import GRANT_PATTERN, Principal
@@ -68,6 +69,8 @@ class Catalog:
         self.settings = settings
         self.data_dir = Path(settings.data_dir)
         self.store = CatalogStore.in_dir(self.data_dir)
+        # The search path's re-check reads, kept per store generation (catalog/read_cache.py).
+        self._reads = GenerationReads(self.store)
         self._encoder = encoder
         self._index: SearchIndex | None = None
         self._lock = RLock()
@@ -277,7 +280,7 @@ class Catalog:
             snapshot=snapshot,
             lexical=idx.lexical,
             query_encoders=self._queries.routes(),
-            store=self.store,
+            store=self._reads.at(generation),
             settings=self.settings,
         )
         self._results.put(key, result)

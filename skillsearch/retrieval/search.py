@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from skillsearch.catalog.importer import slugify
-from skillsearch.catalog.store import CatalogStore
+from skillsearch.catalog.read_cache import SkillReads
 from skillsearch.core.domain import (
     FUSION_METHODS,
     SEARCH_MODES,
@@ -141,7 +141,7 @@ def run_search(
     *,
     snapshot: IndexSnapshot,
     lexical: LexicalIndex,
-    store: CatalogStore,
+    store: SkillReads,
     settings: Settings,
     query_encoders: Mapping[str | None, Encoder] | None = None,
 ) -> SearchResult:
@@ -320,7 +320,7 @@ def _lexical_candidates(
 
 
 def _named_rows(
-    query: str, store: CatalogStore, snapshot: IndexSnapshot, principal: Principal, revoked: frozenset[str],
+    query: str, store: SkillReads, snapshot: IndexSnapshot, principal: Principal, revoked: frozenset[str],
 ) -> np.ndarray:
     """The vector rows of the visible skills whose slug the request is, or whose name written as one it is
     (``Django Pro``, ``django-pro``). Only short requests are looked up (a slug has 64 characters)."""
