@@ -1,0 +1,95 @@
+"""The GIL hand-off: MiniLM module by module (sentence-transformers' ``encode``) against the traced forward
+(``skillsearch.retrieval.torch_ops.TracedForward``), alone and beside one Python thread that only spins.
+
+Why it matters (docs/benchmarks.md, "The traced forward and the GIL"): in a server, request threads run
+Python while a batching worker runs the model; every tensor operation of an eager forward gives up the GIL
+and must take it back, and waits whenever another thread is running Python. One torch intra-op thread, as
+the batching service runs it; the dev requests of ``queries.dev.jsonl``; medians of repeated calls.
+
+Run: ``HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/gil_handoff.py`` (writes
+``benchmarks/results/gil-handoff.{md,json}``). Not collected by pytest.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+DEV = ROOT.parent / "shared" / "data" / "skills-catalog" / "queries.dev.jsonl"
+
+
+def median_ms(fn: Callable[[], object], n: int) -> float:
+    fn()
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1000)
+    return round(float(np.median(times)), 2)
+
+
+def main() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+
+    from skillsearch.retrieval.encoder import MiniLMEncoder
+
+    torch.set_num_threads(1)
+    encoder = MiniLMEncoder()
+    assert encoder.forward is not None, "the traced forward was not built"
+    queries = [json.loads(line)["q"] for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()]
+    batch, one = queries[:8], queries[:1]
+
+    def eager(texts: list[str]) -> Callable[[], object]:
+        return lambda: encoder.model.encode(texts, batch_size=8, normalize_embeddings=True, show_progress_bar=False)
+
+    def traced(texts: list[str]) -> Callable[[], object]:
+        assert encoder.forward is not None
+        forward = encoder.forward
+        return lambda: forward.encode(texts, 8)
+
+    stop = threading.Event()
+
+    def spin() -> None:
+        x = 0
+        while not stop.is_set():
+            for i in range(1000):
+                x += i
+
+    rows = []
+    for label, make in (("module by module (encode)", eager), ("traced forward", traced)):
+        row = {"path": label, "8 requests alone": median_ms(make(batch), 30), "1 request alone": median_ms(make(one), 30)}
+        stop.clear()
+        spinner = threading.Thread(target=spin, daemon=True)
+        spinner.start()
+        row["8 requests, one spinning thread"] = median_ms(make(batch), 10)
+        row["1 request, one spinning thread"] = median_ms(make(one), 10)
+        stop.set()
+        spinner.join()
+        rows.append(row)
+    columns = list(rows[0])
+    command = "python benchmarks/gil_handoff.py"
+    lines = ["# GIL hand-off: the model module by module against the traced forward (ms, median)", "",
+             f"- date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; command: `{command}`; nproc {os.cpu_count()}, "
+             f"1-min load {os.getloadavg()[0]:.1f}; one torch thread; dev requests of queries.dev.jsonl", "",
+             "| " + " | ".join(columns) + " |", "| --- |" + " ---: |" * (len(columns) - 1)]
+    lines += ["| " + " | ".join(str(r[c]) for c in columns) + " |" for r in rows]
+    out = ROOT / "benchmarks" / "results"
+    (out / "gil-handoff.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (out / "gil-handoff.json").write_text(json.dumps({"command": command, "rows": rows}, indent=2) + "\n",
+                                          encoding="utf-8")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
