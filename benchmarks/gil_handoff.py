@@ -17,31 +17,19 @@ import json
 import os
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 DEV = ROOT.parent / "shared" / "data" / "skills-catalog" / "queries.dev.jsonl"
 
 
-def median_ms(fn: Callable[[], object], n: int) -> float:
-    fn()
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1000)
-    return round(float(np.median(times)), 2)
-
-
 def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 
+    from skillsearch.bench.report import median_ms
     from skillsearch.retrieval.encoder import MiniLMEncoder
 
     torch.set_num_threads(1)

@@ -167,13 +167,16 @@ def serve_check(data_dir: Path, queries: Sequence[str], encoder_name: str = "min
         inner.encode_query(q)
         floor.append((time.perf_counter() - t) * 1000)
     out["encode_query"] = _percentiles(floor)
-    floor_all = []
-    for q in sets["hybrid"]:
-        parts = search_texts(q, catalog.settings.query_sentences)
-        t = time.perf_counter()
-        inner.encode_query_parts(parts[0], parts[1:])
-        floor_all.append((time.perf_counter() - t) * 1000)
-    out["encode_query_texts"] = _percentiles(floor_all)
+    def what_search_embeds() -> dict[str, float]:
+        times = []
+        for q in sets["hybrid"]:
+            parts = search_texts(q, catalog.settings.query_sentences)
+            t = time.perf_counter()
+            inner.encode_query_parts(parts[0], parts[1:])
+            times.append((time.perf_counter() - t) * 1000)
+        return _percentiles(times)
+
+    out["encode_query_texts"] = what_search_embeds()
     stages: dict[str, list[float]] = {}
     # The repeats: the same request again (answered by the result cache), then the same text with another
     # limit (a new request, so it is searched again, but its query vectors come from the query cache).
@@ -192,13 +195,7 @@ def serve_check(data_dir: Path, queries: Sequence[str], encoder_name: str = "min
         out[label] = _percentiles(times)
     # The same floor again now that the batching service has set torch's thread count for this process
     # (one per worker by default): the model as search calls it, against torch's own count above.
-    served = []
-    for q in sets["hybrid"]:
-        parts = search_texts(q, catalog.settings.query_sentences)
-        t = time.perf_counter()
-        inner.encode_query_parts(parts[0], parts[1:])
-        served.append((time.perf_counter() - t) * 1000)
-    out["encode_query_texts (served threads)"] = _percentiles(served)
+    out["encode_query_texts (served threads)"] = what_search_embeds()
     out["stages_p50_ms"] = {k: round(float(np.median(v)), 3) for k, v in stages.items()}
     out["documents"] = len(catalog.index().snapshot().vectors)
     out["peak_rss_mb"] = _peak_rss_mb()

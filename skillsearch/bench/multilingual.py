@@ -35,6 +35,7 @@ from skillsearch.bench.beir import BeirDataset, load_beir
 from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.metrics import evaluate
 from skillsearch.bench.relevance import open_bench_catalog
+from skillsearch.bench.report import median_ms
 from skillsearch.core.domain import Principal, SearchMode
 from skillsearch.core.language import is_english
 from skillsearch.core.settings import Settings
@@ -259,17 +260,9 @@ def part_matrix(options: Options, rows: int = 100_000, repeats: int = 50) -> dic
     q = rng.standard_normal(384).astype(np.float32)
     padded = np.concatenate([q, np.zeros(384, np.float32)])
 
-    def median_ms(f: Callable[[], Any]) -> float:
-        f()
-        times = []
-        for _ in range(repeats):
-            started = time.perf_counter()
-            f()
-            times.append((time.perf_counter() - started) * 1000)
-        return round(statistics.median(times), 2)
-
-    out = {"rows": rows, "full_768_ms": median_ms(lambda: matrix @ padded),
-           "route_view_384_ms": median_ms(lambda: view @ q), "contiguous_384_ms": median_ms(lambda: half @ q)}
+    out = {"rows": rows, "full_768_ms": median_ms(lambda: matrix @ padded, repeats),
+           "route_view_384_ms": median_ms(lambda: view @ q, repeats),
+           "contiguous_384_ms": median_ms(lambda: half @ q, repeats)}
     options.log(f"matrix: {out}")
     return out
 

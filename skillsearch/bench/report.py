@@ -11,6 +11,7 @@ import json
 import os
 import platform
 import shlex
+import statistics
 import subprocess
 import sys
 import time
@@ -18,7 +19,18 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["machine", "run_metadata", "skills_chart", "to_markdown", "write_results"]
+__all__ = ["machine", "median_ms", "run_metadata", "skills_chart", "to_markdown", "write_results"]
+
+
+def median_ms(fn: Callable[[], Any], repeats: int) -> float:
+    """The median wall time of ``repeats`` calls of ``fn`` in milliseconds, after one unmeasured call."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - started) * 1000)
+    return round(statistics.median(times), 2)
 
 
 def _commit() -> str:
