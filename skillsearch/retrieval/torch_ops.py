@@ -1,20 +1,21 @@
 """torch's home: the matrix product search takes from torch (:func:`max_cosines`), the intra-op thread count
 (:func:`set_intra_op_threads`) and MiniLM's forward pass as one TorchScript call (:class:`TracedForward`).
 
-Why torch and not numpy for the product: OpenBLAS (numpy, held to one thread, see ``skillsearch/__init__.py``)
-multiplies a tall matrix by a few vectors slowly, and torch's matrix-vector path is slower than its GEMM.
-Measured on 2 cores with the matrix out of cache as it is between searches (10k x 384 / 100k x 384, ms): one
-vector 1.3 / 12.6 with numpy, 0.65 / 4.8 with torch; five vectors 3.1 / 30.9 against 1.0 / 7.5
-(docs/benchmarks.md, "Speed work"). torch is loaded with the encoder's library (sentence-transformers)
-already, so a search never has two thread pools (OpenBLAS's and torch's) spinning. It is imported on first
-use, never at import time.
+Why torch for the product of several query vectors: OpenBLAS (numpy, held to one thread, see
+``skillsearch/__init__.py``) multiplies a tall matrix by a few vectors slowly. Measured with torch at the one
+intra-op thread the batching service sets and the matrix out of cache (ms, 10k / 100k rows): three vectors
+2.1 / 24.1 with torch, 1.9 / 31.4 with numpy; one vector 2.2 / 24.6 with torch, 0.54 / 10.4 with numpy, so
+one vector goes to numpy (``vectors.max_cosines``, docs/benchmarks.md, "The traced forward and the GIL").
+torch is loaded with the encoder's library (sentence-transformers) already. It is imported on first use,
+never at import time.
 
 Why a traced forward: sentence-transformers runs the model module by module in Python, and every one of its
 ~150 tensor operations gives up the GIL and must take it back. In a server whose other threads run Python
 (HTTP, Tantivy's results, the answers) each take-back waits for the holder: on 2 cores, 8 requests took
-46 ms alone and 734 ms beside one busy Python thread. Traced, the forward is one call that holds the GIL
-only to start and to finish: 39 ms alone, 66 ms beside the same thread, and one request 3.6 ms instead of
-6.9 (docs/benchmarks.md, "Serving under load"). The vectors are the eager model's to 2e-7.
+53 ms alone and 664 ms beside one busy Python thread. Traced, the forward is one call that holds the GIL
+only to start and to finish: 45 ms alone, 72 ms beside the same thread, and one request 4.4 ms instead of
+9.3 (``benchmarks/gil_handoff.py``; docs/benchmarks.md, "The traced forward and the GIL"). The vectors are
+the eager model's to 2e-7.
 """
 
 from __future__ import annotations
