@@ -1,9 +1,11 @@
 """MiniLM's forward as one TorchScript call (``retrieval/torch_ops.py``): the same tokens and the same vectors
 as sentence-transformers running the model module by module, any other pipeline left to the model, and the
-batching service's caller-side tokenizing (``prepare_query``) failing as cleanly as a failed batch."""
+batching service's caller-side tokenizing (``prepare_query``) failing as cleanly as a failed batch, and a lone
+request of several sentences split over the idle workers answering exactly as the model alone."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -93,3 +95,61 @@ def test_a_request_that_cannot_be_prepared_fails_typed_and_the_service_keeps_ser
     finally:
         service.close()
     assert service.stats().requests == 1 and service.stats().failed_batches == 0
+
+
+def test_a_lone_request_of_several_sentences_is_split_over_idle_workers_and_answers_as_alone(encoder: Encoder) -> None:
+    model = _minilm(encoder)
+    query = "Find the change that broke the tests. Then open a pull request that reverts it. Finally tell the team."
+    parts = ("Find the change that broke the tests.", "Then open a pull request that reverts it.", "Finally tell the team.")
+    service = BatchingEncoder(model, workers=2)
+    try:
+        service.submit("warm the workers up").result(timeout=60)
+        wait_idle(service, 2)
+        before = service.stats()
+        got = service.submit(query, parts).result(timeout=60)
+        after = service.stats()
+    finally:
+        service.close()
+    np.testing.assert_allclose(got, model.encode_query_parts(query, parts), atol=1e-5, rtol=0)
+    assert got.shape == (4, model.dim) and not got.flags.writeable
+    assert after.batches - before.batches == 2  # one piece per idle worker
+    assert after.requests - before.requests == 1 and after.texts - before.texts == 3
+
+
+def wait_idle(service: BatchingEncoder, workers: int) -> None:
+    """Until ``workers`` workers wait for a request (a worker answers a future before it waits again)."""
+    deadline = time.monotonic() + 30
+    while service.idle_workers() < workers:
+        assert time.monotonic() < deadline, "the workers never went idle"
+        time.sleep(0.005)
+
+
+class SplittingEncoder(PreparingEncoder):
+    """Splits a request's parts like MiniLM; a piece holding ``crash`` fails in the worker."""
+
+    def split_prepared(self, prepared: tuple[str, tuple[str, ...]], n: int) -> list[tuple[tuple[str, tuple[str, ...]], int]]:
+        _, parts = prepared
+        return [((part, ()), 1) for part in parts]
+
+    def join_prepared(self, prepared: tuple[str, tuple[str, ...]], rows: Sequence[np.ndarray]) -> np.ndarray:
+        return np.vstack(list(rows))
+
+    def encode_prepared(self, items: Sequence[tuple[str, tuple[str, ...]]]) -> list[np.ndarray]:
+        if any("crash" in q for q, _ in items):
+            raise RuntimeError("the model fell over")
+        return super().encode_prepared(items)
+
+
+def test_a_failing_piece_fails_the_split_request_typed_and_the_workers_keep_serving() -> None:
+    service = BatchingEncoder(SplittingEncoder(), workers=2)
+    try:
+        service.submit("warm").result(timeout=30)
+        wait_idle(service, 2)
+        with pytest.raises(IndexNotReadyError, match="RuntimeError: the model fell over"):
+            service.submit("fine. crash.", ("fine.", "crash.")).result(timeout=30)
+        wait_idle(service, 2)
+        assert service.stats().batches == 3 and service.stats().failed_batches == 1  # warm, then two pieces
+        ok = service.submit("one two. three four.", ("one two.", "three four.")).result(timeout=30)
+        assert ok.shape == (2, 256)
+    finally:
+        service.close()

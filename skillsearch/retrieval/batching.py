@@ -61,10 +61,15 @@ class _Pending:
     prepared: Any = None
     # Set when a worker takes it; a caller who found a worker idle waits for this (see ``submit``).
     taken: threading.Event | None = None
+    # A piece of a request split over idle workers: the request's key, its number of texts, and whether it
+    # counts as the request in the stats (the first piece does).
+    group: int | None = None
+    size: int = 0
+    counted: bool = True
 
     @property
     def texts(self) -> int:
-        return max(1, len(self.parts))
+        return self.size or max(1, len(self.parts))
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,9 @@ class BatchingEncoder(Wrapper):
         # An encoder that tokenizes apart from its model (MiniLM traced) has the caller tokenize.
         self._prepare: Callable[[str, Sequence[str]], Any] | None = getattr(inner, "prepare_query", None)
         self._encode_prepared: Callable[[Sequence[Any]], list[np.ndarray]] | None = getattr(inner, "encode_prepared", None)
+        # ... and one that can split a request's texts has a lone request's texts encoded by every idle worker.
+        self._split: Callable[[Any, int], list[tuple[Any, int]]] | None = getattr(inner, "split_prepared", None)
+        self._join: Callable[[Any, Sequence[np.ndarray]], np.ndarray] | None = getattr(inner, "join_prepared", None)
         self._cond = threading.Condition()
         self._queue: deque[_Pending] = deque()
         self._flying: dict[int, list[_Pending]] = {}
@@ -156,16 +164,60 @@ class BatchingEncoder(Wrapper):
                 raise IndexNotReadyError("the query encoder has been shut down")
             if not self._threads:
                 self._start()
-            if self._idle and not self._queue:
-                pending.taken = threading.Event()
-            self._queue.append(pending)
-            self._cond.notify()
-        if pending.taken is not None:
-            # A worker is idle: let it take the request before this thread goes on (for at most the wait
-            # bound). Otherwise the caller keeps the GIL through its own Python (SQLite, Tantivy's query)
-            # and the worker starts the model only once the caller blocks on the result: nothing overlaps.
-            pending.taken.wait(max(self.max_wait_s, 0.001))
+            alone = self._idle > 0 and not self._queue
+            pieces = self._pieces(pending) if alone and self._idle > 1 else [pending]
+            for p in pieces:
+                p.taken = threading.Event() if alone else None
+            self._queue.extend(pieces)
+            self._cond.notify(len(pieces))
+        if len(pieces) > 1:
+            self._join_pieces(pending, pieces)
+        deadline = time.monotonic() + max(self.max_wait_s, 0.001)
+        for p in pieces:
+            if p.taken is not None:
+                # A worker is idle: let it take the request before this thread goes on (for at most the
+                # wait bound). Otherwise the caller keeps the GIL through its own Python (SQLite, Tantivy's
+                # query) and the worker starts the model only once the caller blocks on the result.
+                p.taken.wait(max(0.0, deadline - time.monotonic()))
         return pending.future
+
+    def _pieces(self, pending: _Pending) -> list[_Pending]:
+        """A lone request of several texts as one piece per idle worker (each one thread, so they run side by
+        side instead of one after the other), or the request itself."""
+        if self._split is None or self._join is None or pending.prepared is None or len(pending.parts) < 2:
+            return [pending]
+        split = self._split(pending.prepared, self._idle)
+        if len(split) < 2:
+            return [pending]
+        return [_Pending(pending.query, (), prepared=piece, group=id(pending), size=size, counted=i == 0)
+                for i, (piece, size) in enumerate(split)]
+
+    def _join_pieces(self, pending: _Pending, pieces: list[_Pending]) -> None:
+        """``pending``'s future answers once every piece has: their rows joined, or the first failure."""
+        join, left, lock = self._join, [len(pieces)], threading.Lock()
+        assert join is not None
+
+        def one_done(_: Future[np.ndarray]) -> None:
+            with lock:
+                left[0] -= 1
+                if left[0]:
+                    return
+            try:
+                vectors = join(pending.prepared, [p.future.result() for p in pieces])
+                vectors.setflags(write=False)
+                pending.future.set_result(vectors)
+            except IndexNotReadyError as exc:
+                _fail(pending, exc)
+            except Exception as exc:  # joining itself failed: as a failed batch would, with the cause named
+                _fail(pending, IndexNotReadyError(f"query encoding failed: {type(exc).__name__}: {exc}"))
+
+        for p in pieces:
+            p.future.add_done_callback(one_done)
+
+    def idle_workers(self) -> int:
+        """Workers waiting for a request right now."""
+        with self._cond:
+            return self._idle
 
     def stats(self) -> BatchStats:
         with self._cond:
@@ -218,10 +270,13 @@ class BatchingEncoder(Wrapper):
             batch: list[_Pending] = []
             texts = 0
             while self._queue and (not batch or texts + self._queue[0].texts <= self.max_batch):
+                group = self._queue[0].group
+                if group is not None and any(b.group == group for b in batch):
+                    break  # a request's pieces go to different workers
                 p = self._queue.popleft()
                 batch.append(p)
                 texts += p.texts
-            self._forming = len(batch) > 1 or bool(self._queue)
+            self._forming = len(batch) > 1 or any(p.group is None for p in self._queue)
             for p in batch:
                 if p.taken is not None:
                     p.taken.set()
@@ -257,11 +312,13 @@ class BatchingEncoder(Wrapper):
             with self._cond:
                 self._flying.pop(id(batch), None)
                 self._batches += 1
-                self._requests += len(batch)
+                requests = sum(p.counted for p in batch)  # a split request counts once, with its first piece
+                self._requests += requests
                 self._texts += sum(p.texts for p in batch)
                 self._failed += failed
-                self._largest = max(self._largest, len(batch))
-                self._sizes[len(batch)] = self._sizes.get(len(batch), 0) + 1
+                self._largest = max(self._largest, requests)
+                if requests:
+                    self._sizes[requests] = self._sizes.get(requests, 0) + 1
 
 
 def _fail(p: _Pending, error: Exception) -> None:

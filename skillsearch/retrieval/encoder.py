@@ -147,8 +147,8 @@ class MiniLMEncoder:
         return self.encode_prepared([self.prepare_query(query, parts) for query, parts in items])
 
     def prepare_query(self, query: str, parts: Sequence[str]) -> PreparedQuery:
-        """The request's texts, tokenized when the forward is traced: the batching service calls this in the
-        caller's thread, so that its worker holds the GIL only to pad and start the model."""
+        """The request's texts, tokenized when the forward is traced (the batching service calls this in the
+        caller's thread, so that its worker holds the GIL only to pad and start the model)."""
         texts = list(parts) or [query]
         return PreparedQuery(texts, bool(parts), self.forward.tokenize(texts) if self.forward else None)
 
@@ -159,12 +159,21 @@ class MiniLMEncoder:
             vectors = self.forward.encode_tokens([t for p in items for t in p.tokens or ()], size)
         else:
             vectors = self._embed([t for p in items for t in p.texts], size)
-        out, start = [], 0
-        for p in items:
-            rows = vectors[start : start + len(p.texts)]
-            start += len(rows)
-            out.append(normalise(np.vstack([rows.mean(axis=0, keepdims=True), rows])) if p.parts else rows.copy())
-        return out
+        starts = np.cumsum([0] + [len(p.texts) for p in items])
+        return [self.join_prepared(p, [vectors[a:b]]) for p, a, b in zip(items, starts, starts[1:], strict=False)]
+
+    def split_prepared(self, prepared: PreparedQuery, n: int) -> list[tuple[PreparedQuery, int]]:
+        """A request's texts in up to ``n`` pieces (each with its number of texts), which idle batching
+        workers encode at once; :meth:`join_prepared` puts their rows together as one request's."""
+        k, tokens = len(prepared.texts), prepared.tokens
+        step = -(-k // max(1, min(n, k)))
+        return [(PreparedQuery(prepared.texts[i : i + step], False, tokens[i : i + step] if tokens else None),
+                 len(prepared.texts[i : i + step])) for i in range(0, k, step)]
+
+    def join_prepared(self, prepared: PreparedQuery, rows: Sequence[np.ndarray]) -> np.ndarray:
+        """The request's vectors from its texts' rows: the parts' normalised mean first when it has parts."""
+        stacked = np.vstack(list(rows)).astype(np.float32, copy=False)
+        return normalise(np.vstack([stacked.mean(axis=0, keepdims=True), stacked])) if prepared.parts else stacked.copy()
 
 
 @dataclass(frozen=True)
