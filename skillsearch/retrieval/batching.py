@@ -158,7 +158,7 @@ class BatchingEncoder(Wrapper):
             try:
                 pending.prepared = self._prepare(query, pending.parts)
             except Exception as exc:  # the request fails as a failed batch would, with the cause named
-                raise IndexNotReadyError(f"query encoding failed: {type(exc).__name__}: {exc}") from exc
+                raise _encoding_failed(exc) from exc
         with self._cond:
             if self._closed:
                 raise IndexNotReadyError("the query encoder has been shut down")
@@ -209,7 +209,7 @@ class BatchingEncoder(Wrapper):
             except IndexNotReadyError as exc:
                 _fail(pending, exc)
             except Exception as exc:  # joining itself failed: as a failed batch would, with the cause named
-                _fail(pending, IndexNotReadyError(f"query encoding failed: {type(exc).__name__}: {exc}"))
+                _fail(pending, _encoding_failed(exc))
 
         for p in pieces:
             p.future.add_done_callback(one_done)
@@ -300,10 +300,7 @@ class BatchingEncoder(Wrapper):
                 failed = True
                 log.exception("query encoding failed for a batch of %d request(s)", len(batch))
                 for p in batch:
-                    error = IndexNotReadyError(f"query encoding failed: {type(exc).__name__}: {exc}",
-                                               {"batch_requests": len(batch)})
-                    error.__cause__ = exc
-                    _fail(p, error)
+                    _fail(p, _encoding_failed(exc, {"batch_requests": len(batch)}))
             else:
                 for p, v in zip(batch, vectors, strict=True):
                     v.setflags(write=False)
@@ -319,6 +316,13 @@ class BatchingEncoder(Wrapper):
                 self._largest = max(self._largest, requests)
                 if requests:
                     self._sizes[requests] = self._sizes.get(requests, 0) + 1
+
+
+def _encoding_failed(exc: Exception, details: dict[str, Any] | None = None) -> IndexNotReadyError:
+    """The error a request gets when encoding it failed, naming the cause (also its ``__cause__``)."""
+    error = IndexNotReadyError(f"query encoding failed: {type(exc).__name__}: {exc}", details)
+    error.__cause__ = exc
+    return error
 
 
 def _fail(p: _Pending, error: Exception) -> None:
