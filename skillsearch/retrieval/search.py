@@ -187,9 +187,10 @@ def run_search(
 
     # While the model works (a batching worker holds no GIL in its forward pass): the store reads that do
     # not need the query vectors, i.e. the skills a request that is a slug or name names, and the lexical
-    # leaders' rows for the re-check below.
+    # leaders' rows, which the kept reads (catalog/read_cache.py) then hand to the re-check below.
     slug_rows = _named_rows(request.query, store, snapshot, principal, revoked) if request.mode != "semantic" else None
-    known = store.skills([vectors.rows[int(r)].skill_id for r in lex_rows[: request.limit + 5]]) if encoded else {}
+    if encoded:
+        store.skills([vectors.rows[int(r)].skill_id for r in lex_rows[: request.limit + 5]])
 
     sem_all: np.ndarray | None = None
     sem_rows = np.zeros(0, np.int64)
@@ -244,8 +245,7 @@ def run_search(
     for start in range(0, order.size, chunk):
         part = order[start : start + chunk]
         ids = [vectors.rows[int(rows[i])].skill_id for i in part]
-        missing = [i for i in ids if i not in known]
-        skills = {**known, **store.skills(missing)} if missing else known
+        skills = store.skills(ids)
         for i, skill_id in zip(part, ids, strict=True):
             skill = skills.get(skill_id)
             if skill is None or not is_visible(skill.status, skill.grant, principal, revoked):
@@ -335,8 +335,8 @@ def _named_rows(
 def _exact_name_first(rows: np.ndarray, fused: np.ndarray, named: np.ndarray) -> tuple[np.ndarray, bool]:
     """The candidates among ``named`` (:func:`_named_rows`) rank first, above every fused score; several such
     skills (one slug in several grants) keep their fused order among themselves."""
-    where = np.flatnonzero(np.isin(rows, named))
-    if named.size == 0 or where.size == 0:
+    where = np.flatnonzero(np.isin(rows, named)) if named.size else named
+    if where.size == 0:
         return fused, False
     out = fused.copy()
     out[where] += float(fused.max() - fused.min()) + 1.0
