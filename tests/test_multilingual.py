@@ -25,6 +25,7 @@ from skillsearch.core.errors import IndexMismatchError
 from skillsearch.core.language import is_english, is_french
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.calibration import centered_cosines, centering_of
+from skillsearch.retrieval.confidence import packaged_decision
 from skillsearch.retrieval.encoder import CachedQueryEncoder, E5Encoder, Encoder, RoutedEncoder
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog, sample_catalog_dir
@@ -304,6 +305,38 @@ def test_routed_calibration_is_stored_per_route(tiny_routed_dir: Path) -> None:
     assert e5["encoder"] == "intfloat/multilingual-e5-small"
     assert e5["centering"]["documents_per_language"] == {"en": 3, "fr": 1, "ja": 2, "zh": 0}
     assert minilm["documents"] == e5["documents"] == len(SKILLS)
+    # Each route carries the decision fitted for its own model (benchmarks/fit_decision.py --encoder e5).
+    assert minilm["decision"] == packaged_decision("sentence-transformers/all-MiniLM-L6-v2")
+    assert e5["decision"] == packaged_decision("intfloat/multilingual-e5-small") is not None
+    # Confidence only: its request model refused positives in small catalogs (docs/benchmarks.md § Languages),
+    # so e5 answers keep the floor rule for no_match.
+    assert e5["decision"]["request"]["no_match_below"] == 0.0
+
+
+@pytest.mark.parametrize(("configuration", "query", "slug"), [
+    ("tiny_routed", "les navigateurs disent que le certificat de notre site a expiré, comment le renouveler ?",
+     "tls-certificate-renewal"),
+    ("tiny_routed", "プライマリが落ちたのでスタンバイを昇格させたい", "postgres-failover"),
+    ("tiny_e5", "プライマリが落ちたのでスタンバイを昇格させたい", "postgres-failover"),
+])
+def test_e5_answers_carry_monotone_confidences_from_its_fitted_decision(
+    configuration: str, query: str, slug: str, request: pytest.FixtureRequest
+) -> None:
+    """The e5 route is not left without a decision: its hits get confidences as MiniLM's do, and a request
+    the catalog answers keeps its hits."""
+    catalog: Catalog = request.getfixturevalue(configuration)
+    result = catalog.search(OPERATOR, SearchRequest(query, limit=5))
+    assert not result.no_match and result.hits[0].skill.slug == slug
+    confidences = [h.confidence for h in result.hits]
+    assert all(c is not None and 0.0 <= c <= 1.0 for c in confidences)
+    assert confidences == sorted(confidences, reverse=True)  # type: ignore[type-var]
+    assert confidences[0] > confidences[-1]
+    assert set(result.hits[0].features or {}) >= {"cos", "cos_bg", "lex"}
+
+
+def test_routed_off_topic_request_in_another_language_is_no_match(tiny_routed: Catalog) -> None:
+    result = tiny_routed.search(OPERATOR, SearchRequest("recette de la tarte aux pommes de ma grand-mère"))
+    assert result.no_match and result.hits == [] and result.notice is None
 
 
 def test_index_built_with_minilm_refuses_minilm_e5_until_reindexed_and_back(

@@ -200,6 +200,20 @@ def score_answers(queries: Sequence[SkillQuery], answers: Sequence[Answer]) -> d
     }
 
 
+
+def _decisions(calibration: dict[str, Any]) -> dict[str, Any]:
+    """What the index's fitted decision is, in short; for ``minilm+e5`` one entry per route."""
+    def short(stored: Any) -> dict[str, Any]:
+        d = dict(stored or {})
+        out = {k: d.get(k) for k in ("version", "fitted_on") if k in d}
+        if isinstance(d.get("request"), dict):
+            out["no_match_below"] = d["request"].get("no_match_below")
+        return out
+    routes = calibration.get("routes")
+    if isinstance(routes, dict):
+        return {key: short((route or {}).get("decision")) for key, route in routes.items()}
+    return short(calibration.get("decision"))
+
 def run_skills(options: SkillsOptions, encoder: Encoder | None = None,
                log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Import, search every request, score; returns the report (kind ``skills-relevance``)."""
@@ -225,7 +239,7 @@ def run_skills(options: SkillsOptions, encoder: Encoder | None = None,
             answers = answer_queries(catalog, queries)
             timing["search_ms_per_query"] = (time.perf_counter() - t) * 1000 / max(len(queries), 1)
             skills = catalog.store.count()
-            decision = dict(catalog.index().calibration.get("decision") or {})
+            decision = _decisions(catalog.index().calibration)
         finally:
             catalog.close()
     return {
@@ -238,7 +252,7 @@ def run_skills(options: SkillsOptions, encoder: Encoder | None = None,
         "skills": skills,
         "invalid_skills": invalid,
         "encoder": bench_encoder.name,
-        "decision": {k: decision.get(k) for k in ("version", "fitted_on", "no_match_below") if k in decision},
+        "decision": decision,
         "scores": score_answers(queries, answers),
         "answers": [{"qid": a.qid, "slugs": a.slugs[:5], "confidences": a.confidences[:5],
                      "no_match": a.no_match} for a in answers],
