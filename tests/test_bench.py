@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,32 @@ def test_relevance_end_to_end(beir_dir: Path, tmp_path: Path, encoder: Encoder) 
 def test_unknown_mode_is_refused(beir_dir: Path, encoder: Encoder) -> None:
     with pytest.raises(ValueError, match="unknown modes"):
         run_relevance(RelevanceOptions(dataset=beir_dir, split="test", modes=["fancy"], cache_dir=None), encoder)
+
+
+def test_skills_relevance_reports_scores_abstention_and_the_fitted_decision(tmp_path: Path, encoder: Encoder) -> None:
+    """``bench relevance`` on a skills folder (the issue-14 dev layout): scores by group and the decision used."""
+    from skillsearch.bench.skills import QUERIES_FILE, SkillsOptions, run_skills
+    from skillsearch.retrieval.confidence import packaged_decision
+    from skillsearch.service import sample_catalog_dir
+
+    folder = tmp_path / "skills"
+    for slug in ("kubernetes-crashloop-debugging", "tls-certificate-renewal", "postgres-failover", "linux-disk-full"):
+        shutil.copytree(sample_catalog_dir() / "ops" / slug, folder / slug)
+    rows = [
+        {"_id": "p1", "q": "my pod keeps restarting with CrashLoopBackOff", "want": ["kubernetes-crashloop-debugging"],
+         "lang": "en", "style": "task"},
+        {"_id": "p2", "q": "tls certificate renewal", "want": ["tls-certificate-renewal"], "lang": "en",
+         "style": "keyword"},
+        {"_id": "n1", "q": "bake a sourdough loaf with a crisp crust", "want": [], "lang": "en", "style": "negative"},
+    ]
+    (folder / QUERIES_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    report = run_skills(SkillsOptions(dataset=folder, cache_dir=None), encoder=encoder)
+    assert report["kind"] == "skills-relevance" and report["skills"] == 4 and report["queries"] == 3
+    english = report["scores"]["english"]
+    assert english["n"] == 2 and english["hit@1"] == 1.0 and english["no_match"] == 0
+    shipped = packaged_decision(encoder.name)
+    assert shipped is not None
+    assert report["decision"] == {"version": shipped["version"], "fitted_on": shipped["fitted_on"],
+                                  "no_match_below": shipped["request"]["no_match_below"]}
+    negative = next(a for a in report["answers"] if a["qid"] == "n1")
+    assert negative["no_match"] and negative["slugs"] == []

@@ -1,4 +1,4 @@
-"""Fitting the "does anything fit?" decision on the dev sets (``skillsearch bench fit-decision``).
+"""Fitting the "does anything fit?" decision on the dev sets (``python benchmarks/fit_decision.py``).
 
 Data: every hit (top 10) of every dev request, searched through :meth:`Catalog.search` with abstention off
 (``Settings.abstain=False``), its :data:`~skillsearch.retrieval.confidence.FEATURES` and whether it is a wanted

@@ -70,7 +70,7 @@ class Settings:
     # set here applies to both models' scores.
     no_match_cosine: float | None = None
     # False: a hybrid search never answers no_match from its scores (what the decision is fitted on:
-    # `skillsearch bench fit-decision` needs every request's hits); True in service.
+    # `benchmarks/fit_decision.py` needs every request's hits); True in service.
     abstain: bool = True
     max_query_chars: int = 2000
     max_limit: int = 100

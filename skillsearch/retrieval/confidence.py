@@ -1,7 +1,7 @@
 """How sure a hybrid search is that each hit is a skill the request wants, and whether anything fits at all.
 
 Every hit of a hybrid search gets ``confidence``: a logistic model over a few numbers known at query time,
-fitted offline on labelled dev requests (``skillsearch bench fit-decision``, :mod:`skillsearch.bench.decision`;
+fitted offline on labelled dev requests (``python benchmarks/fit_decision.py``, :mod:`skillsearch.bench.decision`;
 the fitting uses scikit-learn, this module only applies the stored coefficients). The features
 (:data:`FEATURES`):
 
