@@ -31,7 +31,7 @@ import logging
 import os
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
@@ -352,9 +352,8 @@ def batched(encoder: Encoder, settings: Settings) -> tuple[dict[str | None, Enco
     if not settings.query_batching:
         return {}, []
     pair = encoder.routed()
-    parts: dict[str | None, Encoder] = {None: encoder}
-    if pair is not None:
-        parts = {key: part for key, part in pair.parts.items()}
+    # A comprehension, not dict(): the route keys widen from str to str | None.
+    parts: dict[str | None, Encoder] = {k: v for k, v in pair.parts.items()} if pair is not None else {None: encoder}
     routes: dict[str | None, Encoder] = {}
     services: list[BatchingEncoder] = []
     workers, threads = default_layout(settings.encoder_workers, settings.encoder_threads)
@@ -388,13 +387,12 @@ class QueryEncoders:
         if not self.services:
             return None
         parts = [s.stats() for s in self.services]
-        sizes: dict[int, int] = {}
+        sizes: Counter[int] = Counter()
         for p in parts:
-            for k, v in p.sizes.items():
-                sizes[k] = sizes.get(k, 0) + v
+            sizes.update(p.sizes)
         first = parts[0]
         return BatchStats(sum(p.requests for p in parts), sum(p.batches for p in parts), sum(p.texts for p in parts),
-                          sum(p.failed_batches for p in parts), max(p.largest for p in parts), sizes,
+                          sum(p.failed_batches for p in parts), max(p.largest for p in parts), dict(sizes),
                           sum(p.workers for p in parts), first.threads, first.max_batch, first.max_wait_ms)
 
     def close(self) -> None:
