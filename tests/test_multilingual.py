@@ -117,9 +117,12 @@ def test_french_request_without_accents_matches_a_french_skill_lexically(tiny_e5
     assert _slugs(tiny_e5, query, mode="lexical") == ["fonctions-fenetre-sql"]
 
 
-def test_off_topic_request_is_no_match(tiny_e5: Catalog) -> None:
-    result = tiny_e5.search(OPERATOR, SearchRequest("recette de la tarte aux pommes de ma grand-mère"))
-    assert result.no_match and result.hits == []
+@pytest.mark.parametrize("configuration", ["tiny_e5", "tiny_routed"])
+def test_off_topic_request_is_no_match(configuration: str, request: pytest.FixtureRequest) -> None:
+    """With e5 alone and routed (e5's decision is confidence only: the floor rule says no_match)."""
+    catalog: Catalog = request.getfixturevalue(configuration)
+    result = catalog.search(OPERATOR, SearchRequest("recette de la tarte aux pommes de ma grand-mère"))
+    assert result.no_match and result.hits == [] and result.notice is None
 
 
 def test_calibration_is_computed_for_the_encoder_and_stored_in_the_manifest(tiny_e5_dir: Path) -> None:
@@ -332,11 +335,6 @@ def test_e5_answers_carry_monotone_confidences_from_its_fitted_decision(
     assert confidences == sorted(confidences, reverse=True)  # type: ignore[type-var]
     assert confidences[0] > confidences[-1]
     assert set(result.hits[0].features or {}) >= {"cos", "cos_bg", "lex"}
-
-
-def test_routed_off_topic_request_in_another_language_is_no_match(tiny_routed: Catalog) -> None:
-    result = tiny_routed.search(OPERATOR, SearchRequest("recette de la tarte aux pommes de ma grand-mère"))
-    assert result.no_match and result.hits == [] and result.notice is None
 
 
 def test_index_built_with_minilm_refuses_minilm_e5_until_reindexed_and_back(

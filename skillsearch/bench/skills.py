@@ -200,7 +200,6 @@ def score_answers(queries: Sequence[SkillQuery], answers: Sequence[Answer]) -> d
     }
 
 
-
 def _decisions(calibration: dict[str, Any]) -> dict[str, Any]:
     """What the index's fitted decision is, in short; for ``minilm+e5`` one entry per route."""
     def short(stored: Any) -> dict[str, Any]:
@@ -213,6 +212,7 @@ def _decisions(calibration: dict[str, Any]) -> dict[str, Any]:
     if isinstance(routes, dict):
         return {key: short((route or {}).get("decision")) for key, route in routes.items()}
     return short(calibration.get("decision"))
+
 
 def run_skills(options: SkillsOptions, encoder: Encoder | None = None,
                log: Callable[[str], None] | None = None) -> dict[str, Any]:
