@@ -21,8 +21,9 @@ OPERATOR = Principal.operator()
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 # Requests from other trades: nothing in the sample catalog (git, Python, ops, data, writing) fits them.
-# Two of them share a word with a skill ("table" partitions, "training" models) and are answered anyway:
-# the decision abstains on about 4 in 10 of the dev set's English negatives (docs/benchmarks.md).
+# Two of them share a word with a skill ("table" partitions, "training" models) and may be answered anyway
+# (the decision abstains on about half of the dev set's English negatives, docs/benchmarks.md), but never
+# with a confident hit.
 ABSENT = [
     "recipe for a gluten-free chocolate cake",
     "what should I plant in my vegetable garden in April",
@@ -61,9 +62,9 @@ def test_a_request_for_something_absent_gets_no_match(sample: Catalog, query: st
 
 
 @pytest.mark.parametrize("query", ABSENT_SHARING_WORDS)
-def test_an_off_topic_request_sharing_a_word_is_answered_with_low_confidence(sample: Catalog, query: str) -> None:
-    hits = search(sample, query).hits
-    assert hits and all(h.confidence is not None and h.confidence < 0.5 for h in hits)
+def test_an_off_topic_request_sharing_a_word_gets_no_confident_hit(sample: Catalog, query: str) -> None:
+    result = search(sample, query)
+    assert all(h.confidence is not None and h.confidence < 0.5 for h in result.hits)
 
 
 @pytest.mark.parametrize("query", PRESENT)

@@ -151,6 +151,8 @@ def test_calibrate_with_labelled_queries_stores_a_tuned_weight(tiny_e5_dir: Path
     catalog.reindex()
     stored = json.loads((target / "manifest.json").read_text(encoding="utf-8"))["calibration"]
     assert stored["semantic_weight"] == calibration["semantic_weight"], "a rebuild keeps the tuned weight"
+    hit = catalog.search(Principal.operator(), SearchRequest("renouveler un certificat expiré")).hits[0]
+    assert hit.explanation["semantic_weight"] == calibration["semantic_weight"], "a tuned weight is used as given"
     catalog.close()
 
 

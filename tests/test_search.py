@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import ValidationError
+from skillsearch.core.fusion import adapted_weight, candidates, lexical_share
+from skillsearch.core.settings import Settings
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
 
@@ -101,3 +104,38 @@ def test_grants_limit_every_mode(sample: Catalog) -> None:
         assert all(h.skill.grant == "sub:ops-pro" for h in hits)
     nobody = Principal(name="n", grants=frozenset())
     assert sample.search(nobody, SearchRequest("git")).no_match
+
+
+def test_the_semantic_weight_follows_the_share_of_candidates_that_match_lexically() -> None:
+    semantic = np.linspace(0.1, 0.9, 8)
+    half = candidates(np.arange(4), np.ones(4, np.float32), np.arange(4, 8), semantic)
+    few = candidates(np.arange(1), np.ones(1, np.float32), np.arange(8), semantic)
+    every = candidates(np.arange(8), np.ones(8, np.float32), np.arange(8), semantic)
+    assert (lexical_share(half), lexical_share(few), lexical_share(every)) == (0.5, 0.125, 1.0)
+    assert adapted_weight(half, "zscore", 0.6, 1.0) == pytest.approx(0.6)
+    assert adapted_weight(few, "zscore", 0.6, 1.0) == pytest.approx(0.975), "few lexical matches lean on cosines"
+    assert adapted_weight(every, "minmax", 0.6, 1.0) == pytest.approx(0.1), "agreeing lists lean on BM25"
+    assert adapted_weight(few, "zscore", 0.6, 2.0) == 1.0 and adapted_weight(every, "zscore", 0.6, 2.0) == 0.0
+    assert adapted_weight(few, "rrf", 0.6, 1.0) == adapted_weight(few, "zscore", 0.6, 0.0) == 0.6
+    empty = candidates(np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int64), semantic)
+    assert adapted_weight(empty, "zscore", 0.6, 1.0) == 0.6
+
+
+def test_a_hybrid_search_weighs_by_its_lexical_share_unless_the_request_names_a_weight(sample: Catalog) -> None:
+    query = "find the commit that broke the build"
+    # The sample catalog is smaller than the candidate depth: every skill is a semantic candidate, so the
+    # share is the lexical matches over the catalog.
+    skills = len(sample.list_skills(OPERATOR, limit=200).items)
+    matches = len(sample.search(OPERATOR, SearchRequest(query, mode="lexical", limit=100)).hits)
+    assert 0 < matches < skills
+    slope = Settings().lexical_share_slope
+    expected = min(1.0, max(0.0, 0.6 + slope * (0.5 - matches / skills)))
+    assert slope > 0 and expected != 0.6
+    hits = sample.search(OPERATOR, SearchRequest(query)).hits
+    assert hits and all(h.explanation["semantic_weight"] == pytest.approx(expected) for h in hits)
+    given = sample.search(OPERATOR, SearchRequest(query, semantic_weight=0.6)).hits
+    assert {h.explanation["semantic_weight"] for h in given} == {0.6}
+    # MiniLM cannot read Japanese: its cosines are no reason to lean on them, the weight stays as set.
+    unread = sample.search(OPERATOR, SearchRequest("ビルドを壊したコミットを git で見つける"))
+    assert unread.notice and unread.hits
+    assert {h.explanation["semantic_weight"] for h in unread.hits} == {0.6}

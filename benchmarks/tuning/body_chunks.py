@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from skillsearch.bench.cache import BenchEncoder
+from skillsearch.bench.cache import BenchEncoder, folder_name
 from skillsearch.bench.skills import load_queries, open_skills_catalog
 from skillsearch.core.domain import Principal
 from skillsearch.core.fusion import zscore
@@ -72,7 +72,7 @@ def main() -> int:
     dataset = Path(args.data_root) / "skills-catalog"
     encoder = BenchEncoder(make_encoder("minilm"), cache)
     queries = [q for q in load_queries(dataset / "queries.dev.jsonl") if q.want and q.lang == "en"]
-    catalog, _ = open_skills_catalog(dataset, encoder, cache / "skills-index" / "sentence-transformers_all-MiniLM-L6-v2",
+    catalog, _ = open_skills_catalog(dataset, encoder, cache / "skills-index" / folder_name(encoder.name),
                                      {"abstain": False})
     try:
         bodies = {r.slug: (r.name, r.instructions) for r in catalog.store.index_rows()}

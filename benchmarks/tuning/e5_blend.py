@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from skillsearch.bench.beir import load_beir
-from skillsearch.bench.cache import BenchEncoder
+from skillsearch.bench.cache import BenchEncoder, folder_name
 from skillsearch.bench.metrics import evaluate
 from skillsearch.bench.relevance import open_bench_catalog
 from skillsearch.bench.skills import load_queries, open_skills_catalog
@@ -80,7 +80,7 @@ def main() -> int:
 
     skills = data / "skills-catalog"
     queries = [q for q in load_queries(skills / "queries.dev.jsonl") if q.want and q.lang == "en"]
-    catalog, _ = open_skills_catalog(skills, minilm, cache / "skills-index" / "sentence-transformers_all-MiniLM-L6-v2",
+    catalog, _ = open_skills_catalog(skills, minilm, cache / "skills-index" / folder_name(minilm.name),
                                      settings)
     try:
         print("skills dev: searching", file=sys.stderr, flush=True)

@@ -23,7 +23,13 @@ from skillsearch.retrieval.encoder import Encoder, ProgressCallback
 from skillsearch.retrieval.search import query_texts
 from skillsearch.retrieval.wrapper import Wrapper
 
-__all__ = ["BenchEncoder"]
+__all__ = ["BenchEncoder", "folder_name"]
+
+
+def folder_name(name: str) -> str:
+    """A model name as one folder name (``sentence-transformers/all-MiniLM-L6-v2`` ->
+    ``sentence-transformers_all-MiniLM-L6-v2``): the cache's, and the cached skills index's."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
 
 
 def _key(model: str, kind: str, text: str) -> str:
@@ -35,7 +41,7 @@ class BenchEncoder(Wrapper):
 
     def __init__(self, inner: Encoder, cache_dir: Path | None) -> None:
         super().__init__(inner)
-        self.folder = Path(cache_dir) / re.sub(r"[^A-Za-z0-9._-]+", "_", inner.name) if cache_dir else None
+        self.folder = Path(cache_dir) / folder_name(inner.name) if cache_dir else None
         self._vectors: dict[str, np.ndarray] = {}
         self._queries: dict[str, np.ndarray] = {}
         self._parts: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}

@@ -17,7 +17,6 @@ was not fitted on.
 from __future__ import annotations
 
 import pickle
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from skillsearch.bench.beir import load_beir
-from skillsearch.bench.cache import BenchEncoder
+from skillsearch.bench.cache import BenchEncoder, folder_name
 from skillsearch.bench.relevance import open_bench_catalog
 from skillsearch.bench.report import run_metadata
 from skillsearch.bench.skills import load_queries, open_skills_catalog
@@ -82,7 +81,7 @@ def collect(data_root: Path, encoder: Encoder, cache_dir: Path,
     settings = {"abstain": False}
     rows: list[tuple[Any, ...]] = []
     requests: dict[str, dict[str, bool]] = {}
-    folder = re.sub(r"[^A-Za-z0-9._-]+", "_", encoder.name)
+    folder = folder_name(encoder.name)
 
     skills_dir = data_root / "skills-catalog"
     queries = load_queries(skills_dir / "queries.dev.jsonl")
@@ -263,7 +262,7 @@ def load_or_collect(data_root: Path, cache_dir: Path, bench_encoder: BenchEncode
                     log: Callable[[str], None] = lambda _s: None) -> DevHits:
     """The dev hits: collected now, or with ``reuse`` those the last collection saved (if it saw every
     feature this code computes)."""
-    saved = cache_dir / f"decision-hits-{re.sub(r'[^A-Za-z0-9._-]+', '_', bench_encoder.name)}.pkl"
+    saved = cache_dir / f"decision-hits-{folder_name(bench_encoder.name)}.pkl"
     if reuse and saved.is_file():
         hits: DevHits = pickle.loads(saved.read_bytes())  # our own cache file, written below
         if hits.x.shape[1] == len(FEATURES):

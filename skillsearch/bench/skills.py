@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -27,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skillsearch.bench.cache import BenchEncoder
+from skillsearch.bench.cache import BenchEncoder, folder_name
 from skillsearch.bench.report import run_metadata
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
@@ -224,7 +223,7 @@ def run_skills(options: SkillsOptions, encoder: Encoder | None = None,
     bench_encoder = BenchEncoder(encoder or make_encoder(settings.encoder), options.cache_dir)
     timing: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="skillsearch-skills-") as tmp:
-        folder = re.sub(r"[^A-Za-z0-9._-]+", "_", bench_encoder.name)
+        folder = folder_name(bench_encoder.name)
         data_dir = (Path(options.cache_dir) / "skills-index" / folder) if options.cache_dir else Path(tmp) / "data"
         t = time.perf_counter()
         say(f"importing {options.dataset} into {data_dir}")

@@ -22,7 +22,8 @@ def cmd_bench_relevance(args: argparse.Namespace, out: TextIO) -> int:
     from skillsearch.bench.skills_cli import is_skills_dataset, skills_command
 
     overrides = {k: v for k, v in (("encoder", args.encoder), ("fusion", args.fusion),
-                                   ("semantic_weight", args.semantic_weight), ("rrf_k", args.rrf_k)) if v is not None}
+                                   ("semantic_weight", args.semantic_weight), ("rrf_k", args.rrf_k),
+                                   ("lexical_share_slope", args.lexical_share_slope)) if v is not None}
     if is_skills_dataset(Path(args.dataset)):
         return skills_command(args, out, overrides)
     modes = [m for chunk in (args.modes or [",".join(ALL_MODES)]) for m in chunk.split(",") if m]
@@ -88,6 +89,8 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--max-queries", type=int, help="only the first N judged queries by id")
     p.add_argument("--fusion", choices=FUSION_METHODS, help="override the default fusion")
     p.add_argument("--semantic-weight", type=float, help="override the default semantic weight")
+    p.add_argument("--lexical-share-slope", type=float,
+                   help="override how far the semantic weight follows the candidates' lexical share (0: fixed)")
     p.add_argument("--rrf-k", type=int, help="override RRF k")
 
     p = inner.add_parser("latency", help="search/encode percentiles, build throughput, update time, RSS")

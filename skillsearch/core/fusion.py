@@ -20,7 +20,9 @@ import numpy as np
 
 from skillsearch.core.domain import FusionMethod
 
-__all__ = ["RRF_K", "Candidates", "FusionMethod", "candidates", "fuse", "minmax", "zscore"]
+__all__ = [
+    "RRF_K", "Candidates", "FusionMethod", "adapted_weight", "candidates", "fuse", "lexical_share", "minmax", "zscore",
+]
 
 RRF_K = 60
 
@@ -72,6 +74,25 @@ def minmax(x: np.ndarray) -> np.ndarray:
 
 def _rrf_term(ranks: np.ndarray, k: int) -> np.ndarray:
     return np.where(ranks > 0, 1.0 / (k + np.maximum(ranks, 1)), 0.0)
+
+
+def lexical_share(c: Candidates) -> float:
+    """The share of the candidates that match the request lexically (0 for an empty set)."""
+    return float((c.lexical_rank > 0).mean()) if c.rows.size else 0.0
+
+
+def adapted_weight(c: Candidates, method: FusionMethod, weight: float, slope: float) -> float:
+    """``weight`` moved by the share of candidates with a lexical match: ``weight + slope * (0.5 - share)``,
+    clipped to [0, 1]; ``rrf`` (ranks only) and ``slope`` 0 keep ``weight``.
+
+    Both retrievers hand over ``depth`` candidates, so a full lexical list makes the share at least 0.5, and
+    more the more the two lists agree. A request few documents match lexically (share under 0.5) leaves a
+    column of zeros with a few matches that z-scoring inflates; it leans on the cosines. A request whose
+    lexical and semantic lists mostly coincide leans on BM25 to order that common set. Chosen on the dev
+    splits of all three sets (``docs/benchmarks.md``, "Semantic weight by lexical share")."""
+    if method == "rrf" or slope == 0.0 or c.rows.size == 0:
+        return float(weight)
+    return float(np.clip(weight + slope * (0.5 - lexical_share(c)), 0.0, 1.0))
 
 
 def fuse(c: Candidates, method: FusionMethod, semantic_weight: float, rrf_k: int = RRF_K) -> np.ndarray:

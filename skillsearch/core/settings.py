@@ -41,6 +41,10 @@ class Settings:
     # point (0.7, chosen before the lexical side got stronger, kept Seal-Tools' margin at 0.2 points).
     fusion: str = "zscore"
     semantic_weight: float = 0.6
+    # That weight moves with the share of fusion candidates that match lexically: w + slope * (0.5 - share),
+    # clipped to [0, 1] (core/fusion.adapted_weight; zscore and minmax). A weight the request names, or one
+    # ``calibrate --queries`` tuned, is used as given. 0 turns it off. Chosen on all three dev sets.
+    lexical_share_slope: float = 1.0
     rrf_k: int = 60
     # How many candidates each retriever hands to fusion.
     candidate_depth: int = 100

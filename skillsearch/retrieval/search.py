@@ -3,7 +3,8 @@
 1. The grants the principal may see now (its set minus revoked subscriptions) go into both retrievers as
    a filter, so each returns its top ``depth`` *visible* candidates.
 2. Every candidate gets both raw scores: BM25 (0 when it does not match) and its exact cosine.
-3. The chosen fusion (default: z-score convex combination, semantic weight 0.6) orders them.
+3. The chosen fusion (default: z-score convex combination, semantic weight 0.6 moved by the share of
+   candidates that match lexically, ``core/fusion.adapted_weight``) orders them.
 4. The fused list is re-checked against the store in one query (status, grant, revocation) before it is
    returned: the index may lag the store by one batch, the answer may not.
    A multilingual encoder's cosines are taken against language-centered document vectors (the index's
@@ -44,7 +45,7 @@ from skillsearch.core.domain import (
     SkillKind,
 )
 from skillsearch.core.errors import ValidationError
-from skillsearch.core.fusion import Candidates, candidates, fuse
+from skillsearch.core.fusion import Candidates, adapted_weight, candidates, fuse
 from skillsearch.core.settings import Settings
 from skillsearch.core.skill_uri import skill_uri
 from skillsearch.core.views import Explanation, SearchHitView, SearchResponse
@@ -173,7 +174,6 @@ def run_search(
     # block-max WAND prune harder.
     depth = max(request.limit, settings.candidate_depth) if request.mode == "hybrid" else request.limit + 10
     method: FusionMethod = request.fusion or settings.fusion  # type: ignore[assignment]
-    weight = _semantic_weight(request, settings, snapshot.routing.calibration)
     # Rows the caller may see and asked for; None when that is every row (no filter anywhere).
     everything = set(vectors.grant_names) <= set(grants) and not request.kind and not request.tags
     mask = None if everything or not grants else vectors.mask(grants, request.kind, request.tags)
@@ -212,6 +212,8 @@ def run_search(
         timings["vector_ms"] = (time.perf_counter() - t) * 1000
 
     cands = candidates(lex_rows, lex_scores, sem_rows, sem_all)
+    notice = unreadable_language_notice(route.encoder, request.query) if use_sem else None
+    weight = _semantic_weight(request, settings, snapshot.routing.calibration, cands, method, notice is None)
     rows, lexical_score, semantic, lexical_rank = cands.rows, cands.lexical, cands.semantic, cands.lexical_rank
 
     if request.mode == "lexical":
@@ -221,10 +223,7 @@ def run_search(
     else:
         fused = fuse(cands, method, weight, settings.rrf_k)
 
-    exact = False
-    if slug_rows is not None:
-        fused, exact = _exact_name_first(rows, fused, slug_rows)
-    notice = unreadable_language_notice(route.encoder, request.query) if use_sem else None
+    fused, exact = _exact_name_first(rows, fused, slug_rows) if slug_rows is not None else (fused, False)
     decision = decision_of(route.calibration) if request.mode == "hybrid" else None
     threshold = no_match_threshold(settings, route.encoder, route.calibration)
     keep = np.ones(rows.size, dtype=bool)
@@ -248,11 +247,9 @@ def run_search(
         skills = store.skills(ids)
         for i, skill_id in zip(part, ids, strict=True):
             skill = skills.get(skill_id)
-            if skill is None or not is_visible(skill.status, skill.grant, principal, revoked):
-                continue
-            if request.kind and skill.kind != request.kind:
-                continue
-            if request.tags and not set(request.tags) <= set(skill.tags):
+            if skill is None or not (is_visible(skill.status, skill.grant, principal, revoked)
+                                     and (not request.kind or skill.kind == request.kind)
+                                     and set(request.tags) <= set(skill.tags)):
                 continue
             hits_out.append(Hit(skill, float(fused[i]), _explain(cands, int(i), fused, method, weight, request.mode)))
             picked.append(int(i))
@@ -347,13 +344,16 @@ def _same_name(name: str, query: str) -> bool:
     return " ".join(name.split()).casefold() == " ".join(query.split()).casefold()
 
 
-def _semantic_weight(request: SearchRequest, settings: Settings, calibration: dict[str, Any] | None) -> float:
-    """The request's weight, else one tuned for this index's encoder (``skillsearch calibrate --queries``),
-    else the settings' default."""
-    if request.semantic_weight is not None:
-        return float(request.semantic_weight)
-    tuned = (calibration or {}).get("semantic_weight")
-    return float(tuned) if isinstance(tuned, (int, float)) else settings.semantic_weight
+def _semantic_weight(
+    request: SearchRequest, settings: Settings, calibration: dict[str, Any] | None, c: Candidates, method: FusionMethod,
+    readable: bool,
+) -> float:
+    """The request's weight, else one tuned by ``skillsearch calibrate --queries``, both as given, else the
+    settings' moved by the lexical share (``adapted_weight``) unless the encoder cannot read the request."""
+    given = request.semantic_weight if request.semantic_weight is not None else (calibration or {}).get("semantic_weight")
+    if isinstance(given, (int, float)):
+        return float(given)
+    return adapted_weight(c, method, settings.semantic_weight, settings.lexical_share_slope if readable else 0.0)
 
 
 def no_match_threshold(settings: Settings, encoder: Encoder, calibration: dict[str, Any] | None) -> float:
