@@ -375,7 +375,7 @@ def _explain(
         "semantic_score": round(float(c.semantic[i]), 4) if mode != "lexical" else None,
         "fused_score": round(float(fused[i]), 4),
         "fusion": method if mode == "hybrid" else None,
-        "semantic_weight": weight if mode == "hybrid" else None,
+        "semantic_weight": round(weight, 4) if mode == "hybrid" else None,
     }
 
 
