@@ -41,7 +41,9 @@ class Explanation(BaseModel):
     semantic_score: float | None = Field(None, description="Cosine similarity of query and skill embeddings.")
     fused_score: float = Field(description="The score the list is ordered by.")
     fusion: str | None = Field(None, description="Fusion method in hybrid mode: zscore, minmax or rrf.")
-    semantic_weight: float | None = None
+    semantic_weight: float | None = Field(
+        None, description="Weight of the cosines in hybrid fusion for this request: the one it named or the "
+        "index's tuned one, else the default moved by the share of candidates that match lexically.")
 
 
 class SearchHitView(BaseModel):
