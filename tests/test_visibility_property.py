@@ -16,7 +16,8 @@ from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.core.visibility import is_visible, visible_grants
 from skillsearch.retrieval.encoder import Encoder
-from skillsearch.retrieval.search import SearchRequest, _lexical_candidates
+from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.visible_lexical import visible_lexical_matches
 from skillsearch.service import Catalog
 
 GRANTS = ["sub:starter-pack", "sub:ops-pro", "team:data-science", "user:nobody", "sub:unknown"]
@@ -97,8 +98,7 @@ def test_lexical_candidates_are_the_filtered_ranking_whichever_path_found_them(
         return
     truth = idx.lexical.search(query, visible, depth, kind)
     expected = [vectors.key_to_row[int(key)] for key in truth.keys]
-    request = SearchRequest(query, mode="lexical", limit=depth, kind=kind)
     mask = vectors.mask(visible, kind)
-    rows, scores = _lexical_candidates(idx.lexical, request, visible, depth, snapshot, mask)
+    rows, scores = visible_lexical_matches(idx.lexical, query, visible, depth, snapshot, mask, kind)
     assert rows.tolist() == expected
     assert scores.tolist() == truth.scores.tolist()

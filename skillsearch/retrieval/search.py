@@ -56,6 +56,7 @@ from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.indexer import IndexSnapshot
 from skillsearch.retrieval.lexical import LexicalIndex
 from skillsearch.retrieval.vectors import max_cosines, top_k
+from skillsearch.retrieval.visible_lexical import visible_lexical_matches
 
 __all__ = ["Hit", "SearchRequest", "SearchResult", "run_search", "search_response"]
 
@@ -182,7 +183,8 @@ def run_search(
     lex_scores = np.zeros(0, np.float32)
     if use_lex and grants:
         t = time.perf_counter()
-        lex_rows, lex_scores = _lexical_candidates(lexical, request, grants, depth, snapshot, mask)
+        lex_rows, lex_scores = visible_lexical_matches(lexical, request.query, grants, depth, snapshot, mask,
+                                                       request.kind, request.tags)
         timings["lexical_ms"] = (time.perf_counter() - t) * 1000
 
     # While the model works (a batching worker holds no GIL in its forward pass): the store reads that do
@@ -281,39 +283,6 @@ def run_search(
         took_ms=(time.perf_counter() - started) * 1000,
         timings=timings,
     )
-
-
-# A filtered Tantivy query cannot prune (see ``LexicalIndex.build_query``); asking the unfiltered one for this
-# many times the candidates and keeping the visible ones usually finds them all, at a fraction of the cost.
-OVERFETCH = 4
-
-
-def _lexical_candidates(
-    lexical: LexicalIndex, request: SearchRequest, grants: list[str], depth: int, snapshot: IndexSnapshot,
-    mask: np.ndarray | None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Vector rows and BM25 scores of the top ``depth`` lexical matches the caller may see, best first.
-
-    BM25 scores do not depend on the filter (its clause scores 0), so the visible hits of an unfiltered
-    ranking are the filtered ranking: when the unfiltered top ``OVERFETCH x depth`` holds ``depth`` visible
-    hits, or holds every match, they are exactly what the filtered query returns. Otherwise the filtered
-    query runs, so the list is full whenever ``depth`` visible matches exist.
-    """
-    key_to_row = snapshot.vectors.key_to_row
-
-    def rows_of(keys: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        rows = np.asarray([key_to_row.get(k, -1) for k in keys.tolist()], dtype=np.int64)
-        return rows[rows >= 0], scores[rows >= 0].astype(np.float32)
-
-    if mask is None:
-        return rows_of(*lexical.search(request.query, None, depth, searcher=snapshot.searcher))
-    wide = OVERFETCH * depth
-    keys, scores = lexical.search(request.query, None, wide, searcher=snapshot.searcher)
-    rows, scores = rows_of(keys, scores)
-    visible = mask[rows]
-    if int(visible.sum()) >= depth or keys.size < wide:
-        return rows[visible][:depth], scores[visible][:depth]
-    return rows_of(*lexical.search(request.query, grants, depth, request.kind, request.tags, searcher=snapshot.searcher))
 
 
 def _named_rows(
