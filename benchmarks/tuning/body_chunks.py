@@ -5,8 +5,9 @@
 A go/no-go replay before any product code: every English positive of ``queries.dev.jsonl`` is searched through
 ``Catalog.search`` (abstention off, ``--pool`` hits); each hit's body (its instructions) is cut into chunks of
 paragraphs up to ``--chunk-chars`` (at most ``--max-chunks``, each prefixed with the skill's name in words) and
-embedded (cached in ``benchmarks/.cache``). The pool is then re-fused exactly as search fuses (z-score over
-the pool, semantic weight 0.6) with the semantic score replaced by a blend of the description vector's cosine
+embedded (cached in ``benchmarks/.cache``). The pool is then re-fused as search fused when this was measured
+(z-score over the pool, a fixed semantic weight 0.6; search's weight now follows the candidates' lexical
+share, ``core/fusion.adapted_weight``) with the semantic score replaced by a blend of the description vector's cosine
 and the best chunk's. The first row re-fuses the unchanged scores over the same pool, so the rows compare like
 with like (MetaTool and Seal-Tools have no bodies: a blend leaves them unchanged by construction).
 """

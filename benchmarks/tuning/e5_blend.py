@@ -6,8 +6,9 @@
 A go/no-go replay before any product code. Every request of the three dev sets (skills dev English positives,
 MetaTool dev's first 2,000, Seal-Tools dev) is searched through ``Catalog.search`` over a MiniLM index
 (abstention off, ``--pool`` hits); each hit also gets its e5 cosine (the same embedded text, e5's own query
-and passage prefixes; vectors cached in ``benchmarks/.cache``). The pool is then re-fused as search fuses
-(z-score over the pool, semantic weight 0.6) with the semantic term ``(1 - w) z(MiniLM) + w z(e5)``; with
+and passage prefixes; vectors cached in ``benchmarks/.cache``). The pool is then re-fused as search fused
+when this was measured (z-score over the pool, a fixed semantic weight 0.6; search's weight now follows the
+candidates' lexical share, ``core/fusion.adapted_weight``) with the semantic term ``(1 - w) z(MiniLM) + w z(e5)``; with
 ``--rerank-top K`` only the first K of the unchanged order are re-ordered by the blend. Row ``w = 0``
 re-fuses the unchanged scores over the same pool, so the rows compare like with like.
 """

@@ -318,7 +318,7 @@ def _semantic_weight(
     readable: bool,
 ) -> float:
     """The request's weight, else one tuned by ``skillsearch calibrate --queries``, both as given, else the
-    settings' moved by the lexical share (``adapted_weight``) unless the encoder cannot read the request."""
+    settings' weight moved by the lexical share (``adapted_weight``) unless the encoder cannot read the request."""
     given = request.semantic_weight if request.semantic_weight is not None else (calibration or {}).get("semantic_weight")
     if isinstance(given, (int, float)):
         return float(given)
