@@ -26,6 +26,11 @@ def answers(catalog: Catalog) -> list[list[tuple[str, float]]]:
             for q in QUERIES]
 
 
+def vectors_by_skill(catalog: Catalog) -> dict[str, np.ndarray]:
+    vectors = catalog.index().snapshot().vectors
+    return {row.skill_id: vectors.matrix[i].copy() for i, row in enumerate(vectors.rows)}
+
+
 def llamas(catalog: Catalog) -> list[tuple[str, float]]:
     hits = catalog.search(OPERATOR, SearchRequest("feeding llamas", mode="semantic", limit=1)).hits
     return [(h.skill.slug, round(h.score, 5)) for h in hits]
@@ -49,6 +54,30 @@ def test_an_index_built_with_another_model_is_refused_until_reindexed(fresh_samp
     stats = other.reindex()
     assert stats.embedded == other.store.count("active")
     assert other.search(OPERATOR, SearchRequest("git bisect", mode="lexical")).hits
+
+
+def test_an_index_opened_with_another_share_of_the_instructions_embeds_every_skill_again(
+        fresh_sample: Catalog, encoder: Encoder, caplog: pytest.LogCaptureFixture) -> None:
+    """The manifest records how much of each skill's instructions its vectors embed; opening it with another
+    ``embed_instructions_chars`` must not mix two embedded texts in one matrix."""
+    built = fresh_sample.settings.embed_instructions_chars
+    before = vectors_by_skill(fresh_sample)
+    with_instructions = {r.skill_id for r in fresh_sample.store.index_rows() if r.instructions.strip()}
+    fresh_sample.close()
+    other = Catalog.open(Settings(data_dir=fresh_sample.data_dir, embed_instructions_chars=0), encoder=encoder)
+    assert other.index().embed_count == other.store.count("active")
+    assert f"embeds {built} characters" in caplog.text and "embedding every skill again" in caplog.text
+    manifest = json.loads((fresh_sample.data_dir / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["embedded_text"] == {"instructions_chars": 0}
+    # Name and description alone: other vectors than those of name, description and instructions.
+    after = vectors_by_skill(other)
+    assert after.keys() == before.keys() and with_instructions
+    assert {s for s in after if not np.allclose(after[s], before[s], atol=1e-5)} == with_instructions
+    assert other.search(OPERATOR, SearchRequest("git bisect")).hits
+    other.close()
+    again = Catalog.open(Settings(data_dir=fresh_sample.data_dir, embed_instructions_chars=0), encoder=encoder)
+    assert again.index().embed_count == 0
+    again.close()
 
 
 def test_a_corrupt_index_is_a_clear_error_and_the_catalog_is_untouched(fresh_sample: Catalog, encoder: Encoder

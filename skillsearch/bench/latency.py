@@ -41,6 +41,7 @@ from skillsearch.bench.report import run_metadata
 from skillsearch.bench.synthetic import write_synthetic_bundle
 from skillsearch.core.domain import Principal, SearchMode
 from skillsearch.core.settings import Settings
+from skillsearch.retrieval.documents import embedded_text
 from skillsearch.retrieval.encoder import Encoder, ProgressCallback, make_encoder
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.retrieval.search import query_texts as search_texts
@@ -220,8 +221,10 @@ def _one_catalog(
     build_s = time.perf_counter() - t
     docs = len(catalog.index().snapshot().vectors)
     really_encoded = cached.encoded_documents
-    # The real encoding rate, on this catalog's own texts (cached runs and stand-ins encode few or none).
-    sample = [r.description + "\n" + r.instructions[:600] for r in list(catalog.store.index_rows())[:64]]
+    # The real encoding rate, on this catalog's own texts as the index embeds them (cached runs and stand-ins
+    # encode few or none).
+    sample = [embedded_text(r, catalog.settings.embed_instructions_chars)
+              for r in list(catalog.store.index_rows())[:64]]
     t = time.perf_counter()
     encoder.encode_documents(sample)
     docs_per_s = len(sample) / (time.perf_counter() - t)

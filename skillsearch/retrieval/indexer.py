@@ -157,6 +157,14 @@ class SearchIndex:
                 f" run `skillsearch --data-dir {self.data_dir} reindex` to rebuild it",
                 {"index_encoder": built.get("name"), "configured_encoder": self.encoder.name},
             )
+        embedded = (manifest.get("embedded_text") or {}).get("instructions_chars")
+        if embedded is not None and embedded != self.instructions_chars:
+            # Every vector embeds another text than the one configured: skills changed from now on would not
+            # match the rest, so all of them are embedded again (as a changed lexical recipe is rebuilt).
+            log.warning("the index in %s embeds %s characters of each skill's instructions, %s are configured"
+                        " (embed_instructions_chars): embedding every skill again", self.data_dir, embedded,
+                        self.instructions_chars)
+            return self.rebuild(store, progress)
         self.calibration = dict(manifest.get("calibration") or {})
         self._disk_id = manifest.get("write_id")
         generation = int(manifest.get("store_generation", -1))
