@@ -61,21 +61,23 @@ def test_an_index_opened_with_another_share_of_the_instructions_embeds_every_ski
     """The manifest records how much of each skill's instructions its vectors embed; opening it with another
     ``embed_instructions_chars`` must not mix two embedded texts in one matrix."""
     built = fresh_sample.settings.embed_instructions_chars
+    other_count = 600 if built == 0 else 0
     before = vectors_by_skill(fresh_sample)
     with_instructions = {r.skill_id for r in fresh_sample.store.index_rows() if r.instructions.strip()}
     fresh_sample.close()
-    other = Catalog.open(Settings(data_dir=fresh_sample.data_dir, embed_instructions_chars=0), encoder=encoder)
+    other = Catalog.open(Settings(data_dir=fresh_sample.data_dir, embed_instructions_chars=other_count), encoder=encoder)
     assert other.index().embed_count == other.store.count("active")
     assert f"embeds {built} characters" in caplog.text and "embedding every skill again" in caplog.text
     manifest = json.loads((fresh_sample.data_dir / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["embedded_text"] == {"instructions_chars": 0}
-    # Name and description alone: other vectors than those of name, description and instructions.
+    assert manifest["embedded_text"] == {"instructions_chars": other_count}
+    # Exactly the skills with instructions get other vectors: their embedded text is the one that changed.
     after = vectors_by_skill(other)
     assert after.keys() == before.keys() and with_instructions
     assert {s for s in after if not np.allclose(after[s], before[s], atol=1e-5)} == with_instructions
     assert other.search(OPERATOR, SearchRequest("git bisect")).hits
     other.close()
-    again = Catalog.open(Settings(data_dir=fresh_sample.data_dir, embed_instructions_chars=0), encoder=encoder)
+    again = Catalog.open(Settings(data_dir=fresh_sample.data_dir, embed_instructions_chars=other_count),
+                         encoder=encoder)
     assert again.index().embed_count == 0
     again.close()
 
@@ -211,3 +213,22 @@ def test_max_cosines_is_each_rows_best_product_for_whole_matrices_and_column_vie
         assert best.dtype == np.float32 and best.flags.writeable
         np.testing.assert_allclose(best, (matrix.astype(np.float64) @ queries.T).max(axis=1), rtol=1e-5, atol=1e-5)
     assert max_cosines(np.zeros((0, 8), np.float32), queries).shape == (0,)
+
+
+def test_by_default_the_vector_embeds_name_and_description_and_the_lexical_side_keeps_the_instructions(
+        fresh_sample: Catalog) -> None:
+    """The default recipe (docs/benchmarks.md, "Embedded text"): the body stays out of the vector but is
+    still searchable by its words."""
+    from skillsearch.retrieval.documents import embedded_text
+
+    row = next(r for r in fresh_sample.store.index_rows() if len(r.instructions.split()) > 20)
+    text = embedded_text(row, fresh_sample.settings.embed_instructions_chars)
+    assert text.endswith(row.description.strip()) and row.instructions.strip()[:40] not in text
+    assert embedded_text(row, 600).startswith(text + "\n")
+    # A word found only in the instructions still finds the skill lexically.
+    words = {w for w in row.instructions.lower().split() if w.isalpha() and len(w) > 7}
+    card = f"{row.name} {row.slug} {row.description} {' '.join(row.tags)}".lower()
+    only_body = sorted(w for w in words if w not in card)
+    assert only_body
+    hits = fresh_sample.search(OPERATOR, SearchRequest(only_body[0], mode="lexical", limit=50)).hits
+    assert row.skill_id in {h.skill.skill_id for h in hits}

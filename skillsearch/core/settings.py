@@ -52,8 +52,11 @@ class Settings:
     # is its best over the whole query and its sentences. 0 turns it off. (+18 points of semantic nDCG@10
     # on Seal-Tools dev, whose requests ask for 2-3 tools at once; neutral on MetaTool.)
     query_sentences: int = 6
-    # Characters of the instructions that go into the embedded text.
-    embed_instructions_chars: int = 600
+    # Characters of the instructions that go into the embedded text after name and description. 0: none
+    # (chosen on the skills dev set, the only one with instructions: 600 gave the same English hit@1, one
+    # fewer hit@5, worse cross-lingual ranks, and embedded 1.75x slower; docs/benchmarks.md). The
+    # instructions stay in the lexical index either way.
+    embed_instructions_chars: int = 0
     # Which documents fill / which requests search the French-analysed lexical fields:
     # both (default: every document, French-looking requests), detect, docs, all, off (see lexical.py).
     french_analysis: str = "both"

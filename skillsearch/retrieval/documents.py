@@ -11,7 +11,9 @@ __all__ = ["doc_hash", "embedded_text", "lexical_doc"]
 
 
 def embedded_text(row: IndexRow, instructions_chars: int) -> str:
-    """What the encoder sees of a skill: ``<name in words>: <description>`` and the start of the instructions.
+    """What the encoder sees of a skill: ``<name in words>: <description>``, then the first
+    ``instructions_chars`` characters of the instructions (the default is 0: none; on the skills dev set the
+    start of the body did not help the vector and made it 1.75x slower to embed, docs/benchmarks.md).
 
     Measured on the dev splits (docs/benchmarks.md): writing identifier names as words and joining them to
     the description with a colon raised nDCG@10 of exact cosine search by 1.7 (MetaTool) and 1.1

@@ -79,7 +79,7 @@ class SearchIndex:
     """Owns ``lexical/``, ``vectors/`` and ``manifest.json`` in a data directory."""
 
     def __init__(
-        self, data_dir: Path, encoder: Encoder, instructions_chars: int = 600, french: str = "both"
+        self, data_dir: Path, encoder: Encoder, instructions_chars: int = 0, french: str = "both"
     ) -> None:
         self.data_dir = Path(data_dir)
         self.french = french
