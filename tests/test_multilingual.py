@@ -397,6 +397,28 @@ def test_english_detection(text: str, english: bool) -> None:
     assert is_english(text) is english
 
 
+@pytest.mark.parametrize(("text", "route"), [
+    # No evidence of another language: MiniLM, the English model, whose "does anything fit?" threshold
+    # applies (``not is_english`` sent these to e5).
+    ("Lambda Labs GPU instance", "minilm"),
+    ("Fix a leaky single-handle kitchen faucet.", "minilm"),
+    ("Azure Durable Functions orchestration", "minilm"),
+    ("how do I restore a postgres backup", "minilm"),
+    ("The résumé of the project needs a new layout", "minilm"),
+    # Evidence of another language: e5.
+    ("comment résoudre un conflit de fusion git", "e5"),
+    ("Wie kann ich meine Rechnung herunterladen", "e5"),
+    ("buscar el clima de hoy en Madrid", "e5"),
+    ("Pokémon karten preis", "e5"),
+    ("バグを入れたコミットを git で自動的に探したい", "e5"),
+])
+def test_minilm_e5_routes_only_requests_with_evidence_of_another_language_to_e5(
+        routed: RoutedEncoder, tiny_routed: Catalog, text: str, route: str) -> None:
+    assert routed.route(text) == route
+    # Search scores the request against the route's columns with the route's calibration.
+    assert tiny_routed.index().snapshot().routing.route(text).route == route
+
+
 def test_routed_english_requests_share_model_calls_and_get_the_answers_they_get_alone(
     tiny_routed_dir: Path, encoder: Encoder, e5: Encoder
 ) -> None:

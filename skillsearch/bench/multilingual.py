@@ -10,7 +10,7 @@ Parts (``benchmarks/multilingual.py PART``):
 - ``speed``: index build throughput (cold, nothing cached) and search latency p50/p95 on fresh query texts.
 - ``matrix``: ``minilm+e5``'s matrix product on a synthetic 100,000 x 768 matrix: whole width, the route's
   column view and a contiguous copy.
-- ``routing``: the share of requests ``minilm+e5`` sends to MiniLM (``language.is_english``, no model).
+- ``routing``: the share of requests ``minilm+e5`` sends to MiniLM (``not language.is_foreign``, no model).
 
 Vectors are cached on disk by :class:`~skillsearch.bench.cache.BenchEncoder` (``--cache-dir``); ``minilm+e5``
 routes between the two single encoders' caches, so it costs nothing more once they ran. ``speed`` caches
@@ -37,7 +37,7 @@ from skillsearch.bench.metrics import evaluate
 from skillsearch.bench.relevance import open_bench_catalog
 from skillsearch.bench.report import median_ms
 from skillsearch.core.domain import Principal, SearchMode
-from skillsearch.core.language import is_english
+from skillsearch.core.language import is_foreign
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoder import Encoder, RoutedEncoder, make_encoder
 from skillsearch.retrieval.search import SearchRequest
@@ -268,18 +268,19 @@ def part_matrix(options: Options, rows: int = 100_000, repeats: int = 50) -> dic
 
 
 def part_routing(options: Options) -> dict[str, Any]:
-    """Where ``minilm+e5`` sends real requests: ``is_english`` alone, no model needed."""
+    """Where ``minilm+e5`` sends real requests (``RoutedEncoder.route``: e5 only on positive evidence of another
+    language, ``language.is_foreign``), no model needed."""
     out: dict[str, Any] = {}
     for name in options.datasets:
         for split in ("dev", "test"):
             ds = load_beir(options.data_root / name, split)
             qids = ds.query_ids()
-            english = [is_english(ds.queries[q][:2000]) for q in qids]
+            english = [not is_foreign(ds.queries[q][:2000]) for q in qids]
             out[f"{name}|{split}"] = {"queries": len(qids), "to_minilm": round(statistics.fmean(english), 4),
                                       "to_e5": [ds.queries[q][:120] for q, e in zip(qids, english, strict=True) if not e]}
     items = _devset(options)
     for lang in LANGS:
-        english = [is_english(i["query"]) for i in items if i["lang"] == lang]
+        english = [not is_foreign(i["query"]) for i in items if i["lang"] == lang]
         out[f"devset|{lang}"] = {"queries": len(english), "to_minilm": round(statistics.fmean(english), 4)}
     return out
 

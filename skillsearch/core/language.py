@@ -4,11 +4,13 @@ No model and no dependency: French is told from English by its function words an
 which is reliable on a skill's name + description and good enough on a short request. A wrong guess costs
 little: it only decides whether the French-analysed field is filled (documents) or queried (requests).
 
-``is_english`` routes a request between the two models of the ``minilm+e5`` encoder (MiniLM for English,
-multilingual-e5 for the rest). A wrong guess there costs relevance, not correctness: e5 also reads English
-(0.06-0.16 nDCG@10 weaker on MetaTool), MiniLM reads Latin-script languages poorly and CJK not at all. So it
-says "English" only on positive evidence, except for very short ASCII requests ("git merge conflict"), which
-are far more often English keywords than anything else.
+``is_foreign`` routes a request between the two models of the ``minilm+e5`` encoder (multilingual-e5 for a
+request with positive evidence of another language, MiniLM for the rest) and decides the "multilingual
+search is off" notice. A wrong guess there costs relevance, not correctness: e5 also reads English
+(0.06-0.16 nDCG@10 weaker on MetaTool), MiniLM reads Latin-script languages poorly and CJK not at all.
+``is_english`` is the stricter guess: "English" only on positive evidence, except for very short ASCII
+requests ("git merge conflict"); it routed ``minilm+e5`` until English keyword requests and cue-less
+ones were measured going to e5 for nothing (docs/benchmarks.md).
 """
 
 from __future__ import annotations

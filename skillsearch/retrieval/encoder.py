@@ -28,7 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from skillsearch.core.errors import IndexNotReadyError
-from skillsearch.core.language import is_english
+from skillsearch.core.language import is_foreign
 from skillsearch.core.lru import LRU
 from skillsearch.retrieval.hashing_encoder import HashingEncoder
 from skillsearch.retrieval.torch_ops import Tokens, TracedForward
@@ -293,7 +293,10 @@ class RoutedEncoder:
     ``encode_query`` fills the request's half and leaves the other at zero, so ``matrix @ q`` is exactly the
     chosen model's cosine; search does better and scores only that half's columns (:meth:`route` and
     ``columns``), with that route's calibration (``calibration["routes"]``). The route is decided once per
-    request (``language.is_english``), never per sentence: the two models' cosines are not comparable.
+    request, never per sentence (the two models' cosines are not comparable): e5 when the request shows
+    positive evidence of another language (``language.is_foreign``), MiniLM otherwise. Routing on
+    ``not is_english`` instead sent English keyword requests and cue-less ones ("Fix a leaky single-handle
+    kitchen faucet.") to e5, which has no fitted "does anything fit?" threshold (docs/benchmarks.md).
     """
 
     ENGLISH = "minilm"
@@ -321,7 +324,7 @@ class RoutedEncoder:
         return self
 
     def route(self, text: str) -> str:
-        return self.ENGLISH if is_english(text) else self.OTHER
+        return self.OTHER if is_foreign(text) else self.ENGLISH
 
     def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
