@@ -12,6 +12,7 @@ import pytest
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError
 from skillsearch.core.settings import Settings
+from skillsearch.retrieval.documents import embedded_text
 from skillsearch.retrieval.encoder import Encoder, HashingEncoder
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot, max_cosines
@@ -219,8 +220,6 @@ def test_by_default_the_vector_embeds_name_and_description_and_the_lexical_side_
         fresh_sample: Catalog) -> None:
     """The default recipe (docs/benchmarks.md, "Embedded text"): the body stays out of the vector but is
     still searchable by its words."""
-    from skillsearch.retrieval.documents import embedded_text
-
     row = next(r for r in fresh_sample.store.index_rows() if len(r.instructions.split()) > 20)
     text = embedded_text(row, fresh_sample.settings.embed_instructions_chars)
     assert text.endswith(row.description.strip()) and row.instructions.strip()[:40] not in text

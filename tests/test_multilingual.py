@@ -22,7 +22,7 @@ import pytest
 
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import IndexMismatchError
-from skillsearch.core.language import is_english, is_french
+from skillsearch.core.language import is_foreign, is_french
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.calibration import centered_cosines, centering_of
 from skillsearch.retrieval.confidence import packaged_decision
@@ -393,13 +393,13 @@ def test_cli_builds_minilm_e5_from_its_setting_and_refuses_another_index(tiny_sk
     ("Come posso cambiare la password del server", False),
     ("Pokémon karten preis", False),
 ])
-def test_english_detection(text: str, english: bool) -> None:
-    assert is_english(text) is english
+def test_foreign_language_detection(text: str, english: bool) -> None:
+    assert is_foreign(text) is not english
 
 
 @pytest.mark.parametrize(("text", "route"), [
     # No evidence of another language: MiniLM, the English model, whose "does anything fit?" threshold
-    # applies (``not is_english`` sent these to e5).
+    # applies (the stricter "English only on evidence" route sent the first three to e5).
     ("Lambda Labs GPU instance", "minilm"),
     ("Fix a leaky single-handle kitchen faucet.", "minilm"),
     ("Azure Durable Functions orchestration", "minilm"),

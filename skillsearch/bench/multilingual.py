@@ -318,7 +318,7 @@ def render(results: dict[str, Any]) -> str:
                 f"| {matrix['rows']} | {matrix['full_768_ms']} | {matrix['route_view_384_ms']} "
                 f"| {matrix['contiguous_384_ms']} |", ""]
     if routing := results.get("routing") or {}:
-        out += ["## minilm+e5 routing (share of requests `is_english` sends to MiniLM)", "",
+        out += ["## minilm+e5 routing (share of requests `not is_foreign` sends to MiniLM)", "",
                 "| requests | n | to MiniLM |", "| --- | --- | --- |"]
         out += [f"| {key.replace('|', ' ')} | {r['queries']} | {r['to_minilm']:.4f} |" for key, r in routing.items()]
         out.append("")

@@ -8,16 +8,15 @@ little: it only decides whether the French-analysed field is filled (documents) 
 request with positive evidence of another language, MiniLM for the rest) and decides the "multilingual
 search is off" notice. A wrong guess there costs relevance, not correctness: e5 also reads English
 (0.06-0.16 nDCG@10 weaker on MetaTool), MiniLM reads Latin-script languages poorly and CJK not at all.
-``is_english`` is the stricter guess: "English" only on positive evidence, except for very short ASCII
-requests ("git merge conflict"); it routed ``minilm+e5`` until English keyword requests and cue-less
-ones were measured going to e5 for nothing (docs/benchmarks.md).
+(The stricter ``is_english``, "English" only on positive evidence, routed ``minilm+e5`` until English
+keyword requests and cue-less ones were measured going to e5 for nothing: docs/benchmarks.md, "Routing".)
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["FRENCH_WORDS", "cjk_runs", "is_english", "is_foreign", "is_french"]
+__all__ = ["FRENCH_WORDS", "cjk_runs", "is_foreign", "is_french"]
 
 # Frequent French function words that are not also common English words ("a", "on", "in" are left out).
 _FRENCH = (
@@ -84,37 +83,13 @@ _OTHER_LATIN = frozenset(_OTHER.split())
 _LATIN_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?", re.UNICODE)
 _ACCENTED = re.compile("[\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff¿¡]")
 _NON_LATIN = re.compile(r"[^\x00-\u024f\u1e00-\u1eff\u2000-\u2bff\W\d_]", re.UNICODE)
-# A request of this many words or fewer needs no English cue ("git merge conflict"); a longer one does.
-SHORT_REQUEST_WORDS = 3
-
-
-def is_english(text: str) -> bool:
-    """True when a request reads as English: mostly Latin script (a quoted Japanese or Greek word in an
-    English sentence is fine), not French, more English cues than cues of another Latin-script language, at
-    least one English cue when it is longer than a few words, and accented letters only beside clear English
-    (a loanword such as "résumé")."""
-    head = text[:4000]
-    words = [w.lower().replace("’", "'") for w in _LATIN_WORD.findall(head) if not _NON_LATIN.search(w)]
-    foreign = len(_NON_LATIN.findall(head))
-    if foreign and foreign >= len(words):
-        return False
-    if not words:
-        return True
-    if is_french(head):
-        return False
-    en = sum(w in _ENGLISH_CUES or (len(w) > 5 and w.endswith("ing")) for w in words)
-    other = sum(w in _OTHER_LATIN for w in words)
-    accents = len(_ACCENTED.findall(head))
-    if other > en or (accents and en < 2):
-        return False
-    return en >= 1 or (len(words) <= SHORT_REQUEST_WORDS and not accents)
-
-
 def is_foreign(text: str) -> bool:
     """True when a request shows positive evidence of another language than English: mostly non-Latin
     script, French, more function words of another Latin-script language than English cues, or accented
-    letters beside fewer than two English cues. Unlike ``not is_english(text)``, a run of English keywords
-    without a function word ("academic CV publications list") is not foreign."""
+    letters beside fewer than two English cues. A run of English keywords without a function word
+    ("academic CV publications list"), or a request with no cue at all, is not foreign; a quoted Japanese or
+    Greek word in an English sentence, or an accented loanword beside clear English ("résumé"), is not
+    either."""
     head = text[:4000]
     words = [w.lower().replace("’", "'") for w in _LATIN_WORD.findall(head) if not _NON_LATIN.search(w)]
     foreign = len(_NON_LATIN.findall(head))

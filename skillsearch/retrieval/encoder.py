@@ -294,9 +294,7 @@ class RoutedEncoder:
     chosen model's cosine; search does better and scores only that half's columns (:meth:`route` and
     ``columns``), with that route's calibration (``calibration["routes"]``). The route is decided once per
     request, never per sentence (the two models' cosines are not comparable): e5 when the request shows
-    positive evidence of another language (``language.is_foreign``), MiniLM otherwise. Routing on
-    ``not is_english`` instead sent English keyword requests and cue-less ones ("Fix a leaky single-handle
-    kitchen faucet.") to e5, which has no fitted "does anything fit?" threshold (docs/benchmarks.md).
+    positive evidence of another language (``language.is_foreign``), MiniLM otherwise (docs/benchmarks.md).
     """
 
     ENGLISH = "minilm"
