@@ -135,7 +135,8 @@ class Catalog:
         with self._lock:
             if self._index is None:
                 idx = SearchIndex(
-                    self.data_dir, self.encoder, self.settings.embed_instructions_chars, self.settings.french_analysis
+                    self.data_dir, self.encoder, self.settings.embed_instructions_chars, self.settings.french_analysis,
+                    self.settings.lexical_instructions_chars,
                 )
                 idx.open(self.store, progress)
                 self._index = idx
@@ -144,7 +145,8 @@ class Catalog:
     def reindex(self, progress: ProgressFactory | None = None) -> IndexStats:
         with self._lock:
             idx = self._index or SearchIndex(
-                self.data_dir, self.encoder, self.settings.embed_instructions_chars, self.settings.french_analysis
+                self.data_dir, self.encoder, self.settings.embed_instructions_chars, self.settings.french_analysis,
+                self.settings.lexical_instructions_chars,
             )
             stats = idx.rebuild(self.store, progress)
             self._index = idx

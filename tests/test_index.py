@@ -9,11 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from skillsearch.catalog.rows import IndexRow
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.documents import embedded_text
 from skillsearch.retrieval.encoder import Encoder, HashingEncoder
+from skillsearch.retrieval.lexical import split_instructions
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot, max_cosines
 from skillsearch.service import Catalog
@@ -81,6 +83,40 @@ def test_an_index_opened_with_another_share_of_the_instructions_embeds_every_ski
                          encoder=encoder)
     assert again.index().embed_count == 0
     again.close()
+
+
+def test_an_index_opened_with_another_head_of_the_instructions_rebuilds_its_lexical_side_only(
+        fresh_sample: Catalog, encoder: Encoder) -> None:
+    """``lexical_instructions_chars`` decides what the lexical side holds: a change rebuilds it (the
+    manifest says with which head) and keeps every vector."""
+    built, head = fresh_sample.settings.lexical_instructions_chars, 300
+    lexical = fresh_sample.index().lexical
+    rows = list(fresh_sample.store.index_rows())
+    assert all(len(r.instructions) <= built for r in rows)  # the sample's instructions are whole heads
+
+    def head_terms(r: IndexRow) -> set[str]:
+        card = " ".join((r.name, r.slug.replace("-", " "), " ".join(r.tags), r.description))
+        return lexical.terms(f"{card} {split_instructions(r.instructions, head)[0]}")
+
+    # A word of one skill's instructions past the shorter head that other skills' heads hold (so the rest of
+    # the instructions is not searched for it): found with the whole instructions, not once the head is cut.
+    heads = {r.skill_id: head_terms(r) for r in rows}
+    word, skill_id = next(
+        (w, r.skill_id) for r in rows for w in split_instructions(r.instructions, head)[1].split()
+        if w.isalpha() and len(terms := lexical.terms(w)) == 1 and not terms & heads[r.skill_id]
+        and any(terms & t for s, t in heads.items() if s != r.skill_id))
+
+    def found(catalog: Catalog) -> set[str]:
+        return {h.skill.skill_id for h in catalog.search(OPERATOR, SearchRequest(word, mode="lexical", limit=50)).hits}
+
+    assert skill_id in found(fresh_sample)
+    fresh_sample.close()
+    other = Catalog.open(Settings(data_dir=fresh_sample.data_dir, lexical_instructions_chars=head), encoder=encoder)
+    assert other.index().embed_count == 0
+    manifest = json.loads((fresh_sample.data_dir / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["lexical"]["instructions_head_chars"] == head
+    assert skill_id not in found(other) and found(other)
+    other.close()
 
 
 def test_a_corrupt_index_is_a_clear_error_and_the_catalog_is_untouched(fresh_sample: Catalog, encoder: Encoder

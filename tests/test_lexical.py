@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from skillsearch.retrieval.lexical import LexicalDoc, LexicalIndex, skill_key
+from skillsearch.retrieval.lexical import LexicalDoc, LexicalIndex, skill_key, split_instructions
 
 FILLER = "alpha bravo charlie delta echo foxtrot golf hotel"  # 8 more terms that no document holds
 
@@ -40,3 +40,39 @@ def test_a_full_build_is_written_as_one_segment(tmp_path: Path) -> None:
     assert index.num_docs() == 500
     assert index.searcher().num_segments == 1
     index.close()
+
+
+def _skill(i: int, description: str, instructions: str) -> LexicalDoc:
+    return LexicalDoc(f"sk_{i}", "team:a", "knowledge", (), f"skill {i}", f"skill-{i}", description, instructions)
+
+
+def test_split_instructions_cuts_the_head_at_a_space_and_loses_nothing() -> None:
+    text = "word " * 30  # 150 characters
+    head, rest = split_instructions(text, 52)
+    assert head + rest == text
+    assert len(head) <= 52 and head.endswith("word") and rest.startswith(" ")
+    assert split_instructions(text, 0) == (text, "")
+    assert split_instructions(text, 500) == (text, "")
+    # No space in the head's last fifth: cut at the limit.
+    assert split_instructions("x" * 100, 40) == ("x" * 40, "x" * 60)
+
+
+def test_the_deep_body_does_not_outrank_a_skills_head_but_its_words_still_find_it(tmp_path: Path) -> None:
+    index = LexicalIndex(tmp_path / "lexical", create=True, head_chars=200)
+    # sk_0 is a long reference skill whose body, past its head, is full of the request's words.
+    deep = "background notes " * 20 + "deploy the kubernetes cluster with helm charts. " * 40 + "quokka"
+    index.apply([_skill(0, "A reference of many topics.", deep),
+                 _skill(1, "Deploy a Kubernetes cluster with Helm charts.", "Short steps.")], [])
+    # Every term of the request is in some skill's head: the deep body is not searched.
+    assert _found(index, "deploy kubernetes cluster helm") == {"sk_1"}
+    # A word no head holds is looked up in the rest of the instructions.
+    assert _found(index, "quokka") == {"sk_0"}
+    assert _found(index, "kubernetes quokka") == {"sk_0", "sk_1"}
+    index.close()
+    # With the whole body weighed alike, the body's repetitions outrank the skill made for the request.
+    whole = LexicalIndex(tmp_path / "whole", create=True, head_chars=0)
+    whole.apply([_skill(0, "A reference of many topics.", deep),
+                 _skill(1, "Deploy a Kubernetes cluster with Helm charts.", "Short steps.")], [])
+    first = whole.search("deploy kubernetes cluster helm", None, 10).keys[0]
+    assert int(first) == skill_key("sk_0")
+    whole.close()

@@ -57,6 +57,12 @@ class Settings:
     # fewer hit@5, worse cross-lingual ranks, and embedded 1.75x slower; docs/benchmarks.md). The
     # instructions stay in the lexical index either way.
     embed_instructions_chars: int = 0
+    # Characters of the instructions the lexical side weighs with name, description and tags; the rest is
+    # searched only for the request's terms no skill's head holds. 0: the whole instructions alike. 3,000 was
+    # chosen on the skills dev set, the only one with instructions (English hit@1 0.869 -> 0.912 with the whole
+    # body; 2,000-5,000 all gain; docs/benchmarks.md, "The head of the instructions"). A change rebuilds the
+    # lexical side.
+    lexical_instructions_chars: int = 3000
     # Which documents fill / which requests search the French-analysed lexical fields:
     # both (default: every document, French-looking requests), detect, docs, all, off (see lexical.py).
     french_analysis: str = "both"

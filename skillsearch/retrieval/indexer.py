@@ -36,7 +36,7 @@ from skillsearch.core.hashing import sha256_hex
 from skillsearch.retrieval.calibration import calibrate, is_current
 from skillsearch.retrieval.documents import doc_hash, embedded_text, lexical_doc
 from skillsearch.retrieval.encoder import Encoder
-from skillsearch.retrieval.lexical import LexicalIndex, Searcher
+from skillsearch.retrieval.lexical import HEAD_CHARS, LexicalIndex, Searcher
 from skillsearch.retrieval.routing import Routing
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
 from skillsearch.retrieval.writelock import WriteLock
@@ -46,8 +46,9 @@ __all__ = ["FORMAT_VERSION", "IndexSnapshot", "IndexStats", "SearchIndex"]
 FORMAT_VERSION = 2
 log = logging.getLogger("skillsearch")
 
-# Bumped when the lexical schema gains fields (2: the French fields ``fr`` and ``fr_body``; 3: ``all``).
-LEXICAL_FIELDS_VERSION = 3
+# Bumped when the lexical schema gains fields (2: the French fields ``fr`` and ``fr_body``; 3: ``all``; 4:
+# ``rest``, the instructions after their head).
+LEXICAL_FIELDS_VERSION = 4
 MANIFEST = "manifest.json"
 
 # Calibration entries set from labelled requests rather than computed from probes; a rebuild keeps them.
@@ -79,10 +80,13 @@ class SearchIndex:
     """Owns ``lexical/``, ``vectors/`` and ``manifest.json`` in a data directory."""
 
     def __init__(
-        self, data_dir: Path, encoder: Encoder, instructions_chars: int = 0, french: str = "both"
+        self, data_dir: Path, encoder: Encoder, instructions_chars: int = 0, french: str = "both",
+        head_chars: int = HEAD_CHARS,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.french = french
+        # Characters of the instructions the lexical side weighs with the rest of a skill (lexical.HEAD_CHARS).
+        self.head_chars = head_chars
         self.encoder = encoder
         self.instructions_chars = instructions_chars
         self.embed_count = 0
@@ -127,9 +131,12 @@ class SearchIndex:
         os.replace(tmp, self.manifest_path)
         self._disk_id = write_id
 
+    def _lexical_index(self, create: bool = False) -> LexicalIndex:
+        return LexicalIndex(self.data_dir / "lexical", create=create, french=self.french, head_chars=self.head_chars)
+
     def lexical_config(self) -> dict[str, Any]:
         """What decides the lexical side's content; a manifest that differs gets its lexical side rebuilt."""
-        return {"french": self.french, "fields": LEXICAL_FIELDS_VERSION}
+        return {"french": self.french, "fields": LEXICAL_FIELDS_VERSION, "instructions_head_chars": self.head_chars}
 
     # -- open / build -----------------------------------------------------------------------------
 
@@ -183,14 +190,14 @@ class SearchIndex:
         if vectors.dim != self.encoder.dim:
             raise IndexMismatchError(f"vector dimension {vectors.dim} != encoder's {self.encoder.dim}; reindex")
         try:
-            self.lexical = LexicalIndex(self.data_dir / "lexical", french=self.french)
+            self.lexical = self._lexical_index()
             searcher = self.lexical.searcher()
         except (IndexNotReadyError, ValueError) as exc:
             if not behind:
                 raise IndexNotReadyError(f"the lexical index is unreadable ({exc}); run `skillsearch reindex`") \
                     from exc
             log.warning("lexical index unreadable (%s); the index is behind the catalog, rebuilding it", exc)
-            self.lexical, damaged = LexicalIndex(self.data_dir / "lexical", create=True, french=self.french), True
+            self.lexical, damaged = self._lexical_index(create=True), True
             searcher = self.lexical.searcher()
         self._snapshot = self._snapshot_of(searcher, vectors, generation)
         if (
@@ -221,7 +228,7 @@ class SearchIndex:
                 kept = {k: v for k, v in previous["calibration"].items() if k in TUNED_KEYS}
             self.calibration = {}
             self.manifest_path.unlink(missing_ok=True)
-            self.lexical = LexicalIndex(self.data_dir / "lexical", create=True, french=self.french)
+            self.lexical = self._lexical_index(create=True)
             shutil.rmtree(self.data_dir / "vectors", ignore_errors=True)
             self._snapshot = self._snapshot_of(self.lexical.searcher(), VectorSnapshot.empty(self.encoder.dim), -1)
             stats = self._sync(store, None, progress, rebuild_lexical=False)
@@ -299,7 +306,7 @@ class SearchIndex:
             if manifest is None:
                 raise IndexNotReadyError("no manifest")
             vectors = VectorSnapshot.load(self.data_dir / "vectors")
-            lexical = LexicalIndex(self.data_dir / "lexical", french=self.french)
+            lexical = self._lexical_index()
             if (
                 vectors.dim != self.encoder.dim
                 or (manifest.get("encoder") or {}).get("name") != self.encoder.name
@@ -361,7 +368,7 @@ class SearchIndex:
         new_vectors = current.apply(upserts, deletes)
         if rebuild_lexical:
             self.lexical.close()
-            self.lexical = LexicalIndex(self.data_dir / "lexical", create=True, french=self.french)
+            self.lexical = self._lexical_index(create=True)
             all_rows = {r.skill_id: r for r in (rows if skill_ids is None else store.index_rows())}
             self.lexical.apply([lexical_doc(r) for r in all_rows.values()], [])
         else:

@@ -14,6 +14,12 @@ This is the one module that imports ``tantivy``; its errors become ours here. De
   request) or ``off``. On the multilingual dev set, French hit@5 in lexical mode is 0.79 (both, all),
   0.58 (detect), 0.38 (off); English requests are untouched by ``both`` (see ``docs/benchmarks.md``).
   The mode is recorded in the index manifest; a change rebuilds the lexical side.
+- Only the head of the instructions (``head_chars``, 3,000 by default) is weighed with the name, description
+  and tags; the rest goes into ``rest``, which a request searches only for its terms no skill's head holds.
+  BM25 saturates term frequency and normalises length only partly, so a 90 kB body matched every request
+  that shared a word with it and ranked above the skill the request wanted; the head says what a skill is
+  for, the rest is reference detail. A word only the deep body holds still finds its skill (skills dev set,
+  docs/benchmarks.md, "The head of the instructions").
 - A long request's terms found in more than half of the documents are left out of its query (they weigh
   little in BM25 and cost the most to search); a short request keeps every term.
 - A full build is written as one segment (the writer's arena is sized to the batch): Tantivy searches
@@ -54,12 +60,16 @@ __all__ = [
 
 EN_ANALYZER = "skill_en"
 CJK_ANALYZER = "skill_cjk"
-# ``all`` holds the name (and the name in words), the slug's words, the tags, the description and the
-# instructions; ``name`` the name again. BM25 over these two beat the five separate fields (name, slug,
+# ``all`` holds the name (and the name in words), the slug's words, the tags, the description and the head
+# of the instructions; ``name`` the name again. BM25 over these two beat the five separate fields (name, slug,
 # tags, description, instructions, flat boosts) on both dev splits (lexical nDCG@10 +0.6 MetaTool, +0.8
 # Seal-Tools) and costs a fraction to search: a request's terms in 2 fields instead of 5 let Tantivy's
 # block-max WAND skip most postings (lexical p50 at 100k skills, see docs/benchmarks.md).
 TEXT_FIELDS = ("all", "name")
+# The instructions after the head: searched only for the terms of a request that no document's ``all`` holds.
+REST_FIELD = "rest"
+# Characters of the instructions indexed with the rest of a skill's text (``Settings.lexical_instructions_chars``).
+HEAD_CHARS = 3000
 FIELD_BOOSTS: dict[str, float] = {"all": 1.0, "name": 1.0}
 CJK_BOOST = 1.0
 FR_ANALYZER = "skill_fr"
@@ -140,7 +150,7 @@ def _schema() -> tantivy.Schema:
     sb.add_unsigned_field("key", stored=False, indexed=False, fast=True)
     for raw in ("grant", "kind", "status", "tag"):
         sb.add_text_field(raw, stored=False, tokenizer_name="raw")
-    for name in TEXT_FIELDS:
+    for name in (*TEXT_FIELDS, REST_FIELD):
         sb.add_text_field(name, stored=False, tokenizer_name=EN_ANALYZER)
     sb.add_text_field("cjk", stored=False, tokenizer_name=CJK_ANALYZER)
     for name in FRENCH_FIELDS:
@@ -191,6 +201,16 @@ def _remove_folder(path: Path) -> None:
         shutil.rmtree(trash, ignore_errors=True)
 
 
+def split_instructions(text: str, head_chars: int) -> tuple[str, str]:
+    """The instructions' head (up to ``head_chars`` characters, cut at a space or line break when one is in
+    its last fifth) and the rest; ``head_chars`` 0 keeps them whole."""
+    if head_chars <= 0 or len(text) <= head_chars:
+        return text, ""
+    cut = max(text.rfind(" ", 0, head_chars + 1), text.rfind("\n", 0, head_chars + 1))
+    cut = cut if cut >= head_chars * 4 // 5 else head_chars
+    return text[:cut], text[cut:]
+
+
 def _informative_terms(terms: list[str], searcher: tantivy.Searcher) -> list[str]:
     """The terms found in some documents but in at most ``COMMON_TERM_SHARE`` of them; all the terms when
     none is (a request whose only matching words are common still finds what they match)."""
@@ -207,10 +227,11 @@ def _writer_heap(docs: Sequence[LexicalDoc]) -> int:
 class LexicalIndex:
     """A Tantivy index in a folder. One writer, explicit commits, reload after each commit."""
 
-    def __init__(self, path: Path, create: bool = False, french: str = "both") -> None:
+    def __init__(self, path: Path, create: bool = False, french: str = "both", head_chars: int = HEAD_CHARS) -> None:
         if french not in FRENCH_MODES:
             raise IndexNotReadyError(f"unknown french mode {french!r}; choose one of {', '.join(FRENCH_MODES)}")
         self.french = french
+        self.head_chars = head_chars
         self.path = Path(path)
         self.schema = _schema()
         try:
@@ -252,7 +273,8 @@ class LexicalIndex:
     # -- writes -----------------------------------------------------------------------------------
 
     def _doc(self, d: LexicalDoc) -> tantivy.Document:
-        text = " ".join((d.name, d.description, d.instructions))
+        head, rest = split_instructions(d.instructions, self.head_chars)
+        text = " ".join((d.name, d.description, head))
         name = d.name if split_identifiers(d.name) == d.name else f"{d.name} {split_identifiers(d.name)}"
         fields: dict[str, Any] = {
             "skill_id": d.skill_id,
@@ -261,13 +283,14 @@ class LexicalIndex:
             "kind": d.kind,
             "status": "active",
             "tag": list(d.tags),
-            "all": "\n".join((name, d.slug.replace("-", " "), " ".join(d.tags), d.description, d.instructions)),
+            "all": "\n".join((name, d.slug.replace("-", " "), " ".join(d.tags), d.description, head)),
             "name": name,
+            REST_FIELD: rest,
             "cjk": " ".join(cjk_runs(text)),
         }
         if self.french in ("all", "both") or (self.french in ("detect", "docs") and is_french(f"{d.name}\n{text}")):
             fields["fr"] = " ".join((d.name, d.slug.replace("-", " "), d.description, " ".join(d.tags)))
-            fields["fr_body"] = d.instructions
+            fields["fr_body"] = head
         return tantivy.Document.from_dict(fields, self.schema)
 
     def apply(self, upserts: Sequence[LexicalDoc], deletes: Iterable[str]) -> None:
@@ -323,6 +346,10 @@ class LexicalIndex:
             # One flat disjunction of (field, term) queries: nested per-term clauses, as the query parser
             # builds them, would keep Tantivy from pruning with block-max WAND.
             terms = sorted(set(self._english.analyze(en_words))) if en_words else []
+            # Terms no document's head holds are looked up in the rest of the instructions (``REST_FIELD``).
+            unknown = [t for t in terms if searcher.doc_freq("all", t) == 0] if searcher is not None else []
+            for term in unknown:
+                should.append((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, REST_FIELD, term)))
             if searcher is not None and len(terms) > SHORT_REQUEST_TERMS:
                 terms = _informative_terms(terms, searcher)
             for field_name, boost in self.field_boosts.items():
