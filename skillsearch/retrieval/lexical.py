@@ -19,7 +19,8 @@ This is the one module that imports ``tantivy``; its errors become ours here. De
   BM25 saturates term frequency and normalises length only partly, so a 90 kB body matched every request
   that shared a word with it and ranked above the skill the request wanted; the head says what a skill is
   for, the rest is reference detail. A word only the deep body holds still finds its skill (skills dev set,
-  docs/benchmarks.md, "The head of the instructions").
+  docs/benchmarks.md, "The head of the instructions"). The CJK and French fields hold the head only; ``rest``
+  has the English analyzer.
 - A long request's terms found in more than half of the documents are left out of its query (they weigh
   little in BM25 and cost the most to search); a short request keeps every term.
 - A full build is written as one segment (the writer's arena is sized to the batch): Tantivy searches
