@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ from skillsearch.core.domain import Principal
 from skillsearch.core.errors import ValidationError
 from skillsearch.core.fusion import adapted_weight, candidates, lexical_share
 from skillsearch.core.settings import Settings
+from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
 
@@ -119,6 +121,42 @@ def test_the_semantic_weight_follows_the_share_of_candidates_that_match_lexicall
     assert adapted_weight(few, "rrf", 0.6, 1.0) == adapted_weight(few, "zscore", 0.6, 0.0) == 0.6
     empty = candidates(np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int64), semantic)
     assert adapted_weight(empty, "zscore", 0.6, 1.0) == 0.6
+
+
+def test_a_candidate_the_lexical_list_left_out_gets_the_given_bm25_and_keeps_no_lexical_rank() -> None:
+    semantic = np.linspace(0.1, 0.9, 6)
+    c = candidates(np.asarray([5, 2]), np.asarray([9.0, 4.0], np.float32), np.asarray([0, 1, 2]), semantic,
+                   unlisted_lexical=1.0)
+    assert c.rows.tolist() == [0, 1, 2, 5]
+    assert c.lexical.tolist() == [1.0, 1.0, 4.0, 9.0]
+    assert c.lexical_rank.tolist() == [0, 0, 2, 1]
+    assert candidates(np.asarray([5]), np.asarray([9.0], np.float32), np.asarray([0]), semantic).lexical.tolist() \
+        == [0.0, 9.0]
+
+
+def test_below_a_full_lexical_list_hybrid_candidates_get_a_share_of_its_last_score(
+        sample_dir: Path, tmp_path: Path, encoder: Encoder) -> None:
+    """With ``candidate_depth`` 10 the lexical list of a request that many skills match is full: the semantic
+    candidates it left out all carry ``unlisted_lexical_share`` of its last BM25 (seen in the ``lex``
+    feature: BM25 over the request's IDF mass), none when the share is 0 or the list holds every match."""
+    shutil.copytree(sample_dir, tmp_path / "data")
+    query = "review the code and the tests of a pull request"
+
+    def unlisted_lex(share: float, text: str) -> set[float]:
+        catalog = Catalog.open(Settings(data_dir=tmp_path / "data", candidate_depth=10, unlisted_lexical_share=share),
+                               encoder=encoder)
+        try:
+            hits = catalog.search(OPERATOR, SearchRequest(text, limit=10)).hits
+        finally:
+            catalog.close()
+        assert hits
+        return {h.features["lex"] for h in hits if not h.explanation["lexical_rank"]}
+
+    quarter, half = unlisted_lex(0.25, query), unlisted_lex(0.5, query)
+    assert len(quarter) == 1 and len(half) == 1 and min(quarter) > 0
+    assert min(half) == pytest.approx(2 * min(quarter), abs=2e-4)
+    assert unlisted_lex(0.0, query) == {0.0}
+    assert unlisted_lex(0.25, "git bisect") == {0.0}  # a few matches, no full list: nothing is below it
 
 
 def test_a_hybrid_search_weighs_by_its_lexical_share_unless_the_request_names_a_weight(sample: Catalog) -> None:

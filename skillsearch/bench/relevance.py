@@ -166,7 +166,7 @@ def run_relevance(options: RelevanceOptions, encoder: Encoder | None = None,
 
 def _settings_summary(settings: Settings) -> dict[str, Any]:
     data = asdict(settings)
-    keep = ("encoder", "fusion", "semantic_weight", "lexical_share_slope", "rrf_k", "candidate_depth",
+    keep = ("encoder", "fusion", "semantic_weight", "lexical_share_slope", "unlisted_lexical_share", "rrf_k", "candidate_depth",
             "embed_instructions_chars", "lexical_instructions_chars", "query_sentences", "no_match_cosine")
     out = {k: data[k] for k in keep if k in data}
     out["field_boosts"] = dict(FIELD_BOOSTS)

@@ -25,7 +25,8 @@ def cmd_bench_relevance(args: argparse.Namespace, out: TextIO) -> int:
                                    ("semantic_weight", args.semantic_weight), ("rrf_k", args.rrf_k),
                                    ("lexical_share_slope", args.lexical_share_slope),
                                    ("embed_instructions_chars", args.embed_instructions_chars),
-                                   ("lexical_instructions_chars", args.lexical_instructions_chars)) if v is not None}
+                                   ("lexical_instructions_chars", args.lexical_instructions_chars),
+                                   ("unlisted_lexical_share", args.unlisted_lexical_share)) if v is not None}
     if is_skills_dataset(Path(args.dataset)):
         return skills_command(args, out, overrides)
     modes = [m for chunk in (args.modes or [",".join(ALL_MODES)]) for m in chunk.split(",") if m]
@@ -99,6 +100,8 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--lexical-instructions-chars", type=int, metavar="N",
                    help="override how many characters of a skill's instructions BM25 weighs with its description"
                         " (0: all of them)")
+    p.add_argument("--unlisted-lexical-share", type=float, metavar="S",
+                   help="override the share of a full lexical list's last score a candidate below it gets")
 
     p = inner.add_parser("latency", help="search/encode percentiles, build throughput, update time, RSS")
     p.set_defaults(func=cmd_bench_latency)

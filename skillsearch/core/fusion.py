@@ -38,12 +38,14 @@ class Candidates(NamedTuple):
 
 
 def candidates(
-    lex_rows: np.ndarray, lex_scores: np.ndarray, sem_rows: np.ndarray, semantic_all: np.ndarray | None
+    lex_rows: np.ndarray, lex_scores: np.ndarray, sem_rows: np.ndarray, semantic_all: np.ndarray | None,
+    unlisted_lexical: float = 0.0,
 ) -> Candidates:
     """The union of both top lists (each best first), with both scores and both ranks of every member.
-    ``semantic_all`` holds every row's cosine (None when the semantic side did not run)."""
+    ``semantic_all`` holds every row's cosine (None when the semantic side did not run); a candidate the
+    lexical list does not hold gets ``unlisted_lexical`` as its BM25 (0: it does not match)."""
     rows, where = np.unique(np.concatenate([lex_rows, sem_rows]), return_inverse=True)
-    lexical = np.zeros(rows.size, np.float32)
+    lexical = np.full(rows.size, unlisted_lexical, np.float32)
     lexical_rank = np.zeros(rows.size, np.int64)
     semantic_rank = np.zeros(rows.size, np.int64)
     lexical[where[: lex_rows.size]] = lex_scores

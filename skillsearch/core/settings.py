@@ -45,6 +45,10 @@ class Settings:
     # clipped to [0, 1] (core/fusion.adapted_weight; zscore and minmax). A weight the request names, or one
     # ``calibrate --queries`` tuned, is used as given. 0 turns it off. Chosen on all three dev sets.
     lexical_share_slope: float = 1.0
+    # A fusion candidate below a full lexical list (``candidate_depth`` matches) gets this share of the list's
+    # last BM25 score, not 0: its own lies between 0 and that. 0.25 helped or was neutral on all three dev
+    # sets (0.5 and more cost MetaTool or the skills set's hit@5; docs/benchmarks.md).
+    unlisted_lexical_share: float = 0.25
     rrf_k: int = 60
     # How many candidates each retriever hands to fusion.
     candidate_depth: int = 100

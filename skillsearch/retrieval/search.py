@@ -2,7 +2,9 @@
 
 1. The grants the principal may see now (its set minus revoked subscriptions) go into both retrievers as
    a filter, so each returns its top ``depth`` *visible* candidates.
-2. Every candidate gets both raw scores: BM25 (0 when it does not match) and its exact cosine.
+2. Every candidate gets both raw scores: BM25 (0 when it does not match) and its exact cosine. A full
+   lexical list (``depth`` matches) leaves out matches below its last score: a candidate it left out gets
+   ``unlisted_lexical_share`` of that score instead of 0, since its own lies somewhere under it.
 3. The chosen fusion (default: z-score convex combination, semantic weight 0.6 moved by the share of
    candidates that match lexically, ``core/fusion.adapted_weight``) orders them.
 4. The fused list is re-checked against the store in one query (status, grant, revocation) before it is
@@ -213,7 +215,7 @@ def run_search(
         sem_rows = top_k(sem_all, depth)
         timings["vector_ms"] = (time.perf_counter() - t) * 1000
 
-    cands = candidates(lex_rows, lex_scores, sem_rows, sem_all)
+    cands = candidates(lex_rows, lex_scores, sem_rows, sem_all, _unlisted_lexical(request, settings, lex_scores, depth))
     notice = unreadable_language_notice(route.encoder, request.query) if use_sem else None
     weight = _semantic_weight(request, settings, snapshot.routing.calibration, cands, method, notice is None)
     rows, lexical_score, semantic, lexical_rank = cands.rows, cands.lexical, cands.semantic, cands.lexical_rank
@@ -283,6 +285,15 @@ def run_search(
         took_ms=(time.perf_counter() - started) * 1000,
         timings=timings,
     )
+
+
+def _unlisted_lexical(request: SearchRequest, settings: Settings, lex_scores: np.ndarray, depth: int) -> float:
+    """The BM25 a hybrid candidate outside the lexical list is given: 0 when the list holds every match (it
+    has fewer than ``depth``), else ``unlisted_lexical_share`` of the list's last score (its true score lies
+    between 0 and that; docs/benchmarks.md, "Candidates below a full lexical list")."""
+    if request.mode != "hybrid" or lex_scores.size < depth:
+        return 0.0
+    return settings.unlisted_lexical_share * float(lex_scores.min())
 
 
 def _named_rows(
