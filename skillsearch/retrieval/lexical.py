@@ -212,11 +212,17 @@ def split_instructions(text: str, head_chars: int) -> tuple[str, str]:
     return text[:cut], text[cut:]
 
 
-def _informative_terms(terms: list[str], searcher: tantivy.Searcher) -> list[str]:
-    """The terms found in some documents but in at most ``COMMON_TERM_SHARE`` of them; all the terms when
-    none is (a request whose only matching words are common still finds what they match)."""
-    limit = COMMON_TERM_SHARE * searcher.num_docs
-    kept = [t for t in terms if 0 < searcher.doc_freq("all", t) <= limit]
+def _doc_freqs(terms: list[str], searcher: tantivy.Searcher) -> dict[str, int]:
+    """How many documents hold each term in ``all`` (one Tantivy lookup per term)."""
+    return {t: searcher.doc_freq("all", t) for t in terms}
+
+
+def _informative_terms(terms: list[str], df: dict[str, int], num_docs: int) -> list[str]:
+    """The terms found in some documents but in at most ``COMMON_TERM_SHARE`` of them (``df``: from
+    :func:`_doc_freqs`); all the terms when none is (a request whose only matching words are common still
+    finds what they match)."""
+    limit = COMMON_TERM_SHARE * num_docs
+    kept = [t for t in terms if 0 < df[t] <= limit]
     return kept or terms
 
 
@@ -266,10 +272,11 @@ class LexicalIndex:
         """Whether the common-term rule leaves out of this request a term that some document matches
         (what ``benchmarks/tuning/common_terms.py`` counts)."""
         terms = sorted(set(self._english.analyze(text.lower())))
-        matching = {t for t in terms if searcher.doc_freq("all", t) > 0}
+        df = _doc_freqs(terms, searcher)
+        matching = {t for t in terms if df[t] > 0}
         if len(terms) <= SHORT_REQUEST_TERMS or not matching:
             return False
-        return set(_informative_terms(terms, searcher)) != matching
+        return set(_informative_terms(terms, df, searcher.num_docs)) != matching
 
     # -- writes -----------------------------------------------------------------------------------
 
@@ -347,12 +354,13 @@ class LexicalIndex:
             # One flat disjunction of (field, term) queries: nested per-term clauses, as the query parser
             # builds them, would keep Tantivy from pruning with block-max WAND.
             terms = sorted(set(self._english.analyze(en_words))) if en_words else []
-            # Terms no document's head holds are looked up in the rest of the instructions (``REST_FIELD``).
-            unknown = [t for t in terms if searcher.doc_freq("all", t) == 0] if searcher is not None else []
-            for term in unknown:
-                should.append((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, REST_FIELD, term)))
-            if searcher is not None and len(terms) > SHORT_REQUEST_TERMS:
-                terms = _informative_terms(terms, searcher)
+            if searcher is not None:
+                df = _doc_freqs(terms, searcher)
+                # Terms no document's head holds are looked up in the rest of the instructions (``REST_FIELD``).
+                should.extend((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, REST_FIELD, t))
+                              for t in terms if df[t] == 0)
+                if len(terms) > SHORT_REQUEST_TERMS:
+                    terms = _informative_terms(terms, df, searcher.num_docs)
             for field_name, boost in self.field_boosts.items():
                 if boost <= 0:
                     continue
