@@ -13,9 +13,8 @@ from skillsearch.catalog.rows import IndexRow
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError
 from skillsearch.core.settings import Settings
-from skillsearch.retrieval.documents import embedded_text
+from skillsearch.retrieval.documents import embedded_text, split_instructions
 from skillsearch.retrieval.encoder import Encoder, HashingEncoder
-from skillsearch.retrieval.lexical import split_instructions
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot, max_cosines
 from skillsearch.service import Catalog

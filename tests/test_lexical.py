@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from skillsearch.retrieval.lexical import LexicalDoc, LexicalIndex, skill_key, split_instructions
+from skillsearch.retrieval.documents import LexicalDoc, split_instructions
+from skillsearch.retrieval.lexical import LexicalIndex, skill_key
 
 FILLER = "alpha bravo charlie delta echo foxtrot golf hotel"  # 8 more terms that no document holds
 

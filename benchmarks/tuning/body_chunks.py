@@ -26,8 +26,8 @@ from skillsearch.bench.cache import BenchEncoder, folder_name
 from skillsearch.bench.skills import load_queries, open_skills_catalog
 from skillsearch.core.domain import Principal
 from skillsearch.core.fusion import zscore
+from skillsearch.retrieval.documents import split_identifiers
 from skillsearch.retrieval.encoder import make_encoder
-from skillsearch.retrieval.lexical import split_identifiers
 from skillsearch.retrieval.search import SearchRequest, query_texts
 
 ROOT = Path(__file__).resolve().parents[2]

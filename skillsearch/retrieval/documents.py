@@ -3,11 +3,48 @@ freshness key that says whether a row changed since it was indexed."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from skillsearch.catalog.rows import IndexRow
 from skillsearch.core.hashing import canonical_json, sha256_hex
-from skillsearch.retrieval.lexical import LexicalDoc, split_identifiers
 
-__all__ = ["doc_hash", "embedded_text", "lexical_doc"]
+__all__ = ["LexicalDoc", "doc_hash", "embedded_text", "lexical_doc", "split_identifiers", "split_instructions"]
+
+_IDENTIFIER_BREAK = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|_+")
+
+
+@dataclass(frozen=True)
+class LexicalDoc:
+    """What ``retrieval/lexical.py`` indexes of a skill."""
+
+    skill_id: str
+    grant: str
+    kind: str
+    tags: tuple[str, ...]
+    name: str
+    slug: str
+    description: str
+    instructions: str
+
+
+def split_identifiers(text: str) -> str:
+    """``getCloudSlaInfo`` -> ``get Cloud Sla Info``, ``Horoscopes_by_Self`` -> ``Horoscopes by Self``.
+
+    Tool and API names are often identifiers; people ask for them in words. Other text is unchanged.
+    """
+    return " ".join(_IDENTIFIER_BREAK.sub(" ", text).split())
+
+
+def split_instructions(text: str, head_chars: int) -> tuple[str, str]:
+    """The instructions' head (up to ``head_chars`` characters, cut at a space or line break when one is in
+    its last fifth) and the rest; ``head_chars`` 0 keeps them whole (the lexical side weighs only the head,
+    ``retrieval/lexical.py``)."""
+    if head_chars <= 0 or len(text) <= head_chars:
+        return text, ""
+    cut = max(text.rfind(" ", 0, head_chars + 1), text.rfind("\n", 0, head_chars + 1))
+    cut = cut if cut >= head_chars * 4 // 5 else head_chars
+    return text[:cut], text[cut:]
 
 
 def embedded_text(row: IndexRow, instructions_chars: int) -> str:

@@ -15,12 +15,10 @@ This is the one module that imports ``tantivy``; its errors become ours here. De
   0.58 (detect), 0.38 (off); English requests are untouched by ``both`` (see ``docs/benchmarks.md``).
   The mode is recorded in the index manifest; a change rebuilds the lexical side.
 - Only the head of the instructions (``head_chars``, 3,000 by default) is weighed with the name, description
-  and tags; the rest goes into ``rest``, which a request searches only for its terms no skill's head holds.
-  BM25 saturates term frequency and normalises length only partly, so a 90 kB body matched every request
-  that shared a word with it and ranked above the skill the request wanted; the head says what a skill is
-  for, the rest is reference detail. A word only the deep body holds still finds its skill (skills dev set,
-  docs/benchmarks.md, "The head of the instructions"). The CJK and French fields hold the head only; ``rest``
-  has the English analyzer.
+  and tags: BM25 saturates term frequency and normalises length only partly, so a 90 kB body outranked the
+  skills requests wanted (docs/benchmarks.md, "The head of the instructions"). The rest goes into ``rest``
+  (English-analysed), searched only for a request's terms no document's ``all`` holds, so a word only a deep
+  body holds still finds its skill. The CJK and French fields hold the head only.
 - A long request's terms found in more than half of the documents are left out of its query (they weigh
   little in BM25 and cost the most to search); a short request keeps every term.
 - A full build is written as one segment (the writer's arena is sized to the batch): Tantivy searches
@@ -42,7 +40,6 @@ import re
 import shutil
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from threading import Lock
 from typing import Any, NamedTuple
@@ -53,10 +50,10 @@ import tantivy
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.core.hashing import sha256_hex
 from skillsearch.core.language import FRENCH_WORDS, cjk_runs, is_french
+from skillsearch.retrieval.documents import LexicalDoc, split_identifiers, split_instructions
 
 __all__ = [
-    "FIELD_BOOSTS", "FRENCH_BOOSTS", "FRENCH_MODES", "LexicalDoc", "LexicalHits", "LexicalIndex", "Searcher",
-    "skill_key", "split_identifiers",
+    "FIELD_BOOSTS", "FRENCH_BOOSTS", "FRENCH_MODES", "LexicalHits", "LexicalIndex", "Searcher", "skill_key",
 ]
 
 EN_ANALYZER = "skill_en"
@@ -67,10 +64,8 @@ CJK_ANALYZER = "skill_cjk"
 # Seal-Tools) and costs a fraction to search: a request's terms in 2 fields instead of 5 let Tantivy's
 # block-max WAND skip most postings (lexical p50 at 100k skills, see docs/benchmarks.md).
 TEXT_FIELDS = ("all", "name")
-# The instructions after the head: searched only for the terms of a request that no document's ``all`` holds.
-REST_FIELD = "rest"
-# Characters of the instructions indexed with the rest of a skill's text (``Settings.lexical_instructions_chars``).
-HEAD_CHARS = 3000
+# The instructions after their first ``HEAD_CHARS`` (``Settings.lexical_instructions_chars``); see above.
+REST_FIELD, HEAD_CHARS = "rest", 3000
 FIELD_BOOSTS: dict[str, float] = {"all": 1.0, "name": 1.0}
 CJK_BOOST = 1.0
 FR_ANALYZER = "skill_fr"
@@ -107,17 +102,6 @@ _HIRAGANA = re.compile(r"[\u3040-\u309f]+")
 _NON_WORD = re.compile(r"[^\w]+", re.UNICODE)
 
 
-_IDENTIFIER_BREAK = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|_+")
-
-
-def split_identifiers(text: str) -> str:
-    """``getCloudSlaInfo`` -> ``get Cloud Sla Info``, ``Horoscopes_by_Self`` -> ``Horoscopes by Self``.
-
-    Tool and API names are often identifiers; people ask for them in words. Other text is unchanged.
-    """
-    return " ".join(_IDENTIFIER_BREAK.sub(" ", text).split())
-
-
 def skill_key(skill_id: str) -> int:
     return int(sha256_hex(skill_id.encode("utf-8"))[:15], 16)
 
@@ -126,18 +110,6 @@ def _bigrams(run: str) -> list[str]:
     if len(run) == 1:
         return [run]
     return [run[i : i + 2] for i in range(len(run) - 1)]
-
-
-@dataclass(frozen=True)
-class LexicalDoc:
-    skill_id: str
-    grant: str
-    kind: str
-    tags: tuple[str, ...]
-    name: str
-    slug: str
-    description: str
-    instructions: str
 
 
 class LexicalHits(NamedTuple):
@@ -200,16 +172,6 @@ def _remove_folder(path: Path) -> None:
         trash = path.with_name(f"{path.name}.old-{os.getpid()}-{time.monotonic_ns()}")
         os.replace(path, trash)
         shutil.rmtree(trash, ignore_errors=True)
-
-
-def split_instructions(text: str, head_chars: int) -> tuple[str, str]:
-    """The instructions' head (up to ``head_chars`` characters, cut at a space or line break when one is in
-    its last fifth) and the rest; ``head_chars`` 0 keeps them whole."""
-    if head_chars <= 0 or len(text) <= head_chars:
-        return text, ""
-    cut = max(text.rfind(" ", 0, head_chars + 1), text.rfind("\n", 0, head_chars + 1))
-    cut = cut if cut >= head_chars * 4 // 5 else head_chars
-    return text[:cut], text[cut:]
 
 
 def _doc_freqs(terms: list[str], searcher: tantivy.Searcher) -> dict[str, int]:
