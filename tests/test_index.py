@@ -16,7 +16,7 @@ from skillsearch.core.settings import Settings
 from skillsearch.retrieval.documents import embedded_text, split_instructions
 from skillsearch.retrieval.encoder import Encoder, HashingEncoder
 from skillsearch.retrieval.search import SearchRequest
-from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot, max_cosines
+from skillsearch.retrieval.vectors import TINY, VectorRow, VectorSnapshot, max_cosines, zero_tiny
 from skillsearch.service import Catalog
 
 OPERATOR = Principal.operator()
@@ -249,6 +249,42 @@ def test_max_cosines_is_each_rows_best_product_for_whole_matrices_and_column_vie
         assert best.dtype == np.float32 and best.flags.writeable
         np.testing.assert_allclose(best, (matrix.astype(np.float64) @ queries.T).max(axis=1), rtol=1e-5, atol=1e-5)
     assert max_cosines(np.zeros((0, 8), np.float32), queries).shape == (0,)
+
+
+def test_zero_tiny_clears_values_whose_products_are_subnormal_without_writing_the_callers_array() -> None:
+    rng = np.random.default_rng(3)
+    m = rng.standard_normal((9_000, 8)).astype(np.float32)  # more rows than one scan block
+    m[:, 5] = 1e-33
+    m[8_500, 2] = -3e-30
+    m[10, 0] = 0.0
+    m.setflags(write=False)
+    out = zero_tiny(m)
+    assert out is not m and out.dtype == np.float32 and out.shape == m.shape
+    assert (out[:, 5] == 0).all() and out[8_500, 2] == 0 and (m[:, 5] == np.float32(1e-33)).all()
+    untouched = np.abs(m) >= TINY
+    np.testing.assert_array_equal(out[untouched], m[untouched])
+    assert zero_tiny(out) is out  # nothing left to clear: no copy
+    assert (zero_tiny(np.float32([1e-25, 0.5])) == np.float32([0, 0.5])).all()  # one vector
+
+
+def test_the_models_dead_dimensions_are_zero_in_every_snapshot_and_the_cosines_do_not_move(
+        encoder: Encoder, tmp_path: Path) -> None:
+    raw = encoder.encode_documents(["review a pull request", "plan a database migration"])
+    tiny = (np.abs(raw) < TINY) & (raw != 0)
+    assert tiny.any()  # MiniLM gives every text components of about 1e-33: the reason for zero_tiny
+    rows = [VectorRow(f"s{i}", "g", "knowledge", (), "d", "e") for i in range(2)]
+    snapshot = VectorSnapshot.build(encoder.dim, raw, rows)
+    assert not ((np.abs(snapshot.matrix) < TINY) & (snapshot.matrix != 0)).any()
+    query = encoder.encode_query_parts("review code", ["and a pull request"])
+    np.testing.assert_allclose(max_cosines(snapshot.matrix, query), (raw @ query.T).max(axis=1), atol=1e-7)
+    # A replaced row (the path that keeps the filters and skips build) is cleared as well, and so is a
+    # snapshot read back from disk.
+    replaced = snapshot.apply([(rows[0], raw[1])], [])
+    assert not ((np.abs(replaced.matrix) < TINY) & (replaced.matrix != 0)).any()
+    snapshot.save(tmp_path)
+    np.save(tmp_path / "vectors.npy", raw)  # an index written before the rule
+    loaded = VectorSnapshot.load(tmp_path)
+    assert not ((np.abs(loaded.matrix) < TINY) & (loaded.matrix != 0)).any()
 
 
 def test_by_default_the_vector_embeds_name_and_description_and_the_lexical_side_keeps_the_instructions(

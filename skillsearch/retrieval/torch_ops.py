@@ -3,9 +3,9 @@
 
 Why torch for the product of several query vectors: OpenBLAS (numpy, held to one thread, see
 ``skillsearch/__init__.py``) multiplies a tall matrix by a few vectors slowly. Measured with torch at the one
-intra-op thread the batching service sets and the matrix out of cache (ms, 10k / 100k rows): three vectors
-2.1 / 24.1 with torch, 1.9 / 31.4 with numpy; one vector 2.2 / 24.6 with torch, 0.54 / 10.4 with numpy, so
-one vector goes to numpy (``vectors.max_cosines``, docs/benchmarks.md, "The traced forward and the GIL").
+intra-op thread the batching service sets, right after a model pass (ms, 10k / 100k rows): three vectors
+1.2 / 11.0 with torch, 1.8 / 18.9 with numpy; one vector 0.88 / 7.6 with torch, 0.69 / 6.5 with numpy, so
+one vector goes to numpy (``vectors.max_cosines``; docs/benchmarks.md, "Subnormal products").
 torch is loaded with the encoder's library (sentence-transformers) already. It is imported on first use,
 never at import time.
 

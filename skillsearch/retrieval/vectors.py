@@ -25,7 +25,7 @@ from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.retrieval import torch_ops
 from skillsearch.retrieval.lexical import skill_key
 
-__all__ = ["VectorRow", "VectorSnapshot", "max_cosines", "normalise", "top_k"]
+__all__ = ["VectorRow", "VectorSnapshot", "max_cosines", "normalise", "top_k", "zero_tiny"]
 
 MATRIX_FILE = "vectors.npy"
 ROWS_FILE = "rows.json"
@@ -70,17 +70,43 @@ def normalise(m: np.ndarray) -> np.ndarray:
     return out
 
 
+# Below this a value's square is under float32's smallest normal number (2**-126). MiniLM gives every text
+# two such components (dimensions 127 and 223 are about 1e-33), and a product of two of them is a subnormal
+# result, which x86 cores finish in microcode: 3 query vectors against 10k rows took 2.1 ms instead of 1.3
+# after the model's pass (docs/benchmarks.md, "Subnormal products"). Zeroing them moves a cosine by < 1e-38.
+TINY = 2.0**-64
+_SCAN_ROWS = 4096
+
+
+def zero_tiny(m: np.ndarray) -> np.ndarray:
+    """``m`` as float32 with every value smaller than :data:`TINY` in magnitude set to 0; ``m`` itself when
+    it holds none (a copy otherwise: the caller's array is never written). Scanned in blocks of rows, so a
+    100k-row matrix needs no second matrix's worth of temporaries."""
+    m = np.asarray(m, dtype=np.float32)
+    rows = m.reshape(1, -1) if m.ndim < 2 else m.reshape(-1, m.shape[-1])
+    out: np.ndarray | None = None
+    for start in range(0, rows.shape[0], _SCAN_ROWS):
+        block = rows[start : start + _SCAN_ROWS]
+        tiny = (np.abs(block) < TINY) & (block != 0)
+        if tiny.any():
+            if out is None:
+                out = rows.copy()
+            out[start : start + _SCAN_ROWS][tiny] = 0.0
+    return m if out is None else out.reshape(m.shape)
+
+
 def max_cosines(matrix: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """Each row's best cosine over the query vectors (rows and queries normalised), as float32.
 
     One vector (most requests) is numpy's matrix-vector product; several go through torch's matrix product
-    (:mod:`skillsearch.retrieval.torch_ops`) when the matrix is C-contiguous. Measured on 2 cores with the
-    matrix out of cache and torch at the one intra-op thread the batching service sets (ms, 882 / 10k /
-    100k rows): one vector 0.05 / 0.54 / 10.4 with numpy, 0.23 / 2.2 / 24.6 with torch; three vectors
-    0.18 / 1.9 / 31.4 with numpy, 0.22 / 2.1 / 24.1 with torch. A column view (one route of a routed index)
-    is strided, and torch would copy it: numpy scores those in place.
+    (:mod:`skillsearch.retrieval.torch_ops`) when the matrix is C-contiguous. Measured on 2 cores right after
+    a model pass, torch at the one intra-op thread the batching service sets, real MiniLM vectors with
+    :func:`zero_tiny` applied (ms, 10k / 100k rows): one vector 0.69 / 6.5 with numpy, 0.88 / 7.6 with torch;
+    three vectors 1.2 / 11.0 with torch (numpy's GEMM 1.8 / 18.9). Before :func:`zero_tiny`, torch's three
+    vectors took 2.0 / 19.1 (docs/benchmarks.md, "Subnormal products"). A column view
+    (one route of a routed index) is strided, and torch would copy it: numpy scores those in place.
     """
-    queries = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, matrix.shape[1])
+    queries = np.ascontiguousarray(zero_tiny(queries)).reshape(-1, matrix.shape[1])
     if matrix.shape[0] == 0:
         return np.zeros(0, dtype=np.float32)
     if len(queries) == 1:
@@ -105,8 +131,9 @@ class VectorSnapshot:
 
     @classmethod
     def build(cls, dim: int, matrix: np.ndarray, rows: Sequence[VectorRow], keys: np.ndarray | None = None) -> VectorSnapshot:
-        """A snapshot over these rows; ``keys`` (each row's :func:`skill_key`) saves hashing every id again."""
-        matrix = np.ascontiguousarray(matrix, dtype=np.float32).reshape(len(rows), dim)
+        """A snapshot over these rows; ``keys`` (each row's :func:`skill_key`) saves hashing every id again.
+        The matrix keeps no value under :data:`TINY` (:func:`zero_tiny`), whatever wrote it."""
+        matrix = np.ascontiguousarray(zero_tiny(matrix)).reshape(len(rows), dim)
         if keys is None:
             keys = np.fromiter((skill_key(r.skill_id) for r in rows), dtype=np.uint64, count=len(rows))
         grant_names = tuple(sorted({r.grant for r in rows}))
@@ -184,7 +211,7 @@ class VectorSnapshot:
         rows = [self.rows[i] for i in keep.tolist()] if keep is not None else list(self.rows)
         new_pos = (lambda old: int(np.searchsorted(keep, old))) if keep is not None else (lambda old: old)
         for old, (row, vec) in replace.items():
-            matrix[new_pos(old)] = vec
+            matrix[new_pos(old)] = zero_tiny(vec)
             rows[new_pos(old)] = row
         for j, (row, vec) in enumerate(added):
             matrix[kept + j] = vec
