@@ -27,9 +27,9 @@ from skillsearch.core.errors import IndexNotReadyError, SkillSearchError, Valida
 from skillsearch.core.lru import LRU
 from skillsearch.core.settings import Settings
 from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
-from skillsearch.retrieval.batching import BatchStats, QueryEncoders
+from skillsearch.retrieval.batching import BatchingEncoder, BatchStats, QueryEncoders
 from skillsearch.retrieval.calibration import tune_weight
-from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, make_encoder
+from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, RoutedEncoder, make_encoder
 from skillsearch.retrieval.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex
 from skillsearch.retrieval.search import SearchRequest, SearchResult, run_search, search_response
 from skillsearch.sync.client import SubscriptionClient
@@ -113,6 +113,15 @@ class Catalog:
     def batch_stats(self) -> BatchStats | None:
         """The batching query encoder's counters (None before the first search, or without batching)."""
         return self._queries.stats()
+
+    def query_service(self) -> Encoder | None:
+        """What search embeds an English request with, without the query LRU in front of it: the batching
+        service over MiniLM (None when nothing is batched). For benchmarks that time the model as search
+        calls it, beside the searches."""
+        routes = self._queries.routes()
+        route = routes.get(None) or routes.get(RoutedEncoder.ENGLISH)
+        inner = getattr(route, "inner", None)
+        return inner if isinstance(inner, BatchingEncoder) else None
 
     def index(self, progress: ProgressFactory | None = None, generation: int | None = None) -> SearchIndex:
         """The search index, opened on first use and brought up to the store when another process
