@@ -14,7 +14,10 @@ from typing import Any
 
 import pytest
 from hostile_support import cli, write_skill
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from skillsearch.core.confusables import _skeleton_of_any, confusable, skeleton
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoder import Encoder
@@ -165,6 +168,19 @@ def test_bundle_skill_ids_are_checked_for_shape_and_owner(catalog: Catalog, tmp_
     assert skill is not None and skill.grant == "team:a" and skill.slug == "private"
     hits = catalog.search_view(Principal("p", frozenset({"sub:public"})), SearchRequest("team a only moved")).hits
     assert owned not in [h.skill_id for h in hits]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=40))
+def test_the_ascii_short_path_of_the_skeleton_gives_the_full_paths_answer(name: str) -> None:
+    """Every import checks every name of its grant (1.2 s at 100k names the long way): an ASCII name skips
+    NFKC and the homoglyph table, and must land on the same key."""
+    assert skeleton(name) == _skeleton_of_any(name)
+
+
+def test_the_skeleton_still_folds_what_only_the_long_path_sees() -> None:
+    assert skeleton("\uff27it  Bisect\u200b tool") == skeleton("git bisect tool") == "git bisect tool"
+    assert confusable("G\u0456t bisect", "Git bisect") and not confusable("Git bisect", "Git bisect")
 
 
 def test_look_alike_names_in_one_grant_are_refused(catalog: Catalog, tmp_path: Path) -> None:

@@ -27,6 +27,16 @@ _HOMOGLYPHS = str.maketrans({
 
 
 def skeleton(name: str) -> str:
+    """The comparison key of ``name``. An ASCII name (nearly every one) takes a short path with the same
+    answer: NFKC leaves ASCII as it is, no ASCII character is a format character or a homoglyph key, and
+    ASCII case-folds as ``lower`` does. An import checks every name of its grant, so at 100k skills this is
+    1.2 s of a one-skill update the long way and about 0.05 s the short way (docs/benchmarks.md)."""
+    if name.isascii():
+        return " ".join(name.lower().split())
+    return _skeleton_of_any(name)
+
+
+def _skeleton_of_any(name: str) -> str:
     folded = unicodedata.normalize("NFKC", name).casefold()
     visible = "".join(c for c in folded if unicodedata.category(c) != "Cf")
     return " ".join(visible.translate(_HOMOGLYPHS).split())
