@@ -250,11 +250,17 @@ class Catalog:
             raise ValidationError(f"invalid grant {grant!r}: use sub:<id>, team:<id> or user:<id>")
         if not source or len(source) > 128:
             raise ValidationError("source must be a non-empty name of at most 128 characters")
+        if self._index is None and (self.data_dir / "manifest.json").exists():
+            # Opened before the store moves: an index that is current now takes the import as one refresh
+            # of what changed. Opened after, it would be behind the store and repaired whole (every skill's
+            # lexical document written again: 15 s for one skill at 100k, `skillsearch import` in a new
+            # process every time).
+            self.index(progress)
         report = store_import(self.store, parse_path(path, source, grant), source, grant)
         changed = report.changed
         if self._index is not None:
             report.index = self._index.refresh(self.store, changed, report.span) if changed else None
-        elif (self.data_dir / "manifest.json").exists() or changed:
+        elif changed:
             self.index(progress)
         return report
 
