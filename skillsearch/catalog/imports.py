@@ -8,7 +8,6 @@ from typing import Any, Protocol
 
 from skillsearch.catalog.importer import ImportProblem, ParsedImport
 from skillsearch.catalog.store import CatalogStore, UpsertOutcome
-from skillsearch.core.confusables import LookAlikes
 
 __all__ = ["ImportReport", "IndexOutcome", "store_import"]
 
@@ -64,9 +63,10 @@ def store_import(store: CatalogStore, parsed: ParsedImport, source: str, grant: 
     outcomes: dict[str, UpsertOutcome] = {}
     with store.transaction():
         before = store.generation()
-        looks = LookAlikes(store.names_in_grant(grant))
         for content in parsed.skills:
-            if (seen := looks.clash(content.skill_id, content.revision.name)) is not None:
+            # The batch's earlier skills are in the table already (same transaction), so one lookup checks
+            # the name against the grant and the rest of the batch.
+            if (seen := store.look_alike(grant, content.skill_id, content.revision.name)) is not None:
                 report.problems.append(ImportProblem(parsed.files[content.skill_id], f"name looks like"
                                                      f" {seen[1]!r} of skill {seen[0]} (look-alike letters)"))
                 continue

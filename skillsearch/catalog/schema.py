@@ -1,6 +1,11 @@
-"""The catalog's tables (``catalog.sqlite3``), created if missing when :class:`CatalogStore` opens the file."""
+"""The catalog's tables (``catalog.sqlite3``), created if missing when :class:`CatalogStore` opens the file.
 
-__all__ = ["SCHEMA"]
+``skills.name_key`` is the name's look-alike skeleton (``core.confusables.skeleton``), indexed with the
+grant, so an import finds a look-alike name with one lookup instead of folding every name of the grant.
+A catalog written before the column, or by another version of the skeleton, gets it filled in when it is
+opened (``CatalogStore.ensure_name_keys``)."""
+
+__all__ = ["NAME_KEY_INDEX", "SCHEMA"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS skills (
@@ -15,6 +20,7 @@ CREATE TABLE IF NOT EXISTS skills (
     current_revision_id TEXT NOT NULL,
     updated_at TEXT NOT NULL,
     source TEXT NOT NULL,
+    name_key TEXT NOT NULL DEFAULT '',
     UNIQUE (grant_key, slug)
 );
 CREATE INDEX IF NOT EXISTS skills_by_name ON skills (grant_key, name, skill_id);
@@ -44,3 +50,6 @@ CREATE TABLE IF NOT EXISTS revoked_subscriptions (
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+
+# Created after the column exists (a catalog from before it gets the column first).
+NAME_KEY_INDEX = "CREATE INDEX IF NOT EXISTS skills_by_name_key ON skills (grant_key, name_key)"

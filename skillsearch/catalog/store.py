@@ -27,9 +27,11 @@ from skillsearch.catalog.rows import (
     revision_from_row,
     skill_from_row,
 )
+from skillsearch.catalog.schema import NAME_KEY_INDEX
 from skillsearch.catalog.schema import SCHEMA as CATALOG_SCHEMA
 from skillsearch.catalog.sync_state import SCHEMA as SYNC_SCHEMA
 from skillsearch.catalog.sync_state import SyncLedger
+from skillsearch.core.confusables import SKELETON_VERSION, skeleton
 from skillsearch.core.domain import Resource, Revision, Skill, SkillContent
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.core.hashing import canonical_hash, revision_body, sha256_hex, stable_id
@@ -56,12 +58,39 @@ class CatalogStore:
         self.sync = SyncLedger(self)
         try:
             self.connection().executescript(CATALOG_SCHEMA + SYNC_SCHEMA)
+            self.ensure_name_keys()
         except sqlite3.DatabaseError as exc:
             self.close()
             raise IndexNotReadyError(
                 f"the catalog {self.path} cannot be opened ({exc}); restore it or point --data-dir elsewhere",
                 {"path": str(self.path)},
             ) from exc
+
+    def ensure_name_keys(self) -> None:
+        """Give every skill its ``name_key`` (the look-alike skeleton of its name) when the catalog was
+        written before the column existed or by another version of the skeleton; a no-op otherwise."""
+        conn = self.connection()
+        if self._name_keys_current(conn):
+            return
+        with self.transaction() as conn:
+            if self._name_keys_current(conn):  # another process did it while this one waited
+                return
+            if "name_key" not in {r[1] for r in conn.execute("PRAGMA table_info(skills)")}:
+                conn.execute("ALTER TABLE skills ADD COLUMN name_key TEXT NOT NULL DEFAULT ''")
+            rows = conn.execute("SELECT skill_id, name FROM skills").fetchall()
+            conn.executemany("UPDATE skills SET name_key = ? WHERE skill_id = ?",
+                             [(skeleton(r[1]), r[0]) for r in rows])
+            conn.execute(NAME_KEY_INDEX)
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('name_key_version', ?)"
+                " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (SKELETON_VERSION,),
+            )
+
+    @staticmethod
+    def _name_keys_current(conn: sqlite3.Connection) -> bool:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'name_key_version'").fetchone()
+        return row is not None and row[0] == SKELETON_VERSION
 
     @classmethod
     def in_dir(cls, data_dir: Path) -> CatalogStore:
@@ -161,20 +190,21 @@ class CatalogStore:
                 )
             values = (
                 content.slug, rev.name, rev.description, rev.kind, json.dumps(list(rev.tags)), content.grant,
-                revision_id, now, content.source, content.skill_id,
+                revision_id, now, content.source, skeleton(rev.name), content.skill_id,
             )
             if existing is None:
                 conn.execute(
                     "INSERT INTO skills (slug, name, description, kind, tags, grant_key, status,"
-                    " current_revision_id, updated_at, source, skill_id)"
-                    " VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?)",
+                    " current_revision_id, updated_at, source, name_key, skill_id)"
+                    " VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?)",
                     values,
                 )
                 self._bump(conn)
                 return "created"
             conn.execute(
                 "UPDATE skills SET slug = ?, name = ?, description = ?, kind = ?, tags = ?, grant_key = ?,"
-                " status = 'active', current_revision_id = ?, updated_at = ?, source = ? WHERE skill_id = ?",
+                " status = 'active', current_revision_id = ?, updated_at = ?, source = ?, name_key = ?"
+                " WHERE skill_id = ?",
                 values,
             )
             self._bump(conn)
@@ -263,10 +293,15 @@ class CatalogStore:
         ).fetchone()
         return skill_from_row(row) if row else None
 
-    def names_in_grant(self, grant: str) -> dict[str, str]:
-        """skill id -> name of every skill of one grant (to refuse look-alike names)."""
-        rows = self.connection().execute("SELECT skill_id, name FROM skills WHERE grant_key = ?", (grant,))
-        return {r[0]: r[1] for r in rows}
+    def look_alike(self, grant: str, skill_id: str, name: str) -> tuple[str, str] | None:
+        """(skill id, name) of another skill of ``grant`` whose different name looks like ``name`` (the
+        same skeleton, ``core.confusables``); one indexed lookup, whatever the grant's size."""
+        row = self.connection().execute(
+            "SELECT skill_id, name FROM skills WHERE grant_key = ? AND name_key = ? AND skill_id != ? AND name != ?"
+            " ORDER BY skill_id LIMIT 1",
+            (grant, skeleton(name), skill_id, name),
+        ).fetchone()
+        return (row[0], row[1]) if row else None
 
     def skills_by_slug(self, slug: str) -> list[Skill]:
         rows = self.connection().execute(

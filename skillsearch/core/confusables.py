@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["LookAlikes", "confusable", "skeleton"]
+__all__ = ["SKELETON_VERSION", "confusable", "skeleton"]
+
+# The catalog stores every name's skeleton (``skills.name_key``); change this whenever ``skeleton`` would
+# give any name another key, and every open catalog computes its keys again.
+SKELETON_VERSION = "1"
 
 _HOMOGLYPHS = str.maketrans({
     # Cyrillic
@@ -29,8 +33,8 @@ _HOMOGLYPHS = str.maketrans({
 def skeleton(name: str) -> str:
     """The comparison key of ``name``. An ASCII name (nearly every one) takes a short path with the same
     answer: NFKC leaves ASCII as it is, no ASCII character is a format character or a homoglyph key, and
-    ASCII case-folds as ``lower`` does. An import checks every name of its grant, so at 100k skills this is
-    1.2 s of a one-skill update the long way and about 0.05 s the short way (docs/benchmarks.md)."""
+    ASCII case-folds as ``lower`` does. A catalog computes it for every name when its keys are (re)built
+    (``CatalogStore.ensure_name_keys``): 1.2 s the long way at 100k skills (docs/benchmarks.md)."""
     if name.isascii():
         return " ".join(name.lower().split())
     return _skeleton_of_any(name)
@@ -45,19 +49,3 @@ def _skeleton_of_any(name: str) -> str:
 def confusable(a: str, b: str) -> bool:
     """Different names that a reader would take for the same one."""
     return a != b and skeleton(a) == skeleton(b)
-
-
-class LookAlikes:
-    """The names of one grant by skeleton, to refuse a newcomer that only looks like one of them."""
-
-    def __init__(self, names: dict[str, str]) -> None:
-        self._by_skeleton = {skeleton(n): (sid, n) for sid, n in names.items()}
-
-    def clash(self, skill_id: str, name: str) -> tuple[str, str] | None:
-        """(skill id, name) of another skill whose different name looks like ``name``; else records it."""
-        key = skeleton(name)
-        seen = self._by_skeleton.get(key)
-        if seen is not None and seen[0] != skill_id and confusable(seen[1], name):
-            return seen
-        self._by_skeleton[key] = (skill_id, name)
-        return None
