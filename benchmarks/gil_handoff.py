@@ -12,7 +12,6 @@ Run: ``HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/gil_handoff.py`` (writes
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import sys
@@ -29,7 +28,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 
-    from skillsearch.bench.report import median_ms
+    from skillsearch.bench.report import median_ms, write_script_report
     from skillsearch.retrieval.encoder import MiniLMEncoder
 
     torch.set_num_threads(1)
@@ -65,18 +64,10 @@ def main() -> None:
         stop.set()
         spinner.join()
         rows.append(row)
-    columns = list(rows[0])
-    command = "python benchmarks/gil_handoff.py"
-    lines = ["# GIL hand-off: the model module by module against the traced forward (ms, median)", "",
-             f"- date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; command: `{command}`; nproc {os.cpu_count()}, "
-             f"1-min load {os.getloadavg()[0]:.1f}; one torch thread; dev requests of queries.dev.jsonl", "",
-             "| " + " | ".join(columns) + " |", "| --- |" + " ---: |" * (len(columns) - 1)]
-    lines += ["| " + " | ".join(str(r[c]) for c in columns) + " |" for r in rows]
-    out = ROOT / "benchmarks" / "results"
-    (out / "gil-handoff.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (out / "gil-handoff.json").write_text(json.dumps({"command": command, "rows": rows}, indent=2) + "\n",
-                                          encoding="utf-8")
-    print("\n".join(lines))
+    print(write_script_report(
+        ROOT / "benchmarks" / "results", "gil-handoff",
+        "GIL hand-off: the model module by module against the traced forward (ms, median)",
+        "python benchmarks/gil_handoff.py", "one torch thread; dev requests of queries.dev.jsonl", rows), end="")
 
 
 if __name__ == "__main__":

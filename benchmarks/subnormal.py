@@ -17,8 +17,6 @@ Run: ``HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/subnormal.py`` (writes
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import os
 import sys
 import time
@@ -35,6 +33,7 @@ def main() -> None:
     import numpy as np
     import torch
 
+    from skillsearch.bench.report import write_script_report
     from skillsearch.retrieval.encoder import MiniLMEncoder
     from skillsearch.retrieval.search import query_texts
     from skillsearch.retrieval.vectors import TINY, zero_tiny
@@ -75,20 +74,13 @@ def main() -> None:
             rows.append({"rows": n, "query vectors": k, "product": "numpy" if k == 1 else "torch",
                          "tiny values kept (ms)": kept_ms, "zeroed (ms)": zeroed_ms,
                          "kept / zeroed": round(kept_ms / zeroed_ms, 2)})
-    command = "python benchmarks/subnormal.py"
-    columns = list(rows[0])
-    lines = ["# Subnormal products: the vector stage with MiniLM's near-zero components kept and zeroed (median)", "",
-             f"- date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; command: `{command}`; nproc {os.cpu_count()}, "
-             f"1-min load {os.getloadavg()[0]:.1f}; one torch thread; each call right after a model pass", "",
-             f"- {len(cached)} cached MiniLM vectors: {tiny_share:.4%} of their values are under 2**-64, all in "
-             f"dimensions {dims}", "",
-             "| " + " | ".join(columns) + " |", "| ---: | ---: | --- |" + " ---: |" * (len(columns) - 3)]
-    lines += ["| " + " | ".join(str(r[c]) for c in columns) + " |" for r in rows]
-    out = ROOT / "benchmarks" / "results"
-    (out / "subnormal.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (out / "subnormal.json").write_text(json.dumps({"command": command, "dims": dims, "tiny_share": tiny_share,
-                                                    "rows": rows}, indent=2) + "\n", encoding="utf-8")
-    print("\n".join(lines))
+    print(write_script_report(
+        ROOT / "benchmarks" / "results", "subnormal",
+        "Subnormal products: the vector stage with MiniLM's near-zero components kept and zeroed (median)",
+        "python benchmarks/subnormal.py", "one torch thread; each call right after a model pass", rows,
+        text_columns=3, notes=(f"{len(cached)} cached MiniLM vectors: {tiny_share:.4%} of their values are under"
+                               f" 2**-64, all in dimensions {dims}",),
+        extra={"dims": dims, "tiny_share": tiny_share}), end="")
 
 
 if __name__ == "__main__":

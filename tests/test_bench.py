@@ -11,7 +11,7 @@ import pytest
 from skillsearch.bench.beir import load_beir, write_bundle
 from skillsearch.bench.metrics import METRICS, evaluate
 from skillsearch.bench.relevance import ALL_MODES, RelevanceOptions, run_relevance
-from skillsearch.bench.report import write_results
+from skillsearch.bench.report import write_results, write_script_report
 from skillsearch.retrieval.encoder import Encoder
 
 CORPUS = [
@@ -110,3 +110,15 @@ def test_skills_relevance_reports_scores_abstention_and_the_fitted_decision(tmp_
                                   "no_match_below": shipped["request"]["no_match_below"]}
     negative = next(a for a in report["answers"] if a["qid"] == "n1")
     assert negative["no_match"] and negative["slugs"] == []
+
+
+def test_a_script_report_is_one_table_in_markdown_and_its_rows_in_json(tmp_path: Path) -> None:
+    rows = [{"rows": 10, "product": "torch", "ms": 1.5}, {"rows": 20, "product": "numpy", "ms": 2.25}]
+    text = write_script_report(tmp_path / "out", "demo", "Demo (ms)", "python demo.py", "one thread", rows,
+                               text_columns=2, notes=("two rows",), extra={"dims": [1, 2]})
+    lines = (tmp_path / "out" / "demo.md").read_text(encoding="utf-8").splitlines()
+    assert text.splitlines() == lines and lines[0] == "# Demo (ms)"
+    assert "command: `python demo.py`" in lines[2] and lines[2].endswith("; one thread") and lines[4] == "- two rows"
+    assert lines[6:] == ["| rows | product | ms |", "| --- | --- | ---: |", "| 10 | torch | 1.5 |", "| 20 | numpy | 2.25 |"]
+    saved = json.loads((tmp_path / "out" / "demo.json").read_text(encoding="utf-8"))
+    assert saved == {"command": "python demo.py", "dims": [1, 2], "rows": rows}

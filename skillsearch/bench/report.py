@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["machine", "median_ms", "run_metadata", "skills_chart", "to_markdown", "write_results"]
+__all__ = ["machine", "median_ms", "run_metadata", "skills_chart", "to_markdown", "write_results", "write_script_report"]
 
 
 def median_ms(fn: Callable[[], Any], repeats: int) -> float:
@@ -65,6 +65,29 @@ def run_metadata(command: str | None = None) -> dict[str, Any]:
         "machine": machine(),
         "load_average_1m": round(os.getloadavg()[0], 2),
     }
+
+
+def write_script_report(
+    out: Path, stem: str, title: str, command: str, context: str, rows: list[dict[str, Any]], *,
+    text_columns: int = 1, notes: tuple[str, ...] = (), extra: Mapping[str, Any] | None = None,
+) -> str:
+    """A one-off script's result as ``<stem>.md`` (title; date, command, cores and load with ``context``;
+    ``notes``; one table with the first ``text_columns`` columns left-aligned, the rest right-aligned) and
+    ``<stem>.json`` (command, ``extra``, rows). Returns the Markdown."""
+    columns = list(rows[0])
+    lines = [f"# {title}", "",
+             f"- date: {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC; command: `{command}`; nproc"
+             f" {os.cpu_count()}, 1-min load {os.getloadavg()[0]:.1f}; {context}", ""]
+    lines += [line for n in notes for line in (f"- {n}", "")]
+    lines += ["| " + " | ".join(columns) + " |",
+              "|" + " --- |" * text_columns + " ---: |" * (len(columns) - text_columns)]
+    lines += ["| " + " | ".join(str(r[c]) for c in columns) + " |" for r in rows]
+    text = "\n".join(lines) + "\n"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.md").write_text(text, encoding="utf-8")
+    (out / f"{stem}.json").write_text(json.dumps({"command": command, **(extra or {}), "rows": rows}, indent=2)
+                                      + "\n", encoding="utf-8")
+    return text
 
 
 def _fmt(v: Any) -> str:
