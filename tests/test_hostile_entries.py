@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import sqlite3
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from hostile_support import cli, write_skill
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skillsearch.core.confusables import _skeleton_of_any, confusable, skeleton
+from skillsearch.core.confusables import SKELETON_VERSION, _skeleton_of_any, confusable, skeleton
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoder import Encoder
@@ -209,6 +210,12 @@ def test_a_look_alike_is_found_by_one_indexed_lookup_not_a_scan_of_the_grant(cat
         "EXPLAIN QUERY PLAN SELECT skill_id, name FROM skills WHERE grant_key = ? AND name_key = ?"
         " AND skill_id != ? AND name != ? ORDER BY skill_id LIMIT 1", ("team:a", "k", "s", "n")))
     assert "skills_by_name_key" in plan
+
+
+def test_the_stored_keys_follow_the_unicode_data_the_fold_reads() -> None:
+    """NFKC and case folding come from Python's Unicode database: a Python with another one can fold a name
+    differently, so the keys' version names it and every catalog recomputes its keys under a new one."""
+    assert f"unicode-{unicodedata.unidata_version}:" in SKELETON_VERSION
 
 
 def test_a_catalog_from_before_the_name_keys_gets_them_when_opened(

@@ -9,13 +9,10 @@ confusable. (A reduced form of Unicode TR 39's skeleton: the letters that matter
 
 from __future__ import annotations
 
+import hashlib
 import unicodedata
 
 __all__ = ["SKELETON_VERSION", "confusable", "skeleton"]
-
-# The catalog stores every name's skeleton (``skills.name_key``); change this whenever ``skeleton`` would
-# give any name another key, and every open catalog computes its keys again.
-SKELETON_VERSION = "1"
 
 _HOMOGLYPHS = str.maketrans({
     # Cyrillic
@@ -28,6 +25,13 @@ _HOMOGLYPHS = str.maketrans({
     # Latin look-alikes of other letters
     "ı": "i", "ℓ": "l",
 })
+
+
+# The catalog stores every name's skeleton (``skills.name_key``) and computes every key again when this
+# changes. Its parts: the fold's own revision (raise it when ``skeleton``'s steps change), the Unicode
+# database NFKC and case folding read (a new Python can move them) and the homoglyph table.
+_TABLE_DIGEST = hashlib.sha256(repr(sorted(_HOMOGLYPHS.items())).encode()).hexdigest()[:12]
+SKELETON_VERSION = f"1:unicode-{unicodedata.unidata_version}:{_TABLE_DIGEST}"
 
 
 def skeleton(name: str) -> str:
