@@ -28,7 +28,6 @@ from skillsearch.core.lru import LRU
 from skillsearch.core.settings import Settings
 from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
 from skillsearch.retrieval.batching import BatchingEncoder, BatchStats, QueryEncoders
-from skillsearch.retrieval.calibration import tune_weight
 from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, RoutedEncoder, make_encoder
 from skillsearch.retrieval.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex
 from skillsearch.retrieval.search import SearchRequest, SearchResult, run_search, search_response
@@ -45,6 +44,7 @@ from skillsearch.sync.webhook import apply_event
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
 from skillsearch.usecases.skill_files import SkillFiles, legacy_skill_md_note
 from skillsearch.usecases.sources import LocalSourcesUseCase
+from skillsearch.usecases.tuning import tuned_weight
 
 __all__ = ["Catalog", "ImportReport", "Readiness", "sample_catalog_dir"]
 
@@ -178,20 +178,7 @@ class Catalog:
             kept = {k: v for k, v in idx.calibration.items() if k in TUNED_KEYS}
             return idx.recalibrate(kept if idx.calibration.get("encoder") == self.encoder.name else {})
         operator = Principal.operator()
-
-        def mrr(weight: float) -> float:
-            total = 0.0
-            for text, expected in labelled:
-                hits = self.search(operator, SearchRequest(text, limit=10, semantic_weight=weight)).hits
-                rank = next((i for i, h in enumerate(hits, start=1) if h.skill.slug in set(expected)), None)
-                total += 1.0 / rank if rank else 0.0
-            return total / len(labelled)
-
-        weight, scores = tune_weight(mrr)
-        return idx.recalibrate({
-            "semantic_weight": weight,
-            "tuned_on": {"queries": len(labelled), "mrr@10": {str(w): round(v, 4) for w, v in scores.items()}},
-        })
+        return idx.recalibrate(tuned_weight(lambda request: self.search(operator, request), labelled))
 
     def close(self) -> None:
         self._queries.close()
