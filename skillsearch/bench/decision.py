@@ -198,8 +198,10 @@ def _request_labels(hits: DevHits) -> np.ndarray:
 
 
 def fit_decision(hits: DevHits, features: Sequence[str] = HIT_FEATURES,
-                 request_features: Sequence[str] = REQUEST_FEATURES, folds: int = 5, seed: int = 0) -> dict[str, Any]:
-    """Both models fitted on every dev hit (threshold included), with cross-validated numbers."""
+                 request_features: Sequence[str] = REQUEST_FEATURES, folds: int = 5, seed: int = 0,
+                 max_false: float = MAX_FALSE_ABSTENTION) -> dict[str, Any]:
+    """Both models fitted on every dev hit (threshold included: at most ``max_false`` of each set's positive
+    requests under it), with cross-validated numbers."""
     w = _weights(hits.dataset)
     everything = np.ones(len(hits.y), bool)
     positive = _request_labels(hits)
@@ -207,7 +209,7 @@ def fit_decision(hits: DevHits, features: Sequence[str] = HIT_FEATURES,
     hit_model = fit_model(hits.x, hits.y, w, features)
     request_model = fit_model(hits.x[top], positive[top], w[top], request_features)
     tops = request_scores(request_model, hits, everything)
-    below = threshold(tops, hits.requests, MAX_FALSE_ABSTENTION)
+    below = threshold(tops, hits.requests, max_false)
     fitted = {**abstention(tops, hits.requests, below),
               "confidence>=0.8": confident(confidences(hit_model, hits, everything), hits.y)}
     for name in hits.requests:
@@ -226,7 +228,7 @@ def fit_decision(hits: DevHits, features: Sequence[str] = HIT_FEATURES,
         hm = fit_model(hits.x[~held], hits.y[~held], w[~held], features)
         train = ~held & top
         rm = fit_model(hits.x[train], positive[train], w[train], request_features)
-        b = threshold(request_scores(rm, hits, ~held), hits.requests, MAX_FALSE_ABSTENTION)
+        b = threshold(request_scores(rm, hits, ~held), hits.requests, max_false)
         for (_, q), v in request_scores(rm, hits, held).items():
             pos = hits.requests["skills"][q]
             abstained["positives" if pos else "negatives"] += 1
@@ -250,7 +252,7 @@ def fit_decision(hits: DevHits, features: Sequence[str] = HIT_FEATURES,
             train = ~held & top
             rm = fit_model(hits.x[train], positive[train], w[train], request_features)
             others = {n: r for n, r in hits.requests.items() if n != name}
-            b = threshold(request_scores(rm, hits, ~held), others, MAX_FALSE_ABSTENTION)
+            b = threshold(request_scores(rm, hits, ~held), others, max_false)
             block.update(abstention(request_scores(rm, hits, held), {name: hits.requests[name]}, b))
         lodo[name] = block
     return {**hit_model, "request": {**request_model, "no_match_below": below},
