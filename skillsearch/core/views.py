@@ -66,7 +66,8 @@ class SearchResponse(BaseModel):
     mode: str
     fusion: str | None
     hits: list[SearchHitView]
-    no_match: bool = Field(description="True when nothing in the catalog is a good match for the query.")
+    no_match: bool = Field(description="True when nothing in the catalog is a good match for the query. False is "
+                           "no promise of a fit: read the top hit's confidence.")
     no_match_reason: str | None = Field(
         None, description="Why the list is empty: low_confidence (nothing fits), below_min_confidence (the "
         "caller's min_confidence), no_good_match, no_candidates. Null when there are hits.")

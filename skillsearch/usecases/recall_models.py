@@ -47,7 +47,8 @@ class DescriptorList(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str
-    no_match: bool = Field(description="True when nothing in the catalog is a good match for the query.")
+    no_match: bool = Field(description="True when nothing in the catalog is a good match for the query. False is "
+                           "no promise of a fit: read the top hit's confidence.")
     no_match_reason: str | None = Field(None, description="Why there are no descriptors (as in search_skills).")
     notice: str | None = Field(None, description="Set when the query's language is not searchable as configured.")
     descriptors: list[Descriptor]
