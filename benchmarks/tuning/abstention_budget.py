@@ -21,6 +21,7 @@ import numpy as np
 from skillsearch.bench.beir import load_beir
 from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.decision import DevHits, fit_decision, load_or_collect, request_scores
+from skillsearch.bench.metrics import per_query
 from skillsearch.bench.report import write_script_report
 from skillsearch.retrieval.encoder import make_encoder
 
@@ -28,17 +29,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def ndcg_at_10(hits: DevHits, name: str, relevant: dict[str, int]) -> dict[str, float]:
-    """Each request's nDCG@10 from its saved hits (binary gains, as the qrels are)."""
-    out: dict[str, float] = {}
+    """Each request's nDCG@10 from its saved top 10, scored by ``bench.metrics`` (trec_eval) as ``bench
+    relevance`` scores it. The saved hits carry labels, not document ids, so each request is judged on
+    stand-in ids: its ``n`` relevant documents, and its wanted hits named after them in rank order."""
+    judged = {q: {f"relevant-{j}": 1 for j in range(n)} for q, n in relevant.items()}
+    run: dict[str, list[str]] = {q: [] for q in relevant}
     sel = np.flatnonzero(hits.dataset == name)
-    dcg: dict[str, float] = {}
-    for i in sel:
-        q = str(hits.qid[i])
-        dcg[q] = dcg.get(q, 0.0) + (1.0 / np.log2(hits.rank[i] + 1) if hits.y[i] else 0.0)
-    for q, n in relevant.items():
-        ideal = sum(1.0 / np.log2(r + 2) for r in range(min(n, 10)))
-        out[q] = dcg.get(q, 0.0) / ideal if ideal else 0.0
-    return out
+    for i in sel[np.lexsort((hits.rank[sel], hits.qid[sel]))]:
+        ranked = run[str(hits.qid[i])]
+        wanted = sum(d.startswith("relevant-") for d in ranked)
+        ranked.append(f"relevant-{wanted}" if hits.y[i] else f"other-{hits.rank[i]}")
+    return {q: v["ndcg@10"] for q, v in per_query(judged, run).items()}
 
 
 def main() -> int:
