@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from skillsearch.cli import main
+from skillsearch.core.views import WEAK_CONFIDENCE
 
 
 @pytest.fixture
@@ -48,6 +49,20 @@ def test_search_json_carries_confidence_and_the_reason_for_no_match(data_dir: Pa
     assert code == 0 and nothing["no_match"] is True and nothing["no_match_reason"] in ("low_confidence", "no_good_match")
     code, text = run(data_dir, "search", "来月の京都旅行で泊まる旅館を予約して")
     assert code == 0 and "multilingual search is off" in text and "--encoder minilm+e5" in text
+
+
+def test_search_text_warns_when_the_top_hit_is_weak(data_dir: Path) -> None:
+    tops = {}
+    for query in ("profile slow python code", "deploy a container"):
+        _, payload = run(data_dir, "search", query, "--json")
+        _, text = run(data_dir, "search", query)
+        tops[query] = payload["hits"][0]["confidence"]
+        weak = tops[query] < WEAK_CONFIDENCE
+        assert ("note: weak match: the top hit's confidence is" in text) is weak, (query, tops[query], text)
+        if weak:  # said before the hits, with the number the JSON carries
+            assert text.splitlines()[0].endswith("read its description before you rely on it")
+            assert f"{tops[query]:.2f}" in text.splitlines()[0]
+    assert tops["profile slow python code"] >= WEAK_CONFIDENCE > tops["deploy a container"], tops
 
 
 def test_grants_restrict_the_cli_caller(data_dir: Path) -> None:

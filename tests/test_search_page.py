@@ -16,6 +16,7 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from skillsearch.core.domain import Principal
+from skillsearch.core.views import WEAK_CONFIDENCE
 from skillsearch.http.app import create_app
 from skillsearch.http.auth import PrincipalRegistry
 from skillsearch.http.server import ServerThread
@@ -98,6 +99,32 @@ def test_query_top_hit_and_detail_view(page: Page, tmp_path: Path) -> None:
     page.go_back()
     wait_for_search_after(page, before)
     assert page.locator("#q").input_value() == "profile slow python code"
+
+
+def test_confidence_and_what_to_make_of_a_weak_or_unreadable_answer(page: Page) -> None:
+    search(page, "profile slow python code")
+    badge = page.locator("[data-testid=result]").first.locator("[data-testid=confidence]")
+    assert float(badge.inner_text().removeprefix("confidence ")) >= WEAK_CONFIDENCE
+    assert "weak" not in (badge.get_attribute("class") or "")
+    assert page.locator("[data-testid=advice]").is_hidden()
+
+    search(page, "roll back a bad deploy")  # the rollback skill is an ops one, which the demo token cannot see
+    badge = page.locator("[data-testid=result]").first.locator("[data-testid=confidence]")
+    assert float(badge.inner_text().removeprefix("confidence ")) < WEAK_CONFIDENCE
+    assert "weak" in (badge.get_attribute("class") or "")
+    advice = page.locator("[data-testid=advice]")
+    assert advice.is_visible() and advice.inner_text().startswith("Weak match: the first result's confidence is")
+
+    search(page, "来月の京都旅行で泊まる旅館を予約して")  # MiniLM cannot read it: the notice, not a weak-match line
+    assert "multilingual search is off" in advice.inner_text() and "--encoder minilm+e5" in advice.inner_text()
+
+    search(page, "profile slow python code")
+    assert advice.is_hidden()
+
+
+def test_the_page_and_the_cli_share_the_weak_confidence_line() -> None:
+    script = (Path(__file__).parents[1] / "skillsearch" / "http" / "static" / "app.js").read_text(encoding="utf-8")
+    assert f"const WEAK_CONFIDENCE = {WEAK_CONFIDENCE};" in script
 
 
 def test_mode_switch_changes_the_why_line(page: Page) -> None:

@@ -22,6 +22,7 @@ from skillsearch.cli.common import (
 from skillsearch.core.domain import FUSION_METHODS, SEARCH_MODES, SKILL_KINDS, Parameter
 from skillsearch.core.errors import ValidationError
 from skillsearch.core.templates import coerce_text_value
+from skillsearch.core.views import WEAK_CONFIDENCE
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
 
@@ -54,6 +55,10 @@ def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
         if view.no_match:
             return "\n".join([*notice, f"no good match ({view.no_match_reason})"])
         lines = notice
+        top = view.hits[0].confidence if view.hits else None
+        if top is not None and top < WEAK_CONFIDENCE:
+            lines.append(f"note: weak match: the top hit's confidence is {top:.2f} (under {WEAK_CONFIDENCE}); "
+                         "read its description before you rely on it")
         for i, h in enumerate(view.hits, start=1):
             e = h.explanation
             conf = f"  confidence={h.confidence:.2f}" if h.confidence is not None else ""

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 __all__ = [
+    "WEAK_CONFIDENCE",
     "Explanation",
     "ListResponse",
     "ParameterView",
@@ -19,6 +20,13 @@ __all__ = [
     "SkillSummary",
     "StepView",
 ]
+
+
+# Under this, a top hit deserves a look at its description before it is used: on the skills dev set, hits at
+# 0.4-0.5 are right 48 % of the time and hits at 0.5-0.6 65 % (docs/benchmarks.md, the reliability table). The
+# CLI's text and the search page (static/app.js, which repeats the number) say so beside such a hit; the
+# search_skills tool description tells agents the same.
+WEAK_CONFIDENCE = 0.5
 
 
 class SkillSummary(BaseModel):

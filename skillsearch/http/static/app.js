@@ -141,6 +141,31 @@ function whyLine(e) {
   return "why: " + parts.join(" · ");
 }
 
+// The number WEAK_CONFIDENCE holds in skillsearch/core/views.py: under it, read a hit's description first.
+const WEAK_CONFIDENCE = 0.5;
+
+function confidenceBadge(c) {
+  if (c === null || c === undefined) return null;
+  return el("span", { class: "confidence" + (c < WEAK_CONFIDENCE ? " weak" : ""), "data-testid": "confidence",
+    title: "the probability, fitted on labelled requests, that this is the skill asked for" }, `confidence ${fmt(c, 2)}`);
+}
+
+function advice(data) {
+  // What to make of the answer beyond its hits: the language notice, or a weak best hit.
+  const top = data.hits.length ? data.hits[0].confidence : null;
+  if (data.notice) return data.notice;
+  if (top !== null && top !== undefined && top < WEAK_CONFIDENCE) {
+    return `Weak match: the first result's confidence is ${fmt(top, 2)}. Read its description before you rely on it; ` +
+      "nothing in the catalog may fit.";
+  }
+  return "";
+}
+
+function showAdvice(text) {
+  $("#advice").textContent = text;
+  $("#advice").hidden = !text;
+}
+
 function tagList(tags) {
   return el("ul", { class: "tags", "data-testid": "tags" }, tags.map((t) => el("li", {}, t)));
 }
@@ -176,6 +201,7 @@ async function runSearch(state) {
   $("#results-view").hidden = false;
   applyState(state);
   const results = $("#results");
+  showAdvice("");
   if (!state.q) { results.replaceChildren(); $("#status").textContent = ""; return; }
   const params = new URLSearchParams({ q: state.q, mode: state.mode || "hybrid", limit: "10" });
   if (state.kind) params.set("kind", state.kind);
@@ -186,10 +212,11 @@ async function runSearch(state) {
     results.replaceChildren(...data.hits.map((h, i) => el("li", { class: "hit", "data-testid": "result" },
       el("h2", {}, el("span", { class: "rank" }, `${i + 1}.`),
         el("a", { href: "#/skill/" + encodeURIComponent(h.skill_id), "data-testid": "result-name" }, h.name),
-        kindBadge(h.kind)),
+        kindBadge(h.kind), confidenceBadge(h.confidence)),
       el("p", { class: "desc" }, h.description),
       tagList(h.tags),
       el("p", { class: "why", "data-testid": "why" }, whyLine(h.explanation)))));
+    showAdvice(advice(data));
     $("#status").textContent = data.no_match
       ? "No good match: nothing you can see is close enough to this query."
       : `${data.hits.length} result${data.hits.length === 1 ? "" : "s"} · ${data.mode}` +
