@@ -32,7 +32,7 @@ from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, RoutedEnc
 from skillsearch.retrieval.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex
 from skillsearch.retrieval.search import SearchRequest, SearchResult, run_search, search_response
 from skillsearch.sync.client import SubscriptionClient
-from skillsearch.sync.config import SubscriptionConfig, SyncConfig
+from skillsearch.sync.config import SubscriptionConfig, SyncConfig, default_config_path
 from skillsearch.sync.contract import WebhookEvent
 from skillsearch.sync.local import LocalSources
 from skillsearch.sync.poller import Poller
@@ -90,9 +90,11 @@ class Catalog:
         progress: ProgressFactory | None = None,
     ) -> Catalog:
         """Open a data directory for reading: seed the sample catalog into an empty one (when enabled) and
-        open the index, building or repairing it as needed."""
+        open the index, building or repairing it as needed. A directory with a sync configuration
+        (``sync.toml``: subscriptions or sources) is never seeded, whichever command opens it first."""
         catalog = cls(settings, encoder)
-        if (settings.seed_sample if seed is None else seed) and catalog.is_empty():
+        if (settings.seed_sample if seed is None else seed) and catalog.is_empty() \
+                and not default_config_path(catalog.data_dir).exists():
             catalog.import_sample(progress)
         catalog.index(progress)
         if note := legacy_skill_md_note(catalog.store):
