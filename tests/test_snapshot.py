@@ -18,6 +18,7 @@ import httpx
 import pytest
 from syncsupport import config_for, serve, upstream_content, upstream_with_starter
 
+from skillsearch.catalog.store import CatalogStore
 from skillsearch.cli.main import main
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import IndexMismatchError
@@ -338,11 +339,38 @@ def test_an_index_from_before_fingerprints_gets_its_models_on_open(tmp_path: Pat
 
 
 def test_restore_never_loads_a_model(hashing_snapshot: Path, tmp_path: Path) -> None:
-    """A replica checks a snapshot against its model's files before (and without) loading the model."""
+    """A replica checks a snapshot against its model's files before (and without) loading the model: refused
+    for MiniLM (the default), restored for the hashing encoder, and torch never imported."""
+    target = str(tmp_path / "r")
     code = ("import sys; from skillsearch.cli.main import main;"
-            f" rc = main(['-q', 'snapshot', 'restore', {str(hashing_snapshot)!r}, '--data-dir',"
-            f" {str(tmp_path / 'r')!r}, '--json']);"
-            " print(rc, 'torch' in sys.modules, 'sentence_transformers' in sys.modules)")
+            f" refused = main(['-q', 'snapshot', 'restore', {str(hashing_snapshot)!r}, '--data-dir', {target!r}]);"
+            f" done = main(['-q', '--encoder', 'hashing', 'snapshot', 'restore', {str(hashing_snapshot)!r},"
+            f" '--data-dir', {target!r}, '--json']);"
+            " print(refused, done, 'torch' in sys.modules, 'sentence_transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120)
-    assert out.stdout.splitlines()[-1] == "4 False False", out.stdout + out.stderr
-    assert not (tmp_path / "r").exists()
+    assert out.stdout.splitlines()[-1] == "4 0 False False", out.stdout + out.stderr
+    assert (tmp_path / "r" / "catalog.sqlite3").is_file()
+
+
+def test_a_catalog_ahead_of_its_index_is_waited_for_then_snapshotted_as_behind(tmp_path: Path) -> None:
+    """An import killed between its catalog commit and its index refresh leaves the catalog ahead: create
+    waits for the index up to ``--wait``, then keeps the pair and says so; the restored replica embeds the
+    skills changed in between, and only those."""
+    from skillsearch.catalog.importer import parse_path
+    from skillsearch.catalog.imports import store_import
+
+    settings = Settings(data_dir=tmp_path / "d", encoder="hashing")
+    Catalog.open(settings, encoder=HashingEncoder()).close()
+    store = CatalogStore.in_dir(tmp_path / "d")
+    store_import(store, parse_path(some_skills(tmp_path / "new", 2), "community", "sub:community"), "community",
+                 "sub:community")
+    store.close()
+    code, body = run("--data-dir", str(tmp_path / "d"), "snapshot", "create", str(tmp_path / "s"), "--wait", "0.3")
+    assert code == 0 and not body["consistent"] and body["notes"]
+    assert body["store_generation"] > body["index_generation"] and body["skills"] == 47 and body["documents"] == 45
+    Catalog.restore_snapshot(Settings(data_dir=tmp_path / "r", encoder="hashing"), tmp_path / "s")
+    replica = Catalog.open(Settings(data_dir=tmp_path / "r", encoder="hashing"), encoder=HashingEncoder())
+    try:
+        assert replica.embedded_documents() == 2 and replica.readiness().documents == 47
+    finally:
+        replica.close()

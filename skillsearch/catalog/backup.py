@@ -43,6 +43,8 @@ def catalog_generation(path: Path) -> int:
     conn = _connect(path)
     try:
         return _generation(conn)
+    except sqlite3.DatabaseError as exc:
+        raise IndexNotReadyError(f"the catalog {path} cannot be read ({exc})", {"path": str(path)}) from exc
     finally:
         conn.close()
 

@@ -190,8 +190,12 @@ def _stage_file(src: Path, entry: FileEntry, stage: Path) -> None:
 
 def _check_staged(manifest: dict[str, Any], stage: Path) -> None:
     """The copied index manifest and catalog agree with ``snapshot.json`` (whose own bytes no digest covers)."""
-    index = json.loads((stage / MANIFEST).read_text(encoding="utf-8"))
-    if (index.get("encoder") or {}).get("fingerprint") != manifest["encoder"]["fingerprint"]:
+    try:
+        index = json.loads((stage / MANIFEST).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        index = None
+    encoder = index.get("encoder") if isinstance(index, dict) else None
+    if not isinstance(encoder, dict) or encoder.get("fingerprint") != manifest["encoder"]["fingerprint"]:
         raise _invalid("snapshot.json's model fingerprint differs from its index manifest's", "altered")
     try:
         generation = catalog_generation(stage / CATALOG)
