@@ -42,7 +42,9 @@ from skillsearch.sync.sources import SourceConfig
 from skillsearch.sync.status import SyncStatus, sync_status
 from skillsearch.sync.webhook import apply_event
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
+from skillsearch.usecases.restore import RestoreInfo, restore_snapshot
 from skillsearch.usecases.skill_files import SkillFiles, legacy_skill_md_note
+from skillsearch.usecases.snapshots import SnapshotInfo, create_snapshot
 from skillsearch.usecases.sources import LocalSourcesUseCase
 from skillsearch.usecases.tuning import tuned_weight
 
@@ -101,6 +103,23 @@ class Catalog:
             log.warning("%s", note)
         return catalog
 
+    @staticmethod
+    def create_snapshot(settings: Settings, dest: Path, wait_s: float = 60.0) -> SnapshotInfo:
+        """A consistent snapshot of ``settings.data_dir`` into the new folder ``dest``, while other processes
+        serve and write it (``usecases/snapshots.py``). Loads no model and opens no index."""
+        return create_snapshot(Path(settings.data_dir), Path(dest), wait_s=wait_s)
+
+    @staticmethod
+    def restore_snapshot(settings: Settings, src: Path) -> RestoreInfo:
+        """Verify the snapshot ``src`` (every digest, the model fingerprint of ``settings.encoder``) and swap
+        it into ``settings.data_dir`` (``usecases/restore.py``); a refusal leaves the folder as it was."""
+        return restore_snapshot(Path(src), Path(settings.data_dir), settings.encoder)
+
+    def embedded_documents(self) -> int:
+        """Documents this process has embedded into its index so far (0 after opening a restored snapshot:
+        its vectors are used as they are)."""
+        return self._index.embed_count if self._index is not None else 0
+
     def is_empty(self) -> bool:
         return self.store.count() == 0 and not self.store.sync.states()
 
@@ -150,6 +169,8 @@ class Catalog:
                     self.settings.lexical_instructions_chars,
                 )
                 idx.open(self.store, progress)
+                log.info("index open in %s: %d documents, %d embedded", self.data_dir, len(idx.snapshot().vectors),
+                         idx.embed_count)
                 self._index = idx
             return self._index
 

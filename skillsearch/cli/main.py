@@ -7,7 +7,7 @@ with invalid entries), 2 on a usage error. Progress bars and logs go to stderr. 
 ``--grant`` the caller sees only those grants; without any, the CLI is the local operator.
 
 The commands live in one module per group (``catalog``, ``sync``, ``mcp``, ``serve``, ``tokens``,
-``bench``), each with an ``add_commands(sub)`` that declares its sub-commands.
+``snapshot``, ``bench``), each with an ``add_commands(sub)`` that declares its sub-commands.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from skillsearch.cli import bench, catalog, mcp, serve, sources, sync, tokens
+from skillsearch.cli import bench, catalog, mcp, serve, snapshot, sources, sync, tokens
 from skillsearch.core.errors import SkillSearchError, error_body
 
 __all__ = ["build_parser", "main"]
@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_commands(sub)
     serve.add_commands(sub)
     tokens.add_commands(sub)
+    snapshot.add_commands(sub)  # snapshot create|restore
     catalog.add_calibrate(sub)
     bench.add_commands(sub)
     return parser

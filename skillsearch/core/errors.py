@@ -16,6 +16,8 @@ status with a JSON body, or a CLI message and exit code; nothing else ever reach
     ├── ResourceNotFoundError      RESOURCE_NOT_FOUND          (404)
     ├── IndexNotReadyError         INDEX_NOT_READY             (503)
     │   └── IndexMismatchError     INDEX_NOT_READY             (503)
+    ├── SnapshotInvalidError       SNAPSHOT_INVALID            (422)
+    │   └── SnapshotEncoderError   SNAPSHOT_ENCODER_MISMATCH   (422)
     └── UpstreamUnavailableError   UPSTREAM_UNAVAILABLE        (502)
 """
 
@@ -35,6 +37,8 @@ __all__ = [
     "SkillInvalidError",
     "SkillNotFoundError",
     "SkillSearchError",
+    "SnapshotEncoderError",
+    "SnapshotInvalidError",
     "UnauthenticatedError",
     "UpstreamUnavailableError",
     "ValidationError",
@@ -110,6 +114,20 @@ class IndexNotReadyError(SkillSearchError):
 
 class IndexMismatchError(IndexNotReadyError):
     """The index on disk was built for another model or store; the message says what to run."""
+
+
+class SnapshotInvalidError(SkillSearchError):
+    """A snapshot that is incomplete (a file missing or truncated), altered (a digest differs) or not a
+    snapshot at all; ``details.reason`` says which. Nothing was replaced."""
+
+    code = "SNAPSHOT_INVALID"
+    http_status = 422
+
+
+class SnapshotEncoderError(SnapshotInvalidError):
+    """A snapshot whose index was built with other model files than the ones this replica would load."""
+
+    code = "SNAPSHOT_ENCODER_MISMATCH"
 
 
 class UpstreamUnavailableError(SkillSearchError):

