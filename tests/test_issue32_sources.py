@@ -87,8 +87,6 @@ def test_a_symlink_into_a_watched_folder_never_shows_an_outside_skill(
     (root / "linked").mkdir()
     (root / "linked" / "SKILL.md").symlink_to(outside / "SKILL.md")
     (root / "tls-renew" / "leak.md").symlink_to(outside / "references" / "creds.md")
-    eventually(lambda: all(n in last_error(catalog, "mine") for n in ("evil", "linked")))
-    runs_after(keeper, "mine", before)
 
     def invisible() -> None:
         assert listed(catalog) == {"tls-renew"}
@@ -101,8 +99,17 @@ def test_a_symlink_into_a_watched_folder_never_shows_an_outside_skill(
         assert tls is not None
         assert [r.path for r in catalog.store.resources(tls.current_revision_id)] == []
 
+    runs_after(keeper, "mine", before)
     invisible()
-    assert "symbolic link (not followed)" in last_error(catalog, "mine")
+    reported: set[str] = set()  # each run reports what it read; a later batch may read other folders
+
+    def reported_all() -> bool:
+        error = last_error(catalog, "mine")
+        reported.update(n for n in ("evil", "linked", "leak.md") if n in error and "symbolic link" in error)
+        return len(reported) == 3
+
+    eventually(reported_all)
+    invisible()
     full = catalog.sources.sync(source)
     assert not full.added and not full.error
     assert {Path(r.file).name for r in full.refused} == {"evil", "SKILL.md", "leak.md"}
