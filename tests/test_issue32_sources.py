@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -242,6 +244,43 @@ def test_a_skill_md_replaced_by_a_fifo_or_a_folder_keeps_its_last_good_revision(
     full = catalog.sources.sync(source)
     assert not full.removed and [Path(r.file).parent.name for r in full.refused] == ["tls-renew"]
     assert listed(catalog) == {"tls-renew"}
+
+
+def test_a_skill_folder_that_cannot_be_read_keeps_its_last_good_revision(tmp_path: Path) -> None:
+    """A skill folder its reader may not open (`chmod 000`; once: skipped, so its skill was archived) is
+    refused and keeps its last good revision; `sources sync` exits 1 naming it. Run as an unprivileged
+    user (root reads everything), through the real CLI."""
+    unprivileged = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+    base = Path(tempfile.mkdtemp(prefix="issue32-"))  # outside pytest's root-only folder
+    try:
+        data, src = base / "data", base / "src"
+        write_skill(src, "tls-renew", "Renew TLS certificates before they expire, with certbot.")
+        write_skill(src, "csv-clean", "Clean messy CSV files with pandas.")
+        data.mkdir()
+        for path in (base, *base.rglob("*")):
+            if unprivileged:
+                os.chown(path, 65534, 65534)
+        env = {"HOME": str(base)}
+
+        def run(*args: str) -> tuple[int, Any]:
+            proc = subprocess.run([*unprivileged, sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data),
+                                   "--encoder", "hashing", "-q", *args, "--json"], capture_output=True, text=True,
+                                  timeout=300, env={**os.environ, **env}, check=False)
+            return proc.returncode, json.loads(proc.stdout) if proc.stdout.strip() else proc.stderr
+
+        assert run("sources", "add", "mine", "--path", str(src), "--grant", "user:me")[0] == 0
+        code, synced = run("sources", "sync")
+        assert code == 0 and len(synced["sources"][0]["added"]) == 2, synced
+        (src / "tls-renew").chmod(0)
+        code, synced = run("sources", "sync")
+        (report,) = synced["sources"]
+        assert code == 1 and report["removed"] == [] and report["error"] is None
+        assert [Path(r["file"]).parent.name for r in report["refused"]] == ["tls-renew"]
+        code, page = run("list")
+        assert sorted(s["name"] for s in page["items"]) == ["csv-clean", "tls-renew"]
+    finally:
+        (base / "src" / "tls-renew").chmod(0o755)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 # -- 7. git fidelity -------------------------------------------------------------------------------------
