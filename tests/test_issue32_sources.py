@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -87,8 +89,6 @@ def test_a_symlink_into_a_watched_folder_never_shows_an_outside_skill(
     (root / "linked").mkdir()
     (root / "linked" / "SKILL.md").symlink_to(outside / "SKILL.md")
     (root / "tls-renew" / "leak.md").symlink_to(outside / "references" / "creds.md")
-    eventually(lambda: all(n in last_error(catalog, "mine") for n in ("evil", "linked")))
-    runs_after(keeper, "mine", before)
 
     def invisible() -> None:
         assert listed(catalog) == {"tls-renew"}
@@ -101,8 +101,17 @@ def test_a_symlink_into_a_watched_folder_never_shows_an_outside_skill(
         assert tls is not None
         assert [r.path for r in catalog.store.resources(tls.current_revision_id)] == []
 
+    runs_after(keeper, "mine", before)
     invisible()
-    assert "symbolic link (not followed)" in last_error(catalog, "mine")
+    reported: set[str] = set()  # each run reports what it read; a later batch may read other folders
+
+    def reported_all() -> bool:
+        error = last_error(catalog, "mine")
+        reported.update(n for n in ("evil", "linked", "leak.md") if n in error and "symbolic link" in error)
+        return len(reported) == 3
+
+    eventually(reported_all)
+    invisible()
     full = catalog.sources.sync(source)
     assert not full.added and not full.error
     assert {Path(r.file).name for r in full.refused} == {"evil", "SKILL.md", "leak.md"}
@@ -235,6 +244,43 @@ def test_a_skill_md_replaced_by_a_fifo_or_a_folder_keeps_its_last_good_revision(
     full = catalog.sources.sync(source)
     assert not full.removed and [Path(r.file).parent.name for r in full.refused] == ["tls-renew"]
     assert listed(catalog) == {"tls-renew"}
+
+
+def test_a_skill_folder_that_cannot_be_read_keeps_its_last_good_revision(tmp_path: Path) -> None:
+    """A skill folder its reader may not open (`chmod 000`; once: skipped, so its skill was archived) is
+    refused and keeps its last good revision; `sources sync` exits 1 naming it. Run as an unprivileged
+    user (root reads everything), through the real CLI."""
+    unprivileged = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+    base = Path(tempfile.mkdtemp(prefix="issue32-"))  # outside pytest's root-only folder
+    try:
+        data, src = base / "data", base / "src"
+        write_skill(src, "tls-renew", "Renew TLS certificates before they expire, with certbot.")
+        write_skill(src, "csv-clean", "Clean messy CSV files with pandas.")
+        data.mkdir()
+        for path in (base, *base.rglob("*")):
+            if unprivileged:
+                os.chown(path, 65534, 65534)
+        env = {"HOME": str(base)}
+
+        def run(*args: str) -> tuple[int, Any]:
+            proc = subprocess.run([*unprivileged, sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data),
+                                   "--encoder", "hashing", "-q", *args, "--json"], capture_output=True, text=True,
+                                  timeout=300, env={**os.environ, **env}, check=False)
+            return proc.returncode, json.loads(proc.stdout) if proc.stdout.strip() else proc.stderr
+
+        assert run("sources", "add", "mine", "--path", str(src), "--grant", "user:me")[0] == 0
+        code, synced = run("sources", "sync")
+        assert code == 0 and len(synced["sources"][0]["added"]) == 2, synced
+        (src / "tls-renew").chmod(0)
+        code, synced = run("sources", "sync")
+        (report,) = synced["sources"]
+        assert code == 1 and report["removed"] == [] and report["error"] is None
+        assert [Path(r["file"]).parent.name for r in report["refused"]] == ["tls-renew"]
+        code, page = run("list")
+        assert sorted(s["name"] for s in page["items"]) == ["csv-clean", "tls-renew"]
+    finally:
+        (base / "src" / "tls-renew").chmod(0o755)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 # -- 7. git fidelity -------------------------------------------------------------------------------------
