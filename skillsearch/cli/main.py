@@ -3,8 +3,9 @@
 Contract relied on by scripts: a global ``--data-dir`` (env ``SKILLSEARCH_DATA_DIR``, default ``./index``);
 ``--json`` prints exactly one JSON object on stdout; errors in ``--json`` mode are
 ``{"error": {"code", "message", "details"}}``; the exit code is 0 on success, 1 on an error (or an import
-with invalid entries), 2 on a usage error. Progress bars and logs go to stderr. With one or more
-``--grant`` the caller sees only those grants; without any, the CLI is the local operator.
+with invalid entries), 2 on a usage error, 4 on a snapshot that ``snapshot restore`` refused. Progress bars
+and logs go to stderr. With one or more ``--grant`` the caller sees only those grants; without any, the CLI
+is the local operator.
 
 The commands live in one module per group (``catalog``, ``sync``, ``mcp``, ``serve``, ``tokens``,
 ``snapshot``, ``bench``), each with an ``add_commands(sub)`` that declares its sub-commands.
