@@ -22,8 +22,9 @@ from skillsearch.catalog.imports import ImportReport, store_import
 from skillsearch.catalog.read_cache import GenerationReads
 from skillsearch.catalog.reads import get_detail, list_page, resolve_flow
 from skillsearch.catalog.store import CatalogStore
-from skillsearch.core.domain import GRANT_PATTERN, Principal
+from skillsearch.core.domain import Principal
 from skillsearch.core.errors import IndexNotReadyError, SkillSearchError, ValidationError
+from skillsearch.core.grants import check_grants
 from skillsearch.core.lru import LRU
 from skillsearch.core.settings import Settings
 from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
@@ -233,8 +234,7 @@ class Catalog:
     def import_path(
         self, path: Path, source: str, grant: str, progress: ProgressFactory | None = None
     ) -> ImportReport:
-        if not GRANT_PATTERN.match(grant or ""):
-            raise ValidationError(f"invalid grant {grant!r}: use sub:<id>, team:<id> or user:<id>")
+        check_grants([grant])
         if not source or len(source) > 128:
             raise ValidationError("source must be a non-empty name of at most 128 characters")
         if self._index is None and (self.data_dir / "manifest.json").exists():

@@ -14,6 +14,7 @@ from skillsearch.cli.common import (
     add_command,
     add_grants,
     emit,
+    grant_arg,
     open_catalog,
     principal_from_args,
     progress_factory,
@@ -167,7 +168,7 @@ def add_commands(sub: Subparsers) -> None:
     p = add_command(sub, "import", cmd_import, "import a folder of Agent Skills or a JSON/JSONL bundle")
     p.add_argument("path")
     p.add_argument("--source", required=True, help="name of the local source the skills belong to")
-    p.add_argument("--grant", required=True, help="grant key: sub:<id>, team:<id> or user:<id>")
+    p.add_argument("--grant", required=True, type=grant_arg, help="grant key: sub:<id>, team:<id> or user:<id>")
 
     p = add_command(sub, "search", cmd_search, "search skills (hybrid by default)")
     p.add_argument("query")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
+from skillsearch.core.grants import grant_problem
 from skillsearch.core.settings import Settings
 from skillsearch.service import Catalog
 
@@ -20,6 +21,8 @@ __all__ = [
     "add_command",
     "add_grants",
     "emit",
+    "grant_arg",
+    "grant_or_all_arg",
     "open_catalog",
     "principal_from_args",
     "principals_path",
@@ -79,9 +82,25 @@ def add_command(sub: Subparsers, name: str, func: Command, help_text: str) -> ar
     return p
 
 
+def grant_arg(value: str) -> str:
+    """argparse ``type`` of every ``--grant``: a value that is not a grant key is a usage error (exit 2),
+    on every command alike (``core/grants.py``)."""
+    if text := grant_problem(value):
+        raise argparse.ArgumentTypeError(text)
+    return value
+
+
+def grant_or_all_arg(value: str) -> str:
+    """``--grant`` of ``token add``: a grant key or ``*`` (every grant)."""
+    if text := grant_problem(value, allow_all=True):
+        raise argparse.ArgumentTypeError(text)
+    return value
+
+
 def add_grants(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--grant", action="append", metavar="G",
-                   help="see only this grant (repeatable); default: every grant (local operator)")
+    p.add_argument("--grant", action="append", metavar="G", type=grant_arg,
+                   help="see only this grant (repeatable): sub:<id>, team:<id> or user:<id>;"
+                        " default: every grant (local operator)")
 
 
 def principals_path(args: argparse.Namespace) -> Path:

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from skillsearch.cli.common import Subparsers, add_command, add_grants, progress_factory, settings_from_args
-from skillsearch.core.domain import GRANT_PATTERN, SCOPE_MEMORY_READ, Principal
+from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
 from skillsearch.core.errors import ValidationError
+from skillsearch.core.grants import check_grants
 from skillsearch.service import Catalog
 from skillsearch.sync.config import default_config_path
 from skillsearch.sync.sources import load_sources
@@ -51,9 +52,7 @@ def mcp_principal_from_args(args: argparse.Namespace) -> Principal:
         raise ValidationError("--scope needs --grant (the local operator has every grant and memory:read)")
     if not grants:
         return Principal.operator()
-    bad = [g for g in grants if not GRANT_PATTERN.match(g)]
-    if bad:
-        raise ValidationError(f"invalid grant(s) {', '.join(bad)}: use sub:<id>, team:<id> or user:<id>")
+    grants = check_grants(grants)
     chosen = {SCOPE_MEMORY_READ} if scopes is None else {s for s in scopes if s}
     return Principal(name="cli", grants=frozenset(grants), scopes=frozenset(chosen))
 

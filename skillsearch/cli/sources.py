@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from skillsearch.cli.common import Subparsers, add_command, emit, progress_factory, settings_from_args
+from skillsearch.cli.common import Subparsers, add_command, emit, grant_arg, progress_factory, settings_from_args
 from skillsearch.core.errors import ValidationError
 from skillsearch.service import Catalog
 from skillsearch.sync.config import default_config_path
@@ -120,7 +120,7 @@ def add_commands(sub: Subparsers) -> None:
     q = add_command(inner, "add", cmd_sources_add, "add a folder (--path) or git repository (--git) source")
     common(q)
     q.add_argument("name", help="the source's name (also the catalog's `source` of its skills)")
-    q.add_argument("--grant", required=True, help="grant of its skills: sub:<id>, team:<id> or user:<id>")
+    q.add_argument("--grant", required=True, type=grant_arg, help="grant of its skills: sub:<id>, team:<id> or user:<id>")
     q.add_argument("--path", help="a folder of skills (or one skill's folder)")
     q.add_argument("--git", help="an https:// or file:// repository URL")
     q.add_argument("--ref", help="branch, tag or commit (default HEAD: the remote's default branch)")

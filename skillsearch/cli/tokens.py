@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from skillsearch.cli.common import Subparsers, add_command, emit, principals_path
+from skillsearch.cli.common import Subparsers, add_command, emit, grant_or_all_arg, principals_path
 
 __all__ = ["add_commands"]
 
@@ -64,7 +64,7 @@ def add_commands(sub: Subparsers) -> None:
         if action != "list":
             t.add_argument("name", help="principal name: letters, digits, '.', '_', '-'")
         if action == "add":
-            t.add_argument("--grant", action="append", metavar="G", required=True,
+            t.add_argument("--grant", action="append", metavar="G", required=True, type=grant_or_all_arg,
                            help="grant key the principal sees: sub:<id>, team:<id>, user:<id>, or * (repeatable)")
             t.add_argument("--scope", action="append", metavar="S",
                            help="scope: skills:read, memory:read (repeatable; default both)")

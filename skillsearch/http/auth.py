@@ -33,8 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skillsearch.core.domain import GRANT_PATTERN, SCOPE_MEMORY_READ, Principal
+from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
 from skillsearch.core.errors import AccessDeniedError, UnauthenticatedError, ValidationError
+from skillsearch.core.grants import ALL_GRANTS, grant_problem
 
 if TYPE_CHECKING:
     from skillsearch.service import Catalog
@@ -61,7 +62,6 @@ PRINCIPALS_FILE = "principals.toml"
 log = logging.getLogger("skillsearch")
 SCOPE_SKILLS_READ = "skills:read"
 KNOWN_SCOPES = (SCOPE_SKILLS_READ, SCOPE_MEMORY_READ)
-ALL_GRANTS = "*"
 
 DEMO_PRINCIPAL = "demo"
 DEMO_TOKEN = "demo-token-not-secret"
@@ -115,8 +115,7 @@ def _validate(name: str, grants: Iterable[str], scopes: Iterable[str]) -> tuple[
         problems.append(f"invalid principal name {name!r}: letters, digits, '.', '_', '-' (max 64)")
     grants = list(dict.fromkeys(grants))
     scopes = list(dict.fromkeys(scopes))
-    problems += [f"invalid grant {g!r}: use sub:<id>, team:<id>, user:<id> or *"
-                 for g in grants if g != ALL_GRANTS and not GRANT_PATTERN.match(g)]
+    problems += [text for g in grants if (text := grant_problem(g, allow_all=True))]
     problems += [f"invalid scope {s!r}: known scopes are {', '.join(KNOWN_SCOPES)}"
                  for s in scopes if s not in KNOWN_SCOPES]
     if problems:

@@ -1,0 +1,173 @@
+"""Issue 32, "errors and input a newcomer meets": each mistake a new user makes first gets one clear answer,
+the same on every command and surface (the real CLI, the HTTP app, a real MCP client session)."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from mcp import Client
+from mcp_support import error
+
+from skillsearch.cli import main
+from skillsearch.core.domain import Principal
+from skillsearch.core.errors import ValidationError
+from skillsearch.http.app import create_app
+from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry, add_principal
+from skillsearch.mcp.server import build_mcp_server
+from skillsearch.retrieval.search import SearchRequest
+from skillsearch.service import Catalog
+
+DEMO = {"Authorization": f"Bearer {DEMO_TOKEN}"}
+
+
+@pytest.fixture
+def data_dir(sample_dir: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "data"
+    shutil.copytree(sample_dir, target)
+    return target
+
+
+def run(data_dir: Path, *argv: str) -> tuple[int, Any]:
+    out = io.StringIO()
+    code = main(["--data-dir", str(data_dir), "-q", *argv], out=out)
+    text = out.getvalue()
+    return code, json.loads(text) if "--json" in argv else text
+
+
+def usage_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """Run the CLI expecting a usage error: exit 2, one ``error:`` line on stderr; return that line."""
+    with pytest.raises(SystemExit) as exited:
+        main(list(argv), out=io.StringIO())
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return next(line for line in err.splitlines() if "error:" in line)
+
+
+@pytest.fixture
+async def http(sample: Catalog) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(sample, principals=PrincipalRegistry(Path("/nonexistent/principals.toml"), demo=True))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
+        yield c
+
+
+# -- 1. a grant is checked the same way on every command and surface ------------------------------
+
+
+@pytest.mark.parametrize("argv", [
+    ("search", "python", "--grant", "starter-pack"),
+    ("list", "--grant", "starter-pack"),
+    ("get", "sk_0123456789abcdef0123", "--grant", "starter-pack"),
+    ("resolve", "sk_0123456789abcdef0123", "--grant", "starter-pack"),
+    ("import", "somewhere", "--source", "s", "--grant", "starter-pack"),
+    ("mcp", "--grant", "starter-pack"),
+    ("sources", "add", "mine", "--path", ".", "--grant", "starter-pack"),
+    ("token", "add", "bot", "--grant", "starter-pack"),
+])
+def test_a_grant_without_its_kind_is_the_same_usage_error_on_every_command(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: tuple[str, ...]
+) -> None:
+    line = usage_error(capsys, "--data-dir", str(tmp_path / "d"), *argv)
+    assert "invalid grant 'starter-pack': use sub:<id>, team:<id>" in line
+    assert "did you mean sub:starter-pack?" in line
+    assert not (tmp_path / "d").exists()  # refused before anything is opened or written
+
+
+def test_token_add_still_takes_every_grant(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, made = run(tmp_path / "d", "token", "add", "admin", "--grant", "*", "--json")
+    assert code == 0 and made["grants"] == ["*"]
+    line = usage_error(capsys, "--data-dir", str(tmp_path / "d"), "token", "add", "x", "--grant", "team")
+    assert "invalid grant 'team': use sub:<id>, team:<id>, user:<id> or * (every grant)" in line
+
+
+def test_the_library_and_the_principals_file_refuse_it_in_the_same_words(tmp_path: Path, encoder: Any) -> None:
+    from skillsearch.core.settings import Settings
+
+    catalog = Catalog(Settings(data_dir=tmp_path / "d"), encoder=encoder)
+    try:
+        with pytest.raises(ValidationError) as refused:
+            catalog.import_path(tmp_path, "s", "starter-pack")
+    finally:
+        catalog.close()
+    assert refused.value.details["problems"] == [{
+        "field": "grant",
+        "message": "invalid grant 'starter-pack': use sub:<id>, team:<id> or user:<id> (did you mean sub:starter-pack?)",
+    }]
+    with pytest.raises(ValidationError) as in_file:
+        add_principal(tmp_path / "principals.toml", "bot", ["starter-pack"], ["skills:read"])
+    assert "invalid grant 'starter-pack'" in in_file.value.message and "sub:starter-pack" in in_file.value.message
+
+
+# -- 3. details.problems has one shape everywhere -----------------------------------------------------
+
+
+def assert_problems(details: dict[str, Any], fields: set[str]) -> list[dict[str, Any]]:
+    problems = details["problems"]
+    assert problems and all(isinstance(p, dict) for p in problems), problems
+    for p in problems:
+        assert {"field", "message"} <= set(p) <= {"field", "message", "code"}, p
+        assert isinstance(p["field"], str) and isinstance(p["message"], str) and p["message"]
+    assert {p["field"] for p in problems} == fields
+    return list(problems)
+
+
+def resolve_codes(problems: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    return {(p["field"], p["code"]) for p in problems}
+
+
+FLOW_QUERY = "recompute missing daily partitions of a warehouse table"
+RESOLVE_VALUES = {"table": "t", "job": "j", "start_date": "2024-05-01", "batch_days": "seven", "colour": 1}
+RESOLVE_PROBLEMS = {("parameters.end_date", "missing"), ("parameters.batch_days", "invalid"),
+                    ("parameters.colour", "unknown")}
+
+
+def flow_id(catalog: Catalog) -> str:
+    request = SearchRequest(query=FLOW_QUERY, kind="flow_template", limit=1)
+    return catalog.search_view(Principal.operator(), request).hits[0].skill_id
+
+
+@pytest.mark.anyio
+async def test_problems_have_one_shape_over_http(http: httpx.AsyncClient, sample: Catalog) -> None:
+    blank = await http.get("/v1/search", params={"q": "   "}, headers=DEMO)
+    assert blank.status_code == 400
+    assert_problems(blank.json()["error"]["details"], {"query"})
+    recall = await http.post("/v1/recall", json={"revision_id": "rev_1"}, headers=DEMO)
+    assert recall.status_code == 400
+    assert_problems(recall.json()["error"]["details"], {"skill_id"})
+    resolve = await http.post(f"/v1/skills/{flow_id(sample)}/resolve", headers=DEMO,
+                              json={"parameters": RESOLVE_VALUES})
+    assert resolve.status_code == 400
+    assert resolve_codes(assert_problems(resolve.json()["error"]["details"],
+                                         {f for f, _ in RESOLVE_PROBLEMS})) == RESOLVE_PROBLEMS
+
+
+@pytest.mark.anyio
+async def test_problems_have_one_shape_over_mcp(sample: Catalog) -> None:
+    async with Client(build_mcp_server(sample, Principal.operator())) as client:
+        blank = error(await client.call_tool("search_skills", {"query": "   "}))
+        assert_problems(blank["details"], {"query"})
+        recall = error(await client.call_tool("recall_cloud_skill", {"resource": "SKILL.md"}))
+        assert_problems(recall["details"], {"skill_id"})
+        resolve = error(await client.call_tool("resolve_skill", {"skill_id": flow_id(sample),
+                                                                 "parameters": RESOLVE_VALUES}))
+        assert resolve_codes(assert_problems(resolve["details"], {f for f, _ in RESOLVE_PROBLEMS})) == RESOLVE_PROBLEMS
+        schema = error(await client.call_tool("search_skills", {"query": "x", "limit": 0}))
+        assert_problems(schema["details"], {"limit"})
+
+
+def test_problems_have_one_shape_in_the_cli(data_dir: Path, sample: Catalog) -> None:
+    code, blank = run(data_dir, "search", "   ", "--json")
+    assert code == 1 and blank["error"]["code"] == "VALIDATION_ERROR"
+    assert_problems(blank["error"]["details"], {"query"})
+    params = [f"--param={k}={v}" for k, v in RESOLVE_VALUES.items() if k != "colour"] + ["--param=colour=red"]
+    code, resolve = run(data_dir, "resolve", flow_id(sample), *params, "--json")
+    assert code == 1
+    assert resolve_codes(assert_problems(resolve["error"]["details"],
+                                         {f for f, _ in RESOLVE_PROBLEMS})) == RESOLVE_PROBLEMS
