@@ -78,6 +78,7 @@ class Catalog:
         self.sources = LocalSourcesUseCase(self)  # local folders and git repositories
         self._results: LRU[tuple[Any, ...], SearchResult] = LRU(settings.result_cache_size)
         self._queries = QueryEncoders(lambda: self.encoder, settings)  # search's, over the batching service
+        self.seeded = 0  # skills of the bundled sample that open() seeded an empty directory with
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -94,7 +95,7 @@ class Catalog:
         open the index, building or repairing it as needed."""
         catalog = cls(settings, encoder)
         if (settings.seed_sample if seed is None else seed) and catalog.is_empty():
-            catalog.import_sample(progress)
+            catalog.seeded = sum(len(r.created) for r in catalog.import_sample(progress))
         catalog.index(progress)
         if note := legacy_skill_md_note(catalog.store):
             log.warning("%s", note)

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
+import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +29,7 @@ from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
 
 DEMO = {"Authorization": f"Bearer {DEMO_TOKEN}"}
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -171,3 +176,74 @@ def test_problems_have_one_shape_in_the_cli(data_dir: Path, sample: Catalog) -> 
     assert code == 1
     assert resolve_codes(assert_problems(resolve["error"]["details"],
                                          {f for f, _ in RESOLVE_PROBLEMS})) == RESOLVE_PROBLEMS
+
+
+# -- 4. serve on a busy port, a data directory that cannot be one, a mistyped one -------------------
+
+
+@pytest.mark.parametrize("command", [("serve",), ("mcp", "--http")])
+def test_a_busy_port_is_one_line_and_exit_3(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code = main(["--data-dir", str(tmp_path / "d"), "-q", *command, "--port", str(port)], out=io.StringIO())
+    err = capsys.readouterr().err
+    assert code == 3
+    assert err.strip().splitlines() == [
+        f"error: cannot listen on 127.0.0.1:{port}: Address already in use (another server is listening there:"
+        " stop it, or pick another --port; 0 picks a free one)"]
+    assert not (tmp_path / "d").exists()  # refused before the catalog opens
+
+
+def test_a_data_dir_that_cannot_be_one_is_a_usage_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    line = usage_error(capsys, "--data-dir", str(tmp_path / "file"), "list")
+    assert line.endswith("not a folder (a data directory is a folder)")
+    line = usage_error(capsys, "--data-dir", str(tmp_path / "missing" / "data"), "search", "python")
+    assert f"the folder {tmp_path / 'missing'} does not exist; create it first" in line
+    assert not (tmp_path / "missing").exists()
+
+
+def test_a_new_data_dir_is_said_on_stderr(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = io.StringIO()
+    assert main(["--data-dir", str(tmp_path / "typo"), "--encoder", "hashing", "-q", "list", "--json"], out=out) == 0
+    assert len(json.loads(out.getvalue())["items"]) == 45
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"note: {tmp_path / 'typo'} did not exist: created it and seeded it with the bundled sample"
+                   " catalog (45 skills)"]
+    assert main(["--data-dir", str(tmp_path / "typo"), "--encoder", "hashing", "-q", "list"], out=io.StringIO()) == 0
+    assert capsys.readouterr().err == ""  # said once, when it was created
+    assert main(["--data-dir", str(tmp_path / "tokens"), "token", "add", "bot", "--grant", "user:me"],
+                out=io.StringIO()) == 0
+    assert capsys.readouterr().err.strip() == f"note: {tmp_path / 'tokens'} did not exist: created it"
+
+
+# -- 5. an unknown encoder, bench without its extra -----------------------------------------------------
+
+
+def test_an_unknown_encoder_is_a_usage_error_listing_the_encoders(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    line = usage_error(capsys, "--data-dir", str(tmp_path / "d"), "--encoder", "bert", "search", "x")
+    assert "invalid choice: 'bert'" in line and "'e5', 'hashing', 'minilm', 'minilm+e5'" in line
+    monkeypatch.setenv("SKILLSEARCH_ENCODER", "bert")
+    line = usage_error(capsys, "--data-dir", str(tmp_path / "d"), "list")
+    assert line.endswith("SKILLSEARCH_ENCODER=bert: unknown encoder; choose one of e5, hashing, minilm, minilm+e5")
+    assert not (tmp_path / "d").exists()
+
+
+def test_bench_without_its_extra_says_what_to_install(tmp_path: Path) -> None:
+    """A real process in which the bench extra's pytrec_eval is not importable, as in an install without
+    ``[bench]``."""
+    script = ("import sys; sys.modules['pytrec_eval'] = None; from skillsearch.cli import main; "
+              f"sys.exit(main(['--data-dir', {str(tmp_path)!r}, 'bench', 'relevance', '--dataset', {str(tmp_path)!r},"
+              " '--no-save']))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: skillsearch bench needs the 'bench' extra (no module 'pytrec_eval'): pip install 'skillsearch[bench]'")
+    assert "Traceback" not in done.stderr and "INTERNAL" not in done.stderr

@@ -8,7 +8,15 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from skillsearch.cli.common import Subparsers, add_command, add_grants, progress_factory, settings_from_args
+from skillsearch.cli.common import (
+    EXIT_CANNOT_LISTEN,
+    Subparsers,
+    add_command,
+    add_grants,
+    cannot_listen,
+    progress_factory,
+    settings_from_args,
+)
 from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
 from skillsearch.core.errors import ValidationError
 from skillsearch.core.grants import check_grants
@@ -82,6 +90,8 @@ def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = Non
 
 def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
     """Serve the MCP tools over stdio (stdout carries nothing but protocol) or streamable HTTP."""
+    if args.http and cannot_listen(args.host, args.port):
+        return EXIT_CANNOT_LISTEN
     server = mcp_server_from_args(args)
     if args.http:
         from skillsearch.http.server import serve
