@@ -21,7 +21,8 @@ from mcp_support import error
 
 from skillsearch.cli import main
 from skillsearch.core.domain import Principal
-from skillsearch.core.errors import ValidationError
+from skillsearch.core.errors import SkillNotFoundError, ValidationError
+from skillsearch.core.settings import Settings
 from skillsearch.http.app import create_app
 from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry, add_principal
 from skillsearch.mcp.server import build_mcp_server
@@ -93,8 +94,6 @@ def test_token_add_still_takes_every_grant(capsys: pytest.CaptureFixture[str], t
 
 
 def test_the_library_and_the_principals_file_refuse_it_in_the_same_words(tmp_path: Path, encoder: Any) -> None:
-    from skillsearch.core.settings import Settings
-
     catalog = Catalog(Settings(data_dir=tmp_path / "d"), encoder=encoder)
     try:
         with pytest.raises(ValidationError) as refused:
@@ -247,3 +246,101 @@ def test_bench_without_its_extra_says_what_to_install(tmp_path: Path) -> None:
     assert done.stderr.strip().splitlines()[-1] == (
         "error: skillsearch bench needs the 'bench' extra (no module 'pytrec_eval'): pip install 'skillsearch[bench]'")
     assert "Traceback" not in done.stderr and "INTERNAL" not in done.stderr
+
+
+# -- 6. sources add, a failing sources sync, token add/remove, get by slug ----------------------------
+
+
+def cli(capsys: pytest.CaptureFixture[str], data_dir: Path, *argv: str) -> tuple[int, str, str]:
+    out = io.StringIO()
+    code = main(["--data-dir", str(data_dir), "--encoder", "hashing", "-q", *argv], out=out)
+    return code, out.getvalue(), capsys.readouterr().err
+
+
+def test_sources_add_refuses_a_missing_folder_unless_asked(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    code, out, err = cli(capsys, data, "sources", "add", "mine", "--path", str(tmp_path / "nonexistent"),
+                         "--grant", "user:me")
+    assert code == 1 and out == "" and not (data / "sync.toml").exists()
+    assert err.strip() == (f"error: VALIDATION_ERROR: --path {tmp_path / 'nonexistent'}: no such folder; check the"
+                           " path, or pass --allow-missing to add it anyway (it is read once it exists)")
+    code, out, err = cli(capsys, data, "sources", "add", "mine", "--path", str(tmp_path / "nonexistent"),
+                         "--grant", "user:me", "--allow-missing")
+    assert code == 0 and "added source mine" in out and (data / "sync.toml").is_file()
+
+
+def test_a_failing_sources_sync_says_each_problem_once(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    data, src = tmp_path / "data", tmp_path / "src"
+    (src / "bad").mkdir(parents=True)
+    (src / "bad" / "SKILL.md").write_text("---\nname: bad\n---\nno description\n")
+    data.mkdir()
+    assert cli(capsys, data, "sources", "add", "mine", "--path", str(src), "--grant", "user:me")[0] == 0
+    code, out, err = cli(capsys, data, "sources", "sync")
+    assert code == 1 and out.strip() == "mine: 0 added, 0 changed, 0 removed, 0 unchanged, 1 refused, 0 embedded"
+    assert err.strip().splitlines() == [f"refused: mine: {src / 'bad' / 'SKILL.md'}: missing description"]
+    shutil.rmtree(src)
+    for command in (("sources", "sync"), ("sync",)):
+        code, out, err = cli(capsys, data, *command)
+        assert code == 1 and out.strip().endswith("mine: failed")
+        assert len(err.strip().splitlines()) == 1 and err.count("is not a folder") == 1, err
+        assert err.startswith(f"error: mine: {src} is not a folder")
+
+
+def test_token_add_keeps_an_existing_principal_unless_replace(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "principals.toml"
+    code, first, _ = cli(capsys, tmp_path, "token", "add", "bot", "--grant", "team:a")
+    registry = PrincipalRegistry(path)
+    token = first.splitlines()[0]
+    assert code == 0 and registry.authenticate(token).grants == frozenset({"team:a"})
+    code, out, err = cli(capsys, tmp_path, "token", "add", "bot", "--grant", "team:b")
+    assert code == 1 and out == ""
+    assert err.strip() == (f"error: VALIDATION_ERROR: principal 'bot' already exists in {path}: pass --replace to give"
+                           " it a new token and these grants and scopes (its old token stops working)")
+    assert PrincipalRegistry(path).authenticate(token).grants == frozenset({"team:a"})  # untouched
+    code, out, _ = cli(capsys, tmp_path, "token", "add", "bot", "--grant", "team:b", "--replace")
+    assert code == 0 and PrincipalRegistry(path).authenticate(out.splitlines()[0]).grants == frozenset({"team:b"})
+
+
+def test_token_remove_of_an_unknown_name_is_an_error_on_stderr(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, err = cli(capsys, tmp_path, "token", "remove", "ghost")
+    assert code == 1 and out == ""
+    assert err.strip() == (f"error: VALIDATION_ERROR: no principal 'ghost' in {tmp_path / 'principals.toml'}"
+                           " (skillsearch token list shows them)")
+    code, out, _ = cli(capsys, tmp_path, "token", "remove", "ghost", "--json")
+    assert code == 1 and json.loads(out)["error"]["code"] == "VALIDATION_ERROR"
+
+
+@pytest.mark.anyio
+async def test_get_takes_a_slug_one_visible_skill_has(data_dir: Path, sample: Catalog, http: httpx.AsyncClient) -> None:
+    code, detail = run(data_dir, "get", "python-profiling", "--json")
+    assert code == 0 and detail["slug"] == "python-profiling" and detail["skill_id"].startswith("sk_")
+    assert (await http.get("/v1/skills/python-profiling", headers=DEMO)).json()["skill_id"] == detail["skill_id"]
+    async with Client(build_mcp_server(sample, Principal.operator())) as client:
+        got = await client.call_tool("get_skill", {"skill_id": "python-profiling"})
+        assert got.structured_content is not None and got.structured_content["skill_id"] == detail["skill_id"]
+    # Outside the caller's grants the slug is exactly as unknown as a made-up one.
+    for slug in ("python-profiling", "no-such-skill"):
+        code, missing = run(data_dir, "get", slug, "--grant", "sub:ops-pro", "--json")
+        assert code == 1 and missing["error"]["code"] == "SKILL_NOT_FOUND"
+        assert missing["error"]["message"] == (f"no skill {slug!r} is visible to you: pass a skill_id from search"
+                                               " or list (sk_...), or the slug of a skill you can see")
+
+
+def test_a_slug_two_visible_skills_share_names_both(tmp_path: Path, fake_encoder: Any) -> None:
+    for grant in ("team:a", "team:b"):
+        folder = tmp_path / grant.replace(":", "-") / "deploy"
+        folder.mkdir(parents=True)
+        (folder / "SKILL.md").write_text(f"---\nname: deploy\ndescription: Deploy for {grant}.\n---\nbody\n")
+    catalog = Catalog(Settings(data_dir=tmp_path / "d", seed_sample=False), encoder=fake_encoder)
+    try:
+        ids = [catalog.import_path(tmp_path / g.replace(":", "-"), g, g).created[0] for g in ("team:a", "team:b")]
+        with pytest.raises(SkillNotFoundError) as both:
+            catalog.get_skill(Principal.operator(), "deploy")
+        assert both.value.details["candidates"] == ids and all(i in both.value.message for i in ids)
+        one = Principal(name="a", grants=frozenset({"team:a"}))
+        assert catalog.get_skill(one, "deploy").skill_id == ids[0]
+    finally:
+        catalog.close()

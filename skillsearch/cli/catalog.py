@@ -190,7 +190,8 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--cursor")
 
     p = add_command(sub, "get", cmd_get, "show a skill: instructions, or steps and parameters")
-    p.add_argument("skill_id")
+    p.add_argument("skill_id", metavar="SKILL_ID|SLUG",
+                   help="a skill_id from search or list, or a slug only one skill you can see has")
     add_grants(p)
 
     p = add_command(sub, "resolve", cmd_resolve,

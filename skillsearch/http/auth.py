@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
-from skillsearch.core.errors import AccessDeniedError, UnauthenticatedError, ValidationError
+from skillsearch.core.errors import AccessDeniedError, UnauthenticatedError, ValidationError, problem
 from skillsearch.core.grants import ALL_GRANTS, grant_problem
 
 if TYPE_CHECKING:
@@ -181,12 +181,19 @@ def _write_file(path: Path, entries: Mapping[str, PrincipalEntry]) -> None:
     os.replace(tmp, path)
 
 
-def add_principal(path: Path, name: str, grants: Iterable[str], scopes: Iterable[str]) -> str:
-    """Create (or re-key) principal ``name`` and return its new token; only the hash is written."""
+def add_principal(path: Path, name: str, grants: Iterable[str], scopes: Iterable[str], *,
+                  replace: bool = True) -> str:
+    """Create (or, with ``replace``, re-key) principal ``name`` and return its new token; only the hash is
+    written. Without ``replace`` an existing name is refused: its token and grants stay as they are."""
     grant_list, scope_list = _validate(name, grants, scopes)
     if not grant_list:
         raise ValidationError("give at least one --grant (sub:<id>, team:<id>, user:<id>, or * for all)")
     entries = read_entries(path)
+    if name in entries and not replace:
+        raise ValidationError(
+            f"principal {name!r} already exists in {path}: pass --replace to give it a new token and these"
+            " grants and scopes (its old token stops working)",
+            {"problems": [problem("name", f"principal {name!r} already exists")]})
     token = generate_token()
     entries[name] = PrincipalEntry(
         Principal(name=name, grants=None if ALL_GRANTS in grant_list else frozenset(grant_list),
