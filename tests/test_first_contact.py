@@ -3,6 +3,7 @@ the same on every command and surface (the real CLI, the HTTP app, a real MCP cl
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
@@ -344,3 +345,47 @@ def test_a_slug_two_visible_skills_share_names_both(tmp_path: Path, fake_encoder
         assert catalog.get_skill(one, "deploy").skill_id == ids[0]
     finally:
         catalog.close()
+
+
+# -- 7. one rule says whether a resource is text ---------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_script_is_text_in_recall_and_in_resources_read_alike(tmp_path: Path, fake_encoder: Any) -> None:
+    """Media types as a bundle or an upstream sends them (the importer's own guesses depend on the machine's
+    mime.types): each file comes back the same way through recall and through the Skills extension."""
+    files = {  # path: (media type, bytes, text?)
+        "scripts/check.sh": ("application/x-sh", b"#!/bin/sh\ndf -h /\n", True),
+        "scripts/tool.py": ("application/x-python", b"print('ok')\n", True),
+        "scripts/report.js": ("application/javascript", b"console.log('ok')\n", True),
+        "assets/config.toml": ("application/toml", b"a = 1\n", True),
+        "assets/notes.txt": ("text/plain; charset=utf-8", b"plain\n", True),
+        "assets/data.json": ("application/vnd.api+json", b"{}", True),
+        "assets/blob.bin": ("application/octet-stream", b"\x00\xff\xfe binary", False),
+        "scripts/latin1.sh": ("application/x-sh", b"echo \xe9t\xe9\n", False),  # not UTF-8
+    }
+    bundle = tmp_path / "bundle.json"
+    bundle.write_text(json.dumps([{
+        "slug": "disk-check", "name": "disk-check", "description": "Check free disk space.", "kind": "knowledge",
+        "instructions": "Run it.", "resources": [
+            {"path": rel, "kind": "script" if rel.startswith("scripts/") else "artifact", "media_type": media,
+             "base64": base64.b64encode(data).decode("ascii")} for rel, (media, data, _) in files.items()],
+    }]))
+    catalog = Catalog(Settings(data_dir=tmp_path / "d", seed_sample=False), encoder=fake_encoder)
+    try:
+        assert catalog.import_path(bundle, "local", "user:me").ok
+        async with Client(build_mcp_server(catalog, Principal.operator())) as client:
+            root = (await client.call_tool("recall_cloud_skill", {"slug": "disk-check"})).structured_content
+            assert root is not None
+            revision = root["data"]["revision"]["revision_id"]
+            uri = root["data"]["skill_uri"].removesuffix("SKILL.md")
+            seen = {}
+            for rel in files:
+                got = (await client.call_tool("recall_cloud_skill", {
+                    "slug": "disk-check", "revision_id": revision, "resource": rel})).structured_content
+                assert got is not None
+                read = (await client.read_resource(uri + rel, cache_mode="bypass")).contents[0]
+                seen[rel] = (got["data"]["encoding"], "text" if hasattr(read, "text") else "base64")
+    finally:
+        catalog.close()
+    assert seen == {rel: ("text", "text") if text else ("base64", "base64") for rel, (_, _, text) in files.items()}

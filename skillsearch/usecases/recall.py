@@ -25,7 +25,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from skillsearch.catalog.importer import is_text_media_type
 from skillsearch.catalog.reads import resource_infos
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.domain import SCOPE_MEMORY_READ, SLUG_PATTERN, Principal, Revision, Skill
@@ -41,6 +40,7 @@ from skillsearch.core.errors import (
     problem,
 )
 from skillsearch.core.skill_uri import skill_uri
+from skillsearch.core.textual import is_text
 from skillsearch.core.views import ParameterView, SearchResponse, StepView
 from skillsearch.core.visibility import is_grant_revoked
 from skillsearch.retrieval.search import SearchRequest
@@ -74,7 +74,6 @@ DEFAULT_MAX_CONTENT_BYTES = 256 * 1024
 DESCRIPTOR_LIMIT = 10
 MAX_QUERY_CHARS = 1000
 _IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$")
-_TEXT_EXTRA = ("application/toml", "application/x-sh", "application/javascript", "application/x-python")
 
 @dataclass(frozen=True)
 class RecallRequest:
@@ -267,18 +266,6 @@ def _level1(
                               data=manifest)
 
 
-def _is_text(media_type: str, content: bytes) -> bool:
-    base = media_type.split(";", 1)[0].strip().lower()
-    textual = is_text_media_type(base) or base in _TEXT_EXTRA or base.endswith(("+json", "+xml"))
-    if not textual:
-        return False
-    try:
-        content.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
 def _level2(
     store: CatalogStore, skill: Skill, revision: Revision, wanted: str, warnings: list[str], max_bytes: int
 ) -> CloudSkillEnvelope:
@@ -289,7 +276,7 @@ def _level2(
             {"skill_id": skill.skill_id, "revision_id": revision.revision_id, "resource": wanted},
         )
     raw = found.content
-    if _is_text(found.media_type, raw):
+    if is_text(found.media_type, raw):
         encoding: Literal["text", "base64"] = "text"
         content, cut = _cut_text(raw.decode("utf-8"), max_bytes)
         returned = len(content.encode("utf-8"))
