@@ -22,8 +22,9 @@ from skillsearch.catalog.imports import ImportReport, store_import
 from skillsearch.catalog.read_cache import GenerationReads
 from skillsearch.catalog.reads import get_detail, list_page, resolve_flow
 from skillsearch.catalog.store import CatalogStore
-from skillsearch.core.domain import GRANT_PATTERN, Principal
+from skillsearch.core.domain import Principal
 from skillsearch.core.errors import IndexNotReadyError, SkillSearchError, ValidationError
+from skillsearch.core.grants import check_grants
 from skillsearch.core.lru import LRU
 from skillsearch.core.settings import Settings
 from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
@@ -79,6 +80,7 @@ class Catalog:
         self.sources = LocalSourcesUseCase(self)  # local folders and git repositories
         self._results: LRU[tuple[Any, ...], SearchResult] = LRU(settings.result_cache_size)
         self._queries = QueryEncoders(lambda: self.encoder, settings)  # search's, over the batching service
+        self.seeded = 0  # skills of the bundled sample that open() seeded an empty directory with
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -97,7 +99,7 @@ class Catalog:
         catalog = cls(settings, encoder)
         if (settings.seed_sample if seed is None else seed) and catalog.is_empty() \
                 and not default_config_path(catalog.data_dir).exists():
-            catalog.import_sample(progress)
+            catalog.seeded = sum(len(r.created) for r in catalog.import_sample(progress))
         catalog.index(progress)
         if note := legacy_skill_md_note(catalog.store):
             log.warning("%s", note)
@@ -256,8 +258,7 @@ class Catalog:
     def import_path(
         self, path: Path, source: str, grant: str, progress: ProgressFactory | None = None
     ) -> ImportReport:
-        if not GRANT_PATTERN.match(grant or ""):
-            raise ValidationError(f"invalid grant {grant!r}: use sub:<id>, team:<id> or user:<id>")
+        check_grants([grant])
         if not source or len(source) > 128:
             raise ValidationError("source must be a non-empty name of at most 128 characters")
         if self._index is None and (self.data_dir / "manifest.json").exists():

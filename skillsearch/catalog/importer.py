@@ -49,7 +49,6 @@ __all__ = ["ImportProblem", "ParsedImport", "parse_path", "slugify"]
 MAX_NAME = 64
 MAX_RESOURCE_BYTES = Limits().max_resource_bytes
 _SKILL_ID = re.compile(SKILL_ID_PATTERN)
-_TEXT_TYPES = ("text/", "application/json", "application/x-yaml", "application/yaml", "application/xml")
 
 
 @dataclass(frozen=True)
@@ -91,10 +90,6 @@ def media_type_of(path: str) -> str:
             ".toml": "application/toml", ".sh": "text/x-shellscript", ".py": "text/x-python"}.get(
         suffix, "text/plain" if suffix in (".txt", ".cfg", ".ini", "") else "application/octet-stream"
     )
-
-
-def is_text_media_type(media_type: str) -> bool:
-    return media_type.startswith(_TEXT_TYPES) or media_type in ("application/toml",)
 
 
 def _resource_kind(rel: str) -> ResourceKind:

@@ -11,15 +11,21 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
+from skillsearch.core.grants import grant_problem
 from skillsearch.core.settings import Settings
 from skillsearch.service import Catalog
 
 __all__ = [
+    "EXIT_CANNOT_LISTEN",
     "Command",
     "Subparsers",
     "add_command",
     "add_grants",
+    "cannot_listen",
     "emit",
+    "grant_arg",
+    "grant_or_all_arg",
+    "note_new_data_dir",
     "open_catalog",
     "principal_from_args",
     "principals_path",
@@ -61,8 +67,35 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings.from_env(data_dir=args.data_dir, encoder=args.encoder)
 
 
-def open_catalog(args: argparse.Namespace) -> Catalog:
-    return Catalog.open(settings_from_args(args), progress=progress_factory(not args.quiet))
+def open_catalog(args: argparse.Namespace, seed: bool | None = None) -> Catalog:
+    catalog = Catalog.open(settings_from_args(args), seed=seed, progress=progress_factory(not args.quiet))
+    note_new_data_dir(args, catalog.seeded)
+    return catalog
+
+
+EXIT_CANNOT_LISTEN = 3  # serve, mcp --http: the address is in use or cannot be bound
+
+
+def cannot_listen(host: str, port: int) -> bool:
+    """Whether a server cannot listen on ``host:port``, said in one line on stderr (checked before the
+    catalog opens, so a busy port fails at once rather than after loading the model)."""
+    from skillsearch.http.server import ListenError, check_listen
+
+    try:
+        check_listen(host, port)
+    except ListenError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return True
+    return False
+
+
+def note_new_data_dir(args: argparse.Namespace, seeded: int = 0) -> None:
+    """One line on stderr when this command created the data directory (a mistyped ``--data-dir`` would
+    otherwise be a new catalog, silently seeded with the sample), said once per run."""
+    if getattr(args, "fresh_data_dir", False) and Path(args.data_dir).is_dir():
+        args.fresh_data_dir = False
+        seeds = f" and seeded it with the bundled sample catalog ({seeded} skills)" if seeded else ""
+        print(f"note: {args.data_dir} did not exist: created it{seeds}", file=sys.stderr)
 
 
 def emit(out: TextIO, args: argparse.Namespace, payload: Any, text: Callable[[], str]) -> None:
@@ -79,9 +112,25 @@ def add_command(sub: Subparsers, name: str, func: Command, help_text: str) -> ar
     return p
 
 
+def grant_arg(value: str) -> str:
+    """argparse ``type`` of every ``--grant``: a value that is not a grant key is a usage error (exit 2),
+    on every command alike (``core/grants.py``)."""
+    if text := grant_problem(value):
+        raise argparse.ArgumentTypeError(text)
+    return value
+
+
+def grant_or_all_arg(value: str) -> str:
+    """``--grant`` of ``token add``: a grant key or ``*`` (every grant)."""
+    if text := grant_problem(value, allow_all=True):
+        raise argparse.ArgumentTypeError(text)
+    return value
+
+
 def add_grants(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--grant", action="append", metavar="G",
-                   help="see only this grant (repeatable); default: every grant (local operator)")
+    p.add_argument("--grant", action="append", metavar="G", type=grant_arg,
+                   help="see only this grant (repeatable): sub:<id>, team:<id> or user:<id>;"
+                        " default: every grant (local operator)")
 
 
 def principals_path(args: argparse.Namespace) -> Path:

@@ -8,9 +8,18 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from skillsearch.cli.common import Subparsers, add_command, add_grants, progress_factory, settings_from_args
-from skillsearch.core.domain import GRANT_PATTERN, SCOPE_MEMORY_READ, Principal
+from skillsearch.cli.common import (
+    EXIT_CANNOT_LISTEN,
+    Subparsers,
+    add_command,
+    add_grants,
+    cannot_listen,
+    progress_factory,
+    settings_from_args,
+)
+from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
 from skillsearch.core.errors import ValidationError
+from skillsearch.core.grants import check_grants
 from skillsearch.service import Catalog
 from skillsearch.sync.config import default_config_path
 from skillsearch.sync.sources import load_sources
@@ -51,9 +60,7 @@ def mcp_principal_from_args(args: argparse.Namespace) -> Principal:
         raise ValidationError("--scope needs --grant (the local operator has every grant and memory:read)")
     if not grants:
         return Principal.operator()
-    bad = [g for g in grants if not GRANT_PATTERN.match(g)]
-    if bad:
-        raise ValidationError(f"invalid grant(s) {', '.join(bad)}: use sub:<id>, team:<id> or user:<id>")
+    grants = check_grants(grants)
     chosen = {SCOPE_MEMORY_READ} if scopes is None else {s for s in scopes if s}
     return Principal(name="cli", grants=frozenset(grants), scopes=frozenset(chosen))
 
@@ -83,6 +90,8 @@ def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = Non
 
 def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
     """Serve the MCP tools over stdio (stdout carries nothing but protocol) or streamable HTTP."""
+    if args.http and cannot_listen(args.host, args.port):
+        return EXIT_CANNOT_LISTEN
     server = mcp_server_from_args(args)
     if args.http:
         from skillsearch.http.server import serve

@@ -15,7 +15,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from skillsearch.cli.common import Subparsers, add_command, principals_path, progress_factory, settings_from_args
+from skillsearch.cli.common import (
+    EXIT_CANNOT_LISTEN,
+    Subparsers,
+    add_command,
+    cannot_listen,
+    note_new_data_dir,
+    principals_path,
+    progress_factory,
+    settings_from_args,
+)
 from skillsearch.core.domain import Principal
 from skillsearch.service import Catalog
 from skillsearch.sync.config import SyncConfig, default_config_path, load_config, load_subscriptions
@@ -88,6 +97,8 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     from skillsearch.http.middleware import configure_json_logging
     from skillsearch.http.server import serve
 
+    if cannot_listen(args.host, args.port):
+        return EXIT_CANNOT_LISTEN
     sync_path = Path(args.sync_config) if args.sync_config else default_config_path(Path(args.data_dir))
     use = not args.no_sync and (args.sync_config or sync_path.exists())
     sync = (load_config(sync_path) if args.sync_config else load_subscriptions(sync_path)) if use else None
@@ -95,6 +106,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     # A synced catalog is not seeded with the sample: its demo subscriptions would collide with real ones.
     catalog = Catalog.open(settings_from_args(args), seed=False if sync or sources else None,
                            progress=progress_factory(not args.quiet))
+    note_new_data_dir(args, catalog.seeded)
     principals = principals_path(args)
     registry = PrincipalRegistry.for_catalog(catalog, principals)
     app = build_serve_app(catalog, registry, args.host, sync, sources)

@@ -11,6 +11,7 @@ HTTP on 127.0.0.1 against an app object they hold.
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 import threading
 import time
@@ -20,7 +21,30 @@ from typing import Any
 
 import uvicorn
 
-__all__ = ["FieldValues", "ServerThread", "serve"]
+__all__ = ["FieldValues", "ListenError", "ServerThread", "serve"]
+
+
+class ListenError(OSError):
+    """The server cannot listen on its address (in use, not permitted, no such interface): said before
+    anything starts, in one line, instead of uvicorn's log record and ``sys.exit(3)``."""
+
+
+def check_listen(host: str, port: int) -> None:
+    """Bind every address uvicorn will bind, with the same ``SO_REUSEADDR``, and let go: a busy port or an
+    unknown host is a :class:`ListenError` naming it. Port 0 (any free port) always binds."""
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        for family, kind, proto, _, address in infos:
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(address)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        hint = (" (another server is listening there: stop it, or pick another --port; 0 picks a free one)"
+                if exc.errno == errno.EADDRINUSE else "")
+        raise ListenError(f"cannot listen on {host}:{port}: {reason}{hint}") from None
 
 
 _OWS = b" \t"
@@ -67,7 +91,9 @@ def _config(app: Any, host: str, port: int, **kwargs: Any) -> uvicorn.Config:
 
 
 def serve(app: Any, host: str = "127.0.0.1", port: int = 8000, on_started: Callable[[str], None] | None = None) -> None:
-    """Serve ``app`` until interrupted; ``on_started(base_url)`` runs once the socket listens."""
+    """Serve ``app`` until interrupted; ``on_started(base_url)`` runs once the socket listens. An address
+    it cannot listen on is a :class:`ListenError` before the app starts."""
+    check_listen(host, port)
     _Server(_config(app, host, port), on_started).run()
 
 

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.core.errors import IndexNotReadyError, ValidationError, problem
 from skillsearch.core.language import is_foreign
 from skillsearch.core.lru import LRU
 from skillsearch.retrieval.hashing_encoder import HashingEncoder
@@ -400,7 +400,8 @@ _LOAD_LOCK = RLock()
 def make_encoder(name: str) -> Encoder:
     """The encoder of that name, loaded once per process: models are read-only and large."""
     if name not in ENCODERS:
-        raise IndexNotReadyError(f"unknown encoder {name!r}; choose one of {', '.join(sorted(ENCODERS))}")
+        raise ValidationError(f"unknown encoder {name!r}: choose one of {', '.join(sorted(ENCODERS))}",
+                              {"problems": [problem("encoder", f"choose one of {', '.join(sorted(ENCODERS))}")]})
     with _LOAD_LOCK:
         if name not in _LOADED:
             _LOADED[name] = ENCODERS[name]()
