@@ -30,6 +30,7 @@ from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, S
 from skillsearch.retrieval.batching import BatchingEncoder, BatchStats, QueryEncoders
 from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, RoutedEncoder, make_encoder
 from skillsearch.retrieval.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex
+from skillsearch.retrieval.loading import models_of, start_loading
 from skillsearch.retrieval.search import SearchRequest, SearchResult, run_search, search_response
 from skillsearch.sync.client import SubscriptionClient
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig
@@ -109,6 +110,15 @@ class Catalog:
         if not isinstance(self._encoder, CachedQueryEncoder):
             self._encoder = CachedQueryEncoder(self._encoder, self.settings.query_cache_size)
         return self._encoder
+
+    def load_model_in_background(self) -> None:
+        """Servers call this once open: the embedding model loads in a background thread while the protocol
+        is already answered; a search that needs it meanwhile waits up to ``settings.model_wait_s``."""
+        start_loading(self.encoder, self.settings.model_wait_s, self.settings.model_load_delay_s)
+
+    def model_loaded(self) -> bool:
+        """Every model behind the encoder is in memory (true for an encoder without one)."""
+        return all(m.loaded for m in models_of(self.encoder))
 
     def batch_stats(self) -> BatchStats | None:
         """The batching query encoder's counters (None before the first search, or without batching)."""

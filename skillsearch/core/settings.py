@@ -93,6 +93,11 @@ class Settings:
     max_limit: int = 100
     # Seed an empty data directory with the bundled sample catalog when it is opened for reading.
     seed_sample: bool = True
+    # Servers (serve, mcp) answer at once and load the embedding model in the background; a search that
+    # arrives first waits for it up to this many seconds, then gets INDEX_NOT_READY (retrieval/loading.py).
+    model_wait_s: float = 120.0
+    # For tests and demos only: the background model load starts this many seconds late. 0 in service.
+    model_load_delay_s: float = 0.0
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
