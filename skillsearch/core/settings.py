@@ -98,6 +98,16 @@ class Settings:
     model_wait_s: float = 120.0
     # For tests and demos only: the background model load starts this many seconds late. 0 in service.
     model_load_delay_s: float = 0.0
+    # Every HTTP server (serve, mcp --http, upstream) bounds each connection before any request handling
+    # (http/server.py): a request head (request line and header fields) of at most this many bytes, else 431;
+    http_max_header_bytes: int = 32 * 1024
+    # the whole head received within this many seconds of the connection opening or the last response,
+    # else the connection is closed (an idle or slowly trickling client holds nothing);
+    http_head_timeout_s: float = 10.0
+    # an idle keep-alive connection closed after this many seconds; at most this many open connections
+    # (at the limit requests get 503; a connection beyond it is closed at once).
+    http_keep_alive_s: float = 5.0
+    http_max_connections: int = 1000
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
