@@ -116,9 +116,13 @@ class Catalog:
         is already answered; a search that needs it meanwhile waits up to ``settings.model_wait_s``."""
         start_loading(self.encoder, self.settings.model_wait_s, self.settings.model_load_delay_s)
 
-    def model_loaded(self) -> bool:
-        """Every model behind the encoder is in memory (true for an encoder without one)."""
-        return all(m.loaded for m in models_of(self.encoder))
+    def check_model(self) -> None:
+        """``INDEX_NOT_READY`` while a model behind the encoder is loading, or when its load failed."""
+        for model in models_of(self.encoder):
+            if model.pending:
+                raise IndexNotReadyError(f"the embedding model ({model.what}) is still loading", {"model": model.what})
+            if model.failure is not None:
+                raise IndexNotReadyError(f"the embedding model ({model.what}) failed to load", {"model": model.what})
 
     def batch_stats(self) -> BatchStats | None:
         """The batching query encoder's counters (None before the first search, or without batching)."""
@@ -204,7 +208,9 @@ class Catalog:
 
     def readiness(self) -> Readiness:
         """The index is open and reflects the store (both retrievers hold every active skill), else
-        ``INDEX_NOT_READY`` with both generations and both document counts."""
+        ``INDEX_NOT_READY`` with both generations and both document counts; also while the embedding model
+        is loading in the background (a server's first moments)."""
+        self.check_model()
         idx = self.index()
         snap, generation = idx.snapshot(), self.store.generation()
         docs, lexical_docs = len(snap.vectors), idx.lexical.num_docs()

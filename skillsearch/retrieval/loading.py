@@ -53,6 +53,16 @@ class LazyModel(Generic[T]):
         """The model is in memory (a failed load is not)."""
         return self._done.is_set() and self._error is None
 
+    @property
+    def pending(self) -> bool:
+        """A load has started and not finished."""
+        return self._started and not self._done.is_set()
+
+    @property
+    def failure(self) -> BaseException | None:
+        """Why the load failed (None: it has not, or not yet)."""
+        return self._error if self._done.is_set() else None
+
     def start(self, wait_s: float | None = None, delay_s: float = 0.0) -> bool:
         """Load in a daemon thread, after ``delay_s`` seconds (0 in service; tests delay it to watch a server
         answer before its model is in memory). ``wait_s``: how long a caller waits for it from now on.
