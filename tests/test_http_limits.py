@@ -24,7 +24,7 @@ from mcp_support import ROOT
 from skillsearch.http.server import ConnectionLimits, ServerThread
 
 PARSERS = ["h11", "httptools"]
-SMALL = ConnectionLimits(max_header_bytes=8 * 1024, head_timeout_s=0.5, keep_alive_s=5.0, max_connections=4)
+SMALL = ConnectionLimits(max_header_bytes=8 * 1024, head_timeout_s=0.5, keep_alive_s=5, max_connections=4)
 
 
 async def hello(scope: Any, receive: Any, send: Any) -> None:

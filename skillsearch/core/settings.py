@@ -106,7 +106,7 @@ class Settings:
     http_head_timeout_s: float = 10.0
     # an idle keep-alive connection closed after this many seconds; at most this many open connections
     # (at the limit requests get 503; a connection beyond it is closed at once).
-    http_keep_alive_s: float = 5.0
+    http_keep_alive_s: int = 5
     http_max_connections: int = 1000
 
     @classmethod

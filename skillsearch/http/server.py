@@ -44,7 +44,7 @@ class ConnectionLimits:
 
     max_header_bytes: int = 32 * 1024  # request line and header fields together
     head_timeout_s: float = 10.0  # from the connection opening (or the last response) to a whole head
-    keep_alive_s: float = 5.0  # an idle connection after a response
+    keep_alive_s: int = 5  # seconds an idle connection is kept after a response (uvicorn takes whole seconds)
     max_connections: int = 1000
 
     @classmethod
