@@ -31,6 +31,7 @@ from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, S
 from skillsearch.retrieval.batching import BatchingEncoder, BatchStats, QueryEncoders
 from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, RoutedEncoder, make_encoder
 from skillsearch.retrieval.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex
+from skillsearch.retrieval.loading import models_of, start_loading
 from skillsearch.retrieval.search import SearchRequest, SearchResult, run_search, search_response
 from skillsearch.sync.client import SubscriptionClient
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig, default_config_path
@@ -133,6 +134,19 @@ class Catalog:
             self._encoder = CachedQueryEncoder(self._encoder, self.settings.query_cache_size)
         return self._encoder
 
+    def load_model_in_background(self) -> None:
+        """Servers call this once open: the embedding model loads in a background thread while the protocol
+        is already answered; a search that needs it meanwhile waits up to ``settings.model_wait_s``."""
+        start_loading(self.encoder, self.settings.model_wait_s, self.settings.model_load_delay_s)
+
+    def check_model(self) -> None:
+        """``INDEX_NOT_READY`` while a model behind the encoder is loading, or when its load failed."""
+        for model in models_of(self.encoder):
+            if model.pending:
+                raise IndexNotReadyError(f"the embedding model ({model.what}) is still loading", {"model": model.what})
+            if model.failure is not None:
+                raise IndexNotReadyError(f"the embedding model ({model.what}) failed to load", {"model": model.what})
+
     def batch_stats(self) -> BatchStats | None:
         """The batching query encoder's counters (None before the first search, or without batching)."""
         return self._queries.stats()
@@ -219,7 +233,9 @@ class Catalog:
 
     def readiness(self) -> Readiness:
         """The index is open and reflects the store (both retrievers hold every active skill), else
-        ``INDEX_NOT_READY`` with both generations and both document counts."""
+        ``INDEX_NOT_READY`` with both generations and both document counts; also while the embedding model
+        is loading in the background (a server's first moments)."""
+        self.check_model()
         idx = self.index()
         snap, generation = idx.snapshot(), self.store.generation()
         docs, lexical_docs = len(snap.vectors), idx.lexical.num_docs()

@@ -116,6 +116,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
         out.write(_serve_banner(url, registry.demo, principals) + "\n")
         out.flush()
 
+    catalog.load_model_in_background()  # answers at once; a search that needs the model waits for it
     try:
         serve(app, host=args.host, port=args.port, on_started=started)
     finally:
