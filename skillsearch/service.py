@@ -34,6 +34,7 @@ from skillsearch.retrieval.search import SearchRequest, SearchResult, run_search
 from skillsearch.sync.client import SubscriptionClient
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig
 from skillsearch.sync.contract import WebhookEvent
+from skillsearch.sync.health import SyncHealth, sync_health
 from skillsearch.sync.local import LocalSources
 from skillsearch.sync.poller import Poller
 from skillsearch.sync.runner import SyncReport, sync_subscription
@@ -213,6 +214,17 @@ class Catalog:
 
     def skill_count(self) -> int:
         return self.store.count()
+
+    def index_generation(self) -> int:
+        """The store generation the index this process serves reflects; -1 while it cannot be opened."""
+        try:
+            return self.index().snapshot().generation
+        except SkillSearchError:
+            return -1
+
+    def sync_health(self, config: SyncConfig | None, sources: Sequence[SourceConfig], since: float) -> list[SyncHealth]:
+        """Per configured subscription and source: the age of its last success, how long it has been failing."""
+        return sync_health(self.store, config, sources, since)
 
     def last_sync_successes(self) -> list[str | None]:
         """Per synced subscription, when its last run succeeded (``None``: never)."""

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
 from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
+from skillsearch.core.errors import StartupError
 from skillsearch.core.settings import Settings
 from skillsearch.service import Catalog
 
@@ -19,6 +21,7 @@ __all__ = [
     "Subparsers",
     "add_command",
     "add_grants",
+    "check_data_dir",
     "emit",
     "open_catalog",
     "principal_from_args",
@@ -89,3 +92,19 @@ def principals_path(args: argparse.Namespace) -> Path:
     from skillsearch.http.auth import PRINCIPALS_FILE
 
     return Path(args.principals) if args.principals else Path(args.data_dir) / PRINCIPALS_FILE
+
+
+def check_data_dir(path: Path) -> None:
+    """A server's data directory must be a readable, writable folder, or a new one it can create:
+    :class:`StartupError` (one line, exit code 3) otherwise, before anything is opened."""
+    if path.exists():
+        if not path.is_dir():
+            raise StartupError(f"data directory {path} is not a directory", {"data_dir": str(path)})
+        if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+            raise StartupError(f"data directory {path} is not readable and writable by this user",
+                               {"data_dir": str(path)})
+        return
+    parent = path.absolute().parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise StartupError(f"data directory {path} does not exist and cannot be created in {parent}",
+                           {"data_dir": str(path)})

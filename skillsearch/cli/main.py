@@ -3,7 +3,8 @@
 Contract relied on by scripts: a global ``--data-dir`` (env ``SKILLSEARCH_DATA_DIR``, default ``./index``);
 ``--json`` prints exactly one JSON object on stdout; errors in ``--json`` mode are
 ``{"error": {"code", "message", "details"}}``; the exit code is 0 on success, 1 on an error (or an import
-with invalid entries), 2 on a usage error. Progress bars and logs go to stderr. With one or more
+with invalid entries), 2 on a usage error, 3 when a server cannot start (port in use, unusable data
+directory). Progress bars and logs go to stderr. With one or more
 ``--grant`` the caller sees only those grants; without any, the CLI is the local operator.
 
 The commands live in one module per group (``catalog``, ``sync``, ``mcp``, ``serve``, ``tokens``,
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from skillsearch.cli import bench, catalog, mcp, serve, sources, sync, tokens
-from skillsearch.core.errors import SkillSearchError, error_body
+from skillsearch.core.errors import SkillSearchError, StartupError, error_body
 
 __all__ = ["build_parser", "main"]
 
@@ -64,6 +65,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         return int(args.func(args, out))
+    except StartupError as exc:
+        _print_error(out, args, exc, f"error: {exc.message}")
+        return 3
     except SkillSearchError as exc:
         _print_error(out, args, exc, f"error: {exc.code}: {exc.message}")
         return 1

@@ -16,7 +16,8 @@ status with a JSON body, or a CLI message and exit code; nothing else ever reach
     ├── ResourceNotFoundError      RESOURCE_NOT_FOUND          (404)
     ├── IndexNotReadyError         INDEX_NOT_READY             (503)
     │   └── IndexMismatchError     INDEX_NOT_READY             (503)
-    └── UpstreamUnavailableError   UPSTREAM_UNAVAILABLE        (502)
+    ├── UpstreamUnavailableError   UPSTREAM_UNAVAILABLE        (502)
+    └── StartupError               STARTUP_FAILED              (a server that cannot start; CLI exit 3)
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ __all__ = [
     "SkillInvalidError",
     "SkillNotFoundError",
     "SkillSearchError",
+    "StartupError",
     "UnauthenticatedError",
     "UpstreamUnavailableError",
     "ValidationError",
@@ -132,3 +134,11 @@ def invalid_input(errors: Iterable[Mapping[str, Any]], lead: str = "") -> Valida
     ]
     text = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
     return ValidationError(lead + text if problems else "invalid request", {"problems": problems})
+
+
+class StartupError(SkillSearchError):
+    """A server cannot start: its port is taken, its data directory unusable. Never an API answer; the
+    CLI prints it as one line and exits with code 3."""
+
+    code = "STARTUP_FAILED"
+    http_status = 500
