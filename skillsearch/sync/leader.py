@@ -142,7 +142,7 @@ class Leadership:
                 return
             if self._fd is None and self._take():
                 self.terms += 1
-                log.warning("process %d is now the writer of %s (runs sync and the source watchers)",
+                log.info("process %d is now the writer of %s (runs sync and the source watchers)",
                             os.getpid(), self.data_dir)
                 self._drain()  # the fresh poller runs everything anyway
                 for duty in self.duties:
