@@ -44,16 +44,22 @@ class ServeProcess:
     """``skillsearch serve`` as a child process (the hashing encoder: what is under test is the processes,
     the locks and the sync, not the model); ``url`` once its banner says it serves."""
 
-    def __init__(self, data_dir: Path, *args: str, port: int = 0, timeout: float = 120) -> None:
+    def __init__(self, data_dir: Path, *args: str, port: int = 0, timeout: float = 120, wait: bool = True) -> None:
         self.data_dir = data_dir
+        self.timeout = timeout
         cmd = [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data_dir), "--encoder", "hashing", "-q",
                "serve", "--port", str(port), *args]
         self.log = (data_dir.parent / f"{data_dir.name}.stderr").open("w")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True, env=env(),
                                      cwd=REPO)
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + timeout
         self.url = ""
+        if wait:
+            self.wait()
+
+    def wait(self) -> str:
+        """The URL, once the banner says it serves."""
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
             if not line:
@@ -63,6 +69,7 @@ class ServeProcess:
                 self.url = match.group(1)
                 break
         assert self.url, f"serve did not start: {self.stderr()}"
+        return self.url
 
     def stderr(self) -> str:
         self.log.flush()

@@ -125,6 +125,7 @@ def _compose(args: argparse.Namespace) -> tuple[Catalog, PrincipalRegistry, Fast
     from skillsearch.http.auth import PrincipalRegistry
 
     catalog, sync, sources = _open(args)
+    catalog.warm_up()
     registry = PrincipalRegistry.for_catalog(catalog, principals_path(args))
     app = build_serve_app(catalog, registry, args.host, sync, sources, degraded_after_s=args.degraded_after)
     return catalog, registry, app

@@ -31,7 +31,8 @@ def readyz(catalog: CatalogDep, request: Request) -> ReadyResponse:
     ops = cast(Operations, request.app.state.operations)
     reasons = degraded_reasons(ops.health(), ops.degraded_after_s)
     return ReadyResponse(status="degraded" if reasons else "ready", degraded=reasons, writer=ops.writer(),
-                         documents=ready.documents, generation=ready.generation, changed_at=ready.changed_at)
+                         documents=ready.documents, generation=ready.generation, changed_at=ready.changed_at,
+                         catching_up=ready.catching_up)
 
 
 @router.get("/metrics", operation_id="metrics", summary="Prometheus metrics.", response_class=Response,

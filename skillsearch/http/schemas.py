@@ -82,6 +82,8 @@ class ReadyResponse(BaseModel):
     writer: bool = Field(False, description="Whether this process runs sync and the source watchers.")
     documents: int = Field(description="Skills in the search index.")
     generation: int = Field(description="The catalog store generation the index reflects.")
+    catching_up: bool = Field(False, description="The catalog moved and a write in progress is bringing the index"
+                                                 " up to it; meanwhile the last whole snapshot answers.")
     changed_at: str | None = Field(None, description="When the catalog last changed (any sync, import or source).")
 
 
