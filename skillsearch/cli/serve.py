@@ -17,9 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import multiprocessing
 import os
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -131,6 +133,19 @@ def _compose(args: argparse.Namespace) -> tuple[Catalog, PrincipalRegistry, Fast
     return catalog, registry, app
 
 
+def _prepare(shared: dict[str, Any]) -> bool:
+    """In a short-lived process before the workers start: open the data directory once (seed, build or
+    repair the index, so the workers never race to), then close it. Whether the demo principal is on."""
+    from skillsearch.http.auth import PrincipalRegistry
+
+    args = argparse.Namespace(**shared)
+    catalog, _, _ = _open(args)
+    try:
+        return PrincipalRegistry.for_catalog(catalog, principals_path(args)).demo
+    finally:
+        catalog.close()
+
+
 def worker_app() -> FastAPI:
     """One worker of ``serve --workers N``: the app ``cmd_serve`` composes, from the parent's arguments."""
     from skillsearch.http.middleware import configure_json_logging
@@ -141,7 +156,6 @@ def worker_app() -> FastAPI:
 
 
 def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
-    from skillsearch.http.auth import PrincipalRegistry
     from skillsearch.http.middleware import configure_json_logging
     from skillsearch.http.server import listen_socket, serve, serve_workers
 
@@ -163,12 +177,10 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
         finally:
             catalog.close()
         return 0
-    catalog, _, _ = _open(args)  # seeds, builds or repairs the index once, before any worker opens it
-    try:
-        demo = PrincipalRegistry.for_catalog(catalog, principals).demo
-    finally:
-        catalog.close()
     shared: dict[str, Any] = {k: v for k, v in vars(args).items() if k != "func"}
+    # In its own process, so that this supervisor never holds a model (about 1 GB) while the workers serve.
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        demo = pool.submit(_prepare, shared).result()
     os.environ[SERVE_ARGS_ENV] = json.dumps(shared)
     configure_json_logging(logging.DEBUG if args.verbose else logging.INFO)
     serve_workers("skillsearch.cli.serve:worker_app", args.host, args.port, args.workers,
