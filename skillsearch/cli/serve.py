@@ -161,6 +161,8 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
 
     if args.workers < 1:
         raise ValidationError("--workers must be at least 1")
+    if not args.degraded_after >= 0:
+        raise ValidationError("--degraded-after must be a number of seconds, 0 or more")
     check_data_dir(Path(args.data_dir))
     principals = principals_path(args)
 
