@@ -36,6 +36,7 @@ from skillsearch.retrieval.search import SearchRequest, SearchResult, run_search
 from skillsearch.sync.client import SubscriptionClient
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig, default_config_path
 from skillsearch.sync.contract import WebhookEvent
+from skillsearch.sync.health import SyncHealth, sync_health
 from skillsearch.sync.local import LocalSources
 from skillsearch.sync.poller import Poller
 from skillsearch.sync.runner import SyncReport, sync_subscription
@@ -64,6 +65,7 @@ class Readiness:
     documents: int
     generation: int
     changed_at: str | None = None  # when the catalog last changed
+    catching_up: bool = False  # the store moved and a write is bringing the index up to it
 
 
 class Catalog:
@@ -233,17 +235,37 @@ class Catalog:
 
     def readiness(self) -> Readiness:
         """The index is open and reflects the store (both retrievers hold every active skill), else
-        ``INDEX_NOT_READY`` with both generations and both document counts; also while the embedding model
-        is loading in the background (a server's first moments)."""
+        ``INDEX_NOT_READY`` with both generations and both document counts. An index a moment behind the
+        store while a write is in progress (a sync batch here, or another process holding the write lock)
+        is ready and ``catching_up``: it serves its last whole snapshot, and every replica of a fleet pulls
+        the same change at once, so a 503 then would empty the balancer's pool on every update. Also
+        ``INDEX_NOT_READY`` while the embedding model is loading in the background (a server's first moments)."""
         self.check_model()
         idx = self.index()
         snap, generation = idx.snapshot(), self.store.generation()
         docs, lexical_docs = len(snap.vectors), idx.lexical.num_docs()
-        if snap.generation != generation or lexical_docs != docs:
+        behind = snap.generation != generation
+        if lexical_docs != docs or (behind and not self._write_in_progress(idx)):
             raise IndexNotReadyError("the index does not match the catalog yet", {
                 "index_generation": snap.generation, "store_generation": generation,
                 "vectors": docs, "lexical": lexical_docs})
-        return Readiness(documents=docs, generation=generation, changed_at=changed_at(self.store))
+        return Readiness(documents=docs, generation=snap.generation, changed_at=changed_at(self.store),
+                         catching_up=behind)
+
+    def warm_up(self) -> None:
+        """One search before a server listens, so that its first caller does not pay for what search starts
+        lazily (the batching service's threads, torch's import: seconds on a busy host, during which the
+        process answers nothing, its readiness checks included)."""
+        self.search(Principal.operator(), SearchRequest(query="warm up the search path"))
+
+    def _write_in_progress(self, idx: SearchIndex) -> bool:
+        if not self._lock.acquire(blocking=False):
+            return True  # a batch of this process (a sync run, a source's run) holds the index
+        try:
+            with idx.wlock.try_hold() as free:
+                return not free  # another thread's or process's write of the index files
+        finally:
+            self._lock.release()
 
     def indexed_documents(self) -> int:
         """Skills in the search index; 0 while it cannot be opened."""
@@ -254,6 +276,17 @@ class Catalog:
 
     def skill_count(self) -> int:
         return self.store.count()
+
+    def index_generation(self) -> int:
+        """The store generation the index this process serves reflects; -1 while it cannot be opened."""
+        try:
+            return self.index().snapshot().generation
+        except SkillSearchError:
+            return -1
+
+    def sync_health(self, config: SyncConfig | None, sources: Sequence[SourceConfig], since: float) -> list[SyncHealth]:
+        """Per configured subscription and source: the age of its last success, how long it has been failing."""
+        return sync_health(self.store, config, sources, since)
 
     def last_sync_successes(self) -> list[str | None]:
         """Per synced subscription, when its last run succeeded (``None``: never)."""

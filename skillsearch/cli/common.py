@@ -5,23 +5,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
 from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
+from skillsearch.core.errors import StartupError
 from skillsearch.core.grants import grant_problem
 from skillsearch.core.settings import Settings
 from skillsearch.service import Catalog
 
 __all__ = [
-    "EXIT_CANNOT_LISTEN",
     "Command",
     "Subparsers",
     "add_command",
     "add_grants",
-    "cannot_listen",
+    "check_data_dir",
     "emit",
     "grant_arg",
     "grant_or_all_arg",
@@ -73,22 +74,6 @@ def open_catalog(args: argparse.Namespace, seed: bool | None = None) -> Catalog:
     return catalog
 
 
-EXIT_CANNOT_LISTEN = 3  # serve, mcp --http: the address is in use or cannot be bound
-
-
-def cannot_listen(host: str, port: int) -> bool:
-    """Whether a server cannot listen on ``host:port``, said in one line on stderr (checked before the
-    catalog opens, so a busy port fails at once rather than after loading the model)."""
-    from skillsearch.http.server import ListenError, check_listen
-
-    try:
-        check_listen(host, port)
-    except ListenError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return True
-    return False
-
-
 def note_new_data_dir(args: argparse.Namespace, seeded: int = 0) -> None:
     """One line on stderr when this command created the data directory (a mistyped ``--data-dir`` would
     otherwise be a new catalog, silently seeded with the sample), said once per run."""
@@ -138,3 +123,19 @@ def principals_path(args: argparse.Namespace) -> Path:
     from skillsearch.http.auth import PRINCIPALS_FILE
 
     return Path(args.principals) if args.principals else Path(args.data_dir) / PRINCIPALS_FILE
+
+
+def check_data_dir(path: Path) -> None:
+    """A server's data directory must be a readable, writable folder, or a new one it can create:
+    :class:`StartupError` (one line, exit code 3) otherwise, before anything is opened."""
+    if path.exists():
+        if not path.is_dir():
+            raise StartupError(f"data directory {path} is not a directory", {"data_dir": str(path)})
+        if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+            raise StartupError(f"data directory {path} is not readable and writable by this user",
+                               {"data_dir": str(path)})
+        return
+    parent = path.absolute().parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise StartupError(f"data directory {path} does not exist and cannot be created in {parent}",
+                           {"data_dir": str(path)})

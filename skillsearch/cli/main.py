@@ -4,7 +4,7 @@ Contract relied on by scripts: a global ``--data-dir`` (env ``SKILLSEARCH_DATA_D
 ``--json`` prints exactly one JSON object on stdout; errors in ``--json`` mode are
 ``{"error": {"code", "message", "details"}}``; the exit code is 0 on success, 1 on an error (or an import
 with invalid entries), 2 on a usage error (also a ``--data-dir`` that is a file or whose parent folder does
-not exist, and an unknown ``--encoder``), 3 when ``serve`` or ``mcp --http`` cannot listen on its address,
+not exist, and an unknown ``--encoder``), 3 when a server cannot start (port in use, unusable data directory),
 4 on a snapshot that ``snapshot restore`` refused. Progress bars and logs go to stderr. A data directory
 the command had to create is said on stderr. With one or more ``--grant`` the caller sees only those
 grants; without any, the CLI is the local operator.
@@ -26,7 +26,7 @@ from typing import TextIO
 
 from skillsearch.cli import bench, catalog, mcp, serve, snapshot, sources, sync, tokens
 from skillsearch.cli.common import note_new_data_dir
-from skillsearch.core.errors import SkillSearchError, error_body
+from skillsearch.core.errors import SkillSearchError, StartupError, error_body
 from skillsearch.retrieval.encoder import ENCODERS
 
 __all__ = ["build_parser", "main"]
@@ -90,6 +90,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         return int(args.func(args, out))
+    except StartupError as exc:
+        _print_error(out, args, exc, f"error: {exc.message}")
+        return 3
     except SkillSearchError as exc:
         _print_error(out, args, exc, f"error: {exc.code}: {exc.message}")
         return EXIT_ERROR

@@ -21,7 +21,8 @@ reaches a caller.
     │   └── IndexMismatchError     INDEX_NOT_READY             (503)
     ├── SnapshotInvalidError       SNAPSHOT_INVALID            (422)
     │   └── SnapshotEncoderError   SNAPSHOT_ENCODER_MISMATCH   (422)
-    └── UpstreamUnavailableError   UPSTREAM_UNAVAILABLE        (502)
+    ├── UpstreamUnavailableError   UPSTREAM_UNAVAILABLE        (502)
+    └── StartupError               STARTUP_FAILED              (a server that cannot start; CLI exit 3)
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ __all__ = [
     "SkillSearchError",
     "SnapshotEncoderError",
     "SnapshotInvalidError",
+    "StartupError",
     "UnauthenticatedError",
     "UpstreamUnavailableError",
     "ValidationError",
@@ -173,3 +175,11 @@ def invalid_input(errors: Iterable[Mapping[str, Any]], lead: str = "") -> Valida
     problems = [problem(".".join(str(p) for p in e.get("loc", ())), str(e.get("msg", ""))) for e in errors]
     text = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
     return ValidationError(lead + text if problems else "invalid request", {"problems": problems})
+
+
+class StartupError(SkillSearchError):
+    """A server cannot start: its port is taken, its data directory unusable. Never an API answer; the
+    CLI prints it as one line and exits with code 3."""
+
+    code = "STARTUP_FAILED"
+    http_status = 500
