@@ -8,7 +8,6 @@ import io
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -180,23 +179,6 @@ def test_problems_have_one_shape_in_the_cli(data_dir: Path, sample: Catalog) -> 
 
 
 # -- 4. serve on a busy port, a data directory that cannot be one, a mistyped one -------------------
-
-
-@pytest.mark.parametrize("command", [("serve",), ("mcp", "--http")])
-def test_a_busy_port_is_one_line_and_exit_3(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: tuple[str, ...]
-) -> None:
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        code = main(["--data-dir", str(tmp_path / "d"), "-q", *command, "--port", str(port)], out=io.StringIO())
-    err = capsys.readouterr().err
-    assert code == 3
-    assert err.strip().splitlines() == [
-        f"error: cannot listen on 127.0.0.1:{port}: Address already in use (another server is listening there:"
-        " stop it, or pick another --port; 0 picks a free one)"]
-    assert not (tmp_path / "d").exists()  # refused before the catalog opens
 
 
 def test_a_data_dir_that_cannot_be_one_is_a_usage_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

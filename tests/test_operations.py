@@ -125,21 +125,20 @@ def test_a_busy_port_is_one_line_and_exit_code_3(command: list[str], busy_port: 
     port = str(busy_port.getsockname()[1])
     done = _run("--data-dir", str(tmp_path / "data"), "--encoder", "hashing", "-q", *command, "--port", port)
     assert done.returncode == 3, done.stderr
-    assert done.stderr.strip() == f"error: cannot listen on 127.0.0.1:{port}: the port is already in use" \
-                                  " (another server?); choose another with --port"
+    assert done.stderr.strip() == f"error: cannot listen on 127.0.0.1:{port}: Address already in use (another server" \
+                                  " is listening there: stop it, or pick another --port; 0 picks a free one)"
     assert not (tmp_path / "data").exists()  # refused before the data directory was touched
 
 
 @pytest.mark.parametrize("command", [["serve"], ["mcp", "--http"], ["mcp"]])
-def test_a_data_dir_that_is_a_file_is_one_line_and_exit_code_3(command: list[str], tmp_path: Path) -> None:
+def test_a_data_dir_that_is_a_file_is_a_usage_error_of_every_server(command: list[str], tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.write_text("not a folder")
     done = _run("--data-dir", str(data), "--encoder", "hashing", "-q", *command, "--port", "0")
-    assert done.returncode == 3, done.stderr
-    assert done.stderr.strip() == f"error: data directory {data} is not a directory"
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().endswith(f"--data-dir {data}: not a folder (a data directory is a folder)")
     done = _run("--data-dir", str(tmp_path / "missing" / "data"), "-q", *command, "--port", "0")
-    assert done.returncode == 3 and done.stderr.strip().endswith("does not exist and cannot be created in"
-                                                                 f" {tmp_path / 'missing'}")
+    assert done.returncode == 2 and f"the folder {tmp_path / 'missing'} does not exist; create it first" in done.stderr
 
 
 def test_mcp_http_prints_its_url_principal_and_catalog_size(sample_dir: Path, tmp_path: Path) -> None:

@@ -259,8 +259,8 @@ def listen_socket(host: str, port: int) -> socket.socket:
         sock.bind(address)
     except OSError as exc:
         sock.close()
-        why = "the port is already in use (another server?); choose another with --port" \
-            if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+        why = (exc.strerror or str(exc)) + (" (another server is listening there: stop it, or pick another --port;"
+                                            " 0 picks a free one)" if exc.errno == errno.EADDRINUSE else "")
         raise StartupError(f"cannot listen on {host}:{port}: {why}", {"host": host, "port": port}) from None
     sock.set_inheritable(True)
     return sock
