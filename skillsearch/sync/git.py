@@ -251,7 +251,14 @@ class GitCache:
         root = dest.resolve()
         # The tar stream's own bytes: headers, padding and long-path records beside the files' bytes.
         cap = tree.bytes + (tree.entries + 8) * (3 * ENTRY_BYTES + MAX_PATH_BYTES)
-        self._stream(args, lambda out: self._unpack(_Capped(out, cap), root))
+
+        def consume(out: IO[bytes]) -> None:
+            stream = _Capped(out, cap)
+            self._unpack(stream, root)
+            while stream.read(_CHUNK):  # the end-of-archive padding: git must not die of a closed pipe
+                pass
+
+        self._stream(args, consume)
         return (root.joinpath(*PurePosixPath(subdir).parts) if subdir else root), tree
 
     def _unpack(self, stream: _Capped, root: Path) -> None:
