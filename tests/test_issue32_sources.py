@@ -337,11 +337,14 @@ def test_export_folders_left_by_a_killed_git_sync_are_removed_by_the_next(empty_
     catalog, repo = empty_catalog, init_repo(tmp_path / "repo")
     write_skill(repo, "alpha-skill", "The alpha skill does one thing well.")
     commit(repo, "one skill")
+    named_like_one = SourceConfig("export-team", "team:ops", git=f"file://{repo}", ref="main")
+    assert catalog.sources.sync(named_like_one).added
     sources = catalog.data_dir / "sources"
-    stale = sources / "export-k1ll3d"
+    stale = sources / "export-k1lled42"
     (stale / "tree" / "alpha-skill").mkdir(parents=True)
     (stale / "tree" / "alpha-skill" / "SKILL.md").write_text("half", encoding="utf-8")
     report = catalog.sources.sync(SourceConfig("team", "team:eng", git=f"file://{repo}", ref="main"))
     assert report.added and not report.error
-    assert not stale.exists() and not list(sources.glob("export-*"))
+    assert not stale.exists() and [p.name for p in sources.glob("export-*")] == ["export-team.git"]
+    assert catalog.sources.sync(named_like_one).skipped  # its cache (and the commit it applied) is still there
 

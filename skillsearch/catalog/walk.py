@@ -212,6 +212,8 @@ def skill_folders(root: Path, limits: Limits, only: Collection[str] | None = Non
                 except ValueError as exc:
                     skipped.append((e.name, str(exc)))
                     continue
+                except FileNotFoundError:
+                    continue  # removed since it was listed
                 except OSError:
                     found.append(e.name)  # unreadable: its read fails and the skill it held is kept
                     continue

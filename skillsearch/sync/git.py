@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -56,6 +57,8 @@ _ENV = {
     "LC_ALL": "C",
 }
 T = TypeVar("T")
+# tempfile's names (never a source's cache, which ends in ".git", even for a source named "export-...")
+_EXPORT_NAME = re.compile(r"export-[a-z0-9_]{8}")
 
 
 @dataclass(frozen=True)
@@ -228,8 +231,8 @@ class GitCache:
                     if total > self.max_bytes:
                         raise ValidationError(
                             f"the tree at {shown} is over the limit of {self.max_bytes} bytes "
-                            f"(SKILLSEARCH_MAX_SOURCE_BYTES; {entries} entries read so far, the largest "
-                            f"{largest[0]!r} of {largest[1]} bytes): nothing was exported",
+                            f"(SKILLSEARCH_MAX_SOURCE_BYTES; the largest file seen: {largest[0]!r}, "
+                            f"{largest[1]} bytes): nothing was exported",
                             {"limit": self.max_bytes})
             return Tree(entries, total, tuple(links), tuple(submodules))
 
@@ -248,7 +251,14 @@ class GitCache:
         root = dest.resolve()
         # The tar stream's own bytes: headers, padding and long-path records beside the files' bytes.
         cap = tree.bytes + (tree.entries + 8) * (3 * ENTRY_BYTES + MAX_PATH_BYTES)
-        self._stream(args, lambda out: self._unpack(_Capped(out, cap), root))
+
+        def consume(out: IO[bytes]) -> None:
+            stream = _Capped(out, cap)
+            self._unpack(stream, root)
+            while stream.read(_CHUNK):  # the end-of-archive padding: git must not die of a closed pipe
+                pass
+
+        self._stream(args, consume)
         return (root.joinpath(*PurePosixPath(subdir).parts) if subdir else root), tree
 
     def _unpack(self, stream: _Capped, root: Path) -> None:
@@ -293,7 +303,7 @@ def export_folder(parent: Path) -> Iterator[Path]:
             pass  # another run is exporting: the folders there may be its own
         else:
             for stale in parent.glob("export-*"):
-                if stale.is_dir() and not stale.is_symlink():
+                if _EXPORT_NAME.fullmatch(stale.name) and stale.is_dir() and not stale.is_symlink():
                     shutil.rmtree(stale, ignore_errors=True)
         fcntl.flock(fd, fcntl.LOCK_SH)
         with tempfile.TemporaryDirectory(prefix="export-", dir=parent) as tmp:
