@@ -22,18 +22,21 @@ from skillsearch.catalog.imports import ImportReport, store_import
 from skillsearch.catalog.read_cache import GenerationReads
 from skillsearch.catalog.reads import get_detail, list_page, resolve_flow
 from skillsearch.catalog.store import CatalogStore
-from skillsearch.core.domain import GRANT_PATTERN, Principal
+from skillsearch.core.domain import Principal
 from skillsearch.core.errors import IndexNotReadyError, SkillSearchError, ValidationError
+from skillsearch.core.grants import check_grants
 from skillsearch.core.lru import LRU
 from skillsearch.core.settings import Settings
 from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
 from skillsearch.retrieval.batching import BatchingEncoder, BatchStats, QueryEncoders
 from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, RoutedEncoder, make_encoder
 from skillsearch.retrieval.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex
+from skillsearch.retrieval.loading import models_of, start_loading
 from skillsearch.retrieval.search import SearchRequest, SearchResult, run_search, search_response
 from skillsearch.sync.client import SubscriptionClient
-from skillsearch.sync.config import SubscriptionConfig, SyncConfig
+from skillsearch.sync.config import SubscriptionConfig, SyncConfig, default_config_path
 from skillsearch.sync.contract import WebhookEvent
+from skillsearch.sync.health import SyncHealth, sync_health
 from skillsearch.sync.local import LocalSources
 from skillsearch.sync.poller import Poller
 from skillsearch.sync.runner import SyncReport, sync_subscription
@@ -62,6 +65,7 @@ class Readiness:
     documents: int
     generation: int
     changed_at: str | None = None  # when the catalog last changed
+    catching_up: bool = False  # the store moved and a write is bringing the index up to it
 
 
 class Catalog:
@@ -79,6 +83,7 @@ class Catalog:
         self.sources = LocalSourcesUseCase(self)  # local folders and git repositories
         self._results: LRU[tuple[Any, ...], SearchResult] = LRU(settings.result_cache_size)
         self._queries = QueryEncoders(lambda: self.encoder, settings)  # search's, over the batching service
+        self.seeded = 0  # skills of the bundled sample that open() seeded an empty directory with
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -92,10 +97,12 @@ class Catalog:
         progress: ProgressFactory | None = None,
     ) -> Catalog:
         """Open a data directory for reading: seed the sample catalog into an empty one (when enabled) and
-        open the index, building or repairing it as needed."""
+        open the index, building or repairing it as needed. A directory with a sync configuration
+        (``sync.toml``: subscriptions or sources) is never seeded, whichever command opens it first."""
         catalog = cls(settings, encoder)
-        if (settings.seed_sample if seed is None else seed) and catalog.is_empty():
-            catalog.import_sample(progress)
+        if (settings.seed_sample if seed is None else seed) and catalog.is_empty() \
+                and not default_config_path(catalog.data_dir).exists():
+            catalog.seeded = sum(len(r.created) for r in catalog.import_sample(progress))
         catalog.index(progress)
         if note := legacy_skill_md_note(catalog.store):
             log.warning("%s", note)
@@ -128,6 +135,19 @@ class Catalog:
         if not isinstance(self._encoder, CachedQueryEncoder):
             self._encoder = CachedQueryEncoder(self._encoder, self.settings.query_cache_size)
         return self._encoder
+
+    def load_model_in_background(self) -> None:
+        """Servers call this once open: the embedding model loads in a background thread while the protocol
+        is already answered; a search that needs it meanwhile waits up to ``settings.model_wait_s``."""
+        start_loading(self.encoder, self.settings.model_wait_s, self.settings.model_load_delay_s)
+
+    def check_model(self) -> None:
+        """``INDEX_NOT_READY`` while a model behind the encoder is loading, or when its load failed."""
+        for model in models_of(self.encoder):
+            if model.pending:
+                raise IndexNotReadyError(f"the embedding model ({model.what}) is still loading", {"model": model.what})
+            if model.failure is not None:
+                raise IndexNotReadyError(f"the embedding model ({model.what}) failed to load", {"model": model.what})
 
     def batch_stats(self) -> BatchStats | None:
         """The batching query encoder's counters (None before the first search, or without batching)."""
@@ -215,15 +235,37 @@ class Catalog:
 
     def readiness(self) -> Readiness:
         """The index is open and reflects the store (both retrievers hold every active skill), else
-        ``INDEX_NOT_READY`` with both generations and both document counts."""
+        ``INDEX_NOT_READY`` with both generations and both document counts. An index a moment behind the
+        store while a write is in progress (a sync batch here, or another process holding the write lock)
+        is ready and ``catching_up``: it serves its last whole snapshot, and every replica of a fleet pulls
+        the same change at once, so a 503 then would empty the balancer's pool on every update. Also
+        ``INDEX_NOT_READY`` while the embedding model is loading in the background (a server's first moments)."""
+        self.check_model()
         idx = self.index()
         snap, generation = idx.snapshot(), self.store.generation()
         docs, lexical_docs = len(snap.vectors), idx.lexical.num_docs()
-        if snap.generation != generation or lexical_docs != docs:
+        behind = snap.generation != generation
+        if lexical_docs != docs or (behind and not self._write_in_progress(idx)):
             raise IndexNotReadyError("the index does not match the catalog yet", {
                 "index_generation": snap.generation, "store_generation": generation,
                 "vectors": docs, "lexical": lexical_docs})
-        return Readiness(documents=docs, generation=generation, changed_at=changed_at(self.store))
+        return Readiness(documents=docs, generation=snap.generation, changed_at=changed_at(self.store),
+                         catching_up=behind)
+
+    def warm_up(self) -> None:
+        """One search before a server listens, so that its first caller does not pay for what search starts
+        lazily (the batching service's threads, torch's import: seconds on a busy host, during which the
+        process answers nothing, its readiness checks included)."""
+        self.search(Principal.operator(), SearchRequest(query="warm up the search path"))
+
+    def _write_in_progress(self, idx: SearchIndex) -> bool:
+        if not self._lock.acquire(blocking=False):
+            return True  # a batch of this process (a sync run, a source's run) holds the index
+        try:
+            with idx.wlock.try_hold() as free:
+                return not free  # another thread's or process's write of the index files
+        finally:
+            self._lock.release()
 
     def indexed_documents(self) -> int:
         """Skills in the search index; 0 while it cannot be opened."""
@@ -234,6 +276,17 @@ class Catalog:
 
     def skill_count(self) -> int:
         return self.store.count()
+
+    def index_generation(self) -> int:
+        """The store generation the index this process serves reflects; -1 while it cannot be opened."""
+        try:
+            return self.index().snapshot().generation
+        except SkillSearchError:
+            return -1
+
+    def sync_health(self, config: SyncConfig | None, sources: Sequence[SourceConfig], since: float) -> list[SyncHealth]:
+        """Per configured subscription and source: the age of its last success, how long it has been failing."""
+        return sync_health(self.store, config, sources, since)
 
     def last_sync_successes(self) -> list[str | None]:
         """Per synced subscription, when its last run succeeded (``None``: never)."""
@@ -254,8 +307,7 @@ class Catalog:
     def import_path(
         self, path: Path, source: str, grant: str, progress: ProgressFactory | None = None
     ) -> ImportReport:
-        if not GRANT_PATTERN.match(grant or ""):
-            raise ValidationError(f"invalid grant {grant!r}: use sub:<id>, team:<id> or user:<id>")
+        check_grants([grant])
         if not source or len(source) > 128:
             raise ValidationError("source must be a non-empty name of at most 128 characters")
         if self._index is None and (self.data_dir / "manifest.json").exists():
