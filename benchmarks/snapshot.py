@@ -30,8 +30,8 @@ DATA = Path(os.environ.get("SKILLSEARCH_BENCH_DATA", ROOT.parent / "shared" / "d
 WORK = ROOT / "benchmarks" / ".cache" / "snapshot"
 SIZES = ["real", "100000"]
 STAND_IN_ABOVE = 20_000
-QUERIES = ["profile a slow python function", "write a changelog from commits", "plan a database failover",
-           "extract tables from a pdf", "review a pull request for security issues"]
+QUERIES = ["generate a changelog from the git commits", "review a pull request for security issues",
+           "set up an A/B test", "query a ClickHouse database", "profile a slow python function"]
 GRANT, SOURCE = "team:bench", "bench"
 
 
@@ -53,17 +53,16 @@ def child(snapshot: str, target: str) -> None:
     restored = time.perf_counter()
     catalog = Catalog.open(settings)
     opened = time.perf_counter()
-    first = catalog.search(Principal.operator(), SearchRequest(query=QUERIES[0], limit=10))
+    hits = [len(catalog.search(Principal.operator(), SearchRequest(query=QUERIES[0], limit=10)).hits)]
     answered = time.perf_counter()
-    for q in QUERIES[1:]:
-        catalog.search(Principal.operator(), SearchRequest(query=q, limit=10))
+    hits += [len(catalog.search(Principal.operator(), SearchRequest(query=q, limit=10)).hits) for q in QUERIES[1:]]
     print(json.dumps({
         "imports_s": round(imported - started, 2), "model_load_s": round(loaded - imported, 2),
         "restore_s": round(restored - loaded, 2), "open_s": round(opened - restored, 2),
         "first_search_s": round(answered - opened, 3), "restore_to_first_answer_s": round(answered - loaded, 2),
         "with_process_start_s": round(answered - started, 2), "documents": len(catalog.index().snapshot().vectors),
-        "first_hits": len(first.hits), "embedded": catalog.embedded_documents(), "files": info.files,
-        "snapshot_mb": round(info.bytes / 1e6, 1),
+        "queries_with_hits": f"{sum(h > 0 for h in hits)}/{len(hits)}", "embedded": catalog.embedded_documents(),
+        "files": info.files, "snapshot_mb": round(info.bytes / 1e6, 1),
     }))
     catalog.close()
 
