@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 
-.PHONY: serve test venv lint bench bench-multilingual clean browser screenshot
+.PHONY: serve test venv lint bench bench-multilingual clean browser haproxy screenshot
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,7 +24,7 @@ venv: $(STAMP)
 serve: $(STAMP)
 	$(BIN)/skillsearch serve
 
-test: $(STAMP) browser
+test: $(STAMP) browser haproxy
 	$(BIN)/python -m pytest
 
 # The search-page test drives Debian's chromium through Playwright (never `playwright install`, which
@@ -34,6 +34,14 @@ browser:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-wqy-microhei; \
 	fi
 	@test -x /usr/bin/chromium || echo "warning: /usr/bin/chromium is missing: apt-get install chromium" >&2
+
+# The fleet test (tests/test_fleet.py) puts Debian's HAProxy in front of three replicas, with the configuration
+# docs/deploy.md gives (deploy/haproxy.cfg). Installed once, only when missing and only as root.
+haproxy:
+	@if ! command -v haproxy >/dev/null && [ ! -x /usr/sbin/haproxy ] && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; \
+	fi
+	@command -v haproxy >/dev/null || test -x /usr/sbin/haproxy || echo "warning: haproxy is missing: apt-get install haproxy (tests/test_fleet.py skips)" >&2
 
 # Refresh docs/search-page.png from the browser test.
 screenshot: $(STAMP) browser

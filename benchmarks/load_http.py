@@ -18,6 +18,9 @@ shared machine whose absolute speed moves):
    - ``uncached, no batching``: ``SKILLSEARCH_QUERY_BATCHING=0`` and torch's own thread count, i.e. every
      request calls the model itself (the behaviour before the batching service), quiet and busy;
    - ``cached``: the default caches on, same distinct pool;
+   - ``workers-1`` / ``workers-2``: uncached, ``serve --workers 1`` / ``--workers 2`` (several processes on
+     one port); name them more than once (``workers-1,workers-2,workers-1,workers-2``) to interleave them,
+     and the ratio is taken between their mean req/s; server CPU counts every worker process;
 4. in process, one request at a time (caches off): the encoder alone and a whole hybrid search over the
    same texts, for the single-request ratio;
 5. writes ``benchmarks/results/<name>.md`` and ``.json`` with the command, ``nproc``, load averages and
@@ -30,7 +33,8 @@ Knobs (command line):
     --duration S        seconds of measured load per scenario (default 20)
     --warmup S          seconds of unmeasured load first (default 3)
     --queries N         distinct requests in the pool (default 4000; query cache 1,024, result cache 512)
-    --scenarios LIST    comma-separated subset of: uncached, uncached-busy, unbatched, unbatched-busy, cached
+    --scenarios LIST    comma-separated, repeats allowed: uncached, uncached-busy, unbatched, unbatched-busy,
+                        cached, workers-1, workers-2
     --mode M            hybrid | lexical | semantic (default hybrid)
     --limit K           hits per search (default 10)
     --out DIR / --name  results folder and file name (default benchmarks/results, http-load)
@@ -72,7 +76,10 @@ SCENARIOS: dict[str, tuple[str, dict[str, str], bool]] = {  # name: (label, serv
     "unbatched-busy": ("uncached, no batching, busy neighbour", {**UNCACHED, "SKILLSEARCH_QUERY_BATCHING": "0"},
                        True),
     "cached": ("caches on (defaults), batching", {}, False),
+    "workers-1": ("uncached, serve --workers 1", UNCACHED, False),
+    "workers-2": ("uncached, serve --workers 2", UNCACHED, False),
 }
+SERVE_ARGS = {"workers-1": ["--workers", "1"], "workers-2": ["--workers", "2"]}
 ENCODER_METRICS = ("batches", "requests", "failed_batches", "largest_batch")
 
 
@@ -180,10 +187,10 @@ async def load(url: str, server_pid: int, token: str, walk: list[str], clients: 
     await asyncio.sleep(warmup)
     measuring = True
     before = await encoder_metrics(url)
-    started, client_cpu, server_cpu = time.monotonic(), time.process_time(), process_cpu_seconds(server_pid)
+    started, client_cpu, server_cpu = time.monotonic(), time.process_time(), tree_cpu_seconds(server_pid)
     await asyncio.gather(*tasks)
     wall = time.monotonic() - started
-    client_cpu, server_cpu = time.process_time() - client_cpu, process_cpu_seconds(server_pid) - server_cpu
+    client_cpu, server_cpu = time.process_time() - client_cpu, tree_cpu_seconds(server_pid) - server_cpu
     after = await encoder_metrics(url)
     n = len(latencies)
     batches = after["batches"] - before["batches"]
@@ -245,10 +252,24 @@ def in_process(data_dir: Path, queries: list[str], mode: str, limit: int, n: int
             "loadavg": list(os.getloadavg())}
 
 
-def start_server(data_dir: Path, env_extra: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of ``pid`` and its live descendants (the workers of ``serve --workers N``)."""
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        with contextlib.suppress(OSError):
+            total += process_cpu_seconds(p)
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+    return total
+
+
+def start_server(data_dir: Path, env_extra: dict[str, str], serve_args: list[str] | None = None,
+                 ) -> tuple[subprocess.Popen[str], str]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), **env_extra}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data_dir), "-q", "serve", "--port", "0"],
+        [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data_dir), "-q", "serve", "--port", "0",
+         *(serve_args or [])],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
     )
     assert proc.stdout is not None
@@ -262,7 +283,7 @@ def start_server(data_dir: Path, env_extra: dict[str, str]) -> tuple[subprocess.
 
 def run_scenario(name: str, args: argparse.Namespace, token: str, walk: list[str]) -> dict[str, Any]:
     label, env, busy = SCENARIOS[name]
-    proc, url = start_server(args.data_dir, env)
+    proc, url = start_server(args.data_dir, env, SERVE_ARGS.get(name))
     spinner = None
     try:
         httpx.get(url + "/readyz", timeout=60).raise_for_status()
@@ -336,6 +357,11 @@ def write_results(out: Path, result: dict[str, Any]) -> None:
         ratios.append(f"the same without batching: {b / q:.2f}")
     if "uncached" in rows and "unbatched" in rows:
         ratios.append(f"uncached req/s with / without batching: **{rows['uncached']['rps'] / rows['unbatched']['rps']:.2f}x**")
+    one = [r["rps"] for r in result["runs"] if r["scenario"] == "workers-1"]
+    two = [r["rps"] for r in result["runs"] if r["scenario"] == "workers-2"]
+    if one and two:
+        ratios.append(f"uncached req/s, `serve --workers 2` / `--workers 1` (mean of {len(two)} / {len(one)}"
+                      f" interleaved runs): **{(sum(two) / len(two)) / (sum(one) / len(one)):.2f}x**")
     if ratios:
         lines += ["Ratios within this run: " + "; ".join(ratios) + ".", ""]
     lines += [
@@ -360,7 +386,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument("--name", default="http-load")
     args = parser.parse_args()
-    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]  # repeats interleave runs
     unknown = sorted(set(scenarios) - set(SCENARIOS))
     if unknown:
         raise SystemExit(f"unknown scenarios: {', '.join(unknown)}")

@@ -5,12 +5,22 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from skillsearch.cli.common import Subparsers, add_command, add_grants, progress_factory, settings_from_args
-from skillsearch.core.domain import GRANT_PATTERN, SCOPE_MEMORY_READ, Principal
+from skillsearch.cli.common import (
+    Subparsers,
+    add_command,
+    add_grants,
+    check_data_dir,
+    note_new_data_dir,
+    progress_factory,
+    settings_from_args,
+)
+from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
 from skillsearch.core.errors import ValidationError
+from skillsearch.core.grants import check_grants
 from skillsearch.service import Catalog
 from skillsearch.sync.config import default_config_path
 from skillsearch.sync.sources import load_sources
@@ -51,15 +61,15 @@ def mcp_principal_from_args(args: argparse.Namespace) -> Principal:
         raise ValidationError("--scope needs --grant (the local operator has every grant and memory:read)")
     if not grants:
         return Principal.operator()
-    bad = [g for g in grants if not GRANT_PATTERN.match(g)]
-    if bad:
-        raise ValidationError(f"invalid grant(s) {', '.join(bad)}: use sub:<id>, team:<id> or user:<id>")
+    grants = check_grants(grants)
     chosen = {SCOPE_MEMORY_READ} if scopes is None else {s for s in scopes if s}
     return Principal(name="cli", grants=frozenset(grants), scopes=frozenset(chosen))
 
 
-def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = None) -> SkillSearchMCP:
-    """The server ``skillsearch mcp`` runs: its principal, data directory and host tool names."""
+def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = None,
+                         catalog: Catalog | None = None) -> SkillSearchMCP:
+    """The server ``skillsearch mcp`` runs: its principal, data directory and host tool names. ``catalog``:
+    one already open (``--http`` opens it before it listens), else the server opens it at start."""
     from skillsearch.mcp.changes import ChangeNotifier
     from skillsearch.mcp.server import build_mcp_server
 
@@ -71,7 +81,7 @@ def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = Non
     sources = () if getattr(args, "no_sources", False) else load_sources(default_config_path(Path(args.data_dir)))
     stdio = not getattr(args, "http", False)
     return build_mcp_server(
-        lambda: Catalog.open(settings, encoder=encoder, progress=progress, seed=False if sources else None),
+        catalog or (lambda: Catalog.open(settings, encoder=encoder, progress=progress, seed=False if sources else None)),
         principal,
         known_tools=args.host_tool,
         log_level="INFO" if args.verbose else "WARNING",
@@ -81,16 +91,43 @@ def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = Non
     )
 
 
+def _http_banner(url: str, principal: Principal, catalog: Catalog) -> str:
+    grants = "every grant" if principal.grants is None else ", ".join(sorted(principal.grants))
+    scopes = ", ".join(sorted(principal.scopes)) or "none"
+    return "\n".join([
+        f"skillsearch MCP is serving on {url}/mcp (streamable HTTP; every caller acts as"
+        " the principal below)",
+        f"  principal:    {principal.name} ({grants}; scopes: {scopes})",
+        f"  catalog:      {catalog.skill_count()} skills, {catalog.indexed_documents()} searchable,"
+        f" in {catalog.data_dir}",
+    ])
+
+
 def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
     """Serve the MCP tools over stdio (stdout carries nothing but protocol) or streamable HTTP."""
-    server = mcp_server_from_args(args)
-    if args.http:
-        from skillsearch.http.server import serve
-        from skillsearch.mcp.transport import streamable_http_app
+    check_data_dir(Path(args.data_dir))
+    if not args.http:
+        mcp_server_from_args(args).run("stdio")
+        return 0
+    from skillsearch.http.server import listen_socket, serve
+    from skillsearch.mcp.transport import streamable_http_app
 
-        serve(streamable_http_app(server, host=args.host), host=args.host, port=args.port)
-    else:
-        server.run("stdio")
+    principal = mcp_principal_from_args(args)
+    listen_socket(args.host, args.port).close()  # a busy port fails before the catalog is opened
+    no_sources = getattr(args, "no_sources", False)
+    seed = None if no_sources or not load_sources(default_config_path(Path(args.data_dir))) else False
+    catalog = Catalog.open(settings_from_args(args), progress=progress_factory(not args.quiet), seed=seed)
+    note_new_data_dir(args, catalog.seeded)
+    catalog.load_model_in_background()  # answers at once; a search that needs the model waits for it
+    try:
+        server = mcp_server_from_args(args, catalog=catalog)
+
+        def started(url: str) -> None:
+            print(_http_banner(url, principal, catalog), file=sys.stderr, flush=True)
+
+        serve(streamable_http_app(server, host=args.host), host=args.host, port=args.port, on_started=started)
+    finally:
+        catalog.close()
     return 0
 
 

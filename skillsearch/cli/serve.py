@@ -5,18 +5,37 @@ MCP server (``mcp/server.py``) mounted at ``/mcp`` over its streamable HTTP tran
 the same bearer tokens; with a sync configuration also the sync routes (``http/sync_routes.py``) and the
 background poller. ``http/server.py`` runs the result. The surfaces never import each other: this module
 is where they meet.
+
+With ``--workers N`` (N > 1) this process prepares the data directory once (checks the configuration,
+seeds or repairs the index), then supervises N worker processes on one socket; each worker builds the
+same app from ``SKILLSEARCH_SERVE_ARGS`` (:func:`worker_app`). In every case the sync duties run in the one
+process that holds the data directory's ``leader.lock`` (``sync/leader.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import multiprocessing
+import os
+import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from skillsearch.cli.common import Subparsers, add_command, principals_path, progress_factory, settings_from_args
+from skillsearch.cli.common import (
+    Subparsers,
+    add_command,
+    check_data_dir,
+    note_new_data_dir,
+    principals_path,
+    progress_factory,
+    settings_from_args,
+)
 from skillsearch.core.domain import Principal
+from skillsearch.core.errors import ValidationError
 from skillsearch.service import Catalog
 from skillsearch.sync.config import SyncConfig, default_config_path, load_config, load_subscriptions
 from skillsearch.sync.sources import SourceConfig, load_sources
@@ -27,7 +46,10 @@ if TYPE_CHECKING:
     from skillsearch.http.app import Lifespan
     from skillsearch.http.auth import PrincipalRegistry
 
-__all__ = ["add_commands", "build_serve_app"]
+__all__ = ["SERVE_ARGS_ENV", "add_commands", "build_serve_app", "worker_app"]
+
+SERVE_ARGS_ENV = "SKILLSEARCH_SERVE_ARGS"
+DEFAULT_DEGRADED_AFTER_S = 900.0
 
 
 def _serve_banner(url: str, demo: bool, principals: Path) -> str:
@@ -50,16 +72,20 @@ def _serve_banner(url: str, demo: bool, principals: Path) -> str:
 
 
 def build_serve_app(catalog: Catalog, registry: PrincipalRegistry, host: str = "127.0.0.1",
-                    sync: SyncConfig | None = None, sources: Sequence[SourceConfig] = ()) -> FastAPI:
+                    sync: SyncConfig | None = None, sources: Sequence[SourceConfig] = (),
+                    degraded_after_s: float = DEFAULT_DEGRADED_AFTER_S) -> FastAPI:
     """What ``skillsearch serve`` runs: the HTTP app with MCP's streamable HTTP transport at ``/mcp``, both
     authenticated by the same bearer tokens (the MCP catalog tools need ``skills:read`` as the REST routes
     do; recall needs ``memory:read`` on both). With ``sync``, a background poller keeps the subscriptions in
     sync, and ``POST /v1/sync/webhook`` (HMAC-signed) and ``GET /v1/sync/status`` (bearer token) are served.
-    With ``sources``, the local sources are mirrored on their intervals and folder sources watched."""
-    from skillsearch.http.app import create_app
+    With ``sources``, the local sources are mirrored on their intervals and folder sources watched. The
+    poller and the sources' runner run only while this process is the data directory's writer
+    (``sync/leader.py``); ``/readyz`` says ``degraded`` once a sync has failed for ``degraded_after_s``."""
+    from skillsearch.http.app import Operations, create_app
     from skillsearch.http.auth import SCOPE_SKILLS_READ
     from skillsearch.mcp.server import build_mcp_server
     from skillsearch.mcp.transport import mountable
+    from skillsearch.sync.leader import Duty, Leadership
 
     def principal_of(headers: Mapping[str, str] | None) -> Principal:
         return registry.authenticate_header((headers or {}).get("authorization"))
@@ -68,26 +94,26 @@ def build_serve_app(catalog: Catalog, registry: PrincipalRegistry, host: str = "
                                       host=host)
     routers: list[APIRouter] = []
     lifespans: list[Lifespan] = [lambda _app: mcp_lifespan()]
+    operations = Operations(degraded_after_s=degraded_after_s)
     if sync is not None or sources:
         from skillsearch.http.sync_routes import make_sync_router
 
         poller = catalog.make_poller(sync) if sync is not None else None
         keeper = catalog.sources.keeper(sources) if sources else None
+        duties: list[Duty] = [d for d in (poller, keeper) if d is not None]
+        leadership = Leadership(catalog.data_dir, duties, on_pull=poller.trigger if poller is not None else None)
         routers.append(make_sync_router(catalog, sync, poller, authenticate=registry.authenticate_header,
-                                        sources=sources, keeper=keeper))
-        if poller is not None:
-            lifespans.append(lambda _app: poller.lifespan())
-        if keeper is not None:
-            lifespans.append(lambda _app: keeper.lifespan())
+                                        sources=sources, keeper=keeper, pull=leadership.request_pull))
+        lifespans.append(lambda _app: leadership.lifespan())
+        started = time.time()
+        operations = Operations(writer=lambda: leadership.is_writer,
+                                health=lambda: catalog.sync_health(sync, sources, started),
+                                degraded_after_s=degraded_after_s)
     return create_app(catalog, principals=registry, mounts=[("/mcp", mcp_app)], routers=routers,
-                      lifespans=lifespans)
+                      lifespans=lifespans, operations=operations)
 
 
-def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
-    from skillsearch.http.auth import PrincipalRegistry
-    from skillsearch.http.middleware import configure_json_logging
-    from skillsearch.http.server import serve
-
+def _open(args: argparse.Namespace) -> tuple[Catalog, SyncConfig | None, Sequence[SourceConfig]]:
     sync_path = Path(args.sync_config) if args.sync_config else default_config_path(Path(args.data_dir))
     use = not args.no_sync and (args.sync_config or sync_path.exists())
     sync = (load_config(sync_path) if args.sync_config else load_subscriptions(sync_path)) if use else None
@@ -95,20 +121,74 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     # A synced catalog is not seeded with the sample: its demo subscriptions would collide with real ones.
     catalog = Catalog.open(settings_from_args(args), seed=False if sync or sources else None,
                            progress=progress_factory(not args.quiet))
-    principals = principals_path(args)
-    registry = PrincipalRegistry.for_catalog(catalog, principals)
-    app = build_serve_app(catalog, registry, args.host, sync, sources)
-    configure_json_logging(logging.DEBUG if args.verbose else logging.INFO)
+    note_new_data_dir(args, catalog.seeded)
+    return catalog, sync, sources
 
-    def started(url: str) -> None:
-        out.write(_serve_banner(url, registry.demo, principals) + "\n")
-        out.flush()
 
+def _compose(args: argparse.Namespace) -> tuple[Catalog, PrincipalRegistry, FastAPI]:
+    from skillsearch.http.auth import PrincipalRegistry
+
+    catalog, sync, sources = _open(args)
     catalog.load_model_in_background()  # answers at once; a search that needs the model waits for it
+    registry = PrincipalRegistry.for_catalog(catalog, principals_path(args))
+    app = build_serve_app(catalog, registry, args.host, sync, sources, degraded_after_s=args.degraded_after)
+    return catalog, registry, app
+
+
+def _prepare(shared: dict[str, Any]) -> bool:
+    """In a short-lived process before the workers start: open the data directory once (seed, build or
+    repair the index, so the workers never race to), then close it. Whether the demo principal is on."""
+    from skillsearch.http.auth import PrincipalRegistry
+
+    args = argparse.Namespace(**shared)
+    catalog, _, _ = _open(args)
     try:
-        serve(app, host=args.host, port=args.port, on_started=started)
+        return PrincipalRegistry.for_catalog(catalog, principals_path(args)).demo
     finally:
         catalog.close()
+
+
+def worker_app() -> FastAPI:
+    """One worker of ``serve --workers N``: the app ``cmd_serve`` composes, from the parent's arguments."""
+    from skillsearch.http.middleware import configure_json_logging
+
+    args = argparse.Namespace(**json.loads(os.environ[SERVE_ARGS_ENV]))
+    configure_json_logging(logging.DEBUG if args.verbose else logging.INFO)
+    return _compose(args)[2]  # the catalog lives as long as the worker process
+
+
+def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
+    from skillsearch.http.middleware import configure_json_logging
+    from skillsearch.http.server import listen_socket, serve, serve_workers
+
+    if args.workers < 1:
+        raise ValidationError("--workers must be at least 1")
+    if not args.degraded_after >= 0:
+        raise ValidationError("--degraded-after must be a number of seconds, 0 or more")
+    check_data_dir(Path(args.data_dir))
+    principals = principals_path(args)
+
+    def started(url: str, demo: bool) -> None:
+        out.write(_serve_banner(url, demo, principals) + "\n")
+        out.flush()
+
+    listen_socket(args.host, args.port).close()  # a busy port fails before the data directory is opened
+    if args.workers == 1:
+        catalog, registry, app = _compose(args)
+        configure_json_logging(logging.DEBUG if args.verbose else logging.INFO)
+        try:
+            serve(app, host=args.host, port=args.port, on_started=lambda url: started(url, registry.demo))
+        finally:
+            catalog.close()
+        return 0
+    shared: dict[str, Any] = {k: v for k, v in vars(args).items() if k != "func"}
+    # In its own process, so that this supervisor never holds a model (about 1 GB) while the workers serve.
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        demo = pool.submit(_prepare, shared).result()
+    os.environ[SERVE_ARGS_ENV] = json.dumps(shared)
+    configure_json_logging(logging.DEBUG if args.verbose else logging.INFO)
+    serve_workers("skillsearch.cli.serve:worker_app", args.host, args.port, args.workers,
+                  on_started=lambda url: started(url, demo))
     return 0
 
 
@@ -119,3 +199,8 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--principals", help="principals file (default <data-dir>/principals.toml)")
     p.add_argument("--sync-config", help="sync settings (TOML); default <data-dir>/sync.toml when it exists")
     p.add_argument("--no-sync", action="store_true", help="do not poll the subscription platform nor keep the local sources")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="worker processes on the one port (default 1; about one per core, each holds the model:"
+                        " see docs/deploy.md); one of them at a time runs sync")
+    p.add_argument("--degraded-after", type=float, default=DEFAULT_DEGRADED_AFTER_S, metavar="SECONDS",
+                   help="/readyz says degraded once a sync has been failing this long (default 900)")

@@ -27,14 +27,14 @@ from skillsearch.http import routes_health, routes_page
 from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry
 from skillsearch.http.errors import install_error_handlers
 from skillsearch.http.guard import BearerGuard, require_bearer
-from skillsearch.http.metrics import HttpMetrics, sync_age_seconds
+from skillsearch.http.metrics import HttpMetrics, Operations, sync_age_seconds
 from skillsearch.http.middleware import ASGIApp, RequestContextMiddleware
 from skillsearch.http.openapi import install_openapi
 from skillsearch.http.routes_skills import skills_router
 from skillsearch.http.schemas import ErrorBody, Limits
 from skillsearch.service import Catalog
 
-__all__ = ["BearerGuard", "ErrorBody", "Lifespan", "Limits", "create_app", "require_bearer"]
+__all__ = ["BearerGuard", "ErrorBody", "Lifespan", "Limits", "Operations", "create_app", "require_bearer"]
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[Any]]
 
@@ -47,16 +47,21 @@ def create_app(
     routers: Sequence[APIRouter] = (),
     mounts: Sequence[tuple[str, ASGIApp]] = (),
     lifespans: Sequence[Lifespan] = (),
+    operations: Operations | None = None,
 ) -> FastAPI:
     """The HTTP app over ``catalog``. ``principals`` defaults to the data dir's principals file (plus the
-    demo principal on the sample catalog)."""
+    demo principal on the sample catalog). ``operations``: the process's sync duties, for ``/metrics`` and
+    ``/readyz`` (default: no sync, and the process counts as the writer)."""
     registry = principals or PrincipalRegistry.for_catalog(catalog)
     limits = limits or Limits()
+    operations = operations or Operations()
     metrics = HttpMetrics(
         documents=catalog.indexed_documents,
         skills=catalog.skill_count,
         sync_age=lambda: sync_age_seconds(catalog.last_sync_successes()),
         batches=lambda: (stats.to_dict() if (stats := catalog.batch_stats()) else None),
+        operations=operations,
+        generation=catalog.index_generation,
     )
 
     @asynccontextmanager
@@ -77,6 +82,7 @@ def create_app(
     app.state.catalog = catalog
     app.state.principals = registry
     app.state.metrics = metrics
+    app.state.operations = operations
     app.add_middleware(RequestContextMiddleware, metrics=metrics, max_body_bytes=limits.max_body_bytes)
     app.include_router(skills_router(limits, catalog.settings))
     for router in routers:

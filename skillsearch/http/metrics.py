@@ -9,7 +9,8 @@ of the last successful sync are read from the catalog at scrape time, not pushed
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -17,7 +18,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-__all__ = ["CONTENT_TYPE", "HttpMetrics", "sync_age_seconds"]
+from skillsearch.sync.health import SyncHealth
+
+__all__ = ["CONTENT_TYPE", "HttpMetrics", "Operations", "sync_age_seconds"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -38,6 +41,50 @@ def sync_age_seconds(last_success: list[str | None], now: float | None = None) -
     if not stamps:
         return None
     return max(0.0, (time.time() if now is None else now) - max(stamps))
+
+
+def _no_health() -> Sequence[SyncHealth]:
+    return ()
+
+
+@dataclass(frozen=True)
+class Operations:
+    """What a serving process knows of its own sync duties, for ``/metrics`` and ``/readyz``: whether it is
+    the data directory's writer (``sync/leader.py``), each configured sync's health, and the bound past which
+    a failing sync makes ``/readyz`` say ``degraded``."""
+
+    writer: Callable[[], bool] = field(default=lambda: False)
+    health: Callable[[], Sequence[SyncHealth]] = field(default=_no_health)
+    degraded_after_s: float = 900.0
+
+
+def _nan(value: float | None) -> float:
+    return float("nan") if value is None else value
+
+
+class _OperationsCollector(Collector):
+    def __init__(self, ops: Operations, generation: Callable[[], int]) -> None:
+        self._ops = ops
+        self._generation = generation
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily("skillsearch_index_generation",
+                                "The catalog generation the index this process serves reflects (-1: none).",
+                                value=self._generation())
+        yield GaugeMetricFamily("skillsearch_sync_writer",
+                                "1 when this process runs sync and the source watchers (holds leader.lock).",
+                                value=1 if self._ops.writer() else 0)
+        age = GaugeMetricFamily("skillsearch_sync_last_success_age_seconds",
+                                "Seconds since each configured subscription or source last synced (NaN: never).",
+                                labels=["kind", "name"])
+        failing = GaugeMetricFamily("skillsearch_sync_failing_seconds",
+                                    "How long each sync has been failing (0: its last attempt succeeded).",
+                                    labels=["kind", "name"])
+        for h in self._ops.health():
+            age.add_metric([h.kind, h.name], _nan(h.last_success_age_s))
+            failing.add_metric([h.kind, h.name], h.failing_for_s or 0.0)
+        yield age
+        yield failing
 
 
 class _CatalogCollector(Collector):
@@ -77,6 +124,8 @@ class HttpMetrics:
         skills: Callable[[], int],
         sync_age: Callable[[], float | None],
         batches: Callable[[], dict[str, Any] | None] = lambda: None,
+        operations: Operations | None = None,
+        generation: Callable[[], int] = lambda: -1,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
@@ -92,6 +141,7 @@ class HttpMetrics:
             ["mode"], buckets=_LATENCY_BUCKETS, registry=self.registry,
         )
         self.registry.register(_CatalogCollector(documents, skills, sync_age, batches))
+        self.registry.register(_OperationsCollector(operations or Operations(), generation))
 
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
         labels = (route, method, str(status))

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import cast
+
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from skillsearch.http.deps import CatalogDep, MetricsDep
-from skillsearch.http.metrics import CONTENT_TYPE
+from skillsearch.http.metrics import CONTENT_TYPE, Operations
 from skillsearch.http.schemas import HealthResponse, ReadyResponse, documented_errors
+from skillsearch.sync.health import degraded_reasons
 
 __all__ = ["router"]
 
@@ -21,11 +24,15 @@ def healthz() -> HealthResponse:
 
 
 @router.get("/readyz", response_model=ReadyResponse, responses=documented_errors(503), operation_id="readyz",
-            summary="The index is loaded and reflects the catalog store.")
-def readyz(catalog: CatalogDep) -> ReadyResponse:
+            summary="The index is loaded and reflects the catalog store (503 until it does); `degraded` when a "
+                    "sync has been failing for longer than the configured bound.")
+def readyz(catalog: CatalogDep, request: Request) -> ReadyResponse:
     ready = catalog.readiness()  # INDEX_NOT_READY (503) otherwise
-    return ReadyResponse(status="ready", documents=ready.documents, generation=ready.generation,
-                         changed_at=ready.changed_at)
+    ops = cast(Operations, request.app.state.operations)
+    reasons = degraded_reasons(ops.health(), ops.degraded_after_s)
+    return ReadyResponse(status="degraded" if reasons else "ready", degraded=reasons, writer=ops.writer(),
+                         documents=ready.documents, generation=ready.generation, changed_at=ready.changed_at,
+                         catching_up=ready.catching_up)
 
 
 @router.get("/metrics", operation_id="metrics", summary="Prometheus metrics.", response_class=Response,

@@ -75,9 +75,15 @@ class HealthResponse(BaseModel):
 
 
 class ReadyResponse(BaseModel):
-    status: Literal["ready"]
+    status: Literal["ready", "degraded"] = Field(
+        description="`degraded`: serving, but a sync has been failing for longer than the configured bound"
+                    " (`serve --degraded-after`); the answers may be stale. Still 200: keep it in rotation.")
+    degraded: list[str] = Field(default_factory=list, description="Why it is degraded, one sentence per sync.")
+    writer: bool = Field(False, description="Whether this process runs sync and the source watchers.")
     documents: int = Field(description="Skills in the search index.")
     generation: int = Field(description="The catalog store generation the index reflects.")
+    catching_up: bool = Field(False, description="The catalog moved and a write in progress is bringing the index"
+                                                 " up to it; meanwhile the last whole snapshot answers.")
     changed_at: str | None = Field(None, description="When the catalog last changed (any sync, import or source).")
 
 

@@ -15,12 +15,21 @@ connection, so neither an idle connection nor one trickling its head a byte at a
 ``max_connections`` connections are open (uvicorn's ``limit_concurrency``: at the limit a request gets
 503, and a connection beyond it is closed at once); an idle keep-alive connection is closed after
 ``keep_alive_s``.
+
+Every server here listens on a socket :func:`listen_socket` bound first: a port in use (or an address that
+cannot be bound) is one :class:`StartupError` (the CLI's exit code 3) instead of uvicorn's log line.
+``serve_workers`` runs N worker processes on that one socket (uvicorn's supervisor: each worker imports
+the app from a factory, a dead worker is replaced); the processes share the data directory
+(``sync/leader.py`` picks the one that syncs).
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
+import importlib
 import json
+import os
 import socket
 import threading
 import time
@@ -32,10 +41,16 @@ from typing import Any
 import uvicorn
 from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
+from uvicorn.supervisors import Multiprocess
 
+from skillsearch.core.errors import StartupError
 from skillsearch.core.settings import Settings
 
-__all__ = ["ConnectionLimits", "FieldValues", "HeadSize", "ServerThread", "serve"]
+__all__ = ["WORKER_FACTORY_ENV", "ConnectionLimits", "FieldValues", "HeadSize", "ServerThread", "listen_socket", "serve",
+           "serve_workers", "worker_app"]
+
+WORKER_FACTORY_ENV = "SKILLSEARCH_WORKER_FACTORY"
+
 
 
 @dataclass(frozen=True)
@@ -203,20 +218,115 @@ def _config(app: Any, host: str, port: int, limits: ConnectionLimits | None = No
     # Our middleware writes the access log (JSON, with the request id); uvicorn's own would repeat it.
     kwargs.setdefault("lifespan", "on")
     limits = limits or ConnectionLimits.of(Settings.from_env())
-    http = kwargs.pop("http", "auto")
-    base = import_from_string(HTTP_PROTOCOLS.get(http, http)) if isinstance(http, str) else http
+    if isinstance(app, str):  # the workers of serve_workers: worker_app wraps, the protocol is found by name
+        wrapped, http = app, f"{__name__}:WorkerProtocol"
+    else:
+        wrapped = HeadSize(FieldValues(app), limits.max_header_bytes)
+        http = _guarded(_protocol(kwargs.pop("http", "auto")), limits)
     return uvicorn.Config(
-        HeadSize(FieldValues(app), limits.max_header_bytes), host=host, port=port, access_log=False,
-        log_config=None, http=_guarded(base, limits), h11_max_incomplete_event_size=limits.max_header_bytes,
-        timeout_keep_alive=limits.keep_alive_s, limit_concurrency=limits.max_connections, **kwargs,
+        wrapped, host=host, port=port, access_log=False, log_config=None, http=http,
+        h11_max_incomplete_event_size=limits.max_header_bytes, timeout_keep_alive=limits.keep_alive_s,
+        limit_concurrency=limits.max_connections, **kwargs,
     )
+
+
+def _protocol(http: Any) -> type[asyncio.Protocol]:
+    found: type[asyncio.Protocol] = (import_from_string(HTTP_PROTOCOLS.get(http, http)) if isinstance(http, str)
+                                     else http)
+    return found
+
+
+def __getattr__(name: str) -> Any:
+    """``WorkerProtocol``: uvicorn's automatic protocol with the bounds of the ``SKILLSEARCH_HTTP_*`` settings.
+    A worker process (spawned, so the config is pickled) finds it by name, as a class made here cannot be
+    pickled."""
+    if name == "WorkerProtocol":
+        return _guarded(_protocol("auto"), ConnectionLimits.of(Settings.from_env()))
+    raise AttributeError(name)
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A bound TCP socket for ``host:port`` (0: any free port), or :class:`StartupError` saying why not."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise StartupError(f"cannot listen on {host}:{port}: unknown host ({exc.strerror})",
+                           {"host": host, "port": port}) from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        why = "the port is already in use (another server?); choose another with --port" \
+            if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+        raise StartupError(f"cannot listen on {host}:{port}: {why}", {"host": host, "port": port}) from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def serve(app: Any, host: str = "127.0.0.1", port: int = 8000, on_started: Callable[[str], None] | None = None,
           limits: ConnectionLimits | None = None) -> None:
-    """Serve ``app`` until interrupted; ``on_started(base_url)`` runs once the socket listens. ``limits``:
-    the connection bounds (default: from the ``SKILLSEARCH_HTTP_*`` settings)."""
-    _Server(_config(app, host, port, limits), on_started).run()
+    """Serve ``app`` until interrupted; ``on_started(base_url)`` runs once the socket listens. A port that
+    cannot be bound raises :class:`StartupError` before the app starts. ``limits``: the connection bounds
+    (default: from the ``SKILLSEARCH_HTTP_*`` settings)."""
+    sock = listen_socket(host, port)
+    with sock:
+        _Server(_config(app, host, port, limits), on_started).run(sockets=[sock])
+
+
+def worker_app() -> Any:
+    """What each worker of :func:`serve_workers` imports: the app built by the factory named in
+    ``SKILLSEARCH_WORKER_FACTORY`` (``module:function``), seen through :class:`FieldValues`."""
+    module, _, name = os.environ[WORKER_FACTORY_ENV].partition(":")
+    app = FieldValues(getattr(importlib.import_module(module), name)())
+    return HeadSize(app, ConnectionLimits.of(Settings.from_env()).max_header_bytes)
+
+
+class _Supervisor(Multiprocess):
+    """uvicorn's supervisor, calling ``on_started`` once every first worker answers its health check."""
+
+    def __init__(self, config: uvicorn.Config, sock: socket.socket, on_started: Callable[[], None] | None,
+                 ready_timeout_s: float) -> None:
+        super().__init__(config, sockets=[sock])
+        self._on_started = on_started
+        self._ready_timeout_s = ready_timeout_s
+        self.started = False
+        self.interrupted = False
+
+    def handle_signals(self) -> None:
+        self.interrupted = self.interrupted or bool(self.signal_queue)
+        super().handle_signals()
+
+    def init_processes(self) -> None:
+        super().init_processes()
+        deadline = time.monotonic() + self._ready_timeout_s
+        for process in self.processes:
+            # A Ctrl-C while the workers load lands in signal_queue; the run loop then stops them all.
+            while not process.is_ready(timeout=1):
+                if self.signal_queue or not process.process.is_alive() or time.monotonic() > deadline:
+                    return
+                time.sleep(0.1)
+        self.started = True
+        if self._on_started is not None:
+            self._on_started()
+
+
+def serve_workers(factory: str, host: str, port: int, workers: int,
+                  on_started: Callable[[str], None] | None = None, ready_timeout_s: float = 600.0) -> None:
+    """Serve the app that ``factory`` (``"module:function"``, called in each worker) builds with ``workers``
+    processes on one socket until interrupted; ``on_started(base_url)`` once all of them serve."""
+    sock = listen_socket(host, port)
+    bound_host, bound_port = sock.getsockname()[:2]
+    url = f"http://{bound_host}:{bound_port}"
+    os.environ[WORKER_FACTORY_ENV] = factory  # the spawned workers inherit it
+    config = _config(f"{__name__}:worker_app", host, bound_port, factory=True, workers=workers)
+    with sock:
+        supervisor = _Supervisor(config, sock, (lambda: on_started(url)) if on_started else None, ready_timeout_s)
+        supervisor.run()
+    if not supervisor.started and not supervisor.interrupted:
+        raise StartupError(f"the workers on {url} did not start (see the log above)", {"url": url})
 
 
 class ServerThread:

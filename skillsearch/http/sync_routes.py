@@ -46,20 +46,22 @@ def make_sync_router(
     clock: Callable[[], float] = time.time,
     sources: Sequence[SourceConfig] = (),
     keeper: LocalSources | None = None,
+    pull: Callable[[str], object] | None = None,
 ) -> APIRouter:
     """The sync routes, self-contained (they answer their own errors). ``authenticate`` guards the status
     route, which names subscriptions and errors: it gets the ``Authorization`` header and raises a
     :class:`SkillSearchError` (e.g. ``UNAUTHENTICATED``) to refuse. The webhook has its own HMAC proof and
     must not sit behind the app's bearer tokens. Without ``config`` (only local ``sources``) there is no
-    webhook; the status route then shows the sources alone."""
+    webhook; the status route then shows the sources alone. ``pull(subscription_id)`` asks for the pull a
+    webhook calls for (default: the poller's trigger; under several workers, the writer's, ``sync/leader.py``)."""
     router = APIRouter(tags=["sync"])
     if config is not None:
-        _add_webhook(router, catalog, config, poller, clock)
+        _add_webhook(router, catalog, config, pull or (poller.trigger if poller is not None else None), clock)
     _add_status(router, catalog, config, poller, authenticate, sources, keeper)
     return router
 
 
-def _add_webhook(router: APIRouter, catalog: Catalog, config: SyncConfig, poller: Poller | None,
+def _add_webhook(router: APIRouter, catalog: Catalog, config: SyncConfig, pull: Callable[[str], object] | None,
                  clock: Callable[[], float]) -> None:
     upstream = config.upstream
 
@@ -88,8 +90,8 @@ def _add_webhook(router: APIRouter, catalog: Catalog, config: SyncConfig, poller
         except SkillSearchError as exc:
             log.warning("webhook refused: %s", exc.message)
             return _error(exc)
-        if action in ("revoked", "pull_scheduled") and poller is not None:
-            poller.trigger(event.subscription_id)
+        if action in ("revoked", "pull_scheduled") and pull is not None:
+            await anyio.to_thread.run_sync(pull, event.subscription_id)
         log.info("webhook %s %s for %s: %s", event.id, event.type, event.subscription_id, action)
         return JSONResponse({"accepted": True, "event_id": event.id, "type": event.type, "action": action},
                             status_code=202)

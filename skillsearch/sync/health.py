@@ -1,0 +1,71 @@
+"""How fresh each configured subscription and local source is: what ``/metrics`` exposes per sync and what
+``/readyz`` calls *degraded*.
+
+A sync is **failing** when its last attempt failed (``last_error`` is newer than ``last_success``; a run
+that succeeded while refusing some skills records both at the same moment, which is not a failure). It has
+been failing for ``now - last_success`` (how old the data it serves may be), or, when it never succeeded,
+for as long as this process has been watching (``since``). A replica whose sync has been failing for longer
+than the operator's bound is degraded: it still answers, from its last good state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from skillsearch.catalog.store import CatalogStore
+from skillsearch.sync.config import SyncConfig
+from skillsearch.sync.sources import SourceConfig
+
+__all__ = ["SyncHealth", "degraded_reasons", "sync_health"]
+
+
+@dataclass(frozen=True)
+class SyncHealth:
+    kind: Literal["subscription", "source"]
+    name: str
+    last_success_age_s: float | None  # None: never succeeded
+    failing_for_s: float | None  # None: the last attempt did not fail
+
+
+def _stamp(text: str | None) -> float | None:
+    """Unix seconds of an ISO time, or of the time that starts a ``last_error`` (``"<time> <message>"``)."""
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.split(" ", 1)[0]).timestamp()
+    except ValueError:
+        return None
+
+
+def sync_health(store: CatalogStore, config: SyncConfig | None, sources: Sequence[SourceConfig], since: float,
+                now: float | None = None) -> list[SyncHealth]:
+    """Per configured subscription and source; ``since``: when this process started watching (unix s)."""
+    now = time.time() if now is None else now
+    named: list[tuple[Literal["subscription", "source"], str, str]] = [
+        *(("subscription", s.id, s.source) for s in (config.subscriptions if config is not None else ())),
+        *(("source", s.name, s.name) for s in sources),
+    ]
+    out = []
+    for kind, name, key in named:
+        state = store.sync.state(key)
+        success = _stamp(state.last_success) if state else None
+        error = _stamp(state.last_error) if state else None
+        failing = error is not None and (success is None or error > success)
+        out.append(SyncHealth(
+            kind, name,
+            None if success is None else max(0.0, now - success),
+            max(0.0, now - (since if success is None else success)) if failing else None,
+        ))
+    return out
+
+
+def degraded_reasons(health: Sequence[SyncHealth], bound_s: float) -> list[str]:
+    """One sentence per sync failing for longer than ``bound_s``."""
+    return [
+        f"{h.kind} {h.name}: sync failing for {h.failing_for_s:.0f}s (bound {bound_s:.0f}s)"
+        for h in health if h.failing_for_s is not None and h.failing_for_s > bound_s
+    ]

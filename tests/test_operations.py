@@ -1,0 +1,178 @@
+"""What an operator watches and meets at start-up: ``/metrics`` (the index generation, whether this process is
+the writer, each sync's age), ``/readyz`` (degraded when a sync has failed for longer than the bound), and
+the start-up lines of ``serve`` and ``mcp --http`` (their URL, or one line and exit code 3)."""
+
+from __future__ import annotations
+
+import math
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from fleetsupport import REPO, SUB, env, fire_webhook
+from syncsupport import config_for, serve, upstream_with_starter
+
+from skillsearch.cli import build_serve_app
+from skillsearch.http.auth import PrincipalRegistry
+from skillsearch.http.server import ServerThread
+from skillsearch.service import Catalog
+from skillsearch.upstream.app import create_upstream_app
+
+
+def _metric(text: str, metric: str, **labels: str) -> float:
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    pattern = re.compile(rf"^{re.escape(metric)}\{{{re.escape(want)}\}} (\S+)$" if want else
+                         rf"^{re.escape(metric)} (\S+)$", re.M)
+    match = pattern.search(text)
+    assert match, f"{metric}{{{want}}} not in /metrics"
+    return float(match.group(1))
+
+
+def _synced(url: str) -> bool:
+    text = httpx.get(url + "/metrics", timeout=10).text
+    return not math.isnan(_metric(text, "skillsearch_sync_last_success_age_seconds", kind="subscription", name=SUB))
+
+
+def _wait(check, timeout: float = 60) -> bool:  # type: ignore[no-untyped-def]
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_metrics_and_readyz_follow_the_sync_and_say_degraded_when_it_keeps_failing(
+    empty_catalog: Catalog, tmp_path: Path
+) -> None:
+    upstream = upstream_with_starter(SUB)
+    upstream_server = serve(create_upstream_app(upstream))
+    upstream_url = upstream_server.__enter__()
+    try:
+        app = build_serve_app(empty_catalog, PrincipalRegistry(tmp_path / "principals.toml"),
+                              sync=config_for(upstream_url, SUB, interval_s=3600), degraded_after_s=0.5)
+        with ServerThread(app) as url:
+            # The store records the success a moment before the index reflects it (503 meanwhile).
+            assert _wait(lambda: _synced(url) and httpx.get(url + "/readyz", timeout=10).status_code == 200)
+            ready = httpx.get(url + "/readyz", timeout=10).json()
+            assert ready["status"] == "ready" and ready["degraded"] == [] and ready["writer"] is True
+            text = httpx.get(url + "/metrics", timeout=10).text
+            assert _metric(text, "skillsearch_index_generation") == ready["generation"] > 0
+            assert _metric(text, "skillsearch_sync_writer") == 1
+            assert _metric(text, "skillsearch_sync_failing_seconds", kind="subscription", name=SUB) == 0
+            assert 0 <= _metric(text, "skillsearch_sync_last_success_age_seconds", kind="subscription", name=SUB) < 60
+
+            upstream_server.stop()  # the platform goes away; the next pull fails
+            assert fire_webhook(url) == 202
+            assert _wait(lambda: httpx.get(url + "/readyz", timeout=10).json()["status"] == "degraded", 30)
+            resp = httpx.get(url + "/readyz", timeout=10)
+            assert resp.status_code == 200  # still serving its last good state: kept in rotation
+            body = resp.json()
+            assert body["generation"] == ready["generation"]
+            assert len(body["degraded"]) == 1 and f"subscription {SUB}: sync failing for" in body["degraded"][0]
+            text = httpx.get(url + "/metrics", timeout=10).text
+            assert _metric(text, "skillsearch_sync_failing_seconds", kind="subscription", name=SUB) > 0.5
+    finally:
+        upstream_server.stop()
+
+
+def test_a_process_that_is_not_the_writer_says_so(empty_catalog: Catalog, tmp_path: Path) -> None:
+    from skillsearch.sync.leader import Leadership
+
+    holder = Leadership(empty_catalog.data_dir, [])
+    holder.start()  # another process's writer, as far as this app can tell (its own open of leader.lock)
+    try:
+        app = build_serve_app(empty_catalog, PrincipalRegistry(tmp_path / "principals.toml"),
+                              sync=config_for("http://127.0.0.1:9", SUB, interval_s=3600))
+        with ServerThread(app) as url:
+            text = httpx.get(url + "/metrics", timeout=10).text
+            assert _metric(text, "skillsearch_sync_writer") == 0
+            assert httpx.get(url + "/readyz", timeout=10).json()["writer"] is False
+            # Its poller never ran: the subscription was not pulled here.
+            assert math.isnan(_metric(text, "skillsearch_sync_last_success_age_seconds", kind="subscription",
+                                      name=SUB))
+            assert _metric(text, "skillsearch_sync_failing_seconds", kind="subscription", name=SUB) == 0
+    finally:
+        holder.stop()
+
+
+# -- start-up lines ---------------------------------------------------------------------------------------------
+
+
+def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "skillsearch.cli", *args], capture_output=True, text=True,
+                          env=env(), cwd=REPO, timeout=timeout)
+
+
+@pytest.fixture
+def busy_port() -> socket.socket:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    yield sock  # type: ignore[misc]
+    sock.close()
+
+
+@pytest.mark.parametrize("command", [["serve"], ["serve", "--workers", "2"], ["mcp", "--http"]])
+def test_a_busy_port_is_one_line_and_exit_code_3(command: list[str], busy_port: socket.socket,
+                                                 tmp_path: Path) -> None:
+    port = str(busy_port.getsockname()[1])
+    done = _run("--data-dir", str(tmp_path / "data"), "--encoder", "hashing", "-q", *command, "--port", port)
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.strip() == f"error: cannot listen on 127.0.0.1:{port}: the port is already in use" \
+                                  " (another server?); choose another with --port"
+    assert not (tmp_path / "data").exists()  # refused before the data directory was touched
+
+
+@pytest.mark.parametrize("command", [["serve"], ["mcp", "--http"], ["mcp"]])
+def test_a_data_dir_that_is_a_file_is_one_line_and_exit_code_3(command: list[str], tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.write_text("not a folder")
+    done = _run("--data-dir", str(data), "--encoder", "hashing", "-q", *command, "--port", "0")
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.strip() == f"error: data directory {data} is not a directory"
+    done = _run("--data-dir", str(tmp_path / "missing" / "data"), "-q", *command, "--port", "0")
+    assert done.returncode == 3 and done.stderr.strip().endswith("does not exist and cannot be created in"
+                                                                 f" {tmp_path / 'missing'}")
+
+
+def test_mcp_http_prints_its_url_principal_and_catalog_size(sample_dir: Path, tmp_path: Path) -> None:
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(sample_dir, data)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data), "-q", "mcp", "--http", "--port", "0",
+         "--grant", "sub:starter-pack"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=REPO)
+    try:
+        assert proc.stderr is not None
+        lines = []
+        for _ in range(40):
+            line = proc.stderr.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.startswith("  catalog:"):
+                break
+        text = "".join(lines)
+        url = re.search(r"serving on (http://127\.0\.0\.1:\d+/mcp) \(streamable HTTP", text)
+        assert url, text
+        assert "  principal:    cli (sub:starter-pack; scopes: memory:read)" in text
+        assert re.search(r"  catalog:      45 skills, 45 searchable, in .*data", text), text
+        resp = httpx.post(url.group(1), json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                          headers={"Accept": "application/json, text/event-stream"}, timeout=30)
+        assert resp.status_code < 500
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        assert proc.stdout is not None and proc.stdout.read() == ""  # stdout carries nothing
+        proc.stdout.close()
+        if proc.stderr:
+            proc.stderr.close()
