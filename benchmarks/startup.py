@@ -137,7 +137,7 @@ def main() -> None:
     rows = [_row(name, times, cpu) for name in names]
     text = write_script_report(
         args.out, "startup", "Start-up of whole skillsearch processes (paired with --help)",
-        f"python benchmarks/startup.py --rounds {args.rounds}",
+        " ".join(["python", "benchmarks/startup.py", *sys.argv[1:]]),
         f"{args.rounds} rounds, shuffled order per round, the sample catalog (indexed before timing)",
         rows, notes=(
             "a shared machine (2 cores, other engineers' tests and benchmarks ran meanwhile): wall times wait for"
