@@ -441,3 +441,18 @@ async def test_the_inspector_run_the_readme_quotes(operator: Client) -> None:
     assert found["hits"][0]["slug"] == "tls-certificate-renewal" and found["hits"][0]["confidence"] >= 0.9
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "led by `tls-certificate-renewal`" in readme and "pinned by\n`tests/test_first_contact.py`" in readme
+
+
+# -- 2. an index built with another encoder: the message names the --encoder that reads it -------------------
+
+
+def test_an_index_of_another_encoder_names_the_encoder_option(data_dir: Path) -> None:
+    out = io.StringIO()
+    assert main(["--data-dir", str(data_dir), "--encoder", "hashing", "-q", "search", "python", "--json"], out=out) == 1
+    error = json.loads(out.getvalue())["error"]
+    assert error["code"] == "INDEX_NOT_READY" and error["details"]["index_encoder_option"] == "minilm"
+    assert "pass --encoder minilm (or set SKILLSEARCH_ENCODER=minilm) to search it as built" in error["message"]
+    assert f"run `skillsearch --data-dir {data_dir} --encoder hashing reindex` to rebuild it for hashing" in error["message"]
+    out = io.StringIO()
+    assert main(["--data-dir", str(data_dir), "--encoder", "minilm", "-q", "search", "python", "--json"], out=out) == 0
+    assert json.loads(out.getvalue())["hits"]
