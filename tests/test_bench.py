@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
@@ -122,3 +123,21 @@ def test_a_script_report_is_one_table_in_markdown_and_its_rows_in_json(tmp_path:
     assert lines[6:] == ["| rows | product | ms |", "| --- | --- | ---: |", "| 10 | torch | 1.5 |", "| 20 | numpy | 2.25 |"]
     saved = json.loads((tmp_path / "out" / "demo.json").read_text(encoding="utf-8"))
     assert saved == {"command": "python demo.py", "dims": [1, 2], "rows": rows}
+
+
+def test_a_partial_run_never_takes_the_canonical_result_name(beir_dir: Path, tmp_path: Path) -> None:
+    """Issue 32: ``bench relevance --max-queries 200`` overwrote ``relevance-<dataset>-test.md``."""
+    from skillsearch.cli import main
+
+    out = tmp_path / "results"
+    canonical = out / "relevance-tiny-test.md"
+    out.mkdir()
+    canonical.write_text("the whole split's result\n")
+    argv = ["--data-dir", str(tmp_path / "d"), "--encoder", "hashing", "-q", "bench", "relevance", "--dataset",
+            str(beir_dir), "--modes", "lexical", "--no-cache", "--out", str(out), "--json"]
+    assert main([*argv, "--max-queries", "2"], out=io.StringIO()) == 0
+    assert canonical.read_text() == "the whole split's result\n"
+    assert sorted(p.name for p in out.iterdir() if p.stem.endswith("partial-2")) == [
+        "relevance-tiny-test-partial-2.json", "relevance-tiny-test-partial-2.md", "relevance-tiny-test-partial-2.png"]
+    assert main([*argv, "--max-queries", "2", "--canonical"], out=io.StringIO()) == 0  # asked for
+    assert canonical.read_text() != "the whole split's result\n"

@@ -404,3 +404,37 @@ def test_the_cli_shows_tiny_confidences_and_explains_a_lone_hit(data_dir: Path, 
     _, text = run(data_dir, "search", "rotate database credentials", "--tag", "secrets")
     assert ("note: the only skill you can see that matched: its score ranks it against no other hit; judge it by"
             " its description") in text
+
+
+# -- 11. what the README quotes of the Inspector's run holds ------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_the_inspector_run_the_readme_quotes(operator: Client) -> None:
+    tools = (await operator.list_tools()).tools
+    assert len(tools) == 5 and all(t.output_schema for t in tools)
+    for t in tools:
+        assert t.annotations is not None
+        assert (t.annotations.read_only_hint, t.annotations.idempotent_hint, t.annotations.destructive_hint,
+                t.annotations.open_world_hint) == (True, True, False, False)
+    result = await operator.call_tool("search_skills", {"query": "rotate tls certificates", "limit": 3})
+    found = result.structured_content
+    assert not result.is_error and found is not None and found["no_match"] is False
+    assert found["hits"][0]["slug"] == "tls-certificate-renewal" and found["hits"][0]["confidence"] >= 0.9
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "led by `tls-certificate-renewal`" in readme and "pinned by\n`tests/test_first_contact.py`" in readme
+
+
+# -- 2. an index built with another encoder: the message names the --encoder that reads it -------------------
+
+
+def test_an_index_of_another_encoder_names_the_encoder_option(data_dir: Path) -> None:
+    out = io.StringIO()
+    assert main(["--data-dir", str(data_dir), "--encoder", "hashing", "-q", "search", "python", "--json"], out=out) == 1
+    error = json.loads(out.getvalue())["error"]
+    assert error["code"] == "INDEX_NOT_READY" and error["details"]["index_encoder_option"] == "minilm"
+    assert "pass --encoder minilm (or set SKILLSEARCH_ENCODER=minilm) to search it as built" in error["message"]
+    assert f"run `skillsearch --data-dir {data_dir} --encoder hashing reindex` to rebuild it for hashing" in error["message"]
+    out = io.StringIO()
+    assert main(["--data-dir", str(data_dir), "--encoder", "minilm", "-q", "search", "python", "--json"], out=out) == 0
+    assert json.loads(out.getvalue())["hits"]

@@ -60,7 +60,10 @@ def cmd_bench_relevance(args: argparse.Namespace, out: TextIO) -> int:
     except ValueError as exc:
         raise ValidationError(str(exc)) from None
     if not args.no_save:
-        stem = f"relevance-{report['dataset']}-{args.split}" + (f"-{args.tag}" if args.tag else "")
+        # A run over the first N queries is not the split's result: it takes the split's own name only when
+        # asked (--canonical: the documented MetaTool run over its first 3,000 test queries).
+        partial = f"-partial-{args.max_queries}" if args.max_queries and not args.canonical else ""
+        stem = f"relevance-{report['dataset']}-{args.split}{partial}" + (f"-{args.tag}" if args.tag else "")
         report["files"] = [str(p) for p in write_results(report, Path(args.out), stem)]
     emit(out, args, report, lambda: to_markdown(report))
     return 0
@@ -109,7 +112,10 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--split", default="test", choices=["dev", "test", "all"])
     p.add_argument("--modes", action="append", metavar="M,M",
                    help="modes to run (default all): lexical, semantic, hybrid, hybrid-<fusion>, bm25s")
-    p.add_argument("--max-queries", type=int, help="only the first N judged queries by id")
+    p.add_argument("--max-queries", type=int, help="only the first N judged queries by id (results are written"
+                   " as relevance-<dataset>-<split>-partial-N unless --canonical)")
+    p.add_argument("--canonical", action="store_true",
+                   help="with --max-queries: write under the split's own name (the documented sample run)")
     p.add_argument("--fusion", choices=FUSION_METHODS, help="override the default fusion")
     p.add_argument("--semantic-weight", type=float, help="override the default semantic weight")
     p.add_argument("--lexical-share-slope", type=float,

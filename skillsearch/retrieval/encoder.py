@@ -48,6 +48,7 @@ from skillsearch.retrieval.wrapper import Wrapper
 __all__ = [
     "ENCODERS", "CachedQueryEncoder", "E5Encoder", "Encoder", "HashingEncoder", "MiniLMEncoder", "PreparedQuery",
     "RoutedEncoder",
+    "encoder_choice",
     "make_encoder",
 ]
 
@@ -414,6 +415,16 @@ ENCODERS: dict[str, Callable[[], Encoder]] = {
     "minilm+e5": RoutedEncoder,
     "hashing": HashingEncoder,
 }
+
+
+# The model name each --encoder choice records in an index's manifest (what a mismatch message names).
+_RECORDED_AS = {MiniLMEncoder.name: "minilm", E5Encoder.name: "e5", HashingEncoder.name: "hashing",
+                f"{MiniLMEncoder.name}+{E5Encoder.name}": "minilm+e5"}
+
+
+def encoder_choice(model_name: str) -> str | None:
+    """The ``--encoder`` choice whose model an index records as ``model_name``; None when none does."""
+    return _RECORDED_AS.get(model_name)
 
 
 _LOADED: dict[str, Encoder] = {}

@@ -35,7 +35,7 @@ from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError
 from skillsearch.core.hashing import sha256_hex
 from skillsearch.retrieval.calibration import calibrate, is_current
 from skillsearch.retrieval.documents import doc_hash, embedded_text, lexical_doc
-from skillsearch.retrieval.encoder import Encoder
+from skillsearch.retrieval.encoder import Encoder, encoder_choice
 from skillsearch.retrieval.lexical import HEAD_CHARS, LexicalIndex, Searcher
 from skillsearch.retrieval.routing import Routing
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
@@ -158,11 +158,15 @@ class SearchIndex:
             )
         built = manifest.get("encoder", {})
         if built.get("name") != self.encoder.name or built.get("dim") != self.encoder.dim:
+            was, now = encoder_choice(str(built.get("name"))), encoder_choice(self.encoder.name)
+            use = f"pass --encoder {was} (or set SKILLSEARCH_ENCODER={was}) to search it as built, or " if was else ""
             raise IndexMismatchError(
                 f"the index in {self.data_dir} was built with encoder {built.get('name')!r} ({built.get('dim')} dims)"
-                f" but {self.encoder.name!r} ({self.encoder.dim} dims) is configured;"
-                f" run `skillsearch --data-dir {self.data_dir} reindex` to rebuild it",
-                {"index_encoder": built.get("name"), "configured_encoder": self.encoder.name},
+                f" but {self.encoder.name!r} ({self.encoder.dim} dims) is configured: {use}run"
+                f" `skillsearch --data-dir {self.data_dir}{f' --encoder {now}' if now else ''} reindex` to rebuild it"
+                f" for {now or self.encoder.name}",
+                {"index_encoder": built.get("name"), "configured_encoder": self.encoder.name,
+                 "index_encoder_option": was},
             )
         self._check_fingerprint(built)
         embedded = (manifest.get("embedded_text") or {}).get("instructions_chars")

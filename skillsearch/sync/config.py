@@ -171,7 +171,9 @@ def load_config(path: Path) -> SyncConfig:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ValidationError(
-            f"no sync configuration at {path}: write one (see docs/upstream-api.md) or pass --config",
+            f"no sync configuration at {path}: write one with an [upstream] table (url, and token or token_env)"
+            " and [[subscriptions]] tables (id), or add a folder or git source with `skillsearch sources add`;"
+            " or pass --config (README: \"Sync from a subscription platform\")",
             {"path": str(path)},
         ) from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -201,7 +201,8 @@ def create_upstream_app(upstream: ReferenceUpstream) -> FastAPI:
     app = FastAPI(
         title="Subscription platform (skillsearch reference upstream)",
         version="1",
-        description="The contract skillsearch syncs from; see docs/upstream-api.md.",
+        description="The contract skillsearch syncs from: each subscription's changes since a cursor, paged"
+                    " (GET /v1/subscriptions/{subscription_id}/skills); the schemas below are the whole of it.",
     )
 
     @app.exception_handler(UpstreamError)

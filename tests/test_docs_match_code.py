@@ -1,0 +1,122 @@
+"""The README's tables of limits and environment variables, read as a newcomer reads them, against the code
+that applies them (issue 32: the README said 64 MiB where the code refused at 256 MiB). A row that names a
+variable the code does not read, or a default the code does not use, fails here."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from skillsearch.core.limits import Limits
+from skillsearch.core.settings import Settings
+from skillsearch.retrieval.batching import default_layout
+from skillsearch.retrieval.writelock import DEFAULT_TIMEOUT_S
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+VARIABLE = re.compile(r"`(SKILLSEARCH_[A-Z0-9_]+)`")
+UNITS = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "s": 1}
+
+
+def table_rows(header: str) -> list[list[str]]:
+    """The cells of each row of the README table whose header row starts with ``header``."""
+    lines = README.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows
+
+
+def amount(text: str) -> float:
+    """``1 MiB`` -> 1048576, ``5000`` -> 5000, ``300 s`` -> 300."""
+    number, _, unit = text.partition(" ")
+    return float(number.replace(",", "")) * UNITS.get(unit, 1)
+
+
+def read_in_code() -> set[str]:
+    """Every SKILLSEARCH_ variable the package reads: the settings and limits fields, and each name that
+    appears in the source (os.environ reads, the documented ones of the benchmarks)."""
+    names = {f"SKILLSEARCH_{f.name.upper()}" for f in (*fields(Settings), *fields(Limits))}
+    for path in (ROOT / "skillsearch").rglob("*.py"):
+        names |= set(re.findall(r"SKILLSEARCH_[A-Z0-9_]+", path.read_text(encoding="utf-8")))
+    return names
+
+
+def test_the_limits_table_states_the_limits_the_code_applies() -> None:
+    rows = table_rows("| limit | default | set with | when exceeded |")
+    by_variable = {m.group(1): row[1] for row in rows if (m := VARIABLE.search(row[2]))}
+    limits = {f"SKILLSEARCH_{f.name.upper()}": getattr(Limits(), f.name) for f in fields(Limits)}
+    assert set(limits) <= set(by_variable), f"limits missing from the README table: {set(limits) - set(by_variable)}"
+    for variable, default in limits.items():
+        assert amount(by_variable[variable]) == default, (variable, by_variable[variable], default)
+    assert amount(by_variable["SKILLSEARCH_WRITE_LOCK_TIMEOUT_S"]) == DEFAULT_TIMEOUT_S
+
+
+def test_the_environment_table_states_the_defaults_the_code_uses() -> None:
+    rows = table_rows("| variable | default | what |")
+    settings = Settings()
+    computed = {"encoder_threads": default_layout(0, 0, cpus=1)[1]}  # 0 in Settings: picked at run time
+    checked = 0
+    for row in rows:
+        variables = VARIABLE.findall(row[0])
+        literals = re.findall(r"`([^`]+)`", row[1])
+        for variable, literal in zip(variables, literals, strict=False):
+            name = variable.removeprefix("SKILLSEARCH_").lower()
+            assert hasattr(settings, name), f"{variable} is not a setting"
+            value = computed.get(name, getattr(settings, name))
+            expected = str(int(value)) if isinstance(value, (bool, float)) and float(value).is_integer() else str(value)
+            assert literal == expected, (variable, literal, value)
+            checked += 1
+    assert checked >= 6
+
+
+def test_every_variable_the_readme_names_is_read_by_the_code() -> None:
+    unknown = set(re.findall(r"SKILLSEARCH_[A-Z0-9_]+", README)) - read_in_code()
+    assert not unknown, f"the README names variables nothing reads: {sorted(unknown)}"
+
+
+def test_paths_the_readme_names_exist() -> None:
+    named = set(re.findall(r"`(skillsearch/[\w/]+\.py)`", README))
+    assert "skillsearch/core/language.py" in named
+    missing = sorted(p for p in named if not (ROOT / p).is_file())
+    assert not missing, f"the README names files that do not exist: {missing}"
+
+
+def strings_outside_docstrings(tree: ast.AST) -> list[ast.Constant]:
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and id(n) not in docstrings]
+
+
+def test_messages_point_only_to_what_ships_in_the_wheel() -> None:
+    """A string the program shows may not send a user to ``docs/``: the wheel holds the package only
+    (docstrings and comments may cite the repository)."""
+    pointing = []
+    for path in (ROOT / "skillsearch").rglob("*.py"):
+        if path.parts[-2] == "bench":  # the benchmarks run from a checkout, beside docs/
+            continue
+        for node in strings_outside_docstrings(ast.parse(path.read_text(encoding="utf-8"))):
+            if re.search(r"docs/[\w.-]+\.(?:md|json)", node.value):
+                pointing.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not pointing, f"strings that point users to docs/, which the wheel does not hold: {pointing}"
+
+
+@pytest.mark.parametrize("length", [1024, 1025])
+def test_the_readme_lists_the_description_limit_import_applies(tmp_path: Path, length: int) -> None:
+    from skillsearch.catalog.importer import parse_path
+
+    folder = tmp_path / "skills" / "long"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(f"---\nname: long\ndescription: {'d' * length}\n---\nbody\n")
+    parsed = parse_path(tmp_path / "skills", "s", "user:me")
+    assert bool(parsed.problems) is (length > 1024)
+    assert "description over 1,024 characters" in README
