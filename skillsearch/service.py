@@ -22,17 +22,19 @@ from skillsearch.catalog.imports import ImportReport, store_import
 from skillsearch.catalog.read_cache import GenerationReads
 from skillsearch.catalog.reads import get_detail, list_page, resolve_flow
 from skillsearch.catalog.store import CatalogStore
-from skillsearch.core.domain import GRANT_PATTERN, Principal
+from skillsearch.core.domain import Principal
 from skillsearch.core.errors import IndexNotReadyError, SkillSearchError, ValidationError
+from skillsearch.core.grants import check_grants
 from skillsearch.core.lru import LRU
 from skillsearch.core.settings import Settings
 from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
 from skillsearch.retrieval.batching import BatchingEncoder, BatchStats, QueryEncoders
 from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, RoutedEncoder, make_encoder
 from skillsearch.retrieval.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex
+from skillsearch.retrieval.loading import models_of, start_loading
 from skillsearch.retrieval.search import SearchRequest, SearchResult, run_search, search_response
 from skillsearch.sync.client import SubscriptionClient
-from skillsearch.sync.config import SubscriptionConfig, SyncConfig
+from skillsearch.sync.config import SubscriptionConfig, SyncConfig, default_config_path
 from skillsearch.sync.contract import WebhookEvent
 from skillsearch.sync.health import SyncHealth, sync_health
 from skillsearch.sync.local import LocalSources
@@ -43,7 +45,9 @@ from skillsearch.sync.sources import SourceConfig
 from skillsearch.sync.status import SyncStatus, sync_status
 from skillsearch.sync.webhook import apply_event
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
+from skillsearch.usecases.restore import RestoreInfo, restore_snapshot
 from skillsearch.usecases.skill_files import SkillFiles, legacy_skill_md_note
+from skillsearch.usecases.snapshots import SnapshotInfo, create_snapshot
 from skillsearch.usecases.sources import LocalSourcesUseCase
 from skillsearch.usecases.tuning import tuned_weight
 
@@ -79,6 +83,7 @@ class Catalog:
         self.sources = LocalSourcesUseCase(self)  # local folders and git repositories
         self._results: LRU[tuple[Any, ...], SearchResult] = LRU(settings.result_cache_size)
         self._queries = QueryEncoders(lambda: self.encoder, settings)  # search's, over the batching service
+        self.seeded = 0  # skills of the bundled sample that open() seeded an empty directory with
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -92,14 +97,33 @@ class Catalog:
         progress: ProgressFactory | None = None,
     ) -> Catalog:
         """Open a data directory for reading: seed the sample catalog into an empty one (when enabled) and
-        open the index, building or repairing it as needed."""
+        open the index, building or repairing it as needed. A directory with a sync configuration
+        (``sync.toml``: subscriptions or sources) is never seeded, whichever command opens it first."""
         catalog = cls(settings, encoder)
-        if (settings.seed_sample if seed is None else seed) and catalog.is_empty():
-            catalog.import_sample(progress)
+        if (settings.seed_sample if seed is None else seed) and catalog.is_empty() \
+                and not default_config_path(catalog.data_dir).exists():
+            catalog.seeded = sum(len(r.created) for r in catalog.import_sample(progress))
         catalog.index(progress)
         if note := legacy_skill_md_note(catalog.store):
             log.warning("%s", note)
         return catalog
+
+    @staticmethod
+    def create_snapshot(settings: Settings, dest: Path, wait_s: float = 60.0) -> SnapshotInfo:
+        """A consistent snapshot of ``settings.data_dir`` into the new folder ``dest``, while other processes
+        serve and write it (``usecases/snapshots.py``). Loads no model and opens no index."""
+        return create_snapshot(Path(settings.data_dir), Path(dest), wait_s=wait_s)
+
+    @staticmethod
+    def restore_snapshot(settings: Settings, src: Path) -> RestoreInfo:
+        """Verify the snapshot ``src`` (every digest, the model fingerprint of ``settings.encoder``) and swap
+        it into ``settings.data_dir`` (``usecases/restore.py``); a refusal leaves the folder as it was."""
+        return restore_snapshot(Path(src), Path(settings.data_dir), settings.encoder)
+
+    def embedded_documents(self) -> int:
+        """Documents this process has embedded into its index so far (0 after opening a restored snapshot:
+        its vectors are used as they are)."""
+        return self._index.embed_count if self._index is not None else 0
 
     def is_empty(self) -> bool:
         return self.store.count() == 0 and not self.store.sync.states()
@@ -111,6 +135,19 @@ class Catalog:
         if not isinstance(self._encoder, CachedQueryEncoder):
             self._encoder = CachedQueryEncoder(self._encoder, self.settings.query_cache_size)
         return self._encoder
+
+    def load_model_in_background(self) -> None:
+        """Servers call this once open: the embedding model loads in a background thread while the protocol
+        is already answered; a search that needs it meanwhile waits up to ``settings.model_wait_s``."""
+        start_loading(self.encoder, self.settings.model_wait_s, self.settings.model_load_delay_s)
+
+    def check_model(self) -> None:
+        """``INDEX_NOT_READY`` while a model behind the encoder is loading, or when its load failed."""
+        for model in models_of(self.encoder):
+            if model.pending:
+                raise IndexNotReadyError(f"the embedding model ({model.what}) is still loading", {"model": model.what})
+            if model.failure is not None:
+                raise IndexNotReadyError(f"the embedding model ({model.what}) failed to load", {"model": model.what})
 
     def batch_stats(self) -> BatchStats | None:
         """The batching query encoder's counters (None before the first search, or without batching)."""
@@ -150,6 +187,8 @@ class Catalog:
                     self.settings.lexical_instructions_chars,
                 )
                 idx.open(self.store, progress)
+                log.info("index open in %s: %d documents, %d embedded", self.data_dir, len(idx.snapshot().vectors),
+                         idx.embed_count)
                 self._index = idx
             return self._index
 
@@ -199,7 +238,9 @@ class Catalog:
         ``INDEX_NOT_READY`` with both generations and both document counts. An index a moment behind the
         store while a write is in progress (a sync batch here, or another process holding the write lock)
         is ready and ``catching_up``: it serves its last whole snapshot, and every replica of a fleet pulls
-        the same change at once, so a 503 then would empty the balancer's pool on every update."""
+        the same change at once, so a 503 then would empty the balancer's pool on every update. Also
+        ``INDEX_NOT_READY`` while the embedding model is loading in the background (a server's first moments)."""
+        self.check_model()
         idx = self.index()
         snap, generation = idx.snapshot(), self.store.generation()
         docs, lexical_docs = len(snap.vectors), idx.lexical.num_docs()
@@ -266,8 +307,7 @@ class Catalog:
     def import_path(
         self, path: Path, source: str, grant: str, progress: ProgressFactory | None = None
     ) -> ImportReport:
-        if not GRANT_PATTERN.match(grant or ""):
-            raise ValidationError(f"invalid grant {grant!r}: use sub:<id>, team:<id> or user:<id>")
+        check_grants([grant])
         if not source or len(source) > 128:
             raise ValidationError("source must be a non-empty name of at most 128 characters")
         if self._index is None and (self.data_dir / "manifest.json").exists():

@@ -93,8 +93,8 @@ def test_resolve_reports_missing_parameters_then_substitutes(data_dir: Path) -> 
     assert required
     code, err = run(data_dir, "resolve", skill_id, "--json")
     assert code == 1 and err["error"]["code"] == "VALIDATION_ERROR"
-    missing = {p["parameter"] for p in err["error"]["details"]["problems"]}
-    assert missing == {p["name"] for p in required}
+    missing = {p["field"] for p in err["error"]["details"]["problems"] if p["code"] == "missing"}
+    assert missing == {f"parameters.{p['name']}" for p in required}
     params = []
     for p in required:
         value = {"integer": "3", "number": "1.5", "boolean": "true"}.get(p["type"], "x")

@@ -173,7 +173,8 @@ def test_serve_prints_url_demo_token_and_a_curl_that_works(sample_dir: Path, tmp
         assert f"demo token:   {DEMO_TOKEN}" in text and "/mcp" in text
         curl = re.search(r"curl -H 'Authorization: Bearer ([^']+)' '([^']+)'", text)
         assert curl and curl.group(1) == DEMO_TOKEN and curl.group(2).startswith(url.group(1))
-        resp = httpx.get(curl.group(2), headers={"Authorization": f"Bearer {curl.group(1)}"}, timeout=30)
+        # The banner comes before the model is loaded; the first search waits for the background load.
+        resp = httpx.get(curl.group(2), headers={"Authorization": f"Bearer {curl.group(1)}"}, timeout=300)
         assert resp.status_code == 200 and resp.json()["hits"][0]["slug"] == "python-profiling"
         assert httpx.get(url.group(1) + "/readyz", timeout=30).json()["status"] == "ready"
     finally:

@@ -165,7 +165,7 @@ async def test_flow_template_walk_through(sample: Catalog) -> None:
         values = {"table": "analytics.daily_orders", "job": "orders_daily", "start_date": "2024-05-01"}
         problem = error(await client.call_tool("resolve_skill", {"skill_id": hit["skill_id"], "parameters": values}))
         assert problem["code"] == "VALIDATION_ERROR"
-        assert [(p["parameter"], p["problem"]) for p in problem["details"]["problems"]] == [("end_date", "missing")]
+        assert [(p["field"], p["code"]) for p in problem["details"]["problems"]] == [("parameters.end_date", "missing")]
         assert "end_date" in problem["message"]
 
         values["end_date"] = "2024-05-31"

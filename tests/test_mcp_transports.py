@@ -107,7 +107,6 @@ async def test_mcp_command_builds_the_server_it_is_told_to(data_dir: Path, encod
     [
         (["--principal", "nobody"], "no [principals.nobody] table"),
         (["--principal", "ops", "--grant", "sub:x"], "either --principal or --grant"),
-        (["--grant", "bogus"], "invalid grant"),
         (["--scope", "memory:read"], "--scope needs --grant"),
     ],
 )

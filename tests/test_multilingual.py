@@ -27,6 +27,7 @@ from skillsearch.core.settings import Settings
 from skillsearch.retrieval.calibration import centered_cosines, centering_of
 from skillsearch.retrieval.confidence import packaged_decision
 from skillsearch.retrieval.encoder import CachedQueryEncoder, E5Encoder, Encoder, RoutedEncoder
+from skillsearch.retrieval.model_files import setting_fingerprint
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog, sample_catalog_dir
 
@@ -302,7 +303,8 @@ def test_routed_english_request_is_scored_by_minilm_and_others_by_centered_e5(
 
 def test_routed_calibration_is_stored_per_route(tiny_routed_dir: Path) -> None:
     manifest = json.loads((tiny_routed_dir / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["encoder"] == {"name": ROUTED, "dim": 768}
+    # The pair's fingerprint, as a replica computes it from the two models' files without loading either.
+    assert manifest["encoder"] == {"name": ROUTED, "dim": 768, "fingerprint": setting_fingerprint("minilm+e5")}
     calibration = manifest["calibration"]
     assert calibration["encoder"] == ROUTED and set(calibration["routes"]) == {"minilm", "e5"}
     minilm, e5 = calibration["routes"]["minilm"], calibration["routes"]["e5"]

@@ -51,8 +51,9 @@ def test_step_tool_names_and_order_are_the_templates() -> None:
 def test_all_problems_are_reported_in_one_error() -> None:
     with pytest.raises(ValidationError) as info:
         resolve_steps(STEPS, PARAMS, {"replicas": "three", "env": "moon", "colour": "red"})
-    problems = {(p["parameter"], p["problem"]) for p in info.value.details["problems"]}
-    assert problems == {("service", "missing"), ("replicas", "invalid"), ("env", "invalid"), ("colour", "unknown")}
+    problems = {(p["field"], p["code"]) for p in info.value.details["problems"]}
+    assert problems == {("parameters.service", "missing"), ("parameters.replicas", "invalid"),
+                        ("parameters.env", "invalid"), ("parameters.colour", "unknown")}
     assert info.value.code == "VALIDATION_ERROR"
 
 

@@ -20,7 +20,7 @@ import json
 import mimetypes
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from typing import Any
 import pydantic
 
 from skillsearch.catalog.frontmatter import split_front_matter
-from skillsearch.catalog.walk import TooLarge, read_bounded, read_skill_folder, skill_folders
+from skillsearch.catalog.walk import FolderUnreadable, TooLarge, read_bounded, read_skill_folder, skill_folders
 from skillsearch.core.domain import (
     SKILL_ID_PATTERN,
     SLUG_PATTERN,
@@ -49,7 +49,6 @@ __all__ = ["ImportProblem", "ParsedImport", "parse_path", "slugify"]
 MAX_NAME = 64
 MAX_RESOURCE_BYTES = Limits().max_resource_bytes
 _SKILL_ID = re.compile(SKILL_ID_PATTERN)
-_TEXT_TYPES = ("text/", "application/json", "application/x-yaml", "application/yaml", "application/xml")
 
 
 @dataclass(frozen=True)
@@ -71,6 +70,9 @@ class ParsedImport:
     skills: list[SkillContent] = field(default_factory=list)
     problems: list[ImportProblem] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
+    # Why the folder as a whole could not be read (over a limit, not openable): a mirror keeps its last
+    # good state instead of taking "no skills" for the truth. Also reported as a problem.
+    unreadable: str | None = None
 
 
 def slugify(text: str) -> str:
@@ -88,10 +90,6 @@ def media_type_of(path: str) -> str:
             ".toml": "application/toml", ".sh": "text/x-shellscript", ".py": "text/x-python"}.get(
         suffix, "text/plain" if suffix in (".txt", ".cfg", ".ini", "") else "application/octet-stream"
     )
-
-
-def is_text_media_type(media_type: str) -> bool:
-    return media_type.startswith(_TEXT_TYPES) or media_type in ("application/toml",)
 
 
 def _resource_kind(rel: str) -> ResourceKind:
@@ -301,8 +299,12 @@ def _bundle_entry(raw: dict[str, Any], source: str, grant: str, limits: Limits) 
 # -- entry point --------------------------------------------------------------------------------------
 
 
-def parse_path(path: Path, source: str, grant: str, limits: Limits | None = None) -> ParsedImport:
+def parse_path(path: Path, source: str, grant: str, limits: Limits | None = None, *,
+               only: Collection[str] | None = None) -> ParsedImport:
     """Every skill under ``path`` (folder or bundle), with one problem per invalid entry.
+
+    ``only``: of a folder, read only the skill folders among these top-level names (a watcher's batch),
+    through the same symlink-refusing walk.
 
     Slugs must be unique within the import: a later duplicate is a problem, the first one stays. A refused
     entry never costs the others; a skipped file (a symbolic link, a FIFO, a hard link) is reported as a
@@ -317,9 +319,10 @@ def parse_path(path: Path, source: str, grant: str, limits: Limits | None = None
     entries: list[tuple[str, SkillContent | Exception]] = []
     if path.is_dir():
         try:
-            names, skipped = skill_folders(path, limits)
-        except (ValueError, OSError) as exc:
+            names, skipped = skill_folders(path, limits, only)
+        except FolderUnreadable as exc:
             names, skipped = [], [("", str(exc))]
+            result.unreadable = str(exc)
         result.problems.extend(ImportProblem(str(path / n), f"skipped: {r}") for n, r in skipped)
         for name in names:
             where = str(path / name / "SKILL.md")

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from skillsearch.catalog.store import CatalogStore
-from skillsearch.core.domain import MAX_NESTING, SKILL_KINDS, Principal, Revision, Skill
+from skillsearch.core.domain import MAX_NESTING, SKILL_KINDS, SLUG_PATTERN, Principal, Revision, Skill
 from skillsearch.core.errors import SkillInvalidError, SkillNotFoundError, ValidationError
 from skillsearch.core.skill_uri import skill_uri
 from skillsearch.core.templates import resolve_steps
@@ -75,13 +75,29 @@ def list_page(
 
 
 def visible_skill(store: CatalogStore, principal: Principal, skill_id: str) -> Skill:
-    """The skill if this principal may see it now; ``SKILL_NOT_FOUND`` otherwise (no existence leak)."""
+    """The skill if this principal may see it now; ``SKILL_NOT_FOUND`` otherwise (no existence leak).
+
+    A slug is taken too when exactly one skill the caller can see has it (slugs are unique per grant, so a
+    caller of several grants may see two): agents and people type the slug they read. Only visible skills
+    are looked at, so the answer says nothing about the others."""
     if not isinstance(skill_id, str) or not skill_id or len(skill_id) > 200:
         raise ValidationError("skill_id must be a non-empty string of at most 200 characters")
+    revoked = store.revoked_subscriptions()
     skill = store.skill(skill_id)
-    if skill is None or not is_visible(skill.status, skill.grant, principal, store.revoked_subscriptions()):
-        raise SkillNotFoundError(f"no skill {skill_id!r} is visible to you", {"skill_id": skill_id})
-    return skill
+    if skill is not None and is_visible(skill.status, skill.grant, principal, revoked):
+        return skill
+    if SLUG_PATTERN.match(skill_id):
+        grants = sorted(visible_grants(principal, store.grants(), revoked))
+        same = [s for g in grants if (s := store.skill_by_slug(g, skill_id)) is not None
+                and is_visible(s.status, s.grant, principal, revoked)]
+        if len(same) == 1:
+            return same[0]
+        if same:
+            ids = ", ".join(f"{s.skill_id} ({s.grant})" for s in same)
+            raise SkillNotFoundError(f"the slug {skill_id!r} names {len(same)} skills you can see: pass one skill_id"
+                                     f" of {ids}", {"skill_id": skill_id, "candidates": [s.skill_id for s in same]})
+    raise SkillNotFoundError(f"no skill {skill_id!r} is visible to you: pass a skill_id from search or list"
+                             " (sk_...), or the slug of a skill you can see", {"skill_id": skill_id})
 
 
 def _current_revision(store: CatalogStore, skill: Skill) -> Revision:

@@ -14,6 +14,12 @@ only through this module. What it promises:
   (:class:`~skillsearch.core.limits.Limits`). A file is read up to its limit plus one byte whatever size it
   reports (``/proc`` files report 0). The walk is iterative and holds at most one descriptor per level.
 - File names that are not valid UTF-8 are skipped with a reason (they could not be stored or shown).
+- **The folder as a whole** (the imported folder, a source's root) over a limit, or unreadable, raises
+  :class:`FolderUnreadable`: a caller mirroring a source must keep its last good state rather than read
+  "no skills here". A skill folder that cannot be opened is still named as a skill folder, so reading it
+  fails and its skill is refused (keeping its last good revision) instead of silently disappearing.
+- A watcher's scoped read (``skill_folders(root, limits, only=names)``) goes through the same descriptors
+  and checks: only the named top-level entries are looked at, each with ``lstat`` relative to the root.
 
 Hidden entries (a name starting with ``.``) and ``__pycache__`` are left out silently, as before.
 """
@@ -23,14 +29,14 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from skillsearch.core.limits import Limits
 from skillsearch.core.wellformed import printable
 
-__all__ = ["SkillFolder", "TooLarge", "read_bounded", "read_skill_folder", "skill_folders"]
+__all__ = ["FolderUnreadable", "SkillFolder", "TooLarge", "read_bounded", "read_skill_folder", "skill_folders"]
 
 SKILL_FILE = "SKILL.md"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -39,6 +45,10 @@ _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 class TooLarge(ValueError):
     """A file over its byte limit."""
+
+
+class FolderUnreadable(ValueError):
+    """The imported folder itself cannot be read within the limits (too many entries, not openable)."""
 
 
 @dataclass
@@ -134,14 +144,57 @@ def read_bounded(name: str | Path, limit: int, dir_fd: int | None = None, *, fol
         os.close(fd)
 
 
-def skill_folders(root: Path, limits: Limits) -> tuple[list[str], list[tuple[str, str]]]:
-    """The skill folders of an imported folder: ``[""]`` when it holds ``SKILL.md`` itself, else the names
-    of its sub-folders that do. Also what was skipped (symlinked folders), as (name, reason)."""
-    fd = _open_dir(root) if not root.is_symlink() else _open_dir(root.resolve())
+def _named(dir_fd: int, names: Collection[str]) -> list[_Entry]:
+    """The entries of ``names`` that exist in the directory, each looked at with ``lstat`` (never followed)."""
+    out: list[_Entry] = []
+    for name in sorted(set(names)):
+        if not name or "/" in name or name in (".", ".."):
+            continue
+        try:
+            mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            continue
+        kind = ("link" if stat.S_ISLNK(mode) else "dir" if stat.S_ISDIR(mode)
+                else "file" if stat.S_ISREG(mode) else "other")
+        out.append(_Entry(name, kind))
+    return out
+
+
+def _exists(name: str, dir_fd: int) -> bool:
     try:
-        entries = _entries(fd, limits.max_walk_entries)
-        if len(entries) > limits.max_walk_entries:
-            raise ValueError(f"the folder has more than {limits.max_walk_entries} entries, over the limit")
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def skill_folders(root: Path, limits: Limits, only: Collection[str] | None = None) -> tuple[list[str], list[tuple[str, str]]]:
+    """The skill folders of an imported folder: ``[""]`` when it holds ``SKILL.md`` itself, else the names
+    of its sub-folders that do. Also what was skipped (symlinked folders), as (name, reason).
+
+    ``only``: look at these top-level names only (a watcher's batch), never listing the folder.
+    Raises :class:`FolderUnreadable` when the folder itself cannot be read or is over a limit."""
+    try:
+        fd = _open_dir(root) if not root.is_symlink() else _open_dir(root.resolve())
+    except (ValueError, OSError) as exc:
+        raise FolderUnreadable(f"the folder cannot be opened: {exc}") from None
+    try:
+        if only is None:
+            try:
+                entries = _entries(fd, limits.max_walk_entries)
+            except OSError as exc:
+                raise FolderUnreadable(f"the folder cannot be listed: {exc}") from None
+            if len(entries) > limits.max_walk_entries:
+                raise FolderUnreadable(f"the folder has more than {limits.max_walk_entries} entries, over the limit "
+                                       "(SKILLSEARCH_MAX_WALK_ENTRIES)")
+        else:
+            if len(only) > limits.max_walk_entries:
+                raise FolderUnreadable(f"more than {limits.max_walk_entries} top-level entries changed, over the "
+                                       "limit (SKILLSEARCH_MAX_WALK_ENTRIES)")
+            try:
+                entries = _named(fd, set(only) | {SKILL_FILE})
+            except OSError as exc:
+                raise FolderUnreadable(f"the folder cannot be read: {exc}") from None
         if any(e.name == SKILL_FILE for e in entries):
             return [""], []
         found: list[str] = []
@@ -156,12 +209,17 @@ def skill_folders(root: Path, limits: Limits) -> tuple[list[str], list[tuple[str
             elif e.kind == "dir":
                 try:
                     sub = _open_dir(e.name, fd)
-                except (ValueError, OSError) as exc:
+                except ValueError as exc:
                     skipped.append((e.name, str(exc)))
                     continue
+                except OSError:
+                    found.append(e.name)  # unreadable: its read fails and the skill it held is kept
+                    continue
                 try:
-                    if any(x.name == SKILL_FILE for x in _entries(sub, limits.max_walk_entries)):
+                    if _exists(SKILL_FILE, sub):
                         found.append(e.name)
+                except OSError:
+                    found.append(e.name)
                 finally:
                     os.close(sub)
         return found, skipped

@@ -9,11 +9,31 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from skillsearch.cli.common import Subparsers, emit, progress_factory
+from skillsearch.cli.common import Command, Subparsers, emit, progress_factory
 from skillsearch.core.domain import FUSION_METHODS
 from skillsearch.core.errors import ValidationError
 
-__all__ = ["add_commands"]
+__all__ = ["BENCH_EXTRA", "add_commands"]
+
+# The top-level modules of the ``bench`` extra (pyproject.toml): one missing is said as the extra to install.
+BENCH_EXTRA = frozenset({"bm25s", "Stemmer", "pytrec_eval", "matplotlib", "sklearn"})
+
+
+def needs_bench_extra(func: Command) -> Command:
+    """``func`` with a missing module of the ``bench`` extra said as what to install (exit 1), not as
+    ``INTERNAL: ModuleNotFoundError``."""
+
+    def run(args: argparse.Namespace, out: TextIO) -> int:
+        try:
+            return func(args, out)
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").split(".")[0] not in BENCH_EXTRA:
+                raise
+            print(f"error: skillsearch bench needs the 'bench' extra (no module {exc.name!r}): "
+                  "pip install 'skillsearch[bench]'", file=sys.stderr)
+            return 1
+
+    return run
 
 
 def cmd_bench_relevance(args: argparse.Namespace, out: TextIO) -> int:
@@ -82,7 +102,7 @@ def add_commands(sub: Subparsers) -> None:
         p.add_argument("--no-cache", action="store_true", help="encode everything, cache nothing")
 
     p = inner.add_parser("relevance", help="nDCG@10, Recall@10/50, MRR@10, P@1 on a BEIR-layout folder")
-    p.set_defaults(func=cmd_bench_relevance, record_command=True)
+    p.set_defaults(func=needs_bench_extra(cmd_bench_relevance), record_command=True)
     common(p)
     p.add_argument("--dataset", required=True, help="folder with corpus.jsonl, queries.jsonl, qrels.<split>.tsv,"
                    " or a folder of skills with queries.dev.jsonl (the skills dev set)")
@@ -104,7 +124,7 @@ def add_commands(sub: Subparsers) -> None:
                    help="override the share of a full lexical list's last score a candidate below it gets")
 
     p = inner.add_parser("latency", help="search/encode percentiles, build throughput, update time, RSS")
-    p.set_defaults(func=cmd_bench_latency)
+    p.set_defaults(func=needs_bench_extra(cmd_bench_latency))
     common(p)
     p.add_argument("--skills", action="append", required=True, metavar="N|real",
                    help="catalog size (repeatable or comma-separated); 'real' = the 883 real skills")

@@ -14,6 +14,7 @@ from skillsearch.cli.common import (
     add_command,
     add_grants,
     emit,
+    grant_arg,
     open_catalog,
     principal_from_args,
     progress_factory,
@@ -53,15 +54,18 @@ def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
     def text() -> str:
         notice = [f"note: {view.notice}"] if view.notice else []
         if view.no_match:
-            return "\n".join([*notice, f"no good match ({view.no_match_reason})"])
+            return "\n".join([*notice, f"no good match: {view.no_match_message} ({view.no_match_reason})"])
         lines = notice
         top = view.hits[0].confidence if view.hits else None
         if top is not None and top < WEAK_CONFIDENCE:
-            lines.append(f"note: weak match: the top hit's confidence is {top:.2f} (under {WEAK_CONFIDENCE}); "
+            lines.append(f"note: weak match: the top hit's confidence is {shown(top)} (under {WEAK_CONFIDENCE}); "
                          "read its description before you rely on it")
+        if len(view.hits) == 1:
+            lines.append("note: the only skill you can see that matched: its score ranks it against no other hit;"
+                         " judge it by its description")
         for i, h in enumerate(view.hits, start=1):
             e = h.explanation
-            conf = f"  confidence={h.confidence:.2f}" if h.confidence is not None else ""
+            conf = f"  confidence={shown(h.confidence)}" if h.confidence is not None else ""
             lines.append(f"{i:>2}. {h.name}  [{h.kind}]  {h.skill_id}  score={h.score:.3f}{conf}")
             lines.append(f"    {h.description[:160]}")
             lines.append(f"    why: lexical rank {e.lexical_rank or '-'}, semantic rank {e.semantic_rank or '-'}"
@@ -70,6 +74,12 @@ def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
 
     emit(out, args, view.model_dump(), text)
     return 0
+
+
+def shown(confidence: float) -> str:
+    """A confidence as the CLI and the page print it: two decimals, and ``<0.01`` rather than a row of
+    ``0.00`` for the hits the model gives next to nothing."""
+    return "<0.01" if confidence < 0.005 else f"{confidence:.2f}"
 
 
 def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
@@ -167,7 +177,7 @@ def add_commands(sub: Subparsers) -> None:
     p = add_command(sub, "import", cmd_import, "import a folder of Agent Skills or a JSON/JSONL bundle")
     p.add_argument("path")
     p.add_argument("--source", required=True, help="name of the local source the skills belong to")
-    p.add_argument("--grant", required=True, help="grant key: sub:<id>, team:<id> or user:<id>")
+    p.add_argument("--grant", required=True, type=grant_arg, help="grant key: sub:<id>, team:<id> or user:<id>")
 
     p = add_command(sub, "search", cmd_search, "search skills (hybrid by default)")
     p.add_argument("query")
@@ -189,7 +199,8 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--cursor")
 
     p = add_command(sub, "get", cmd_get, "show a skill: instructions, or steps and parameters")
-    p.add_argument("skill_id")
+    p.add_argument("skill_id", metavar="SKILL_ID|SLUG",
+                   help="a skill_id from search or list, or a slug only one skill you can see has")
     add_grants(p)
 
     p = add_command(sub, "resolve", cmd_resolve,

@@ -13,6 +13,7 @@ from typing import Any, TextIO
 
 from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
 from skillsearch.core.errors import StartupError
+from skillsearch.core.grants import grant_problem
 from skillsearch.core.settings import Settings
 from skillsearch.service import Catalog
 
@@ -23,6 +24,9 @@ __all__ = [
     "add_grants",
     "check_data_dir",
     "emit",
+    "grant_arg",
+    "grant_or_all_arg",
+    "note_new_data_dir",
     "open_catalog",
     "principal_from_args",
     "principals_path",
@@ -64,8 +68,19 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings.from_env(data_dir=args.data_dir, encoder=args.encoder)
 
 
-def open_catalog(args: argparse.Namespace) -> Catalog:
-    return Catalog.open(settings_from_args(args), progress=progress_factory(not args.quiet))
+def open_catalog(args: argparse.Namespace, seed: bool | None = None) -> Catalog:
+    catalog = Catalog.open(settings_from_args(args), seed=seed, progress=progress_factory(not args.quiet))
+    note_new_data_dir(args, catalog.seeded)
+    return catalog
+
+
+def note_new_data_dir(args: argparse.Namespace, seeded: int = 0) -> None:
+    """One line on stderr when this command created the data directory (a mistyped ``--data-dir`` would
+    otherwise be a new catalog, silently seeded with the sample), said once per run."""
+    if getattr(args, "fresh_data_dir", False) and Path(args.data_dir).is_dir():
+        args.fresh_data_dir = False
+        seeds = f" and seeded it with the bundled sample catalog ({seeded} skills)" if seeded else ""
+        print(f"note: {args.data_dir} did not exist: created it{seeds}", file=sys.stderr)
 
 
 def emit(out: TextIO, args: argparse.Namespace, payload: Any, text: Callable[[], str]) -> None:
@@ -82,9 +97,25 @@ def add_command(sub: Subparsers, name: str, func: Command, help_text: str) -> ar
     return p
 
 
+def grant_arg(value: str) -> str:
+    """argparse ``type`` of every ``--grant``: a value that is not a grant key is a usage error (exit 2),
+    on every command alike (``core/grants.py``)."""
+    if text := grant_problem(value):
+        raise argparse.ArgumentTypeError(text)
+    return value
+
+
+def grant_or_all_arg(value: str) -> str:
+    """``--grant`` of ``token add``: a grant key or ``*`` (every grant)."""
+    if text := grant_problem(value, allow_all=True):
+        raise argparse.ArgumentTypeError(text)
+    return value
+
+
 def add_grants(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--grant", action="append", metavar="G",
-                   help="see only this grant (repeatable); default: every grant (local operator)")
+    p.add_argument("--grant", action="append", metavar="G", type=grant_arg,
+                   help="see only this grant (repeatable): sub:<id>, team:<id> or user:<id>;"
+                        " default: every grant (local operator)")
 
 
 def principals_path(args: argparse.Namespace) -> Path:

@@ -3,12 +3,14 @@
 Contract relied on by scripts: a global ``--data-dir`` (env ``SKILLSEARCH_DATA_DIR``, default ``./index``);
 ``--json`` prints exactly one JSON object on stdout; errors in ``--json`` mode are
 ``{"error": {"code", "message", "details"}}``; the exit code is 0 on success, 1 on an error (or an import
-with invalid entries), 2 on a usage error, 3 when a server cannot start (port in use, unusable data
-directory). Progress bars and logs go to stderr. With one or more
-``--grant`` the caller sees only those grants; without any, the CLI is the local operator.
+with invalid entries), 2 on a usage error (also a ``--data-dir`` that is a file or whose parent folder does
+not exist, and an unknown ``--encoder``), 3 when a server cannot start (port in use, unusable data directory),
+4 on a snapshot that ``snapshot restore`` refused. Progress bars and logs go to stderr. A data directory
+the command had to create is said on stderr. With one or more ``--grant`` the caller sees only those
+grants; without any, the CLI is the local operator.
 
 The commands live in one module per group (``catalog``, ``sync``, ``mcp``, ``serve``, ``tokens``,
-``bench``), each with an ``add_commands(sub)`` that declares its sub-commands.
+``snapshot``, ``bench``), each with an ``add_commands(sub)`` that declares its sub-commands.
 """
 
 from __future__ import annotations
@@ -19,12 +21,17 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TextIO
 
-from skillsearch.cli import bench, catalog, mcp, serve, sources, sync, tokens
+from skillsearch.cli import bench, catalog, mcp, serve, snapshot, sources, sync, tokens
+from skillsearch.cli.common import note_new_data_dir
 from skillsearch.core.errors import SkillSearchError, StartupError, error_body
+from skillsearch.retrieval.encoder import ENCODERS
 
 __all__ = ["build_parser", "main"]
+
+EXIT_ERROR = 1
 
 log = logging.getLogger("skillsearch")
 
@@ -33,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="skillsearch", description="Search-first skill catalog for LLM agents.")
     parser.add_argument("--data-dir", default=os.environ.get("SKILLSEARCH_DATA_DIR", "index"),
                         help="data directory (env SKILLSEARCH_DATA_DIR, default ./index)")
-    parser.add_argument("--encoder", default=None,
+    parser.add_argument("--encoder", default=None, choices=sorted(ENCODERS),
                         help="embedding model: minilm (default), e5, minilm+e5 (by the request's language), hashing")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level on stderr")
@@ -44,9 +51,26 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_commands(sub)
     serve.add_commands(sub)
     tokens.add_commands(sub)
+    snapshot.add_commands(sub)  # snapshot create|restore
     catalog.add_calibrate(sub)
     bench.add_commands(sub)
     return parser
+
+
+def _check_globals(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """A data directory that cannot be one, or an unknown encoder, is a usage error. A data directory that
+    does not exist yet is created by the command, and said (``note_new_data_dir``): a typo would otherwise
+    be a new catalog, silently."""
+    path = Path(args.data_dir)
+    if path.exists() and not path.is_dir():
+        parser.error(f"--data-dir {args.data_dir}: not a folder (a data directory is a folder)")
+    if not path.exists() and not path.absolute().parent.is_dir():
+        parser.error(f"--data-dir {args.data_dir}: the folder {path.absolute().parent} does not exist;"
+                     " create it first, or check the path")
+    args.fresh_data_dir = not path.exists()
+    encoder = args.encoder or os.environ.get("SKILLSEARCH_ENCODER")
+    if encoder and encoder not in ENCODERS:
+        parser.error(f"SKILLSEARCH_ENCODER={encoder}: unknown encoder; choose one of {', '.join(sorted(ENCODERS))}")
 
 
 def _print_error(out: TextIO, args: argparse.Namespace, exc: SkillSearchError, text: str) -> None:
@@ -60,6 +84,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     parser = build_parser()
     args = parser.parse_args(argv)
+    _check_globals(parser, args)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -70,7 +95,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return 3
     except SkillSearchError as exc:
         _print_error(out, args, exc, f"error: {exc.code}: {exc.message}")
-        return 1
+        return EXIT_ERROR
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -78,7 +103,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         log.debug("unexpected error", exc_info=True)
         internal = SkillSearchError(f"{type(exc).__name__}: {exc}")
         _print_error(out, args, internal, f"error: INTERNAL: {internal.message} (run with -v for details)")
-        return 1
+        return EXIT_ERROR
+    finally:
+        note_new_data_dir(args)
 
 
 if __name__ == "__main__":

@@ -14,11 +14,13 @@ from skillsearch.cli.common import (
     add_command,
     add_grants,
     check_data_dir,
+    note_new_data_dir,
     progress_factory,
     settings_from_args,
 )
-from skillsearch.core.domain import GRANT_PATTERN, SCOPE_MEMORY_READ, Principal
+from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
 from skillsearch.core.errors import ValidationError
+from skillsearch.core.grants import check_grants
 from skillsearch.service import Catalog
 from skillsearch.sync.config import default_config_path
 from skillsearch.sync.sources import load_sources
@@ -59,9 +61,7 @@ def mcp_principal_from_args(args: argparse.Namespace) -> Principal:
         raise ValidationError("--scope needs --grant (the local operator has every grant and memory:read)")
     if not grants:
         return Principal.operator()
-    bad = [g for g in grants if not GRANT_PATTERN.match(g)]
-    if bad:
-        raise ValidationError(f"invalid grant(s) {', '.join(bad)}: use sub:<id>, team:<id> or user:<id>")
+    grants = check_grants(grants)
     chosen = {SCOPE_MEMORY_READ} if scopes is None else {s for s in scopes if s}
     return Principal(name="cli", grants=frozenset(grants), scopes=frozenset(chosen))
 
@@ -117,6 +117,8 @@ def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
     no_sources = getattr(args, "no_sources", False)
     seed = None if no_sources or not load_sources(default_config_path(Path(args.data_dir))) else False
     catalog = Catalog.open(settings_from_args(args), progress=progress_factory(not args.quiet), seed=seed)
+    note_new_data_dir(args, catalog.seeded)
+    catalog.load_model_in_background()  # answers at once; a search that needs the model waits for it
     try:
         server = mcp_server_from_args(args, catalog=catalog)
 

@@ -29,6 +29,7 @@ from skillsearch.cli.common import (
     Subparsers,
     add_command,
     check_data_dir,
+    note_new_data_dir,
     principals_path,
     progress_factory,
     settings_from_args,
@@ -120,6 +121,7 @@ def _open(args: argparse.Namespace) -> tuple[Catalog, SyncConfig | None, Sequenc
     # A synced catalog is not seeded with the sample: its demo subscriptions would collide with real ones.
     catalog = Catalog.open(settings_from_args(args), seed=False if sync or sources else None,
                            progress=progress_factory(not args.quiet))
+    note_new_data_dir(args, catalog.seeded)
     return catalog, sync, sources
 
 
@@ -127,7 +129,7 @@ def _compose(args: argparse.Namespace) -> tuple[Catalog, PrincipalRegistry, Fast
     from skillsearch.http.auth import PrincipalRegistry
 
     catalog, sync, sources = _open(args)
-    catalog.warm_up()
+    catalog.load_model_in_background()  # answers at once; a search that needs the model waits for it
     registry = PrincipalRegistry.for_catalog(catalog, principals_path(args))
     app = build_serve_app(catalog, registry, args.host, sync, sources, degraded_after_s=args.degraded_after)
     return catalog, registry, app

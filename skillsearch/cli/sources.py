@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from skillsearch.cli.common import Subparsers, add_command, emit, progress_factory, settings_from_args
-from skillsearch.core.errors import ValidationError
+from skillsearch.cli.common import Subparsers, add_command, emit, grant_arg, progress_factory, settings_from_args
+from skillsearch.core.errors import ValidationError, problem
 from skillsearch.service import Catalog
 from skillsearch.sync.config import default_config_path
 from skillsearch.sync.mirror import SourceReport
@@ -23,13 +24,21 @@ def config_path(args: argparse.Namespace) -> Path:
 
 
 def report_text(r: SourceReport) -> str:
-    if r.error:
-        return f"{r.source}: failed: {r.error}"
+    if r.error:  # the error itself is on stderr (run_sources), once
+        return f"{r.source}: failed"
     if r.skipped:
         return f"{r.source}: nothing new at {r.commit[:12] if r.commit else '-'}"
     at = f" at {r.commit[:12]}" if r.commit else ""
     return (f"{r.source}{at}: {len(r.added)} added, {len(r.changed)} changed, {len(r.removed)} removed,"
             f" {r.unchanged} unchanged, {len(r.refused)} refused, {r.index.embedded if r.index else 0} embedded")
+
+
+class _PrintedHere(logging.Filter):
+    """The mirror logs a source's error and each refusal for a server's log; a command prints each of them
+    itself, once (``run_sources``), so those records are not also written to stderr."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.module == "mirror" and record.levelno == logging.WARNING)
 
 
 def run_sources(catalog: Catalog, sources: tuple[SourceConfig, ...], names: list[str] | None = None,
@@ -40,7 +49,13 @@ def run_sources(catalog: Catalog, sources: tuple[SourceConfig, ...], names: list
         if unknown:
             raise ValidationError(f"no source named {', '.join(unknown)}", {"unknown": unknown})
         sources = tuple(s for s in sources if s.name in names)
-    reports = [catalog.sources.sync(s, **kwargs) for s in sources]
+    printed = _PrintedHere()
+    mirror_log = logging.getLogger("skillsearch.sync")
+    mirror_log.addFilter(printed)
+    try:
+        reports = [catalog.sources.sync(s, **kwargs) for s in sources]
+    finally:
+        mirror_log.removeFilter(printed)
     for r in reports:
         for w in r.warnings:
             print(f"warning: {r.source}: {w}", file=sys.stderr)
@@ -68,6 +83,10 @@ def cmd_sources_add(args: argparse.Namespace, out: TextIO) -> int:
         raise ValidationError("give exactly one of --path or --git")
     if args.path is not None and (args.ref or args.subdir):
         raise ValidationError("--ref and --subdir belong to a --git source")
+    if args.path is not None and not args.allow_missing and not Path(args.path).expanduser().is_dir():
+        raise ValidationError(
+            f"--path {args.path}: no such folder; check the path, or pass --allow-missing to add it anyway"
+            " (it is read once it exists)", {"problems": [problem("path", "no such folder")]})
     source = SourceConfig(
         args.name, args.grant,
         path=Path(args.path).expanduser().resolve() if args.path else None,
@@ -120,8 +139,9 @@ def add_commands(sub: Subparsers) -> None:
     q = add_command(inner, "add", cmd_sources_add, "add a folder (--path) or git repository (--git) source")
     common(q)
     q.add_argument("name", help="the source's name (also the catalog's `source` of its skills)")
-    q.add_argument("--grant", required=True, help="grant of its skills: sub:<id>, team:<id> or user:<id>")
+    q.add_argument("--grant", required=True, type=grant_arg, help="grant of its skills: sub:<id>, team:<id> or user:<id>")
     q.add_argument("--path", help="a folder of skills (or one skill's folder)")
+    q.add_argument("--allow-missing", action="store_true", help="add a --path that does not exist (yet)")
     q.add_argument("--git", help="an https:// or file:// repository URL")
     q.add_argument("--ref", help="branch, tag or commit (default HEAD: the remote's default branch)")
     q.add_argument("--subdir", help="the folder of the repository that holds the skills")

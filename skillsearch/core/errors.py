@@ -1,8 +1,11 @@
 """One error tree for the whole package.
 
 Every error a caller can see carries a stable ``code`` (the public contract), a human ``message`` and a
-``details`` dict that is safe to show. Surfaces translate these into an MCP tool error result, an HTTP
-status with a JSON body, or a CLI message and exit code; nothing else ever reaches a caller.
+``details`` dict that is safe to show. A ``VALIDATION_ERROR``'s ``details.problems`` has one shape on every
+surface: a list of ``{"field", "message"}``, plus ``"code"`` where a problem has a machine-readable kind
+(resolve: ``missing``, ``invalid``, ``unknown``); see :func:`problem`. Surfaces translate these into an
+MCP tool error result, an HTTP status with a JSON body, or a CLI message and exit code; nothing else ever
+reaches a caller.
 
     SkillSearchError
     ├── ValidationError            VALIDATION_ERROR            (400)
@@ -16,6 +19,8 @@ status with a JSON body, or a CLI message and exit code; nothing else ever reach
     ├── ResourceNotFoundError      RESOURCE_NOT_FOUND          (404)
     ├── IndexNotReadyError         INDEX_NOT_READY             (503)
     │   └── IndexMismatchError     INDEX_NOT_READY             (503)
+    ├── SnapshotInvalidError       SNAPSHOT_INVALID            (422)
+    │   └── SnapshotEncoderError   SNAPSHOT_ENCODER_MISMATCH   (422)
     ├── UpstreamUnavailableError   UPSTREAM_UNAVAILABLE        (502)
     └── StartupError               STARTUP_FAILED              (a server that cannot start; CLI exit 3)
 """
@@ -36,12 +41,15 @@ __all__ = [
     "SkillInvalidError",
     "SkillNotFoundError",
     "SkillSearchError",
+    "SnapshotEncoderError",
+    "SnapshotInvalidError",
     "StartupError",
     "UnauthenticatedError",
     "UpstreamUnavailableError",
     "ValidationError",
     "error_body",
     "invalid_input",
+    "problem",
 ]
 
 
@@ -61,8 +69,18 @@ class SkillSearchError(Exception):
 
 
 class ValidationError(SkillSearchError):
+    """Bad input. Its ``details["problems"]``, when given, always leaves here in the one documented shape:
+    a bare string becomes ``{"field": "", "message": text}`` (a problem of the request as a whole)."""
+
     code = "VALIDATION_ERROR"
     http_status = 400
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
+        if details and "problems" in details:
+            details = {**details, "problems": [
+                p if isinstance(p, Mapping) else problem("", str(p)) for p in details["problems"]
+            ]}
+        super().__init__(message, details)
 
 
 class UnauthenticatedError(SkillSearchError):
@@ -114,6 +132,20 @@ class IndexMismatchError(IndexNotReadyError):
     """The index on disk was built for another model or store; the message says what to run."""
 
 
+class SnapshotInvalidError(SkillSearchError):
+    """A snapshot that is incomplete (a file missing or truncated), altered (a digest differs) or not a
+    snapshot at all; ``details.reason`` says which. Nothing was replaced."""
+
+    code = "SNAPSHOT_INVALID"
+    http_status = 422
+
+
+class SnapshotEncoderError(SnapshotInvalidError):
+    """A snapshot whose index was built with other model files than the ones this replica would load."""
+
+    code = "SNAPSHOT_ENCODER_MISMATCH"
+
+
 class UpstreamUnavailableError(SkillSearchError):
     code = "UPSTREAM_UNAVAILABLE"
     http_status = 502
@@ -125,13 +157,22 @@ def error_body(exc: SkillSearchError) -> dict[str, Any]:
     return {"error": exc.to_dict()}
 
 
+def problem(field: str, message: str, code: str | None = None) -> dict[str, str]:
+    """One entry of ``details.problems``: ``field`` names the input at fault (dotted: ``limit``,
+    ``parameters.end_date``, ``query.limit`` over HTTP; ``""`` for the request as a whole), ``message`` says
+    what is wrong, and the optional ``code`` is the kind of problem for programs (resolve's ``missing``,
+    ``invalid``, ``unknown``)."""
+    entry = {"field": field, "message": message}
+    if code is not None:
+        entry["code"] = code
+    return entry
+
+
 def invalid_input(errors: Iterable[Mapping[str, Any]], lead: str = "") -> ValidationError:
     """The one shape of a schema validation failure, for HTTP and MCP alike: ``details.problems`` is a list
     of ``{"field", "message"}`` (``field`` is the location joined by dots, e.g. ``query.limit``), built from
     pydantic-style error dicts. The rejected values are never echoed."""
-    problems = [
-        {"field": ".".join(str(p) for p in e.get("loc", ())), "message": str(e.get("msg", ""))} for e in errors
-    ]
+    problems = [problem(".".join(str(p) for p in e.get("loc", ())), str(e.get("msg", ""))) for e in errors]
     text = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
     return ValidationError(lead + text if problems else "invalid request", {"problems": problems})
 

@@ -50,6 +50,8 @@ class Limits:
     max_walk_entries: int = 5000
     # One .json/.jsonl bundle file.
     max_bundle_bytes: int = 256 * MiB
+    # A git source's tree as exported: its files' bytes plus 512 per entry (checked before exporting).
+    max_source_bytes: int = 512 * MiB
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Limits:

@@ -93,6 +93,21 @@ class Settings:
     max_limit: int = 100
     # Seed an empty data directory with the bundled sample catalog when it is opened for reading.
     seed_sample: bool = True
+    # Servers (serve, mcp) answer at once and load the embedding model in the background; a search that
+    # arrives first waits for it up to this many seconds, then gets INDEX_NOT_READY (retrieval/loading.py).
+    model_wait_s: float = 120.0
+    # For tests and demos only: the background model load starts this many seconds late. 0 in service.
+    model_load_delay_s: float = 0.0
+    # Every HTTP server (serve, mcp --http, upstream) bounds each connection before any request handling
+    # (http/server.py): a request head (request line and header fields) of at most this many bytes, else 431;
+    http_max_header_bytes: int = 32 * 1024
+    # the whole head received within this many seconds of the connection opening or the last response,
+    # else the connection is closed (an idle or slowly trickling client holds nothing);
+    http_head_timeout_s: float = 10.0
+    # an idle keep-alive connection closed after this many seconds; at most this many open connections
+    # (at the limit requests get 503; a connection beyond it is closed at once).
+    http_keep_alive_s: int = 5
+    http_max_connections: int = 1000
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from skillsearch.core.domain import PLACEHOLDER, FlowStep, Parameter
-from skillsearch.core.errors import SkillInvalidError, ValidationError
+from skillsearch.core.errors import SkillInvalidError, ValidationError, problem
 
 __all__ = ["coerce_text_value", "resolve_steps"]
 
@@ -77,20 +77,19 @@ def resolve_steps(
     by_name = {p.name: p for p in parameters}
     problems: list[dict[str, str]] = []
     for name in sorted(set(values) - set(by_name)):
-        problems.append({"parameter": name, "problem": "unknown", "message": f"unknown parameter {name!r}"})
+        problems.append(problem(f"parameters.{name}", f"unknown parameter {name!r}", "unknown"))
     effective: dict[str, Any] = {}
     for p in parameters:
         if p.name in values and values[p.name] is not None:
-            problem = p.problem_with(values[p.name])
-            if problem:
-                problems.append({"parameter": p.name, "problem": "invalid", "message": f"{p.name}: {problem}"})
+            wrong = p.problem_with(values[p.name])
+            if wrong:
+                problems.append(problem(f"parameters.{p.name}", f"{p.name}: {wrong}", "invalid"))
             else:
                 effective[p.name] = values[p.name]
         elif p.default is not None:
             effective[p.name] = p.default
         elif p.required:
-            message = f"missing required parameter {p.name!r}"
-            problems.append({"parameter": p.name, "problem": "missing", "message": message})
+            problems.append(problem(f"parameters.{p.name}", f"missing required parameter {p.name!r}", "missing"))
     if problems:
         summary = "; ".join(x["message"] for x in problems)
         raise ValidationError(f"invalid parameters: {summary}", {"problems": problems})

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 __all__ = [
+    "NO_MATCH_MESSAGES",
     "WEAK_CONFIDENCE",
     "Explanation",
     "ListResponse",
@@ -27,6 +28,20 @@ __all__ = [
 # CLI's text and the search page (static/app.js, which repeats the number) say so beside such a hit; the
 # search_skills tool description tells agents the same.
 WEAK_CONFIDENCE = 0.5
+
+# What a caller can do about each empty answer, by its no_match_reason: the API returns it as
+# no_match_message, the CLI prints it and the search page shows it.
+NO_MATCH_MESSAGES: dict[str, str] = {
+    "low_confidence": "Nothing you can see fits this request well enough. Describe the task in other words (what "
+                      "you want done rather than a tool's name), or check that your grants include the skills you "
+                      "expect.",
+    "no_good_match": "No skill you can see shares a word with this request or comes close to it in meaning. "
+                     "Rephrase it in plain words, or list the skills to see what the catalog holds.",
+    "below_min_confidence": "There were hits, but none reached your min_confidence. Lower it, or leave it out to see "
+                            "them with their confidence.",
+    "no_candidates": "Nothing you can see matched: the kind or tag filters, or your grants, leave nothing to rank. "
+                     "Remove a filter, or check your grants.",
+}
 
 
 class SkillSummary(BaseModel):
@@ -79,10 +94,19 @@ class SearchResponse(BaseModel):
     no_match_reason: str | None = Field(
         None, description="Why the list is empty: low_confidence (nothing fits), below_min_confidence (the "
         "caller's min_confidence), no_good_match, no_candidates. Null when there are hits.")
+    no_match_message: str | None = Field(
+        None, description="One sentence for a person or an agent: what no_match_reason means and what to do "
+        "about it. Null when there are hits.")
     notice: str | None = Field(
         None, description="Set when the request is in a language the configured encoder cannot read: "
         "multilingual search is off, and how to turn it on. Such a request is never answered no_match.")
     took_ms: float
+
+    @model_validator(mode="after")
+    def _message(self) -> SearchResponse:
+        if self.no_match_reason and self.no_match_message is None:
+            self.no_match_message = NO_MATCH_MESSAGES.get(self.no_match_reason)
+        return self
 
 
 class ListResponse(BaseModel):

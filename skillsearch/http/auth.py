@@ -33,8 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skillsearch.core.domain import GRANT_PATTERN, SCOPE_MEMORY_READ, Principal
-from skillsearch.core.errors import AccessDeniedError, UnauthenticatedError, ValidationError
+from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
+from skillsearch.core.errors import AccessDeniedError, UnauthenticatedError, ValidationError, problem
+from skillsearch.core.grants import ALL_GRANTS, grant_problem
 
 if TYPE_CHECKING:
     from skillsearch.service import Catalog
@@ -61,7 +62,6 @@ PRINCIPALS_FILE = "principals.toml"
 log = logging.getLogger("skillsearch")
 SCOPE_SKILLS_READ = "skills:read"
 KNOWN_SCOPES = (SCOPE_SKILLS_READ, SCOPE_MEMORY_READ)
-ALL_GRANTS = "*"
 
 DEMO_PRINCIPAL = "demo"
 DEMO_TOKEN = "demo-token-not-secret"
@@ -115,8 +115,7 @@ def _validate(name: str, grants: Iterable[str], scopes: Iterable[str]) -> tuple[
         problems.append(f"invalid principal name {name!r}: letters, digits, '.', '_', '-' (max 64)")
     grants = list(dict.fromkeys(grants))
     scopes = list(dict.fromkeys(scopes))
-    problems += [f"invalid grant {g!r}: use sub:<id>, team:<id>, user:<id> or *"
-                 for g in grants if g != ALL_GRANTS and not GRANT_PATTERN.match(g)]
+    problems += [text for g in grants if (text := grant_problem(g, allow_all=True))]
     problems += [f"invalid scope {s!r}: known scopes are {', '.join(KNOWN_SCOPES)}"
                  for s in scopes if s not in KNOWN_SCOPES]
     if problems:
@@ -182,12 +181,19 @@ def _write_file(path: Path, entries: Mapping[str, PrincipalEntry]) -> None:
     os.replace(tmp, path)
 
 
-def add_principal(path: Path, name: str, grants: Iterable[str], scopes: Iterable[str]) -> str:
-    """Create (or re-key) principal ``name`` and return its new token; only the hash is written."""
+def add_principal(path: Path, name: str, grants: Iterable[str], scopes: Iterable[str], *,
+                  replace: bool = True) -> str:
+    """Create (or, with ``replace``, re-key) principal ``name`` and return its new token; only the hash is
+    written. Without ``replace`` an existing name is refused: its token and grants stay as they are."""
     grant_list, scope_list = _validate(name, grants, scopes)
     if not grant_list:
         raise ValidationError("give at least one --grant (sub:<id>, team:<id>, user:<id>, or * for all)")
     entries = read_entries(path)
+    if name in entries and not replace:
+        raise ValidationError(
+            f"principal {name!r} already exists in {path}: pass --replace to give it a new token and these"
+            " grants and scopes (its old token stops working)",
+            {"problems": [problem("name", f"principal {name!r} already exists")]})
     token = generate_token()
     entries[name] = PrincipalEntry(
         Principal(name=name, grants=None if ALL_GRANTS in grant_list else frozenset(grant_list),

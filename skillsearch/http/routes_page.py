@@ -28,9 +28,15 @@ def index() -> FileResponse:
     return FileResponse(static_dir() / "index.html", media_type="text/html")
 
 
+# Requests the first screen offers on the bundled sample catalog (each finds a skill the demo token sees).
+SAMPLE_EXAMPLES = ("profile slow python code", "clean a messy dataset with pandas", "write a postmortem",
+                   "cut a tagged release")
+
+
 @router.get("/ui/config")
 def ui_config(registry: Annotated[PrincipalRegistry, Depends(registry_of)]) -> dict[str, Any]:
-    return {"demo_token": DEMO_TOKEN if registry.demo else None}
+    demo = registry.demo
+    return {"demo_token": DEMO_TOKEN if demo else None, "examples": list(SAMPLE_EXAMPLES) if demo else []}
 
 
 def install_page(app: FastAPI) -> None:

@@ -7,6 +7,15 @@ trailing whitespace (:class:`FieldValues`), whichever HTTP parser uvicorn picked
 ``ServerThread`` runs it in a background thread of this process, for tests and benchmarks that need real
 HTTP on 127.0.0.1 against an app object they hold.
 
+Every connection is bounded before any authentication runs (:class:`ConnectionLimits`, set by the
+``SKILLSEARCH_HTTP_*`` settings): a request head larger than ``max_header_bytes`` gets 431 (h11 and httptools
+alike; uvicorn bounds neither by default under httptools) and the connection is closed; a head not
+received within ``head_timeout_s`` of the connection opening (or of the previous response) closes the
+connection, so neither an idle connection nor one trickling its head a byte at a time is held; at most
+``max_connections`` connections are open (uvicorn's ``limit_concurrency``: at the limit a request gets
+503, and a connection beyond it is closed at once); an idle keep-alive connection is closed after
+``keep_alive_s``.
+
 Every server here listens on a socket :func:`listen_socket` bound first: a port in use (or an address that
 cannot be bound) is one :class:`StartupError` (the CLI's exit code 3) instead of uvicorn's log line.
 ``serve_workers`` runs N worker processes on that one socket (uvicorn's supervisor: each worker imports
@@ -19,23 +28,153 @@ from __future__ import annotations
 import asyncio
 import errno
 import importlib
+import json
 import os
 import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 import uvicorn
+from uvicorn.config import HTTP_PROTOCOLS
+from uvicorn.importer import import_from_string
 from uvicorn.supervisors import Multiprocess
 
 from skillsearch.core.errors import StartupError
+from skillsearch.core.settings import Settings
 
-__all__ = ["WORKER_FACTORY_ENV", "FieldValues", "ServerThread", "listen_socket", "serve", "serve_workers",
-           "worker_app"]
+__all__ = ["WORKER_FACTORY_ENV", "ConnectionLimits", "FieldValues", "HeadSize", "ServerThread", "listen_socket", "serve",
+           "serve_workers", "worker_app"]
 
 WORKER_FACTORY_ENV = "SKILLSEARCH_WORKER_FACTORY"
+
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """What one connection may hold of the server before any request handling runs."""
+
+    max_header_bytes: int = 32 * 1024  # request line and header fields together
+    head_timeout_s: float = 10.0  # from the connection opening (or the last response) to a whole head
+    keep_alive_s: int = 5  # seconds an idle connection is kept after a response (uvicorn takes whole seconds)
+    max_connections: int = 1000
+
+    @classmethod
+    def of(cls, settings: Settings) -> ConnectionLimits:
+        return cls(settings.http_max_header_bytes, settings.http_head_timeout_s, settings.http_keep_alive_s,
+                   settings.http_max_connections)
+
+
+def _too_large_body(limit: int) -> bytes:
+    return json.dumps({"error": {"code": "VALIDATION_ERROR", "message": f"request head larger than {limit} bytes",
+                                 "details": {"max_header_bytes": limit}}}).encode()
+
+
+def _head_too_large(limit: int) -> bytes:
+    body = _too_large_body(limit)
+    return (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
+            b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n" + body)
+
+
+class HeadSize:
+    """ASGI wrapper: a request whose head (target and header fields) is over ``limit`` bytes gets 431 before
+    the app (and its authentication) sees it. The parsers bound only an unfinished head (:func:`_guarded`);
+    a whole one that arrived in a single read reaches this point."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            size = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"") + sum(
+                len(name) + len(value) + 4 for name, value in scope.get("headers") or ())
+            if size > self.limit:
+                if scope["type"] == "http":
+                    body = _too_large_body(self.limit)
+                    await send({"type": "http.response.start", "status": 431,
+                                "headers": [(b"content-type", b"application/json"), (b"connection", b"close"),
+                                            (b"content-length", str(len(body)).encode())]})
+                    await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def _guarded(base: type[asyncio.Protocol], limits: ConnectionLimits) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol (``base``: h11's or httptools') with the head bounds of ``limits``.
+
+    A head is complete when the protocol starts a new request cycle (``self.cycle`` changes), in both
+    parsers; the bytes received while waiting for it are counted, so an unfinished head is refused at the
+    bound whatever the parser buffers. A whole head that arrived in one read is measured by
+    :class:`HeadSize`, before the app sees it."""
+    parent: Any = base
+
+    class Guarded(parent):  # type: ignore[misc]
+        _timer: asyncio.TimerHandle | None = None
+        _before: Any = None  # the request cycle before the awaited head
+        _received = 0  # bytes received while waiting for the head
+
+        def connection_made(self, transport: asyncio.Transport) -> None:
+            super().connection_made(transport)
+            if len(self.connections) > limits.max_connections:
+                transport.close()
+                return
+            self._await_head()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._stop_timer()
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            waiting = self._timer is not None
+            if waiting:
+                self._received += len(data)
+            super().data_received(data)
+            if not waiting or self.transport.is_closing():
+                return
+            if self.cycle is not self._before:
+                self._stop_timer()
+            elif self._received > limits.max_header_bytes:
+                self._refuse()
+
+        def send_400_response(self, msg: str) -> None:  # h11 refuses an unfinished head over its bound
+            if self._timer is not None and self._received > limits.max_header_bytes:
+                self._refuse()
+            else:
+                super().send_400_response(msg)
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._await_head()
+
+        def _await_head(self) -> None:
+            self._stop_timer()
+            self._before, self._received = self.cycle, 0
+            self._timer = self.loop.call_later(limits.head_timeout_s, self._head_timed_out)
+
+        def _stop_timer(self) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+        def _head_timed_out(self) -> None:
+            self._timer = None
+            busy = self.cycle is not None and not self.cycle.response_complete
+            if self.cycle is self._before and not busy and not self.transport.is_closing():
+                self.transport.close()  # no whole head in time: a slow or idle client holds nothing
+
+        def _refuse(self) -> None:
+            self._stop_timer()
+            if not self.transport.is_closing():
+                self.transport.write(_head_too_large(limits.max_header_bytes))
+                self.transport.close()
+
+    Guarded.__name__ = f"Guarded{base.__name__}"
+    return Guarded
 
 
 _OWS = b" \t"
@@ -75,11 +214,35 @@ class _Server(uvicorn.Server):
             self.on_started(self.base_url)
 
 
-def _config(app: Any, host: str, port: int, **kwargs: Any) -> uvicorn.Config:
+def _config(app: Any, host: str, port: int, limits: ConnectionLimits | None = None, **kwargs: Any) -> uvicorn.Config:
     # Our middleware writes the access log (JSON, with the request id); uvicorn's own would repeat it.
     kwargs.setdefault("lifespan", "on")
-    wrapped = app if isinstance(app, str) else FieldValues(app)  # an import string is wrapped by worker_app
-    return uvicorn.Config(wrapped, host=host, port=port, access_log=False, log_config=None, **kwargs)
+    limits = limits or ConnectionLimits.of(Settings.from_env())
+    if isinstance(app, str):  # the workers of serve_workers: worker_app wraps, the protocol is found by name
+        wrapped, http = app, f"{__name__}:WorkerProtocol"
+    else:
+        wrapped = HeadSize(FieldValues(app), limits.max_header_bytes)
+        http = _guarded(_protocol(kwargs.pop("http", "auto")), limits)
+    return uvicorn.Config(
+        wrapped, host=host, port=port, access_log=False, log_config=None, http=http,
+        h11_max_incomplete_event_size=limits.max_header_bytes, timeout_keep_alive=limits.keep_alive_s,
+        limit_concurrency=limits.max_connections, **kwargs,
+    )
+
+
+def _protocol(http: Any) -> type[asyncio.Protocol]:
+    found: type[asyncio.Protocol] = (import_from_string(HTTP_PROTOCOLS.get(http, http)) if isinstance(http, str)
+                                     else http)
+    return found
+
+
+def __getattr__(name: str) -> Any:
+    """``WorkerProtocol``: uvicorn's automatic protocol with the bounds of the ``SKILLSEARCH_HTTP_*`` settings.
+    A worker process (spawned, so the config is pickled) finds it by name, as a class made here cannot be
+    pickled."""
+    if name == "WorkerProtocol":
+        return _guarded(_protocol("auto"), ConnectionLimits.of(Settings.from_env()))
+    raise AttributeError(name)
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
@@ -103,19 +266,22 @@ def listen_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(app: Any, host: str = "127.0.0.1", port: int = 8000, on_started: Callable[[str], None] | None = None) -> None:
+def serve(app: Any, host: str = "127.0.0.1", port: int = 8000, on_started: Callable[[str], None] | None = None,
+          limits: ConnectionLimits | None = None) -> None:
     """Serve ``app`` until interrupted; ``on_started(base_url)`` runs once the socket listens. A port that
-    cannot be bound raises :class:`StartupError` before the app starts."""
+    cannot be bound raises :class:`StartupError` before the app starts. ``limits``: the connection bounds
+    (default: from the ``SKILLSEARCH_HTTP_*`` settings)."""
     sock = listen_socket(host, port)
     with sock:
-        _Server(_config(app, host, port), on_started).run(sockets=[sock])
+        _Server(_config(app, host, port, limits), on_started).run(sockets=[sock])
 
 
 def worker_app() -> Any:
     """What each worker of :func:`serve_workers` imports: the app built by the factory named in
     ``SKILLSEARCH_WORKER_FACTORY`` (``module:function``), seen through :class:`FieldValues`."""
     module, _, name = os.environ[WORKER_FACTORY_ENV].partition(":")
-    return FieldValues(getattr(importlib.import_module(module), name)())
+    app = FieldValues(getattr(importlib.import_module(module), name)())
+    return HeadSize(app, ConnectionLimits.of(Settings.from_env()).max_header_bytes)
 
 
 class _Supervisor(Multiprocess):
@@ -166,8 +332,9 @@ def serve_workers(factory: str, host: str, port: int, workers: int,
 class ServerThread:
     """``with ServerThread(app) as url:`` serves ``app`` on 127.0.0.1 (a free port) until the block ends."""
 
-    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, timeout: float = 30.0, **kwargs: Any) -> None:
-        self._server = _Server(_config(app, host, port, **kwargs))
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, timeout: float = 30.0,
+                 limits: ConnectionLimits | None = None, **kwargs: Any) -> None:
+        self._server = _Server(_config(app, host, port, limits, **kwargs))
         self._timeout = timeout
         self._thread = threading.Thread(target=self._run, name="skillsearch-http", daemon=True)
         self._error: BaseException | None = None

@@ -4,7 +4,9 @@
 ``recall_cloud_skill`` (``tools_recall.py``); no tool executes steps or writes skills. The catalog is opened
 once in the server's lifespan and shared by every call; the caller's :class:`Principal` comes from a
 ``principal_provider`` that sees the request headers (``None`` over stdio), so the HTTP app can map a
-bearer token to a principal while stdio uses a fixed one. Transports: ``transport.py``.
+bearer token to a principal while stdio uses a fixed one. A catalog the lifespan opens loads its
+embedding model in the background (``retrieval/loading.py``): ``initialize`` and ``tools/list`` are answered
+at once, and a search that arrives first waits for the model. Transports: ``transport.py``.
 
 Errors are MCP tool error results (``is_error``) whose structured content carries the stable code:
 ``{"error": {"code", "message", "details"}}`` for the four catalog tools, and for ``recall_cloud_skill``
@@ -146,6 +148,8 @@ def build_mcp_server(
             if opened is None:
                 yield ServerState(opened, policy, failure)
             else:
+                # The protocol is answered from now on; a search that needs the model waits for this load.
+                opened.load_model_in_background()
                 async with serving_changes(opened, notifier, while_open):
                     yield ServerState(opened, policy, failure)
         finally:

@@ -42,6 +42,7 @@ from mcp_types import Resource as McpResource
 
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import AccessDeniedError, SkillSearchError
+from skillsearch.core.textual import is_text
 from skillsearch.service import Catalog
 from skillsearch.usecases.skill_files import (
     ContentIntegrityError,
@@ -57,8 +58,6 @@ log = logging.getLogger("skillsearch.mcp.skills")
 EXTENSION_ID = "io.modelcontextprotocol/skills"
 TTL_MS = 30_000
 PAGE = 50
-_TEXT_TYPES = ("text/", "application/json", "application/yaml", "application/x-yaml", "application/xml",
-               "application/toml", "application/javascript")
 
 CacheScope = Literal["public", "private"]
 CatalogOf = Callable[[ServerRequestContext[Any, Any]], Catalog]
@@ -84,16 +83,6 @@ def _entry_json(entry: SkillEntry) -> dict[str, Any]:
         "frontmatter": entry.frontmatter,
         "resources": [{"uri": entry.file_uri(f.path), "digest": f.digest, "size": f.size} for f in entry.files],
     }
-
-
-def _is_text(media_type: str, data: bytes) -> bool:
-    if not media_type.startswith(_TEXT_TYPES) and not media_type.endswith(("+json", "+xml")):
-        return False
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 class SkillsExtension(Extension):
@@ -166,7 +155,7 @@ class SkillsExtension(Extension):
     def _read(self, catalog: Catalog, principal: Principal, params: ReadResourceRequestParams) -> ReadResourceResult:
         file, data = catalog.skill_files().read(principal, params.uri)
         content: TextResourceContents | BlobResourceContents
-        if _is_text(file.media_type, data):
+        if is_text(file.media_type, data):
             content = TextResourceContents(uri=params.uri, mime_type=file.media_type, text=data.decode("utf-8"))
         else:
             content = BlobResourceContents(uri=params.uri, mime_type=file.media_type,

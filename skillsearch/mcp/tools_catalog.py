@@ -67,7 +67,8 @@ def list_skills(
 
 @group.tool("get_skill", "Get a skill")
 def get_skill(
-    skill_id: Annotated[str, Field(description="A skill_id from search_skills or list_skills.")],
+    skill_id: Annotated[str, Field(description="A skill_id from search_skills or list_skills (or the slug of a"
+                                               " skill you can see, when only one has it).")],
     ctx: Context[ServerState, Any],
 ) -> Annotated[CallToolResult, SkillDetail]:
     """Read one skill in full. A 'knowledge' skill returns its markdown instructions: read and follow

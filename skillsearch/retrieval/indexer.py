@@ -117,7 +117,7 @@ class SearchIndex:
     def _write_manifest(self, generation: int) -> None:
         manifest = {
             "format_version": FORMAT_VERSION,
-            "encoder": {"name": self.encoder.name, "dim": self.encoder.dim},
+            "encoder": {"name": self.encoder.name, "dim": self.encoder.dim, "fingerprint": self.encoder.fingerprint()},
             "store_generation": generation,
             "documents": len(self._snapshot.vectors),
             "embedded_text": {"instructions_chars": self.instructions_chars},
@@ -164,6 +164,7 @@ class SearchIndex:
                 f" run `skillsearch --data-dir {self.data_dir} reindex` to rebuild it",
                 {"index_encoder": built.get("name"), "configured_encoder": self.encoder.name},
             )
+        self._check_fingerprint(built)
         embedded = (manifest.get("embedded_text") or {}).get("instructions_chars")
         if embedded is not None and embedded != self.instructions_chars:
             # Every vector embeds another text than the one configured: skills changed from now on would not
@@ -209,8 +210,23 @@ class SearchIndex:
             stats = self.repair(store, progress)
             self._ensure_calibration()
             return stats
+        if not built.get("fingerprint"):
+            self._write_manifest(generation)  # written before fingerprints were recorded: record this model's
         self._ensure_calibration()
         return None
+
+    def _check_fingerprint(self, built: dict[str, Any]) -> None:
+        """The model files behind the encoder's name must be the ones the index was built with (a fine-tuned
+        copy or another package version under the same name embeds differently). An index written before
+        fingerprints were recorded is taken as it is, and gets this model's on its next write."""
+        recorded, loaded = built.get("fingerprint"), self.encoder.fingerprint()
+        if recorded and recorded != loaded:
+            raise IndexMismatchError(
+                f"the index in {self.data_dir} was built with other model files under the name {self.encoder.name!r}"
+                f" (fingerprint {recorded}, loaded {loaded});"
+                f" run `skillsearch --data-dir {self.data_dir} reindex` to rebuild it with this model",
+                {"index_fingerprint": recorded, "loaded_fingerprint": loaded, "encoder": self.encoder.name},
+            )
 
     def rebuild(self, store: CatalogStore, progress: ProgressFactory | None = None) -> IndexStats:
         """Build both sides from the store from scratch (``skillsearch reindex``), then calibrate.
@@ -310,6 +326,7 @@ class SearchIndex:
             if (
                 vectors.dim != self.encoder.dim
                 or (manifest.get("encoder") or {}).get("name") != self.encoder.name
+                or (manifest.get("encoder") or {}).get("fingerprint") not in (None, self.encoder.fingerprint())
                 or manifest.get("lexical") != self.lexical_config()
                 or lexical.num_docs() != len(vectors)
             ):

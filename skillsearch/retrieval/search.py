@@ -46,7 +46,7 @@ from skillsearch.core.domain import (
     Skill,
     SkillKind,
 )
-from skillsearch.core.errors import ValidationError
+from skillsearch.core.errors import ValidationError, problem
 from skillsearch.core.fusion import Candidates, adapted_weight, candidates, fuse
 from skillsearch.core.settings import Settings
 from skillsearch.core.skill_uri import skill_uri
@@ -116,26 +116,26 @@ def query_texts(query: str, max_sentences: int) -> list[str]:
 
 
 def validate(request: SearchRequest, settings: Settings) -> SearchRequest:
-    problems: list[str] = []
+    problems: list[dict[str, str]] = []
     query = request.query.strip() if isinstance(request.query, str) else ""
     if not query:
-        problems.append("query must not be empty")
+        problems.append(problem("query", "query must not be empty"))
     if len(request.query) > settings.max_query_chars:
-        problems.append(f"query is longer than {settings.max_query_chars} characters")
+        problems.append(problem("query", f"query is longer than {settings.max_query_chars} characters"))
     if not 1 <= request.limit <= settings.max_limit:
-        problems.append(f"limit must be between 1 and {settings.max_limit}")
+        problems.append(problem("limit", f"limit must be between 1 and {settings.max_limit}"))
     if request.mode not in SEARCH_MODES:
-        problems.append(f"mode must be one of {', '.join(SEARCH_MODES)}")
+        problems.append(problem("mode", f"mode must be one of {', '.join(SEARCH_MODES)}"))
     if request.kind is not None and request.kind not in SKILL_KINDS:
-        problems.append(f"kind must be one of {', '.join(SKILL_KINDS)}")
+        problems.append(problem("kind", f"kind must be one of {', '.join(SKILL_KINDS)}"))
     if request.fusion is not None and request.fusion not in FUSION_METHODS:
-        problems.append(f"fusion must be one of {', '.join(FUSION_METHODS)}")
+        problems.append(problem("fusion", f"fusion must be one of {', '.join(FUSION_METHODS)}"))
     if request.semantic_weight is not None and not 0.0 <= request.semantic_weight <= 1.0:
-        problems.append("semantic_weight must be between 0 and 1")
+        problems.append(problem("semantic_weight", "semantic_weight must be between 0 and 1"))
     if request.min_confidence is not None and not 0.0 <= request.min_confidence <= 1.0:
-        problems.append("min_confidence must be between 0 and 1")
+        problems.append(problem("min_confidence", "min_confidence must be between 0 and 1"))
     if problems:
-        raise ValidationError("; ".join(problems), {"problems": problems})
+        raise ValidationError("; ".join(p["message"] for p in problems), {"problems": problems})
     return request
 
 

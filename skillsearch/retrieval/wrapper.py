@@ -1,8 +1,8 @@
 """The base of every encoder that wraps another: it describes itself as the encoder it wraps.
 
 A query cache, the benchmarks' on-disk cache, a timer: each is an :class:`~skillsearch.retrieval.encoder.Encoder`
-over an inner one, and answers ``name``, ``dim``, ``multilingual``, ``symmetric``, ``no_match_cosine`` and
-``routed()`` as that one does, so no caller ever looks inside a wrapper (or tests a model's name).
+over an inner one, and answers ``name``, ``dim``, ``multilingual``, ``symmetric``, ``no_match_cosine``,
+``routed()`` and ``fingerprint()`` as that one does, so no caller ever looks inside a wrapper (or tests a model's name).
 """
 
 from __future__ import annotations
@@ -38,3 +38,6 @@ class Wrapper:
 
     def routed(self) -> RoutedEncoder | None:
         return self.inner.routed()
+
+    def fingerprint(self) -> str:
+        return self.inner.fingerprint()

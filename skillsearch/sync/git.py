@@ -7,24 +7,46 @@ Each source has its own bare cache, ``<data-dir>/sources/<name>.git``, where the
 under ``refs/skillsearch/fetched`` and earlier fetched commits under ``refs/skillsearch/seen/<sha>`` (so
 "did the ref move backwards?" can still be answered after the remote rewrote its history).
 
-A tree is exported with ``git archive`` and unpacked by :mod:`tarfile` into a temporary folder, keeping
-regular files and folders only (no links, devices or paths outside the folder), within a size limit.
+A tree is exported byte for byte as committed: the cache's ``info/attributes`` turns off every attribute
+``git archive`` would apply (``export-subst``, ``export-ignore``, end-of-line and encoding conversions,
+``ident``, filters), whatever the tree's ``.gitattributes`` say. Before anything is exported,
+``git ls-tree -r -l`` gives every blob's size: a tree over ``max_bytes`` (files' bytes plus 512 per entry,
+``Limits.max_source_bytes``) is refused without a byte of it being read. The archive is then streamed
+through :mod:`tarfile` into a temporary folder (regular files and folders only: no links, devices or paths
+outside the folder) with a hard stop at the limit, so memory stays flat whatever the tree holds. Committed
+symbolic links and submodules are listed (:class:`Tree`) so the caller can report them.
+
+Each export runs in ``<cache-dir>/export-*`` under a shared ``flock`` of ``<cache-dir>/exports.lock``;
+folders left by a killed run are removed by the next run that finds no other export in progress.
 """
 
 from __future__ import annotations
 
-import io
+import fcntl
 import os
+import shutil
+import signal
 import subprocess
 import tarfile
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import IO, TypeVar
 
-from skillsearch.core.errors import UpstreamUnavailableError, ValidationError
+from skillsearch.core.errors import SkillSearchError, UpstreamUnavailableError, ValidationError
+from skillsearch.core.limits import Limits
 
-__all__ = ["MAX_ARCHIVE_BYTES", "GitCache"]
+__all__ = ["GitCache", "Tree", "export_folder"]
 
-MAX_ARCHIVE_BYTES = 512 * 1024 * 1024
 FETCHED = "refs/skillsearch/fetched"
+ENTRY_BYTES = 512  # what each tree entry counts towards the limit (a tar header)
+MAX_PATH_BYTES = 4096
+# Everything git archive could rewrite, switched off (info/attributes overrides the tree's own).
+ATTRIBUTES = "* -text -eol -ident -filter -working-tree-encoding -export-subst -export-ignore\n"
+_CHUNK = 1024 * 1024
 _ENV = {
     "GIT_TERMINAL_PROMPT": "0",
     "GIT_ALLOW_PROTOCOL": "https:file",
@@ -33,16 +55,44 @@ _ENV = {
     "SSH_ASKPASS": "",
     "LC_ALL": "C",
 }
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Tree:
+    """What ``git ls-tree`` says of an exported tree: its size as counted against the limit, and the
+    entries the export leaves out (paths relative to the exported folder)."""
+
+    entries: int
+    bytes: int
+    links: tuple[str, ...] = ()
+    submodules: tuple[str, ...] = ()
+
+
+class _Capped:
+    """A read-only stream that stops with ``ValidationError`` once more than ``limit`` bytes came through."""
+
+    def __init__(self, raw: IO[bytes], limit: int) -> None:
+        self._raw, self._limit, self.read_bytes = raw, limit, 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._raw.read(size if size >= 0 else _CHUNK)
+        self.read_bytes += len(data)
+        if self.read_bytes > self._limit:
+            raise ValidationError(f"git archive wrote more than {self._limit} bytes, over the limit",
+                                  {"limit": self._limit})
+        return data
 
 
 class GitCache:
     """The bare cache of one git source."""
 
-    def __init__(self, git_dir: Path, timeout_s: float = 120.0) -> None:
+    def __init__(self, git_dir: Path, timeout_s: float = 120.0, max_bytes: int | None = None) -> None:
         self.git_dir = Path(git_dir)
         self.timeout_s = timeout_s
+        self.max_bytes = max_bytes if max_bytes is not None else Limits.from_env().max_source_bytes
 
-    def _git(self, *args: str, check: bool = True, stdout_limit: int | None = None) -> subprocess.CompletedProcess[bytes]:
+    def _git(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
         env = {**os.environ, **_ENV}
         try:
             proc = subprocess.run(
@@ -53,14 +103,51 @@ class GitCache:
             raise UpstreamUnavailableError("git is not installed: a git source needs the git program") from None
         except subprocess.TimeoutExpired:
             raise UpstreamUnavailableError(f"git {args[0]} took longer than {self.timeout_s:.0f} s") from None
-        if stdout_limit is not None and len(proc.stdout) > stdout_limit:
-            raise ValidationError(f"the exported tree is over {stdout_limit} bytes", {"limit": stdout_limit})
         if check and proc.returncode != 0:
-            message = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise UpstreamUnavailableError(
-                f"git {args[0]} failed: {message[-1] if message else f'exit status {proc.returncode}'}"
-            )
+            raise UpstreamUnavailableError(f"git {args[0]} failed: {_last_line(proc.stderr, proc.returncode)}")
         return proc
+
+    def _stream(self, args: list[str], consume: Callable[[IO[bytes]], T]) -> T:
+        """Run git with its output read by ``consume`` as it comes (never held whole), within the time
+        limit; git is killed when ``consume`` stops early."""
+        env = {**os.environ, **_ENV}
+        with tempfile.TemporaryFile() as err:
+            try:
+                proc = subprocess.Popen(["git", f"--git-dir={self.git_dir}", *args], stdout=subprocess.PIPE,
+                                        stderr=err, stdin=subprocess.DEVNULL, env=env)
+            except FileNotFoundError:
+                raise UpstreamUnavailableError("git is not installed: a git source needs the git program") from None
+            expired = threading.Event()
+
+            def kill() -> None:
+                expired.set()
+                proc.kill()
+
+            timer = threading.Timer(self.timeout_s, kill)
+            timer.start()
+            assert proc.stdout is not None
+            try:
+                result = consume(proc.stdout)
+                proc.stdout.close()
+                proc.wait()
+            except BaseException as exc:
+                proc.kill()
+                proc.stdout.close()
+                proc.wait()
+                if expired.is_set():
+                    raise UpstreamUnavailableError(f"git {args[0]} took longer than {self.timeout_s:.0f} s") from None
+                if isinstance(exc, SkillSearchError) or not isinstance(exc, Exception):
+                    raise
+                err.seek(0)
+                raise UpstreamUnavailableError(f"git {args[0]} failed: {_last_line(err.read(), None) or exc}") from None
+            finally:
+                timer.cancel()
+            if expired.is_set():
+                raise UpstreamUnavailableError(f"git {args[0]} took longer than {self.timeout_s:.0f} s")
+            if proc.returncode != 0:
+                err.seek(0)
+                raise UpstreamUnavailableError(f"git {args[0]} failed: {_last_line(err.read(), proc.returncode)}")
+            return result
 
     def fetch(self, url: str, ref: str) -> str:
         """Fetch ``ref`` of ``url`` and return the commit it names now."""
@@ -70,8 +157,22 @@ class GitCache:
                            timeout=self.timeout_s, check=False, env={**os.environ, **_ENV})
             if not (self.git_dir / "HEAD").exists():
                 raise UpstreamUnavailableError(f"cannot create the git cache {self.git_dir}")
+        self._attributes()
         self._git("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", url, f"+{ref}:{FETCHED}")
         return self.commit_of(FETCHED)
+
+    def _attributes(self) -> None:
+        """Make ``git archive`` export the committed bytes (also in a cache made before this rule)."""
+        path = self.git_dir / "info" / "attributes"
+        try:
+            if path.read_text(encoding="utf-8") == ATTRIBUTES:
+                return
+        except (FileNotFoundError, UnicodeDecodeError):
+            pass
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name("attributes.tmp")
+        tmp.write_text(ATTRIBUTES, encoding="utf-8")
+        tmp.replace(path)
 
     def commit_of(self, rev: str) -> str:
         out = self._git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
@@ -95,18 +196,66 @@ class GitCache:
         proc = self._git("cat-file", "-t", f"{sha}:{subdir}", check=False)
         return proc.returncode == 0 and proc.stdout.strip() == b"tree"
 
-    def export(self, sha: str, subdir: str | None, dest: Path) -> Path:
-        """Write the tree of ``sha`` (or its ``subdir``) into ``dest``; returns the folder that holds it."""
+    def tree(self, sha: str, subdir: str | None) -> Tree:
+        """The size of the tree of ``sha`` (or its ``subdir``) and its links and submodules, read from
+        ``git ls-tree`` as it streams; over ``max_bytes`` raises ``ValidationError`` at once."""
+        where = f"{sha}:{subdir}" if subdir else sha
+        shown = f"{sha[:12]}" + (f":{subdir}" if subdir else "")
+
+        def consume(out: IO[bytes]) -> Tree:
+            entries, total, largest = 0, 0, ("", 0)
+            links: list[str] = []
+            submodules: list[str] = []
+            rest = b""
+            while chunk := out.read(_CHUNK):
+                records = (rest + chunk).split(b"\0")
+                rest = records.pop()
+                if len(rest) > MAX_PATH_BYTES + 100:
+                    raise ValidationError(f"the tree at {shown} holds a path over {MAX_PATH_BYTES} bytes")
+                for record in records:
+                    meta, _, raw_path = record.partition(b"\t")
+                    mode, kind, _obj, size = meta.split()
+                    path = raw_path.decode("utf-8", "surrogateescape")
+                    entries += 1
+                    blob = int(size) if kind == b"blob" else 0
+                    total += ENTRY_BYTES + blob
+                    if blob > largest[1]:
+                        largest = (path, blob)
+                    if mode == b"120000":
+                        links.append(path)
+                    elif kind == b"commit":
+                        submodules.append(path)
+                    if total > self.max_bytes:
+                        raise ValidationError(
+                            f"the tree at {shown} is over the limit of {self.max_bytes} bytes "
+                            f"(SKILLSEARCH_MAX_SOURCE_BYTES; {entries} entries read so far, the largest "
+                            f"{largest[0]!r} of {largest[1]} bytes): nothing was exported",
+                            {"limit": self.max_bytes})
+            return Tree(entries, total, tuple(links), tuple(submodules))
+
+        return self._stream(["ls-tree", "-r", "-l", "-z", where], consume)
+
+    def export(self, sha: str, subdir: str | None, dest: Path) -> tuple[Path, Tree]:
+        """Write the tree of ``sha`` (or its ``subdir``) into ``dest``; returns the folder that holds it and
+        what ``git ls-tree`` said of it. Nothing is exported when the tree is over the limit."""
         args = ["archive", "--format=tar", sha]
         if subdir:
             if not self.has_path(sha, subdir):
                 raise UpstreamUnavailableError(f"{subdir!r} is not a folder at commit {sha[:12]}")
             args += ["--", subdir]
-        tar_bytes = self._git(*args, stdout_limit=MAX_ARCHIVE_BYTES).stdout
+        tree = self.tree(sha, subdir)
         dest.mkdir(parents=True, exist_ok=True)
         root = dest.resolve()
-        with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:") as tar:
-            for member in tar.getmembers():
+        # The tar stream's own bytes: headers, padding and long-path records beside the files' bytes.
+        cap = tree.bytes + (tree.entries + 8) * (3 * ENTRY_BYTES + MAX_PATH_BYTES)
+        self._stream(args, lambda out: self._unpack(_Capped(out, cap), root))
+        return (root.joinpath(*PurePosixPath(subdir).parts) if subdir else root), tree
+
+    def _unpack(self, stream: _Capped, root: Path) -> None:
+        written = 0
+        with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
+            while (member := tar.next()) is not None:
+                tar.members = []  # a stream is read once: keep no list of every member seen
                 rel = PurePosixPath(member.name)
                 if rel.is_absolute() or ".." in rel.parts or not (member.isfile() or member.isdir()):
                     continue
@@ -114,8 +263,54 @@ class GitCache:
                 if member.isdir():
                     target.mkdir(parents=True, exist_ok=True)
                     continue
+                written += ENTRY_BYTES + member.size
+                if written > self.max_bytes:
+                    raise ValidationError(f"the exported tree is over the limit of {self.max_bytes} bytes",
+                                          {"limit": self.max_bytes})
                 target.parent.mkdir(parents=True, exist_ok=True)
                 handle = tar.extractfile(member)
-                if handle is not None:
-                    target.write_bytes(handle.read())
-        return root.joinpath(*PurePosixPath(subdir).parts) if subdir else root
+                if handle is None:
+                    continue
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+                with os.fdopen(fd, "wb") as out:
+                    shutil.copyfileobj(handle, out, _CHUNK)
+
+
+@contextmanager
+def export_folder(parent: Path) -> Iterator[Path]:
+    """A temporary folder ``parent/export-*`` for one export, removed afterwards.
+
+    Each run holds a shared ``flock`` on ``parent/exports.lock`` while its folder exists (the kernel drops
+    it when the process dies, even after ``kill -9``); a run that can take the lock exclusively knows no
+    export is in progress anywhere, so every ``export-*`` left there was left by a killed run: it removes
+    them first."""
+    parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(parent / "exports.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass  # another run is exporting: the folders there may be its own
+        else:
+            for stale in parent.glob("export-*"):
+                if stale.is_dir() and not stale.is_symlink():
+                    shutil.rmtree(stale, ignore_errors=True)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        with tempfile.TemporaryDirectory(prefix="export-", dir=parent) as tmp:
+            yield Path(tmp)
+    finally:
+        os.close(fd)
+
+
+def _last_line(stderr: bytes, returncode: int | None) -> str:
+    lines = stderr.decode("utf-8", "replace").strip().splitlines()
+    if lines:
+        return lines[-1]
+    if returncode is None:
+        return ""
+    if returncode < 0:
+        try:
+            return f"killed by signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit status {returncode}"

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
-import tempfile
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from skillsearch.core.domain import SLUG_PATTERN, SkillContent
 from skillsearch.core.errors import SkillSearchError
 from skillsearch.core.hashing import stable_id
 from skillsearch.retrieval.indexer import IndexStats, SearchIndex
-from skillsearch.sync.git import GitCache
+from skillsearch.sync.git import GitCache, Tree, export_folder
 from skillsearch.sync.sources import SourceConfig
 
 __all__ = ["SourceRead", "SourceReport", "apply_source", "read_source", "retire_source"]
@@ -123,33 +123,45 @@ def _folder_of(file: str, root: Path) -> str | None:
         return None
 
 
-def _parse_scoped(root: Path, names: frozenset[str], source: SourceConfig) -> ParsedImport:
-    """Only the skill folders ``root/<name>`` of ``names`` (those that still hold a SKILL.md)."""
-    out = ParsedImport()
-    for name in sorted(names):
-        folder = root / name
-        if name.startswith(".") or not (folder / "SKILL.md").is_file():
-            continue
-        one = parse_path(folder, source.name, source.grant)
-        out.skills.extend(one.skills)
-        out.problems.extend(one.problems)
-        out.files.update(one.files)
+def _left_out(root: Path, tree: Tree) -> list[ImportProblem]:
+    """The committed symbolic links and submodules an export left out, reported where a folder import
+    reports a link: at the top, or inside a skill folder (a linked ``SKILL.md`` refuses its skill)."""
+    whole = (root / "SKILL.md").is_file()
+    out = []
+    for paths, reason in ((tree.links, "symbolic link (not followed)"),
+                          (tree.submodules, "git submodule (not exported)")):
+        for rel in paths:
+            parts = rel.split("/")
+            if any(p.startswith(".") or p == "__pycache__" for p in parts):
+                continue
+            skill_md = parts[-1] == "SKILL.md" and len(parts) <= 2
+            if whole or skill_md or len(parts) == 1 or (root / parts[0] / "SKILL.md").is_file():
+                out.append(ImportProblem(str(root / rel), f"SKILL.md is refused: {reason}" if skill_md
+                                         else f"skipped: {reason}"))
     return out
 
 
-def _parse(source: SourceConfig, root: Path, shown: str, scope: frozenset[str] | None = None) -> SourceRead:
+def _parse(source: SourceConfig, root: Path, shown: str, scope: frozenset[str] | None = None,
+           left_out: list[ImportProblem] | None = None) -> SourceRead:
+    """Read the folder ``root`` through the importer's walk, which opens every entry relative to the root's
+    descriptor and follows no symbolic link, whole or (``scope``) only the named top-level folders.
+    ``left_out``: what a git export could not hold, reported with the refusals."""
     read = SourceRead(source)
     if not root.is_dir():
         read.error = f"{shown} is not a folder (missing or unreadable): the last good state is kept"
         return read
-    if scope is not None and (root / "SKILL.md").is_file():
+    if scope is not None and os.path.lexists(root / "SKILL.md"):
         scope = None  # the source is one skill: read it whole
     try:
-        parsed = parse_path(root, source.name, source.grant) if scope is None else _parse_scoped(root, scope, source)
+        parsed = parse_path(root, source.name, source.grant, only=scope)
     except OSError as exc:
         read.error = f"{shown} could not be read ({exc.strerror or exc}): the last good state is kept"
         return read
+    if parsed.unreadable is not None:
+        read.error = f"{shown} could not be read: {parsed.unreadable}: the last good state is kept"
+        return read
     read.scope = scope
+    parsed.problems.extend(left_out or ())
 
     def shown_file(file: str) -> str:
         try:
@@ -205,9 +217,9 @@ def read_source(store: CatalogStore, source: SourceConfig, cache_dir: Path, *, f
             return SourceRead(source, commit=commit, skipped=True)
         cache.keep(commit)
         shown = f"{source.git}@{commit[:12]}" + (f":{source.subdir}" if source.subdir else "")
-        with tempfile.TemporaryDirectory(prefix="export-", dir=cache.git_dir.parent) as tmp:
-            root = cache.export(commit, source.subdir, Path(tmp) / "tree")
-            read = _parse(source, root, shown)
+        with export_folder(cache.git_dir.parent) as tmp:
+            root, tree = cache.export(commit, source.subdir, tmp / "tree")
+            read = _parse(source, root, shown, left_out=_left_out(root, tree))
     except SkillSearchError as exc:
         read = SourceRead(source)
         read.error = exc.message
@@ -280,7 +292,7 @@ def apply_source(store: CatalogStore, index: SearchIndex | None, read: SourceRea
             for content in read.parsed.skills:
                 reason = _owned_elsewhere(store, content, source.name)
                 if content.skill_id in elsewhere and read.source.path is not None \
-                        and (read.source.path / elsewhere[content.skill_id] / "SKILL.md").is_file():
+                        and os.path.lexists(read.source.path / elsewhere[content.skill_id] / "SKILL.md"):
                     reason = f"duplicate slug {content.slug!r} (first defined in {elsewhere[content.skill_id]}/)"
                 if reason is not None:
                     report.refused.append(Refusal(read.parsed.files[content.skill_id], reason))

@@ -32,8 +32,8 @@ from typing import Any, Literal
 
 import tomlkit
 
-from skillsearch.core.domain import GRANT_PATTERN
 from skillsearch.core.errors import ValidationError
+from skillsearch.core.grants import grant_problem
 
 __all__ = [
     "SourceConfig",
@@ -110,8 +110,8 @@ def _one(raw: Any, i: int, base: Path, problems: list[str]) -> SourceConfig | No
         name = "?"
     at = f"source {name!r}"
     grant = raw.get("grant")
-    if not isinstance(grant, str) or not GRANT_PATTERN.match(grant):
-        problems.append(f"{at}: grant must be sub:<id>, team:<id> or user:<id>")
+    if wrong := grant_problem(grant):
+        problems.append(f"{at}: {wrong}")
     path, git = raw.get("path"), raw.get("git")
     if (path is None) == (git is None):
         problems.append(f"{at}: give exactly one of path or git")

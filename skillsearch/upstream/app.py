@@ -31,10 +31,11 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from skillsearch.catalog.frontmatter import split_front_matter
-from skillsearch.catalog.importer import is_text_media_type, parse_path
+from skillsearch.catalog.importer import parse_path
 from skillsearch.catalog.store import utc_now
 from skillsearch.core.domain import SkillContent
 from skillsearch.core.errors import UpstreamUnavailableError, ValidationError
+from skillsearch.core.textual import is_text_media_type
 from skillsearch.sync.client import send_webhook
 from skillsearch.sync.contract import SUBSCRIPTION_ID_PATTERN, ChangePage, ErrorBody, UpsertItem, WebhookEvent
 from skillsearch.upstream.changelog import CursorUnknown, Feed

