@@ -336,6 +336,8 @@ def write_results(out: Path, result: dict[str, Any]) -> None:
     for r in result["runs"]:
         lat, enc = r["latency_ms"], r["encoder"]
         batches = f"{enc['mean_batch']} / {int(enc['largest_batch'])}" if enc["batches"] else "– (not batching)"
+        if r["scenario"] == "workers-2":  # each /metrics scrape reads whichever worker took the connection
+            batches = "– (per worker)"
         lines.append(f"| {r['label']} | {r['requests']} ({r['distinct_requests_sent']}) | {r['rps']} | {lat['p50']} |"
                      f" {lat['p95']} | {lat['p99']} | {r['errors']} | {batches} |"
                      f" {r['cpu_ms_per_request']['server']} / {r['cpu_ms_per_request']['clients']} |"
@@ -362,6 +364,15 @@ def write_results(out: Path, result: dict[str, Any]) -> None:
     if one and two:
         ratios.append(f"uncached req/s, `serve --workers 2` / `--workers 1` (mean of {len(two)} / {len(one)}"
                       f" interleaved runs): **{(sum(two) / len(two)) / (sum(one) / len(one)):.2f}x**")
+        cpu = {k: [r["cpu_ms_per_request"]["server"] for r in result["runs"] if r["scenario"] == k]
+               for k in ("workers-1", "workers-2")}
+        used = {k: [r["rps"] * r["cpu_ms_per_request"]["server"] / 1000 for r in result["runs"] if r["scenario"] == k]
+                for k in ("workers-1", "workers-2")}
+        c1, c2 = (sum(v) / len(v) for v in cpu.values())
+        u1, u2 = (sum(v) / len(v) for v in used.values())
+        ratios.append(f"server CPU per request {c1:.1f} ms (1 worker) vs {c2:.1f} ms (2 workers), {c2 / c1:.2f}x;"
+                      f" cores the server kept busy (req/s x CPU per request) {u1:.2f} vs {u2:.2f} of"
+                      f" {result['machine']['cpus']}")
     if ratios:
         lines += ["Ratios within this run: " + "; ".join(ratios) + ".", ""]
     lines += [
