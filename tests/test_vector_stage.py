@@ -148,8 +148,10 @@ def test_quantising_is_deterministic_and_bounded() -> None:
 def test_a_one_skill_update_and_a_reopen_keep_the_stage_exact(world: tuple[VectorSnapshot, list[np.ndarray]],
                                                               tmp_path: Path) -> None:
     snapshot, queries = world
-    snapshot.save(tmp_path)
+    saved = snapshot.save(tmp_path)
     assert (tmp_path / "codes.npy").is_file()
+    assert saved.base is not None and isinstance(saved.matrix, np.memmap)  # the copy in memory can go
+    np.testing.assert_array_equal(saved.nearest(queries[0], 10)[0], snapshot.nearest(queries[0], 10)[0])
     loaded = VectorSnapshot.load(tmp_path)
     assert isinstance(loaded.matrix, np.memmap) and loaded.base is not None  # only re-scored rows are read
     assert loaded.compact is not None

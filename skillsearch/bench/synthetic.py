@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["sentence_pool", "stand_in_vectors", "synthetic_skills", "write_synthetic_bundle"]
+__all__ = ["sentence_pool", "stand_in_vectors", "synthetic_skills", "write_synthetic_bundle", "write_synthetic_bundles"]
 
 _FALLBACK = [
     "Analyze server logs to find the root cause of an outage.",
@@ -67,10 +67,23 @@ def synthetic_skills(n: int, pool: list[str], seed: int = 7) -> Iterator[dict[st
 
 
 def write_synthetic_bundle(path: Path, n: int, data_root: Path | None, seed: int = 7) -> Path:
+    return write_synthetic_bundles(path, n, data_root, n, seed)[0]
+
+
+def write_synthetic_bundles(path: Path, n: int, data_root: Path | None, per_file: int, seed: int = 7) -> list[Path]:
+    """The bundle of :func:`write_synthetic_bundle`, cut into files of ``per_file`` skills (``path`` itself
+    when one is enough, else ``<stem>-<i><suffix>``): a catalog of a million skills is imported as batches
+    of a size a sync applies, not held in memory at once."""
     pool = sentence_pool(data_root)
-    with Path(path).open("w", encoding="utf-8") as f:
-        f.writelines(json.dumps(entry, ensure_ascii=False) + "\n" for entry in synthetic_skills(n, pool, seed))
-    return Path(path)
+    entries = synthetic_skills(n, pool, seed)
+    count = max(1, -(-n // max(1, per_file)))
+    paths = [Path(path)] if count == 1 else [Path(path).with_name(f"{Path(path).stem}-{i}{Path(path).suffix}")
+                                              for i in range(count)]
+    for i, target in enumerate(paths):
+        with target.open("w", encoding="utf-8") as f:
+            size = min(per_file, n - i * per_file) if count > 1 else n
+            f.writelines(json.dumps(next(entries), ensure_ascii=False) + "\n" for _ in range(size))
+    return paths
 
 
 def stand_in_vectors(pool: np.ndarray, keys: np.ndarray) -> np.ndarray:

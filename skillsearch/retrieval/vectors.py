@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 import logging
 import os
@@ -343,10 +344,11 @@ class VectorSnapshot:
     # writing a new base and removing the old log loses nothing. The log is folded into a new base when it
     # outgrows a quarter of the matrix.
 
-    def save(self, folder: Path) -> None:
+    def save(self, folder: Path) -> VectorSnapshot:
         """Write the whole snapshot through temporary names and atomic renames, then drop the change log.
         A large snapshot's int8 copy is saved beside it (``codes.npy``, ``scales.npy``), so that opening
-        it reads a quarter of the bytes and never the whole float32 matrix."""
+        it reads a quarter of the bytes and never the whole float32 matrix. Returns the snapshot to keep:
+        a large one now maps the file it was written to (its matrix leaves memory), a small one is this."""
         folder.mkdir(parents=True, exist_ok=True)
         arrays = {MATRIX_FILE: np.asarray(self.matrix)}
         if self.compact is not None:
@@ -366,6 +368,12 @@ class VectorSnapshot:
                 (folder / name).unlink(missing_ok=True)
         os.replace(tmp_rows, folder / ROWS_FILE)
         (folder / LOG_FILE).unlink(missing_ok=True)
+        if self.compact is None:
+            return self
+        base = MappedFile(folder / MATRIX_FILE)
+        matrix = base.view()
+        matrix.setflags(write=False)
+        return dataclasses.replace(self, matrix=matrix, base=base, overlay=frozenset())
 
     def save_changes(
         self,
@@ -373,16 +381,15 @@ class VectorSnapshot:
         upserts: Sequence[tuple[VectorRow, np.ndarray]],
         deletes: Sequence[str],
         max_log_bytes: int | None = None,
-    ) -> None:
+    ) -> VectorSnapshot:
         """Persist one applied batch (``self`` is the snapshot after it): append it to the change log, or
         write a whole new base when the log has outgrown ``max_log_bytes`` (default: a quarter of the matrix,
-        at least 1 MiB) or no base exists yet."""
+        at least 1 MiB) or no base exists yet. Returns the snapshot to keep, as :meth:`save` does."""
         log = folder / LOG_FILE
         logged = log.stat().st_size if log.exists() else 0
         limit = max(self.matrix.nbytes // 4, 1 << 20) if max_log_bytes is None else max_log_bytes
         if not (folder / MATRIX_FILE).exists() or logged > limit:
-            self.save(folder)
-            return
+            return self.save(folder)
         line = json.dumps({
             "upserts": [[*_row_json(r), base64.b64encode(np.asarray(v, "<f4").tobytes()).decode()] for r, v in upserts],
             "deletes": list(deletes),
@@ -391,6 +398,7 @@ class VectorSnapshot:
             f.write(line + "\n")
             f.flush()
             os.fsync(f.fileno())
+        return self
 
     @classmethod
     def load(cls, folder: Path) -> VectorSnapshot:
