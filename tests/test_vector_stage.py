@@ -6,12 +6,14 @@ matrix is a file mapping."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from skillsearch.bench.synthetic import stand_in_vectors
+from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.vector_stage import COMPACT_FROM, Compact, Shift, quantise
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot, max_cosines
@@ -174,3 +176,20 @@ def test_a_one_skill_update_and_a_reopen_keep_the_stage_exact(world: tuple[Vecto
     fresh = VectorSnapshot.load(tmp_path)
     assert fresh.compact is not None and fresh.compact.codes.any()
     assert fresh.nearest(queries[0], 1)[0][0] == target
+
+
+def test_rows_are_saved_one_per_line_and_an_index_written_before_still_opens(tmp_path: Path) -> None:
+    rows = [VectorRow(f"sk_{i}", "team:a", "knowledge", ("ops", f"t{i}"), f"d{i}", f"e{i}") for i in range(3)]
+    matrix = np.eye(3, 4, dtype=np.float32)
+    VectorSnapshot.build(4, matrix, rows).save(tmp_path)
+    lines = (tmp_path / "rows.json").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 4 and json.loads(lines[0]) == {"dim": 4, "rows": 3, "layout": "lines"}
+    assert VectorSnapshot.load(tmp_path).rows == tuple(rows)
+    # The layout before: one object with every row.
+    (tmp_path / "rows.json").write_text(json.dumps({"dim": 4, "rows": [json.loads(x) for x in lines[1:]]}),
+                                        encoding="utf-8")
+    assert VectorSnapshot.load(tmp_path).rows == tuple(rows)
+    # A file cut short is a clear error, not fewer rows.
+    (tmp_path / "rows.json").write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")
+    with pytest.raises(IndexNotReadyError, match="unreadable"):
+        VectorSnapshot.load(tmp_path)
