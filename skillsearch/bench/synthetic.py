@@ -90,8 +90,8 @@ def stand_in_vectors(pool: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """One stand-in document vector per key (a 64-bit hash of its text, or any number): a normalised mix of
     three real vectors of ``pool``, ``w a + (1 - w) b + 0.15 c`` with ``w`` in [0.5, 0.8), all chosen by
     the key. Neighbourhoods look like a real catalog's (topics, near-duplicates), search cost does not
-    depend on the values, and distinct keys give distinct vectors (no ties by the thousand, which a mix of
-    two of 512 vectors gave at 1M rows: recall against an exact scan would then measure tie order)."""
+    depend on the values, and distinct keys nearly always give distinct vectors (not ties by the thousand,
+    which a mix of two of 512 vectors gave at 1M rows: recall against an exact scan would measure tie order)."""
     keys = np.asarray(keys, dtype=np.uint64)
     p = np.uint64(len(pool))
     a, b, c = pool[keys % p], pool[(keys >> np.uint64(20)) % p], pool[(keys >> np.uint64(40)) % p]
