@@ -2,8 +2,8 @@
 (``skillsearch/retrieval/vector_stage.py``), and approximate indexes from PyPI when they are installed
 (faiss-cpu's IVF over 8-bit codes, usearch's HNSW over int8), on the same vectors and query vectors.
 
-Vectors: real MiniLM vectors of the 883 skills and the MetaTool and Seal-Tools tool descriptions (the pool),
-and stand-ins made from them to the catalog's size (``bench.synthetic.stand_in_vectors``: a mix of three
+Vectors: real MiniLM vectors of the 883 skills and the MetaTool and Seal-Tools tool descriptions (the pool;
+or, with ``--pool-cache``, the vectors an earlier ``skillsearch bench latency`` run embedded), and stand-ins made from them to the catalog's size (``bench.synthetic.stand_in_vectors``: a mix of three
 pool vectors per row); query vectors: the dev requests of the skills catalog, MetaTool and Seal-Tools
 (each request's vectors as search embeds them: the whole request and its sentences). Both are embedded once
 and kept in ``--cache`` (an ``.npz``).
@@ -35,8 +35,9 @@ import numpy as np  # noqa: E402
 DEPTH = 100
 
 
-def embed(data_root: Path, cache: Path, per_set: int) -> tuple[np.ndarray, list[np.ndarray]]:
-    """The document pool and each dev request's query vectors (cached)."""
+def embed(data_root: Path, cache: Path, per_set: int, pool_cache: Path | None) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The document pool and each dev request's query vectors (cached). ``pool_cache``: take the pool from
+    an embedding cache of the benchmarks (``--cache-dir`` of ``skillsearch bench``) instead of encoding it."""
     if cache.is_file():
         with np.load(cache) as z:
             pool, flat, counts = z["pool"], z["queries"], z["counts"]
@@ -47,12 +48,14 @@ def embed(data_root: Path, cache: Path, per_set: int) -> tuple[np.ndarray, list[
     from skillsearch.retrieval.documents import split_identifiers
     from skillsearch.retrieval.encoder import MiniLMEncoder
     from skillsearch.retrieval.search import query_texts
+    from skillsearch.retrieval.vectors import normalise
 
-    docs = []
-    for line in (data_root / "skills-catalog" / "manifest.jsonl").read_text(encoding="utf-8").splitlines():
+    docs: list[str] = []
+    for line in (data_root / "skills-catalog" / "manifest.jsonl").read_text(encoding="utf-8").splitlines()[
+            : 0 if pool_cache else None]:
         m = json.loads(line)
         docs.append(f"{split_identifiers(m['name'])}: {m['description']}")
-    for name in ("metatool", "sealtools"):
+    for name in () if pool_cache else ("metatool", "sealtools"):
         for line in (data_root / name / "corpus.jsonl").read_text(encoding="utf-8").splitlines():
             m = json.loads(line)
             docs.append(f"{m.get('title', '')}: {m.get('text', '')}"[:1000])
@@ -65,10 +68,18 @@ def embed(data_root: Path, cache: Path, per_set: int) -> tuple[np.ndarray, list[
         random.Random(1).shuffle(texts)
         requests += texts[:per_set]
     encoder = MiniLMEncoder()
-    pool = encoder.encode_documents(docs)
+    if pool_cache:
+        chunks = sorted((pool_cache / "sentence-transformers_all-MiniLM-L6-v2").glob("chunk-*.npz"))
+        pool = np.concatenate([np.load(c)["vectors"] for c in chunks]).astype(np.float32)
+    else:
+        pool = encoder.encode_documents(docs)
+    # As search embeds a request (``encode_query_parts``: the request alone, or its sentences and their
+    # normalised mean), in one batched call: MiniLM embeds a query exactly like a document.
     sentences = Settings().query_sentences
-    queries = [np.atleast_2d(encoder.encode_query_parts(t[0], t[1:])) for t in
-               (query_texts(r, sentences) for r in requests)]
+    texts = [query_texts(r, sentences) for r in requests]
+    flat = [x for t in texts for x in (t[1:] or t)]
+    vectors = np.split(encoder.encode_documents(flat), np.cumsum([len(t[1:] or t) for t in texts])[:-1])
+    queries = [v if len(t) == 1 else np.vstack([normalise(v.mean(axis=0)), v]) for t, v in zip(texts, vectors, strict=True)]
     cache.parent.mkdir(parents=True, exist_ok=True)
     np.savez(cache, pool=pool, queries=np.concatenate(queries), counts=np.asarray([len(q) for q in queries]))
     return pool, queries
@@ -202,11 +213,12 @@ def main() -> None:
     parser.add_argument("--data-root", type=Path, default=Path("../shared/data"))
     parser.add_argument("--cache", type=Path, default=ROOT / "benchmarks" / ".cache" / "vector-stage.npz")
     parser.add_argument("--requests", type=int, default=150, help="dev requests taken from MetaTool and from Seal-Tools")
+    parser.add_argument("--pool-cache", type=Path, help="take the real document vectors from this embedding cache")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
     from skillsearch.bench.report import write_script_report
 
-    pool, queries = embed(args.data_root, args.cache, args.requests)
+    pool, queries = embed(args.data_root, args.cache, args.requests, args.pool_cache)
     rows = [row for n in args.sizes for row in run_size(n, pool, queries, lambda s: print(s, flush=True))]
     several = sum(len(q) > 1 for q in queries)
     command = "PYTHONPATH=. .venv/bin/python benchmarks/vector_stage.py " + " ".join(sys.argv[1:])
