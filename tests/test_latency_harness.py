@@ -8,7 +8,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import numpy as np
+
 from skillsearch.bench.latency import _flat_rows, serve_check
+from skillsearch.bench.synthetic import stand_in_vectors, write_synthetic_bundle, write_synthetic_bundles
 
 QUERIES = [
     "roll back a bad deploy", "clean a pandas dataframe", "write a changelog entry", "plan a database migration",
@@ -43,3 +46,19 @@ def test_serve_check_times_every_mode_and_pairs_each_hybrid_search_with_the_serv
     rows = _flat_rows([{"catalog": "sample", "search": out}])
     assert [r["mode"] for r in rows if r["mode"].startswith("encode_query_texts (served")] == [
         "encode_query_texts (served threads)", "encode_query_texts (served, paired with hybrid)"]
+
+
+def test_a_large_synthetic_catalog_is_written_in_batches_that_add_up_to_the_whole(tmp_path: Path) -> None:
+    whole = write_synthetic_bundle(tmp_path / "whole.jsonl", 25, None).read_text(encoding="utf-8")
+    parts = write_synthetic_bundles(tmp_path / "cut.jsonl", 25, None, per_file=10)
+    assert [p.name for p in parts] == ["cut-0.jsonl", "cut-1.jsonl", "cut-2.jsonl"]
+    assert "".join(p.read_text(encoding="utf-8") for p in parts) == whole
+
+
+def test_stand_in_vectors_are_unit_nearly_all_distinct_and_the_same_for_the_same_key() -> None:
+    pool = np.random.default_rng(1).standard_normal((40, 16)).astype(np.float32)
+    keys = np.random.default_rng(2).integers(0, 2**63, 2_000, dtype=np.uint64)
+    vectors = stand_in_vectors(pool, keys)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert len(np.unique(vectors.round(6), axis=0)) >= 0.99 * len(keys)  # not ties by the thousand
+    np.testing.assert_array_equal(stand_in_vectors(pool, keys[:5]), vectors[:5])

@@ -50,6 +50,18 @@ def test_the_default_model_runs_traced_with_the_models_own_tokens_and_vectors(en
     np.testing.assert_allclose(model.encode_documents(documents), _eager(model, documents, 32), atol=1e-5, rtol=0)
 
 
+def test_documents_sorted_by_length_across_batches_come_back_in_the_callers_order(encoder: Encoder) -> None:
+    model = _minilm(encoder)
+    rng = np.random.default_rng(4)
+    words = ["deploy", "review", "migrate", "profile", "translate", "summarise", "audit", "backup", "rotate", "monitor"]
+    # Long and short texts interleaved, so every batch of the caller's order would mix lengths.
+    documents = [" ".join(rng.choice(words, int(n))) for n in rng.permutation(np.r_[np.arange(1, 41), np.arange(60, 100)])]
+    heard: list[int] = []
+    got = model.encode_documents(documents, heard.append)
+    assert sum(heard) == len(documents) and max(heard) <= model.batch_size
+    np.testing.assert_allclose(got, _eager(model, documents, 16), atol=1e-5, rtol=0)
+
+
 def test_queries_through_prepare_and_the_batch_path_match_the_model_alone(encoder: Encoder) -> None:
     model = _minilm(encoder)
     items = [(t, ()) for t in TEXTS] + [("a b c. d e f.", ("a b c.", "d e f."))]

@@ -1,13 +1,15 @@
-"""The latency harness: build, update and search catalogs of 1k to 100k skills, in process.
+"""The latency harness: build, update and search catalogs of 1k to 1M skills, in process.
 
 For each catalog (``N`` synthetic skills, or ``real``: the 883 Agent Skills in ``../shared/data``):
 
-1. **Build**: the bundle is imported through :meth:`Catalog.import_path`; the time spent inside the
+1. **Build**: the bundle is imported through :meth:`Catalog.import_path` (above ``IMPORT_BATCH`` skills, in
+   batches of that many, as a sync would apply them); the time spent inside the
    encoder is measured apart, so the report says what share of the build is *not* embedding.
    Document vectors come from the on-disk cache when present (keyed by model and text); the real encoding
    rate is then measured on a sample of the catalog's own texts, and the embedding time is reported as
    estimated from it. Catalogs above ``stand_in_above`` rows use real vectors for the texts in the cache and
-   cheap stand-ins (a mix of two cached vectors) for the rest: search cost does not depend on the values.
+   cheap stand-ins (a mix of three cached vectors, ``synthetic.stand_in_vectors``) for the rest: search cost
+   does not depend on the values.
 2. **Update**: one skill's description changes and is imported as a one-skill batch; the time until a
    search finds its new word is reported (median of 3).
 3. **Search**, in a fresh child process that only opens the index (so its peak RSS is the serving
@@ -19,7 +21,7 @@ For each catalog (``N`` synthetic skills, or ``real``: the 883 Agent Skills in `
    the batching service embedding the same texts, ``encode_query_texts (served, paired with hybrid)``, and
    ``hybrid_over_paired_encode`` the ratio of their medians), then the hybrid requests again
    (result-cache hits), then the same texts with another limit (new requests whose query vectors are
-   cached). p50/p95/p99 each.
+   cached). p50/p95/p99 each, and the vector stage's own time in the fresh hybrid searches.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import numpy as np
 
 from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.report import run_metadata
-from skillsearch.bench.synthetic import write_synthetic_bundle
+from skillsearch.bench.synthetic import stand_in_vectors, write_synthetic_bundles
 from skillsearch.core.domain import Principal, SearchMode
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.documents import embedded_text
@@ -55,6 +57,8 @@ __all__ = ["run_latency", "serve_check"]
 GRANT = "team:bench"
 POOL = 512
 SOURCE = "bench"
+# A synthetic catalog larger than this is imported in batches of this many skills (as a sync would apply it).
+IMPORT_BATCH = 100_000
 
 
 class TimedEncoder(Wrapper):
@@ -81,31 +85,33 @@ class TimedEncoder(Wrapper):
 
 class StandInEncoder(Wrapper):
     """Real vectors for cached texts (at least the first ``POOL``, encoded for real when not cached); for
-    the rest, a deterministic normalised mix of two of those."""
+    the rest, a deterministic normalised mix of three of those (``synthetic.stand_in_vectors``)."""
 
     def __init__(self, cached: BenchEncoder) -> None:
         super().__init__(cached)
         self.inner: BenchEncoder = cached
         self.stand_ins = 0
+        self.pool: np.ndarray | None = None  # the first batch's real vectors (a later batch may have none)
 
     def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
         known = self.inner.cached_documents(texts)
         if sum(v is not None for v in known) < min(POOL, len(texts)):
             self.inner.encode_documents(list(texts[:POOL]))
             known = self.inner.cached_documents(texts)
-        pool = np.stack([v for v in known if v is not None]) if any(v is not None for v in known) else None
+        if self.pool is None and any(v is not None for v in known):
+            self.pool = np.stack([v for v in known if v is not None][:POOL])
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, (text, vec) in enumerate(zip(texts, known, strict=True)):
+        missing = [i for i, vec in enumerate(known) if vec is None]
+        for i, vec in enumerate(known):
             if vec is not None:
                 out[i] = vec
-            elif pool is None:
-                out[i] = self.inner.encode_documents([text])[0]
-            else:
-                h = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
-                a, b = pool[h % len(pool)], pool[(h >> 20) % len(pool)]
-                mixed = 0.6 * a + 0.4 * b
-                out[i] = mixed / np.linalg.norm(mixed)
-                self.stand_ins += 1
+        if missing and self.pool is None:
+            out[missing] = self.inner.encode_documents([texts[i] for i in missing])
+        elif missing and self.pool is not None:
+            keys = np.fromiter((int.from_bytes(hashlib.blake2b(texts[i].encode(), digest_size=8).digest(), "little")
+                                for i in missing), dtype=np.uint64, count=len(missing))
+            out[missing] = stand_in_vectors(self.pool, keys)
+            self.stand_ins += len(missing)
         if progress:
             progress(len(texts))
         return out
@@ -218,6 +224,8 @@ def serve_check(data_dir: Path, queries: Sequence[str], encoder_name: str = "min
     # (one per worker by default): the model as search calls it, against torch's own count above.
     out["encode_query_texts (served threads)"] = what_search_embeds()
     out["stages_p50_ms"] = {k: round(float(np.median(v)), 3) for k, v in stages.items()}
+    if "hybrid:vector_ms" in stages:
+        out["vector stage (fresh hybrid)"] = _percentiles(stages["hybrid:vector_ms"])
     out["documents"] = len(catalog.index().snapshot().vectors)
     out["peak_rss_mb"] = _peak_rss_mb()
     catalog.close()
@@ -228,16 +236,20 @@ def serve_check(data_dir: Path, queries: Sequence[str], encoder_name: str = "min
 
 
 def _one_catalog(
-    label: str, bundle: Path, work: Path, encoder: Encoder, cache_dir: Path | None, stand_in: bool,
+    label: str, bundles: Sequence[Path], work: Path, encoder: Encoder, cache_dir: Path | None, stand_in: bool,
     queries: Sequence[str], log: Callable[[str], None],
 ) -> dict[str, Any]:
     cached = BenchEncoder(encoder, cache_dir)
     timed = TimedEncoder(StandInEncoder(cached) if stand_in else cached)
     data_dir = work / f"data-{label}"
     catalog = Catalog(Settings(data_dir=data_dir, seed_sample=False), encoder=timed)
-    log(f"[{label}] building")
+    problems = 0
     t = time.perf_counter()
-    report = catalog.import_path(bundle, SOURCE, GRANT)
+    for i, bundle in enumerate(bundles):
+        log(f"[{label}] building ({i + 1}/{len(bundles)})")
+        problems += len(catalog.import_path(bundle, SOURCE, GRANT).problems)
+        if len(bundles) > 1:
+            bundle.unlink()
     build_s = time.perf_counter() - t
     docs = len(catalog.index().snapshot().vectors)
     really_encoded = cached.encoded_documents
@@ -251,7 +263,7 @@ def _one_catalog(
     non_embed_s = build_s - timed.seconds
     embed_est_s = docs / docs_per_s
     row: dict[str, Any] = {
-        "catalog": label, "skills": docs, "import_problems": len(report.problems),
+        "catalog": label, "skills": docs, "import_problems": problems, "import_batches": len(bundles),
         "build_s": round(build_s, 2), "encoder_s": round(timed.seconds, 2), "encoded_for_real": really_encoded,
         "stand_in_vectors": getattr(timed.inner, "stand_ins", 0),
         "non_embedding_s": round(non_embed_s, 2), "embed_docs_per_s": round(docs_per_s, 1),
@@ -313,12 +325,14 @@ def run_latency(
             if spec == "real":
                 if data_root is None or not (data_root / "skills-catalog").is_dir():
                     raise ValueError("the real catalog needs --data-root with skills-catalog/")
-                bundle, label, n = data_root / "skills-catalog", "real-883", 883
+                bundles, label, n = [data_root / "skills-catalog"], "real-883", 883
             else:
                 n = int(spec)
-                label = f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
-                bundle = write_synthetic_bundle(work / f"synthetic-{n}.jsonl", n, data_root)
-            rows.append(_one_catalog(label, bundle, work, encoder, cache_dir, n > stand_in_above, texts, log))
+                label = f"{n // 1_000_000}M" if n >= 1_000_000 and n % 1_000_000 == 0 else \
+                    f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
+                log(f"[{label}] writing the synthetic bundle")
+                bundles = write_synthetic_bundles(work / f"synthetic-{n}.jsonl", n, data_root, IMPORT_BATCH)
+            rows.append(_one_catalog(label, bundles, work, encoder, cache_dir, n > stand_in_above, texts, log))
             shutil_rmtree(work / f"data-{label}")
     notes = [f"{r['catalog']}: hybrid p50 / the batching service's p50 on the same texts, timed beside each "
              f"search: {r['search']['hybrid_over_paired_encode']:.2f}x"
@@ -340,7 +354,7 @@ def _flat_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         s = r["search"]
         for mode in ("encode_query", "encode_query_texts", "encode_query_texts (served threads)",
                      "encode_query_texts (served, paired with hybrid)", "lexical", "semantic",
-                     "hybrid", "hybrid (cache hit)", "hybrid (query vectors cached)"):
+                     "hybrid", "hybrid (cache hit)", "hybrid (query vectors cached)", "vector stage (fresh hybrid)"):
             if mode in s:
                 flat.append({"catalog": r["catalog"], "mode": mode, **s[mode]})
     return flat

@@ -53,6 +53,8 @@ __all__ = [
 ]
 
 ProgressCallback = Callable[[int], None]
+# Document texts sorted by length together (their token ids are held meanwhile).
+SORT_SPAN = 4096
 
 
 class Encoder(Protocol):
@@ -149,9 +151,17 @@ class MiniLMEncoder:
         return folder_fingerprint(self.model_dir)
 
     def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
+        """Sorted by length across up to :data:`SORT_SPAN` texts, then cut into batches: batches of
+        similar length pad less than batches taken in the caller's order and sorted within
+        (``benchmarks/embed_throughput.py``)."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for start in range(0, len(texts), self.batch_size):
-            batch = list(texts[start : start + self.batch_size])
+        step = SORT_SPAN if self.forward else self.batch_size
+        for start in range(0, len(texts), step):
+            batch = list(texts[start : start + step])
+            if self.forward:
+                out[start : start + len(batch)] = self.forward.encode_tokens(self.forward.tokenize(batch),
+                                                                             self.batch_size, progress)
+                continue
             out[start : start + len(batch)] = self._embed(batch, self.batch_size)
             if progress:
                 progress(len(batch))

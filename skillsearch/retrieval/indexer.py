@@ -394,11 +394,12 @@ class SearchIndex:
             self.lexical.apply([lexical_doc(r) for r in all_rows.values()], [])
         else:
             self.lexical.apply([lexical_doc(r) for r in changed], deletes)
-        self._snapshot = self._snapshot_of(self.lexical.searcher(), new_vectors, generation)
         if rebuild_lexical or skill_ids is None:
-            new_vectors.save(self.data_dir / "vectors")
+            new_vectors = new_vectors.save(self.data_dir / "vectors")
         elif upserts or deletes:
-            new_vectors.save_changes(self.data_dir / "vectors", upserts, deletes)
+            new_vectors = new_vectors.save_changes(self.data_dir / "vectors", upserts, deletes)
+        # A large matrix is now a mapping of what was saved (the copy in memory goes).
+        self._snapshot = self._snapshot_of(self.lexical.searcher(), new_vectors, generation)
         self._write_manifest(generation)
         # No Tantivy writer outlives the write lock: the next writer may be another process.
         self.lexical.close()

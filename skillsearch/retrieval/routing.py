@@ -22,21 +22,34 @@ import numpy as np
 
 from skillsearch.retrieval.calibration import Centering, centering_of, language_codes
 from skillsearch.retrieval.encoder import Encoder
+from skillsearch.retrieval.vector_stage import Shift
 
 __all__ = ["RequestRoute", "Routing"]
 
 
 class RequestRoute:
     """``route`` is None for a single encoder; ``encoder`` embeds the request's texts, whose vectors are
-    scored against ``matrix``; ``calibration`` holds the numbers that apply to those scores, ``centering``
-    its parsed per-language centroids (None: plain cosines)."""
+    scored against ``matrix`` (the snapshot's ``columns``, all when None); ``calibration`` holds the numbers
+    that apply to those scores, ``centering`` its parsed per-language centroids (None: plain cosines)."""
 
-    def __init__(self, route: str | None, encoder: Encoder, matrix: np.ndarray, calibration: dict[str, Any] | None):
+    def __init__(
+        self, route: str | None, encoder: Encoder, matrix: np.ndarray, calibration: dict[str, Any] | None,
+        columns: slice | None = None,
+    ):
         self.route = route
         self.encoder = encoder
         self.matrix = matrix
+        self.columns = columns
         self.calibration = calibration
         self.centering: Centering | None = centering_of(calibration)
+
+    def shift(self, queries: np.ndarray) -> Shift | None:
+        """What centering takes off each query vector's cosine with each row (``calibration.centered_cosines``
+        as the vector stage applies it), or None for plain cosines."""
+        if self.centering is None or self.language_codes is None:
+            return None
+        q = np.atleast_2d(np.asarray(queries, dtype=np.float32))
+        return Shift(np.asarray(q @ self.centering.centroids.T, dtype=np.float32), self.language_codes)
 
     @cached_property
     def language_codes(self) -> np.ndarray | None:
@@ -58,7 +71,8 @@ class Routing:
             self._single = None
             routes = (calibration or {}).get("routes") or {}
             self._routes = {
-                key: RequestRoute(key, part, matrix[:, self._pair.columns[key]], routes.get(key))
+                key: RequestRoute(key, part, matrix[:, self._pair.columns[key]], routes.get(key),
+                                  self._pair.columns[key])
                 for key, part in self._pair.parts.items()
             }
 

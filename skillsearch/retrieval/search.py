@@ -52,12 +52,10 @@ from skillsearch.core.settings import Settings
 from skillsearch.core.skill_uri import skill_uri
 from skillsearch.core.views import Explanation, SearchHitView, SearchResponse
 from skillsearch.core.visibility import is_visible, visible_grants
-from skillsearch.retrieval.calibration import centered_cosines
 from skillsearch.retrieval.confidence import Background, decision_of, judge, unreadable_language_notice
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.indexer import IndexSnapshot
 from skillsearch.retrieval.lexical import LexicalIndex
-from skillsearch.retrieval.vectors import max_cosines, top_k
 from skillsearch.retrieval.visible_lexical import visible_lexical_matches
 
 __all__ = ["Hit", "SearchRequest", "SearchResult", "run_search", "search_response"]
@@ -203,16 +201,10 @@ def run_search(
         queries = encoded()
         timings["encode_ms"] += (time.perf_counter() - t) * 1000  # the wait left after the lexical side
         t = time.perf_counter()
-        if route.centering is not None:
-            # e5: scores relative to each document language's centroid (skillsearch/retrieval/calibration.py).
-            scores = centered_cosines(route.matrix, queries, route.centering, route.language_codes)
-            sem_all = (scores.max(axis=0) if scores.ndim == 2 else scores).astype(np.float32)
-        else:
-            # One pass over the matrix for all the query's vectors (``max_cosines``, measured there).
-            sem_all = max_cosines(route.matrix, queries)
-        if mask is not None:
-            sem_all[~mask] = -np.inf
-        sem_rows = top_k(sem_all, depth)
+        # The vector stage (``VectorSnapshot.nearest``): the top ``depth`` visible rows by exact cosine, in
+        # one pass for all the query's vectors; e5 scores relative to each document language's centroid
+        # (skillsearch/retrieval/calibration.py). The lexical candidates' cosines are exact too.
+        sem_rows, sem_all = vectors.nearest(queries, depth, mask, route.columns, lex_rows, route.shift(queries))
         timings["vector_ms"] = (time.perf_counter() - t) * 1000
 
     cands = candidates(lex_rows, lex_scores, sem_rows, sem_all, _unlisted_lexical(request, settings, lex_scores, depth))

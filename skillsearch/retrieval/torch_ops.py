@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -127,9 +127,11 @@ class TracedForward:
         return [(np.asarray(e.ids, dtype=np.int64), np.asarray(e.type_ids, dtype=np.int64))
                 for e in self.tokenizer.encode_batch(list(texts))]
 
-    def encode_tokens(self, tokens: Sequence[Tokens], batch_size: int) -> np.ndarray:
+    def encode_tokens(
+        self, tokens: Sequence[Tokens], batch_size: int, progress: Callable[[int], None] | None = None,
+    ) -> np.ndarray:
         """Normalised vectors (float32, one row per text) in sub-batches of ``batch_size`` texts of similar
-        length (as ``encode`` groups them: less padding)."""
+        length (as ``encode`` groups them: less padding); ``progress`` hears each sub-batch's size."""
         import torch
 
         out = np.zeros((len(tokens), self.dim), dtype=np.float32)
@@ -146,6 +148,8 @@ class TracedForward:
                 ids[r, :n], types[r, :n], mask[r, :n] = tokens[i][0], tokens[i][1], 1
             with torch.inference_mode():
                 out[rows] = self.traced(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(types)).numpy()
+            if progress:
+                progress(len(rows))
         return out
 
     def encode(self, texts: Sequence[str], batch_size: int) -> np.ndarray:

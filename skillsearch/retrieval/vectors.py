@@ -1,18 +1,23 @@
-"""The embedding store: one L2-normalised float32 matrix in numpy, its row metadata, and exact search.
+"""The embedding store: one L2-normalised float32 matrix in numpy, its row metadata, and its search.
 
 A :class:`VectorSnapshot` is immutable: updates build a new one and the caller swaps it in, so a search
-that holds a snapshot never sees a half-applied batch. Filtering happens inside the retriever: every row
-is scored with one matrix product and rows the caller may not see are set to ``-inf`` before the top k
-are taken, so k visible results come back whenever k visible rows exist.
+that holds a snapshot never sees a half-applied batch. Filtering happens inside the retriever
+(:meth:`VectorSnapshot.nearest`): rows the caller may not see are set to ``-inf`` before the top k are
+taken, so k visible results come back whenever k visible rows exist. A small matrix is scored with one
+exact matrix product; from ``vector_stage.COMPACT_FROM`` rows on, its int8 copy is scanned and the best
+rows re-scored exactly (``retrieval/vector_stage.py``), and a loaded matrix stays a file mapping (only the
+re-scored rows are read), so serving memory is the int8 copy's quarter of the matrix.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 import logging
 import os
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -24,16 +29,19 @@ import numpy as np
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.retrieval import torch_ops
 from skillsearch.retrieval.lexical import skill_key
+from skillsearch.retrieval.vector_stage import COMPACT_FROM, Compact, Shift, nearest_compact, quantise
 
 __all__ = ["VectorRow", "VectorSnapshot", "max_cosines", "normalise", "top_k", "zero_tiny"]
 
 MATRIX_FILE = "vectors.npy"
 ROWS_FILE = "rows.json"
 LOG_FILE = "changes.log"
+CODES_FILE = "codes.npy"
+SCALES_FILE = "scales.npy"
 log = logging.getLogger("skillsearch")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class VectorRow:
     """Metadata of one row: whose vector it is, what filters apply, and the hashes that keep it fresh."""
 
@@ -117,6 +125,30 @@ def max_cosines(matrix: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return torch_ops.max_cosines(matrix, queries)
 
 
+class MappedFile:
+    """A saved ``.npy`` matrix kept open: every snapshot of it maps the same bytes, also after a newer base
+    has replaced the file's name. :meth:`view` is a private (copy-on-write) mapping: rows written into it
+    (a batch's replaced rows) cost their pages only, and the rows a search re-scores are the only ones read."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = open(path, "rb")  # noqa: SIM115 - open while any snapshot maps it; closed when collected
+        major, _minor = np.lib.format.read_magic(self.file)
+        read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read(self.file)
+        if fortran or dtype != np.dtype("<f4") or len(shape) != 2:
+            raise ValueError(f"{path} is not a C-ordered float32 matrix")
+        self.shape: tuple[int, int] = (int(shape[0]), int(shape[1]))
+        self.offset = self.file.tell()
+
+    def view(self) -> np.ndarray:
+        if self.shape[0] == 0:
+            return np.zeros(self.shape, dtype=np.float32)
+        return np.memmap(self.file, dtype=np.float32, mode="c", shape=self.shape, offset=self.offset)
+
+    def __del__(self) -> None:
+        self.file.close()
+
+
 @dataclass(frozen=True)
 class VectorSnapshot:
     dim: int
@@ -128,12 +160,26 @@ class VectorSnapshot:
     grant_codes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32), repr=False)
     kind_names: tuple[str, ...] = ()
     kind_codes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32), repr=False)
+    # The int8 copy the vector stage scans (from ``COMPACT_FROM`` rows on; None below).
+    compact: Compact | None = field(default=None, repr=False)
+    # The saved file ``matrix`` maps (None: ``matrix`` is in memory) and the rows written over it since.
+    base: MappedFile | None = field(default=None, repr=False)
+    overlay: frozenset[int] = field(default=frozenset(), repr=False)
 
     @classmethod
-    def build(cls, dim: int, matrix: np.ndarray, rows: Sequence[VectorRow], keys: np.ndarray | None = None) -> VectorSnapshot:
+    def build(
+        cls, dim: int, matrix: np.ndarray, rows: Sequence[VectorRow], keys: np.ndarray | None = None,
+        compact: Compact | None = None, base: MappedFile | None = None, overlay: frozenset[int] = frozenset(),
+    ) -> VectorSnapshot:
         """A snapshot over these rows; ``keys`` (each row's :func:`skill_key`) saves hashing every id again.
-        The matrix keeps no value under :data:`TINY` (:func:`zero_tiny`), whatever wrote it."""
-        matrix = np.ascontiguousarray(zero_tiny(matrix)).reshape(len(rows), dim)
+        The matrix keeps no value under :data:`TINY` (:func:`zero_tiny`), whatever wrote it; a mapped
+        ``base`` is a matrix this class saved, so it is not scanned again (that would read every page).
+        ``compact``: the matrix's int8 copy when the caller has it (else made here for a large matrix)."""
+        if base is None:
+            matrix = np.ascontiguousarray(zero_tiny(matrix))
+        matrix = matrix.reshape(len(rows), dim)
+        if compact is None and len(rows) >= COMPACT_FROM:
+            compact = Compact.of(matrix)
         if keys is None:
             keys = np.fromiter((skill_key(r.skill_id) for r in rows), dtype=np.uint64, count=len(rows))
         grant_names = tuple(sorted({r.grant for r in rows}))
@@ -152,6 +198,9 @@ class VectorSnapshot:
             grant_codes=np.fromiter((g_index[r.grant] for r in rows), dtype=np.int32, count=len(rows)),
             kind_names=kind_names,
             kind_codes=np.fromiter((k_index[r.kind] for r in rows), dtype=np.int32, count=len(rows)),
+            compact=compact,
+            base=base,
+            overlay=overlay,
         )
 
     @classmethod
@@ -188,13 +237,42 @@ class VectorSnapshot:
             m &= tag_mask
         return m
 
+    def nearest(
+        self,
+        queries: np.ndarray,
+        depth: int,
+        mask: np.ndarray | None = None,
+        columns: slice | None = None,
+        exact_rows: np.ndarray | None = None,
+        shift: Shift | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The vector stage: the ``depth`` rows with the best cosine over ``queries`` among those ``mask``
+        allows (all when None), best first, and every row's score (``-inf`` where the mask is False).
+
+        The returned rows and ``exact_rows`` (the lexical candidates, whose cosines fusion reads too) hold
+        exact float32 cosines, best over the query vectors; any other row's score may be the int8 scan's
+        approximation (large snapshots, ``retrieval/vector_stage.py``). ``columns``: the route's columns of
+        a routed matrix; ``shift``: a per-row offset of each query vector's cosine (language centering)."""
+        matrix = self.matrix if columns is None else self.matrix[:, columns]
+        queries = np.ascontiguousarray(zero_tiny(queries)).reshape(-1, matrix.shape[1])
+        if self.compact is None or len(self) < COMPACT_FROM:
+            if shift is None:
+                scores = max_cosines(matrix, queries)
+            else:
+                scores = (queries @ matrix.T - shift.by[:, shift.groups]).max(axis=0).astype(np.float32)
+            if mask is not None:
+                scores[~mask] = -np.inf
+            return top_k(scores, depth), scores
+        return nearest_compact(matrix, self.compact, columns, queries, depth, mask, exact_rows, shift=shift)
+
     # -- updates ----------------------------------------------------------------------------------
 
     def apply(self, upserts: Sequence[tuple[VectorRow, np.ndarray]], deletes: Iterable[str]) -> VectorSnapshot:
         """A new snapshot with rows replaced, added or removed; this one is unchanged.
 
-        The cost is one copy of the matrix: rows keep their keys, and a batch that only replaces rows
-        (the usual update) keeps the key map and the grant and kind codes as they were."""
+        A batch that only replaces rows (the usual update) keeps the key map and the grant and kind codes as
+        they were, re-quantises only its rows, and over a mapped base writes only its rows into a fresh
+        private mapping; otherwise the cost is one copy of the matrix."""
         gone = {self.key_to_row[k] for k in (skill_key(s) for s in deletes) if k in self.key_to_row}
         replace: dict[int, tuple[VectorRow, np.ndarray]] = {}
         added: list[tuple[VectorRow, np.ndarray]] = []
@@ -204,6 +282,8 @@ class VectorSnapshot:
                 replace[i] = (row, vec)
             else:
                 added.append((row, vec))
+        if not gone and not added:
+            return self._replaced(replace)
         keep = np.asarray([i for i in range(len(self.rows)) if i not in gone], dtype=np.int64) if gone else None
         kept = len(self.rows) - len(gone)
         matrix = np.empty((kept + len(added), self.dim), dtype=np.float32)
@@ -220,17 +300,39 @@ class VectorSnapshot:
         if added:
             extra = np.fromiter((skill_key(r.skill_id) for r, _ in added), dtype=np.uint64, count=len(added))
             keys = np.concatenate([keys, extra])
+        return VectorSnapshot.build(self.dim, matrix, rows, keys)
+
+    def _replaced(self, replace: dict[int, tuple[VectorRow, np.ndarray]]) -> VectorSnapshot:
+        """:meth:`apply` for a batch that only replaces rows."""
+        changed = sorted(replace)
+        vectors = np.stack([zero_tiny(np.asarray(replace[i][1], np.float32)) for i in changed]) if changed else \
+            np.zeros((0, self.dim), np.float32)
+        overlay = self.overlay
+        if self.base is not None:
+            matrix = self.base.view()
+            carried = sorted(self.overlay - set(changed))
+            if carried:
+                matrix[carried] = self.matrix[carried]
+            overlay = self.overlay | set(changed)
+        else:
+            matrix = np.array(self.matrix, dtype=np.float32)
+        if changed:
+            matrix[changed] = vectors
+        compact = self.compact.replaced(changed, vectors) if self.compact is not None else None
+        rows = list(self.rows)
+        for i in changed:
+            rows[i] = replace[i][0]
         same_filters = all(
             (r.grant, r.kind, r.tags) == (self.rows[i].grant, self.rows[i].kind, self.rows[i].tags)
             for i, (r, _) in replace.items()
         )
-        if gone or added or not same_filters:
-            return VectorSnapshot.build(self.dim, matrix, rows, keys)
+        if not same_filters:
+            return VectorSnapshot.build(self.dim, matrix, rows, self.keys, compact, self.base, overlay)
         matrix.setflags(write=False)
         return VectorSnapshot(
             dim=self.dim, matrix=matrix, rows=tuple(rows), key_to_row=self.key_to_row, keys=self.keys,
             grant_names=self.grant_names, grant_codes=self.grant_codes, kind_names=self.kind_names,
-            kind_codes=self.kind_codes,
+            kind_codes=self.kind_codes, compact=compact, base=self.base, overlay=overlay,
         )
 
     # -- persistence ------------------------------------------------------------------------------
@@ -242,20 +344,39 @@ class VectorSnapshot:
     # writing a new base and removing the old log loses nothing. The log is folded into a new base when it
     # outgrows a quarter of the matrix.
 
-    def save(self, folder: Path) -> None:
-        """Write the whole snapshot through temporary names and atomic renames, then drop the change log."""
+    def save(self, folder: Path) -> VectorSnapshot:
+        """Write the whole snapshot through temporary names and atomic renames, then drop the change log.
+        A large snapshot's int8 copy is saved beside it (``codes.npy``, ``scales.npy``), so that opening
+        it reads a quarter of the bytes and never the whole float32 matrix. Returns the snapshot to keep:
+        a large one now maps the file it was written to (its matrix leaves memory), a small one is this."""
         folder.mkdir(parents=True, exist_ok=True)
-        tmp_matrix = folder / (MATRIX_FILE + ".tmp")
-        with open(tmp_matrix, "wb") as f:
-            np.save(f, np.asarray(self.matrix))
-            f.flush()
-            os.fsync(f.fileno())
+        arrays = {MATRIX_FILE: np.asarray(self.matrix)}
+        if self.compact is not None:
+            arrays.update({CODES_FILE: self.compact.codes, SCALES_FILE: self.compact.scales})
+        for name, array in arrays.items():
+            with open(folder / (name + ".tmp"), "wb") as f:
+                np.save(f, array)
+                f.flush()
+                os.fsync(f.fileno())
         tmp_rows = folder / (ROWS_FILE + ".tmp")
-        payload = {"dim": self.dim, "rows": [_row_json(r) for r in self.rows]}
-        tmp_rows.write_text(json.dumps(payload), encoding="utf-8")
-        os.replace(tmp_matrix, folder / MATRIX_FILE)
+        with open(tmp_rows, "w", encoding="utf-8") as f:
+            # A header line, then one row per line: opening reads a line at a time, never the whole text and
+            # all its parsed lists at once (about 1 GB at 1M rows, which counted in the serving peak).
+            f.write(json.dumps({"dim": self.dim, "rows": len(self.rows), "layout": "lines"}) + "\n")
+            f.writelines(json.dumps(_row_json(r)) + "\n" for r in self.rows)
+        for name in arrays:
+            os.replace(folder / (name + ".tmp"), folder / name)
+        if self.compact is None:
+            for name in (CODES_FILE, SCALES_FILE):
+                (folder / name).unlink(missing_ok=True)
         os.replace(tmp_rows, folder / ROWS_FILE)
         (folder / LOG_FILE).unlink(missing_ok=True)
+        if self.compact is None:
+            return self
+        base = MappedFile(folder / MATRIX_FILE)
+        matrix = base.view()
+        matrix.setflags(write=False)
+        return dataclasses.replace(self, matrix=matrix, base=base, overlay=frozenset())
 
     def save_changes(
         self,
@@ -263,16 +384,15 @@ class VectorSnapshot:
         upserts: Sequence[tuple[VectorRow, np.ndarray]],
         deletes: Sequence[str],
         max_log_bytes: int | None = None,
-    ) -> None:
+    ) -> VectorSnapshot:
         """Persist one applied batch (``self`` is the snapshot after it): append it to the change log, or
         write a whole new base when the log has outgrown ``max_log_bytes`` (default: a quarter of the matrix,
-        at least 1 MiB) or no base exists yet."""
+        at least 1 MiB) or no base exists yet. Returns the snapshot to keep, as :meth:`save` does."""
         log = folder / LOG_FILE
         logged = log.stat().st_size if log.exists() else 0
         limit = max(self.matrix.nbytes // 4, 1 << 20) if max_log_bytes is None else max_log_bytes
         if not (folder / MATRIX_FILE).exists() or logged > limit:
-            self.save(folder)
-            return
+            return self.save(folder)
         line = json.dumps({
             "upserts": [[*_row_json(r), base64.b64encode(np.asarray(v, "<f4").tobytes()).decode()] for r, v in upserts],
             "deletes": list(deletes),
@@ -281,17 +401,20 @@ class VectorSnapshot:
             f.write(line + "\n")
             f.flush()
             os.fsync(f.fileno())
+        return self
 
     @classmethod
     def load(cls, folder: Path) -> VectorSnapshot:
+        """The saved snapshot with its logged batches applied. A large one keeps its matrix a file mapping
+        and loads the saved int8 copy when it matches the matrix (checked on a sample of rows)."""
         try:
-            payload = json.loads((folder / ROWS_FILE).read_text(encoding="utf-8"))
-            matrix = np.load(folder / MATRIX_FILE, allow_pickle=False)
-            rows = [VectorRow(s, g, k, tuple(t), d, e) for s, g, k, t, d, e in payload["rows"]]
-            dim = int(payload["dim"])
+            dim, rows = _read_rows(folder / ROWS_FILE)
+            base = MappedFile(folder / MATRIX_FILE) if len(rows) >= COMPACT_FROM else None
+            matrix = base.view() if base is not None else np.load(folder / MATRIX_FILE, allow_pickle=False)
             if matrix.shape != (len(rows), dim):
                 raise ValueError(f"matrix shape {matrix.shape} does not match {len(rows)} rows of {dim} dims")
-            snapshot = cls.build(dim, matrix, rows)
+            compact = _saved_compact(folder, matrix) if base is not None else None
+            snapshot = cls.build(dim, matrix, rows, compact=compact, base=base)
             # The batches are folded into one change first, so opening copies the matrix once, not once per
             # logged batch. A removed id stays removed (a later upsert adds it back at the end, as applying
             # the batches one by one would); the last upsert of an id wins.
@@ -314,6 +437,46 @@ class VectorSnapshot:
                 {"path": str(folder)},
             ) from exc
         return snapshot
+
+
+def _saved_compact(folder: Path, matrix: np.ndarray) -> Compact | None:
+    """The saved int8 copy of ``matrix``, or None when it is missing or was not made from this matrix
+    (quantising is deterministic: 64 rows spread over the matrix must come out the same)."""
+    try:
+        codes = np.load(folder / CODES_FILE, allow_pickle=False)
+        scales = np.load(folder / SCALES_FILE, allow_pickle=False)
+    except (OSError, ValueError):
+        return None
+    if codes.shape != matrix.shape or codes.dtype != np.int8 or scales.shape != (matrix.shape[0],):
+        return None
+    probe = np.unique(np.linspace(0, matrix.shape[0] - 1, 64).astype(np.int64))
+    want_codes, want_scales = quantise(np.asarray(matrix[probe]))
+    if not (np.array_equal(codes[probe], want_codes) and np.array_equal(scales[probe], want_scales)):
+        log.warning("the saved int8 copy in %s does not match the matrix; quantising again", folder)
+        return None
+    codes.setflags(write=False)
+    scales.setflags(write=False)
+    return Compact(codes, scales.astype(np.float32, copy=False))
+
+
+def _read_rows(path: Path) -> tuple[int, list[VectorRow]]:
+    """The dimension and the rows of ``rows.json``: a header line and one row per line, or (written before
+    that layout) one JSON object holding every row. Grant, kind and tag strings are interned: a million
+    rows share a few of each."""
+    with open(path, encoding="utf-8") as f:
+        header = json.loads(f.readline())
+        if header.get("layout") == "lines":
+            rows = [_row_of(json.loads(line)) for line in f]
+            if len(rows) != int(header["rows"]):
+                raise ValueError(f"{path} holds {len(rows)} rows, its header says {header['rows']}")
+        else:
+            rows = [_row_of(r) for r in header["rows"]]
+    return int(header["dim"]), rows
+
+
+def _row_of(r: list[Any]) -> VectorRow:
+    s, g, k, t, d, e = r
+    return VectorRow(s, sys.intern(g), sys.intern(k), tuple(sys.intern(x) for x in t), d, e)
 
 
 def _row_json(r: VectorRow) -> list[object]:

@@ -1,0 +1,232 @@
+"""The vector stage at 100k and 1M rows: the exact float32 scan, the chosen int8 scan with exact re-scoring
+(``skillsearch/retrieval/vector_stage.py``), and approximate indexes from PyPI when they are installed
+(faiss-cpu's IVF over 8-bit codes, usearch's HNSW over int8), on the same vectors and query vectors.
+
+Vectors: real MiniLM vectors of the 883 skills and the MetaTool and Seal-Tools tool descriptions (the pool;
+or, with ``--pool-cache``, the vectors an earlier ``skillsearch bench latency`` run embedded), and stand-ins made from them to the catalog's size (``bench.synthetic.stand_in_vectors``: a mix of three
+pool vectors per row); query vectors: the dev requests of the skills catalog, MetaTool and Seal-Tools
+(each request's vectors as search embeds them: the whole request and its sentences). Both are embedded once
+and kept in ``--cache`` (an ``.npz``).
+
+Per method and size: the build time, the bytes it keeps in memory, the median and p95 time of one request
+(one thread), and recall@100 against the exact scan, tie-aware (a returned row counts when its exact cosine
+is at least the exact 100th best), unfiltered and with a grant that sees 1% of the rows (scattered).
+
+Run: ``PYTHONPATH=. HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/vector_stage.py --sizes 100000 1000000``
+(writes ``benchmarks/results/vector-stage.{md,json}``). Not collected by pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+DEPTH = 100
+
+
+def embed(data_root: Path, cache: Path, per_set: int, pool_cache: Path | None) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The document pool and each dev request's query vectors (cached). ``pool_cache``: take the pool from
+    an embedding cache of the benchmarks (``--cache-dir`` of ``skillsearch bench``) instead of encoding it."""
+    if cache.is_file():
+        with np.load(cache) as z:
+            pool, flat, counts = z["pool"], z["queries"], z["counts"]
+        return pool, np.split(flat, np.cumsum(counts)[:-1])
+    import random
+
+    from skillsearch.core.settings import Settings
+    from skillsearch.retrieval.documents import split_identifiers
+    from skillsearch.retrieval.encoder import MiniLMEncoder
+    from skillsearch.retrieval.search import query_texts
+    from skillsearch.retrieval.vectors import normalise
+
+    docs: list[str] = []
+    for line in (data_root / "skills-catalog" / "manifest.jsonl").read_text(encoding="utf-8").splitlines()[
+            : 0 if pool_cache else None]:
+        m = json.loads(line)
+        docs.append(f"{split_identifiers(m['name'])}: {m['description']}")
+    for name in () if pool_cache else ("metatool", "sealtools"):
+        for line in (data_root / name / "corpus.jsonl").read_text(encoding="utf-8").splitlines():
+            m = json.loads(line)
+            docs.append(f"{m.get('title', '')}: {m.get('text', '')}"[:1000])
+    requests = [json.loads(x)["q"] for x in
+                (data_root / "skills-catalog" / "queries.dev.jsonl").read_text(encoding="utf-8").splitlines()]
+    for name in ("metatool", "sealtools"):
+        dev = {x.split("\t")[0] for x in (data_root / name / "qrels.dev.tsv").read_text(encoding="utf-8").splitlines()[1:]}
+        texts = [q["text"] for q in map(json.loads, (data_root / name / "queries.jsonl").read_text(encoding="utf-8")
+                 .splitlines()) if q["_id"] in dev]
+        random.Random(1).shuffle(texts)
+        requests += texts[:per_set]
+    encoder = MiniLMEncoder()
+    if pool_cache:
+        chunks = sorted((pool_cache / "sentence-transformers_all-MiniLM-L6-v2").glob("chunk-*.npz"))
+        pool = np.concatenate([np.load(c)["vectors"] for c in chunks]).astype(np.float32)
+    else:
+        pool = encoder.encode_documents(docs)
+    # As search embeds a request (``encode_query_parts``: the request alone, or its sentences and their
+    # normalised mean), in one batched call: MiniLM embeds a query exactly like a document.
+    sentences = Settings().query_sentences
+    texts = [query_texts(r, sentences) for r in requests]
+    flat = [x for t in texts for x in (t[1:] or t)]
+    vectors = np.split(encoder.encode_documents(flat), np.cumsum([len(t[1:] or t) for t in texts])[:-1])
+    queries = [v if len(t) == 1 else np.vstack([normalise(v.mean(axis=0)), v]) for t, v in zip(texts, vectors, strict=True)]
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(cache, pool=pool, queries=np.concatenate(queries), counts=np.asarray([len(q) for q in queries]))
+    return pool, queries
+
+
+def kth_best(scores: np.ndarray, want_k: int) -> tuple[int, float]:
+    """How many of the top ``want_k`` exist, and the exact score of the last of them."""
+    finite = scores[np.isfinite(scores)]
+    k = min(want_k, finite.size)
+    return k, float(np.partition(finite, finite.size - k)[finite.size - k]) if k else 0.0
+
+
+def recall(got: np.ndarray, got_exact: np.ndarray, k: int, kth: float) -> float:
+    """Tie-aware: a returned row counts when its exact score is at least the exact k-th best."""
+    return float((got_exact[:k] >= kth - 1e-6).sum()) / k if k else 1.0
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    t = time.perf_counter()
+    out = fn()
+    return out, (time.perf_counter() - t) * 1000
+
+
+def run_size(n: int, pool: np.ndarray, queries: list[np.ndarray], log: Callable[[str], None]) -> list[dict[str, Any]]:
+    from skillsearch.bench.synthetic import stand_in_vectors
+    from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot, max_cosines, top_k
+
+    rng = np.random.default_rng(n)
+    keys = rng.integers(0, 2**63, n, dtype=np.uint64)
+    matrix = np.concatenate([pool[: min(len(pool), n)], stand_in_vectors(pool, keys[len(pool):])])[:n]
+    grants = np.where(rng.random(n) < 0.01, "team:few", "team:all")
+    rows = [VectorRow(f"s{i}", str(grants[i]), "knowledge", (), "", "") for i in range(n)]
+    snapshot = VectorSnapshot.build(matrix.shape[1], matrix, rows)
+    few = snapshot.mask(["team:few"])
+    # Each request's exact k-th best score, unfiltered and among the 1% (full score arrays of every request
+    # would hold 4 MB each at 1M rows).
+    kths = []
+    for q in queries:
+        scores = max_cosines(snapshot.matrix, q)
+        kths.append((kth_best(scores, DEPTH), kth_best(np.where(few, scores, -np.inf), DEPTH)))
+    out: list[dict[str, Any]] = []
+
+    def exact_of(rows: np.ndarray, q: np.ndarray) -> np.ndarray:
+        return np.asarray((snapshot.matrix[rows] @ q.T).max(axis=1)) if rows.size else np.zeros(0)
+
+    def measure(method: str, search: Callable[[np.ndarray, np.ndarray | None], np.ndarray], build_ms: float,
+                nbytes: int, filtered: bool = True, requests: int | None = None) -> None:
+        times, recalls, f_recalls, short = [], [], [], 0
+        for q, ((k, kth), (fk, fkth)) in list(zip(queries, kths, strict=True))[:requests]:
+            got, ms = timed(lambda q=q: search(q, None))
+            times.append(ms)
+            got = np.asarray(got, dtype=np.int64)
+            recalls.append(recall(got, exact_of(got, q), k, kth))
+            if filtered:
+                got = np.asarray(search(q, few), dtype=np.int64)
+                f_recalls.append(recall(got, exact_of(got, q), fk, fkth))
+                short += int(len(got) < fk or not few[got].all())
+        row = {"rows": n, "method": method, "build_s": round(build_ms / 1000, 2), "memory_mb": round(nbytes / 2**20, 1),
+               "p50_ms": round(float(np.median(times)), 3), "p95_ms": round(float(np.percentile(times, 95)), 3),
+               "recall@100": round(float(np.mean(recalls)), 4), "min_recall@100": round(float(np.min(recalls)), 3),
+               "recall@100 (1% visible)": round(float(np.mean(f_recalls)), 4) if f_recalls else "n/a",
+               "short or leaked (1% visible)": short if filtered else "n/a", "requests": len(times)}
+        log(json.dumps(row))
+        out.append(row)
+
+    def exact(q: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+        s = max_cosines(snapshot.matrix, q)
+        if mask is not None:
+            s[~mask] = -np.inf
+        return top_k(s, DEPTH)
+
+    # The exact scan is the reference (recall 1 by definition): timed on the first 60 requests only.
+    measure("exact float32 scan (before)", exact, 0.0, snapshot.matrix.nbytes, requests=60)
+    assert snapshot.compact is not None
+    quantise_ms = timed(lambda: type(snapshot.compact).of(snapshot.matrix))[1]
+    measure("int8 scan + float32 re-score (chosen)", lambda q, m: snapshot.nearest(q, DEPTH, m)[0], quantise_ms,
+            snapshot.compact.nbytes)
+    try:
+        import faiss  # type: ignore[import-not-found]
+    except ImportError:
+        log("faiss not installed: IVF not measured")
+    else:
+        faiss.omp_set_num_threads(1)
+        nlist = int(4 * np.sqrt(n))
+        quantizer = faiss.IndexFlatIP(matrix.shape[1])
+        index = faiss.IndexIVFScalarQuantizer(quantizer, matrix.shape[1], nlist, faiss.ScalarQuantizer.QT_8bit,
+                                              faiss.METRIC_INNER_PRODUCT)
+        t = time.perf_counter()
+        index.train(matrix[rng.choice(n, min(n, 50 * nlist), replace=False)])
+        index.add(matrix)
+        build = (time.perf_counter() - t) * 1000
+        selector = faiss.IDSelectorBatch(np.flatnonzero(few).astype(np.int64))
+        for nprobe in (16, 64):
+            def ivf(q: np.ndarray, mask: np.ndarray | None, nprobe: int = nprobe) -> np.ndarray:
+                params = faiss.SearchParametersIVF(nprobe=nprobe, sel=selector if mask is not None else None)
+                dist, ids = index.search(q, DEPTH, params=params)
+                if len(q) == 1:
+                    return ids[0][ids[0] >= 0]
+                best: dict[int, float] = {}
+                for d_row, i_row in zip(dist, ids, strict=True):
+                    for d, i in zip(d_row, i_row, strict=True):
+                        if i >= 0 and d > best.get(int(i), -9.0):
+                            best[int(i)] = float(d)
+                return np.asarray(sorted(best, key=lambda i: -best[i])[:DEPTH], dtype=np.int64)
+            measure(f"faiss IVF{nlist},SQ8 nprobe={nprobe}", ivf, build, index.sa_code_size() * n + nlist * 1536)
+    try:
+        from usearch.index import Index  # type: ignore[import-not-found]
+    except ImportError:
+        log("usearch not installed: HNSW not measured")
+    else:
+        if n > 200_000:
+            log(f"usearch HNSW at {n}: not built (one thread builds about 2k rows/s here: too long)")
+        else:
+            index_u = Index(ndim=matrix.shape[1], metric="ip", dtype="i8", connectivity=16)
+            t = time.perf_counter()
+            index_u.add(np.arange(n), matrix, threads=1)
+            build = (time.perf_counter() - t) * 1000
+
+            def hnsw(q: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+                found = index_u.search(q, DEPTH, threads=1)
+                keys_ = found.keys if len(q) == 1 else np.unique(np.concatenate([m.keys for m in found]))
+                return np.asarray(keys_, dtype=np.int64)[:DEPTH]
+            measure("usearch HNSW i8 (M=16), no filter", hnsw, build, index_u.memory_usage, filtered=False)
+    return out
+
+
+def main() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--data-root", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--cache", type=Path, default=ROOT / "benchmarks" / ".cache" / "vector-stage.npz")
+    parser.add_argument("--requests", type=int, default=150, help="dev requests taken from MetaTool and from Seal-Tools")
+    parser.add_argument("--pool-cache", type=Path, help="take the real document vectors from this embedding cache")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    args = parser.parse_args()
+    from skillsearch.bench.report import write_script_report
+
+    pool, queries = embed(args.data_root, args.cache, args.requests, args.pool_cache)
+    rows = [row for n in args.sizes for row in run_size(n, pool, queries, lambda s: print(s, flush=True))]
+    several = sum(len(q) > 1 for q in queries)
+    command = "PYTHONPATH=. .venv/bin/python benchmarks/vector_stage.py " + " ".join(sys.argv[1:])
+    print(write_script_report(
+        args.out, "vector-stage", "The vector stage: exact scan, int8 scan + exact re-score, approximate indexes",
+        command, f"{len(queries)} dev requests ({several} with several query vectors), one thread, shared machine",
+        rows, text_columns=2))
+
+
+if __name__ == "__main__":
+    main()

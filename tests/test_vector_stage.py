@@ -1,0 +1,195 @@
+"""The vector stage of a large snapshot (``retrieval/vector_stage.py``): the int8 scan with exact re-scoring
+finds the exact scan's top 100, returns exact float32 cosines, filters by grant inside (never an invisible
+row, ``k`` rows whenever ``k`` visible ones exist, however few and scattered), and keeps doing so for
+several query vectors, a route's columns, language centering, one-skill updates and a reopened index whose
+matrix is a file mapping."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from skillsearch.bench.synthetic import stand_in_vectors
+from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.retrieval.vector_stage import COMPACT_FROM, Compact, Shift, quantise
+from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot, max_cosines
+
+ROWS = COMPACT_FROM + 2_000
+REQUESTS = [
+    "roll back a bad deploy", "clean a pandas dataframe", "review a pull request for security problems",
+    "plan a database migration with a rollback", "write release notes from the changelog",
+    "find the slowest endpoint in production. Profile it and report the hot spots.",
+    "translate the user interface strings", "rotate the TLS certificates before they expire",
+]
+POOL_TEXTS = [
+    "Deploy a service to Kubernetes with a rolling update", "Roll back a failed release to the last good version",
+    "Clean and type a pandas DataFrame from a CSV export", "Review code changes for security vulnerabilities",
+    "Plan a PostgreSQL schema migration with zero downtime", "Write a changelog and release notes",
+    "Profile a slow API endpoint and find hot paths", "Translate application strings with gettext",
+    "Renew and rotate TLS certificates automatically", "Summarise meeting notes into action items",
+    "Build a React component library with Storybook", "Tune a machine learning model's hyperparameters",
+    "Audit a website for accessibility problems", "Write unit tests for a Python package",
+    "Set up continuous integration on GitHub Actions", "Analyse server logs to find the root cause of an outage",
+    "Design a REST API with OpenAPI", "Back up and restore a database", "Optimise SQL queries with indexes",
+    "Scrape a website politely and store the pages", "Draft a marketing email campaign",
+    "Monitor services with Prometheus alerts", "Manage secrets in a vault", "Create a Terraform module",
+]
+
+
+def grant_of(i: int) -> str:
+    # A grant whose 38 rows are scattered over the whole matrix, one with 150, and the rest.
+    return "team:few" if i % 1_129 == 7 else "team:some" if i % 280 == 3 else "team:all"
+
+
+@pytest.fixture(scope="module")
+def world(encoder: Encoder) -> tuple[VectorSnapshot, list[np.ndarray]]:
+    """A snapshot past ``COMPACT_FROM`` rows of real MiniLM vectors and stand-ins mixed from them, and the
+    query vectors of real requests as search embeds them (several for a request of several sentences)."""
+    pool = encoder.encode_documents(POOL_TEXTS)
+    keys = np.random.default_rng(5).integers(0, 2**63, ROWS, dtype=np.uint64)
+    matrix = np.concatenate([pool, stand_in_vectors(pool, keys[len(pool):])])
+    rows = [VectorRow(f"sk_{i}", grant_of(i), "knowledge", (), f"d{i}", f"e{i}") for i in range(ROWS)]
+    snapshot = VectorSnapshot.build(encoder.dim, matrix, rows)
+    queries = [np.atleast_2d(encoder.encode_query(r)) for r in REQUESTS]
+    queries.append(np.asarray(encoder.encode_query_parts(REQUESTS[5], ["find the slowest endpoint in production.",
+                                                                       "Profile it and report the hot spots."])))
+    return snapshot, queries
+
+
+def exact(snapshot: VectorSnapshot, queries: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    scores = max_cosines(np.asarray(snapshot.matrix), queries)
+    if mask is not None:
+        scores[~mask] = -np.inf
+    return scores
+
+
+def recall_at(got: np.ndarray, scores: np.ndarray, k: int) -> float:
+    """Tie-aware: a returned row counts when its exact score is at least the exact k-th best."""
+    kth = np.sort(scores[np.isfinite(scores)])[-k]
+    return float((scores[got[:k]] >= kth - 1e-6).mean())
+
+
+def test_a_large_snapshot_scans_its_int8_copy_and_finds_the_exact_top_100(world: tuple[VectorSnapshot, list[np.ndarray]]
+                                                                           ) -> None:
+    snapshot, queries = world
+    assert snapshot.compact is not None and snapshot.compact.codes.dtype == np.int8
+    recalls = []
+    for q in queries:
+        want = exact(snapshot, q)
+        rows, scores = snapshot.nearest(q, 100)
+        assert rows.size == 100 and len(set(rows.tolist())) == 100
+        recalls.append(recall_at(rows, want, 100))
+        # What fusion sees is the exact float32 cosine, best first.
+        np.testing.assert_allclose(scores[rows], want[rows], rtol=0, atol=1e-6)
+        assert (np.diff(scores[rows]) <= 1e-7).all()
+        # Every other row's approximate score is within the quantisation error.
+        assert np.abs(scores - want).max() < 0.02
+    assert np.mean(recalls) >= 0.99 and min(recalls) >= 0.97
+
+
+def test_the_rows_the_caller_names_get_exact_cosines_too(world: tuple[VectorSnapshot, list[np.ndarray]]) -> None:
+    snapshot, queries = world
+    named = np.asarray([11, 20_000, ROWS - 1], dtype=np.int64)  # lexical candidates far from the vector's top
+    _, scores = snapshot.nearest(queries[0], 10, exact_rows=named)
+    np.testing.assert_allclose(scores[named], exact(snapshot, queries[0])[named], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("grant", ["team:few", "team:some"])
+def test_grant_filtering_happens_inside_the_stage(world: tuple[VectorSnapshot, list[np.ndarray]], grant: str) -> None:
+    snapshot, queries = world
+    mask = snapshot.mask([grant])
+    visible = sum(grant_of(i) == grant for i in range(ROWS))
+    assert int(mask.sum()) == visible and (visible < 100) == (grant == "team:few")
+    for q in queries:
+        for k in (10, 100):
+            rows, scores = snapshot.nearest(q, k, mask)
+            assert mask[rows].all()  # a row the caller may not see never comes back
+            assert rows.size == min(k, visible)  # k rows whenever k visible rows exist
+            assert np.isneginf(scores[~mask]).all()
+            assert recall_at(rows, exact(snapshot, q, mask), rows.size) == 1.0
+            np.testing.assert_allclose(scores[rows], exact(snapshot, q)[rows], atol=1e-6)
+
+
+def test_a_routes_columns_and_language_centering_scan_the_same_way(world: tuple[VectorSnapshot, list[np.ndarray]]
+                                                                   ) -> None:
+    snapshot, queries = world
+    rng = np.random.default_rng(9)
+    dim = snapshot.dim
+    # A routed matrix: this model's columns beside another's; the route scores only its own.
+    other = np.ascontiguousarray(np.roll(np.asarray(snapshot.matrix), 1, axis=0))
+    wide = np.concatenate([other, np.asarray(snapshot.matrix)], axis=1)
+    routed = VectorSnapshot.build(2 * dim, wide, list(snapshot.rows))
+    columns = slice(dim, 2 * dim)
+    centroids = rng.standard_normal((3, dim)).astype(np.float32) * 0.05
+    groups = (np.arange(ROWS) % 3).astype(np.int64)
+    for q in queries[:4] + queries[-1:]:
+        for shift in (None, Shift(np.asarray(q @ centroids.T, np.float32), groups)):
+            want = max_cosines(wide[:, columns], q) if shift is None else \
+                (q @ wide[:, columns].T - shift.by[:, groups]).max(axis=0)
+            rows, scores = routed.nearest(q, 100, columns=columns, shift=shift)
+            assert recall_at(rows, want, 100) >= 0.98
+            np.testing.assert_allclose(scores[rows], want[rows], atol=1e-5)
+
+
+def test_quantising_is_deterministic_and_bounded() -> None:
+    rng = np.random.default_rng(2)
+    m = rng.standard_normal((500, 64)).astype(np.float32)
+    m[3] = 0.0
+    codes, scales = quantise(m)
+    assert codes.dtype == np.int8 and scales[3] == 0 and not codes[3].any()
+    err = np.abs(codes * scales[:, None] - m)
+    assert (err <= scales[:, None] / 2 + 1e-7).all()
+    again = Compact.of(m)
+    np.testing.assert_array_equal(again.codes, codes)
+
+
+def test_a_one_skill_update_and_a_reopen_keep_the_stage_exact(world: tuple[VectorSnapshot, list[np.ndarray]],
+                                                              tmp_path: Path) -> None:
+    snapshot, queries = world
+    saved = snapshot.save(tmp_path)
+    assert (tmp_path / "codes.npy").is_file()
+    assert saved.base is not None and isinstance(saved.matrix, np.memmap)  # the copy in memory can go
+    np.testing.assert_array_equal(saved.nearest(queries[0], 10)[0], snapshot.nearest(queries[0], 10)[0])
+    loaded = VectorSnapshot.load(tmp_path)
+    assert isinstance(loaded.matrix, np.memmap) and loaded.base is not None  # only re-scored rows are read
+    assert loaded.compact is not None
+    np.testing.assert_array_equal(loaded.compact.codes, snapshot.compact.codes if snapshot.compact else None)
+    # One skill now says what the first request asks for: it comes first, in memory and after a reopen.
+    target = 30_001
+    row = snapshot.rows[target]
+    batch = [(VectorRow(row.skill_id, row.grant, row.kind, row.tags, "d-new", "e-new"), queries[0][0])]
+    updated = loaded.apply(batch, [])
+    assert updated.base is loaded.base and updated.overlay == {target}
+    assert updated.nearest(queries[0], 5)[0][0] == target
+    assert loaded.nearest(queries[0], 5)[0][0] != target  # the older snapshot is unchanged
+    updated.save_changes(tmp_path, batch, [])
+    again = VectorSnapshot.load(tmp_path)
+    rows, scores = again.nearest(queries[0], 100)
+    assert rows[0] == target and scores[target] == pytest.approx(1.0, abs=1e-5)
+    np.testing.assert_allclose(scores[rows], exact(again, queries[0])[rows], atol=1e-6)
+    # A saved int8 copy that does not belong to the matrix is not trusted.
+    np.save(tmp_path / "codes.npy", np.zeros((ROWS, snapshot.dim), np.int8))
+    fresh = VectorSnapshot.load(tmp_path)
+    assert fresh.compact is not None and fresh.compact.codes.any()
+    assert fresh.nearest(queries[0], 1)[0][0] == target
+
+
+def test_rows_are_saved_one_per_line_and_an_index_written_before_still_opens(tmp_path: Path) -> None:
+    rows = [VectorRow(f"sk_{i}", "team:a", "knowledge", ("ops", f"t{i}"), f"d{i}", f"e{i}") for i in range(3)]
+    matrix = np.eye(3, 4, dtype=np.float32)
+    VectorSnapshot.build(4, matrix, rows).save(tmp_path)
+    lines = (tmp_path / "rows.json").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 4 and json.loads(lines[0]) == {"dim": 4, "rows": 3, "layout": "lines"}
+    assert VectorSnapshot.load(tmp_path).rows == tuple(rows)
+    # The layout before: one object with every row.
+    (tmp_path / "rows.json").write_text(json.dumps({"dim": 4, "rows": [json.loads(x) for x in lines[1:]]}),
+                                        encoding="utf-8")
+    assert VectorSnapshot.load(tmp_path).rows == tuple(rows)
+    # A file cut short is a clear error, not fewer rows.
+    (tmp_path / "rows.json").write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")
+    with pytest.raises(IndexNotReadyError, match="unreadable"):
+        VectorSnapshot.load(tmp_path)
