@@ -47,8 +47,8 @@ FORMAT_VERSION = 2
 log = logging.getLogger("skillsearch")
 
 # Bumped when the lexical schema gains fields (2: the French fields ``fr`` and ``fr_body``; 3: ``all``; 4:
-# ``rest``, the instructions after their head).
-LEXICAL_FIELDS_VERSION = 4
+# ``rest``, the instructions after their head; 5: words of two characters or more, the name once, in ``name``).
+LEXICAL_FIELDS_VERSION = 5
 MANIFEST = "manifest.json"
 
 # Calibration entries set from labelled requests rather than computed from probes; a rebuild keeps them.
