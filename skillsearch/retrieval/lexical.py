@@ -64,9 +64,9 @@ CJK_ANALYZER = "skill_cjk"
 # sums the fields' BM25 scores, each saturated on its own, so a name also in ``all`` (and written twice, as
 # the identifier and in words) counted its terms three or four times over, and a name word the request
 # used in another sense ("building" a tool vs a ``yolov8s-building-segmentation`` model) outranked the
-# description that matched (docs/benchmarks.md, "Lexical analysis against bm25s"). Two fields beat five (name, slug, tags,
-# description, instructions) on both tool dev splits and cost a fraction to search: a request's terms in 2
-# fields instead of 5 let Tantivy's block-max WAND skip most postings (docs/benchmarks.md).
+# description that matched (docs/benchmarks.md, "Lexical analysis against bm25s"). Two fields beat five
+# (name, slug, tags, description, instructions) on both tool dev splits and cost a fraction to search: a
+# request's terms in 2 fields instead of 5 let Tantivy's block-max WAND skip most postings.
 TEXT_FIELDS = ("all", "name")
 # Words are runs of two or more letters or digits, as bm25s (scikit-learn's token pattern) has them: the
 # one-letter pieces of "I'd", "user's", "I'm" and the pronoun "I" (not an English stop word) matched any
