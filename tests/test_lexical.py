@@ -77,3 +77,39 @@ def test_the_deep_body_does_not_outrank_a_skills_head_but_its_words_still_find_i
     first = whole.search("deploy kubernetes cluster helm", None, 10).keys[0]
     assert int(first) == skill_key("sk_0")
     whole.close()
+
+
+def _named(i: int, name: str, description: str) -> LexicalDoc:
+    return LexicalDoc(f"sk_{i}", "team:a", "knowledge", (), name, f"tool-{i}", description, "")
+
+
+def test_one_letter_pieces_of_a_request_are_not_words(tmp_path: Path) -> None:
+    # "I'd" and "user's" split into "i", "d" and "s"; bm25s (and this index) keep words of two or more
+    # characters, so a stray letter in a document no longer matches them.
+    index = LexicalIndex(tmp_path / "lexical", create=True)
+    index.apply([_named(0, "Vitamin dose", "Computes a vitamin D dose, i.e. the daily amount."),
+                 _named(1, "Holiday planner", "Plans a holiday trip.")], [])
+    assert _found(index, "I'd like the user's holiday planned") == {"sk_1"}
+    index.close()
+
+
+def test_a_name_weighs_the_same_written_as_an_identifier_or_in_words(tmp_path: Path) -> None:
+    # The name is indexed once, in words: ``Weather_Report`` no longer holds each word twice (the identifier
+    # and its words) nor a third time in ``all``, so it scores as ``Weather Report`` does.
+    index = LexicalIndex(tmp_path / "lexical", create=True)
+    index.apply([_named(0, "Weather_Report", "Gives a daily summary."),
+                 _named(1, "Weather Report", "Gives a daily summary."),
+                 _named(2, "Daily digest", "Gives the weather of the day.")], [])
+    hits = index.search("weather", None, 10)
+    scores = {int(k): float(s) for k, s in zip(hits.keys, hits.scores, strict=True)}
+    assert scores[skill_key("sk_0")] == scores[skill_key("sk_1")]
+    index.close()
+
+
+def test_a_long_request_still_searches_a_word_only_a_name_holds(tmp_path: Path) -> None:
+    # The common-term rule keeps the terms some document holds: a name's words count (they are in ``name``).
+    index = LexicalIndex(tmp_path / "lexical", create=True)
+    index.apply([_named(0, "Quokka tracker", "Follows them around."),
+                 _named(1, "Daily digest", "Gives the weather of the day.")], [])
+    assert _found(index, f"quokka weather {FILLER}") == {"sk_0", "sk_1"}
+    index.close()

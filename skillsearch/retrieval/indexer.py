@@ -41,20 +41,31 @@ from skillsearch.retrieval.routing import Routing
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
 from skillsearch.retrieval.writelock import WriteLock
 
-__all__ = ["FORMAT_VERSION", "IndexSnapshot", "IndexStats", "SearchIndex"]
+__all__ = ["FORMAT_VERSION", "IndexSnapshot", "IndexStats", "SearchIndex", "recorded_encoder"]
 
 FORMAT_VERSION = 2
 log = logging.getLogger("skillsearch")
 
 # Bumped when the lexical schema gains fields (2: the French fields ``fr`` and ``fr_body``; 3: ``all``; 4:
-# ``rest``, the instructions after their head).
-LEXICAL_FIELDS_VERSION = 4
+# ``rest``, the instructions after their head; 5: words of two characters or more, the name once, in ``name``).
+LEXICAL_FIELDS_VERSION = 5
 MANIFEST = "manifest.json"
 
 # Calibration entries set from labelled requests rather than computed from probes; a rebuild keeps them.
 TUNED_KEYS = ("semantic_weight", "tuned_on")
 
 ProgressFactory = Callable[[int, str], Callable[[int], None]]
+
+
+def recorded_encoder(data_dir: Path) -> str | None:
+    """The name of the encoder the index in ``data_dir`` was built with (None: no readable manifest; opening
+    the index says what is wrong with it)."""
+    try:
+        manifest = json.loads((Path(data_dir) / MANIFEST).read_text(encoding="utf-8"))
+        name = manifest.get("encoder", {}).get("name")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return name if isinstance(name, str) else None
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """The lexical side of search: a Tantivy BM25 index with field boosts and raw filter fields.
 
 This is the one module that imports ``tantivy``; its errors become ours here. Design points:
-- English text fields share one analyzer (lowercase, stop words, English stemmer).
+- English text fields share one analyzer (words of 2+ letters or digits, lowercase, stop words, English
+  stemmer).
 - CJK text has no spaces, so runs of CJK characters also go into a ``cjk`` field analysed into character
   1- and 2-grams; a query's CJK runs are matched there by their bigrams, which finds a word inside a
   sentence. Tantivy does not save custom analyzers with the index: they are registered on every open.
@@ -58,12 +59,19 @@ __all__ = [
 
 EN_ANALYZER = "skill_en"
 CJK_ANALYZER = "skill_cjk"
-# ``all`` holds the name (and the name in words), the slug's words, the tags, the description and the head
-# of the instructions; ``name`` the name again. BM25 over these two beat the five separate fields (name, slug,
-# tags, description, instructions, flat boosts) on both dev splits (lexical nDCG@10 +0.6 MetaTool, +0.8
-# Seal-Tools) and costs a fraction to search: a request's terms in 2 fields instead of 5 let Tantivy's
-# block-max WAND skip most postings (lexical p50 at 100k skills, see docs/benchmarks.md).
+# ``name`` holds the name in words (``getCloudSlaInfo`` -> ``get Cloud Sla Info``, once); ``all`` the slug's
+# words, the tags, the description and the head of the instructions. Each text is in one field once: Tantivy
+# sums the fields' BM25 scores, each saturated on its own, so a name also in ``all`` (and written twice, as
+# the identifier and in words) counted its terms three or four times over, and a name word the request
+# used in another sense ("building" a tool vs a ``yolov8s-building-segmentation`` model) outranked the
+# description that matched (docs/benchmarks.md, "Lexical analysis against bm25s"). Two fields beat five
+# (name, slug, tags, description, instructions) on both tool dev splits and cost a fraction to search: a
+# request's terms in 2 fields instead of 5 let Tantivy's block-max WAND skip most postings.
 TEXT_FIELDS = ("all", "name")
+# Words are runs of two or more letters or digits, as bm25s (scikit-learn's token pattern) has them: the
+# one-letter pieces of "I'd", "user's", "I'm" and the pronoun "I" (not an English stop word) matched any
+# document holding a stray letter, and cost lexical nDCG@10 on three of four dev sets (docs/benchmarks.md).
+WORD_PATTERN = r"[^\W_]{2,}"
 # The instructions after their first ``HEAD_CHARS`` (``Settings.lexical_instructions_chars``); see above.
 REST_FIELD, HEAD_CHARS = "rest", 3000
 FIELD_BOOSTS: dict[str, float] = {"all": 1.0, "name": 1.0}
@@ -133,7 +141,7 @@ def _schema() -> tantivy.Schema:
 
 def _english_analyzer() -> tantivy.TextAnalyzer:
     return (
-        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(WORD_PATTERN))
         .filter(tantivy.Filter.remove_long(40))
         .filter(tantivy.Filter.lowercase())
         .filter(tantivy.Filter.stopword("english"))
@@ -175,8 +183,9 @@ def _remove_folder(path: Path) -> None:
 
 
 def _doc_freqs(terms: list[str], searcher: tantivy.Searcher) -> dict[str, int]:
-    """How many documents hold each term in ``all`` (one Tantivy lookup per term)."""
-    return {t: searcher.doc_freq("all", t) for t in terms}
+    """How many documents hold each term, at least (the larger count of ``all`` and ``name``; a word of a
+    name alone is in ``name`` only)."""
+    return {t: max(searcher.doc_freq(f, t) for f in TEXT_FIELDS) for t in terms}
 
 
 def _informative_terms(terms: list[str], df: dict[str, int], num_docs: int) -> list[str]:
@@ -245,7 +254,6 @@ class LexicalIndex:
     def _doc(self, d: LexicalDoc) -> tantivy.Document:
         head, rest = split_instructions(d.instructions, self.head_chars)
         text = " ".join((d.name, d.description, head))
-        name = d.name if split_identifiers(d.name) == d.name else f"{d.name} {split_identifiers(d.name)}"
         fields: dict[str, Any] = {
             "skill_id": d.skill_id,
             "key": skill_key(d.skill_id),
@@ -253,8 +261,8 @@ class LexicalIndex:
             "kind": d.kind,
             "status": "active",
             "tag": list(d.tags),
-            "all": "\n".join((name, d.slug.replace("-", " "), " ".join(d.tags), d.description, head)),
-            "name": name,
+            "all": "\n".join((d.slug.replace("-", " "), " ".join(d.tags), d.description, head)),
+            "name": split_identifiers(d.name),
             REST_FIELD: rest,
             "cjk": " ".join(cjk_runs(text)),
         }
