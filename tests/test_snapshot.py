@@ -216,12 +216,24 @@ def test_a_partial_altered_or_foreign_snapshot_is_refused_and_the_target_is_unch
 
 
 def test_another_encoders_snapshot_is_refused_with_one_line(hashing_snapshot: Path, target: Path) -> None:
-    """The hashing encoder's snapshot restored by a replica configured for MiniLM (the default)."""
+    """The hashing encoder's snapshot restored by a replica configured for MiniLM."""
     before = tree_digest(target)
-    done = cli("snapshot", "restore", str(hashing_snapshot), "--data-dir", str(target))
+    done = cli("--encoder", "minilm", "snapshot", "restore", str(hashing_snapshot), "--data-dir", str(target))
     assert done.returncode == 4 and done.stdout == ""
     assert done.stderr.startswith("error: SNAPSHOT_ENCODER_MISMATCH: ") and done.stderr.count("\n") == 1
     assert "hashing-bow-256" in done.stderr and "is unchanged" in done.stderr
+    assert tree_digest(target) == before
+
+
+def test_without_encoder_the_snapshots_own_model_must_be_one_this_version_loads(
+    hashing_snapshot: Path, target: Path, tmp_path: Path
+) -> None:
+    snap = damaged(hashing_snapshot, tmp_path)
+    _edit_manifest(snap, lambda m: m["encoder"].update(name="acme/other-model"))
+    before = tree_digest(target)
+    code, body = run("snapshot", "restore", str(snap), "--data-dir", str(target))
+    assert code == 4 and body["error"]["code"] == "SNAPSHOT_ENCODER_MISMATCH"
+    assert body["error"]["details"]["snapshot_encoder"] == "acme/other-model"
     assert tree_digest(target) == before
 
 
@@ -340,11 +352,12 @@ def test_an_index_from_before_fingerprints_gets_its_models_on_open(tmp_path: Pat
 
 def test_restore_never_loads_a_model(hashing_snapshot: Path, tmp_path: Path) -> None:
     """A replica checks a snapshot against its model's files before (and without) loading the model: refused
-    for MiniLM (the default), restored for the hashing encoder, and torch never imported."""
+    for MiniLM, restored without --encoder (the snapshot's own, hashing), and torch never imported."""
     target = str(tmp_path / "r")
     code = ("import sys; from skillsearch.cli.main import main;"
-            f" refused = main(['-q', 'snapshot', 'restore', {str(hashing_snapshot)!r}, '--data-dir', {target!r}]);"
-            f" done = main(['-q', '--encoder', 'hashing', 'snapshot', 'restore', {str(hashing_snapshot)!r},"
+            f" refused = main(['-q', '--encoder', 'minilm', 'snapshot', 'restore', {str(hashing_snapshot)!r},"
+            f" '--data-dir', {target!r}]);"
+            f" done = main(['-q', 'snapshot', 'restore', {str(hashing_snapshot)!r},"
             f" '--data-dir', {target!r}, '--json']);"
             " print(refused, done, 'torch' in sys.modules, 'sentence_transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120)

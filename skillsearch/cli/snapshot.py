@@ -2,7 +2,8 @@
 
 ``create`` copies the global ``--data-dir`` (a server may be serving and writing it meanwhile); ``restore``
 takes its target as ``--data-dir`` after the action too (``--data-dir`` before ``snapshot`` works as well),
-and checks the snapshot against the global ``--encoder`` (env ``SKILLSEARCH_ENCODER``, default minilm).
+and checks the snapshot against the model files of the global ``--encoder`` (env ``SKILLSEARCH_ENCODER``;
+without one, of the encoder the snapshot's index was built with, as the restored replica will open it).
 Neither loads a model. Exit codes: 0 done; 4 the snapshot was refused (incomplete, altered or built with
 another model; ``error.code`` ``SNAPSHOT_INVALID`` or ``SNAPSHOT_ENCODER_MISMATCH``) and the target is
 unchanged; 1 any other error.

@@ -6,8 +6,9 @@ Nothing in ``D`` changes until the snapshot is proven whole and right for this r
    plain relative path inside the catalog or the index (a snapshot never names ``principals.toml`` or
    anything outside its folder), every size and digest well-formed. Refused otherwise
    (``SNAPSHOT_INVALID``, ``details.reason``: ``incomplete`` or ``malformed``).
-2. Its model fingerprint must be the one of the encoder this replica would load (``--encoder``), computed
-   from the model's files without loading it (``retrieval/model_files.py``): ``SNAPSHOT_ENCODER_MISMATCH``.
+2. Its model fingerprint must be the one of the encoder this replica would load (``--encoder``, else the
+   one the snapshot's index records), computed from the model's files here without loading it
+   (``retrieval/model_files.py``): ``SNAPSHOT_ENCODER_MISMATCH``.
 3. Every file is copied into a new folder beside ``D`` while its sha256 is computed, reading at most its
    recorded size plus one byte, never through a link; a missing or short file is ``incomplete``, a digest
    that differs ``altered``. The copied index manifest and catalog must say what ``snapshot.json`` says.
@@ -40,6 +41,7 @@ from typing import Any
 
 from skillsearch.catalog.backup import catalog_generation
 from skillsearch.core.errors import IndexNotReadyError, SnapshotEncoderError, SnapshotInvalidError
+from skillsearch.retrieval.encoder import encoder_choice
 from skillsearch.retrieval.indexer import MANIFEST
 from skillsearch.retrieval.model_files import setting_fingerprint
 from skillsearch.retrieval.writelock import LOCK_FILE, WriteLock
@@ -141,6 +143,15 @@ def read_snapshot(src: Path) -> tuple[dict[str, Any], list[FileEntry]]:
 
 
 def _check_encoder(manifest: dict[str, Any], setting: str) -> None:
+    """``setting``: the replica's ``--encoder``; empty, the one the restored index records (as the replica
+    will open it), whose model files here must still be the ones the snapshot's index was built with."""
+    name = str(manifest["encoder"].get("name"))
+    setting = setting or encoder_choice(name) or ""
+    if not setting:
+        raise SnapshotEncoderError(
+            f"the snapshot's index was built with model {name!r}, which this version cannot load",
+            {"reason": "foreign_encoder", "snapshot_encoder": name},
+        )
     recorded, expected = manifest["encoder"]["fingerprint"], setting_fingerprint(setting)
     if recorded != expected:
         raise SnapshotEncoderError(
