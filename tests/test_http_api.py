@@ -115,10 +115,11 @@ async def test_search_page_and_its_config(client: httpx.AsyncClient, empty_catal
     assert "/static/app.js" in page.text and 'id="q"' in page.text
     for asset in ("/static/app.js", "/static/app.css"):
         assert (await client.get(asset)).status_code == 200
-    assert (await client.get("/ui/config")).json() == {"demo_token": DEMO_TOKEN}
+    config = (await client.get("/ui/config")).json()
+    assert config["demo_token"] == DEMO_TOKEN and len(config["examples"]) >= 3  # the sample's first screen
     other = create_app(empty_catalog)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=other), base_url="http://t") as c:
-        assert (await c.get("/ui/config")).json() == {"demo_token": None}
+        assert (await c.get("/ui/config")).json() == {"demo_token": None, "examples": []}
         assert_error(await c.get("/v1/skills", headers=DEMO), 401, "UNAUTHENTICATED")
 
 

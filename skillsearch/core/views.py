@@ -95,7 +95,7 @@ class SearchResponse(BaseModel):
         None, description="Why the list is empty: low_confidence (nothing fits), below_min_confidence (the "
         "caller's min_confidence), no_good_match, no_candidates. Null when there are hits.")
     no_match_message: str | None = Field(
-        None, description="One sentence for a person or an agent: what no_match_reason means and what to do "
+        default=None, description="One sentence for a person or an agent: what no_match_reason means and what to do "
         "about it. Null when there are hits.")
     notice: str | None = Field(
         None, description="Set when the request is in a language the configured encoder cannot read: "
