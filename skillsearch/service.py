@@ -267,12 +267,6 @@ class Catalog:
         return Readiness(documents=docs, generation=snap.generation, changed_at=changed_at(self.store),
                          catching_up=behind)
 
-    def warm_up(self) -> None:
-        """One search before a server listens, so that its first caller does not pay for what search starts
-        lazily (the batching service's threads, torch's import: seconds on a busy host, during which the
-        process answers nothing, its readiness checks included)."""
-        self.search(Principal.operator(), SearchRequest(query="warm up the search path"))
-
     def _write_in_progress(self, idx: SearchIndex) -> bool:
         if not self._lock.acquire(blocking=False):
             return True  # a batch of this process (a sync run, a source's run) holds the index

@@ -115,7 +115,12 @@ def test_fleet_behind_haproxy_loses_no_request_and_serves_a_change_everywhere(tm
             # Each replica serves the snapshot's catalog at once: nothing to embed before the first answer.
             assert wait_for(lambda: search_slugs(lb, token, "python profiling"), 30)
             for s in servers:
-                assert httpx.get(s.url + "/readyz", timeout=10).json()["status"] == "ready"
+                assert wait_for(lambda s=s: httpx.get(s.url + "/readyz", timeout=10).status_code == 200, 60)
+                # A first hybrid search of its own: with the model-free test encoder, it is what imports torch
+                # (for the batching service's thread count), a GIL-holding stall of seconds on a busy host that
+                # MiniLM's background load takes before /readyz says ready.
+                with httpx.Client(timeout=60, headers={"Authorization": f"Bearer {token}"}) as http:
+                    assert http.get(s.url + "/v1/search", params={"q": "warm up"}).status_code == 200
 
             stop = threading.Event()
             outcomes: list[tuple[int, str]] = []
