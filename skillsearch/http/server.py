@@ -30,7 +30,7 @@ class ListenError(OSError):
 
 
 def check_listen(host: str, port: int) -> None:
-    """Bind every address uvicorn will bind, with the same ``SO_REUSEADDR``, and let go: a busy port or an
+    """Bind every address uvicorn will bind, with the same socket options, and let go: a busy port or an
     unknown host is a :class:`ListenError` naming it. Port 0 (any free port) always binds."""
     if port == 0:
         return
@@ -39,6 +39,8 @@ def check_listen(host: str, port: int) -> None:
         for family, kind, proto, _, address in infos:
             with socket.socket(family, kind, proto) as probe:
                 probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:  # as asyncio's create_server binds it
+                    probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
                 probe.bind(address)
     except OSError as exc:
         reason = exc.strerror or str(exc)
