@@ -252,15 +252,18 @@ class Catalog:
         """The index is open and reflects the store (both retrievers hold every active skill), else
         ``INDEX_NOT_READY`` with both generations and both document counts. An index a moment behind the
         store while a write is in progress (a sync batch here, or another process holding the write lock)
-        is ready and ``catching_up``: it serves its last whole snapshot, and every replica of a fleet pulls
-        the same change at once, so a 503 then would empty the balancer's pool on every update. Also
+        is ready and ``catching_up`` (unless that snapshot is empty): it serves its last whole snapshot, and
+        every replica of a fleet pulls the same change at once, so a 503 then would empty the balancer's pool
+        on every update. Also
         ``INDEX_NOT_READY`` while the embedding model is loading in the background (a server's first moments)."""
         self.check_model()
         idx = self.index()
         snap, generation = idx.snapshot(), self.store.generation()
         docs, lexical_docs = len(snap.vectors), idx.lexical.num_docs()
         behind = snap.generation != generation
-        if lexical_docs != docs or (behind and not self._write_in_progress(idx)):
+        # Catching up counts as ready only for an index that has something to serve meanwhile: a new replica
+        # whose first sync is still embedding is not ready.
+        if lexical_docs != docs or (behind and (docs == 0 or not self._write_in_progress(idx))):
             raise IndexNotReadyError("the index does not match the catalog yet", {
                 "index_generation": snap.generation, "store_generation": generation,
                 "vectors": docs, "lexical": lexical_docs})

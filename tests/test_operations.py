@@ -5,10 +5,13 @@ the start-up lines of ``serve`` and ``mcp --http`` (their URL, or one line and e
 from __future__ import annotations
 
 import math
+import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import httpx
@@ -141,9 +144,29 @@ def test_a_data_dir_that_is_a_file_is_a_usage_error_of_every_server(command: lis
     assert done.returncode == 2 and f"the folder {tmp_path / 'missing'} does not exist; create it first" in done.stderr
 
 
-def test_mcp_http_prints_its_url_principal_and_catalog_size(sample_dir: Path, tmp_path: Path) -> None:
-    import shutil
+@pytest.mark.parametrize("command", [["serve"], ["serve", "--workers", "2"], ["mcp", "--http"]])
+def test_an_unreadable_data_dir_is_one_line_and_exit_code_3(command: list[str]) -> None:
+    """A data directory this user may not read and write (``chmod 000``; run unprivileged: root reads
+    everything) stops a server before it opens anything, in one line."""
+    unprivileged = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+    base = Path(tempfile.mkdtemp(prefix="fleet-"))  # outside pytest's root-only folder
+    data = base / "data"
+    try:
+        data.mkdir()
+        if unprivileged:
+            os.chown(base, 65534, 65534)
+        data.chmod(0)
+        done = subprocess.run([*unprivileged, sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data),
+                               "--encoder", "hashing", "-q", *command, "--port", "0"], capture_output=True, text=True,
+                              env={**env(), "HOME": str(base)}, cwd=REPO, timeout=120)
+        assert done.returncode == 3, done.stderr
+        assert done.stderr.strip() == f"error: data directory {data} is not readable and writable by this user"
+    finally:
+        data.chmod(0o755)
+        shutil.rmtree(base, ignore_errors=True)
 
+
+def test_mcp_http_prints_its_url_principal_and_catalog_size(sample_dir: Path, tmp_path: Path) -> None:
     data = tmp_path / "data"
     shutil.copytree(sample_dir, data)
     proc = subprocess.Popen(

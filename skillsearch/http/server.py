@@ -218,6 +218,8 @@ def _config(app: Any, host: str, port: int, limits: ConnectionLimits | None = No
     # Our middleware writes the access log (JSON, with the request id); uvicorn's own would repeat it.
     kwargs.setdefault("lifespan", "on")
     limits = limits or ConnectionLimits.of(Settings.from_env())
+    wrapped: Any
+    http: Any
     if isinstance(app, str):  # the workers of serve_workers: worker_app wraps, the protocol is found by name
         wrapped, http = app, f"{__name__}:WorkerProtocol"
     else:
