@@ -362,7 +362,8 @@ def test_cli_builds_minilm_e5_from_its_setting_and_refuses_another_index(tiny_sk
     assert refused.returncode == 1
     error = json.loads(refused.stdout)["error"]
     assert error["code"] == "INDEX_NOT_READY" and "reindex" in error["message"]
-    assert error["details"] == {"index_encoder": "hashing-bow-256", "configured_encoder": ROUTED}
+    assert error["details"]["index_encoder"] == "hashing-bow-256" and error["details"]["configured_encoder"] == ROUTED
+    assert error["details"]["index_encoder_option"] == "hashing" and "--encoder hashing" in error["message"]
 
 
 @pytest.mark.parametrize(("text", "english"), [

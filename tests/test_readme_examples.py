@@ -21,6 +21,7 @@ from syncsupport import config_for, serve, upstream_with_starter
 from skillsearch.cli.main import build_parser
 from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
 from skillsearch.core.settings import Settings
+from skillsearch.http.routes_page import SAMPLE_EXAMPLES
 from skillsearch.retrieval.encoder import RoutedEncoder
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
@@ -28,7 +29,6 @@ from skillsearch.upstream.app import create_upstream_app
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-PAGE = ROOT / "skillsearch" / "http" / "static" / "index.html"
 WALKTHROUGH_DIR = "/tmp/demo"  # the sync walk-through's data directory
 
 # The top skill each example's request must get (the query, as the README writes it).
@@ -39,7 +39,11 @@ EXPECTED = {
     "find the commit that broke it": "git-bisect-regressions",
     "renew an expired TLS certificate": "tls-certificate-renewal",
     "証明書の期限が切れたので更新したい": "tls-certificate-renewal",
-    "profile slow python code": "python-profiling",  # the search page's placeholder
+    # the search page's first-screen examples (``http/routes_page.SAMPLE_EXAMPLES``)
+    "profile slow python code": "python-profiling",
+    "clean a messy dataset with pandas": "pandas-data-cleaning",
+    "write a postmortem": "write-postmortem",
+    "cut a tagged release": "cut-release-tag",
 }
 
 _COMMAND = re.compile(r"skillsearch\s+(.*?\bsearch\s+(?:\"[^\"]+\"|'[^']+').*?)(?:\s+#.*)?$")
@@ -60,8 +64,8 @@ def readme_examples() -> list[list[str]]:
 
 
 def page_examples() -> list[str]:
-    """The requests the search page offers as examples (its placeholder's "e.g. ...")."""
-    return re.findall(r'e\.g\. ([^"<]+)"', PAGE.read_text(encoding="utf-8"))
+    """The requests the search page offers as examples on its first screen of the sample catalog."""
+    return list(SAMPLE_EXAMPLES)
 
 
 @pytest.fixture(scope="session")

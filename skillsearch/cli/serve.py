@@ -200,7 +200,7 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--sync-config", help="sync settings (TOML); default <data-dir>/sync.toml when it exists")
     p.add_argument("--no-sync", action="store_true", help="do not poll the subscription platform nor keep the local sources")
     p.add_argument("--workers", type=int, default=1, metavar="N",
-                   help="worker processes on the one port (default 1; about one per core, each holds the model:"
-                        " see docs/deploy.md); one of them at a time runs sync")
+                   help="worker processes on the one port (default 1; about one per core, each holds its own copy"
+                        " of the model); one of them at a time runs sync")
     p.add_argument("--degraded-after", type=float, default=DEFAULT_DEGRADED_AFTER_S, metavar="SECONDS",
                    help="/readyz says degraded once a sync has been failing this long (default 900)")
