@@ -2,33 +2,21 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+from clisupport import run, sample_copy
 
-from skillsearch.cli import main
 from skillsearch.core.views import WEAK_CONFIDENCE
 
 
 @pytest.fixture
 def data_dir(sample_dir: Path, tmp_path: Path) -> Path:
-    target = tmp_path / "data"
-    shutil.copytree(sample_dir, target)
-    return target
-
-
-def run(data_dir: Path, *argv: str) -> tuple[int, Any]:
-    out = io.StringIO()
-    code = main(["--data-dir", str(data_dir), "-q", *argv], out=out)
-    text = out.getvalue()
-    return code, json.loads(text) if "--json" in argv else text
+    return sample_copy(sample_dir, tmp_path)
 
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from clisupport import run, sample_copy
 from mcp import Client
 from mcp_support import error
 
@@ -36,16 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def data_dir(sample_dir: Path, tmp_path: Path) -> Path:
-    target = tmp_path / "data"
-    shutil.copytree(sample_dir, target)
-    return target
-
-
-def run(data_dir: Path, *argv: str) -> tuple[int, Any]:
-    out = io.StringIO()
-    code = main(["--data-dir", str(data_dir), "-q", *argv], out=out)
-    text = out.getvalue()
-    return code, json.loads(text) if "--json" in argv else text
+    return sample_copy(sample_dir, tmp_path)
 
 
 def usage_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
