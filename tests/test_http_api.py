@@ -308,8 +308,8 @@ async def test_search_filters_and_modes(client: httpx.AsyncClient) -> None:
 async def test_search_gives_confidences_min_confidence_and_the_language_notice(client: httpx.AsyncClient) -> None:
     body = (await client.get("/v1/search", params={"q": "profile slow python code"}, headers=DEMO)).json()
     conf = [h["confidence"] for h in body["hits"]]
-    assert conf == sorted(conf, reverse=True) and body["notice"] is None and body["no_match_reason"] is None
-    cut = (await client.get("/v1/search", params={"q": "profile slow python code", "min_confidence": conf[0]},
+    assert all(0.0 <= c <= 1.0 for c in conf) and body["notice"] is None and body["no_match_reason"] is None
+    cut = (await client.get("/v1/search", params={"q": "profile slow python code", "min_confidence": max(conf)},
                             headers=DEMO)).json()
     assert cut["hits"] and len(cut["hits"]) < len(body["hits"])
     bad = await client.get("/v1/search", params={"q": "python", "min_confidence": 2}, headers=DEMO)

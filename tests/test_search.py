@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from skillsearch.core.domain import Principal
+from skillsearch.core.domain import FUSION_METHODS, Principal
 from skillsearch.core.errors import ValidationError
-from skillsearch.core.fusion import adapted_weight, candidates, lexical_share
-from skillsearch.core.settings import Settings
+from skillsearch.core.fusion import FUSIONS, adapted_weight, candidates, fusion, lexical_share
+from skillsearch.core.settings import NOT_FROM_ENV, Settings
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
@@ -92,6 +92,32 @@ def test_each_hit_explains_itself(sample: Catalog) -> None:
     assert e["lexical_rank"] >= 1 and e["semantic_rank"] >= 1
     assert -1.0 <= e["semantic_score"] <= 1.0 and e["fusion"] == "zscore"
     assert e["fused_score"] == pytest.approx(hit.score, abs=1e-3)
+
+
+def test_fusion_methods_are_a_registry_and_an_unknown_name_is_a_validation_error(
+        sample_dir: Path, tmp_path: Path, encoder: Encoder) -> None:
+    """A fusion is looked up by name and an unknown name raises (it once fell back to min-max silently)."""
+    assert tuple(FUSIONS) == FUSION_METHODS
+    with pytest.raises(ValidationError, match="unknown fusion 'borda'") as raised:
+        fusion("borda")
+    assert raised.value.code == "VALIDATION_ERROR" and raised.value.details["choices"] == list(FUSION_METHODS)
+    # Settings naming an unknown fusion fail every hybrid search with the same error, never another method.
+    shutil.copytree(sample_dir, tmp_path / "data")
+    catalog = Catalog.open(Settings(data_dir=tmp_path / "data", fusion="borda"), encoder=encoder)
+    try:
+        with pytest.raises(ValidationError, match="unknown fusion"):
+            catalog.search(OPERATOR, SearchRequest("git bisect"))
+        assert catalog.search(OPERATOR, SearchRequest("git bisect", fusion="rrf")).hits
+    finally:
+        catalog.close()
+
+
+def test_the_search_constants_are_not_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tuning constants no operator needs are not read from ``SKILLSEARCH_*`` (issue 30)."""
+    for name in NOT_FROM_ENV:
+        monkeypatch.setenv(f"SKILLSEARCH_{name.upper()}", "0.9")
+    assert {name: getattr(Settings.from_env(), name) for name in NOT_FROM_ENV} == \
+        {name: getattr(Settings(), name) for name in NOT_FROM_ENV}
 
 
 @pytest.mark.parametrize("fusion", ["zscore", "minmax", "rrf"])

@@ -14,14 +14,17 @@ Methods (design section 4):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 
 from skillsearch.core.domain import FusionMethod
+from skillsearch.core.errors import ValidationError
 
 __all__ = [
-    "RRF_K", "Candidates", "FusionMethod", "adapted_weight", "candidates", "fuse", "lexical_share", "minmax", "zscore",
+    "FUSIONS", "RRF_K", "Candidates", "Fusion", "FusionMethod", "adapted_weight", "candidates", "fuse", "fusion",
+    "lexical_share", "minmax", "zscore",
 ]
 
 RRF_K = 60
@@ -83,24 +86,42 @@ def lexical_share(c: Candidates) -> float:
     return float((c.lexical_rank > 0).mean()) if c.rows.size else 0.0
 
 
-def adapted_weight(c: Candidates, method: FusionMethod, weight: float, slope: float) -> float:
+def adapted_weight(c: Candidates, method: str, weight: float, slope: float) -> float:
     """``weight`` moved by the share of candidates with a lexical match: ``weight + slope * (0.5 - share)``,
     clipped to [0, 1]; ``rrf`` (ranks only) and ``slope`` 0 keep ``weight``.
 
     Both retrievers hand over ``depth`` candidates, so a full lexical list makes the share at least 0.5, and
     more the more the two lists agree. A request few documents match lexically (share under 0.5) leaves a
-    column of zeros with a few matches that z-scoring inflates; it leans on the cosines. A request whose
-    lexical and semantic lists mostly coincide leans on BM25 to order that common set. Chosen on the dev
-    splits of all three sets (``docs/benchmarks.md``, "Semantic weight by lexical share")."""
+    column of zeros with a few matches that z-scoring inflates; it leans on the cosines."""
     if method == "rrf" or slope == 0.0 or c.rows.size == 0:
         return float(weight)
     return float(np.clip(weight + slope * (0.5 - lexical_share(c)), 0.0, 1.0))
 
 
-def fuse(c: Candidates, method: FusionMethod, semantic_weight: float, rrf_k: int = RRF_K) -> np.ndarray:
-    """One fused score per candidate; higher is better. ``semantic_weight`` is in [0, 1]."""
-    w = float(semantic_weight)
-    if method == "rrf":
-        return (1.0 - w) * _rrf_term(c.lexical_rank, rrf_k) + w * _rrf_term(c.semantic_rank, rrf_k)
-    norm = zscore if method == "zscore" else minmax
-    return (1.0 - w) * norm(c.lexical.astype(np.float64)) + w * norm(c.semantic.astype(np.float64))
+def _convex(norm: Callable[[np.ndarray], np.ndarray]) -> Fusion:
+    def fused(c: Candidates, w: float) -> np.ndarray:
+        return (1.0 - w) * norm(c.lexical.astype(np.float64)) + w * norm(c.semantic.astype(np.float64))
+    return fused
+
+
+def _rrf(c: Candidates, w: float) -> np.ndarray:
+    return np.asarray((1.0 - w) * _rrf_term(c.lexical_rank, RRF_K) + w * _rrf_term(c.semantic_rank, RRF_K))
+
+
+# One fused score per candidate from the candidates and the semantic weight in [0, 1]; higher is better.
+Fusion = Callable[[Candidates, float], np.ndarray]
+FUSIONS: dict[str, Fusion] = {"zscore": _convex(zscore), "minmax": _convex(minmax), "rrf": _rrf}
+
+
+def fusion(name: str) -> Fusion:
+    """The fusion method called ``name``; an unknown name is a :class:`ValidationError` (never a fallback)."""
+    found = FUSIONS.get(name)
+    if found is None:
+        raise ValidationError(f"unknown fusion {name!r}; choose one of {', '.join(FUSIONS)}",
+                              {"fusion": name, "choices": list(FUSIONS)})
+    return found
+
+
+def fuse(c: Candidates, method: str, semantic_weight: float) -> np.ndarray:
+    """One fused score per candidate by the method called ``method`` (see :func:`fusion`)."""
+    return fusion(method)(c, float(semantic_weight))
