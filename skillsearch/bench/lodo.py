@@ -86,7 +86,9 @@ def rank(data: SetData, i: int, plan: Plan) -> np.ndarray:
     sem_all = data.sem["sentences" if plan.sentences else "whole"][i]
     sem_rows = top_k(sem_all, plan.depth)
     unlisted = plan.unlisted * float(lex_scores.min()) if lex_scores.size >= plan.depth else 0.0
-    c = candidates(lex_rows, lex_scores, sem_rows, sem_all, unlisted)
+    c = candidates(lex_rows, lex_scores, sem_rows, sem_all)
+    if unlisted:
+        c = c._replace(lexical=np.where(c.lexical_rank > 0, c.lexical, np.float32(unlisted)).astype(np.float32))
     fused = fuse(c, plan.fusion, _adapted(c, plan.weight, plan.slope, plan.fusion))
     if plan.exact_name:
         fused = exact_name_first(c.rows, fused, data.named[i])

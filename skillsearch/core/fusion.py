@@ -4,7 +4,8 @@ The candidate set is the union of both retrievers' top lists. For every candidat
 known: the BM25 score (0 where the document does not match the query) and the exact cosine (the vector
 store scores every row). Fusion turns them into one score per candidate.
 
-Methods (design section 4):
+Methods (design section 4), a registry (:data:`FUSIONS`) looked up by name; an unknown name raises
+:class:`~skillsearch.core.errors.ValidationError`:
 - ``zscore``: convex combination of per-query z-score-normalised scores. The default: on the dev splits of
   MetaTool and Seal-Tools it is the only family in which one weight beats both single retrievers.
 - ``minmax``: convex combination of per-query min-max-normalised scores.
@@ -23,8 +24,7 @@ from skillsearch.core.domain import FusionMethod
 from skillsearch.core.errors import ValidationError
 
 __all__ = [
-    "FUSIONS", "RRF_K", "Candidates", "Fusion", "FusionMethod", "adapted_weight", "candidates", "fuse", "fusion",
-    "lexical_share", "minmax", "zscore",
+    "FUSIONS", "RRF_K", "Candidates", "Fusion", "FusionMethod", "candidates", "fuse", "fusion", "minmax", "zscore",
 ]
 
 RRF_K = 60
@@ -42,13 +42,12 @@ class Candidates(NamedTuple):
 
 def candidates(
     lex_rows: np.ndarray, lex_scores: np.ndarray, sem_rows: np.ndarray, semantic_all: np.ndarray | None,
-    unlisted_lexical: float = 0.0,
 ) -> Candidates:
     """The union of both top lists (each best first), with both scores and both ranks of every member.
     ``semantic_all`` holds every row's cosine (None when the semantic side did not run); a candidate the
-    lexical list does not hold gets ``unlisted_lexical`` as its BM25 (0: it does not match)."""
+    lexical list does not hold gets BM25 0."""
     rows, where = np.unique(np.concatenate([lex_rows, sem_rows]), return_inverse=True)
-    lexical = np.full(rows.size, unlisted_lexical, np.float32)
+    lexical = np.zeros(rows.size, np.float32)
     lexical_rank = np.zeros(rows.size, np.int64)
     semantic_rank = np.zeros(rows.size, np.int64)
     lexical[where[: lex_rows.size]] = lex_scores
@@ -79,23 +78,6 @@ def minmax(x: np.ndarray) -> np.ndarray:
 
 def _rrf_term(ranks: np.ndarray, k: int) -> np.ndarray:
     return np.where(ranks > 0, 1.0 / (k + np.maximum(ranks, 1)), 0.0)
-
-
-def lexical_share(c: Candidates) -> float:
-    """The share of the candidates that match the request lexically (0 for an empty set)."""
-    return float((c.lexical_rank > 0).mean()) if c.rows.size else 0.0
-
-
-def adapted_weight(c: Candidates, method: str, weight: float, slope: float) -> float:
-    """``weight`` moved by the share of candidates with a lexical match: ``weight + slope * (0.5 - share)``,
-    clipped to [0, 1]; ``rrf`` (ranks only) and ``slope`` 0 keep ``weight``.
-
-    Both retrievers hand over ``depth`` candidates, so a full lexical list makes the share at least 0.5, and
-    more the more the two lists agree. A request few documents match lexically (share under 0.5) leaves a
-    column of zeros with a few matches that z-scoring inflates; it leans on the cosines."""
-    if method == "rrf" or slope == 0.0 or c.rows.size == 0:
-        return float(weight)
-    return float(np.clip(weight + slope * (0.5 - lexical_share(c)), 0.0, 1.0))
 
 
 def _convex(norm: Callable[[np.ndarray], np.ndarray]) -> Fusion:
