@@ -38,9 +38,9 @@ def collect_sets(data_root: Path, cache_dir: Path, names: Sequence[str] = DATASE
 
 
 def run_lodo(data_root: Path, cache_dir: Path, reuse: bool = False, command: str | None = None,
-             log: Callable[[str], None] = lambda _s: None) -> dict[str, Any]:
+             log: Callable[[str], None] = lambda _s: None, names: Sequence[str] = DATASETS) -> dict[str, Any]:
     started = time.time()
-    sets = collect_sets(data_root, cache_dir, reuse=reuse, log=log)
+    sets = collect_sets(data_root, cache_dir, names, reuse=reuse, log=log)
     ablation = lodo_table(sets, log=log)
     hybrid = {"today": {s.name: round(score_plan(s, TODAY), 4) for s in sets},
               "shipped": {s.name: round(score_plan(s, SHIPPED), 4) for s in sets},

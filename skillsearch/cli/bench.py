@@ -67,10 +67,15 @@ def cmd_bench_latency(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_bench_lodo(args: argparse.Namespace, out: TextIO) -> int:
+    from skillsearch.bench.lodo_data import DATASETS
     from skillsearch.bench.lodo_report import lodo_markdown, run_lodo
     from skillsearch.bench.report import write_results
 
-    report = run_lodo(Path(args.data_root), Path(args.cache_dir), reuse=args.reuse,
+    names = [n for chunk in args.sets for n in chunk.split(",") if n] if args.sets else list(DATASETS)
+    unknown = sorted(set(names) - set(DATASETS))
+    if unknown or len(names) < 2:
+        raise ValidationError(f"--sets takes two or more of {', '.join(DATASETS)}, got {names}")
+    report = run_lodo(Path(args.data_root), Path(args.cache_dir), reuse=args.reuse, names=names,
                       command="skillsearch " + " ".join(sys.argv[1:]),
                       log=(lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)))
     if args.write_decision:
@@ -123,6 +128,8 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--data-root", default=os.environ.get("SKILLSEARCH_BENCH_DATA", "../shared/data"),
                    help="folder with metatool/, sealtools/, gorilla/, skills-catalog/")
     p.add_argument("--reuse", action="store_true", help="reuse the retriever outputs the last run kept in the cache")
+    p.add_argument("--sets", action="append", metavar="S,S",
+                   help="dev sets to use (default all): metatool, sealtools, skills, gorilla")
     p.add_argument("--write-decision", action="store_true",
                    help="ship the decision fitted on all four sets (skillsearch/retrieval/decisions.json)")
 
