@@ -99,7 +99,7 @@ def lodo_markdown(report: Mapping[str, Any]) -> str:
             right = b["confident"]["right"]
             lines.append(f"| {s} | {b['positives']} | {b['false_refusals']:.4f} | {f['false_refusals']:.4f} | {neg} | "
                          f"{b['no_match_below']} | {'-' if right is None else f'{right:.3f}'} ({b['confident']['hits']}) |")
-        lines += ["", f"Shipped (fitted on all four sets): threshold {d['model']['no_match_below']}; "
+        lines += ["", f"Shipped (fitted on every set above): threshold {d['model']['no_match_below']}; "
                   + "; ".join(f"{m}: false refusals {v['false_refusals']:.4f}"
                               + (f", negatives no_match {v['no_match']:.3f}" if v["negatives"] else "")
                               for m, v in d["fitted_on_all"].items()) + "."]
