@@ -52,11 +52,16 @@ def test_the_default_encoder_ships_a_fitted_decision() -> None:
 
 
 @pytest.mark.parametrize("query", ABSENT)
-def test_a_request_for_something_absent_gets_no_match(sample: Catalog, query: str) -> None:
+def test_a_request_for_something_absent_gets_no_match_or_no_confident_hit(sample: Catalog, query: str) -> None:
+    """The shipped threshold is the most conservative one (no refusal on any dev set, docs/rules.md: no
+    threshold held left-out false refusals at 1 %), so an off-topic request may get a weak list rather than
+    ``no_match``; never a confident hit."""
     result = search(sample, query)
-    assert result.no_match and result.hits == []
-    assert result.no_match_reason in ("low_confidence", "no_good_match")
     assert result.notice is None
+    if result.no_match:
+        assert result.hits == [] and result.no_match_reason in ("low_confidence", "no_good_match")
+    else:
+        assert all(h.confidence is not None and h.confidence < 0.5 for h in result.hits)
 
 
 @pytest.mark.parametrize("query", ABSENT_SHARING_WORDS)

@@ -84,7 +84,8 @@ class Settings:
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
-        values = {f.name: f.default if f.name in NOT_FROM_ENV else _env_default(f.name, f.default) for f in fields(cls)}
+        values: dict[str, Any] = {f.name: f.default if f.name in NOT_FROM_ENV else _env_default(f.name, f.default)
+                                  for f in fields(cls)}
         values.update({k: v for k, v in overrides.items() if v is not None})
         values["data_dir"] = Path(values["data_dir"])
         return cls(**values)
