@@ -11,10 +11,10 @@ import pytest
 
 from skillsearch.core.domain import FUSION_METHODS, Principal
 from skillsearch.core.errors import ValidationError
-from skillsearch.core.fusion import FUSIONS, candidates, fusion
+from skillsearch.core.fusion import FUSIONS, adapted_weight, candidates, fusion
 from skillsearch.core.settings import NOT_FROM_ENV, Settings
 from skillsearch.retrieval.encoder import Encoder
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.search import LEXICAL_SHARE_SLOPE, SearchRequest
 from skillsearch.service import Catalog
 
 DATA = Path(__file__).parent / "data"
@@ -143,12 +143,27 @@ def test_a_candidate_only_the_semantic_list_holds_has_bm25_zero_and_no_lexical_r
     assert c.semantic_rank.tolist() == [1, 2, 3, 0]
 
 
-def test_a_hybrid_search_uses_the_settings_weight_unless_the_request_names_one(sample: Catalog) -> None:
-    """The weight no longer follows the candidates' lexical share: that rule lost on a left-out dev set
-    (docs/rules.md). A caller's weight is used as given."""
+def test_a_hybrid_search_weighs_by_its_lexical_share_unless_the_request_names_a_weight(sample: Catalog) -> None:
     query = "find the commit that broke the build"
+    # The sample catalog is smaller than the candidate depth: every skill is a semantic candidate, so the
+    # share is the lexical matches over the catalog.
+    skills = len(sample.list_skills(OPERATOR, limit=200).items)
+    matches = len(sample.search(OPERATOR, SearchRequest(query, mode="lexical", limit=100)).hits)
+    assert 0 < matches < skills
+    expected = min(1.0, max(0.0, 0.6 + LEXICAL_SHARE_SLOPE * (0.5 - matches / skills)))
+    assert expected != 0.6
     hits = sample.search(OPERATOR, SearchRequest(query)).hits
-    assert hits and {h.explanation["semantic_weight"] for h in hits} == {Settings().semantic_weight}
+    assert hits and all(h.explanation["semantic_weight"] == pytest.approx(expected, abs=1e-4) for h in hits)
     given = sample.search(OPERATOR, SearchRequest(query, semantic_weight=0.3)).hits
     assert {h.explanation["semantic_weight"] for h in given} == {0.3}
 
+
+def test_the_semantic_weight_follows_the_share_of_candidates_that_match_lexically() -> None:
+    semantic = np.linspace(0.1, 0.9, 8)
+    half = candidates(np.arange(4), np.ones(4, np.float32), np.arange(4, 8), semantic)
+    few = candidates(np.arange(1), np.ones(1, np.float32), np.arange(8), semantic)
+    every = candidates(np.arange(8), np.ones(8, np.float32), np.arange(8), semantic)
+    assert adapted_weight(half, "zscore", 0.6, 0.5) == pytest.approx(0.6)
+    assert adapted_weight(few, "zscore", 0.6, 0.5) == pytest.approx(0.7875), "few lexical matches lean on cosines"
+    assert adapted_weight(every, "minmax", 0.6, 0.5) == pytest.approx(0.35), "agreeing lists lean on BM25"
+    assert adapted_weight(few, "rrf", 0.6, 0.5) == 0.6

@@ -43,15 +43,14 @@ BINS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
 def floor_refusals(data: SetData, plan: Plan) -> np.ndarray:
-    """Per request: the top hit shares no word with it and its cosine is under the encoder's floor (the
-    ``no_good_match`` rule of ``retrieval/search.py``)."""
+    """Per request: no candidate shares a word with it and the top hit's cosine is under the encoder's floor
+    (the ``no_good_match`` rule of ``retrieval/search.py``)."""
     sem = data.sem["sentences" if plan.sentences else "whole"]
     out = np.zeros(len(data.qids), bool)
     for i in range(len(data.qids)):
         rows = rank(data, i, plan)
         lex_rows = data.lex["pruned" if plan.pruning else "all"][i][0][: plan.depth]
-        out[i] = bool(rows.size) and int(rows[0]) not in set(lex_rows.tolist()) and \
-            float(sem[i][int(rows[0])]) < data.no_match_cosine
+        out[i] = bool(rows.size) and lex_rows.size == 0 and float(sem[i][int(rows[0])]) < data.no_match_cosine
     return out
 
 

@@ -48,7 +48,7 @@ class Plan:
 
 TODAY = Plan()
 # What the product ships now (``retrieval/search.py``); the ablation starts from it.
-SHIPPED = TODAY
+SHIPPED = Plan(slope=0.5, unlisted=0.0)
 
 
 @dataclass(frozen=True)
@@ -117,6 +117,11 @@ def score_plan(data: SetData, plan: Plan) -> float:
                              for i, rel in enumerate(data.relevant)])
 
 
+def _mean_on(table: Mapping[Any, Mapping[str, float]], v: Any, others: Sequence[str], reference: Any,
+             ) -> tuple[float, bool]:
+    return round(float(np.mean([table[v][n] for n in others])), 6), v == reference
+
+
 def lodo_table(sets: Sequence[SetData], base: Plan = SHIPPED, rules: Sequence[Rule] = RULES,
                log: Callable[[str], None] = lambda _s: None) -> dict[str, Any]:
     """Every rule's left-out effect on every set, and whether it stays (see the module docstring)."""
@@ -139,8 +144,7 @@ def lodo_table(sets: Sequence[SetData], base: Plan = SHIPPED, rules: Sequence[Ru
         for s in names:
             others = [n for n in names if n != s]
             # Best mean on the other sets; a tie goes to the reference (off, or the shipped value).
-            chosen = max(rule.values, key=lambda v, o=others: (round(float(np.mean([table[v][n] for n in o])), 6),
-                                                               v == reference))
+            chosen = max(rule.values, key=lambda v, o=others, t=table, r=reference: _mean_on(t, v, o, r))
             per_set[s] = {"chosen": chosen, "effect": round(table[chosen][s] - table[reference][s], 4)}
         effects = [per_set[s]["effect"] for s in names]
         helps = float(np.mean(effects)) > 0 and min(effects) >= -MAX_LOSS

@@ -113,8 +113,8 @@ def _outputs(name: str, metric: str, catalog: Catalog, texts: dict[str, str], re
         named.append(np.asarray(sorted(by_slug.get(slug, [])) if slug else [], np.int64))
     calibration = snapshot.routing.calibration or {}
     if corpus is None or doc_row is None:  # the skills: the text bm25s reads is the skill's own
-        text = {r.skill_id: f"{r.description}\n{r.instructions}" for r in catalog.store.index_rows()}
-        corpus = {str(row): {"title": skills[r.skill_id].name, "text": text.get(r.skill_id, "")}
+        bodies = {r.skill_id: f"{r.description}\n{r.instructions}" for r in catalog.store.index_rows()}
+        corpus = {str(row): {"title": skills[r.skill_id].name, "text": bodies.get(r.skill_id, "")}
                   for row, r in enumerate(vectors.rows)}
         doc_row = {str(row): row for row in range(len(vectors.rows))}
     base = bm25s_run(corpus, dict(zip(qids, qtexts, strict=True)), qids, 10)

@@ -24,7 +24,8 @@ from skillsearch.core.domain import FusionMethod
 from skillsearch.core.errors import ValidationError
 
 __all__ = [
-    "FUSIONS", "RRF_K", "Candidates", "Fusion", "FusionMethod", "candidates", "fuse", "fusion", "minmax", "zscore",
+    "FUSIONS", "RRF_K", "Candidates", "Fusion", "FusionMethod", "adapted_weight", "candidates", "fuse", "fusion",
+    "lexical_share", "minmax", "zscore",
 ]
 
 RRF_K = 60
@@ -78,6 +79,20 @@ def minmax(x: np.ndarray) -> np.ndarray:
 
 def _rrf_term(ranks: np.ndarray, k: int) -> np.ndarray:
     return np.where(ranks > 0, 1.0 / (k + np.maximum(ranks, 1)), 0.0)
+
+
+def lexical_share(c: Candidates) -> float:
+    """The share of the candidates that match the request lexically (0 for an empty set)."""
+    return float((c.lexical_rank > 0).mean()) if c.rows.size else 0.0
+
+
+def adapted_weight(c: Candidates, method: str, weight: float, slope: float) -> float:
+    """``weight`` moved by the share of candidates with a lexical match: ``weight + slope * (0.5 - share)``,
+    clipped to [0, 1]; ``rrf`` (ranks only) and ``slope`` 0 keep ``weight``. A request few documents match
+    lexically leans on the cosines; one whose two lists mostly coincide leans on BM25 (docs/rules.md)."""
+    if method == "rrf" or slope == 0.0 or c.rows.size == 0:
+        return float(weight)
+    return float(np.clip(weight + slope * (0.5 - lexical_share(c)), 0.0, 1.0))
 
 
 def _convex(norm: Callable[[np.ndarray], np.ndarray]) -> Fusion:

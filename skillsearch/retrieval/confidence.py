@@ -109,7 +109,7 @@ def _coverage(query_idf: dict[str, float], mass: float, hit_terms: frozenset[str
 
 
 def feature_rows(
-    catalog_cosines: np.ndarray, rows: np.ndarray, bm25: Sequence[float], query_idf: dict[str, float],
+    catalog_cosines: np.ndarray, rows: np.ndarray, bm25: Sequence[float] | np.ndarray, query_idf: dict[str, float],
     hit_terms: Sequence[frozenset[str]],
 ) -> np.ndarray:
     """:data:`FEATURES` of the hits at ``rows``. ``catalog_cosines``: the request's cosine with *every* row

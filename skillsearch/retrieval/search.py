@@ -8,14 +8,15 @@
    calibration (the snapshot's routing, ``retrieval/routing.py``); a multilingual encoder's cosines are
    taken against language-centered document vectors (``retrieval/calibration.py``).
 2. ``fuse_stage``: the chosen fusion (``core/fusion.py``, a registry; default z-score convex combination,
-   semantic weight 0.6) gives one score per candidate.
+   semantic weight 0.6 moved by ``LEXICAL_SHARE_SLOPE`` x (0.5 - the share of candidates that match
+   lexically)) gives one score per candidate.
 3. ``order_stage``: the one exact-name rule (a request that is a visible skill's slug, or the name of one
    of its lexical leaders, ranks that skill first), then the fused order.
 4. ``recheck_stage``: the ordered candidates are re-checked against the store (status, grant, revocation,
    kind, tags) in chunks before they are returned: the index may lag the store by one batch, the answer
    may not.
-5. ``judge_stage``: ``no_match`` when the top hit shares no word with the request and its cosine is under
-   the encoder's floor (``no_good_match``), or when the fitted decision (``retrieval/confidence.py``)
+5. ``judge_stage``: ``no_match`` when no candidate shares a word with the request and the top hit's cosine
+   is under the encoder's floor (``no_good_match``), or when the fitted decision (``retrieval/confidence.py``)
    gives the top hit a confidence under its threshold (``low_confidence``). Every hybrid hit gets a
    ``confidence``; ``min_confidence`` cuts the list. Both read the hit and the request (against the whole
    index), never the caller's other candidates, so adding grants that hold no better candidate changes
@@ -47,7 +48,7 @@ from skillsearch.core.domain import (
     SkillKind,
 )
 from skillsearch.core.errors import ValidationError
-from skillsearch.core.fusion import FUSIONS, Candidates, candidates, fuse, fusion
+from skillsearch.core.fusion import FUSIONS, Candidates, adapted_weight, candidates, fuse, fusion
 from skillsearch.core.settings import Settings
 from skillsearch.core.skill_uri import skill_uri
 from skillsearch.core.views import Explanation, SearchHitView, SearchResponse
@@ -62,15 +63,17 @@ from skillsearch.retrieval.vectors import max_cosines, top_k
 from skillsearch.retrieval.visible_lexical import visible_lexical_matches
 
 __all__ = [
-    "CANDIDATE_DEPTH", "QUERY_SENTENCES", "Found", "Hit", "SearchRequest", "SearchResult", "candidates_stage",
-    "exact_name_first", "fuse_stage", "judge_stage", "named_rows", "order_stage", "query_texts", "recheck_stage",
-    "run_search", "search_response", "semantic_scores",
+    "CANDIDATE_DEPTH", "LEXICAL_SHARE_SLOPE", "QUERY_SENTENCES", "Found", "Hit", "SearchRequest", "SearchResult",
+    "candidates_stage", "exact_name_first", "fuse_stage", "judge_stage", "named_rows", "order_stage", "query_texts",
+    "recheck_stage", "run_search", "search_response", "semantic_scores",
 ]
 
 # How many candidates each retriever hands to fusion (docs/rules.md).
 CANDIDATE_DEPTH = 100
 # A request of several sentences is also embedded sentence by sentence, up to this many (docs/rules.md).
 QUERY_SENTENCES = 6
+# The semantic weight moves by this much times (0.5 - the candidates' lexical share) (docs/rules.md).
+LEXICAL_SHARE_SLOPE = 0.5
 
 @dataclass(frozen=True)
 class SearchRequest:
@@ -183,7 +186,7 @@ def run_search(
     method = fusion_of(request, settings)
     timings: dict[str, float] = {}
     found = candidates_stage(request, principal, snapshot, lexical, store, settings, query_encoders, timings)
-    weight = semantic_weight(request, settings, found)
+    weight = semantic_weight(request, settings, found, method)
     fused = fuse_stage(found.cands, request.mode, method, weight)
     order = order_stage(found, fused, request)
     t = time.perf_counter()
@@ -279,12 +282,15 @@ def candidates_stage(
     return Found(cands, catalog_cosines, named, route, notice, revoked)
 
 
-def semantic_weight(request: SearchRequest, settings: Settings, found: Found) -> float:
-    """The request's weight, else one tuned by ``skillsearch calibrate --queries``, else the settings'."""
+def semantic_weight(request: SearchRequest, settings: Settings, found: Found, method: str) -> float:
+    """The request's weight, else one tuned by ``skillsearch calibrate --queries``, both as given, else the
+    settings' weight moved by the candidates' lexical share (``core/fusion.adapted_weight``)."""
     given = request.semantic_weight
     if given is None:
         given = (found.route.calibration or {}).get("semantic_weight")
-    return float(given) if isinstance(given, (int, float)) else float(settings.semantic_weight)
+    if isinstance(given, (int, float)):
+        return float(given)
+    return adapted_weight(found.cands, method, settings.semantic_weight, LEXICAL_SHARE_SLOPE)
 
 
 def fuse_stage(c: Candidates, mode: str, method: str, weight: float) -> np.ndarray:
@@ -337,8 +343,8 @@ def judge_stage(
 ) -> tuple[list[Hit], str | None]:
     """Whether the top hit is good enough, and each hit's confidence (hybrid; ``retrieval/confidence.py``).
 
-    ``no_good_match``: the top hit shares no word with the request and its cosine is under the encoder's
-    floor (:func:`no_match_threshold`); ``low_confidence``: the fitted decision says the top hit does not
+    ``no_good_match``: no candidate shares a word with the request and the top hit's cosine is under the
+    encoder's floor (:func:`no_match_threshold`); ``low_confidence``: the fitted decision says the top hit does not
     fit. Both read the top hit and the request only, never the caller's other candidates. A request that
     names its top hit exactly is never refused; nor is one the encoder cannot read, nor one with a kind or
     tag filter (the decision was fitted on unfiltered searches)."""
@@ -346,7 +352,7 @@ def judge_stage(
     named_first = bool(found.named.size) and int(c.rows[top]) in set(found.named.tolist())
     abstain = settings.abstain and found.notice is None and not named_first
     floor = no_match_threshold(settings, found.route.encoder, found.route.calibration)
-    if abstain and request.mode != "lexical" and c.lexical_rank[top] == 0 and float(c.semantic[top]) < floor:
+    if abstain and request.mode != "lexical" and not (c.lexical_rank > 0).any() and float(c.semantic[top]) < floor:
         return [], "no_good_match"
     if request.mode != "hybrid":
         return hits, None
