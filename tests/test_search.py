@@ -163,7 +163,7 @@ def test_the_semantic_weight_follows_the_share_of_candidates_that_match_lexicall
     half = candidates(np.arange(4), np.ones(4, np.float32), np.arange(4, 8), semantic)
     few = candidates(np.arange(1), np.ones(1, np.float32), np.arange(8), semantic)
     every = candidates(np.arange(8), np.ones(8, np.float32), np.arange(8), semantic)
-    assert adapted_weight(half, "zscore", 0.6, 0.5) == pytest.approx(0.6)
-    assert adapted_weight(few, "zscore", 0.6, 0.5) == pytest.approx(0.7875), "few lexical matches lean on cosines"
-    assert adapted_weight(every, "minmax", 0.6, 0.5) == pytest.approx(0.35), "agreeing lists lean on BM25"
-    assert adapted_weight(few, "rrf", 0.6, 0.5) == 0.6
+    assert adapted_weight(half, "zscore", 0.6, 1.0) == pytest.approx(0.6)
+    assert adapted_weight(few, "zscore", 0.6, 1.0) == pytest.approx(0.975), "few lexical matches lean on cosines"
+    assert adapted_weight(every, "minmax", 0.6, 1.0) == pytest.approx(0.1), "agreeing lists lean on BM25"
+    assert adapted_weight(few, "rrf", 0.6, 1.0) == 0.6

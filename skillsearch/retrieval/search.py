@@ -73,7 +73,7 @@ CANDIDATE_DEPTH = 100
 # A request of several sentences is also embedded sentence by sentence, up to this many (docs/rules.md).
 QUERY_SENTENCES = 6
 # The semantic weight moves by this much times (0.5 - the candidates' lexical share) (docs/rules.md).
-LEXICAL_SHARE_SLOPE = 0.5
+LEXICAL_SHARE_SLOPE = 1.0
 
 @dataclass(frozen=True)
 class SearchRequest:
