@@ -90,7 +90,7 @@ def lodo_markdown(report: Mapping[str, Any]) -> str:
     if d:
         lines += ["", "## The decision, each set left out", "", d.get("summary", ""), "",
                   "Refusals: the top hit's confidence under the threshold fitted on the other sets, or the floor rule"
-                  " (top hit shares no word and its cosine is under the encoder's floor).", "",
+                  " (no candidate shares a word and the top cosine is under the encoder's floor).", "",
                   "| left out | answerable | false refusals | of which floor | negatives | no_match | of which floor |"
                   " threshold | hits at confidence >= 0.8: right |", "|---|---|---|---|---|---|---|---|---|"]
         for s, b in d["left_out"].items():
