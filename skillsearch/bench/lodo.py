@@ -15,6 +15,7 @@ here as variants only (:class:`Plan`), so the table still shows why they went.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -144,7 +145,7 @@ def lodo_table(sets: Sequence[SetData], base: Plan = SHIPPED, rules: Sequence[Ru
         for s in names:
             others = [n for n in names if n != s]
             # Best mean on the other sets; a tie goes to the reference (off, or the shipped value).
-            chosen = max(rule.values, key=lambda v, o=others, t=table, r=reference: _mean_on(t, v, o, r))
+            chosen = max(rule.values, key=functools.partial(_mean_on, table, others=others, reference=reference))
             per_set[s] = {"chosen": chosen, "effect": round(table[chosen][s] - table[reference][s], 4)}
         effects = [per_set[s]["effect"] for s in names]
         helps = float(np.mean(effects)) > 0 and min(effects) >= -MAX_LOSS

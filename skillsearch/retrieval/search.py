@@ -284,13 +284,16 @@ def candidates_stage(
 
 def semantic_weight(request: SearchRequest, settings: Settings, found: Found, method: str) -> float:
     """The request's weight, else one tuned by ``skillsearch calibrate --queries``, both as given, else the
-    settings' weight moved by the candidates' lexical share (``core/fusion.adapted_weight``)."""
+    settings' weight moved by the candidates' lexical share (``core/fusion.adapted_weight``) unless the
+    encoder cannot read the request."""
     given = request.semantic_weight
     if given is None:
         given = (found.route.calibration or {}).get("semantic_weight")
     if isinstance(given, (int, float)):
         return float(given)
-    return adapted_weight(found.cands, method, settings.semantic_weight, LEXICAL_SHARE_SLOPE)
+    # An encoder that cannot read the request gives no reason to lean on its cosines.
+    slope = LEXICAL_SHARE_SLOPE if found.notice is None else 0.0
+    return adapted_weight(found.cands, method, settings.semantic_weight, slope)
 
 
 def fuse_stage(c: Candidates, mode: str, method: str, weight: float) -> np.ndarray:
