@@ -204,8 +204,8 @@ def _decisions(calibration: dict[str, Any]) -> dict[str, Any]:
     def short(stored: Any) -> dict[str, Any]:
         d = dict(stored or {})
         out = {k: d.get(k) for k in ("version", "fitted_on") if k in d}
-        if isinstance(d.get("request"), dict):
-            out["no_match_below"] = d["request"].get("no_match_below")
+        if "no_match_below" in d:
+            out["no_match_below"] = d["no_match_below"]
         return out
     routes = calibration.get("routes")
     if isinstance(routes, dict):
