@@ -28,10 +28,9 @@ import numpy as np
 from skillsearch.bench.beir import load_beir
 from skillsearch.bench.cache import BenchEncoder
 from skillsearch.catalog.rows import IndexRow
-from skillsearch.core.settings import Settings
 from skillsearch.retrieval.documents import embedded_text
 from skillsearch.retrieval.encoder import MiniLMEncoder
-from skillsearch.retrieval.search import query_texts
+from skillsearch.retrieval.search import QUERY_SENTENCES, query_texts
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 MAX_QUERIES = 2000
@@ -59,9 +58,9 @@ def main() -> None:
     names = ["metatool", "sealtools"]
     data = {n: load_beir(DATA / n, "dev") for n in names}
     qids = {n: data[n].query_ids(MAX_QUERIES) for n in names}
-    qtexts = {n: [query_texts(data[n].queries[q].strip()[:2000], Settings().query_sentences) for q in qids[n]]
+    qtexts = {n: [query_texts(data[n].queries[q].strip()[:2000], QUERY_SENTENCES) for q in qids[n]]
               for n in names}
-    enc.prime_queries([texts[0] for n in names for texts in qtexts[n]], Settings().query_sentences)
+    enc.prime_queries([texts[0] for n in names for texts in qtexts[n]], QUERY_SENTENCES)
     report: dict[str, dict[str, float]] = {}
     pair_cos: list[float] = []
     best: dict[str, dict[str, np.ndarray]] = {}

@@ -228,7 +228,7 @@ def in_process(data_dir: Path, queries: list[str], mode: str, limit: int, n: int
     sys.path.insert(0, str(ROOT))
     from skillsearch.core.domain import Principal
     from skillsearch.core.settings import Settings
-    from skillsearch.retrieval.search import SearchRequest, query_texts
+    from skillsearch.retrieval.search import QUERY_SENTENCES, SearchRequest, query_texts
     from skillsearch.service import Catalog
 
     settings = Settings.from_env(data_dir=data_dir, seed_sample=False, result_cache_size=0, query_cache_size=0)
@@ -239,7 +239,7 @@ def in_process(data_dir: Path, queries: list[str], mode: str, limit: int, n: int
     model = catalog.encoder.inner  # type: ignore[attr-defined]
     encode, search = [], []
     for q in sample:  # interleaved, so that both see the same machine
-        texts = query_texts(q, settings.query_sentences)
+        texts = query_texts(q, QUERY_SENTENCES)
         t = time.perf_counter()
         model.encode_query_parts(texts[0], texts[1:])
         encode.append((time.perf_counter() - t) * 1000)

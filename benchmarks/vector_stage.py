@@ -3,8 +3,9 @@
 (faiss-cpu's IVF over 8-bit codes, usearch's HNSW over int8), on the same vectors and query vectors.
 
 Vectors: real MiniLM vectors of the 883 skills and the MetaTool and Seal-Tools tool descriptions (the pool;
-or, with ``--pool-cache``, the vectors an earlier ``skillsearch bench latency`` run embedded), and stand-ins made from them to the catalog's size (``bench.synthetic.stand_in_vectors``: a mix of three
-pool vectors per row); query vectors: the dev requests of the skills catalog, MetaTool and Seal-Tools
+or, with ``--pool-cache``, the vectors an earlier ``skillsearch bench latency`` run embedded), and
+stand-ins made from them to the catalog's size (``bench.synthetic.stand_in_vectors``: a mix of three pool
+vectors per row); query vectors: the dev requests of the skills catalog, MetaTool and Seal-Tools
 (each request's vectors as search embeds them: the whole request and its sentences). Both are embedded once
 and kept in ``--cache`` (an ``.npz``).
 

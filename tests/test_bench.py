@@ -108,7 +108,7 @@ def test_skills_relevance_reports_scores_abstention_and_the_fitted_decision(tmp_
     shipped = packaged_decision(encoder.name)
     assert shipped is not None
     assert report["decision"] == {"version": shipped["version"], "fitted_on": shipped["fitted_on"],
-                                  "no_match_below": shipped["request"]["no_match_below"]}
+                                  "no_match_below": shipped["no_match_below"]}
     negative = next(a for a in report["answers"] if a["qid"] == "n1")
     assert negative["no_match"] and negative["slugs"] == []
 

@@ -6,13 +6,12 @@ import json
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import ValidationError
 from skillsearch.core.settings import Settings
-from skillsearch.retrieval.confidence import FEATURES, Decision, packaged_decision
+from skillsearch.retrieval.confidence import FEATURES, packaged_decision
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
@@ -48,17 +47,21 @@ def search(catalog: Catalog, query: str, **kw: object):  # type: ignore[no-untyp
 def test_the_default_encoder_ships_a_fitted_decision() -> None:
     decision = packaged_decision(MINILM)
     assert decision is not None
-    assert set(decision["features"]) <= set(FEATURES)
-    assert set(decision["request"]["features"]) <= set(FEATURES)
-    assert 0.0 < decision["request"]["no_match_below"] < 1.0
+    assert tuple(decision["features"]) == FEATURES
+    assert 0.0 < decision["no_match_below"] < 1.0
 
 
 @pytest.mark.parametrize("query", ABSENT)
-def test_a_request_for_something_absent_gets_no_match(sample: Catalog, query: str) -> None:
+def test_a_request_for_something_absent_gets_no_match_or_no_confident_hit(sample: Catalog, query: str) -> None:
+    """The shipped threshold is the most conservative one (no refusal on any dev set, docs/rules.md: no
+    threshold held left-out false refusals at 1 %), so an off-topic request may get a weak list rather than
+    ``no_match``; never a confident hit."""
     result = search(sample, query)
-    assert result.no_match and result.hits == []
-    assert result.no_match_reason in ("low_confidence", "no_good_match")
     assert result.notice is None
+    if result.no_match:
+        assert result.hits == [] and result.no_match_reason in ("low_confidence", "no_good_match")
+    else:
+        assert all(h.confidence is not None and h.confidence < 0.5 for h in result.hits)
 
 
 @pytest.mark.parametrize("query", ABSENT_SHARING_WORDS)
@@ -68,22 +71,20 @@ def test_an_off_topic_request_sharing_a_word_gets_no_confident_hit(sample: Catal
 
 
 @pytest.mark.parametrize("query", PRESENT)
-def test_a_request_the_catalog_answers_keeps_its_hits_with_monotone_confidence(sample: Catalog, query: str) -> None:
+def test_a_request_the_catalog_answers_keeps_its_hits_with_confidences(sample: Catalog, query: str) -> None:
     result = search(sample, query)
     assert not result.no_match and len(result.hits) == 10
     conf = [h.confidence for h in result.hits]
     assert all(c is not None and 0.0 <= c <= 1.0 for c in conf)
-    assert conf == sorted(conf, reverse=True)  # type: ignore[type-var]
-    assert conf[0] > conf[-1]
+    assert conf[0] == max(conf) and conf[0] > conf[-1]  # type: ignore[type-var]
 
 
-def test_min_confidence_cuts_the_list_to_the_hits_at_or_above_it(sample: Catalog) -> None:
+def test_min_confidence_keeps_the_hits_at_or_above_it_in_their_order(sample: Catalog) -> None:
     full = search(sample, PRESENT[0]).hits
     cut_at = (full[0].confidence + full[-1].confidence) / 2  # type: ignore[operator]
     cut = search(sample, PRESENT[0], min_confidence=cut_at).hits
     assert 0 < len(cut) < len(full)
-    assert [h.skill.slug for h in cut] == [h.skill.slug for h in full[: len(cut)]]
-    assert all(h.confidence >= cut_at for h in cut)  # type: ignore[operator]
+    assert [h.skill.slug for h in cut] == [h.skill.slug for h in full if h.confidence >= cut_at]  # type: ignore[operator]
     nothing = search(sample, PRESENT[0], min_confidence=1.0)
     assert nothing.no_match and nothing.no_match_reason == "below_min_confidence"
     with pytest.raises(ValidationError, match="min_confidence"):
@@ -121,7 +122,8 @@ def test_the_manifest_records_the_decision_and_an_index_without_it_is_recalibrat
     manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
     catalog = Catalog.open(Settings(data_dir=data), encoder=encoder)
     try:
-        assert search(catalog, ABSENT[0]).no_match
+        answer = search(catalog, PRESENT[0])
+        assert answer.hits and answer.hits[0].confidence is not None
         assert catalog.index().calibration["decision"] == packaged_decision(MINILM)
     finally:
         catalog.close()
@@ -129,45 +131,47 @@ def test_the_manifest_records_the_decision_and_an_index_without_it_is_recalibrat
     assert rewritten["calibration"]["decision"] == packaged_decision(MINILM)
 
 
-def test_confidences_never_rise_down_the_list() -> None:
-    decision = packaged_decision(MINILM)
-    assert decision is not None
-    rng = np.random.default_rng(7)
-    model = Decision.from_dict(decision)
-    for _ in range(50):
-        conf = model.confidences(rng.normal(size=(10, len(FEATURES))))
-        assert np.all(np.diff(conf) <= 0) and np.all((conf >= 0) & (conf <= 1))
+STARTER = Principal("starter", frozenset({"sub:starter-pack"}))
 
 
-def test_the_background_features_are_the_requests_cosines_over_the_whole_visible_catalog(
+@pytest.mark.parametrize("query", ["write tests", *PRESENT, *ABSENT[:2]])
+@pytest.mark.parametrize("caller", [STARTER, Principal("data", frozenset({"team:data-science"})),
+                                    Principal("two", frozenset({"sub:starter-pack", "sub:ops-pro"}))])
+def test_a_skills_confidence_does_not_depend_on_who_else_is_visible(sample: Catalog, query: str,
+                                                                    caller: Principal) -> None:
+    """Issue 30: the decision read the caller's visible catalog, so adding grants took a right answer away.
+    A skill's confidence for a request is the same for every caller who sees it."""
+    theirs = {h.skill.skill_id: h.confidence for h in search(sample, query, limit=50).hits}
+    mine = sample.search(caller, SearchRequest(query, limit=50))
+    for h in mine.hits:
+        if h.skill.skill_id in theirs:
+            assert h.confidence == theirs[h.skill.skill_id], (query, h.skill.slug)
+
+
+def test_write_tests_gets_the_same_answer_for_one_grant_and_for_the_operator(sample: Catalog) -> None:
+    """Issue 30's example: "write tests" gave ``pytest-fixtures-parametrize`` at confidence 0.88 to a caller
+    who sees ``sub:starter-pack`` and ``no_match`` (low_confidence) to the operator, who sees more. The
+    added grants hold no better candidate, so the answer must be the same."""
+    mine = sample.search(STARTER, SearchRequest("write tests"))
+    everyone = search(sample, "write tests", limit=50)
+    assert mine.hits and mine.hits[0].skill.slug == "pytest-fixtures-parametrize"
+    assert mine.no_match is everyone.no_match is False
+    theirs = {h.skill.slug: h.confidence for h in everyone.hits}
+    assert theirs["pytest-fixtures-parametrize"] == mine.hits[0].confidence
+
+
+def test_the_background_features_read_the_whole_catalog_whatever_the_caller_sees(
     sample: Catalog, encoder: Encoder
 ) -> None:
-    """``cos_bg`` / ``cos_z`` read the request's cosine with *every* visible skill, not only the candidates;
-    a filter narrows the background to the rows it lets through (hidden rows are -inf, never averaged in)."""
+    """``cos_bg`` / ``cos_z`` read the request's cosine with *every* skill of the index, before any
+    visibility or kind filter: the same for every caller."""
     query = PRESENT[1]
     scores = sample.index().snapshot().vectors.matrix @ encoder.encode_query(query)
     hits = search(sample, query).hits
     feats = hits[0].features
     assert feats["cos_bg"] == pytest.approx(float(scores.mean()), abs=2e-4)
-    assert feats["cos_z"] == pytest.approx((float(scores.max()) - scores.mean()) / scores.std(), abs=2e-3)
-    assert 0.0 < feats["cos_tail"] < feats["cos"]
-    kind = hits[0].skill.kind
-    rows = sample.index().snapshot().vectors.rows
-    visible = np.asarray([r.kind == kind for r in rows])
-    filtered = search(sample, query, kind=kind).hits[0].features
-    assert np.isfinite(filtered["cos_bg"])
-    assert filtered["cos_bg"] == pytest.approx(float(scores[visible].mean()), abs=2e-4)
-
-
-def test_the_shipped_no_match_model_reads_how_far_the_request_is_from_the_whole_catalog(sample: Catalog) -> None:
-    decision = packaged_decision(MINILM)
-    assert decision is not None and "cos_bg" in decision["request"]["features"]
-    # Its weight is positive: a request near the catalog as a whole is more likely to have a skill.
-    coef = dict(zip(decision["request"]["features"], decision["request"]["coef"], strict=True))
-    assert coef["cos_bg"] > 0
-    # The same top hit, with the request farther from the catalog as a whole, is judged less likely to fit.
-    model = Decision.from_dict(decision)
-    row = np.asarray([[search(sample, PRESENT[0]).hits[0].features[f] for f in FEATURES]])
-    farther = row.copy()
-    farther[0, FEATURES.index("cos_bg")] -= 0.07  # a positive's median background minus a negative's (dev)
-    assert model.fits(farther) < model.fits(row)
+    assert feats["cos_z"] == pytest.approx((feats["cos"] - scores.mean()) / scores.std(), abs=2e-3)
+    filtered = search(sample, query, kind=hits[0].skill.kind).hits[0].features
+    assert filtered["cos_bg"] == feats["cos_bg"]
+    narrow = sample.search(STARTER, SearchRequest("write tests")).hits[0].features
+    assert narrow["cos_bg"] == search(sample, "write tests").hits[0].features["cos_bg"]

@@ -300,12 +300,10 @@ def test_routed_calibration_is_stored_per_route(tiny_routed_dir: Path) -> None:
     assert e5["encoder"] == "intfloat/multilingual-e5-small"
     assert e5["centering"]["documents_per_language"] == {"en": 3, "fr": 1, "ja": 2, "zh": 0}
     assert minilm["documents"] == e5["documents"] == len(SKILLS)
-    # Each route carries the decision fitted for its own model (benchmarks/fit_decision.py --encoder e5).
-    assert minilm["decision"] == packaged_decision("sentence-transformers/all-MiniLM-L6-v2")
-    assert e5["decision"] == packaged_decision("intfloat/multilingual-e5-small") is not None
-    # Confidence only: its request model refused positives in small catalogs (docs/benchmarks.md § Languages),
-    # so e5 answers keep the floor rule for no_match.
-    assert e5["decision"]["request"]["no_match_below"] == 0.0
+    # Each route carries the decision fitted for its own model; e5 has none fitted with the leave-one-dataset-out
+    # protocol yet (issue 30), so its answers keep the floor rule for no_match and carry no confidence.
+    assert minilm["decision"] == packaged_decision("sentence-transformers/all-MiniLM-L6-v2") is not None
+    assert "decision" not in e5 and packaged_decision("intfloat/multilingual-e5-small") is None
 
 
 @pytest.mark.parametrize(("configuration", "query", "slug"), [
@@ -314,18 +312,15 @@ def test_routed_calibration_is_stored_per_route(tiny_routed_dir: Path) -> None:
     ("tiny_routed", "プライマリが落ちたのでスタンバイを昇格させたい", "postgres-failover"),
     ("tiny_e5", "プライマリが落ちたのでスタンバイを昇格させたい", "postgres-failover"),
 ])
-def test_e5_answers_carry_monotone_confidences_from_its_fitted_decision(
+def test_e5_answers_find_the_skill_and_are_not_refused(
     configuration: str, query: str, slug: str, request: pytest.FixtureRequest
 ) -> None:
-    """The e5 route is not left without a decision: its hits get confidences as MiniLM's do, and a request
-    the catalog answers keeps its hits."""
+    """A request the catalog answers through the e5 route keeps its hits (no fitted e5 decision: no
+    confidences, the floor rule alone may refuse)."""
     catalog: Catalog = request.getfixturevalue(configuration)
     result = catalog.search(OPERATOR, SearchRequest(query, limit=5))
     assert not result.no_match and result.hits[0].skill.slug == slug
-    confidences = [h.confidence for h in result.hits]
-    assert all(c is not None and 0.0 <= c <= 1.0 for c in confidences)
-    assert confidences == sorted(confidences, reverse=True)  # type: ignore[type-var]
-    assert confidences[0] > confidences[-1]
+    assert all(h.confidence is None for h in result.hits)
     assert set(result.hits[0].features or {}) >= {"cos", "cos_bg", "lex"}
 
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from skillsearch.core.domain import Principal
+from skillsearch.core.domain import FUSION_METHODS, Principal
 from skillsearch.core.errors import ValidationError
-from skillsearch.core.fusion import adapted_weight, candidates, lexical_share
-from skillsearch.core.settings import Settings
+from skillsearch.core.fusion import FUSIONS, adapted_weight, candidates, fusion
+from skillsearch.core.settings import NOT_FROM_ENV, Settings
 from skillsearch.retrieval.encoder import Encoder
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.search import LEXICAL_SHARE_SLOPE, SearchRequest
 from skillsearch.service import Catalog
 
 DATA = Path(__file__).parent / "data"
@@ -94,6 +94,32 @@ def test_each_hit_explains_itself(sample: Catalog) -> None:
     assert e["fused_score"] == pytest.approx(hit.score, abs=1e-3)
 
 
+def test_fusion_methods_are_a_registry_and_an_unknown_name_is_a_validation_error(
+        sample_dir: Path, tmp_path: Path, encoder: Encoder) -> None:
+    """A fusion is looked up by name and an unknown name raises (it once fell back to min-max silently)."""
+    assert tuple(FUSIONS) == FUSION_METHODS
+    with pytest.raises(ValidationError, match="unknown fusion 'borda'") as raised:
+        fusion("borda")
+    assert raised.value.code == "VALIDATION_ERROR" and raised.value.details["choices"] == list(FUSION_METHODS)
+    # Settings naming an unknown fusion fail every hybrid search with the same error, never another method.
+    shutil.copytree(sample_dir, tmp_path / "data")
+    catalog = Catalog.open(Settings(data_dir=tmp_path / "data", fusion="borda"), encoder=encoder)
+    try:
+        with pytest.raises(ValidationError, match="unknown fusion"):
+            catalog.search(OPERATOR, SearchRequest("git bisect"))
+        assert catalog.search(OPERATOR, SearchRequest("git bisect", fusion="rrf")).hits
+    finally:
+        catalog.close()
+
+
+def test_the_search_constants_are_not_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tuning constants no operator needs are not read from ``SKILLSEARCH_*`` (issue 30)."""
+    for name in NOT_FROM_ENV:
+        monkeypatch.setenv(f"SKILLSEARCH_{name.upper()}", "0.9")
+    assert {name: getattr(Settings.from_env(), name) for name in NOT_FROM_ENV} == \
+        {name: getattr(Settings(), name) for name in NOT_FROM_ENV}
+
+
 @pytest.mark.parametrize("fusion", ["zscore", "minmax", "rrf"])
 def test_every_fusion_method_ranks_the_obvious_answer_first(sample: Catalog, fusion: str) -> None:
     assert slugs(sample, "git bisect to find a regression", fusion=fusion)[0] == "git-bisect-regressions"
@@ -108,55 +134,13 @@ def test_grants_limit_every_mode(sample: Catalog) -> None:
     assert sample.search(nobody, SearchRequest("git")).no_match
 
 
-def test_the_semantic_weight_follows_the_share_of_candidates_that_match_lexically() -> None:
-    semantic = np.linspace(0.1, 0.9, 8)
-    half = candidates(np.arange(4), np.ones(4, np.float32), np.arange(4, 8), semantic)
-    few = candidates(np.arange(1), np.ones(1, np.float32), np.arange(8), semantic)
-    every = candidates(np.arange(8), np.ones(8, np.float32), np.arange(8), semantic)
-    assert (lexical_share(half), lexical_share(few), lexical_share(every)) == (0.5, 0.125, 1.0)
-    assert adapted_weight(half, "zscore", 0.6, 1.0) == pytest.approx(0.6)
-    assert adapted_weight(few, "zscore", 0.6, 1.0) == pytest.approx(0.975), "few lexical matches lean on cosines"
-    assert adapted_weight(every, "minmax", 0.6, 1.0) == pytest.approx(0.1), "agreeing lists lean on BM25"
-    assert adapted_weight(few, "zscore", 0.6, 2.0) == 1.0 and adapted_weight(every, "zscore", 0.6, 2.0) == 0.0
-    assert adapted_weight(few, "rrf", 0.6, 1.0) == adapted_weight(few, "zscore", 0.6, 0.0) == 0.6
-    empty = candidates(np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int64), semantic)
-    assert adapted_weight(empty, "zscore", 0.6, 1.0) == 0.6
-
-
-def test_a_candidate_the_lexical_list_left_out_gets_the_given_bm25_and_keeps_no_lexical_rank() -> None:
+def test_a_candidate_only_the_semantic_list_holds_has_bm25_zero_and_no_lexical_rank() -> None:
     semantic = np.linspace(0.1, 0.9, 6)
-    c = candidates(np.asarray([5, 2]), np.asarray([9.0, 4.0], np.float32), np.asarray([0, 1, 2]), semantic,
-                   unlisted_lexical=1.0)
+    c = candidates(np.asarray([5, 2]), np.asarray([9.0, 4.0], np.float32), np.asarray([0, 1, 2]), semantic)
     assert c.rows.tolist() == [0, 1, 2, 5]
-    assert c.lexical.tolist() == [1.0, 1.0, 4.0, 9.0]
+    assert c.lexical.tolist() == [0.0, 0.0, 4.0, 9.0]
     assert c.lexical_rank.tolist() == [0, 0, 2, 1]
-    assert candidates(np.asarray([5]), np.asarray([9.0], np.float32), np.asarray([0]), semantic).lexical.tolist() \
-        == [0.0, 9.0]
-
-
-def test_below_a_full_lexical_list_hybrid_candidates_get_a_share_of_its_last_score(
-        sample_dir: Path, tmp_path: Path, encoder: Encoder) -> None:
-    """With ``candidate_depth`` 10 the lexical list of a request that many skills match is full: the semantic
-    candidates it left out all carry ``unlisted_lexical_share`` of its last BM25 (seen in the ``lex``
-    feature: BM25 over the request's IDF mass), none when the share is 0 or the list holds every match."""
-    shutil.copytree(sample_dir, tmp_path / "data")
-    query = "review the code and the tests of a pull request"
-
-    def unlisted_lex(share: float, text: str) -> set[float]:
-        catalog = Catalog.open(Settings(data_dir=tmp_path / "data", candidate_depth=10, unlisted_lexical_share=share),
-                               encoder=encoder)
-        try:
-            hits = catalog.search(OPERATOR, SearchRequest(text, limit=10)).hits
-        finally:
-            catalog.close()
-        assert hits
-        return {h.features["lex"] for h in hits if not h.explanation["lexical_rank"]}
-
-    quarter, half = unlisted_lex(0.25, query), unlisted_lex(0.5, query)
-    assert len(quarter) == 1 and len(half) == 1 and min(quarter) > 0
-    assert min(half) == pytest.approx(2 * min(quarter), abs=2e-4)
-    assert unlisted_lex(0.0, query) == {0.0}
-    assert unlisted_lex(0.25, "git bisect") == {0.0}  # a few matches, no full list: nothing is below it
+    assert c.semantic_rank.tolist() == [1, 2, 3, 0]
 
 
 def test_a_hybrid_search_weighs_by_its_lexical_share_unless_the_request_names_a_weight(sample: Catalog) -> None:
@@ -166,14 +150,20 @@ def test_a_hybrid_search_weighs_by_its_lexical_share_unless_the_request_names_a_
     skills = len(sample.list_skills(OPERATOR, limit=200).items)
     matches = len(sample.search(OPERATOR, SearchRequest(query, mode="lexical", limit=100)).hits)
     assert 0 < matches < skills
-    slope = Settings().lexical_share_slope
-    expected = min(1.0, max(0.0, 0.6 + slope * (0.5 - matches / skills)))
-    assert slope > 0 and expected != 0.6
+    expected = min(1.0, max(0.0, 0.6 + LEXICAL_SHARE_SLOPE * (0.5 - matches / skills)))
+    assert expected != 0.6
     hits = sample.search(OPERATOR, SearchRequest(query)).hits
     assert hits and all(h.explanation["semantic_weight"] == pytest.approx(expected, abs=1e-4) for h in hits)
-    given = sample.search(OPERATOR, SearchRequest(query, semantic_weight=0.6)).hits
-    assert {h.explanation["semantic_weight"] for h in given} == {0.6}
-    # MiniLM cannot read Japanese: its cosines are no reason to lean on them, the weight stays as set.
-    unread = sample.search(OPERATOR, SearchRequest("ビルドを壊したコミットを git で見つける"))
-    assert unread.notice and unread.hits
-    assert {h.explanation["semantic_weight"] for h in unread.hits} == {0.6}
+    given = sample.search(OPERATOR, SearchRequest(query, semantic_weight=0.3)).hits
+    assert {h.explanation["semantic_weight"] for h in given} == {0.3}
+
+
+def test_the_semantic_weight_follows_the_share_of_candidates_that_match_lexically() -> None:
+    semantic = np.linspace(0.1, 0.9, 8)
+    half = candidates(np.arange(4), np.ones(4, np.float32), np.arange(4, 8), semantic)
+    few = candidates(np.arange(1), np.ones(1, np.float32), np.arange(8), semantic)
+    every = candidates(np.arange(8), np.ones(8, np.float32), np.arange(8), semantic)
+    assert adapted_weight(half, "zscore", 0.6, 1.0) == pytest.approx(0.6)
+    assert adapted_weight(few, "zscore", 0.6, 1.0) == pytest.approx(0.975), "few lexical matches lean on cosines"
+    assert adapted_weight(every, "minmax", 0.6, 1.0) == pytest.approx(0.1), "agreeing lists lean on BM25"
+    assert adapted_weight(few, "rrf", 0.6, 1.0) == 0.6

@@ -28,7 +28,7 @@ from skillsearch.core.domain import Principal
 from skillsearch.core.fusion import zscore
 from skillsearch.retrieval.documents import split_identifiers
 from skillsearch.retrieval.encoder import make_encoder
-from skillsearch.retrieval.search import SearchRequest, query_texts
+from skillsearch.retrieval.search import QUERY_SENTENCES, SearchRequest, query_texts
 
 ROOT = Path(__file__).resolve().parents[2]
 W = 0.6
@@ -77,7 +77,7 @@ def main() -> int:
                                      {"abstain": False})
     try:
         bodies = {r.slug: (r.name, r.instructions) for r in catalog.store.index_rows()}
-        encoder.prime_queries([q.text for q in queries], catalog.settings.query_sentences)
+        encoder.prime_queries([q.text for q in queries], QUERY_SENTENCES)
         pools = []
         for q in queries:
             hits = catalog.search(Principal.operator(), SearchRequest(q.text, limit=args.pool)).hits

@@ -32,7 +32,7 @@ from skillsearch.core.domain import Principal
 from skillsearch.core.fusion import zscore
 from skillsearch.retrieval.documents import embedded_text
 from skillsearch.retrieval.encoder import make_encoder
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.search import QUERY_SENTENCES, SearchRequest
 from skillsearch.service import Catalog
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +45,7 @@ def pools(catalog: Catalog, minilm: BenchEncoder, e5: BenchEncoder, texts: dict[
     rows = list(catalog.store.index_rows())
     docs = np.asarray(e5.encode_documents([embedded_text(r, catalog.settings.embed_instructions_chars) for r in rows]))
     at = {r.skill_id: i for i, r in enumerate(rows)}
-    minilm.prime_queries(list(texts.values()), catalog.settings.query_sentences)
+    minilm.prime_queries(list(texts.values()), QUERY_SENTENCES)
     out = {}
     for qid, text in texts.items():
         hits = catalog.search(Principal.operator(), SearchRequest(text, limit=pool)).hits

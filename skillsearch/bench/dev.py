@@ -24,7 +24,7 @@ from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval import lexical
 from skillsearch.retrieval.encoder import Encoder, MiniLMEncoder
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.search import QUERY_SENTENCES, SearchRequest
 from skillsearch.service import Catalog
 
 __all__ = [
@@ -59,7 +59,7 @@ def dev_split(name: str, data_root: Path, *, encoder: Encoder | None = None,
     limit = Settings().max_query_chars
     texts = {q: ds.queries[q].strip()[:limit] for q in qids}
     if isinstance(enc, BenchEncoder):
-        enc.prime_queries(list(texts.values()), Settings().query_sentences)
+        enc.prime_queries(list(texts.values()), QUERY_SENTENCES)
     with tempfile.TemporaryDirectory() as tmp:
         catalog, id_map = open_bench_catalog(ds, Path(tmp) / "data", enc,
                                              {"result_cache_size": 0, **dict(settings or {})})

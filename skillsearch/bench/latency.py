@@ -47,7 +47,7 @@ from skillsearch.core.domain import Principal, SearchMode
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.documents import embedded_text
 from skillsearch.retrieval.encoder import Encoder, ProgressCallback, make_encoder
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.search import QUERY_SENTENCES, SearchRequest
 from skillsearch.retrieval.search import query_texts as search_texts
 from skillsearch.retrieval.wrapper import Wrapper
 from skillsearch.service import Catalog
@@ -185,7 +185,7 @@ def serve_check(data_dir: Path, queries: Sequence[str], encoder_name: str = "min
     def what_search_embeds() -> dict[str, float]:
         times = []
         for q in sets["hybrid"]:
-            parts = search_texts(q, catalog.settings.query_sentences)
+            parts = search_texts(q, QUERY_SENTENCES)
             t = time.perf_counter()
             inner.encode_query_parts(parts[0], parts[1:])
             times.append((time.perf_counter() - t) * 1000)
@@ -206,7 +206,7 @@ def serve_check(data_dir: Path, queries: Sequence[str], encoder_name: str = "min
         # ratio of the two needs no floor measured at another moment or at another thread count.
         service = catalog.query_service() if label == "hybrid" else None
         for i, q in enumerate(texts):
-            parts = search_texts(q, catalog.settings.query_sentences)
+            parts = search_texts(q, QUERY_SENTENCES)
             if service is not None and i % 2 == 0:
                 paired.append(_timed_ms(service.encode_query_parts, parts[0], parts[1:]))
             t = time.perf_counter()

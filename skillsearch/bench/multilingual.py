@@ -40,7 +40,7 @@ from skillsearch.core.domain import Principal, SearchMode
 from skillsearch.core.language import is_foreign
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoder import Encoder, RoutedEncoder, make_encoder
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.search import QUERY_SENTENCES, SearchRequest
 from skillsearch.service import Catalog
 
 __all__ = ["ENCODERS", "LANGS", "Options", "part_beir", "part_devset", "part_matrix", "part_routing",
@@ -88,7 +88,7 @@ def cached_encoder(name: str, cache_dir: Path | None) -> tuple[Encoder, dict[str
 def prime(encoder: Encoder, caches: dict[str | None, BenchEncoder], texts: Sequence[str]) -> None:
     """Embed the requests once, each by the model its route picks, as search will ask for them."""
     routed = encoder.routed()
-    sentences = Settings().query_sentences
+    sentences = QUERY_SENTENCES
     for route, cache in caches.items():
         mine = [t for t in texts if route is None or (routed is not None and routed.route(t) == route)]
         cache.prime_queries(list(dict.fromkeys(mine)), sentences)

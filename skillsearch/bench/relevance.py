@@ -30,7 +30,7 @@ from skillsearch.core.domain import FUSION_METHODS, FusionMethod, Principal, Sea
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoder import Encoder, make_encoder
 from skillsearch.retrieval.lexical import FIELD_BOOSTS
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.search import QUERY_SENTENCES, SearchRequest
 from skillsearch.service import Catalog
 
 __all__ = ["ALL_MODES", "RelevanceOptions", "open_bench_catalog", "run_relevance", "search_runs"]
@@ -134,7 +134,7 @@ def run_relevance(options: RelevanceOptions, encoder: Encoder | None = None,
             if any(m != "lexical" for m in ours):
                 t = time.perf_counter()
                 texts = [v.strip()[: settings.max_query_chars] for v in queries.values()]
-                bench_encoder.prime_queries(texts, settings.query_sentences)
+                bench_encoder.prime_queries(texts, QUERY_SENTENCES)
                 timing["encode_queries_s"] = time.perf_counter() - t
             bar = progress(len(queries) * len(ours), "searching") if progress and ours else None
             runs, mean_ms = search_runs(catalog, id_map, queries, ours, tick=(lambda: bar(1)) if bar else None)
@@ -168,8 +168,8 @@ def run_relevance(options: RelevanceOptions, encoder: Encoder | None = None,
 
 def _settings_summary(settings: Settings) -> dict[str, Any]:
     data = asdict(settings)
-    keep = ("encoder", "fusion", "semantic_weight", "lexical_share_slope", "unlisted_lexical_share", "rrf_k", "candidate_depth",
-            "embed_instructions_chars", "lexical_instructions_chars", "query_sentences", "no_match_cosine")
+    keep = ("encoder", "fusion", "semantic_weight", "embed_instructions_chars", "lexical_instructions_chars",
+            "no_match_cosine")
     out = {k: data[k] for k in keep if k in data}
     out["field_boosts"] = dict(FIELD_BOOSTS)
     return out

@@ -31,7 +31,7 @@ from skillsearch.bench.report import run_metadata
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoder import Encoder, make_encoder
-from skillsearch.retrieval.search import SearchRequest, SearchResult
+from skillsearch.retrieval.search import QUERY_SENTENCES, SearchRequest, SearchResult
 from skillsearch.service import Catalog
 
 __all__ = [
@@ -204,8 +204,8 @@ def _decisions(calibration: dict[str, Any]) -> dict[str, Any]:
     def short(stored: Any) -> dict[str, Any]:
         d = dict(stored or {})
         out = {k: d.get(k) for k in ("version", "fitted_on") if k in d}
-        if isinstance(d.get("request"), dict):
-            out["no_match_below"] = d["request"].get("no_match_below")
+        if "no_match_below" in d:
+            out["no_match_below"] = d["no_match_below"]
         return out
     routes = calibration.get("routes")
     if isinstance(routes, dict):
@@ -232,7 +232,7 @@ def run_skills(options: SkillsOptions, encoder: Encoder | None = None,
         try:
             t = time.perf_counter()
             texts = [q.text.strip()[: settings.max_query_chars] for q in queries]
-            bench_encoder.prime_queries(texts, settings.query_sentences)
+            bench_encoder.prime_queries(texts, QUERY_SENTENCES)
             timing["encode_queries_s"] = time.perf_counter() - t
             t = time.perf_counter()
             answers = answer_queries(catalog, queries)

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TextIO
 
 from skillsearch.cli.common import Command, Subparsers, emit, progress_factory
-from skillsearch.core.domain import FUSION_METHODS
 from skillsearch.core.errors import ValidationError
+from skillsearch.core.fusion import FUSIONS
 
 __all__ = ["BENCH_EXTRA", "add_commands"]
 
@@ -42,11 +42,9 @@ def cmd_bench_relevance(args: argparse.Namespace, out: TextIO) -> int:
     from skillsearch.bench.skills_cli import is_skills_dataset, skills_command
 
     overrides = {k: v for k, v in (("encoder", args.encoder), ("fusion", args.fusion),
-                                   ("semantic_weight", args.semantic_weight), ("rrf_k", args.rrf_k),
-                                   ("lexical_share_slope", args.lexical_share_slope),
+                                   ("semantic_weight", args.semantic_weight),
                                    ("embed_instructions_chars", args.embed_instructions_chars),
-                                   ("lexical_instructions_chars", args.lexical_instructions_chars),
-                                   ("unlisted_lexical_share", args.unlisted_lexical_share)) if v is not None}
+                                   ("lexical_instructions_chars", args.lexical_instructions_chars)) if v is not None}
     if is_skills_dataset(Path(args.dataset)):
         return skills_command(args, out, overrides)
     modes = [m for chunk in (args.modes or [",".join(ALL_MODES)]) for m in chunk.split(",") if m]
@@ -91,6 +89,30 @@ def cmd_bench_latency(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def cmd_bench_lodo(args: argparse.Namespace, out: TextIO) -> int:
+    from skillsearch.bench.lodo_data import DATASETS
+    from skillsearch.bench.lodo_report import lodo_markdown, run_lodo
+    from skillsearch.bench.report import write_results
+
+    names = [n for chunk in args.sets for n in chunk.split(",") if n] if args.sets else list(DATASETS)
+    unknown = sorted(set(names) - set(DATASETS))
+    if unknown or len(names) < 2:
+        raise ValidationError(f"--sets takes two or more of {', '.join(DATASETS)}, got {names}")
+    report = run_lodo(Path(args.data_root), Path(args.cache_dir), reuse=args.reuse, names=names,
+                      command="skillsearch " + " ".join(sys.argv[1:]),
+                      log=(lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)))
+    if args.write_decision:
+        from skillsearch.bench.decision import write_decision
+
+        write_decision(report["decision"]["model"])
+    if not args.no_save:
+        stem = "lodo-dev" + (f"-{args.tag}" if args.tag else "")
+        report["files"] = [str(p) for p in write_results(report, Path(args.out), stem, lodo_markdown,
+                                                          lambda _r, _p: None)[:2]]
+    emit(out, args, report, lambda: lodo_markdown(report))
+    return 0
+
+
 def add_commands(sub: Subparsers) -> None:
     bench = sub.add_parser("bench", help="relevance and latency benchmarks (needs the 'bench' extra)",
                            description="Relevance and latency benchmarks; results go to benchmarks/results/.")
@@ -116,18 +138,26 @@ def add_commands(sub: Subparsers) -> None:
                    " as relevance-<dataset>-<split>-partial-N unless --canonical)")
     p.add_argument("--canonical", action="store_true",
                    help="with --max-queries: write under the split's own name (the documented sample run)")
-    p.add_argument("--fusion", choices=FUSION_METHODS, help="override the default fusion")
+    p.add_argument("--fusion", choices=list(FUSIONS), help="override the default fusion")
     p.add_argument("--semantic-weight", type=float, help="override the default semantic weight")
-    p.add_argument("--lexical-share-slope", type=float,
-                   help="override how far the semantic weight follows the candidates' lexical share (0: fixed)")
-    p.add_argument("--rrf-k", type=int, help="override RRF k")
     p.add_argument("--embed-instructions-chars", type=int, metavar="N",
                    help="override how many characters of a skill's instructions are embedded with its description")
     p.add_argument("--lexical-instructions-chars", type=int, metavar="N",
                    help="override how many characters of a skill's instructions BM25 weighs with its description"
                         " (0: all of them)")
-    p.add_argument("--unlisted-lexical-share", type=float, metavar="S",
-                   help="override the share of a full lexical list's last score a candidate below it gets")
+
+    p = inner.add_parser("lodo", help="leave-one-dataset-out ablation of every ranking rule, and the decision's fit",
+                         description="Searches the four dev sets once, then scores every rule variant on each set"
+                                     " when chosen on the others, and fits the decision the same way.")
+    p.set_defaults(func=cmd_bench_lodo)
+    common(p)
+    p.add_argument("--data-root", default=os.environ.get("SKILLSEARCH_BENCH_DATA", "../shared/data"),
+                   help="folder with metatool/, sealtools/, gorilla/, skills-catalog/")
+    p.add_argument("--reuse", action="store_true", help="reuse the retriever outputs the last run kept in the cache")
+    p.add_argument("--sets", action="append", metavar="S,S",
+                   help="dev sets to use (default all): metatool, sealtools, skills, gorilla")
+    p.add_argument("--write-decision", action="store_true",
+                   help="ship the decision fitted on all four sets (skillsearch/retrieval/decisions.json)")
 
     p = inner.add_parser("latency", help="search/encode percentiles, build throughput, update time, RSS")
     p.set_defaults(func=needs_bench_extra(cmd_bench_latency))

@@ -20,8 +20,9 @@ from skillsearch.cli.common import (
     progress_factory,
     settings_from_args,
 )
-from skillsearch.core.domain import FUSION_METHODS, SEARCH_MODES, SKILL_KINDS, Parameter
+from skillsearch.core.domain import SEARCH_MODES, SKILL_KINDS, Parameter
 from skillsearch.core.errors import ValidationError
+from skillsearch.core.fusion import FUSIONS
 from skillsearch.core.templates import coerce_text_value
 from skillsearch.core.views import WEAK_CONFIDENCE
 from skillsearch.retrieval.search import SearchRequest
@@ -186,7 +187,7 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--kind", choices=SKILL_KINDS)
     p.add_argument("--tag", action="append", metavar="T", help="require this tag (repeatable)")
     p.add_argument("--limit", type=int, default=10)
-    p.add_argument("--fusion", choices=FUSION_METHODS, help="fusion method (hybrid mode)")
+    p.add_argument("--fusion", choices=list(FUSIONS), help="fusion method (hybrid mode)")
     p.add_argument("--semantic-weight", type=float, help="weight of the semantic side in [0, 1]")
     p.add_argument("--min-confidence", type=float,
                    help="leave out hits whose confidence (0-1, hybrid mode) is under this")

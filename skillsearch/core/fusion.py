@@ -4,7 +4,8 @@ The candidate set is the union of both retrievers' top lists. For every candidat
 known: the BM25 score (0 where the document does not match the query) and the exact cosine (the vector
 store scores every row). Fusion turns them into one score per candidate.
 
-Methods (design section 4):
+Methods (design section 4), a registry (:data:`FUSIONS`) looked up by name; an unknown name raises
+:class:`~skillsearch.core.errors.ValidationError`:
 - ``zscore``: convex combination of per-query z-score-normalised scores. The default: on the dev splits of
   MetaTool and Seal-Tools it is the only family in which one weight beats both single retrievers.
 - ``minmax``: convex combination of per-query min-max-normalised scores.
@@ -14,14 +15,17 @@ Methods (design section 4):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 
 from skillsearch.core.domain import FusionMethod
+from skillsearch.core.errors import ValidationError
 
 __all__ = [
-    "RRF_K", "Candidates", "FusionMethod", "adapted_weight", "candidates", "fuse", "lexical_share", "minmax", "zscore",
+    "FUSIONS", "RRF_K", "Candidates", "Fusion", "FusionMethod", "adapted_weight", "candidates", "fuse", "fusion",
+    "lexical_share", "minmax", "zscore",
 ]
 
 RRF_K = 60
@@ -39,13 +43,12 @@ class Candidates(NamedTuple):
 
 def candidates(
     lex_rows: np.ndarray, lex_scores: np.ndarray, sem_rows: np.ndarray, semantic_all: np.ndarray | None,
-    unlisted_lexical: float = 0.0,
 ) -> Candidates:
     """The union of both top lists (each best first), with both scores and both ranks of every member.
     ``semantic_all`` holds every row's cosine (None when the semantic side did not run); a candidate the
-    lexical list does not hold gets ``unlisted_lexical`` as its BM25 (0: it does not match)."""
+    lexical list does not hold gets BM25 0."""
     rows, where = np.unique(np.concatenate([lex_rows, sem_rows]), return_inverse=True)
-    lexical = np.full(rows.size, unlisted_lexical, np.float32)
+    lexical = np.zeros(rows.size, np.float32)
     lexical_rank = np.zeros(rows.size, np.int64)
     semantic_rank = np.zeros(rows.size, np.int64)
     lexical[where[: lex_rows.size]] = lex_scores
@@ -83,24 +86,39 @@ def lexical_share(c: Candidates) -> float:
     return float((c.lexical_rank > 0).mean()) if c.rows.size else 0.0
 
 
-def adapted_weight(c: Candidates, method: FusionMethod, weight: float, slope: float) -> float:
+def adapted_weight(c: Candidates, method: str, weight: float, slope: float) -> float:
     """``weight`` moved by the share of candidates with a lexical match: ``weight + slope * (0.5 - share)``,
-    clipped to [0, 1]; ``rrf`` (ranks only) and ``slope`` 0 keep ``weight``.
-
-    Both retrievers hand over ``depth`` candidates, so a full lexical list makes the share at least 0.5, and
-    more the more the two lists agree. A request few documents match lexically (share under 0.5) leaves a
-    column of zeros with a few matches that z-scoring inflates; it leans on the cosines. A request whose
-    lexical and semantic lists mostly coincide leans on BM25 to order that common set. Chosen on the dev
-    splits of all three sets (``docs/benchmarks.md``, "Semantic weight by lexical share")."""
+    clipped to [0, 1]; ``rrf`` (ranks only) and ``slope`` 0 keep ``weight``. A request few documents match
+    lexically leans on the cosines; one whose two lists mostly coincide leans on BM25 (docs/rules.md)."""
     if method == "rrf" or slope == 0.0 or c.rows.size == 0:
         return float(weight)
     return float(np.clip(weight + slope * (0.5 - lexical_share(c)), 0.0, 1.0))
 
 
-def fuse(c: Candidates, method: FusionMethod, semantic_weight: float, rrf_k: int = RRF_K) -> np.ndarray:
-    """One fused score per candidate; higher is better. ``semantic_weight`` is in [0, 1]."""
-    w = float(semantic_weight)
-    if method == "rrf":
-        return (1.0 - w) * _rrf_term(c.lexical_rank, rrf_k) + w * _rrf_term(c.semantic_rank, rrf_k)
-    norm = zscore if method == "zscore" else minmax
-    return (1.0 - w) * norm(c.lexical.astype(np.float64)) + w * norm(c.semantic.astype(np.float64))
+def _convex(norm: Callable[[np.ndarray], np.ndarray]) -> Fusion:
+    def fused(c: Candidates, w: float) -> np.ndarray:
+        return (1.0 - w) * norm(c.lexical.astype(np.float64)) + w * norm(c.semantic.astype(np.float64))
+    return fused
+
+
+def _rrf(c: Candidates, w: float) -> np.ndarray:
+    return np.asarray((1.0 - w) * _rrf_term(c.lexical_rank, RRF_K) + w * _rrf_term(c.semantic_rank, RRF_K))
+
+
+# One fused score per candidate from the candidates and the semantic weight in [0, 1]; higher is better.
+Fusion = Callable[[Candidates, float], np.ndarray]
+FUSIONS: dict[str, Fusion] = {"zscore": _convex(zscore), "minmax": _convex(minmax), "rrf": _rrf}
+
+
+def fusion(name: str) -> Fusion:
+    """The fusion method called ``name``; an unknown name is a :class:`ValidationError` (never a fallback)."""
+    found = FUSIONS.get(name)
+    if found is None:
+        raise ValidationError(f"unknown fusion {name!r}; choose one of {', '.join(FUSIONS)}",
+                              {"fusion": name, "choices": list(FUSIONS)})
+    return found
+
+
+def fuse(c: Candidates, method: str, semantic_weight: float) -> np.ndarray:
+    """One fused score per candidate by the method called ``method`` (see :func:`fusion`)."""
+    return fusion(method)(c, float(semantic_weight))

@@ -1,6 +1,7 @@
 """Settings: where data lives, which encoder, and the search defaults the dev data supports.
 
-Values come from keyword arguments, else ``SKILLSEARCH_*`` environment variables, else the defaults below.
+Values come from keyword arguments, else ``SKILLSEARCH_*`` environment variables (every field but the
+search constants of ``NOT_FROM_ENV``), else the defaults below.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Settings"]
+__all__ = ["NOT_FROM_ENV", "Settings"]
 
 
 def _env_default(name: str, default: Any) -> Any:
@@ -30,6 +31,10 @@ def _env_default(name: str, default: Any) -> Any:
     return raw
 
 
+# Fields the benchmarks and tests set but no operator needs: no ``SKILLSEARCH_*`` variable reads them.
+NOT_FROM_ENV = frozenset({"fusion", "semantic_weight", "no_match_cosine", "abstain"})
+
+
 @dataclass(frozen=True)
 class Settings:
     data_dir: Path = Path("index")
@@ -37,26 +42,11 @@ class Settings:
     # document twice), "minilm" (English only, builds faster), "e5" or "hashing" (fast tests only). Empty:
     # the encoder the data directory's index was built with, else "minilm+e5" (retrieval/encoder.py).
     encoder: str = ""
-    # Fusion defaults, chosen on the dev splits (docs/benchmarks.md): z-score convex combination with
-    # semantic weight 0.6 beats the better single retriever on both MetaTool and Seal-Tools by at least a
-    # point (0.7, chosen before the lexical side got stronger, kept Seal-Tools' margin at 0.2 points).
+    # Search constants, each kept by the leave-one-dataset-out ablation (docs/rules.md); set here for the
+    # benchmarks, never from the environment (see ``NOT_FROM_ENV``). A request may name its own fusion and
+    # semantic weight.
     fusion: str = "zscore"
     semantic_weight: float = 0.6
-    # That weight moves with the share of fusion candidates that match lexically: w + slope * (0.5 - share),
-    # clipped to [0, 1] (core/fusion.adapted_weight; zscore and minmax). A weight the request names, or one
-    # ``calibrate --queries`` tuned, is used as given. 0 turns it off. Chosen on all three dev sets.
-    lexical_share_slope: float = 1.0
-    # A fusion candidate below a full lexical list (``candidate_depth`` matches) gets this share of the list's
-    # last BM25 score, not 0: its own lies between 0 and that. 0.25 helped or was neutral on all three dev
-    # sets (0.5 and more cost MetaTool or the skills set's hit@5; docs/benchmarks.md).
-    unlisted_lexical_share: float = 0.25
-    rrf_k: int = 60
-    # How many candidates each retriever hands to fusion.
-    candidate_depth: int = 100
-    # A query of several sentences is also embedded sentence by sentence (up to this many); a skill's cosine
-    # is its best over the whole query and its sentences. 0 turns it off. (+18 points of semantic nDCG@10
-    # on Seal-Tools dev, whose requests ask for 2-3 tools at once; neutral on MetaTool.)
-    query_sentences: int = 6
     # Characters of the instructions that go into the embedded text after name and description. 0: none
     # (chosen on the skills dev set, the only one with instructions: 600 gave the same English hit@1, one
     # fewer hit@5, worse cross-lingual ranks, and embedded 1.75x slower; docs/benchmarks.md). The
@@ -83,12 +73,10 @@ class Settings:
     encoder_threads: int = 0
     # Answers kept for repeated requests (same text, options and caller grants, store unchanged); 0: none.
     result_cache_size: int = 512
-    # Cosine under which a query has no good match; None: the encoder's dev-measured value, else the index's
-    # calibration (search.no_match_threshold). With minilm+e5, None follows each request's route; a value
-    # set here applies to both models' scores.
+    # Cosine under which a top hit that shares no word with the request is no good match; None: the
+    # encoder's dev-measured value, else the index's calibration (search.no_match_threshold).
     no_match_cosine: float | None = None
-    # False: a hybrid search never answers no_match from its scores (what the decision is fitted on:
-    # `benchmarks/fit_decision.py` needs every request's hits); True in service.
+    # False: a search never answers no_match from its scores (the benchmarks read every request's hits).
     abstain: bool = True
     max_query_chars: int = 2000
     max_limit: int = 100
@@ -112,7 +100,8 @@ class Settings:
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
-        values = {f.name: _env_default(f.name, f.default) for f in fields(cls)}
+        values: dict[str, Any] = {f.name: f.default if f.name in NOT_FROM_ENV else _env_default(f.name, f.default)
+                                  for f in fields(cls)}
         values.update({k: v for k, v in overrides.items() if v is not None})
         values["data_dir"] = Path(values["data_dir"])
         return cls(**values)

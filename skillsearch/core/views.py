@@ -79,7 +79,8 @@ class SearchHitView(BaseModel):
     score: float
     confidence: float | None = Field(
         None, description="Probability in [0, 1] that this skill is one the request wants, fitted on labelled dev "
-        "requests; never higher than the hit above. Null outside hybrid mode or without a fitted decision.")
+        "requests; the same for every caller who sees the skill. Null outside hybrid mode or without a fitted "
+        "decision.")
     explanation: Explanation
     skill_uri: str = Field("", description="skill:// URI of its SKILL.md (MCP Skills extension): skills/get, resources/read.")
 

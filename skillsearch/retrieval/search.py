@@ -1,27 +1,29 @@
-"""The search use case: both retrievers under the caller's visibility, fused, re-checked, explained.
+"""The search use case, as its stages: candidates -> fuse -> order -> re-check -> judge.
 
-1. The grants the principal may see now (its set minus revoked subscriptions) go into both retrievers as
-   a filter, so each returns its top ``depth`` *visible* candidates.
-2. Every candidate gets both raw scores: BM25 (0 when it does not match) and its exact cosine. A full
-   lexical list (``depth`` matches) leaves out matches below its last score: a candidate it left out gets
-   ``unlisted_lexical_share`` of that score instead of 0, since its own lies somewhere under it.
-3. The chosen fusion (default: z-score convex combination, semantic weight 0.6 moved by the share of
-   candidates that match lexically, ``core/fusion.adapted_weight``) orders them.
-4. The fused list is re-checked against the store in one query (status, grant, revocation) before it is
-   returned: the index may lag the store by one batch, the answer may not.
-   A multilingual encoder's cosines are taken against language-centered document vectors (the index's
-   calibration holds the centroids, see ``skillsearch/retrieval/calibration.py``).
+1. ``candidates_stage``: the grants the principal may see now (its set minus revoked subscriptions) go into
+   both retrievers as a filter, so each returns its top ``CANDIDATE_DEPTH`` *visible* candidates; every
+   candidate gets both raw scores, BM25 (0 when it does not match) and its exact cosine. A request of
+   several sentences is also embedded sentence by sentence; a row's cosine is its best over these vectors.
    With ``minilm+e5`` the request's language picks one model, its columns of the matrix and its
-   calibration (the snapshot's routing, ``skillsearch/retrieval/routing.py``); everything below uses that
-   route's numbers.
-5. ``no_match``: when no candidate matches lexically and the best cosine is under the encoder's
-   dev-measured threshold (``Encoder.no_match_cosine``) or else its calibrated one, nothing is a good
-   match and the list is left empty rather than padded with noise; so it is when the fitted decision
-   (``skillsearch/retrieval/confidence.py``) says nothing fits (``no_match_reason`` says which). The
-   decision is per query, not per hit, so a good match never loses its weaker neighbours. Every hybrid
-   hit gets a ``confidence`` (monotone with rank); ``min_confidence`` cuts the list. A request that is
-   exactly a skill's slug or name ranks it first and is never refused; a request the encoder cannot read
+   calibration (the snapshot's routing, ``retrieval/routing.py``); a multilingual encoder's cosines are
+   taken against language-centered document vectors (``retrieval/calibration.py``).
+2. ``fuse_stage``: the chosen fusion (``core/fusion.py``, a registry; default z-score convex combination,
+   semantic weight 0.6 moved by ``LEXICAL_SHARE_SLOPE`` x (0.5 - the share of candidates that match
+   lexically)) gives one score per candidate.
+3. ``order_stage``: the one exact-name rule (a request that is a visible skill's slug, or the name of one
+   of its lexical leaders, ranks that skill first), then the fused order.
+4. ``recheck_stage``: the ordered candidates are re-checked against the store (status, grant, revocation,
+   kind, tags) in chunks before they are returned: the index may lag the store by one batch, the answer
+   may not.
+5. ``judge_stage``: ``no_match`` when no candidate shares a word with the request and the top hit's cosine
+   is under the encoder's floor (``no_good_match``), or when the fitted decision (``retrieval/confidence.py``)
+   gives the top hit a confidence under its threshold (``low_confidence``). Every hybrid hit gets a
+   ``confidence``; ``min_confidence`` cuts the list. Both read the hit and the request (against the whole
+   index), never the caller's other candidates, so adding grants that hold no better candidate changes
+   neither. A request that names its top hit exactly is never refused; a request the encoder cannot read
    gets a ``notice`` instead of a ``no_match``.
+
+Every rule here is in ``docs/rules.md`` with the measurement that keeps it (``skillsearch bench lodo``).
 """
 
 from __future__ import annotations
@@ -30,14 +32,13 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from skillsearch.catalog.importer import slugify
 from skillsearch.catalog.read_cache import SkillReads
 from skillsearch.core.domain import (
-    FUSION_METHODS,
     SEARCH_MODES,
     SKILL_KINDS,
     FusionMethod,
@@ -47,18 +48,32 @@ from skillsearch.core.domain import (
     SkillKind,
 )
 from skillsearch.core.errors import ValidationError, problem
-from skillsearch.core.fusion import Candidates, adapted_weight, candidates, fuse
+from skillsearch.core.fusion import FUSIONS, Candidates, adapted_weight, candidates, fuse, fusion
 from skillsearch.core.settings import Settings
 from skillsearch.core.skill_uri import skill_uri
 from skillsearch.core.views import Explanation, SearchHitView, SearchResponse
 from skillsearch.core.visibility import is_visible, visible_grants
-from skillsearch.retrieval.confidence import Background, decision_of, judge, unreadable_language_notice
+from skillsearch.retrieval.calibration import centered_cosines
+from skillsearch.retrieval.confidence import decision_of, judge, unreadable_language_notice
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.indexer import IndexSnapshot
 from skillsearch.retrieval.lexical import LexicalIndex
+from skillsearch.retrieval.routing import RequestRoute
+from skillsearch.retrieval.vectors import max_cosines
 from skillsearch.retrieval.visible_lexical import visible_lexical_matches
 
-__all__ = ["Hit", "SearchRequest", "SearchResult", "run_search", "search_response"]
+__all__ = [
+    "CANDIDATE_DEPTH", "LEXICAL_SHARE_SLOPE", "QUERY_SENTENCES", "Found", "Hit", "SearchRequest", "SearchResult",
+    "candidates_stage", "exact_name_first", "fuse_stage", "judge_stage", "named_rows", "order_stage", "query_texts",
+    "recheck_stage", "run_search", "search_response", "semantic_scores",
+]
+
+# How many candidates each retriever hands to fusion (docs/rules.md).
+CANDIDATE_DEPTH = 100
+# A request of several sentences is also embedded sentence by sentence, up to this many (docs/rules.md).
+QUERY_SENTENCES = 6
+# The semantic weight moves by this much times (0.5 - the candidates' lexical share) (docs/rules.md).
+LEXICAL_SHARE_SLOPE = 1.0
 
 @dataclass(frozen=True)
 class SearchRequest:
@@ -126,8 +141,8 @@ def validate(request: SearchRequest, settings: Settings) -> SearchRequest:
         problems.append(problem("mode", f"mode must be one of {', '.join(SEARCH_MODES)}"))
     if request.kind is not None and request.kind not in SKILL_KINDS:
         problems.append(problem("kind", f"kind must be one of {', '.join(SKILL_KINDS)}"))
-    if request.fusion is not None and request.fusion not in FUSION_METHODS:
-        problems.append(problem("fusion", f"fusion must be one of {', '.join(FUSION_METHODS)}"))
+    if request.fusion is not None and request.fusion not in FUSIONS:
+        problems.append(problem("fusion", f"fusion must be one of {', '.join(FUSIONS)}"))
     if request.semantic_weight is not None and not 0.0 <= request.semantic_weight <= 1.0:
         problems.append(problem("semantic_weight", "semantic_weight must be between 0 and 1"))
     if request.min_confidence is not None and not 0.0 <= request.min_confidence <= 1.0:
@@ -135,6 +150,20 @@ def validate(request: SearchRequest, settings: Settings) -> SearchRequest:
     if problems:
         raise ValidationError("; ".join(p["message"] for p in problems), {"problems": problems})
     return request
+
+
+class Found(NamedTuple):
+    """What the candidates stage hands on: the candidates, the mean and spread of the request's cosine over
+    the whole index (before any visibility filter, ``VectorSnapshot.background``; None without a semantic
+    side), the rows the request names exactly, the route that scored it and the notice for a request its
+    encoder cannot read."""
+
+    cands: Candidates
+    background: tuple[float, float] | None
+    named: np.ndarray
+    route: RequestRoute
+    notice: str | None
+    revoked: frozenset[str]
 
 
 def run_search(
@@ -150,10 +179,49 @@ def run_search(
     """``request`` as ``principal`` over one index snapshot (its vectors, searcher and routing, whose
     encoder and calibration apply) and the store the answer is re-checked against. ``query_encoders``: what
     embeds a route's requests instead of the route's own encoder, by route key (the catalog's batching
-    services over the same models, ``retrieval/batching.py``; a route not in it calls its model directly)."""
+    services over the same models, ``retrieval/batching.py``; a route not in it calls its model directly).
+
+    The stages: candidates -> fuse -> order -> re-check -> judge."""
     started = time.perf_counter()
     request = validate(request, settings)
+    method = fusion_of(request, settings)
     timings: dict[str, float] = {}
+    found = candidates_stage(request, principal, snapshot, lexical, store, settings, query_encoders, timings)
+    weight = semantic_weight(request, settings, found, method)
+    fused = fuse_stage(found.cands, request.mode, method, weight)
+    order = order_stage(found, fused, request)
+    t = time.perf_counter()
+    hits, picked = recheck_stage(found, fused, order, request, principal, snapshot, store, method, weight)
+    timings["recheck_ms"] = (time.perf_counter() - t) * 1000
+    reason = None
+    if hits:
+        hits, reason = judge_stage(hits, picked, found, request, settings, lexical, snapshot)
+    return SearchResult(
+        hits=hits,
+        no_match=not hits,
+        no_match_reason=(reason or "no_candidates") if not hits else None,
+        notice=found.notice,
+        mode=request.mode,
+        fusion=method if request.mode == "hybrid" else None,
+        took_ms=(time.perf_counter() - started) * 1000,
+        timings=timings,
+    )
+
+
+def fusion_of(request: SearchRequest, settings: Settings) -> str:
+    """The request's fusion, else the settings'; either must name a registered method."""
+    name = request.fusion or settings.fusion
+    fusion(name)  # raises ValidationError on an unknown name
+    return name
+
+
+def candidates_stage(
+    request: SearchRequest, principal: Principal, snapshot: IndexSnapshot, lexical: LexicalIndex,
+    store: SkillReads, settings: Settings, query_encoders: Mapping[str | None, Encoder] | None,
+    timings: dict[str, float],
+) -> Found:
+    """Both retrievers under the caller's visibility: the top ``depth`` visible matches of each, with both
+    scores of every candidate, and the request's cosines over the whole index."""
     vectors = snapshot.vectors
     use_lex = request.mode in ("lexical", "hybrid")
     use_sem = request.mode in ("semantic", "hybrid")
@@ -162,7 +230,7 @@ def run_search(
     if use_sem and len(vectors):
         # Started first: with a batching service a worker encodes while SQLite and Tantivy run below.
         t = time.perf_counter()
-        texts = query_texts(request.query, settings.query_sentences)
+        texts = query_texts(request.query, QUERY_SENTENCES)
         embed = (query_encoders or {}).get(route.route) or route.encoder
         soon = getattr(embed, "encode_soon", None)
         encoded = soon(texts[0], texts[1:]) if soon else (lambda: embed.encode_query_parts(texts[0], texts[1:]))
@@ -173,8 +241,7 @@ def run_search(
     # Fusion needs each retriever's deeper list; a single mode only needs the page and a margin for
     # candidates the re-check drops (an index a batch behind the store). Fewer hits also let Tantivy's
     # block-max WAND prune harder.
-    depth = max(request.limit, settings.candidate_depth) if request.mode == "hybrid" else request.limit + 10
-    method: FusionMethod = request.fusion or settings.fusion  # type: ignore[assignment]
+    depth = max(request.limit, CANDIDATE_DEPTH) if request.mode == "hybrid" else request.limit + 10
     # Rows the caller may see and asked for; None when that is every row (no filter anywhere).
     everything = set(vectors.grant_names) <= set(grants) and not request.kind and not request.tags
     mask = None if everything or not grants else vectors.mask(grants, request.kind, request.tags)
@@ -188,12 +255,16 @@ def run_search(
         timings["lexical_ms"] = (time.perf_counter() - t) * 1000
 
     # While the model works (a batching worker holds no GIL in its forward pass): the store reads that do
-    # not need the query vectors, i.e. the skills a request that is a slug or name names, and the lexical
-    # leaders' rows, which the kept reads (catalog/read_cache.py) then hand to the re-check below.
-    slug_rows = _named_rows(request.query, store, snapshot, principal, revoked) if request.mode != "semantic" else None
-    if encoded:
-        store.skills([vectors.rows[int(r)].skill_id for r in lex_rows[: request.limit + 5]])
+    # not need the query vectors, i.e. the lexical leaders' rows (kept by catalog/read_cache.py for the
+    # re-check) and the skills the request names: by slug, or a lexical leader by its name.
+    leaders = store.skills([vectors.rows[int(r)].skill_id for r in lex_rows[: request.limit + 5]])
+    named = _NONE
+    if request.mode != "semantic":
+        by_name = [int(r) for r in lex_rows[: request.limit + 5]
+                   if _same_name(getattr(leaders.get(vectors.rows[int(r)].skill_id), "name", ""), request.query)]
+        named = np.union1d(named_rows(request.query, store, snapshot, principal, revoked), by_name).astype(np.int64)
 
+    background: tuple[float, float] | None = None
     sem_all: np.ndarray | None = None
     sem_rows = np.zeros(0, np.int64)
     if encoded is not None and grants:
@@ -203,129 +274,138 @@ def run_search(
         t = time.perf_counter()
         # The vector stage (``VectorSnapshot.nearest``): the top ``depth`` visible rows by exact cosine, in
         # one pass for all the query's vectors; e5 scores relative to each document language's centroid
-        # (skillsearch/retrieval/calibration.py). The lexical candidates' cosines are exact too.
-        sem_rows, sem_all = vectors.nearest(queries, depth, mask, route.columns, lex_rows, route.shift(queries))
+        # (skillsearch/retrieval/calibration.py). The lexical candidates' cosines are exact too. The
+        # decision's background reads the whole index, whoever the caller is.
+        shift = route.shift(queries)
+        sem_rows, sem_all = vectors.nearest(queries, depth, mask, route.columns, lex_rows, shift)
+        background = vectors.background(queries, route.columns, shift, sem_all if mask is None else None)
         timings["vector_ms"] = (time.perf_counter() - t) * 1000
-
-    cands = candidates(lex_rows, lex_scores, sem_rows, sem_all, _unlisted_lexical(request, settings, lex_scores, depth))
     notice = unreadable_language_notice(route.encoder, request.query) if use_sem else None
-    weight = _semantic_weight(request, settings, snapshot.routing.calibration, cands, method, notice is None)
-    rows, lexical_score, semantic, lexical_rank = cands.rows, cands.lexical, cands.semantic, cands.lexical_rank
+    cands = candidates(lex_rows, lex_scores, sem_rows, sem_all)
+    return Found(cands, background, named, route, notice, revoked)
 
-    if request.mode == "lexical":
-        fused = lexical_score.astype(np.float64)
-    elif request.mode == "semantic":
-        fused = semantic.astype(np.float64)
-    else:
-        fused = fuse(cands, method, weight, settings.rrf_k)
 
-    fused, exact = _exact_name_first(rows, fused, slug_rows) if slug_rows is not None else (fused, False)
-    decision = decision_of(route.calibration) if request.mode == "hybrid" else None
-    threshold = no_match_threshold(settings, route.encoder, route.calibration)
-    keep = np.ones(rows.size, dtype=bool)
-    reason = None
-    if request.mode == "lexical":
-        keep = lexical_rank > 0
-    elif (settings.abstain and notice is None and not (lexical_rank > 0).any()
-          and (semantic.size == 0 or float(semantic.max()) < threshold)):
-        keep, reason = np.zeros(rows.size, dtype=bool), "no_good_match"
-    order = np.argsort(-fused, kind="stable")
-    order = order[keep[order]]
+def semantic_weight(request: SearchRequest, settings: Settings, found: Found, method: str) -> float:
+    """The request's weight, else one tuned by ``skillsearch calibrate --queries``, both as given, else the
+    settings' weight moved by the candidates' lexical share (``core/fusion.adapted_weight``) unless the
+    encoder cannot read the request."""
+    given = request.semantic_weight
+    if given is None:
+        given = (found.route.calibration or {}).get("semantic_weight")
+    if isinstance(given, (int, float)):
+        return float(given)
+    # An encoder that cannot read the request gives no reason to lean on its cosines.
+    slope = LEXICAL_SHARE_SLOPE if found.notice is None else 0.0
+    return adapted_weight(found.cands, method, settings.semantic_weight, slope)
 
-    # Re-check visibility on the fused list against the store, in one round trip.
-    t = time.perf_counter()
-    hits_out: list[Hit] = []
+
+def fuse_stage(c: Candidates, mode: str, method: str, weight: float) -> np.ndarray:
+    """One score per candidate: BM25 alone, the cosine alone, or the fusion of both (``core/fusion.py``)."""
+    if mode == "lexical":
+        return c.lexical.astype(np.float64)
+    if mode == "semantic":
+        return c.semantic.astype(np.float64)
+    return fuse(c, method, weight)
+
+
+def order_stage(found: Found, fused: np.ndarray, request: SearchRequest) -> np.ndarray:
+    """Candidate indices best first: the skills the request names exactly first (:func:`exact_name_first`),
+    then by fused score; lexical mode keeps only lexical matches."""
+    order = np.argsort(-exact_name_first(found.cands.rows, fused, found.named), kind="stable")
+    return order[found.cands.lexical_rank[order] > 0] if request.mode == "lexical" else order
+
+
+def recheck_stage(
+    found: Found, fused: np.ndarray, order: np.ndarray, request: SearchRequest, principal: Principal,
+    snapshot: IndexSnapshot, store: SkillReads, method: str, weight: float,
+) -> tuple[list[Hit], list[int]]:
+    """The first ``limit`` candidates the store still shows the caller (status, grant, revocation, kind and
+    tags), read in chunks: the index may lag the store by one batch, the answer may not. Returns the hits
+    and each one's index in the candidate arrays."""
+    rows = found.cands.rows
+    hits: list[Hit] = []
     picked: list[int] = []
     chunk = request.limit + 5
     for start in range(0, order.size, chunk):
         part = order[start : start + chunk]
-        ids = [vectors.rows[int(rows[i])].skill_id for i in part]
+        ids = [snapshot.vectors.rows[int(rows[i])].skill_id for i in part]
         skills = store.skills(ids)
         for i, skill_id in zip(part, ids, strict=True):
             skill = skills.get(skill_id)
-            if skill is None or not (is_visible(skill.status, skill.grant, principal, revoked)
+            if skill is None or not (is_visible(skill.status, skill.grant, principal, found.revoked)
                                      and (not request.kind or skill.kind == request.kind)
                                      and set(request.tags) <= set(skill.tags)):
                 continue
-            hits_out.append(Hit(skill, float(fused[i]), _explain(cands, int(i), fused, method, weight, request.mode)))
+            hits.append(Hit(skill, float(fused[i]), _explain(found.cands, int(i), fused, method, weight, request.mode)))
             picked.append(int(i))
-            if len(hits_out) == request.limit:
-                break
-        if len(hits_out) == request.limit:
-            break
-    timings["recheck_ms"] = (time.perf_counter() - t) * 1000
-    named = next((j for j, h in enumerate(hits_out) if _same_name(h.skill.name, request.query)), None)
-    if named and request.mode != "semantic":
-        hits_out.insert(0, hits_out.pop(named))
-        picked.insert(0, picked.pop(named))
-    exact = exact or named is not None
-    # The decision was fitted on unfiltered searches: a kind or tag filter changes the candidate set its
-    # features describe, so such a request keeps only the floor rule above (its hits still get confidences).
-    abstain_by_decision = (settings.abstain and notice is None and not exact and not request.kind
-                           and not request.tags)
-    if request.mode == "hybrid" and hits_out:
-        background = Background.of(sem_all, filtered=mask is not None)
-        hits_out, reason = judge(hits_out, picked, cands, request, decision, abstain_by_decision,
-                                 lexical=lexical, searcher=snapshot.searcher, background=background)
-    return SearchResult(
-        hits=hits_out,
-        no_match=not hits_out,
-        no_match_reason=(reason or "no_candidates") if not hits_out else None,
-        notice=notice,
-        mode=request.mode,
-        fusion=method if request.mode == "hybrid" else None,
-        took_ms=(time.perf_counter() - started) * 1000,
-        timings=timings,
-    )
+            if len(hits) == request.limit:
+                return hits, picked
+    return hits, picked
 
 
-def _unlisted_lexical(request: SearchRequest, settings: Settings, lex_scores: np.ndarray, depth: int) -> float:
-    """The BM25 a hybrid candidate outside the lexical list is given: 0 when the list holds every match (it
-    has fewer than ``depth``), else ``unlisted_lexical_share`` of the list's last score (its true score lies
-    between 0 and that; docs/benchmarks.md, "Candidates below a full lexical list")."""
-    if request.mode != "hybrid" or lex_scores.size < depth:
-        return 0.0
-    return settings.unlisted_lexical_share * float(lex_scores.min())
+def judge_stage(
+    hits: list[Hit], picked: list[int], found: Found, request: SearchRequest, settings: Settings,
+    lexical: LexicalIndex, snapshot: IndexSnapshot,
+) -> tuple[list[Hit], str | None]:
+    """Whether the top hit is good enough, and each hit's confidence (hybrid; ``retrieval/confidence.py``).
+
+    ``no_good_match``: no candidate shares a word with the request and the top hit's cosine is under the
+    encoder's floor (:func:`no_match_threshold`); ``low_confidence``: the fitted decision says the top hit does not
+    fit. Both read the top hit and the request only, never the caller's other candidates. A request that
+    names its top hit exactly is never refused; nor is one the encoder cannot read, nor one with a kind or
+    tag filter (the decision was fitted on unfiltered searches)."""
+    c, top = found.cands, picked[0]
+    named_first = bool(found.named.size) and int(c.rows[top]) in set(found.named.tolist())
+    abstain = settings.abstain and found.notice is None and not named_first
+    floor = no_match_threshold(settings, found.route.encoder, found.route.calibration)
+    if abstain and request.mode != "lexical" and not (c.lexical_rank > 0).any() and float(c.semantic[top]) < floor:
+        return [], "no_good_match"
+    if request.mode != "hybrid":
+        return hits, None
+    return judge(hits, c, picked, request, decision_of(found.route.calibration),
+                 abstain and not request.kind and not request.tags,
+                 background=found.background, lexical=lexical, searcher=snapshot.searcher)
 
 
-def _named_rows(
+_NONE = np.zeros(0, np.int64)
+
+
+def semantic_scores(route: RequestRoute, queries: np.ndarray) -> np.ndarray:
+    """Every row's cosine with the request: the best over its vectors (``(n, dim)``, the whole request and
+    its sentences). e5 scores relative to each document language's centroid (``retrieval/calibration.py``);
+    otherwise one pass over the matrix for all the vectors (``max_cosines``, measured there)."""
+    if route.centering is not None:
+        scores = centered_cosines(route.matrix, queries, route.centering, route.language_codes)
+        return np.asarray(scores.max(axis=0) if scores.ndim == 2 else scores, dtype=np.float32)
+    return max_cosines(route.matrix, queries)
+
+
+def named_rows(
     query: str, store: SkillReads, snapshot: IndexSnapshot, principal: Principal, revoked: frozenset[str],
 ) -> np.ndarray:
-    """The vector rows of the visible skills whose slug the request is, or whose name written as one it is
-    (``Django Pro``, ``django-pro``). Only short requests are looked up (a slug has 64 characters)."""
+    """The vector rows of the visible skills whose slug is the request written as a slug (``Django Pro``,
+    ``django-pro``). Only short requests are looked up (a slug has 64 characters)."""
     slug = slugify(query) if len(query) <= 80 else ""
     if not slug:
-        return np.zeros(0, np.int64)
+        return _NONE
     found = [snapshot.vectors.row_of(s.skill_id) for s in store.skills_by_slug(slug)
              if is_visible(s.status, s.grant, principal, revoked)]
     return np.asarray([r for r in found if r is not None], np.int64)
 
 
-def _exact_name_first(rows: np.ndarray, fused: np.ndarray, named: np.ndarray) -> tuple[np.ndarray, bool]:
-    """The candidates among ``named`` (:func:`_named_rows`) rank first, above every fused score; several such
-    skills (one slug in several grants) keep their fused order among themselves."""
+def _same_name(name: str, query: str) -> bool:
+    return bool(name) and " ".join(name.split()).casefold() == " ".join(query.split()).casefold()
+
+
+def exact_name_first(rows: np.ndarray, fused: np.ndarray, named: np.ndarray) -> np.ndarray:
+    """The one exact-name rule: the candidates among ``named`` (:func:`named_rows`) score above every other
+    candidate; several such skills (one slug in several grants) keep their fused order among themselves."""
     where = np.flatnonzero(np.isin(rows, named)) if named.size else named
     if where.size == 0:
-        return fused, False
+        return fused
     out = fused.copy()
     out[where] += float(fused.max() - fused.min()) + 1.0
-    return out, True
-
-
-def _same_name(name: str, query: str) -> bool:
-    return " ".join(name.split()).casefold() == " ".join(query.split()).casefold()
-
-
-def _semantic_weight(
-    request: SearchRequest, settings: Settings, calibration: dict[str, Any] | None, c: Candidates, method: FusionMethod,
-    readable: bool,
-) -> float:
-    """The request's weight, else one tuned by ``skillsearch calibrate --queries``, both as given, else the
-    settings' weight moved by the lexical share (``adapted_weight``) unless the encoder cannot read the request."""
-    given = request.semantic_weight if request.semantic_weight is not None else (calibration or {}).get("semantic_weight")
-    if isinstance(given, (int, float)):
-        return float(given)
-    return adapted_weight(c, method, settings.semantic_weight, settings.lexical_share_slope if readable else 0.0)
+    return out
 
 
 def no_match_threshold(settings: Settings, encoder: Encoder, calibration: dict[str, Any] | None) -> float:

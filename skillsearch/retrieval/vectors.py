@@ -31,6 +31,9 @@ from skillsearch.retrieval import torch_ops
 from skillsearch.retrieval.lexical import skill_key
 from skillsearch.retrieval.vector_stage import COMPACT_FROM, Compact, Shift, nearest_compact, quantise
 
+# Rows the decision's background statistics read (``VectorSnapshot.background``): each dev set fits whole.
+BACKGROUND_ROWS = 16_384
+
 __all__ = ["VectorRow", "VectorSnapshot", "max_cosines", "normalise", "top_k", "zero_tiny"]
 
 MATRIX_FILE = "vectors.npy"
@@ -264,6 +267,30 @@ class VectorSnapshot:
                 scores[~mask] = -np.inf
             return top_k(scores, depth), scores
         return nearest_compact(matrix, self.compact, columns, queries, depth, mask, exact_rows, shift=shift)
+
+    def background(
+        self, queries: np.ndarray, columns: slice | None = None, shift: Shift | None = None,
+        scores: np.ndarray | None = None,
+    ) -> tuple[float, float]:
+        """The mean and standard deviation of the request's best cosine over the whole index, whoever asks
+        (the decision's ``cos_bg`` and the scale of ``cos_z``, ``retrieval/confidence.py``): every row up to
+        ``BACKGROUND_ROWS``, beyond that a fixed, evenly spaced sample of that many rows, so the cost stays
+        flat at a million skills. ``scores``: :meth:`nearest`'s unmasked, exact scores, when it has them."""
+        n = len(self)
+        if scores is not None and n <= BACKGROUND_ROWS and (self.compact is None or n < COMPACT_FROM):
+            sample = scores
+        else:
+            rows = None if n <= BACKGROUND_ROWS else np.linspace(0, n - 1, BACKGROUND_ROWS).astype(np.int64)
+            matrix = self.matrix if rows is None else self.matrix[rows]
+            if columns is not None:
+                matrix = matrix[:, columns]
+            q = np.ascontiguousarray(zero_tiny(queries)).reshape(-1, matrix.shape[1])
+            if shift is None:
+                sample = max_cosines(np.ascontiguousarray(matrix), q)
+            else:
+                groups = shift.groups if rows is None else shift.groups[rows]
+                sample = (q @ matrix.T - shift.by[:, groups]).max(axis=0).astype(np.float32)
+        return float(sample.mean(dtype=np.float64)), float(sample.std(dtype=np.float64))
 
     # -- updates ----------------------------------------------------------------------------------
 
