@@ -3,9 +3,9 @@
 (faiss-cpu's IVF over 8-bit codes, usearch's HNSW over int8), on the same vectors and query vectors.
 
 Vectors: real MiniLM vectors of the 883 skills and the MetaTool and Seal-Tools tool descriptions (the pool;
-or, with ``--pool-cache``, the vectors an earlier ``skillsearch bench latency`` run embedded), and
-stand-ins made from them to the catalog's size (``bench.synthetic.stand_in_vectors``: a mix of three pool
-vectors per row); query vectors: the dev requests of the skills catalog, MetaTool and Seal-Tools
+or, with ``--pool-cache``, the vectors an earlier ``skillsearch bench latency`` run embedded), and stand-ins
+made from them to the catalog's size (``bench.synthetic.stand_in_vectors``: a mix of three
+pool vectors per row); query vectors: the dev requests of the skills catalog, MetaTool and Seal-Tools
 (each request's vectors as search embeds them: the whole request and its sentences). Both are embedded once
 and kept in ``--cache`` (an ``.npz``).
 
@@ -104,7 +104,8 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     return out, (time.perf_counter() - t) * 1000
 
 
-def run_size(n: int, pool: np.ndarray, queries: list[np.ndarray], log: Callable[[str], None]) -> list[dict[str, Any]]:
+def run_size(n: int, pool: np.ndarray, queries: list[np.ndarray], log: Callable[[str], None],
+             others: bool = True, exact_requests: int = 60) -> list[dict[str, Any]]:
     from skillsearch.bench.synthetic import stand_in_vectors
     from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot, max_cosines, top_k
 
@@ -152,16 +153,21 @@ def run_size(n: int, pool: np.ndarray, queries: list[np.ndarray], log: Callable[
             s[~mask] = -np.inf
         return top_k(s, DEPTH)
 
-    # The exact scan is the reference (recall 1 by definition): timed on the first 60 requests only.
-    measure("exact float32 scan (before)", exact, 0.0, snapshot.matrix.nbytes, requests=60)
+    # The exact scan is the reference (recall 1 by definition): timed on the first requests only.
+    measure("exact float32 scan (before)", exact, 0.0, snapshot.matrix.nbytes, requests=exact_requests)
     assert snapshot.compact is not None
     quantise_ms = timed(lambda: type(snapshot.compact).of(snapshot.matrix))[1]
     measure("int8 scan + float32 re-score (chosen)", lambda q, m: snapshot.nearest(q, DEPTH, m)[0], quantise_ms,
             snapshot.compact.nbytes)
+    # The chosen stage on the same requests as the exact scan's time (a like-for-like time).
+    measure("int8 scan + float32 re-score (chosen), same requests", lambda q, m: snapshot.nearest(q, DEPTH, m)[0],
+            quantise_ms, snapshot.compact.nbytes, requests=exact_requests)
     try:
+        if not others:
+            raise ImportError
         import faiss  # type: ignore[import-not-found]
     except ImportError:
-        log("faiss not installed: IVF not measured")
+        log("faiss not installed or not asked for: IVF not measured")
     else:
         faiss.omp_set_num_threads(1)
         nlist = int(4 * np.sqrt(n))
@@ -187,6 +193,8 @@ def run_size(n: int, pool: np.ndarray, queries: list[np.ndarray], log: Callable[
                 return np.asarray(sorted(best, key=lambda i: -best[i])[:DEPTH], dtype=np.int64)
             measure(f"faiss IVF{nlist},SQ8 nprobe={nprobe}", ivf, build, index.sa_code_size() * n + nlist * 1536)
     try:
+        if not others:
+            raise ImportError
         from usearch.index import Index  # type: ignore[import-not-found]
     except ImportError:
         log("usearch not installed: HNSW not measured")
@@ -215,16 +223,20 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=ROOT / "benchmarks" / ".cache" / "vector-stage.npz")
     parser.add_argument("--requests", type=int, default=150, help="dev requests taken from MetaTool and from Seal-Tools")
     parser.add_argument("--pool-cache", type=Path, help="take the real document vectors from this embedding cache")
+    parser.add_argument("--only-chosen", action="store_true", help="the exact scan and the chosen stage only")
+    parser.add_argument("--exact-requests", type=int, default=60, help="requests the exact scan is timed on")
+    parser.add_argument("--stem", default="vector-stage", help="result file name")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
     from skillsearch.bench.report import write_script_report
 
     pool, queries = embed(args.data_root, args.cache, args.requests, args.pool_cache)
-    rows = [row for n in args.sizes for row in run_size(n, pool, queries, lambda s: print(s, flush=True))]
+    rows = [row for n in args.sizes for row in run_size(n, pool, queries, lambda s: print(s, flush=True),
+                                                        not args.only_chosen, args.exact_requests)]
     several = sum(len(q) > 1 for q in queries)
     command = "PYTHONPATH=. .venv/bin/python benchmarks/vector_stage.py " + " ".join(sys.argv[1:])
     print(write_script_report(
-        args.out, "vector-stage", "The vector stage: exact scan, int8 scan + exact re-score, approximate indexes",
+        args.out, args.stem, "The vector stage: exact scan, int8 scan + exact re-score, approximate indexes",
         command, f"{len(queries)} dev requests ({several} with several query vectors), one thread, shared machine",
         rows, text_columns=2))
 
