@@ -23,14 +23,15 @@ UNITS = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "s": 1}
 
 
 def table_rows(header: str) -> list[list[str]]:
-    """The cells of each row of the README table whose header row starts with ``header``."""
+    """The cells of each row of every README table whose header row starts with ``header``."""
     lines = README.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(header))
     rows = []
-    for line in lines[start + 2:]:
-        if not line.startswith("|"):
-            break
-        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    for start in (i for i, line in enumerate(lines) if line.startswith(header)):
+        for line in lines[start + 2:]:
+            if not line.startswith("|"):
+                break
+            rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    assert rows, f"no README table starts with {header!r}"
     return rows
 
 
