@@ -200,8 +200,11 @@ def skill_uris(reports: list[dict[str, Any]]) -> list[str]:
 
 def check_catalog(name: str, data_dir: Path, work: Path, import_args: list[str] | None) -> dict[str, Any]:
     if import_args is not None:
-        subprocess.run([sys.executable, "-m", "skillsearch.cli", "-q", "--data-dir", str(data_dir), "import",
-                        *import_args], cwd=ROOT, env=python_env(), check=False, stdout=subprocess.DEVNULL)
+        # MiniLM alone: the extension serves files, not search, and e5 would triple the build; the server
+        # below opens the index with the encoder it records.
+        subprocess.run([sys.executable, "-m", "skillsearch.cli", "-q", "--data-dir", str(data_dir), "--encoder",
+                        "minilm", "import", *import_args], cwd=ROOT, env=python_env(), check=False,
+                       stdout=subprocess.DEVNULL)
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     out: dict[str, Any] = {"catalog": name}
