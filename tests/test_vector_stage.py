@@ -193,3 +193,24 @@ def test_rows_are_saved_one_per_line_and_an_index_written_before_still_opens(tmp
     (tmp_path / "rows.json").write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")
     with pytest.raises(IndexNotReadyError, match="unreadable"):
         VectorSnapshot.load(tmp_path)
+
+
+def test_the_decisions_background_reads_the_whole_index_or_a_fixed_sample(
+    world: tuple[VectorSnapshot, list[np.ndarray]],
+) -> None:
+    """``VectorSnapshot.background`` (the decision's ``cos_bg`` and ``cos_z`` scale): past ``BACKGROUND_ROWS``
+    a fixed, evenly spaced sample of the rows, whoever asks, close to the whole index's own figures; up to
+    it, exactly every row (so the leave-one-dataset-out fit, on catalogs of at most 4,076 rows, holds)."""
+    from skillsearch.retrieval.vectors import BACKGROUND_ROWS
+
+    snapshot, queries = world
+    assert len(snapshot) > BACKGROUND_ROWS
+    for q in queries:
+        every = max_cosines(np.ascontiguousarray(snapshot.matrix), np.ascontiguousarray(q))
+        mean, std = snapshot.background(q)
+        assert abs(mean - float(every.mean())) < 0.01 and abs(std - float(every.std())) < 0.01
+        assert snapshot.background(q) == (mean, std)  # the same sample every time
+    small = VectorSnapshot.build(snapshot.dim, np.asarray(snapshot.matrix[:500]), snapshot.rows[:500])
+    q = queries[0]
+    whole = max_cosines(np.ascontiguousarray(small.matrix), np.ascontiguousarray(q))
+    assert small.background(q) == (float(whole.mean(dtype=np.float64)), float(whole.std(dtype=np.float64)))
