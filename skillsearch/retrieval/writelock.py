@@ -25,7 +25,7 @@ from pathlib import Path
 
 from skillsearch.core.errors import IndexNotReadyError
 
-__all__ = ["LOCK_FILE", "WriteLock"]
+__all__ = ["LOCK_FILE", "WriteLock", "claim_pid_lock", "release_pid_lock"]
 
 LOCK_FILE = "write.lock"
 DEFAULT_TIMEOUT_S = float(os.environ.get("SKILLSEARCH_WRITE_LOCK_TIMEOUT_S", "300"))
@@ -74,16 +74,13 @@ class WriteLock:
                         {"lock": str(self.path)},
                     ) from None
                 time.sleep(0.05)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
+        claim_pid_lock(fd)
         self._fd = fd
         return True
 
     def _release(self) -> None:
         fd, self._fd = self._fd, None
-        if fd is not None:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        release_pid_lock(fd)
 
     @contextlib.contextmanager
     def hold(self) -> Iterator[None]:
@@ -119,3 +116,16 @@ class WriteLock:
                     self._release()
         finally:
             self._mutex.release()
+
+
+def claim_pid_lock(fd: int) -> None:
+    """Write this process's id into a lock file whose ``flock`` it now holds (who holds it, for messages)."""
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
+
+
+def release_pid_lock(fd: int | None) -> None:
+    """Let go of a held lock file's ``flock`` and close it (nothing when ``fd`` is None)."""
+    if fd is not None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)

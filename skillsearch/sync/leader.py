@@ -31,6 +31,7 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Protocol
 
+from skillsearch.retrieval.writelock import claim_pid_lock, release_pid_lock
 from skillsearch.sync.background import running
 from skillsearch.sync.contract import SUBSCRIPTION_ID_PATTERN
 
@@ -178,13 +179,10 @@ class Leadership:
         except BlockingIOError:
             os.close(fd)
             return False
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
+        claim_pid_lock(fd)
         self._fd = fd
         return True
 
     def _release(self) -> None:
         fd, self._fd = self._fd, None
-        if fd is not None:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        release_pid_lock(fd)
