@@ -267,3 +267,64 @@ def test_serve_answers_at_once_and_is_not_ready_while_its_model_loads(data_dir: 
     assert hybrid.status_code == 503 and hybrid.json()["error"]["code"] == "INDEX_NOT_READY"
     assert "still loading" in hybrid.json()["error"]["message"]
     assert not loaded
+
+
+# -- model digests kept across processes ---------------------------------------------------------------------
+
+
+def _fingerprint_in_a_new_process(folder: Path, cache: Path) -> str:
+    code = "import sys; from skillsearch.retrieval.model_files import folder_fingerprint as f; print(f(sys.argv[1]))"
+    proc = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, timeout=120,
+                          env=_env(XDG_CACHE_HOME=str(cache)), cwd=ROOT, check=True)
+    return proc.stdout.strip()
+
+
+def _fingerprint_of(digests: dict[str, str]) -> str:
+    """``model_files``' combination of per-file digests, written out: sha256 over sorted ``name\\0digest\\n``."""
+    import hashlib
+
+    return "sha256:" + hashlib.sha256("".join(f"{n}\0{d}\n" for n, d in sorted(digests.items())).encode()).hexdigest()
+
+
+def test_model_digests_are_kept_across_processes_and_a_rewritten_file_is_hashed_again(tmp_path: Path) -> None:
+    """Opening an index checks the model files' fingerprint; a second process takes each file's digest from
+    the cache file instead of reading 160 MB again, but only while the file is the one that was hashed: a
+    file rewritten in place, even with its modification time set back, is hashed again."""
+    import hashlib
+
+    folder, cache = tmp_path / "model", tmp_path / "cache"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    weights = folder / "weights.bin"
+    weights.write_bytes(b"a" * 100_000)
+    true = {"config.json": hashlib.sha256(b"{}").hexdigest(), "weights.bin": hashlib.sha256(b"a" * 100_000).hexdigest()}
+
+    assert _fingerprint_in_a_new_process(folder, cache) == _fingerprint_of(true)
+    kept = cache / "skillsearch" / "model-digests.json"
+    rows = json.loads(kept.read_text())
+    assert sorted(row[5] for row in rows) == sorted(true.values())
+
+    # The next process uses what was kept: a planted digest for the unchanged file is what it combines.
+    planted = [[*row[:5], "0" * 64] if row[0].endswith("weights.bin") else row for row in rows]
+    kept.write_text(json.dumps(planted))
+    assert _fingerprint_in_a_new_process(folder, cache) == _fingerprint_of(true | {"weights.bin": "0" * 64})
+
+    # Rewritten in place with the same size and its old modification time: hashed again, never the kept digest.
+    before = weights.stat()
+    weights.write_bytes(b"b" * 100_000)
+    os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
+    rewritten = true | {"weights.bin": hashlib.sha256(b"b" * 100_000).hexdigest()}
+    assert _fingerprint_in_a_new_process(folder, cache) == _fingerprint_of(rewritten)
+
+
+@pytest.mark.parametrize("content", [b"not json", b'{"a": 1}', b'[[1, 2], ["x", 1, 2, 3, 4, "zz"], 7]',
+                                     b"[" + b" " * (2 << 20) + b"]"], ids=["text", "object", "bad-rows", "oversized"])
+def test_a_damaged_digest_cache_is_ignored(tmp_path: Path, content: bytes) -> None:
+    import hashlib
+
+    folder, cache = tmp_path / "model", tmp_path / "cache"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (cache / "skillsearch").mkdir(parents=True)
+    (cache / "skillsearch" / "model-digests.json").write_bytes(content)
+    assert _fingerprint_in_a_new_process(folder, cache) == _fingerprint_of({"config.json": hashlib.sha256(b"{}").hexdigest()})
