@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from importlib import resources as importlib_resources
 from pathlib import Path
 from threading import Event, RLock
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skillsearch.catalog.changes import changed_at, visible_mark
-from skillsearch.catalog.importer import parse_path
 from skillsearch.catalog.imports import ImportReport, store_import
 from skillsearch.catalog.read_cache import GenerationReads
 from skillsearch.catalog.reads import get_detail, list_page, resolve_flow
@@ -40,23 +39,26 @@ from skillsearch.retrieval.encoder import (
 from skillsearch.retrieval.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex, recorded_encoder
 from skillsearch.retrieval.loading import models_of, start_loading
 from skillsearch.retrieval.search import SearchRequest, SearchResult, run_search, search_response
-from skillsearch.sync.client import SubscriptionClient
-from skillsearch.sync.config import SubscriptionConfig, SyncConfig, default_config_path
-from skillsearch.sync.contract import WebhookEvent
-from skillsearch.sync.health import SyncHealth, sync_health
-from skillsearch.sync.local import LocalSources
-from skillsearch.sync.poller import Poller
-from skillsearch.sync.runner import SyncReport, sync_subscription
-from skillsearch.sync.runs import make_poller, sync_each
-from skillsearch.sync.sources import SourceConfig
-from skillsearch.sync.status import SyncStatus, sync_status
-from skillsearch.sync.webhook import apply_event
+from skillsearch.sync.config import default_config_path
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
-from skillsearch.usecases.restore import RestoreInfo, restore_snapshot
 from skillsearch.usecases.skill_files import SkillFiles, legacy_skill_md_note
-from skillsearch.usecases.snapshots import SnapshotInfo, create_snapshot
 from skillsearch.usecases.sources import LocalSourcesUseCase
-from skillsearch.usecases.tuning import tuned_weight
+
+# What only a write, a sync, a snapshot or tuning needs is imported by the method that does it: a command
+# that only reads (``list``, ``skillsearch mcp`` up to its first answer) then never imports the sync client,
+# runner and poller, the importer (and PyYAML), the snapshot code or the tuner (tests/test_startup.py).
+if TYPE_CHECKING:
+    from skillsearch.sync.client import SubscriptionClient
+    from skillsearch.sync.config import SubscriptionConfig, SyncConfig
+    from skillsearch.sync.contract import WebhookEvent
+    from skillsearch.sync.health import SyncHealth
+    from skillsearch.sync.local import LocalSources
+    from skillsearch.sync.poller import Poller
+    from skillsearch.sync.runner import SyncReport
+    from skillsearch.sync.sources import SourceConfig
+    from skillsearch.sync.status import SyncStatus
+    from skillsearch.usecases.restore import RestoreInfo
+    from skillsearch.usecases.snapshots import SnapshotInfo
 
 __all__ = ["Catalog", "ImportReport", "Readiness", "sample_catalog_dir"]
 
@@ -119,12 +121,16 @@ class Catalog:
     def create_snapshot(settings: Settings, dest: Path, wait_s: float = 60.0) -> SnapshotInfo:
         """A consistent snapshot of ``settings.data_dir`` into the new folder ``dest``, while other processes
         serve and write it (``usecases/snapshots.py``). Loads no model and opens no index."""
+        from skillsearch.usecases.snapshots import create_snapshot
+
         return create_snapshot(Path(settings.data_dir), Path(dest), wait_s=wait_s)
 
     @staticmethod
     def restore_snapshot(settings: Settings, src: Path) -> RestoreInfo:
         """Verify the snapshot ``src`` (every digest, the model fingerprint of ``settings.encoder``) and swap
         it into ``settings.data_dir`` (``usecases/restore.py``); a refusal leaves the folder as it was."""
+        from skillsearch.usecases.restore import restore_snapshot
+
         return restore_snapshot(Path(src), Path(settings.data_dir), settings.encoder)
 
     def embedded_documents(self) -> int:
@@ -233,6 +239,8 @@ class Catalog:
         if not labelled:
             kept = {k: v for k, v in idx.calibration.items() if k in TUNED_KEYS}
             return idx.recalibrate(kept if idx.calibration.get("encoder") == self.encoder.name else {})
+        from skillsearch.usecases.tuning import tuned_weight
+
         operator = Principal.operator()
         return idx.recalibrate(tuned_weight(lambda request: self.search(operator, request), labelled))
 
@@ -298,6 +306,8 @@ class Catalog:
 
     def sync_health(self, config: SyncConfig | None, sources: Sequence[SourceConfig], since: float) -> list[SyncHealth]:
         """Per configured subscription and source: the age of its last success, how long it has been failing."""
+        from skillsearch.sync.health import sync_health
+
         return sync_health(self.store, config, sources, since)
 
     def last_sync_successes(self) -> list[str | None]:
@@ -328,6 +338,8 @@ class Catalog:
             # lexical document written again: 15 s for one skill at 100k, `skillsearch import` in a new
             # process every time).
             self.index(progress)
+        from skillsearch.catalog.importer import parse_path
+
         report = store_import(self.store, parse_path(path, source, grant), source, grant)
         changed = report.changed
         if self._index is not None:
@@ -442,6 +454,8 @@ class Catalog:
         max_pages: int = 1000,
     ) -> SyncReport:
         """Pull and apply every waiting change of one subscription (see :mod:`skillsearch.sync.runner`)."""
+        from skillsearch.sync.runner import sync_subscription
+
         index = self.index()
         with self.writing():
             return sync_subscription(self.store, index, client, sub, page_limit=page_limit, cancel=cancel,
@@ -454,19 +468,27 @@ class Catalog:
         client: SubscriptionClient | None = None,
     ) -> list[SyncReport]:
         """One run of each configured subscription (or of those named); see :func:`sync.runs.sync_each`."""
+        from skillsearch.sync.runs import sync_each
+
         return sync_each(self.sync_subscription, config, subscription_ids, client)
 
     def sync_status(self, config: SyncConfig | None, poller: Poller | None = None,
                     sources: Sequence[SourceConfig] = (), keeper: LocalSources | None = None) -> SyncStatus:
+        from skillsearch.sync.status import sync_status
+
         return sync_status(self.store, config, poller.status() if poller is not None else None,
                            sources, keeper.status() if keeper is not None else None)
 
     def receive_webhook_event(self, config: SyncConfig, event: WebhookEvent, now: float) -> str:
         """Applies a webhook event that :func:`~skillsearch.sync.webhook.verify_webhook` proved."""
+        from skillsearch.sync.webhook import apply_event
+
         return apply_event(self.store, config, event, now)
 
     def make_poller(self, config: SyncConfig, client: SubscriptionClient | None = None) -> Poller:
         """A background poller for ``config`` (not started). Stopping it cuts a retry wait short."""
+        from skillsearch.sync.runs import make_poller
+
         return make_poller(self.sync_subscription, config, client)
 
     def skill_files(self) -> SkillFiles:

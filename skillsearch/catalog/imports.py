@@ -4,10 +4,12 @@ the :class:`ImportReport` of what was created, updated, left unchanged or refuse
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from skillsearch.catalog.importer import ImportProblem, ParsedImport
 from skillsearch.catalog.store import CatalogStore, UpsertOutcome
+
+if TYPE_CHECKING:  # the importer (and PyYAML with it) only when something is imported: `list` reads ImportReport
+    from skillsearch.catalog.importer import ImportProblem, ParsedImport
 
 __all__ = ["ImportReport", "IndexOutcome", "store_import"]
 
@@ -59,6 +61,8 @@ def store_import(store: CatalogStore, parsed: ParsedImport, source: str, grant: 
     taken in the grant by another skill, whose id belongs to another source or grant (an id a bundle names
     never moves another skill, old revisions and all, into another grant), or whose name only looks like
     another's of the grant (look-alike letters) is a problem, not a write."""
+    from skillsearch.catalog.importer import ImportProblem
+
     report = ImportReport(source=source, grant=grant, problems=list(parsed.problems))
     outcomes: dict[str, UpsertOutcome] = {}
     with store.transaction():

@@ -7,14 +7,16 @@ import argparse
 import logging
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from skillsearch.cli.common import Subparsers, add_command, emit, grant_arg, progress_factory, settings_from_args
 from skillsearch.core.errors import ValidationError, problem
 from skillsearch.service import Catalog
 from skillsearch.sync.config import default_config_path
-from skillsearch.sync.mirror import SourceReport
 from skillsearch.sync.sources import DEFAULT_INTERVAL_S, SourceConfig, add_source, load_sources, remove_source
+
+if TYPE_CHECKING:  # the mirror (and the importer, git) only for a command that runs a source
+    from skillsearch.sync.mirror import SourceReport
 
 __all__ = ["add_commands", "config_path", "report_text", "run_sources"]
 

@@ -8,15 +8,23 @@ an open compares them. Everything here is the standard library (no torch, no mod
 check a snapshot before its model is loaded, and a background model load never waits for it.
 
 A fingerprint is ``sha256:<hex>`` over the files' relative paths and contents. Hashing the 90 MB MiniLM
-folder costs about 0.3 s, so each file's digest is kept for the life of the process, keyed by its path,
-size, modification and change times and inode (a replaced or rewritten file misses it).
+folder and e5's 72 MB costs about 0.15 s of CPU, which every command that opens the index (``list``,
+``skillsearch mcp`` before it answers) would pay, so each file's digest is kept, keyed by its path, size,
+modification and change times and inode (a replaced or rewritten file misses it; the kernel sets the
+change time on every write or rename, and no tool sets it back): for the life of the process, and across
+processes in ``$XDG_CACHE_HOME/skillsearch/model-digests.json`` (default ``~/.cache``). That file is only
+a cache: unreadable, malformed or oversized, it is ignored; it cannot be written, digests stay per process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
+import json
 import os
+import re
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +33,7 @@ from skillsearch.core.errors import IndexNotReadyError
 
 __all__ = [
     "builtin_fingerprint",
+    "digest_cache_path",
     "e5_weights",
     "file_fingerprint",
     "folder_fingerprint",
@@ -39,8 +48,14 @@ _CHUNK = 1 << 20
 _SKIPPED_SUFFIXES = (".md",)
 _MAX_FILES = 1000  # a model folder holds a dozen; bounds the walk of a misconfigured folder
 
-_DIGESTS: dict[tuple[str, int, int, int, int], str] = {}
+Key = tuple[str, int, int, int, int]  # resolved path, size, mtime_ns, ctime_ns, inode
+
+_DIGESTS: dict[Key, str] = {}
 _DIGESTS_LOCK = threading.Lock()
+_DISK_READ = False
+_DISK_MAX_BYTES = 1 << 20
+_DISK_MAX_ENTRIES = 256  # a few models' files, several versions each
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def local_model_dir(name: str) -> Path | None:
@@ -79,10 +94,54 @@ def e5_weights() -> Path:
     return path
 
 
+def digest_cache_path() -> Path:
+    """Where digests are kept across processes (``$XDG_CACHE_HOME``, else ``~/.cache``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "skillsearch" / "model-digests.json"
+
+
+def _read_disk() -> dict[Key, str]:
+    """The digests another process kept; anything unreadable or not of the expected shape is skipped."""
+    try:
+        with digest_cache_path().open("rb") as f:
+            data = f.read(_DISK_MAX_BYTES + 1)
+        rows = json.loads(data) if len(data) <= _DISK_MAX_BYTES else []
+    except (OSError, ValueError):
+        return {}
+    found: dict[Key, str] = {}
+    for row in rows if isinstance(rows, list) else []:
+        if (isinstance(row, list) and len(row) == 6 and isinstance(row[0], str)
+                and all(type(v) is int for v in row[1:5]) and isinstance(row[5], str) and _HEX64.fullmatch(row[5])):
+            found[(row[0], row[1], row[2], row[3], row[4])] = row[5]
+    return found
+
+
+def _write_disk(digests: dict[Key, str]) -> None:
+    """Replace the cache file in one rename (a concurrent reader sees the old or the new file, whole)."""
+    path = digest_cache_path()
+    rows = [[*key, digest] for key, digest in list(digests.items())[-_DISK_MAX_ENTRIES:]]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".model-digests.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(rows, f)
+            os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+    except OSError:
+        pass  # a read-only home: digests stay per process
+
+
 def _file_digest(path: Path) -> str:
+    global _DISK_READ
     st = path.stat()
     key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
     with _DIGESTS_LOCK:
+        if not _DISK_READ:
+            _DISK_READ = True
+            _DIGESTS.update({k: v for k, v in _read_disk().items() if k not in _DIGESTS})
         known = _DIGESTS.get(key)
     if known is not None:
         return known
@@ -93,6 +152,7 @@ def _file_digest(path: Path) -> str:
     digest = h.hexdigest()
     with _DIGESTS_LOCK:
         _DIGESTS[key] = digest
+        _write_disk({**_read_disk(), **_DIGESTS})
     return digest
 
 

@@ -36,7 +36,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from skillsearch.catalog.importer import slugify
 from skillsearch.catalog.read_cache import SkillReads
 from skillsearch.core.domain import (
     SEARCH_MODES,
@@ -385,6 +384,8 @@ def named_rows(
 ) -> np.ndarray:
     """The vector rows of the visible skills whose slug is the request written as a slug (``Django Pro``,
     ``django-pro``). Only short requests are looked up (a slug has 64 characters)."""
+    from skillsearch.catalog.importer import slugify  # the importer's own rule; not imported at start-up
+
     slug = slugify(query) if len(query) <= 80 else ""
     if not slug:
         return _NONE

@@ -21,22 +21,26 @@ Layout, one concept per module:
 
 from __future__ import annotations
 
-from skillsearch.sync.client import (
-    CursorExpired,
-    HttpSubscriptionClient,
-    SubscriptionClient,
-    SubscriptionRevoked,
-)
-from skillsearch.sync.config import (
-    SubscriptionConfig,
-    SyncConfig,
-    UpstreamConfig,
-    default_config_path,
-    load_config,
-)
-from skillsearch.sync.poller import Poller
-from skillsearch.sync.runner import SyncReport, sync_subscription
-from skillsearch.sync.status import SyncStatus
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from skillsearch.sync.client import (
+        CursorExpired,
+        HttpSubscriptionClient,
+        SubscriptionClient,
+        SubscriptionRevoked,
+    )
+    from skillsearch.sync.config import (
+        SubscriptionConfig,
+        SyncConfig,
+        UpstreamConfig,
+        default_config_path,
+        load_config,
+    )
+    from skillsearch.sync.poller import Poller
+    from skillsearch.sync.runner import SyncReport, sync_subscription
+    from skillsearch.sync.status import SyncStatus
 
 __all__ = [
     "CursorExpired",
@@ -53,3 +57,18 @@ __all__ = [
     "load_config",
     "sync_subscription",
 ]
+
+# Each name is imported from its module on first use (PEP 562): importing one sync module (the config's
+# path, the local sources) runs this file first, and must not import the client, runner and poller with it.
+_HOMES = {
+    "CursorExpired": "client", "HttpSubscriptionClient": "client", "SubscriptionClient": "client",
+    "SubscriptionRevoked": "client", "SubscriptionConfig": "config", "SyncConfig": "config",
+    "UpstreamConfig": "config", "default_config_path": "config", "load_config": "config", "Poller": "poller",
+    "SyncReport": "runner", "sync_subscription": "runner", "SyncStatus": "status",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)

@@ -16,6 +16,10 @@ also interrupts the request when the poller is stopped; the body is read as a st
 (``application/json``), hold no more items than were asked for, and nest no deeper than the parser can
 take. Redirects are never followed.
 
+httpx is imported when a client is made or a webhook sent, never on import: with its command line's rich
+and pygments it costs about 0.2 s, which every command that never talks to an upstream (``list``,
+``skillsearch mcp``) would otherwise pay at start-up.
+
 Retries cover what is worth retrying: transport errors (refused, reset, dropped mid-body), timeouts,
 408, 429 and 5xx. The wait is exponential with full jitter (AWS architecture blog, "Exponential Backoff
 and Jitter", 2015) unless the platform says ``Retry-After``, which wins (capped by ``backoff_max_s``).
@@ -33,10 +37,9 @@ import time
 from collections.abc import Callable
 from datetime import UTC
 from email.utils import parsedate_to_datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import quote
 
-import httpx
 import pydantic
 
 from skillsearch.core.errors import UpstreamUnavailableError
@@ -49,6 +52,9 @@ from skillsearch.sync.contract import (
     WebhookEvent,
     sign_webhook,
 )
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "CursorExpired",
@@ -159,6 +165,8 @@ class HttpSubscriptionClient:
         rng: random.Random | None = None,
         sleep: Callable[[float], None] | None = None,
     ) -> None:
+        import httpx
+
         self.config = config
         self._cancel = cancel or threading.Event()
         self._rng = rng or random.Random()
@@ -193,6 +201,8 @@ class HttpSubscriptionClient:
 
     def _get(self, path: str, params: dict[str, str | int]) -> tuple[int, httpx.Headers, bytes]:
         """One GET within the total deadline: (status, headers, the decoded body, bounded)."""
+        import httpx
+
         limit = self.config.max_response_bytes
         with _Watchdog(time.monotonic() + self.config.deadline_s, self._cancel) as watchdog:
             try:
@@ -219,6 +229,8 @@ class HttpSubscriptionClient:
                 raise
 
     def fetch_page(self, subscription_id: str, cursor: str | None, limit: int) -> RawChangePage:
+        import httpx
+
         path = f"/v1/subscriptions/{quote(subscription_id, safe='')}/skills"
         params: dict[str, str | int] = {"limit": limit}
         if cursor is not None:
@@ -301,6 +313,8 @@ def _error_code(body: bytes) -> str | None:
 def send_webhook(url: str, secret: str, event: WebhookEvent, *, timeout_s: float = 10.0,
                  timestamp: int | None = None) -> int:
     """POST one signed event (the reference upstream's push); returns the receiver's HTTP status."""
+    import httpx
+
     body = json.dumps(event.model_dump(), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     ts = int(time.time()) if timestamp is None else timestamp
     headers = {

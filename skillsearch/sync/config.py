@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from skillsearch.core.errors import ValidationError
-from skillsearch.sync.contract import SUBSCRIPTION_ID_PATTERN
 
 __all__ = [
+    "SUBSCRIPTION_ID_PATTERN",
     "SubscriptionConfig",
     "SyncConfig",
     "UpstreamConfig",
@@ -45,6 +45,9 @@ __all__ = [
 ]
 
 CONFIG_FILENAME = "sync.toml"
+# A subscription's id, in this file and on the wire (``contract.py`` re-exports it). Defined here so that
+# reading the configuration does not build the wire models.
+SUBSCRIPTION_ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
 _SUB_ID = re.compile(SUBSCRIPTION_ID_PATTERN)
 
 

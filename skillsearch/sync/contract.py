@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from skillsearch.core.domain import SKILL_ID_PATTERN, FlowStep, Parameter, ResourceKind, SkillKind
+from skillsearch.sync.config import SUBSCRIPTION_ID_PATTERN
 
 __all__ = [
     "SIGNATURE_HEADER",
@@ -41,7 +42,6 @@ __all__ = [
     "signature_matches",
 ]
 
-SUBSCRIPTION_ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
 SIGNATURE_HEADER = "X-Skillsearch-Signature"
 TIMESTAMP_HEADER = "X-Skillsearch-Timestamp"
 

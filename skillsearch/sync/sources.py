@@ -19,7 +19,8 @@ table each, and need no ``[upstream]`` table::
 
 A source's name is also the ``source`` its skills carry in the catalog, so ``skillsearch import PATH
 --source NAME`` is a one-shot run into the same ownership. ``skillsearch sources add|remove`` edit the
-file through tomlkit (this module is its home), which keeps the rest of the file, comments included.
+file through tomlkit (this module is its home), which keeps the rest of the file, comments included;
+tomlkit is imported by those two edits only (reading uses ``tomllib``), not by every command that reads.
 """
 
 from __future__ import annotations
@@ -29,8 +30,6 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
-
-import tomlkit
 
 from skillsearch.core.errors import ValidationError
 from skillsearch.core.grants import grant_problem
@@ -188,6 +187,8 @@ def add_source(path: Path, source: SourceConfig) -> None:
     if any(s.name == source.name for s in existing):
         raise ValidationError(f"a source named {source.name!r} is already configured in {path}",
                               {"name": source.name})
+    import tomlkit
+
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     doc = tomlkit.parse(text)
     table = tomlkit.table()
@@ -210,6 +211,8 @@ def remove_source(path: Path, name: str) -> SourceConfig:
     existing = {s.name: s for s in load_sources(path)}
     if name not in existing:
         raise ValidationError(f"no source named {name!r} in {path}", {"name": name})
+    import tomlkit
+
     doc = tomlkit.parse(path.read_text(encoding="utf-8"))
     sources = doc["sources"]
     keep = [t for t in sources if t.get("name") != name]

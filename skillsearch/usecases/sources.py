@@ -9,13 +9,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.retrieval.indexer import SearchIndex
-from skillsearch.sync.local import LocalSources
-from skillsearch.sync.mirror import SourceReport, apply_source, read_source, retire_source
-from skillsearch.sync.sources import SourceConfig
+
+# Every catalog has this use case, most never run a source: the mirror (the importer, git) and the keeper
+# (watchfiles) are imported by the method that needs them, not by opening a catalog.
+if TYPE_CHECKING:
+    from skillsearch.sync.local import LocalSources
+    from skillsearch.sync.mirror import SourceReport
+    from skillsearch.sync.sources import SourceConfig
 
 __all__ = ["CatalogParts", "LocalSourcesUseCase"]
 
@@ -37,6 +41,8 @@ class LocalSourcesUseCase:
              folders: frozenset[str] | None = None) -> SourceReport:
         """Mirror one source (see :mod:`skillsearch.sync.mirror`); a git fetch runs outside the write lock.
         ``folders``: only these top-level folders of a folder source changed (a watcher's batch)."""
+        from skillsearch.sync.mirror import apply_source, read_source
+
         c = self._catalog
         read = read_source(c.store, source, c.data_dir / "sources", force=force, allow_rewind=allow_rewind,
                            folders=folders)
@@ -46,6 +52,8 @@ class LocalSourcesUseCase:
 
     def retire(self, name: str) -> list[str]:
         """A source taken out of the configuration: its skills are archived (pinned revisions stay)."""
+        from skillsearch.sync.mirror import retire_source
+
         index = self._catalog.index()
         with self._catalog.writing():
             return retire_source(self._catalog.store, index, name)
@@ -54,4 +62,6 @@ class LocalSourcesUseCase:
         """The background runner of ``sources`` (not started): each on its interval, with the poller's
         backoff after a failed run, and each folder source watched: a change is applied ``quiet_ms`` after
         its last write, reading only the folders that changed."""
+        from skillsearch.sync.local import LocalSources
+
         return LocalSources(lambda s, folders: self.sync(s, folders=folders), sources, quiet_ms=quiet_ms)
