@@ -22,6 +22,7 @@ the report lists every quantile (the trade-off between false refusals and negati
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from collections.abc import Callable, Sequence
@@ -154,6 +155,11 @@ def _tops_of(table: tuple[np.ndarray, np.ndarray, np.ndarray], n: int, weights: 
     return _tops(x @ weights, q, n)
 
 
+def _fixed_tops(tables: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], n: dict[str, int], weights: np.ndarray,
+                _left_out: str, m: str) -> np.ndarray:
+    return _tops_of(tables[m], n[m], weights)
+
+
 def lodo_decision(sets: Sequence[SetData], plan: Plan, log: Callable[[str], None] = lambda _s: None) -> dict[str, Any]:
     """The decision fitted on all sets (shipped) and each set's left-out numbers (see the module docstring)."""
     log("decision: features of every hit")
@@ -192,8 +198,7 @@ def lodo_decision(sets: Sequence[SetData], plan: Plan, log: Callable[[str], None
         if weights is None:
             blocks = left_out(lambda s, m: _tops(probability[s][m], tables[m][2], n[m]))
         else:
-            w = refusal_weights(weights)
-            blocks = left_out(lambda _s, m, w=w: _tops_of(tables[m], n[m], w))
+            blocks = left_out(functools.partial(_fixed_tops, tables, n, refusal_weights(weights)))
         q = chosen(blocks)
         variants[label] = {
             "weights": weights, "quantile": q, "worst": max(b["false_refusals"] for b in blocks[q].values()),
