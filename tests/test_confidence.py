@@ -6,12 +6,13 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import ValidationError
 from skillsearch.core.settings import Settings
-from skillsearch.retrieval.confidence import FEATURES, packaged_decision
+from skillsearch.retrieval.confidence import FEATURES, Decision, packaged_decision
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog
@@ -175,3 +176,40 @@ def test_the_background_features_read_the_whole_catalog_whatever_the_caller_sees
     assert filtered["cos_bg"] == feats["cos_bg"]
     narrow = sample.search(STARTER, SearchRequest("write tests")).hits[0].features
     assert narrow["cos_bg"] == search(sample, "write tests").hits[0].features["cos_bg"]
+
+
+# Requests about something the sample catalog (git, Python, ops, data, writing) does not cover at all.
+UNCOVERED = ["recipe for a gluten-free chocolate cake", "what should I plant in my vegetable garden in April"]
+# The English requests the README and the search page show on the sample catalog.
+EXAMPLES = ["which commit broke the build?", "renew an expired TLS certificate", "find the commit that broke it",
+            "profile slow python code", "clean a messy dataset with pandas", "write a postmortem",
+            "cut a tagged release", "write tests"]
+
+
+@pytest.mark.parametrize("query", UNCOVERED)
+def test_a_request_the_catalog_does_not_cover_is_no_match(sample: Catalog, query: str) -> None:
+    """Issue 30: the decision's ``no_match`` reads the top hit's fit (its cosine, the request's mean cosine
+    with the whole catalog, half its coverage), so a request far from every skill is refused, for the
+    operator and for a caller who sees one grant alike."""
+    for caller in (OPERATOR, STARTER):
+        result = sample.search(caller, SearchRequest(query))
+        assert result.no_match and result.hits == [], (query, caller)
+        assert result.no_match_reason in ("low_confidence", "no_good_match")
+
+
+@pytest.mark.parametrize("query", EXAMPLES)
+def test_the_readme_examples_are_not_refused(sample: Catalog, query: str) -> None:
+    result = search(sample, query)
+    assert not result.no_match and result.hits, query
+
+
+def test_no_match_reads_the_top_hits_fit_not_its_confidence() -> None:
+    """The fit is the fixed sum the shipped decision names, over the hit's features."""
+    stored = packaged_decision(MINILM)
+    assert stored is not None
+    decision = Decision.from_dict(stored)
+    row = np.asarray([0.3, 0.2, 0.4, 3.0, 0.05])  # cos, lex, coverage, cos_z, cos_bg
+    expected = sum(stored["refusal"].get(f, 0.0) * v for f, v in zip(FEATURES, row, strict=True))
+    assert decision.fit(row) == pytest.approx(expected)
+    with pytest.raises(ValueError, match="refusal"):
+        Decision.from_dict({**stored, "refusal": {"cos": 1.0, "nope": 1.0}})

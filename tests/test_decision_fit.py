@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from skillsearch.bench.decision import QUANTILES, abstention, lodo_decision, threshold
+from skillsearch.bench.decision import CONFIDENCE, QUANTILES, REFUSAL, REFUSALS, abstention, lodo_decision, threshold
 from skillsearch.bench.lodo import Plan
 from skillsearch.bench.lodo_data import SetData
 
@@ -61,3 +61,7 @@ def test_the_decision_is_scored_on_each_set_by_a_model_fitted_without_it() -> No
         assert block["false_refusals"] <= out["quantile"] + 1e-9, name
     # The negatives (only set c has them) are refused more often than its positives.
     assert out["left_out"]["c"]["no_match"] > out["left_out"]["c"]["false_refusals"]
+    # Every candidate fit is scored left out, and the shipped model names the fit no_match reads.
+    assert set(out["refusals"]) == {*REFUSALS, CONFIDENCE}
+    assert out["model"]["refusal"] == REFUSALS[REFUSAL]
+    assert out["refusals"][REFUSAL]["quantile"] == out["quantile"]

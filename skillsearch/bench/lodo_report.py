@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from skillsearch.bench.cache import BenchEncoder, folder_name
+from skillsearch.bench.decision import MAX_FALSE_REFUSAL
 from skillsearch.bench.lodo import SHIPPED, TODAY, bm25s_scores, lodo_table, score_plan
 from skillsearch.bench.lodo_data import DATASETS, METATOOL_QUERIES, SetData, collect_set
 from skillsearch.bench.report import run_metadata
@@ -89,7 +90,7 @@ def lodo_markdown(report: Mapping[str, Any]) -> str:
     d = report.get("decision")
     if d:
         lines += ["", "## The decision, each set left out", "", d.get("summary", ""), "",
-                  "Refusals: the top hit's confidence under the threshold fitted on the other sets, or the floor rule"
+                  "Refusals: the top hit's fit under the threshold fitted on the other sets, or the floor rule"
                   " (no candidate shares a word and the top cosine is under the encoder's floor).", "",
                   "| left out | answerable | false refusals | of which floor | negatives | no_match | of which floor |"
                   " threshold | hits at confidence >= 0.8: right |", "|---|---|---|---|---|---|---|---|---|"]
@@ -103,6 +104,32 @@ def lodo_markdown(report: Mapping[str, Any]) -> str:
                   + "; ".join(f"{m}: false refusals {v['false_refusals']:.4f}"
                               + (f", negatives no_match {v['no_match']:.3f}" if v["negatives"] else "")
                               for m, v in d["fitted_on_all"].items()) + "."]
+        variants = d.get("refusals", {})
+        if variants:
+            left = list(next(iter(variants.values()))["left_out"])
+            negs = [s for s in left if next(iter(variants.values()))["left_out"][s]["negatives"]]
+            lines += ["", "Candidate fits for `no_match` (the top hit's features times fixed weights; `confidence`: the"
+                      " rule before, the model's probability), each at the largest quantile whose worst left-out false"
+                      f" refusals are at most {MAX_FALSE_REFUSAL}; `{d.get('refusal')}` ships.", "",
+                      "| fit | quantile | worst false refusals | " + " | ".join(f"{s} false refusals" for s in left)
+                      + " | " + " | ".join(f"{s} negatives no_match" for s in negs) + " |",
+                      "|---|---|---|" + "---|" * (len(left) + len(negs))]
+            for label, v in variants.items():
+                lines.append(f"| {label} | {v['quantile']} | {v['worst']:.4f} | "
+                             + " | ".join(f"{v['left_out'][s]['false_refusals']:.4f}" for s in left) + " | "
+                             + " | ".join(f"{v['left_out'][s]['no_match']:.3f}" for s in negs) + " |")
+        curve = d.get("by_quantile", {})
+        if curve:
+            with_negatives = [s for s, b in d["left_out"].items() if b["negatives"]]
+            lines += ["", "Trade-off (each threshold quantile, every set left out in turn): the worst left-out false"
+                      " refusals against the left-out negatives answered `no_match`.", "",
+                      "| quantile | worst false refusals | " + " | ".join(f"{s} false refusals" for s in curve[next(iter(curve))])
+                      + " | " + " | ".join(f"{s} negatives no_match" for s in with_negatives) + " |",
+                      "|---|---|" + "---|" * (len(curve[next(iter(curve))]) + len(with_negatives))]
+            for q, blocks in curve.items():
+                worst = max(b["false_refusals"] for b in blocks.values())
+                lines.append(f"| {q} | {worst:.4f} | " + " | ".join(f"{b['false_refusals']:.4f}" for b in blocks.values())
+                             + " | " + " | ".join(f"{blocks[s]['no_match']:.3f}" for s in with_negatives) + " |")
         lines += ["", "Reliability per left-out set (confidence bin: hits, share right):", ""]
         for s, b in d["left_out"].items():
             lines.append(f"- {s}: " + "; ".join(

@@ -15,9 +15,13 @@ holds:
   cosine of the request over the catalog, and ``cos_z``, the hit's cosine as a z-score against it. A
   request no skill fits is far from the whole catalog, not only from its best hit.
 
-``no_match``: the top hit's confidence is under ``no_match_below`` (fitted so that on every dev set left
-out at most 1 % of the answerable requests are refused). It reads the top hit only, so adding grants that
-hold no better candidate never changes it.
+``no_match``: the top hit's *fit* is under ``no_match_below``. The fit is a fixed sum of the top hit's
+features (``refusal``: its cosine, plus the request's mean cosine with the whole catalog, plus half its
+coverage; ``docs/rules.md`` says why each term is there), not the confidence: the confidence model learns
+"is this hit the right one" and leans on ``cos_z``, which is *high* for a request about something the catalog
+does not cover (all its cosines are low, so its best one stands out). ``no_match_below`` is fitted so that on
+every dev set left out at most 1 % of the answerable requests are refused. It reads the top hit only, so
+adding grants that hold no better candidate never changes it.
 
 The fitted numbers are packaged in ``decisions.json`` (one entry per encoder name) and copied into the
 index's calibration (``manifest.json`` -> ``calibration.decision``) when the index is calibrated; search reads
@@ -44,10 +48,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DECISION_VERSION", "FEATURES", "MULTILINGUAL_OFF", "Decision", "card_text", "decision_of", "feature_rows", "judge",
-    "packaged_decision", "unreadable_language_notice",
+    "packaged_decision", "refusal_weights", "unreadable_language_notice",
 ]
 
-DECISION_VERSION = 2
+# 3: ``no_match`` reads the top hit's fit (``refusal`` weights), not its confidence.
+DECISION_VERSION = 3
 # Every feature is a number of the hit itself or of the request against the whole catalog, never of the
 # caller's visible subset: a hit's confidence does not move when other skills become visible.
 FEATURES: tuple[str, ...] = ("cos", "lex", "coverage", "cos_z", "cos_bg")
@@ -55,21 +60,27 @@ FEATURES: tuple[str, ...] = ("cos", "lex", "coverage", "cos_z", "cos_bg")
 
 @dataclass(frozen=True)
 class Decision:
-    """A fitted logistic model over :data:`FEATURES`, standardised by ``mean``/``scale``; a request whose top
-    hit's confidence is under ``no_match_below`` fits nothing."""
+    """A fitted logistic model over :data:`FEATURES`, standardised by ``mean``/``scale``, gives each hit its
+    confidence; a request whose top hit's fit (its features times ``refusal``) is under ``no_match_below``
+    fits nothing."""
 
     mean: np.ndarray
     scale: np.ndarray
     coef: np.ndarray
     intercept: float
     no_match_below: float
+    refusal: np.ndarray
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Decision:
         if tuple(data["features"]) != FEATURES:
             raise ValueError(f"a decision over {data['features']} is not one over {list(FEATURES)}")
+        refusal = data["refusal"]
+        if set(refusal) - set(FEATURES):
+            raise ValueError(f"a refusal over {sorted(refusal)} is not one over {list(FEATURES)}")
         return cls(np.asarray(data["mean"], np.float64), np.asarray(data["scale"], np.float64),
-                   np.asarray(data["coef"], np.float64), float(data["intercept"]), float(data["no_match_below"]))
+                   np.asarray(data["coef"], np.float64), float(data["intercept"]), float(data["no_match_below"]),
+                   refusal_weights(refusal))
 
     def confidences(self, x: np.ndarray) -> np.ndarray:
         """One confidence per row of ``x`` (one hit each)."""
@@ -77,6 +88,15 @@ class Decision:
             return np.zeros(0)
         z = (np.atleast_2d(x) - self.mean) / np.where(self.scale == 0, 1.0, self.scale)
         return np.asarray(1.0 / (1.0 + np.exp(-(z @ self.coef + self.intercept))))
+
+    def fit(self, x: np.ndarray) -> float:
+        """The fit of one hit (its :data:`FEATURES` row), which ``no_match`` compares with ``no_match_below``."""
+        return float(np.asarray(x, np.float64) @ self.refusal)
+
+
+def refusal_weights(refusal: dict[str, float]) -> np.ndarray:
+    """The weights of a hit's fit over :data:`FEATURES` (a feature not named weighs 0)."""
+    return np.asarray([float(refusal.get(f, 0.0)) for f in FEATURES], np.float64)
 
 
 _PARSED: dict[int, tuple[Any, Decision | None]] = {}
@@ -171,7 +191,7 @@ def judge(
     abstain: bool, *, background: tuple[float, float] | None, lexical: LexicalIndex, searcher: Any,
 ) -> tuple[list[Hit], str | None]:
     """The hits with their features and confidences, cut by ``min_confidence``, or none with the reason:
-    ``low_confidence`` when ``abstain`` and the top hit's confidence is under the decision's threshold.
+    ``low_confidence`` when ``abstain`` and the top hit's fit is under the decision's threshold.
     ``picked``: each hit's index in the candidate arrays ``c``."""
     listed = c.lexical_rank[picked] > 0
     x = hit_features(background, c.semantic[picked], np.where(listed, c.lexical[picked], 0.0),
@@ -182,7 +202,7 @@ def judge(
         return [replace(h, features=f) for h, f in zip(hits, named, strict=True)], None
     conf = decision.confidences(x)
     out = [replace(h, confidence=round(float(p), 4), features=f) for h, p, f in zip(hits, conf, named, strict=True)]
-    if abstain and float(conf[0]) < decision.no_match_below:
+    if abstain and decision.fit(x[0]) < decision.no_match_below:
         return [], "low_confidence"
     if request.min_confidence is not None:
         out = [h for h in out if (h.confidence or 0.0) >= request.min_confidence]
