@@ -45,10 +45,9 @@ def embed(data_root: Path, cache: Path, per_set: int, pool_cache: Path | None) -
         return pool, np.split(flat, np.cumsum(counts)[:-1])
     import random
 
-    from skillsearch.core.settings import Settings
     from skillsearch.retrieval.documents import split_identifiers
     from skillsearch.retrieval.encoder import MiniLMEncoder
-    from skillsearch.retrieval.search import query_texts
+    from skillsearch.retrieval.search import QUERY_SENTENCES, query_texts
     from skillsearch.retrieval.vectors import normalise
 
     docs: list[str] = []
@@ -76,8 +75,7 @@ def embed(data_root: Path, cache: Path, per_set: int, pool_cache: Path | None) -
         pool = encoder.encode_documents(docs)
     # As search embeds a request (``encode_query_parts``: the request alone, or its sentences and their
     # normalised mean), in one batched call: MiniLM embeds a query exactly like a document.
-    sentences = Settings().query_sentences
-    texts = [query_texts(r, sentences) for r in requests]
+    texts = [query_texts(r, QUERY_SENTENCES) for r in requests]
     flat = [x for t in texts for x in (t[1:] or t)]
     vectors = np.split(encoder.encode_documents(flat), np.cumsum([len(t[1:] or t) for t in texts])[:-1])
     queries = [v if len(t) == 1 else np.vstack([normalise(v.mean(axis=0)), v]) for t, v in zip(texts, vectors, strict=True)]

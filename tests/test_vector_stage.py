@@ -15,7 +15,16 @@ import pytest
 from skillsearch.bench.synthetic import stand_in_vectors
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.retrieval.encoder import Encoder
-from skillsearch.retrieval.vector_stage import COMPACT_FROM, Compact, Shift, quantise
+from skillsearch.retrieval.vector_stage import (
+    COMPACT_FROM,
+    SPLIT_FROM,
+    Compact,
+    Shift,
+    _approximate,
+    hide,
+    nearest_compact,
+    quantise,
+)
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot, max_cosines
 
 ROWS = COMPACT_FROM + 2_000
@@ -112,6 +121,33 @@ def test_grant_filtering_happens_inside_the_stage(world: tuple[VectorSnapshot, l
             assert np.isneginf(scores[~mask]).all()
             assert recall_at(rows, exact(snapshot, q, mask), rows.size) == 1.0
             np.testing.assert_allclose(scores[rows], exact(snapshot, q)[rows], atol=1e-6)
+
+
+def test_a_scan_split_over_threads_scores_and_filters_exactly_as_one_thread(
+    world: tuple[VectorSnapshot, list[np.ndarray]],
+) -> None:
+    """Two threads share the int8 scan (each its own rows) and come to the same bits as one thread, with
+    several query vectors and with language centering; the branch-free filter hides the same rows as
+    boolean indexing and nothing else."""
+    snapshot, queries = world
+    compact = snapshot.compact
+    assert compact is not None and len(compact) >= SPLIT_FROM
+    groups = (np.arange(ROWS) % 3).astype(np.int64)
+    for q in (queries[0], queries[-1]):
+        for shift in (None, Shift(np.full((len(q), 3), 0.01, np.float32) * np.arange(3), groups)):
+            one, err_one = _approximate(compact, None, q, 1, shift)
+            for threads in (2, 3):
+                split, err = _approximate(compact, None, q, threads, shift)
+                assert err == err_one and np.array_equal(split, one)
+    mask = snapshot.mask(["team:some"])
+    hidden = one.copy()
+    hide(hidden, mask)
+    want = one.copy()
+    want[~mask] = -np.inf
+    assert np.array_equal(hidden, want) and np.isfinite(hidden[mask]).all()
+    for threads in (1, 2):
+        rows, scores = nearest_compact(snapshot.matrix, compact, None, queries[-1], 100, mask, threads=threads)
+        assert mask[rows].all() and rows.size == 100 and np.isneginf(scores[~mask]).all()
 
 
 def test_a_routes_columns_and_language_centering_scan_the_same_way(world: tuple[VectorSnapshot, list[np.ndarray]]

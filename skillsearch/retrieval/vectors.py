@@ -29,7 +29,15 @@ import numpy as np
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.retrieval import torch_ops
 from skillsearch.retrieval.lexical import skill_key
-from skillsearch.retrieval.vector_stage import COMPACT_FROM, Compact, Shift, nearest_compact, quantise
+from skillsearch.retrieval.vector_stage import (
+    COMPACT_FROM,
+    Compact,
+    Shift,
+    hide,
+    nearest_compact,
+    quantise,
+    sample_scores,
+)
 
 # Rows the decision's background statistics read (``VectorSnapshot.background``): each dev set fits whole.
 BACKGROUND_ROWS = 16_384
@@ -264,7 +272,7 @@ class VectorSnapshot:
             else:
                 scores = (queries @ matrix.T - shift.by[:, shift.groups]).max(axis=0).astype(np.float32)
             if mask is not None:
-                scores[~mask] = -np.inf
+                hide(scores, mask)
             return top_k(scores, depth), scores
         return nearest_compact(matrix, self.compact, columns, queries, depth, mask, exact_rows, shift=shift)
 
@@ -275,10 +283,17 @@ class VectorSnapshot:
         """The mean and standard deviation of the request's best cosine over the whole index, whoever asks
         (the decision's ``cos_bg`` and the scale of ``cos_z``, ``retrieval/confidence.py``): every row up to
         ``BACKGROUND_ROWS``, beyond that a fixed, evenly spaced sample of that many rows, so the cost stays
-        flat at a million skills. ``scores``: :meth:`nearest`'s unmasked, exact scores, when it has them."""
+        flat at a million skills; with an int8 copy (from ``COMPACT_FROM`` rows) the sample is scored from
+        that copy (each cosine within about 1e-3; the mean over the sample far closer), not by gathering
+        rows of the mapped float32 matrix. ``scores``: :meth:`nearest`'s unmasked, exact scores, when it
+        has them."""
         n = len(self)
         if scores is not None and n <= BACKGROUND_ROWS and (self.compact is None or n < COMPACT_FROM):
             sample = scores
+        elif self.compact is not None and n > BACKGROUND_ROWS and n >= COMPACT_FROM:
+            q = np.ascontiguousarray(zero_tiny(queries)).reshape(-1, self.dim if columns is None else
+                                                                  len(range(self.dim)[columns]))
+            sample = sample_scores(self.compact, BACKGROUND_ROWS, columns, q, shift)
         else:
             rows = None if n <= BACKGROUND_ROWS else np.linspace(0, n - 1, BACKGROUND_ROWS).astype(np.int64)
             matrix = self.matrix if rows is None else self.matrix[rows]
