@@ -213,6 +213,61 @@ def run_size(n: int, pool: np.ndarray, queries: list[np.ndarray], log: Callable[
     return out
 
 
+def paired_parts(n: int, pool: np.ndarray, queries: list[np.ndarray], requests: int, folder: Path,
+                 log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The stage's parts, each timed against its alternative on the same request in turn (paired), over
+    a saved and reopened snapshot (its float32 matrix a file mapping, as served): the int8 scan on one
+    thread and on two; hiding the rows a grant does not see (half of them, scattered) by boolean indexing
+    and branch-free; the background sample from the mapped float32 matrix and from the int8 copy; and the
+    whole stage (``nearest`` + ``background``) as search runs it, unfiltered and filtered."""
+    import shutil
+
+    from skillsearch.bench.synthetic import stand_in_vectors
+    from skillsearch.retrieval import vector_stage as vs
+    from skillsearch.retrieval.vectors import BACKGROUND_ROWS, VectorRow, VectorSnapshot, max_cosines
+
+    rng = np.random.default_rng(n)
+    keys = rng.integers(0, 2**63, n, dtype=np.uint64)
+    matrix = np.concatenate([pool[: min(len(pool), n)], stand_in_vectors(pool, keys[len(pool):])])[:n]
+    rows = [VectorRow(f"s{i}", "team:half" if i % 2 else "team:all", "knowledge", (), "", "") for i in range(n)]
+    shutil.rmtree(folder, ignore_errors=True)
+    VectorSnapshot.build(matrix.shape[1], matrix, rows).save(folder)
+    del matrix, rows
+    snapshot = VectorSnapshot.load(folder)
+    compact = snapshot.compact
+    assert compact is not None and snapshot.base is not None
+    half = snapshot.mask(["team:half"])
+    sample_rows = np.linspace(0, n - 1, BACKGROUND_ROWS).astype(np.int64)
+
+    def boolean(scores: np.ndarray) -> None:
+        scores[~half] = -np.inf
+
+    parts: dict[str, Callable[[np.ndarray], Any]] = {
+        "int8 scan, 1 thread": lambda q: vs._approximate(compact, None, q, 1, None),
+        "int8 scan, 2 threads": lambda q: vs._approximate(compact, None, q, 2, None),
+        "hide half the rows: scores[~mask] = -inf": lambda q: boolean(np.zeros(n, np.float32)),
+        "hide half the rows: branch-free (vector_stage.hide)": lambda q: vs.hide(np.zeros(n, np.float32), half),
+        "background: float32 rows of the mapped matrix": lambda q: max_cosines(
+            np.ascontiguousarray(snapshot.matrix[sample_rows]), q),
+        "background: int8 copy (vector_stage.sample_scores)": lambda q: vs.sample_scores(
+            compact, BACKGROUND_ROWS, None, q, None),
+        "whole stage, unfiltered": lambda q: (snapshot.nearest(q, DEPTH), snapshot.background(q)),
+        "whole stage, half visible": lambda q: (snapshot.nearest(q, DEPTH, half), snapshot.background(q)),
+    }
+    times: dict[str, list[float]] = {name: [] for name in parts}
+    for q in queries[:requests]:
+        for name, part in parts.items():
+            times[name].append(timed(lambda part=part, q=q: part(q))[1])
+    out = []
+    for name, ts in times.items():
+        row = {"rows": n, "part": name, "p50_ms": round(float(np.median(ts)), 3),
+               "p95_ms": round(float(np.percentile(ts, 95)), 3), "requests": len(ts)}
+        log(json.dumps(row))
+        out.append(row)
+    shutil.rmtree(folder, ignore_errors=True)
+    return out
+
+
 def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -224,15 +279,28 @@ def main() -> None:
     parser.add_argument("--only-chosen", action="store_true", help="the exact scan and the chosen stage only")
     parser.add_argument("--exact-requests", type=int, default=60, help="requests the exact scan is timed on")
     parser.add_argument("--stem", default="vector-stage", help="result file name")
+    parser.add_argument("--parts", action="store_true",
+                        help="time the stage's parts against their alternatives, paired (vector-stage-parts)")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/skillsearch-vector-stage"),
+                        help="folder for the saved snapshot --parts reopens")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
     from skillsearch.bench.report import write_script_report
 
     pool, queries = embed(args.data_root, args.cache, args.requests, args.pool_cache)
+    command = "PYTHONPATH=. .venv/bin/python benchmarks/vector_stage.py " + " ".join(sys.argv[1:])
+    if args.parts:
+        parts = [row for n in args.sizes for row in paired_parts(n, pool, queries, args.exact_requests, args.work,
+                                                                 lambda s: print(s, flush=True))]
+        print(write_script_report(
+            args.out, args.stem, "The vector stage's parts against their alternatives, paired", command,
+            f"the first {args.exact_requests} of the dev requests, each part in turn on the same request; the "
+            "snapshot saved and reopened (float32 matrix mapped); shared machine: compare rows of one size",
+            parts, text_columns=2))
+        return
     rows = [row for n in args.sizes for row in run_size(n, pool, queries, lambda s: print(s, flush=True),
                                                         not args.only_chosen, args.exact_requests)]
     several = sum(len(q) > 1 for q in queries)
-    command = "PYTHONPATH=. .venv/bin/python benchmarks/vector_stage.py " + " ".join(sys.argv[1:])
     print(write_script_report(
         args.out, args.stem, "The vector stage: exact scan, int8 scan + exact re-score, approximate indexes",
         command, f"{len(queries)} dev requests ({several} with several query vectors), one thread, shared machine",

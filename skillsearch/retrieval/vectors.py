@@ -17,7 +17,6 @@ import dataclasses
 import json
 import logging
 import os
-import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -29,6 +28,7 @@ import numpy as np
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.retrieval import torch_ops
 from skillsearch.retrieval.lexical import skill_key
+from skillsearch.retrieval.vector_rows import KeyIndex, RowTable, VectorRow
 from skillsearch.retrieval.vector_stage import (
     COMPACT_FROM,
     Compact,
@@ -50,18 +50,6 @@ LOG_FILE = "changes.log"
 CODES_FILE = "codes.npy"
 SCALES_FILE = "scales.npy"
 log = logging.getLogger("skillsearch")
-
-
-@dataclass(frozen=True, slots=True)
-class VectorRow:
-    """Metadata of one row: whose vector it is, what filters apply, and the hashes that keep it fresh."""
-
-    skill_id: str
-    grant: str
-    kind: str
-    tags: tuple[str, ...]
-    doc_hash: str
-    embed_hash: str
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:
@@ -164,8 +152,8 @@ class MappedFile:
 class VectorSnapshot:
     dim: int
     matrix: np.ndarray
-    rows: tuple[VectorRow, ...]
-    key_to_row: dict[int, int] = field(repr=False)
+    rows: RowTable  # row metadata as columns (``vector_rows.py``): a VectorRow is built per row asked for
+    key_to_row: KeyIndex = field(repr=False)
     keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64), repr=False)
     grant_names: tuple[str, ...] = ()
     grant_codes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32), repr=False)
@@ -191,24 +179,21 @@ class VectorSnapshot:
         matrix = matrix.reshape(len(rows), dim)
         if compact is None and len(rows) >= COMPACT_FROM:
             compact = Compact.of(matrix)
+        table = RowTable.of(rows)
         if keys is None:
-            keys = np.fromiter((skill_key(r.skill_id) for r in rows), dtype=np.uint64, count=len(rows))
-        grant_names = tuple(sorted({r.grant for r in rows}))
-        kind_names = tuple(sorted({r.kind for r in rows}))
-        g_index = {g: i for i, g in enumerate(grant_names)}
-        k_index = {k: i for i, k in enumerate(kind_names)}
+            keys = np.fromiter((skill_key(s) for s in table.skill_ids()), dtype=np.uint64, count=len(table))
         matrix.setflags(write=False)
         keys.setflags(write=False)
         return cls(
             dim=dim,
             matrix=matrix,
-            rows=tuple(rows),
-            key_to_row=dict(zip(keys.tolist(), range(len(rows)), strict=True)),
+            rows=table,
+            key_to_row=KeyIndex(keys),
             keys=keys,
-            grant_names=grant_names,
-            grant_codes=np.fromiter((g_index[r.grant] for r in rows), dtype=np.int32, count=len(rows)),
-            kind_names=kind_names,
-            kind_codes=np.fromiter((k_index[r.kind] for r in rows), dtype=np.int32, count=len(rows)),
+            grant_names=table.grant_names,
+            grant_codes=table.grant_codes,
+            kind_names=table.kind_names,
+            kind_codes=table.kind_codes,
             compact=compact,
             base=base,
             overlay=overlay,
@@ -227,11 +212,14 @@ class VectorSnapshot:
     @cached_property
     def tag_rows(self) -> dict[str, np.ndarray]:
         """Rows of each tag, built on the first search that filters by tag (most snapshots never need it)."""
-        lists: dict[str, list[int]] = {}
-        for i, r in enumerate(self.rows):
-            for t in r.tags:
-                lists.setdefault(t, []).append(i)
-        return {t: np.asarray(v, dtype=np.int64) for t, v in lists.items()}
+        table = self.rows
+        order = np.argsort(table.tag_codes, kind="stable")
+        bounds = np.searchsorted(table.tag_codes[order], np.arange(len(table.tag_sets) + 1))
+        lists: dict[str, list[np.ndarray]] = {}
+        for code, tags in enumerate(table.tag_sets):
+            for t in tags:
+                lists.setdefault(t, []).append(order[bounds[code] : bounds[code + 1]])
+        return {t: np.sort(np.concatenate(v)).astype(np.int64) for t, v in lists.items()}
 
     # -- search -----------------------------------------------------------------------------------
 
@@ -330,14 +318,13 @@ class VectorSnapshot:
         kept = len(self.rows) - len(gone)
         matrix = np.empty((kept + len(added), self.dim), dtype=np.float32)
         matrix[:kept] = self.matrix[keep] if keep is not None else self.matrix
-        rows = [self.rows[i] for i in keep.tolist()] if keep is not None else list(self.rows)
+        table = self.rows.take(keep) if keep is not None else self.rows
         new_pos = (lambda old: int(np.searchsorted(keep, old))) if keep is not None else (lambda old: old)
-        for old, (row, vec) in replace.items():
+        for old, (_row, vec) in replace.items():
             matrix[new_pos(old)] = zero_tiny(vec)
-            rows[new_pos(old)] = row
-        for j, (row, vec) in enumerate(added):
+        for j, (_row, vec) in enumerate(added):
             matrix[kept + j] = vec
-            rows.append(row)
+        rows = table.replaced({new_pos(old): row for old, (row, _) in replace.items()}).extended([r for r, _ in added])
         keys = self.keys[keep] if keep is not None else self.keys
         if added:
             extra = np.fromiter((skill_key(r.skill_id) for r, _ in added), dtype=np.uint64, count=len(added))
@@ -361,9 +348,7 @@ class VectorSnapshot:
         if changed:
             matrix[changed] = vectors
         compact = self.compact.replaced(changed, vectors) if self.compact is not None else None
-        rows = list(self.rows)
-        for i in changed:
-            rows[i] = replace[i][0]
+        rows = self.rows.replaced({i: replace[i][0] for i in changed})
         same_filters = all(
             (r.grant, r.kind, r.tags) == (self.rows[i].grant, self.rows[i].kind, self.rows[i].tags)
             for i, (r, _) in replace.items()
@@ -372,7 +357,7 @@ class VectorSnapshot:
             return VectorSnapshot.build(self.dim, matrix, rows, self.keys, compact, self.base, overlay)
         matrix.setflags(write=False)
         return VectorSnapshot(
-            dim=self.dim, matrix=matrix, rows=tuple(rows), key_to_row=self.key_to_row, keys=self.keys,
+            dim=self.dim, matrix=matrix, rows=rows, key_to_row=self.key_to_row, keys=self.keys,
             grant_names=self.grant_names, grant_codes=self.grant_codes, kind_names=self.kind_names,
             kind_codes=self.kind_codes, compact=compact, base=self.base, overlay=overlay,
         )
@@ -501,24 +486,21 @@ def _saved_compact(folder: Path, matrix: np.ndarray) -> Compact | None:
     return Compact(codes, scales.astype(np.float32, copy=False))
 
 
-def _read_rows(path: Path) -> tuple[int, list[VectorRow]]:
+def _read_rows(path: Path) -> tuple[int, RowTable]:
     """The dimension and the rows of ``rows.json``: a header line and one row per line, or (written before
-    that layout) one JSON object holding every row. Grant, kind and tag strings are interned: a million
-    rows share a few of each."""
+    that layout) one JSON object holding every row. Read a line at a time into columns (no object per row
+    is kept: ``vector_rows.RowTable``)."""
+    columns: tuple[list[Any], ...] = ([], [], [], [], [], [])
     with open(path, encoding="utf-8") as f:
         header = json.loads(f.readline())
-        if header.get("layout") == "lines":
-            rows = [_row_of(json.loads(line)) for line in f]
-            if len(rows) != int(header["rows"]):
-                raise ValueError(f"{path} holds {len(rows)} rows, its header says {header['rows']}")
-        else:
-            rows = [_row_of(r) for r in header["rows"]]
-    return int(header["dim"]), rows
-
-
-def _row_of(r: list[Any]) -> VectorRow:
-    s, g, k, t, d, e = r
-    return VectorRow(s, sys.intern(g), sys.intern(k), tuple(sys.intern(x) for x in t), d, e)
+        lines = (json.loads(line) for line in f) if header.get("layout") == "lines" else iter(header["rows"])
+        for r in lines:
+            s, g, k, t, d, e = r
+            for column, value in zip(columns, (s, g, k, tuple(t), d, e), strict=True):
+                column.append(value)
+        if header.get("layout") == "lines" and len(columns[0]) != int(header["rows"]):
+            raise ValueError(f"{path} holds {len(columns[0])} rows, its header says {header['rows']}")
+    return int(header["dim"]), RowTable.from_columns(*columns)
 
 
 def _row_json(r: VectorRow) -> list[object]:
