@@ -4,7 +4,7 @@ A :class:`VectorRow` object (an id, two 64-character hashes, interned grant, kin
 400 bytes, and a dict from each id's key to its row about 100 more: 1M rows held about 500 MB of the
 serving process's memory in them. :class:`RowTable` keeps the same rows as columns (the ids as one UTF-8
 buffer and its offsets, each hash column one fixed-width byte array, grant, kind and tag set as small codes
-into their distinct values: about 170 bytes a row for ids of about 30 characters) and builds a
+into their distinct values, a hex hash as its 32 bytes: about 110 bytes a row for ids of 30 characters) and builds a
 :class:`VectorRow` only for the row asked for. :class:`KeyIndex` finds a row by its id's key with a binary
 search over the sorted keys (16 bytes a row) instead of a dict.
 """
@@ -17,7 +17,7 @@ from typing import overload
 
 import numpy as np
 
-__all__ = ["KeyIndex", "RowTable", "VectorRow"]
+__all__ = ["KeyIndex", "RowTable", "Texts", "VectorRow"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +39,65 @@ def _codes(values: Sequence[str] | Sequence[tuple[str, ...]]) -> tuple[tuple[obj
     return names, np.fromiter((index[v] for v in values), dtype=np.int32, count=len(values))
 
 
-def _fixed(texts: Sequence[str]) -> np.ndarray:
-    """ASCII texts (hashes) as one fixed-width byte array; any other text as UTF-8 (decoded back alike)."""
-    return np.asarray([t.encode("utf-8") for t in texts], dtype=np.bytes_) if texts else np.zeros(0, "S1")
+_HEX = frozenset("0123456789abcdef")
+
+
+class Texts:
+    """A column of short texts (the hashes): lowercase hex of one even length kept as its bytes in a
+    ``(n, length / 2)`` uint8 array (a sha256 in 32 bytes, not a 113-byte str); any other texts as one
+    fixed-width byte array of their UTF-8."""
+
+    __slots__ = ("data", "hex")
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        width = len(texts[0]) if texts else 0
+        raw = b""
+        if texts and width % 2 == 0 and width > 0 and all(len(t) == width for t in texts):
+            joined = "".join(texts)
+            try:
+                raw = bytes.fromhex(joined)
+            except ValueError:
+                raw = b""
+            if raw.hex() != joined:  # upper case or spaces, which fromhex accepts: not written back alike
+                raw = b""
+        self.hex = bool(raw)
+        if self.hex:
+            self.data = np.frombuffer(raw, dtype=np.uint8).reshape(len(texts), width // 2)
+        else:
+            self.data = np.asarray([t.encode("utf-8") for t in texts], dtype=np.bytes_) if texts else \
+                np.zeros(0, "S1")
+        self.data.setflags(write=False)
+
+    def __getitem__(self, i: int) -> str:
+        return self.data[i].tobytes().hex() if self.hex else bytes(self.data[i]).decode("utf-8")
+
+    def __len__(self) -> int:
+        return int(self.data.shape[0])
+
+    def all(self, rows: np.ndarray | None = None) -> list[str]:
+        picked = self.data if rows is None else self.data[rows]
+        if self.hex:
+            return [b.hex() for b in map(bytes, picked)]
+        return [b.decode("utf-8") for b in picked.tolist()]
+
+    def fits(self, text: str) -> bool:
+        """Whether ``text`` can be written in place (same hex width, or no longer than the byte width)."""
+        if self.hex:
+            return len(text) == 2 * self.data.shape[1] and _HEX.issuperset(text)
+        return len(text.encode("utf-8")) <= self.data.dtype.itemsize
+
+    def with_values(self, values: Mapping[int, str]) -> Texts:
+        """A copy with these rows' texts replaced (each must :meth:`fits`)."""
+        out = Texts.__new__(Texts)
+        out.hex, out.data = self.hex, self.data.copy()
+        for i, t in values.items():
+            out.data[i] = np.frombuffer(bytes.fromhex(t), np.uint8) if self.hex else t.encode("utf-8")
+        out.data.setflags(write=False)
+        return out
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.data.nbytes)
 
 
 class RowTable(Sequence[VectorRow]):
@@ -52,13 +108,13 @@ class RowTable(Sequence[VectorRow]):
 
     def __init__(self, ids: np.ndarray, id_ends: np.ndarray, grant_names: tuple[str, ...], grant_codes: np.ndarray,
                  kind_names: tuple[str, ...], kind_codes: np.ndarray, tag_sets: tuple[tuple[str, ...], ...],
-                 tag_codes: np.ndarray, doc: np.ndarray, embed: np.ndarray) -> None:
+                 tag_codes: np.ndarray, doc: Texts, embed: Texts) -> None:
         self._ids, self._id_ends = ids, id_ends
         self.grant_names, self.grant_codes = grant_names, grant_codes
         self.kind_names, self.kind_codes = kind_names, kind_codes
         self.tag_sets, self.tag_codes = tag_sets, tag_codes
         self._doc, self._embed = doc, embed
-        for a in (ids, id_ends, grant_codes, kind_codes, tag_codes, doc, embed):
+        for a in (ids, id_ends, grant_codes, kind_codes, tag_codes):
             a.setflags(write=False)
 
     @classmethod
@@ -79,7 +135,7 @@ class RowTable(Sequence[VectorRow]):
         kind_names, kind_codes = _codes(kinds)
         tag_sets, tag_codes = _codes([tuple(t) for t in tags])
         return cls(blob, id_ends, grant_names, grant_codes, kind_names, kind_codes,  # type: ignore[arg-type]
-                   tag_sets, tag_codes, _fixed(docs), _fixed(embeds))  # type: ignore[arg-type]
+                   tag_sets, tag_codes, Texts(docs), Texts(embeds))  # type: ignore[arg-type]
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -102,8 +158,7 @@ class RowTable(Sequence[VectorRow]):
             raise IndexError(i)
         i %= n
         return VectorRow(self.skill_id(i), self.grant_names[self.grant_codes[i]], self.kind_names[self.kind_codes[i]],
-                         self.tag_sets[self.tag_codes[i]], self._doc[i].decode("utf-8"),
-                         self._embed[i].decode("utf-8"))
+                         self.tag_sets[self.tag_codes[i]], self._doc[i], self._embed[i])
 
     @overload
     def __getitem__(self, i: int) -> VectorRow: ...
@@ -130,7 +185,7 @@ class RowTable(Sequence[VectorRow]):
     @property
     def nbytes(self) -> int:
         return sum(int(a.nbytes) for a in (self._ids, self._id_ends, self.grant_codes, self.kind_codes,
-                                           self.tag_codes, self._doc, self._embed))
+                                           self.tag_codes)) + self._doc.nbytes + self._embed.nbytes
 
     # -- changed copies -----------------------------------------------------------------------------
 
@@ -142,8 +197,7 @@ class RowTable(Sequence[VectorRow]):
         if any(self.skill_id(i) != r.skill_id for i, r in changes.items()):
             raise ValueError("a replaced row must keep its id")
         known = all(r.grant in self.grant_names and r.kind in self.kind_names and r.tags in self.tag_sets and
-                    len(r.doc_hash.encode()) <= self._doc.itemsize and len(r.embed_hash.encode()) <= self._embed.itemsize
-                    for r in changes.values())
+                    self._doc.fits(r.doc_hash) and self._embed.fits(r.embed_hash) for r in changes.values())
         if not known:  # a new grant, kind or tag set, or a longer hash: the columns are made again
             columns = self._columns(np.arange(len(self)))
             for i, r in changes.items():
@@ -152,11 +206,11 @@ class RowTable(Sequence[VectorRow]):
                     column[i] = value  # type: ignore[index]
             return RowTable.from_columns(*columns)
         grants, kinds, tags = self.grant_codes.copy(), self.kind_codes.copy(), self.tag_codes.copy()
-        doc, embed = self._doc.copy(), self._embed.copy()
         for i, r in changes.items():
             grants[i], kinds[i] = self.grant_names.index(r.grant), self.kind_names.index(r.kind)
             tags[i] = self.tag_sets.index(r.tags)
-            doc[i], embed[i] = r.doc_hash.encode("utf-8"), r.embed_hash.encode("utf-8")
+        doc = self._doc.with_values({i: r.doc_hash for i, r in changes.items()})
+        embed = self._embed.with_values({i: r.embed_hash for i, r in changes.items()})
         return RowTable(self._ids, self._id_ends, self.grant_names, grants, self.kind_names, kinds, self.tag_sets,
                         tags, doc, embed)
 
@@ -177,8 +231,7 @@ class RowTable(Sequence[VectorRow]):
         return ([every[i] for i in rows.tolist()], [self.grant_names[c] for c in self.grant_codes[rows].tolist()],
                 [self.kind_names[c] for c in self.kind_codes[rows].tolist()],
                 [self.tag_sets[c] for c in self.tag_codes[rows].tolist()],
-                [b.decode("utf-8") for b in self._doc[rows].tolist()],
-                [b.decode("utf-8") for b in self._embed[rows].tolist()])
+                self._doc.all(rows), self._embed.all(rows))
 
 
 class KeyIndex(Mapping[int, int]):

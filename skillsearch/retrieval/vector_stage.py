@@ -11,7 +11,7 @@ A search then
    ``depth`` rows come back whenever ``depth`` visible rows exist;
 3. takes every visible row whose approximate score is within :func:`margin` (six standard deviations of the
    quantisation error) of the ``depth``-th best approximate score, and re-scores those exactly in float32
-   (the matrix may be a file mapping: only these rows are read);
+   (an opened index reads only these rows from its saved file: ``vectors.FileRows``);
 4. returns the top ``depth`` by exact cosine.
 
 The fusion sees exact float32 cosines only: the candidates', and those of the rows the caller names
@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache, cached_property
+from typing import Protocol
 
 import numpy as np
 import simsimd
@@ -49,6 +50,15 @@ MAX_RESCORE_FACTOR = 8
 SCAN_THREADS = max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
 # A scan shorter than this many rows runs on the calling thread (a hand-off costs tens of microseconds).
 SPLIT_FROM = 32_768
+
+
+class Rows(Protocol):
+    """The float32 rows re-scored exactly: an array, or a reader of a saved file (``vectors.FileRows``)."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    def __getitem__(self, rows: np.ndarray, /) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -224,7 +234,7 @@ def _depth_threshold(scores: np.ndarray, k: int) -> float:
 
 
 def nearest_compact(
-    matrix: np.ndarray,
+    matrix: Rows,
     compact: Compact,
     columns: slice | None,
     queries: np.ndarray,
@@ -263,8 +273,8 @@ def nearest_compact(
     return picked[order].astype(np.int64), scores
 
 
-def _exact(matrix: np.ndarray, rows: np.ndarray, queries: np.ndarray, shift: Shift | None) -> np.ndarray:
-    """The float32 scores of these rows (read from ``matrix``, which may be a file mapping)."""
+def _exact(matrix: Rows, rows: np.ndarray, queries: np.ndarray, shift: Shift | None) -> np.ndarray:
+    """The float32 scores of these rows (read from ``matrix``: an array, or rows read from a saved file)."""
     if rows.size == 0:
         return np.zeros(0, dtype=np.float32)
     products = np.asarray(matrix[rows], dtype=np.float32) @ queries.T
