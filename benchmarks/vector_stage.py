@@ -268,6 +268,71 @@ def paired_parts(n: int, pool: np.ndarray, queries: list[np.ndarray], requests: 
     return out
 
 
+def _rss_mb() -> float:
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _peak_mb() -> float:
+    return next(int(x.split()[1]) / 1024 for x in Path("/proc/self/status").read_text().splitlines()
+                if x.startswith("VmHWM"))
+
+
+def memory_child(folder: Path, cache: Path, requests: int) -> None:
+    """In a fresh process: open the saved store, run the vector stage as search does (``nearest`` and
+    ``background``, every other request filtered by a grant), apply a one-row update; print RSS as JSON."""
+    from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
+
+    bare = _rss_mb()
+    t = time.perf_counter()
+    snapshot = VectorSnapshot.load(folder)
+    row = {"rows": len(snapshot), "bare_process_mb": round(bare), "load_s": round(time.perf_counter() - t, 1),
+           "rss_after_open_mb": round(_rss_mb()), "peak_while_opening_mb": round(_peak_mb())}
+    with np.load(cache) as z:
+        queries = np.split(z["queries"], np.cumsum(z["counts"])[:-1])[:requests]
+    mask = snapshot.mask(["team:x"])
+    times = []
+    for i, q in enumerate(queries):
+        t = time.perf_counter()
+        snapshot.nearest(q, DEPTH, mask if i % 2 else None)
+        snapshot.background(q)
+        times.append((time.perf_counter() - t) * 1000)
+    row.update({"stage_p50_ms": round(float(np.median(times)), 2), "searches": len(times),
+                "rss_after_searches_mb": round(_rss_mb())})
+    old = snapshot.rows[123]
+    t = time.perf_counter()
+    updated = snapshot.apply([(VectorRow(old.skill_id, old.grant, old.kind, old.tags, "0" * 64, "1" * 64),
+                               queries[0][0])], [])
+    row.update({"one_row_update_ms": round((time.perf_counter() - t) * 1000),
+                "rss_with_both_snapshots_mb": round(_rss_mb())})
+    del snapshot
+    updated.nearest(queries[1], DEPTH)
+    row.update({"rss_after_the_old_snapshot_went_mb": round(_rss_mb()), "peak_mb": round(_peak_mb())})
+    print(json.dumps(row))
+
+
+def memory(n: int, pool: np.ndarray, cache: Path, folder: Path, requests: int) -> dict[str, Any]:
+    """Save a store of ``n`` rows (ids of 30 characters, sha256 hashes, 10% of rows in a second grant) and
+    measure a fresh process that serves it (:func:`memory_child`)."""
+    import hashlib
+    import shutil
+    import subprocess
+
+    from skillsearch.bench.synthetic import stand_in_vectors
+    from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
+
+    keys = np.random.default_rng(n).integers(0, 2**63, n, dtype=np.uint64)
+    matrix = np.concatenate([pool[: min(len(pool), n)], stand_in_vectors(pool, keys[len(pool):])])[:n]
+    rows = [VectorRow(f"synthetic/skill-{i:07d}-name", "team:x" if i % 10 == 0 else "public", "knowledge", (),
+                      hashlib.sha256(b"d%d" % i).hexdigest(), hashlib.sha256(b"e%d" % i).hexdigest()) for i in range(n)]
+    shutil.rmtree(folder, ignore_errors=True)
+    VectorSnapshot.build(matrix.shape[1], matrix, rows).save(folder)
+    del matrix, rows
+    out = subprocess.run([sys.executable, __file__, "--memory-child", str(folder), "--cache", str(cache),
+                          "--exact-requests", str(requests)], check=True, capture_output=True, text=True)
+    shutil.rmtree(folder, ignore_errors=True)
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
 def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -281,14 +346,27 @@ def main() -> None:
     parser.add_argument("--stem", default="vector-stage", help="result file name")
     parser.add_argument("--parts", action="store_true",
                         help="time the stage's parts against their alternatives, paired (vector-stage-parts)")
+    parser.add_argument("--memory", action="store_true",
+                        help="serving memory of a saved store in a fresh process (vector-stage-memory)")
+    parser.add_argument("--memory-child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, default=Path("/tmp/skillsearch-vector-stage"),
                         help="folder for the saved snapshot --parts reopens")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
     from skillsearch.bench.report import write_script_report
 
+    if args.memory_child:
+        memory_child(args.memory_child, args.cache, args.exact_requests)
+        return
     pool, queries = embed(args.data_root, args.cache, args.requests, args.pool_cache)
     command = "PYTHONPATH=. .venv/bin/python benchmarks/vector_stage.py " + " ".join(sys.argv[1:])
+    if args.memory:
+        rows_m = [memory(n, pool, args.cache, args.work, args.exact_requests) for n in args.sizes]
+        print(write_script_report(
+            args.out, args.stem, "Serving memory of the vector store", command,
+            "a saved store reopened in a fresh process (RSS from /proc/self/statm, peak VmHWM); "
+            f"the vector stage of the first {args.exact_requests} dev requests; shared machine", rows_m))
+        return
     if args.parts:
         parts = [row for n in args.sizes for row in paired_parts(n, pool, queries, args.exact_requests, args.work,
                                                                  lambda s: print(s, flush=True))]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import overload
+from typing import Any, cast, overload
 
 import numpy as np
 
@@ -32,7 +32,7 @@ class VectorRow:
     embed_hash: str
 
 
-def _codes(values: Sequence[str] | Sequence[tuple[str, ...]]) -> tuple[tuple[object, ...], np.ndarray]:
+def _codes(values: Sequence[Any]) -> tuple[tuple[Any, ...], np.ndarray]:
     """The distinct values, sorted, and each value's index among them."""
     names = tuple(sorted(set(values)))
     index = {v: i for i, v in enumerate(names)}
@@ -78,7 +78,7 @@ class Texts:
         picked = self.data if rows is None else self.data[rows]
         if self.hex:
             return [b.hex() for b in map(bytes, picked)]
-        return [b.decode("utf-8") for b in picked.tolist()]
+        return [bytes(b).decode("utf-8") for b in cast(list[bytes], picked.tolist())]
 
     def fits(self, text: str) -> bool:
         """Whether ``text`` can be written in place (same hex width, or no longer than the byte width)."""
@@ -134,8 +134,8 @@ class RowTable(Sequence[VectorRow]):
         grant_names, grant_codes = _codes(grants)
         kind_names, kind_codes = _codes(kinds)
         tag_sets, tag_codes = _codes([tuple(t) for t in tags])
-        return cls(blob, id_ends, grant_names, grant_codes, kind_names, kind_codes,  # type: ignore[arg-type]
-                   tag_sets, tag_codes, Texts(docs), Texts(embeds))  # type: ignore[arg-type]
+        return cls(blob, id_ends, grant_names, grant_codes, kind_names, kind_codes,
+                   tag_sets, tag_codes, Texts(docs), Texts(embeds))
 
     # -- reading ------------------------------------------------------------------------------------
 
