@@ -153,7 +153,9 @@ def hide(scores: np.ndarray, mask: np.ndarray) -> None:
 
 
 @cache
-def _pool(threads: int) -> ThreadPoolExecutor:
+def _pool(threads: int, pid: int) -> ThreadPoolExecutor:
+    """The scan's helper threads, one pool per process (a forked child inherits no threads: a pool made
+    before the fork would never run its work there)."""
     return ThreadPoolExecutor(max_workers=threads, thread_name_prefix="vector-scan")
 
 
@@ -172,7 +174,7 @@ def _approximate(
     else:
         cuts = [n * i // threads // 64 * 64 for i in range(threads)] + [n]
         runs = [(cuts[i], cuts[i + 1]) for i in range(threads) if cuts[i] < cuts[i + 1]]
-        futures = [_pool(threads - 1).submit(_scan, codes, compact.scales, q_codes, q_scales, shift, scores, a, b)
+        futures = [_pool(threads - 1, os.getpid()).submit(_scan, codes, compact.scales, q_codes, q_scales, shift, scores, a, b)
                    for a, b in runs[1:]]
         _scan(codes, compact.scales, q_codes, q_scales, shift, scores, *runs[0])
         for f in futures:
