@@ -6,9 +6,10 @@ From there on every row also has a compact copy, :class:`Compact`: int8 codes an
 A search then
 
 1. scores every row approximately with simsimd's int8 dot-product kernels (SIMD; this module is simsimd's
-   home), in blocks of :data:`BLOCK` rows, one pass for all the request's query vectors;
-2. sets the rows the caller may not see (``mask``) to ``-inf``, so filtering stays inside the retriever and
-   ``depth`` rows come back whenever ``depth`` visible rows exist;
+   home), in blocks of :data:`BLOCK` rows, one pass for all the request's query vectors, the rows shared
+   by :data:`SCAN_THREADS` Python threads (the kernel releases the GIL);
+2. sets the rows the caller may not see (``mask``) to ``-inf`` without a branch per row (:func:`hide`), so
+   filtering stays inside the retriever and ``depth`` rows come back whenever ``depth`` visible rows exist;
 3. takes every visible row whose approximate score is within :func:`margin` (six standard deviations of the
    quantisation error) of the ``depth``-th best approximate score, and re-scores those exactly in float32
    (an opened index reads only these rows from its saved file: ``vectors.FileRows``);
@@ -17,7 +18,9 @@ A search then
 The fusion sees exact float32 cosines only: the candidates', and those of the rows the caller names
 (``exact_rows``: the lexical candidates). Every other visible row keeps its approximate score, which only
 feeds the background's mean and spread (``confidence.Background``), to about 1e-3 per row.
-Measured alternatives and the choice: docs/benchmarks.md, "The vector stage at 100k and 1M".
+Measured alternatives and the choice: docs/benchmarks.md, "The vector stage at 100k and 1M" (binary codes,
+projections and IVF lists needed pools of thousands of rows to keep the exact top 100 on the synthetic
+catalog; int8 needs about 100).
 """
 
 from __future__ import annotations

@@ -5,8 +5,10 @@ that holds a snapshot never sees a half-applied batch. Filtering happens inside 
 (:meth:`VectorSnapshot.nearest`): rows the caller may not see are set to ``-inf`` before the top k are
 taken, so k visible results come back whenever k visible rows exist. A small matrix is scored with one
 exact matrix product; from ``vector_stage.COMPACT_FROM`` rows on, its int8 copy is scanned and the best
-rows re-scored exactly (``retrieval/vector_stage.py``), and a loaded matrix stays a file mapping (only the
-re-scored rows are read), so serving memory is the int8 copy's quarter of the matrix.
+rows re-scored exactly (``retrieval/vector_stage.py``); a loaded matrix stays a file mapping whose
+re-scored rows are read with ``pread`` (:class:`FileRows`), and the row metadata are numpy columns
+(``retrieval/vector_rows.py``), so serving memory is the int8 copy's quarter of the matrix and about
+130 bytes a row beside it.
 """
 
 from __future__ import annotations
