@@ -11,6 +11,7 @@ search over the sorted keys (16 bytes a row) instead of a dict.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast, overload
@@ -238,12 +239,13 @@ class KeyIndex(Mapping[int, int]):
     """Each row's key (``lexical.skill_key`` of its id) to its row: the keys sorted once, then a binary
     search; equal to a dict with the same items."""
 
-    __slots__ = ("_order", "_sorted")
+    __slots__ = ("_keys", "_order", "_sorted")
 
     def __init__(self, keys: np.ndarray) -> None:
         keys = np.asarray(keys, dtype=np.uint64)
         self._order = np.argsort(keys, kind="stable").astype(np.int64)
         self._sorted = keys[self._order]
+        self._keys = memoryview(self._sorted)
 
     def rows_of(self, keys: np.ndarray) -> np.ndarray:
         """The row of each key, -1 where none has it."""
@@ -255,10 +257,18 @@ class KeyIndex(Mapping[int, int]):
         return np.where(found, self._order[at], -1).astype(np.int64)
 
     def __getitem__(self, key: int) -> int:
-        row = int(self.rows_of(np.asarray([key], dtype=np.uint64))[0]) if 0 <= key < 2**64 else -1
-        if row < 0:
+        row = self.get(key)
+        if row is None:
             raise KeyError(key)
         return row
+
+    def get(self, key: int, default: int | None = None) -> int | None:  # type: ignore[override]
+        """One key's row: a binary search in Python over a view of the sorted keys (about as fast as a dict
+        here; ``rows_of`` of one key, or numpy's scalar search, took 70 and 15 microseconds)."""
+        at = bisect_left(self._keys, key)  # over a memoryview: plain ints, no numpy scalar per step
+        if at < len(self._keys) and self._keys[at] == key:
+            return int(self._order[at])
+        return default
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._sorted.tolist())

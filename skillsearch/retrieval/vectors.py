@@ -234,6 +234,11 @@ class VectorSnapshot:
     def row_of(self, skill_id: str) -> int | None:
         return self.key_to_row.get(skill_key(skill_id))
 
+    def rows_of(self, skill_ids: Sequence[str]) -> np.ndarray:
+        """The row of each id, -1 where none has it (one search over the sorted keys for all of them)."""
+        keys = np.fromiter((skill_key(s) for s in skill_ids), dtype=np.uint64, count=len(skill_ids))
+        return self.key_to_row.rows_of(keys)
+
     @cached_property
     def tag_rows(self) -> dict[str, np.ndarray]:
         """Rows of each tag, built on the first search that filters by tag (most snapshots never need it)."""
