@@ -381,7 +381,8 @@ def main() -> None:
     several = sum(len(q) > 1 for q in queries)
     print(write_script_report(
         args.out, args.stem, "The vector stage: exact scan, int8 scan + exact re-score, approximate indexes",
-        command, f"{len(queries)} dev requests ({several} with several query vectors), one thread, shared machine",
+        command, f"{len(queries)} dev requests ({several} with several query vectors); the exact scan on one thread, the "
+        "chosen stage on its SCAN_THREADS (2 here) when it scans 32k rows or more; shared machine",
         rows, text_columns=2))
 
 

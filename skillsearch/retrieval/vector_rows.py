@@ -245,7 +245,7 @@ class KeyIndex(Mapping[int, int]):
         keys = np.asarray(keys, dtype=np.uint64)
         self._order = np.argsort(keys, kind="stable").astype(np.int64)
         self._sorted = keys[self._order]
-        self._keys = memoryview(self._sorted)
+        self._keys = self._sorted.data
 
     def rows_of(self, keys: np.ndarray) -> np.ndarray:
         """The row of each key, -1 where none has it."""
