@@ -45,10 +45,9 @@ def embed(data_root: Path, cache: Path, per_set: int, pool_cache: Path | None) -
         return pool, np.split(flat, np.cumsum(counts)[:-1])
     import random
 
-    from skillsearch.core.settings import Settings
     from skillsearch.retrieval.documents import split_identifiers
     from skillsearch.retrieval.encoder import MiniLMEncoder
-    from skillsearch.retrieval.search import query_texts
+    from skillsearch.retrieval.search import QUERY_SENTENCES, query_texts
     from skillsearch.retrieval.vectors import normalise
 
     docs: list[str] = []
@@ -76,8 +75,7 @@ def embed(data_root: Path, cache: Path, per_set: int, pool_cache: Path | None) -
         pool = encoder.encode_documents(docs)
     # As search embeds a request (``encode_query_parts``: the request alone, or its sentences and their
     # normalised mean), in one batched call: MiniLM embeds a query exactly like a document.
-    sentences = Settings().query_sentences
-    texts = [query_texts(r, sentences) for r in requests]
+    texts = [query_texts(r, QUERY_SENTENCES) for r in requests]
     flat = [x for t in texts for x in (t[1:] or t)]
     vectors = np.split(encoder.encode_documents(flat), np.cumsum([len(t[1:] or t) for t in texts])[:-1])
     queries = [v if len(t) == 1 else np.vstack([normalise(v.mean(axis=0)), v]) for t, v in zip(texts, vectors, strict=True)]
@@ -215,6 +213,126 @@ def run_size(n: int, pool: np.ndarray, queries: list[np.ndarray], log: Callable[
     return out
 
 
+def paired_parts(n: int, pool: np.ndarray, queries: list[np.ndarray], requests: int, folder: Path,
+                 log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The stage's parts, each timed against its alternative on the same request in turn (paired), over
+    a saved and reopened snapshot (its float32 matrix a file mapping, as served): the int8 scan on one
+    thread and on two; hiding the rows a grant does not see (half of them, scattered) by boolean indexing
+    and branch-free; the background sample from the mapped float32 matrix and from the int8 copy; and the
+    whole stage (``nearest`` + ``background``) as search runs it, unfiltered and filtered."""
+    import shutil
+
+    from skillsearch.bench.synthetic import stand_in_vectors
+    from skillsearch.retrieval import vector_stage as vs
+    from skillsearch.retrieval.vectors import BACKGROUND_ROWS, VectorRow, VectorSnapshot, max_cosines
+
+    rng = np.random.default_rng(n)
+    keys = rng.integers(0, 2**63, n, dtype=np.uint64)
+    matrix = np.concatenate([pool[: min(len(pool), n)], stand_in_vectors(pool, keys[len(pool):])])[:n]
+    rows = [VectorRow(f"s{i}", "team:half" if i % 2 else "team:all", "knowledge", (), "", "") for i in range(n)]
+    shutil.rmtree(folder, ignore_errors=True)
+    VectorSnapshot.build(matrix.shape[1], matrix, rows).save(folder)
+    del matrix, rows
+    snapshot = VectorSnapshot.load(folder)
+    compact = snapshot.compact
+    assert compact is not None and snapshot.base is not None
+    half = snapshot.mask(["team:half"])
+    sample_rows = np.linspace(0, n - 1, BACKGROUND_ROWS).astype(np.int64)
+
+    def boolean(scores: np.ndarray) -> None:
+        scores[~half] = -np.inf
+
+    parts: dict[str, Callable[[np.ndarray], Any]] = {
+        "int8 scan, 1 thread": lambda q: vs._approximate(compact, None, q, 1, None),
+        "int8 scan, 2 threads": lambda q: vs._approximate(compact, None, q, 2, None),
+        "hide half the rows: scores[~mask] = -inf": lambda q: boolean(np.zeros(n, np.float32)),
+        "hide half the rows: branch-free (vector_stage.hide)": lambda q: vs.hide(np.zeros(n, np.float32), half),
+        "background: float32 rows of the mapped matrix": lambda q: max_cosines(
+            np.ascontiguousarray(snapshot.matrix[sample_rows]), q),
+        "background: int8 copy (vector_stage.sample_scores)": lambda q: vs.sample_scores(
+            compact, BACKGROUND_ROWS, None, q, None),
+        "whole stage, unfiltered": lambda q: (snapshot.nearest(q, DEPTH), snapshot.background(q)),
+        "whole stage, half visible": lambda q: (snapshot.nearest(q, DEPTH, half), snapshot.background(q)),
+    }
+    times: dict[str, list[float]] = {name: [] for name in parts}
+    for q in queries[:requests]:
+        for name, part in parts.items():
+            times[name].append(timed(lambda part=part, q=q: part(q))[1])
+    out = []
+    for name, ts in times.items():
+        row = {"rows": n, "part": name, "p50_ms": round(float(np.median(ts)), 3),
+               "p95_ms": round(float(np.percentile(ts, 95)), 3), "requests": len(ts)}
+        log(json.dumps(row))
+        out.append(row)
+    shutil.rmtree(folder, ignore_errors=True)
+    return out
+
+
+def _rss_mb() -> float:
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _peak_mb() -> float:
+    return next(int(x.split()[1]) / 1024 for x in Path("/proc/self/status").read_text().splitlines()
+                if x.startswith("VmHWM"))
+
+
+def memory_child(folder: Path, cache: Path, requests: int) -> None:
+    """In a fresh process: open the saved store, run the vector stage as search does (``nearest`` and
+    ``background``, every other request filtered by a grant), apply a one-row update; print RSS as JSON."""
+    from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
+
+    bare = _rss_mb()
+    t = time.perf_counter()
+    snapshot = VectorSnapshot.load(folder)
+    row = {"rows": len(snapshot), "bare_process_mb": round(bare), "load_s": round(time.perf_counter() - t, 1),
+           "rss_after_open_mb": round(_rss_mb()), "peak_while_opening_mb": round(_peak_mb())}
+    with np.load(cache) as z:
+        queries = np.split(z["queries"], np.cumsum(z["counts"])[:-1])[:requests]
+    mask = snapshot.mask(["team:x"])
+    times = []
+    for i, q in enumerate(queries):
+        t = time.perf_counter()
+        snapshot.nearest(q, DEPTH, mask if i % 2 else None)
+        snapshot.background(q)
+        times.append((time.perf_counter() - t) * 1000)
+    row.update({"stage_p50_ms": round(float(np.median(times)), 2), "searches": len(times),
+                "rss_after_searches_mb": round(_rss_mb())})
+    old = snapshot.rows[123]
+    t = time.perf_counter()
+    updated = snapshot.apply([(VectorRow(old.skill_id, old.grant, old.kind, old.tags, "0" * 64, "1" * 64),
+                               queries[0][0])], [])
+    row.update({"one_row_update_ms": round((time.perf_counter() - t) * 1000),
+                "rss_with_both_snapshots_mb": round(_rss_mb())})
+    del snapshot
+    updated.nearest(queries[1], DEPTH)
+    row.update({"rss_after_the_old_snapshot_went_mb": round(_rss_mb()), "peak_mb": round(_peak_mb())})
+    print(json.dumps(row))
+
+
+def memory(n: int, pool: np.ndarray, cache: Path, folder: Path, requests: int) -> dict[str, Any]:
+    """Save a store of ``n`` rows (ids of 30 characters, sha256 hashes, 10% of rows in a second grant) and
+    measure a fresh process that serves it (:func:`memory_child`)."""
+    import hashlib
+    import shutil
+    import subprocess
+
+    from skillsearch.bench.synthetic import stand_in_vectors
+    from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
+
+    keys = np.random.default_rng(n).integers(0, 2**63, n, dtype=np.uint64)
+    matrix = np.concatenate([pool[: min(len(pool), n)], stand_in_vectors(pool, keys[len(pool):])])[:n]
+    rows = [VectorRow(f"synthetic/skill-{i:07d}-name", "team:x" if i % 10 == 0 else "public", "knowledge", (),
+                      hashlib.sha256(b"d%d" % i).hexdigest(), hashlib.sha256(b"e%d" % i).hexdigest()) for i in range(n)]
+    shutil.rmtree(folder, ignore_errors=True)
+    VectorSnapshot.build(matrix.shape[1], matrix, rows).save(folder)
+    del matrix, rows
+    out = subprocess.run([sys.executable, __file__, "--memory-child", str(folder), "--cache", str(cache),
+                          "--exact-requests", str(requests)], check=True, capture_output=True, text=True)
+    shutil.rmtree(folder, ignore_errors=True)
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
 def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -226,18 +344,45 @@ def main() -> None:
     parser.add_argument("--only-chosen", action="store_true", help="the exact scan and the chosen stage only")
     parser.add_argument("--exact-requests", type=int, default=60, help="requests the exact scan is timed on")
     parser.add_argument("--stem", default="vector-stage", help="result file name")
+    parser.add_argument("--parts", action="store_true",
+                        help="time the stage's parts against their alternatives, paired (vector-stage-parts)")
+    parser.add_argument("--memory", action="store_true",
+                        help="serving memory of a saved store in a fresh process (vector-stage-memory)")
+    parser.add_argument("--memory-child", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/skillsearch-vector-stage"),
+                        help="folder for the saved snapshot --parts reopens")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
     from skillsearch.bench.report import write_script_report
 
+    if args.memory_child:
+        memory_child(args.memory_child, args.cache, args.exact_requests)
+        return
     pool, queries = embed(args.data_root, args.cache, args.requests, args.pool_cache)
+    command = "PYTHONPATH=. .venv/bin/python benchmarks/vector_stage.py " + " ".join(sys.argv[1:])
+    if args.memory:
+        rows_m = [memory(n, pool, args.cache, args.work, args.exact_requests) for n in args.sizes]
+        print(write_script_report(
+            args.out, args.stem, "Serving memory of the vector store", command,
+            "a saved store reopened in a fresh process (RSS from /proc/self/statm, peak VmHWM); "
+            f"the vector stage of the first {args.exact_requests} dev requests; shared machine", rows_m))
+        return
+    if args.parts:
+        parts = [row for n in args.sizes for row in paired_parts(n, pool, queries, args.exact_requests, args.work,
+                                                                 lambda s: print(s, flush=True))]
+        print(write_script_report(
+            args.out, args.stem, "The vector stage's parts against their alternatives, paired", command,
+            f"the first {args.exact_requests} of the dev requests, each part in turn on the same request; the "
+            "snapshot saved and reopened (float32 matrix mapped); shared machine: compare rows of one size",
+            parts, text_columns=2))
+        return
     rows = [row for n in args.sizes for row in run_size(n, pool, queries, lambda s: print(s, flush=True),
                                                         not args.only_chosen, args.exact_requests)]
     several = sum(len(q) > 1 for q in queries)
-    command = "PYTHONPATH=. .venv/bin/python benchmarks/vector_stage.py " + " ".join(sys.argv[1:])
     print(write_script_report(
         args.out, args.stem, "The vector stage: exact scan, int8 scan + exact re-score, approximate indexes",
-        command, f"{len(queries)} dev requests ({several} with several query vectors), one thread, shared machine",
+        command, f"{len(queries)} dev requests ({several} with several query vectors); the exact scan on one thread, the "
+        "chosen stage on its SCAN_THREADS (2 here) when it scans 32k rows or more; shared machine",
         rows, text_columns=2))
 
 

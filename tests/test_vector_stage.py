@@ -7,6 +7,7 @@ matrix is a file mapping."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,16 @@ import pytest
 from skillsearch.bench.synthetic import stand_in_vectors
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.retrieval.encoder import Encoder
-from skillsearch.retrieval.vector_stage import COMPACT_FROM, Compact, Shift, quantise
+from skillsearch.retrieval.vector_stage import (
+    COMPACT_FROM,
+    SPLIT_FROM,
+    Compact,
+    Shift,
+    _approximate,
+    hide,
+    nearest_compact,
+    quantise,
+)
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot, max_cosines
 
 ROWS = COMPACT_FROM + 2_000
@@ -114,6 +124,33 @@ def test_grant_filtering_happens_inside_the_stage(world: tuple[VectorSnapshot, l
             np.testing.assert_allclose(scores[rows], exact(snapshot, q)[rows], atol=1e-6)
 
 
+def test_a_scan_split_over_threads_scores_and_filters_exactly_as_one_thread(
+    world: tuple[VectorSnapshot, list[np.ndarray]],
+) -> None:
+    """Two threads share the int8 scan (each its own rows) and come to the same bits as one thread, with
+    several query vectors and with language centering; the branch-free filter hides the same rows as
+    boolean indexing and nothing else."""
+    snapshot, queries = world
+    compact = snapshot.compact
+    assert compact is not None and len(compact) >= SPLIT_FROM
+    groups = (np.arange(ROWS) % 3).astype(np.int64)
+    for q in (queries[0], queries[-1]):
+        for shift in (None, Shift(np.full((len(q), 3), 0.01, np.float32) * np.arange(3), groups)):
+            one, err_one = _approximate(compact, None, q, 1, shift)
+            for threads in (2, 3):
+                split, err = _approximate(compact, None, q, threads, shift)
+                assert err == err_one and np.array_equal(split, one)
+    mask = snapshot.mask(["team:some"])
+    hidden = one.copy()
+    hide(hidden, mask)
+    want = one.copy()
+    want[~mask] = -np.inf
+    assert np.array_equal(hidden, want) and np.isfinite(hidden[mask]).all()
+    for threads in (1, 2):
+        rows, scores = nearest_compact(snapshot.matrix, compact, None, queries[-1], 100, mask, threads=threads)
+        assert mask[rows].all() and rows.size == 100 and np.isneginf(scores[~mask]).all()
+
+
 def test_a_routes_columns_and_language_centering_scan_the_same_way(world: tuple[VectorSnapshot, list[np.ndarray]]
                                                                    ) -> None:
     snapshot, queries = world
@@ -178,6 +215,41 @@ def test_a_one_skill_update_and_a_reopen_keep_the_stage_exact(world: tuple[Vecto
     assert fresh.nearest(queries[0], 1)[0][0] == target
 
 
+def mapped_kib(path: Path) -> int:
+    """KiB of ``path`` mapped into this process (``Rss`` of its mappings in /proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if re.match(r"[0-9a-f]+-[0-9a-f]+ ", line):  # a mapping's header line
+            inside = line.rstrip().endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total
+
+
+def test_an_opened_index_reads_the_rows_it_re_scores_without_mapping_the_matrix(
+    world: tuple[VectorSnapshot, list[np.ndarray]], tmp_path: Path,
+) -> None:
+    """An opened index re-scores from its saved file by ``pread`` (``vectors.FileRows``), and a row updated
+    since from the snapshot's own copy: the exact cosines are those of the current vectors, and searching
+    maps no page of the float32 matrix into the process (read through the mapping, the kernel's
+    fault-around mapped 64 KiB per re-scored row, most of the matrix after a few hundred searches)."""
+    snapshot, queries = world
+    snapshot.save(tmp_path)
+    loaded = VectorSnapshot.load(tmp_path)
+    matrix_file = (tmp_path / "vectors.npy").resolve()
+    before = mapped_kib(matrix_file)
+    for q in queries:
+        rows, scores = loaded.nearest(q, 100, exact_rows=np.asarray([5, ROWS - 1]))
+        loaded.background(q)
+        np.testing.assert_allclose(scores[rows], exact(snapshot, q)[rows], atol=1e-6)
+        np.testing.assert_allclose(scores[[5, ROWS - 1]], exact(snapshot, q)[[5, ROWS - 1]], atol=1e-6)
+    assert mapped_kib(matrix_file) - before <= 64  # no re-scored row's page, nor its neighbours
+    row = snapshot.rows[77]
+    moved = loaded.apply([(VectorRow(row.skill_id, row.grant, row.kind, row.tags, "d", "e"), queries[1][0])], [])
+    got, scores = moved.nearest(queries[1], 3)
+    assert got[0] == 77 and scores[77] == pytest.approx(1.0, abs=1e-5)
+
+
 def test_rows_are_saved_one_per_line_and_an_index_written_before_still_opens(tmp_path: Path) -> None:
     rows = [VectorRow(f"sk_{i}", "team:a", "knowledge", ("ops", f"t{i}"), f"d{i}", f"e{i}") for i in range(3)]
     matrix = np.eye(3, 4, dtype=np.float32)
@@ -214,3 +286,67 @@ def test_the_decisions_background_reads_the_whole_index_or_a_fixed_sample(
     q = queries[0]
     whole = max_cosines(np.ascontiguousarray(small.matrix), np.ascontiguousarray(q))
     assert small.background(q) == (float(whole.mean(dtype=np.float64)), float(whole.std(dtype=np.float64)))
+
+
+def test_row_metadata_is_kept_as_columns_and_reads_like_a_tuple_of_rows() -> None:
+    """``vector_rows.RowTable`` holds a million rows' metadata in numpy columns (no object per row) and
+    reads, compares and changes like the tuple of ``VectorRow`` it replaced; ``KeyIndex`` finds a row by its
+    id's key like the dict it replaced."""
+    from skillsearch.retrieval.lexical import skill_key
+    from skillsearch.retrieval.vector_rows import KeyIndex, RowTable
+
+    rows = [VectorRow(f"sk_{i}" if i % 5 else f"ünï/{i}", "team:a" if i % 3 else "team:b", "knowledge",
+                      ("ops", f"t{i % 4}") if i % 2 else (), f"d{i}" * 8, f"e{i}") for i in range(2_000)]
+    table = RowTable.of(rows)
+    assert table == tuple(rows) and list(table) == rows and len(table) == len(rows)
+    assert table[-1] == rows[-1] and table[3:9] == rows[3:9] and table.skill_ids() == [r.skill_id for r in rows]
+    with pytest.raises(IndexError):
+        table[len(rows)]
+    assert table.nbytes < 80 * len(rows)  # about 60 bytes a row here; a VectorRow object alone is 400
+    # The usual update: a row of the same id with new hashes; a new grant or a longer hash makes new columns.
+    changed = {7: VectorRow("sk_7", "team:a", "knowledge", ("ops", "t3"), "new", "e-new"),
+               10: VectorRow("ünï/10", "team:new", "tool", ("x",), "d" * 300, "e")}
+    for change in ({7: changed[7]}, changed):
+        replaced = table.replaced(change)
+        want = list(rows)
+        for i, r in change.items():
+            want[i] = r
+        assert replaced == want and table == tuple(rows)  # the old table is unchanged
+    with pytest.raises(ValueError, match="keep its id"):
+        table.replaced({1: rows[2]})
+    keep = np.asarray([0, 5, 1_999], dtype=np.int64)
+    assert table.take(keep) == [rows[i] for i in keep] and table.extended(rows[:2]) == rows + rows[:2]
+    assert RowTable.of([]) == () and RowTable.of([]).skill_ids() == []
+    # sha256 hashes are kept as their 32 bytes, and read back as the same lowercase hex.
+    hexed = [VectorRow(r.skill_id, r.grant, r.kind, r.tags, f"{i:064x}", f"{i * 7:064x}") for i, r in enumerate(rows)]
+    packed = RowTable.of(hexed)
+    assert packed == hexed and packed.nbytes < 100 * len(rows)  # two 64-character hashes as text: 128 bytes
+    for hashes in (("ab" * 32, "cd" * 32), ("AB" * 32, "short")):  # in place, or new columns
+        r = hexed[4]
+        assert packed.replaced({4: VectorRow(r.skill_id, r.grant, r.kind, r.tags, *hashes)})[4].doc_hash == hashes[0]
+    keys = np.fromiter((skill_key(r.skill_id) for r in rows), np.uint64, len(rows))
+    index = KeyIndex(keys)
+    assert index == dict(zip(keys.tolist(), range(len(rows)), strict=True))
+    assert index[int(keys[1_234])] == 1_234 and index.get(12345, -1) == -1 and int(keys[9]) in index
+    np.testing.assert_array_equal(index.rows_of(np.asarray([keys[5], 12345, keys[0]], np.uint64)), [5, -1, 0])
+    assert KeyIndex(np.zeros(0, np.uint64)).rows_of(np.asarray([1], np.uint64)).tolist() == [-1]
+
+
+def test_a_snapshot_with_tags_grants_and_deletes_keeps_its_columns_in_step(tmp_path: Path) -> None:
+    """Deleting, adding and replacing rows (with a new grant) through ``VectorSnapshot.apply`` leaves the
+    row columns, the key index, the grant codes and the tag lists matching the rows, also after a reopen."""
+    rng = np.random.default_rng(3)
+    dim, n = 16, 300
+    rows = [VectorRow(f"sk_{i}", "team:a", "knowledge", (f"t{i % 3}",), f"d{i}", f"e{i}") for i in range(n)]
+    snapshot = VectorSnapshot.build(dim, rng.standard_normal((n, dim)).astype(np.float32), rows)
+    add = [(VectorRow("sk_new", "team:z", "tool", ("t9",), "dn", "en"), rng.standard_normal(dim).astype(np.float32))]
+    swap = [(VectorRow("sk_4", "team:z", "knowledge", ("t9",), "d4b", "e4b"), rng.standard_normal(dim).astype(np.float32))]
+    after = snapshot.apply(add + swap, ["sk_0", "sk_1"])
+    for s in (after, after.save(tmp_path), VectorSnapshot.load(tmp_path)):
+        ids = [r.skill_id for r in s.rows]
+        assert ids[-1] == "sk_new" and "sk_0" not in ids and len(ids) == n - 1
+        assert all(s.row_of(i) == j for j, i in enumerate(ids)) and s.row_of("sk_0") is None
+        assert s.rows[s.row_of("sk_4")].grant == "team:z"  # type: ignore[index]
+        assert set(np.flatnonzero(s.mask(["team:z"])).tolist()) == {s.row_of("sk_4"), s.row_of("sk_new")}
+        assert sorted(s.tag_rows["t9"].tolist()) == sorted([s.row_of("sk_4"), s.row_of("sk_new")])  # type: ignore[type-var]
+        assert all(r.tags[0] in s.tag_rows and j in s.tag_rows[r.tags[0]] for j, r in enumerate(s.rows))

@@ -370,24 +370,26 @@ class SearchIndex:
         rows = list(store.index_rows(skill_ids))
         present = {r.skill_id for r in rows}
         if skill_ids is None:
-            deletes = [r.skill_id for r in current.rows if r.skill_id not in present]
+            deletes = [s for s in current.rows.skill_ids() if s not in present]
         else:
             deletes = [s for s in skill_ids if s not in present and current.row_of(s) is not None]
+        # Each row's place in the current snapshot, found once for the batch (-1: a new skill).
+        where = dict(zip([r.skill_id for r in rows], current.rows_of([r.skill_id for r in rows]).tolist(), strict=True))
         changed: list[IndexRow] = []
         for r in rows:
-            i = current.row_of(r.skill_id)
-            if i is None or current.rows[i].doc_hash != doc_hash(r):
+            i = where[r.skill_id]
+            if i < 0 or current.rows[i].doc_hash != doc_hash(r):
                 changed.append(r)
         texts = [embedded_text(r, self.instructions_chars) for r in changed]
         embed_hashes = [sha256_hex(f"{self.encoder.name}\n{t}".encode()) for t in texts]
         to_embed = [
             j for j, r in enumerate(changed)
-            if (i := current.row_of(r.skill_id)) is None or current.rows[i].embed_hash != embed_hashes[j]
+            if (i := where[r.skill_id]) < 0 or current.rows[i].embed_hash != embed_hashes[j]
         ]
         vectors = np.zeros((len(changed), self.encoder.dim), dtype=np.float32)
         for j, r in enumerate(changed):
-            i = current.row_of(r.skill_id)
-            if i is not None:
+            i = where[r.skill_id]
+            if i >= 0:
                 vectors[j] = current.matrix[i]
         if to_embed:
             tick = progress(len(to_embed), "embedding") if progress else None

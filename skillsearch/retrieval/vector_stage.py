@@ -6,29 +6,39 @@ From there on every row also has a compact copy, :class:`Compact`: int8 codes an
 A search then
 
 1. scores every row approximately with simsimd's int8 dot-product kernels (SIMD; this module is simsimd's
-   home), in blocks of :data:`BLOCK` rows, one pass for all the request's query vectors;
-2. sets the rows the caller may not see (``mask``) to ``-inf``, so filtering stays inside the retriever and
-   ``depth`` rows come back whenever ``depth`` visible rows exist;
+   home), in blocks of :data:`BLOCK` rows, one pass for all the request's query vectors, the rows shared
+   by :data:`SCAN_THREADS` Python threads (the kernel releases the GIL);
+2. sets the rows the caller may not see (``mask``) to ``-inf`` without a branch per row (:func:`hide`), so
+   filtering stays inside the retriever and ``depth`` rows come back whenever ``depth`` visible rows exist;
 3. takes every visible row whose approximate score is within :func:`margin` (six standard deviations of the
    quantisation error) of the ``depth``-th best approximate score, and re-scores those exactly in float32
-   (the matrix may be a file mapping: only these rows are read);
+   (an opened index reads only these rows from its saved file: ``vectors.FileRows``);
 4. returns the top ``depth`` by exact cosine.
 
 The fusion sees exact float32 cosines only: the candidates', and those of the rows the caller names
 (``exact_rows``: the lexical candidates). Every other visible row keeps its approximate score, which only
 feeds the background's mean and spread (``confidence.Background``), to about 1e-3 per row.
-Measured alternatives and the choice: docs/benchmarks.md, "The vector stage at 100k and 1M".
+Measured alternatives and the choice: docs/benchmarks.md, "The vector stage at 100k and 1M" (binary codes,
+projections and IVF lists needed pools of thousands of rows to keep the exact top 100 on the synthetic
+catalog; int8 needs about 100).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cache, cached_property
+from typing import Protocol
 
 import numpy as np
 import simsimd
 
-__all__ = ["BLOCK", "COMPACT_FROM", "Compact", "Shift", "margin", "nearest_compact", "quantise"]
+__all__ = [
+    "BLOCK", "COMPACT_FROM", "SCAN_THREADS", "Compact", "Shift", "hide", "margin", "nearest_compact", "quantise",
+    "sample_scores",
+]
 
 # Rows from which a search scans the compact copy; below it the exact float32 product costs under 3 ms.
 COMPACT_FROM = 40_000
@@ -37,6 +47,21 @@ BLOCK = 65_536
 # At most this many rows per requested one are re-scored exactly (ties of equal stand-in vectors aside,
 # the margin admits far fewer).
 MAX_RESCORE_FACTOR = 8
+# Python threads that share a scan, each over its own blocks: simsimd's kernel releases the GIL (its own
+# ``threads`` argument starts threads per call, which cost more than they saved here). Two at most: the
+# machines this runs on have few cores, and the model's encoder shares them.
+SCAN_THREADS = max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
+# A scan shorter than this many rows runs on the calling thread (a hand-off costs tens of microseconds).
+SPLIT_FROM = 32_768
+
+
+class Rows(Protocol):
+    """The float32 rows re-scored exactly: an array, or a reader of a saved file (``vectors.FileRows``)."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    def __getitem__(self, rows: np.ndarray, /) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -63,6 +88,25 @@ class Compact:
     @property
     def nbytes(self) -> int:
         return int(self.codes.nbytes + self.scales.nbytes)
+
+    def sample(self, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``count`` evenly spaced rows (a fixed sample: the decision's background), their codes and scales,
+        made contiguous on the first call; a replaced copy gathers them again."""
+        cached = self._samples.get(count)
+        if cached is None:
+            rows = np.linspace(0, len(self) - 1, count).astype(np.int64) if len(self) else np.zeros(0, np.int64)
+            cached = (rows, np.ascontiguousarray(self.codes[rows]), np.ascontiguousarray(self.scales[rows]))
+            self._samples[count] = cached
+        return cached
+
+    @cached_property
+    def peak_scale(self) -> float:
+        """The largest row scale (bounds every row's quantisation error: :func:`margin`)."""
+        return float(self.scales.max()) if self.scales.size else 0.0
+
+    @cached_property
+    def _samples(self) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        return {}
 
     def replaced(self, rows: Sequence[int], vectors: np.ndarray) -> Compact:
         """A copy with these rows quantised anew (the others are copied, not recomputed)."""
@@ -102,30 +146,77 @@ class Shift:
     groups: np.ndarray
 
 
+def hide(scores: np.ndarray, mask: np.ndarray) -> None:
+    """Set ``scores`` to ``-inf`` where ``mask`` is False, in place, without a branch per row: adds 0.0 or
+    -inf (the bits ``0xFF800000`` times the row's hidden flag). ``scores[~mask] = -inf`` and ``np.where``
+    took 20 ms at 1M rows with half of them hidden, this 0.3 ms (docs/benchmarks.md)."""
+    hidden = np.logical_not(mask).view(np.uint8).astype(np.uint32)
+    hidden *= np.uint32(0xFF800000)
+    scores += hidden.view(np.float32)
+
+
+@cache
+def _pool(threads: int, pid: int) -> ThreadPoolExecutor:
+    """The scan's helper threads, one pool per process (a forked child inherits no threads: a pool made
+    before the fork would never run its work there)."""
+    return ThreadPoolExecutor(max_workers=threads, thread_name_prefix="vector-scan")
+
+
 def _approximate(
     compact: Compact, columns: slice | None, queries: np.ndarray, threads: int, shift: Shift | None,
 ) -> tuple[np.ndarray, float]:
-    """Every row's best approximate score over ``queries`` (float32), and the error margin that applies."""
+    """Every row's best approximate score over ``queries`` (float32), and the error margin that applies.
+    With ``threads`` > 1 a large scan is cut into that many runs of rows, one per thread (the calling
+    thread takes the first)."""
     codes = compact.codes if columns is None else compact.codes[:, columns]
     q_codes, q_scales = quantise(queries)
-    n, nq = codes.shape[0], q_codes.shape[0]
+    n = codes.shape[0]
     scores = np.empty(n, dtype=np.float32)
-    scratch = np.empty((min(n, BLOCK), nq), dtype=np.float32)
-    for start in range(0, n, BLOCK):
-        block = codes[start : start + BLOCK]
+    if threads <= 1 or n < SPLIT_FROM:
+        _scan(codes, compact.scales, q_codes, q_scales, shift, scores, 0, n)
+    else:
+        cuts = [n * i // threads // 64 * 64 for i in range(threads)] + [n]
+        runs = [(cuts[i], cuts[i + 1]) for i in range(threads) if cuts[i] < cuts[i + 1]]
+        futures = [_pool(threads - 1, os.getpid()).submit(_scan, codes, compact.scales, q_codes, q_scales, shift, scores, a, b)
+                   for a, b in runs[1:]]
+        _scan(codes, compact.scales, q_codes, q_scales, shift, scores, *runs[0])
+        for f in futures:
+            f.result()
+    return scores, margin(compact.peak_scale, q_scales)
+
+
+def _scan(
+    codes: np.ndarray, scales: np.ndarray, q_codes: np.ndarray, q_scales: np.ndarray, shift: Shift | None,
+    scores: np.ndarray, first: int, last: int,
+) -> None:
+    """Rows ``first:last`` of :func:`_approximate`, a block at a time (the scratch stays in cache)."""
+    nq = q_codes.shape[0]
+    scratch = np.empty((min(last - first, BLOCK), nq), dtype=np.float32)
+    for start in range(first, last, BLOCK):
+        block = codes[start : min(start + BLOCK, last)]
         out = scratch[: block.shape[0]]
-        simsimd.cdist(block, q_codes, metric="dot", out=out, threads=threads)
+        simsimd.cdist(block, q_codes, metric="dot", out=out, threads=1)
         end = start + block.shape[0]
         if shift is None and nq == 1:
             np.multiply(out[:, 0], q_scales[0], out=scores[start:end])
-            scores[start:end] *= compact.scales[start:end]
+            scores[start:end] *= scales[start:end]
             continue
         out *= q_scales[None, :]
-        out *= compact.scales[start:end, None]
+        out *= scales[start:end, None]
         if shift is not None:
             out -= shift.by[:, shift.groups[start:end]].T
         out.max(axis=1, out=scores[start:end])
-    return scores, margin(float(compact.scales.max()) if n else 0.0, q_scales)
+
+
+def sample_scores(
+    compact: Compact, count: int, columns: slice | None, queries: np.ndarray, shift: Shift | None,
+) -> np.ndarray:
+    """The approximate best score over ``queries`` of ``count`` evenly spaced rows (``Compact.sample``), each
+    within about 1e-3 of its float32 cosine: the decision's background at a large index, read from the
+    resident int8 copy instead of gathering rows of a mapped float32 matrix (page faults)."""
+    rows, codes, scales = compact.sample(count)
+    sub_shift = None if shift is None else Shift(shift.by, shift.groups[rows])
+    return _approximate(Compact(codes, scales), columns, queries, 1, sub_shift)[0]
 
 
 def _depth_threshold(scores: np.ndarray, k: int) -> float:
@@ -148,14 +239,14 @@ def _depth_threshold(scores: np.ndarray, k: int) -> float:
 
 
 def nearest_compact(
-    matrix: np.ndarray,
+    matrix: Rows,
     compact: Compact,
     columns: slice | None,
     queries: np.ndarray,
     depth: int,
     mask: np.ndarray | None,
     exact_rows: np.ndarray | None = None,
-    threads: int = 1,
+    threads: int = SCAN_THREADS,
     shift: Shift | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The top ``depth`` visible rows (best first) and every row's score: exact float32 cosines for those
@@ -167,7 +258,7 @@ def nearest_compact(
     queries = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, matrix.shape[1])
     scores, err = _approximate(compact, columns, queries, threads, shift)
     if mask is not None:
-        scores[~mask] = -np.inf
+        hide(scores, mask)
     threshold = _depth_threshold(scores, depth)
     if np.isfinite(threshold):
         picked = np.flatnonzero(scores >= threshold - 2.0 * err)
@@ -187,8 +278,8 @@ def nearest_compact(
     return picked[order].astype(np.int64), scores
 
 
-def _exact(matrix: np.ndarray, rows: np.ndarray, queries: np.ndarray, shift: Shift | None) -> np.ndarray:
-    """The float32 scores of these rows (read from ``matrix``, which may be a file mapping)."""
+def _exact(matrix: Rows, rows: np.ndarray, queries: np.ndarray, shift: Shift | None) -> np.ndarray:
+    """The float32 scores of these rows (read from ``matrix``: an array, or rows read from a saved file)."""
     if rows.size == 0:
         return np.zeros(0, dtype=np.float32)
     products = np.asarray(matrix[rows], dtype=np.float32) @ queries.T

@@ -5,8 +5,10 @@ that holds a snapshot never sees a half-applied batch. Filtering happens inside 
 (:meth:`VectorSnapshot.nearest`): rows the caller may not see are set to ``-inf`` before the top k are
 taken, so k visible results come back whenever k visible rows exist. A small matrix is scored with one
 exact matrix product; from ``vector_stage.COMPACT_FROM`` rows on, its int8 copy is scanned and the best
-rows re-scored exactly (``retrieval/vector_stage.py``), and a loaded matrix stays a file mapping (only the
-re-scored rows are read), so serving memory is the int8 copy's quarter of the matrix.
+rows re-scored exactly (``retrieval/vector_stage.py``); a loaded matrix stays a file mapping whose
+re-scored rows are read with ``pread`` (:class:`FileRows`), and the row metadata are numpy columns
+(``retrieval/vector_rows.py``), so serving memory is the int8 copy's quarter of the matrix and about
+130 bytes a row beside it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import dataclasses
 import json
 import logging
 import os
-import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -29,7 +30,16 @@ import numpy as np
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.retrieval import torch_ops
 from skillsearch.retrieval.lexical import skill_key
-from skillsearch.retrieval.vector_stage import COMPACT_FROM, Compact, Shift, nearest_compact, quantise
+from skillsearch.retrieval.vector_rows import KeyIndex, RowTable, VectorRow
+from skillsearch.retrieval.vector_stage import (
+    COMPACT_FROM,
+    Compact,
+    Shift,
+    hide,
+    nearest_compact,
+    quantise,
+    sample_scores,
+)
 
 # Rows the decision's background statistics read (``VectorSnapshot.background``): each dev set fits whole.
 BACKGROUND_ROWS = 16_384
@@ -42,18 +52,6 @@ LOG_FILE = "changes.log"
 CODES_FILE = "codes.npy"
 SCALES_FILE = "scales.npy"
 log = logging.getLogger("skillsearch")
-
-
-@dataclass(frozen=True, slots=True)
-class VectorRow:
-    """Metadata of one row: whose vector it is, what filters apply, and the hashes that keep it fresh."""
-
-    skill_id: str
-    grant: str
-    kind: str
-    tags: tuple[str, ...]
-    doc_hash: str
-    embed_hash: str
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:
@@ -152,12 +150,35 @@ class MappedFile:
         self.file.close()
 
 
+class FileRows:
+    """The rows a search re-scores exactly, read from the saved file with ``pread`` (the rows written since
+    it was saved from the snapshot's own mapping). Read through the mapping instead, each row maps its page
+    and, by the kernel's fault-around, up to 15 neighbours (64 KiB) into the process: after a few hundred
+    searches most of a 1.5 GB matrix counted in the serving RSS (docs/benchmarks.md). The file's pages stay
+    in the page cache, which is not this process's memory."""
+
+    def __init__(self, base: MappedFile, matrix: np.ndarray, overlay: frozenset[int], columns: slice | None) -> None:
+        self.base, self.matrix, self.overlay, self.columns = base, matrix, overlay, columns
+        self.shape = (base.shape[0], len(range(base.shape[1])[columns]) if columns is not None else base.shape[1])
+
+    def __getitem__(self, rows: np.ndarray) -> np.ndarray:
+        dim = self.base.shape[1]
+        out = np.empty((len(rows), dim), dtype=np.float32)
+        fd, width = self.base.file.fileno(), dim * 4
+        for j, r in enumerate(np.asarray(rows, dtype=np.int64).tolist()):
+            if r in self.overlay:
+                out[j] = self.matrix[r]
+            elif os.preadv(fd, [out[j]], self.base.offset + r * width) != width:
+                raise OSError(f"short read of row {r} from {self.base.file.name}")
+        return out if self.columns is None else out[:, self.columns]
+
+
 @dataclass(frozen=True)
 class VectorSnapshot:
     dim: int
     matrix: np.ndarray
-    rows: tuple[VectorRow, ...]
-    key_to_row: dict[int, int] = field(repr=False)
+    rows: RowTable  # row metadata as columns (``vector_rows.py``): a VectorRow is built per row asked for
+    key_to_row: KeyIndex = field(repr=False)
     keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64), repr=False)
     grant_names: tuple[str, ...] = ()
     grant_codes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32), repr=False)
@@ -183,24 +204,21 @@ class VectorSnapshot:
         matrix = matrix.reshape(len(rows), dim)
         if compact is None and len(rows) >= COMPACT_FROM:
             compact = Compact.of(matrix)
+        table = RowTable.of(rows)
         if keys is None:
-            keys = np.fromiter((skill_key(r.skill_id) for r in rows), dtype=np.uint64, count=len(rows))
-        grant_names = tuple(sorted({r.grant for r in rows}))
-        kind_names = tuple(sorted({r.kind for r in rows}))
-        g_index = {g: i for i, g in enumerate(grant_names)}
-        k_index = {k: i for i, k in enumerate(kind_names)}
+            keys = np.fromiter((skill_key(s) for s in table.skill_ids()), dtype=np.uint64, count=len(table))
         matrix.setflags(write=False)
         keys.setflags(write=False)
         return cls(
             dim=dim,
             matrix=matrix,
-            rows=tuple(rows),
-            key_to_row=dict(zip(keys.tolist(), range(len(rows)), strict=True)),
+            rows=table,
+            key_to_row=KeyIndex(keys),
             keys=keys,
-            grant_names=grant_names,
-            grant_codes=np.fromiter((g_index[r.grant] for r in rows), dtype=np.int32, count=len(rows)),
-            kind_names=kind_names,
-            kind_codes=np.fromiter((k_index[r.kind] for r in rows), dtype=np.int32, count=len(rows)),
+            grant_names=table.grant_names,
+            grant_codes=table.grant_codes,
+            kind_names=table.kind_names,
+            kind_codes=table.kind_codes,
             compact=compact,
             base=base,
             overlay=overlay,
@@ -216,14 +234,22 @@ class VectorSnapshot:
     def row_of(self, skill_id: str) -> int | None:
         return self.key_to_row.get(skill_key(skill_id))
 
+    def rows_of(self, skill_ids: Sequence[str]) -> np.ndarray:
+        """The row of each id, -1 where none has it (one search over the sorted keys for all of them)."""
+        keys = np.fromiter((skill_key(s) for s in skill_ids), dtype=np.uint64, count=len(skill_ids))
+        return self.key_to_row.rows_of(keys)
+
     @cached_property
     def tag_rows(self) -> dict[str, np.ndarray]:
         """Rows of each tag, built on the first search that filters by tag (most snapshots never need it)."""
-        lists: dict[str, list[int]] = {}
-        for i, r in enumerate(self.rows):
-            for t in r.tags:
-                lists.setdefault(t, []).append(i)
-        return {t: np.asarray(v, dtype=np.int64) for t, v in lists.items()}
+        table = self.rows
+        order = np.argsort(table.tag_codes, kind="stable")
+        bounds = np.searchsorted(table.tag_codes[order], np.arange(len(table.tag_sets) + 1))
+        lists: dict[str, list[np.ndarray]] = {}
+        for code, tags in enumerate(table.tag_sets):
+            for t in tags:
+                lists.setdefault(t, []).append(order[bounds[code] : bounds[code + 1]])
+        return {t: np.sort(np.concatenate(v)).astype(np.int64) for t, v in lists.items()}
 
     # -- search -----------------------------------------------------------------------------------
 
@@ -264,9 +290,10 @@ class VectorSnapshot:
             else:
                 scores = (queries @ matrix.T - shift.by[:, shift.groups]).max(axis=0).astype(np.float32)
             if mask is not None:
-                scores[~mask] = -np.inf
+                hide(scores, mask)
             return top_k(scores, depth), scores
-        return nearest_compact(matrix, self.compact, columns, queries, depth, mask, exact_rows, shift=shift)
+        rows = matrix if self.base is None else FileRows(self.base, self.matrix, self.overlay, columns)
+        return nearest_compact(rows, self.compact, columns, queries, depth, mask, exact_rows, shift=shift)
 
     def background(
         self, queries: np.ndarray, columns: slice | None = None, shift: Shift | None = None,
@@ -275,10 +302,17 @@ class VectorSnapshot:
         """The mean and standard deviation of the request's best cosine over the whole index, whoever asks
         (the decision's ``cos_bg`` and the scale of ``cos_z``, ``retrieval/confidence.py``): every row up to
         ``BACKGROUND_ROWS``, beyond that a fixed, evenly spaced sample of that many rows, so the cost stays
-        flat at a million skills. ``scores``: :meth:`nearest`'s unmasked, exact scores, when it has them."""
+        flat at a million skills; with an int8 copy (from ``COMPACT_FROM`` rows) the sample is scored from
+        that copy (each cosine within about 1e-3; the mean over the sample far closer), not by gathering
+        rows of the mapped float32 matrix. ``scores``: :meth:`nearest`'s unmasked, exact scores, when it
+        has them."""
         n = len(self)
         if scores is not None and n <= BACKGROUND_ROWS and (self.compact is None or n < COMPACT_FROM):
             sample = scores
+        elif self.compact is not None and n > BACKGROUND_ROWS and n >= COMPACT_FROM:
+            q = np.ascontiguousarray(zero_tiny(queries)).reshape(-1, self.dim if columns is None else
+                                                                  len(range(self.dim)[columns]))
+            sample = sample_scores(self.compact, BACKGROUND_ROWS, columns, q, shift)
         else:
             rows = None if n <= BACKGROUND_ROWS else np.linspace(0, n - 1, BACKGROUND_ROWS).astype(np.int64)
             matrix = self.matrix if rows is None else self.matrix[rows]
@@ -315,14 +349,13 @@ class VectorSnapshot:
         kept = len(self.rows) - len(gone)
         matrix = np.empty((kept + len(added), self.dim), dtype=np.float32)
         matrix[:kept] = self.matrix[keep] if keep is not None else self.matrix
-        rows = [self.rows[i] for i in keep.tolist()] if keep is not None else list(self.rows)
+        table = self.rows.take(keep) if keep is not None else self.rows
         new_pos = (lambda old: int(np.searchsorted(keep, old))) if keep is not None else (lambda old: old)
-        for old, (row, vec) in replace.items():
+        for old, (_row, vec) in replace.items():
             matrix[new_pos(old)] = zero_tiny(vec)
-            rows[new_pos(old)] = row
-        for j, (row, vec) in enumerate(added):
+        for j, (_row, vec) in enumerate(added):
             matrix[kept + j] = vec
-            rows.append(row)
+        rows = table.replaced({new_pos(old): row for old, (row, _) in replace.items()}).extended([r for r, _ in added])
         keys = self.keys[keep] if keep is not None else self.keys
         if added:
             extra = np.fromiter((skill_key(r.skill_id) for r, _ in added), dtype=np.uint64, count=len(added))
@@ -346,9 +379,7 @@ class VectorSnapshot:
         if changed:
             matrix[changed] = vectors
         compact = self.compact.replaced(changed, vectors) if self.compact is not None else None
-        rows = list(self.rows)
-        for i in changed:
-            rows[i] = replace[i][0]
+        rows = self.rows.replaced({i: replace[i][0] for i in changed})
         same_filters = all(
             (r.grant, r.kind, r.tags) == (self.rows[i].grant, self.rows[i].kind, self.rows[i].tags)
             for i, (r, _) in replace.items()
@@ -357,7 +388,7 @@ class VectorSnapshot:
             return VectorSnapshot.build(self.dim, matrix, rows, self.keys, compact, self.base, overlay)
         matrix.setflags(write=False)
         return VectorSnapshot(
-            dim=self.dim, matrix=matrix, rows=tuple(rows), key_to_row=self.key_to_row, keys=self.keys,
+            dim=self.dim, matrix=matrix, rows=rows, key_to_row=self.key_to_row, keys=self.keys,
             grant_names=self.grant_names, grant_codes=self.grant_codes, kind_names=self.kind_names,
             kind_codes=self.kind_codes, compact=compact, base=self.base, overlay=overlay,
         )
@@ -486,24 +517,21 @@ def _saved_compact(folder: Path, matrix: np.ndarray) -> Compact | None:
     return Compact(codes, scales.astype(np.float32, copy=False))
 
 
-def _read_rows(path: Path) -> tuple[int, list[VectorRow]]:
+def _read_rows(path: Path) -> tuple[int, RowTable]:
     """The dimension and the rows of ``rows.json``: a header line and one row per line, or (written before
-    that layout) one JSON object holding every row. Grant, kind and tag strings are interned: a million
-    rows share a few of each."""
+    that layout) one JSON object holding every row. Read a line at a time into columns (no object per row
+    is kept: ``vector_rows.RowTable``)."""
+    columns: tuple[list[Any], ...] = ([], [], [], [], [], [])
     with open(path, encoding="utf-8") as f:
         header = json.loads(f.readline())
-        if header.get("layout") == "lines":
-            rows = [_row_of(json.loads(line)) for line in f]
-            if len(rows) != int(header["rows"]):
-                raise ValueError(f"{path} holds {len(rows)} rows, its header says {header['rows']}")
-        else:
-            rows = [_row_of(r) for r in header["rows"]]
-    return int(header["dim"]), rows
-
-
-def _row_of(r: list[Any]) -> VectorRow:
-    s, g, k, t, d, e = r
-    return VectorRow(s, sys.intern(g), sys.intern(k), tuple(sys.intern(x) for x in t), d, e)
+        lines = (json.loads(line) for line in f) if header.get("layout") == "lines" else iter(header["rows"])
+        for r in lines:
+            s, g, k, t, d, e = r
+            for column, value in zip(columns, (s, g, k, tuple(t), d, e), strict=True):
+                column.append(value)
+        if header.get("layout") == "lines" and len(columns[0]) != int(header["rows"]):
+            raise ValueError(f"{path} holds {len(columns[0])} rows, its header says {header['rows']}")
+    return int(header["dim"]), RowTable.from_columns(*columns)
 
 
 def _row_json(r: VectorRow) -> list[object]:

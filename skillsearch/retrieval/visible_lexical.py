@@ -33,7 +33,7 @@ def visible_lexical_matches(
     key_to_row = snapshot.vectors.key_to_row
 
     def rows_of(keys: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        rows = np.asarray([key_to_row.get(k, -1) for k in keys.tolist()], dtype=np.int64)
+        rows = key_to_row.rows_of(keys)
         return rows[rows >= 0], scores[rows >= 0].astype(np.float32)
 
     if mask is None:
