@@ -4,7 +4,10 @@ anything stale. Real SQLite stores and real catalogs throughout."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from skillsearch.catalog.read_cache import GenerationReads
+from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.search import SearchRequest
@@ -64,3 +67,25 @@ def test_uncached_searches_see_another_processes_archive_at_once(fresh_sample: C
         assert SLUG not in [h.skill.slug for h in catalog.search(OPERATOR, SearchRequest(SLUG)).hits]
     finally:
         catalog.close()
+
+
+def test_the_searchs_slug_lookup_reads_an_index_even_in_a_catalog_written_before_it(tmp_path: Path) -> None:
+    """A request written as a slug is looked up in every grant; ``UNIQUE (grant_key, slug)`` cannot serve
+    that, so without its own index each short request read the whole table (seconds at 1M skills)."""
+    path = tmp_path / "catalog.sqlite3"
+    old = CatalogStore(path)
+    old.connection().execute("DROP INDEX IF EXISTS skills_by_slug")  # as a catalog written before the index
+    old.close()
+    store = CatalogStore(path)
+    conn = store.connection()
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        store.skills_by_slug(SLUG)
+    finally:
+        conn.set_trace_callback(None)
+    plans = [row["detail"] for sql in statements if sql.lstrip().upper().startswith("SELECT")
+             for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}")]
+    assert plans and not [p for p in plans if p.startswith("SCAN skills")], plans
+    assert any("skills_by_slug" in p for p in plans), plans
+    store.close()
