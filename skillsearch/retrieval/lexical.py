@@ -20,6 +20,8 @@ This is the one module that imports ``tantivy``; its errors become ours here. De
   skills requests wanted (docs/benchmarks.md, "The head of the instructions"). The rest goes into ``rest``
   (English-analysed), searched only for a request's terms no document's ``all`` holds, so a word only a deep
   body holds still finds its skill. The CJK and French fields hold the head only.
+- Tantivy sums the fields' BM25, each with its own IDF; a term's queries are scaled so that every field
+  weighs it with one IDF, that of its largest document frequency over the fields (``_blended_idf``).
 - A long request's terms found in more than half of the documents are left out of its query (they weigh
   little in BM25 and cost the most to search); a short request keeps every term.
 - A full build is written as one segment (the writer's arena is sized to the batch): Tantivy searches
