@@ -113,3 +113,19 @@ def test_a_long_request_still_searches_a_word_only_a_name_holds(tmp_path: Path) 
                  _named(1, "Daily digest", "Gives the weather of the day.")], [])
     assert _found(index, f"quokka weather {FILLER}") == {"sk_0", "sk_1"}
     index.close()
+
+
+def test_a_word_rare_in_names_but_common_in_descriptions_weighs_its_one_idf(tmp_path: Path) -> None:
+    # Tantivy computes IDF per field: "building" in one name of 30 but in 20 descriptions had a name IDF
+    # seven times its description IDF, so a model named for building segmentation outranked the video
+    # model a "building a video app" request wanted (Gorilla). Every field now weighs a term with its one
+    # IDF, that of its largest document frequency (Lucene's BlendedTermQuery, BM25F).
+    docs = [_named(0, "building-segmentation", "Segments building outlines in satellite photos."),
+            _named(1, "action-recognition", "Recognises the main action happening in a given video clip, frame by frame.")]
+    docs += [_named(i, f"planner {i}", f"Plans a building project, step {i}.") for i in range(2, 22)]
+    docs += [_named(i, f"helper {i}", f"Another helper, number {i}.") for i in range(22, 30)]
+    index = LexicalIndex(tmp_path / "lexical", create=True)
+    index.apply(docs, [])
+    keys = index.search("we are building a video app", None, 3).keys
+    assert int(keys[0]) == skill_key("sk_1")
+    index.close()

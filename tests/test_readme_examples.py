@@ -111,3 +111,14 @@ def test_readme_example_returns_the_skill_it_shows(
 def test_search_page_example_returns_the_skill_it_suggests(query: str, default_sample: Catalog) -> None:
     result = default_sample.search(Principal.operator(), SearchRequest(query, limit=5))
     assert not result.no_match and result.hits[0].skill.slug == EXPECTED[query]
+
+
+@pytest.mark.parametrize("query", ["find the commit that broke it", "which commit broke the build?"])
+def test_the_commit_examples_lexical_side_ranks_the_bisect_skill_above_a_french_commit_skill(
+    query: str, default_sample: Catalog, synced_starter: Catalog
+) -> None:
+    # "commit" is rare in names but common in bodies: with a per-field IDF, the name of
+    # ``messages-de-commit-conventionnels`` outweighed everything else and led the lexical list (issue 30).
+    for catalog in (default_sample, synced_starter):
+        result = catalog.search(Principal.operator(), SearchRequest(query, limit=3, mode="lexical"))
+        assert result.hits and result.hits[0].skill.slug == "git-bisect-regressions"

@@ -20,6 +20,8 @@ This is the one module that imports ``tantivy``; its errors become ours here. De
   skills requests wanted (docs/benchmarks.md, "The head of the instructions"). The rest goes into ``rest``
   (English-analysed), searched only for a request's terms no document's ``all`` holds, so a word only a deep
   body holds still finds its skill. The CJK and French fields hold the head only.
+- Tantivy sums the fields' BM25, each with its own IDF; a term's queries are scaled so that every field
+  weighs it with one IDF, that of its largest document frequency over the fields (``_blended_idf``).
 - A long request's terms found in more than half of the documents are left out of its query (they weigh
   little in BM25 and cost the most to search); a short request keeps every term.
 - A full build is written as one segment (the writer's arena is sized to the batch): Tantivy searches
@@ -182,10 +184,36 @@ def _remove_folder(path: Path) -> None:
         shutil.rmtree(trash, ignore_errors=True)
 
 
+def _field_doc_freqs(terms: list[str], searcher: tantivy.Searcher) -> dict[str, dict[str, int]]:
+    """How many documents hold each term, per text field."""
+    return {f: {t: searcher.doc_freq(f, t) for t in terms} for f in TEXT_FIELDS}
+
+
 def _doc_freqs(terms: list[str], searcher: tantivy.Searcher) -> dict[str, int]:
     """How many documents hold each term, at least (the larger count of ``all`` and ``name``; a word of a
     name alone is in ``name`` only)."""
-    return {t: max(searcher.doc_freq(f, t) for f in TEXT_FIELDS) for t in terms}
+    per_field = _field_doc_freqs(terms, searcher)
+    return {t: max(per_field[f][t] for f in TEXT_FIELDS) for t in terms}
+
+
+def _idf(num_docs: int, df: int) -> float:
+    """Tantivy's BM25 IDF."""
+    return math.log(1.0 + (num_docs - df + 0.5) / (df + 0.5))
+
+
+def _blended_idf(per_field: dict[str, dict[str, int]], num_docs: int) -> dict[str, dict[str, float]]:
+    """Per text field and term, the factor that turns the field's own IDF into the term's one IDF: that of
+    the largest document frequency over the fields (what Lucene's ``BlendedTermQuery``, behind
+    Elasticsearch's ``cross_fields``, does). Tantivy computes IDF per field, so a word frequent in
+    descriptions but rare in names ("building", "base", "large" in model names) got a name IDF several
+    times its description IDF, and one accidental name match outranked the description that matched.
+    BM25F (Robertson et al., 2004) has one IDF per term for the same reason."""
+    out: dict[str, dict[str, float]] = {f: {} for f in per_field}
+    for f, dfs in per_field.items():
+        for t, df in dfs.items():
+            top = max(per_field[g][t] for g in per_field)
+            out[f][t] = _idf(num_docs, top) / _idf(num_docs, df) if 0 < df < top else 1.0
+    return out
 
 
 def _informative_terms(terms: list[str], df: dict[str, int], num_docs: int) -> list[str]:
@@ -324,8 +352,11 @@ class LexicalIndex:
             # One flat disjunction of (field, term) queries: nested per-term clauses, as the query parser
             # builds them, would keep Tantivy from pruning with block-max WAND.
             terms = sorted(set(self._english.analyze(en_words))) if en_words else []
+            blend: dict[str, dict[str, float]] = {}
             if searcher is not None:
-                df = _doc_freqs(terms, searcher)
+                per_field = _field_doc_freqs(terms, searcher)
+                df = {t: max(per_field[f][t] for f in TEXT_FIELDS) for t in terms}
+                blend = _blended_idf(per_field, searcher.num_docs)
                 # Terms no document's head holds are looked up in the rest of the instructions (``REST_FIELD``).
                 should.extend((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, REST_FIELD, t))
                               for t in terms if df[t] == 0)
@@ -336,7 +367,8 @@ class LexicalIndex:
                     continue
                 for term in terms:
                     q = tantivy.Query.term_query(self.schema, field_name, term)
-                    should.append((tantivy.Occur.Should, q if boost == 1.0 else tantivy.Query.boost_query(q, boost)))
+                    b = boost * blend.get(field_name, {}).get(term, 1.0)
+                    should.append((tantivy.Occur.Should, q if b == 1.0 else tantivy.Query.boost_query(q, b)))
             if french and self._french.analyze(words):
                 fr_query, _errors = self.index.parse_query_lenient(
                     words, list(FRENCH_FIELDS), field_boosts=FRENCH_BOOSTS
