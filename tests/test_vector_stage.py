@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -350,3 +351,16 @@ def test_a_snapshot_with_tags_grants_and_deletes_keeps_its_columns_in_step(tmp_p
         assert set(np.flatnonzero(s.mask(["team:z"])).tolist()) == {s.row_of("sk_4"), s.row_of("sk_new")}
         assert sorted(s.tag_rows["t9"].tolist()) == sorted([s.row_of("sk_4"), s.row_of("sk_new")])  # type: ignore[type-var]
         assert all(r.tags[0] in s.tag_rows and j in s.tag_rows[r.tags[0]] for j, r in enumerate(s.rows))
+
+
+def test_the_int8_scan_leaves_nones_reference_count_alone(world: tuple[VectorSnapshot, list[np.ndarray]]) -> None:
+    """simsimd 6.5's ``cdist(..., out=...)`` drops a reference to None per call; a server that scanned with
+    it died after a few thousand kernel calls (``Fatal Python error: none_dealloc``) on Python 3.11. The
+    scan must leave None's count where it was, however many blocks it reads."""
+    snapshot, queries = world
+    compact = snapshot.compact
+    assert compact is not None
+    before = sys.getrefcount(None)
+    for _ in range(50):
+        _approximate(compact, None, queries[-1], 1, None)
+    assert sys.getrefcount(None) >= before
