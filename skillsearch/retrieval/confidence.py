@@ -16,8 +16,8 @@ holds:
   request no skill fits is far from the whole catalog, not only from its best hit.
 
 ``no_match``: the top hit's *fit* is under ``no_match_below``. The fit is a fixed sum of the top hit's
-features (``refusal``: its cosine, plus the request's mean cosine with the whole catalog, plus half its
-coverage; ``docs/rules.md`` says why each term is there), not the confidence: the confidence model learns
+features (``refusal``: its cosine plus the request's mean cosine with the whole catalog; ``docs/rules.md``
+says why each term is there and why the coverage is not), not the confidence: the confidence model learns
 "is this hit the right one" and leans on ``cos_z``, which is *high* for a request about something the catalog
 does not cover (all its cosines are low, so its best one stands out). ``no_match_below`` is fitted so that on
 every dev set left out at most 1 % of the answerable requests are refused. It reads the top hit only, so
