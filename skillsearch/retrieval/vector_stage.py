@@ -197,7 +197,7 @@ def _scan(
         out = scratch[: block.shape[0]]
         # Not ``cdist(..., out=out)``: simsimd 6.5 returns None from it without a reference of its own, so
         # every call takes one from None's count, and on Python 3.11 a long-running server dies with "Fatal
-        # Python error: none_dealloc" (about 4,000 calls of a fresh process; 16 per search at 1M rows).
+        # Python error: none_dealloc" (after some thousands of calls in a fresh process; 16 per search at 1M rows).
         # The copy costs nothing measurable against the kernel (tests/test_vector_stage.py).
         np.copyto(out, np.asarray(simsimd.cdist(block, q_codes, metric="dot", threads=1, out_dtype="float32")))
         end = start + block.shape[0]
