@@ -198,7 +198,8 @@ def _scan(
         # Not ``cdist(..., out=out)``: simsimd 6.5 returns None from it without a reference of its own, so
         # every call takes one from None's count, and on Python 3.11 a long-running server dies with "Fatal
         # Python error: none_dealloc" (after some thousands of calls in a fresh process; 16 per search at 1M rows).
-        # The copy costs nothing measurable against the kernel (tests/test_vector_stage.py).
+        # The copy costs nothing measurable against the kernel; the reference count is tested in
+        # tests/test_vector_stage.py.
         np.copyto(out, np.asarray(simsimd.cdist(block, q_codes, metric="dot", threads=1, out_dtype="float32")))
         end = start + block.shape[0]
         if shift is None and nq == 1:
