@@ -256,11 +256,11 @@ def candidates_stage(
     # While the model works (a batching worker holds no GIL in its forward pass): the store reads that do
     # not need the query vectors, i.e. the lexical leaders' rows (kept by catalog/read_cache.py for the
     # re-check) and the skills the request names: by slug, or a lexical leader by its name.
-    leaders = store.skills([vectors.rows[int(r)].skill_id for r in lex_rows[: request.limit + 5]])
+    leaders = store.skills([vectors.rows.skill_id(int(r)) for r in lex_rows[: request.limit + 5]])
     named = _NONE
     if request.mode != "semantic":
         by_name = [int(r) for r in lex_rows[: request.limit + 5]
-                   if _same_name(getattr(leaders.get(vectors.rows[int(r)].skill_id), "name", ""), request.query)]
+                   if _same_name(getattr(leaders.get(vectors.rows.skill_id(int(r))), "name", ""), request.query)]
         named = np.union1d(named_rows(request.query, store, snapshot, principal, revoked), by_name).astype(np.int64)
 
     background: tuple[float, float] | None = None
@@ -327,7 +327,7 @@ def recheck_stage(
     chunk = request.limit + 5
     for start in range(0, order.size, chunk):
         part = order[start : start + chunk]
-        ids = [snapshot.vectors.rows[int(rows[i])].skill_id for i in part]
+        ids = [snapshot.vectors.rows.skill_id(int(rows[i])) for i in part]
         skills = store.skills(ids)
         for i, skill_id in zip(part, ids, strict=True):
             skill = skills.get(skill_id)
