@@ -189,11 +189,16 @@ def _field_doc_freqs(terms: list[str], searcher: tantivy.Searcher) -> dict[str, 
     return {f: {t: searcher.doc_freq(f, t) for t in terms} for f in TEXT_FIELDS}
 
 
+def _largest(per_field: dict[str, dict[str, int]]) -> dict[str, int]:
+    """Each term's largest document frequency over the fields of ``per_field``."""
+    terms = next(iter(per_field.values()), {})
+    return {t: max(dfs[t] for dfs in per_field.values()) for t in terms}
+
+
 def _doc_freqs(terms: list[str], searcher: tantivy.Searcher) -> dict[str, int]:
     """How many documents hold each term, at least (the larger count of ``all`` and ``name``; a word of a
     name alone is in ``name`` only)."""
-    per_field = _field_doc_freqs(terms, searcher)
-    return {t: max(per_field[f][t] for f in TEXT_FIELDS) for t in terms}
+    return _largest(_field_doc_freqs(terms, searcher))
 
 
 def _idf(num_docs: int, df: int) -> float:
@@ -201,19 +206,17 @@ def _idf(num_docs: int, df: int) -> float:
     return math.log(1.0 + (num_docs - df + 0.5) / (df + 0.5))
 
 
-def _blended_idf(per_field: dict[str, dict[str, int]], num_docs: int) -> dict[str, dict[str, float]]:
+def _blended_idf(per_field: dict[str, dict[str, int]], top: dict[str, int], num_docs: int,
+                 ) -> dict[str, dict[str, float]]:
     """Per text field and term, the factor that turns the field's own IDF into the term's one IDF: that of
     the largest document frequency over the fields (what Lucene's ``BlendedTermQuery``, behind
     Elasticsearch's ``cross_fields``, does). Tantivy computes IDF per field, so a word frequent in
     descriptions but rare in names ("building", "base", "large" in model names) got a name IDF several
     times its description IDF, and one accidental name match outranked the description that matched.
-    BM25F (Robertson et al., 2004) has one IDF per term for the same reason."""
-    out: dict[str, dict[str, float]] = {f: {} for f in per_field}
-    for f, dfs in per_field.items():
-        for t, df in dfs.items():
-            top = max(per_field[g][t] for g in per_field)
-            out[f][t] = _idf(num_docs, top) / _idf(num_docs, df) if 0 < df < top else 1.0
-    return out
+    BM25F (Robertson et al., 2004) has one IDF per term for the same reason. ``top``: :func:`_largest` of
+    ``per_field``."""
+    return {f: {t: _idf(num_docs, top[t]) / _idf(num_docs, df) if 0 < df < top[t] else 1.0 for t, df in dfs.items()}
+            for f, dfs in per_field.items()}
 
 
 def _informative_terms(terms: list[str], df: dict[str, int], num_docs: int) -> list[str]:
@@ -355,8 +358,8 @@ class LexicalIndex:
             blend: dict[str, dict[str, float]] = {}
             if searcher is not None:
                 per_field = _field_doc_freqs(terms, searcher)
-                df = {t: max(per_field[f][t] for f in TEXT_FIELDS) for t in terms}
-                blend = _blended_idf(per_field, searcher.num_docs)
+                df = _largest(per_field)
+                blend = _blended_idf(per_field, df, searcher.num_docs)
                 # Terms no document's head holds are looked up in the rest of the instructions (``REST_FIELD``).
                 should.extend((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, REST_FIELD, t))
                               for t in terms if df[t] == 0)
@@ -406,8 +409,7 @@ class LexicalIndex:
         """Each English term of a request and its BM25 IDF in the ``all`` field (a term no document holds
         gets the highest IDF): what a perfect match of every term would be worth."""
         n = int(searcher.num_docs)
-        return {t: math.log(1.0 + (n - (df := searcher.doc_freq("all", t)) + 0.5) / (df + 0.5))
-                for t in self.terms(text)}
+        return {t: _idf(n, searcher.doc_freq("all", t)) for t in self.terms(text)}
 
     def _filter(self, field: str, values: list[str]) -> tantivy.Query:
         return tantivy.Query.const_score_query(tantivy.Query.term_set_query(self.schema, field, values), 0.0)
