@@ -29,7 +29,8 @@ from skillsearch.retrieval.vector_stage import (
 )
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot, max_cosines
 
-ROWS = COMPACT_FROM + 2_000
+# Past the int8 copy's threshold, the background's sample size and the two-thread split.
+ROWS = 42_000
 REQUESTS = [
     "roll back a bad deploy", "clean a pandas dataframe", "review a pull request for security problems",
     "plan a database migration with a rollback", "write release notes from the changelog",
@@ -289,6 +290,48 @@ def test_the_decisions_background_reads_the_whole_index_or_a_fixed_sample(
     assert small.background(q) == (float(whole.mean(dtype=np.float64)), float(whole.std(dtype=np.float64)))
 
 
+def test_the_search_reads_its_background_from_the_stages_own_scan(
+    world: tuple[VectorSnapshot, list[np.ndarray]],
+) -> None:
+    """``nearest_and_background`` (what search calls) scans once: its rows, scores and background are
+    exactly those of ``nearest`` and ``background`` called apart, for every caller, so the decision's
+    background is the same whoever asks."""
+    snapshot, queries = world
+    some = snapshot.mask(["team:some"])
+    named = np.asarray([11, 20_000], dtype=np.int64)
+    for q in queries:
+        alone = snapshot.background(q)
+        for mask in (None, some):
+            rows, scores, background = snapshot.nearest_and_background(q, 100, mask, exact_rows=named)
+            want_rows, want_scores = snapshot.nearest(q, 100, mask, exact_rows=named)
+            np.testing.assert_array_equal(rows, want_rows)
+            np.testing.assert_array_equal(scores, want_scores)
+            assert background == alone
+
+
+def test_a_compact_snapshot_under_the_background_size_reads_every_rows_scan(
+    world: tuple[VectorSnapshot, list[np.ndarray]],
+) -> None:
+    """Between ``COMPACT_FROM`` and ``BACKGROUND_ROWS`` rows the background is every row's int8 score: the
+    same for every caller and from either call, and within the quantisation error of the exact figures."""
+    from skillsearch.retrieval.vectors import BACKGROUND_ROWS
+
+    snapshot, queries = world
+    n = COMPACT_FROM + 2_000
+    assert n <= BACKGROUND_ROWS
+    small = VectorSnapshot.build(snapshot.dim, np.asarray(snapshot.matrix[:n]), snapshot.rows[:n])
+    assert small.compact is not None
+    some = small.mask(["team:some"])
+    for q in queries:
+        alone = small.background(q)
+        every = max_cosines(np.ascontiguousarray(small.matrix), np.ascontiguousarray(q))
+        assert abs(alone[0] - float(every.mean())) < 1e-3 and abs(alone[1] - float(every.std())) < 1e-3
+        for mask in (None, some):
+            rows, _, background = small.nearest_and_background(q, 10, mask)
+            assert background == alone
+            assert recall_at(rows, exact(small, q, mask), rows.size) == 1.0
+
+
 def test_row_metadata_is_kept_as_columns_and_reads_like_a_tuple_of_rows() -> None:
     """``vector_rows.RowTable`` holds a million rows' metadata in numpy columns (no object per row) and
     reads, compares and changes like the tuple of ``VectorRow`` it replaced; ``KeyIndex`` finds a row by its
@@ -354,13 +397,15 @@ def test_a_snapshot_with_tags_grants_and_deletes_keeps_its_columns_in_step(tmp_p
 
 
 def test_the_int8_scan_leaves_nones_reference_count_alone(world: tuple[VectorSnapshot, list[np.ndarray]]) -> None:
-    """simsimd 6.5's ``cdist(..., out=...)`` drops a reference to None per call; a server that scanned with
-    it died after a few thousand kernel calls (``Fatal Python error: none_dealloc``) on Python 3.11. The
-    scan must leave None's count where it was, however many blocks it reads."""
+    """simsimd 6.5's ``cdist(..., out=...)`` (the kernel used before numkong) dropped a reference to None per
+    call; a server that scanned with it died after a few thousand kernel calls (``Fatal Python error:
+    none_dealloc``) on Python 3.11. The scan must leave None's count where it was, however many blocks it
+    reads, with one query vector and with several."""
     snapshot, queries = world
     compact = snapshot.compact
     assert compact is not None
     before = sys.getrefcount(None)
     for _ in range(50):
+        _approximate(compact, None, queries[0], 1, None)
         _approximate(compact, None, queries[-1], 1, None)
     assert sys.getrefcount(None) >= before

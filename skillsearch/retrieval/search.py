@@ -276,8 +276,8 @@ def candidates_stage(
         # (skillsearch/retrieval/calibration.py). The lexical candidates' cosines are exact too. The
         # decision's background reads the whole index, whoever the caller is.
         shift = route.shift(queries)
-        sem_rows, sem_all = vectors.nearest(queries, depth, mask, route.columns, lex_rows, shift)
-        background = vectors.background(queries, route.columns, shift, sem_all if mask is None else None)
+        sem_rows, sem_all, background = vectors.nearest_and_background(queries, depth, mask, route.columns,
+                                                                       lex_rows, shift)
         timings["vector_ms"] = (time.perf_counter() - t) * 1000
     notice = unreadable_language_notice(route.encoder, request.query) if use_sem else None
     cands = candidates(lex_rows, lex_scores, sem_rows, sem_all)

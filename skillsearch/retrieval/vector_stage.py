@@ -5,9 +5,9 @@ From there on every row also has a compact copy, :class:`Compact`: int8 codes an
 (``row ~ scale * codes``, a quarter of float32's bytes, so a quarter of the memory traffic that bounds a scan).
 A search then
 
-1. scores every row approximately with simsimd's int8 dot-product kernels (SIMD; this module is simsimd's
-   home), in blocks of :data:`BLOCK` rows, one pass for all the request's query vectors, the rows shared
-   by :data:`SCAN_THREADS` Python threads (the kernel releases the GIL);
+1. scores every row approximately with numkong's int8 dot-product kernels (SIMD; this module is numkong's
+   home), in blocks of :data:`BLOCK` rows, one pass for all the request's query vectors (packed once), the
+   rows shared by :data:`SCAN_THREADS` Python threads (the kernels release the GIL);
 2. sets the rows the caller may not see (``mask``) to ``-inf`` without a branch per row (:func:`hide`), so
    filtering stays inside the retriever and ``depth`` rows come back whenever ``depth`` visible rows exist;
 3. takes every visible row whose approximate score is within :func:`margin` (six standard deviations of the
@@ -30,25 +30,28 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache, cached_property
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
-import simsimd
 
 __all__ = [
     "BLOCK", "COMPACT_FROM", "SCAN_THREADS", "Compact", "Shift", "hide", "margin", "nearest_compact", "quantise",
-    "sample_scores",
+    "sample_scores", "scan", "select",
 ]
 
-# Rows from which a search scans the compact copy; below it the exact float32 product costs under 3 ms.
-COMPACT_FROM = 40_000
+# Rows from which a search scans the compact copy. Measured at 5k and 10k rows (docs/benchmarks.md, "One pass
+# for several query vectors"): the int8 scan with re-scoring is already faster there (0.6-0.8 against
+# 0.8-1.7 ms; 1.3-1.9 against 2.3-2.7 ms). Every relevance dev set (at most 4,076 rows) stays on the exact
+# product, so no relevance report moves.
+COMPACT_FROM = 5_000
 # Rows scored per kernel call: bounds the scratch buffer (rows x query vectors float32).
 BLOCK = 65_536
 # At most this many rows per requested one are re-scored exactly (ties of equal stand-in vectors aside,
 # the margin admits far fewer).
 MAX_RESCORE_FACTOR = 8
-# Python threads that share a scan, each over its own blocks: simsimd's kernel releases the GIL (its own
-# ``threads`` argument starts threads per call, which cost more than they saved here). Two at most: the
+# Python threads that share a scan, each over its own blocks: numkong's kernels release the GIL (a
+# spinning Python thread kept its pace beside them; simsimd's own ``threads`` argument, before, started
+# threads per call, which cost more than they saved). Two at most: the
 # machines this runs on have few cores, and the model's encoder shares them.
 SCAN_THREADS = max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
 # A scan shorter than this many rows runs on the calling thread (a hand-off costs tens of microseconds).
@@ -128,6 +131,17 @@ def quantise(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes, scales
 
 
+def quantise_together(queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A request's query vectors as int8 codes with one scale for all (the largest ``max |x| / 127``): the
+    error bound of :func:`margin` is the largest scale's anyway, and with one scale the best integer
+    product of a row is its best approximate score."""
+    m = np.asarray(queries, dtype=np.float32).reshape(-1, queries.shape[-1])
+    peak = float(np.abs(m).max()) if m.size else 0.0
+    scale = np.float32(peak / 127.0)
+    codes = np.rint(m / (scale if scale > 0 else np.float32(1.0))).clip(-127, 127).astype(np.int8)
+    return codes, np.full(m.shape[0], scale, dtype=np.float32)
+
+
 def margin(row_scale: float, query_scales: np.ndarray) -> float:
     """Six standard deviations of ``exact - approximate`` for one unit row and unit query, both rounded to
     int8: ``x.q - s_x s_q (c_x.c_q) = s_x c_x.e_q + e_x.q``, each component of ``e`` uniform within half a
@@ -169,7 +183,7 @@ def _approximate(
     With ``threads`` > 1 a large scan is cut into that many runs of rows, one per thread (the calling
     thread takes the first)."""
     codes = compact.codes if columns is None else compact.codes[:, columns]
-    q_codes, q_scales = quantise(queries)
+    q_codes, q_scales = quantise_together(queries)
     n = codes.shape[0]
     scores = np.empty(n, dtype=np.float32)
     if threads <= 1 or n < SPLIT_FROM:
@@ -189,28 +203,42 @@ def _scan(
     codes: np.ndarray, scales: np.ndarray, q_codes: np.ndarray, q_scales: np.ndarray, shift: Shift | None,
     scores: np.ndarray, first: int, last: int,
 ) -> None:
-    """Rows ``first:last`` of :func:`_approximate`, a block at a time (the scratch stays in cache)."""
+    """Rows ``first:last`` of :func:`_approximate`, a block at a time (the scratch stays in cache).
+
+    The integer dot products come from numkong: one vector through ``cdist``, several through
+    ``dots_packed`` with the query vectors packed once, which reads each row once for all of them (simsimd's
+    ``cdist``, used before, cost the same per row and vector, so a request of four sentences paid four
+    scans; docs/benchmarks.md, "One pass for several query vectors"). The query vectors share one scale
+    (:func:`quantise_together`), so the best of a row's integer products is its best score before scaling."""
+    nk = _numkong()
     nq = q_codes.shape[0]
-    scratch = np.empty((min(last - first, BLOCK), nq), dtype=np.float32)
+    packed = nk.dots_pack(q_codes, dtype="int8") if nq > 1 else None
     for start in range(first, last, BLOCK):
         block = codes[start : min(start + BLOCK, last)]
-        out = scratch[: block.shape[0]]
-        # Not ``cdist(..., out=out)``: simsimd 6.5 returns None from it without a reference of its own, so
-        # every call takes one from None's count, and on Python 3.11 a long-running server dies with "Fatal
-        # Python error: none_dealloc" (after some thousands of calls in a fresh process; 16 per search at 1M rows).
-        # The copy costs nothing measurable against the kernel; the reference count is tested in
-        # tests/test_vector_stage.py.
-        np.copyto(out, np.asarray(simsimd.cdist(block, q_codes, metric="dot", threads=1, out_dtype="float32")))
         end = start + block.shape[0]
-        if shift is None and nq == 1:
-            np.multiply(out[:, 0], q_scales[0], out=scores[start:end])
-            scores[start:end] *= scales[start:end]
-            continue
-        out *= q_scales[None, :]
-        out *= scales[start:end, None]
+        if packed is None:
+            products = np.asarray(nk.cdist(block, q_codes, metric="dot", out_dtype="float32"))
+        else:
+            products = np.asarray(nk.dots_packed(block, packed))
         if shift is not None:
-            out -= shift.by[:, shift.groups[start:end]].T
-        out.max(axis=1, out=scores[start:end])
+            shifted = products.astype(np.float32)
+            shifted *= q_scales[0]
+            shifted *= scales[start:end, None]
+            shifted -= shift.by[:, shift.groups[start:end]].T
+            shifted.max(axis=1, out=scores[start:end])
+            continue
+        best = products[:, 0] if nq == 1 else products.max(axis=1)
+        np.multiply(best, q_scales[0], out=scores[start:end], casting="unsafe")
+        scores[start:end] *= scales[start:end]
+
+
+@cache
+def _numkong() -> Any:
+    """numkong, imported on the first scan: loading its kernels takes about 0.14 s, which commands that never
+    scan (``list``, a lexical search) should not pay."""
+    import numkong
+
+    return numkong
 
 
 def sample_scores(
@@ -262,6 +290,21 @@ def nearest_compact(
     query vector's score (exact, so the margin is the same)."""
     queries = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, matrix.shape[1])
     scores, err = _approximate(compact, columns, queries, threads, shift)
+    return select(matrix, scores, err, queries, depth, mask, exact_rows, shift)
+
+
+def select(
+    matrix: Rows,
+    scores: np.ndarray,
+    err: float,
+    queries: np.ndarray,
+    depth: int,
+    mask: np.ndarray | None,
+    exact_rows: np.ndarray | None = None,
+    shift: Shift | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Steps 2-4 of the stage over a scan's approximate ``scores`` (:func:`scan`; changed in place) and its
+    error margin ``err``: what :func:`nearest_compact` returns."""
     if mask is not None:
         hide(scores, mask)
     threshold = _depth_threshold(scores, depth)
@@ -281,6 +324,17 @@ def nearest_compact(
         named = named[np.isfinite(scores[named])]
         scores[named] = _exact(matrix, named, queries, shift)
     return picked[order].astype(np.int64), scores
+
+
+def scan(
+    compact: Compact, columns: slice | None, queries: np.ndarray, shift: Shift | None = None,
+    threads: int = SCAN_THREADS,
+) -> tuple[np.ndarray, float]:
+    """Step 1 alone: every row's approximate best score over ``queries`` (normalised, (q, dim)), whoever
+    asks (no mask yet), and the error margin that applies. The same rows always get the same numbers, so
+    statistics read from it (the decision's background) do not depend on the caller."""
+    queries = np.ascontiguousarray(queries, dtype=np.float32).reshape(len(np.atleast_2d(queries)), -1)
+    return _approximate(compact, columns, queries, threads, shift)
 
 
 def _exact(matrix: Rows, rows: np.ndarray, queries: np.ndarray, shift: Shift | None) -> np.ndarray:

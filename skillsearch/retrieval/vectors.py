@@ -39,6 +39,8 @@ from skillsearch.retrieval.vector_stage import (
     nearest_compact,
     quantise,
     sample_scores,
+    scan,
+    select,
 )
 
 # Rows the decision's background statistics read (``VectorSnapshot.background``): each dev set fits whole.
@@ -292,8 +294,38 @@ class VectorSnapshot:
             if mask is not None:
                 hide(scores, mask)
             return top_k(scores, depth), scores
-        rows = matrix if self.base is None else FileRows(self.base, self.matrix, self.overlay, columns)
-        return nearest_compact(rows, self.compact, columns, queries, depth, mask, exact_rows, shift=shift)
+        return nearest_compact(self._exact_rows(columns), self.compact, columns, queries, depth, mask, exact_rows,
+                               shift=shift)
+
+    def _exact_rows(self, columns: slice | None) -> np.ndarray | FileRows:
+        """Where the vector stage reads the float32 rows it re-scores: the matrix (a route's column view),
+        or the saved file by ``pread``."""
+        if self.base is not None:
+            return FileRows(self.base, self.matrix, self.overlay, columns)
+        return self.matrix if columns is None else self.matrix[:, columns]
+
+    def nearest_and_background(
+        self,
+        queries: np.ndarray,
+        depth: int,
+        mask: np.ndarray | None = None,
+        columns: slice | None = None,
+        exact_rows: np.ndarray | None = None,
+        shift: Shift | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, tuple[float, float]]:
+        """The vector stage of a search: :meth:`nearest` and :meth:`background` together, with the same
+        results as the two calls. With an int8 copy the background is read from the one scan that
+        :meth:`nearest` makes anyway (its approximate scores before the caller's mask), not from a second
+        pass over the rows."""
+        if self.compact is None or len(self) < COMPACT_FROM:
+            rows, scores = self.nearest(queries, depth, mask, columns, exact_rows, shift)
+            return rows, scores, self.background(queries, columns, shift, scores if mask is None else None)
+        q = self._queries(queries, columns)
+        approximate, err = scan(self.compact, columns, q, shift)
+        background = self._moments(approximate[self._background_rows] if self._background_rows is not None
+                                    else approximate)
+        found, scores = select(self._exact_rows(columns), approximate, err, q, depth, mask, exact_rows, shift)
+        return found, scores, background
 
     def background(
         self, queries: np.ndarray, columns: slice | None = None, shift: Shift | None = None,
@@ -302,28 +334,46 @@ class VectorSnapshot:
         """The mean and standard deviation of the request's best cosine over the whole index, whoever asks
         (the decision's ``cos_bg`` and the scale of ``cos_z``, ``retrieval/confidence.py``): every row up to
         ``BACKGROUND_ROWS``, beyond that a fixed, evenly spaced sample of that many rows, so the cost stays
-        flat at a million skills; with an int8 copy (from ``COMPACT_FROM`` rows) the sample is scored from
-        that copy (each cosine within about 1e-3; the mean over the sample far closer), not by gathering
-        rows of the mapped float32 matrix. ``scores``: :meth:`nearest`'s unmasked, exact scores, when it
-        has them."""
+        flat at a million skills. With an int8 copy (from ``COMPACT_FROM`` rows) the rows are scored from
+        that copy (each cosine within about 1e-3; the mean over the rows far closer), the numbers the vector
+        stage's own scan gives them (:meth:`nearest_and_background`). ``scores``: :meth:`nearest`'s
+        unmasked, exact scores, when it has them (below ``COMPACT_FROM``)."""
         n = len(self)
-        if scores is not None and n <= BACKGROUND_ROWS and (self.compact is None or n < COMPACT_FROM):
-            sample = scores
-        elif self.compact is not None and n > BACKGROUND_ROWS and n >= COMPACT_FROM:
-            q = np.ascontiguousarray(zero_tiny(queries)).reshape(-1, self.dim if columns is None else
-                                                                  len(range(self.dim)[columns]))
-            sample = sample_scores(self.compact, BACKGROUND_ROWS, columns, q, shift)
+        q = self._queries(queries, columns)
+        if self.compact is not None and n >= COMPACT_FROM:
+            if self._background_rows is None:
+                return self._moments(scan(self.compact, columns, q, shift)[0])
+            return self._moments(sample_scores(self.compact, BACKGROUND_ROWS, columns, q, shift))
+        if scores is not None and n <= BACKGROUND_ROWS:
+            return self._moments(scores)
+        rows = self._background_rows
+        matrix = self.matrix if rows is None else self.matrix[rows]
+        if columns is not None:
+            matrix = matrix[:, columns]
+        if shift is None:
+            sample = max_cosines(np.ascontiguousarray(matrix), q)
         else:
-            rows = None if n <= BACKGROUND_ROWS else np.linspace(0, n - 1, BACKGROUND_ROWS).astype(np.int64)
-            matrix = self.matrix if rows is None else self.matrix[rows]
-            if columns is not None:
-                matrix = matrix[:, columns]
-            q = np.ascontiguousarray(zero_tiny(queries)).reshape(-1, matrix.shape[1])
-            if shift is None:
-                sample = max_cosines(np.ascontiguousarray(matrix), q)
-            else:
-                groups = shift.groups if rows is None else shift.groups[rows]
-                sample = (q @ matrix.T - shift.by[:, groups]).max(axis=0).astype(np.float32)
+            groups = shift.groups if rows is None else shift.groups[rows]
+            sample = (q @ matrix.T - shift.by[:, groups]).max(axis=0).astype(np.float32)
+        return self._moments(sample)
+
+    @cached_property
+    def _background_rows(self) -> np.ndarray | None:
+        """The rows the background reads: all (None) up to ``BACKGROUND_ROWS``, else that many evenly spaced
+        (``Compact.sample``'s rows when there is an int8 copy)."""
+        n = len(self)
+        if n <= BACKGROUND_ROWS:
+            return None
+        if self.compact is not None and n >= COMPACT_FROM:
+            return self.compact.sample(BACKGROUND_ROWS)[0]
+        return np.linspace(0, n - 1, BACKGROUND_ROWS).astype(np.int64)
+
+    def _queries(self, queries: np.ndarray, columns: slice | None) -> np.ndarray:
+        dim = self.dim if columns is None else len(range(self.dim)[columns])
+        return np.ascontiguousarray(zero_tiny(queries), dtype=np.float32).reshape(-1, dim)
+
+    @staticmethod
+    def _moments(sample: np.ndarray) -> tuple[float, float]:
         return float(sample.mean(dtype=np.float64)), float(sample.std(dtype=np.float64))
 
     # -- updates ----------------------------------------------------------------------------------
