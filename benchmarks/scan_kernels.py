@@ -1,0 +1,98 @@
+"""The int8 kernels of the vector stage's scan, paired in one run: simsimd's ``cdist`` (the stage's kernel
+until 2026-12-03; measured only when simsimd is installed, it is no longer a dependency) against numkong's
+``cdist`` for one query vector and ``dots_packed`` (the query vectors packed once) for several, and the
+row-wise maximum over the query vectors as numpy's ``max(axis=1)`` against ``vector_stage.row_max``.
+
+Rows: random int8 codes of 384 dimensions (the kernels' cost does not depend on the values); query vectors
+1, 2, 4 and 7 (a request and up to six of its sentences). Each timing is the median of ``--rounds`` calls
+over the whole matrix in one thread, the alternatives interleaved.
+
+Run: ``PYTHONPATH=. .venv/bin/python benchmarks/scan_kernels.py --sizes 10000 100000 1000000``
+(writes ``benchmarks/results/scan-kernels.{md,json}``). Not collected by pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from skillsearch.bench.report import write_script_report  # noqa: E402
+from skillsearch.retrieval.vector_stage import BLOCK, row_max  # noqa: E402
+
+DIM = 384
+
+
+def _median_ms(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for fn in fns.values():
+        fn()
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            times[k].append((time.perf_counter() - t) * 1000)
+    return {k: round(float(np.median(v)), 3) for k, v in times.items()}
+
+
+def _pair(codes: np.ndarray, q: np.ndarray, rounds: int, nk: Any, simsimd: Any) -> dict[str, Any]:
+    """One size and count of query vectors: the kernels, then the row-wise maximum of one block."""
+    packed = nk.dots_pack(q, dtype="int8")
+    fns: dict[str, Callable[[], object]] = {}
+    if simsimd is not None:
+        fns["simsimd cdist"] = lambda: simsimd.cdist(codes, q, metric="dot", threads=1, out_dtype="float32")
+    fns["numkong cdist"] = lambda: nk.cdist(codes, q, metric="dot", out_dtype="float32")
+    fns["numkong dots_packed"] = lambda: nk.dots_packed(codes, packed)
+    row: dict[str, Any] = {"rows": codes.shape[0], "query_vectors": q.shape[0], **_median_ms(fns, rounds)}
+    block = np.asarray(nk.dots_packed(codes[:BLOCK], packed))
+    out = np.empty(block.shape[0], dtype=block.dtype)
+    row.update(_median_ms({"max(axis=1), one block": lambda: block.max(axis=1),
+                           "row_max, one block": lambda: row_max(block, out)}, rounds))
+    row["block_rows"] = int(block.shape[0])
+    return row
+
+
+def measure(sizes: list[int], vectors: list[int], rounds: int) -> list[dict[str, Any]]:
+    import numkong as nk
+
+    try:
+        import simsimd
+    except ImportError:
+        simsimd = None
+    rng = np.random.default_rng(0)
+    rows: list[dict[str, Any]] = []
+    for n in sizes:
+        codes = rng.integers(-127, 128, (n, DIM), dtype=np.int8)
+        for nq in vectors:
+            rows.append(_pair(codes, rng.integers(-127, 128, (nq, DIM), dtype=np.int8), rounds, nk, simsimd))
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    ap.add_argument("--vectors", type=int, nargs="+", default=[1, 2, 4, 7])
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    args = ap.parse_args()
+    command = "PYTHONPATH=. .venv/bin/python benchmarks/scan_kernels.py " + " ".join(sys.argv[1:])
+    rows = measure(args.sizes, args.vectors, args.rounds)
+    print(write_script_report(
+        args.out, "scan-kernels", "The vector stage's scan kernels (ms, median, one thread)", command,
+        "random int8 codes of 384 dimensions", rows, text_columns=0,
+        notes=("`max(axis=1)` and `row_max`: the row-wise best over the query vectors of one block of "
+               "`dots_packed` products (int32, `block_rows` x `query_vectors`).",)))
+
+
+if __name__ == "__main__":
+    main()
