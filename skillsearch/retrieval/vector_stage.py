@@ -264,9 +264,11 @@ def sample_scores(
 
 def _depth_threshold(scores: np.ndarray, k: int) -> float:
     """The ``k``-th largest of ``scores`` (``-inf`` when fewer than ``k`` are finite), from a sample first:
-    a full partition of 1M scores costs tens of ms, a sample's and a filter's well under one."""
+    a full partition of 1M scores costs tens of ms, a sample's and a filter's well under one. A sample of
+    about 8,192 rows keeps some hundreds above its estimate (at most 554 over 60 dev requests at 100k rows,
+    against at most 302 for 32,768) in 0.11 ms against 0.30 (``/tmp`` scratch timing, 2026-12-03)."""
     n = scores.size
-    step = n // 32_768
+    step = n // 8_192
     if step >= 2 and k * 4 < n:
         sample = scores[::step]
         rank = min(sample.size, 2 * (k // step) + 16)  # deeper than k/step: the estimate errs low, not high
@@ -330,7 +332,7 @@ def select(
     scores[picked] = exact
     order = np.argsort(-exact, kind="stable")[:depth]
     if exact_rows is not None and exact_rows.size:
-        named = np.unique(exact_rows)
+        named = np.setdiff1d(exact_rows, picked)  # sorted and unique; the picked rows are exact already
         named = named[np.isfinite(scores[named])]
         scores[named] = _exact(matrix, named, queries, shift)
     return picked[order].astype(np.int64), scores
