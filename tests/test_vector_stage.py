@@ -231,7 +231,7 @@ def mapped_kib(path: Path) -> int:
 def test_an_opened_index_reads_the_rows_it_re_scores_without_mapping_the_matrix(
     world: tuple[VectorSnapshot, list[np.ndarray]], tmp_path: Path,
 ) -> None:
-    """An opened index re-scores from its saved file by ``pread`` (``vectors.FileRows``), and a row updated
+    """An opened index re-scores from its saved file by ``pread`` (``vector_files.FileRows``), and a row updated
     since from the snapshot's own copy: the exact cosines are those of the current vectors, and searching
     maps no page of the float32 matrix into the process (read through the mapping, the kernel's
     fault-around mapped 64 KiB per re-scored row, most of the matrix after a few hundred searches)."""

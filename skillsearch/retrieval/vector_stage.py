@@ -12,7 +12,7 @@ A search then
    filtering stays inside the retriever and ``depth`` rows come back whenever ``depth`` visible rows exist;
 3. takes every visible row whose approximate score is within :func:`margin` (six standard deviations of the
    quantisation error) of the ``depth``-th best approximate score, and re-scores those exactly in float32
-   (an opened index reads only these rows from its saved file: ``vectors.FileRows``);
+   (an opened index reads only these rows from its saved file: ``vector_files.FileRows``);
 4. returns the top ``depth`` by exact cosine.
 
 The fusion sees exact float32 cosines only: the candidates', and those of the rows the caller names
@@ -59,7 +59,7 @@ SPLIT_FROM = 32_768
 
 
 class Rows(Protocol):
-    """The float32 rows re-scored exactly: an array, or a reader of a saved file (``vectors.FileRows``)."""
+    """The float32 rows re-scored exactly: an array, or a reader of a saved file (``vector_files.FileRows``)."""
 
     @property
     def shape(self) -> tuple[int, ...]: ...

@@ -6,7 +6,7 @@ that holds a snapshot never sees a half-applied batch. Filtering happens inside 
 taken, so k visible results come back whenever k visible rows exist. A small matrix is scored with one
 exact matrix product; from ``vector_stage.COMPACT_FROM`` rows on, its int8 copy is scanned and the best
 rows re-scored exactly (``retrieval/vector_stage.py``); a loaded matrix stays a file mapping whose
-re-scored rows are read with ``pread`` (:class:`FileRows`), and the row metadata are numpy columns
+re-scored rows are read with ``pread`` (``vector_files.FileRows``), and the row metadata are numpy columns
 (``retrieval/vector_rows.py``), so serving memory is the int8 copy's quarter of the matrix and about
 130 bytes a row beside it.
 """
@@ -19,17 +19,29 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.retrieval import torch_ops
 from skillsearch.retrieval.lexical import skill_key
+from skillsearch.retrieval.vector_files import (
+    CODES_FILE,
+    LOG_FILE,
+    MATRIX_FILE,
+    ROWS_FILE,
+    SCALES_FILE,
+    FileRows,
+    MappedFile,
+    log_batches,
+    read_rows,
+    row_json,
+    saved_compact,
+)
 from skillsearch.retrieval.vector_rows import KeyIndex, RowTable, VectorRow
 from skillsearch.retrieval.vector_stage import (
     COMPACT_FROM,
@@ -37,7 +49,6 @@ from skillsearch.retrieval.vector_stage import (
     Shift,
     hide,
     nearest_compact,
-    quantise,
     row_max,
     sample_scores,
     scan,
@@ -45,7 +56,7 @@ from skillsearch.retrieval.vector_stage import (
 )
 
 # Rows from which an opened index keeps its float32 matrix a file mapping whose re-scored rows are read by
-# ``pread`` (:class:`FileRows`): below it the matrix (at most 61 MB) is read into memory, where a re-score
+# ``pread`` (``vector_files.FileRows``): below it the matrix (at most 61 MB) is read into memory, where a re-score
 # indexes it directly (0.1 ms for about 200 rows at 10k, against 0.4 ms by ``pread``).
 MAPPED_FROM = 40_000
 # Rows the decision's background statistics read (``VectorSnapshot.background``): each dev set fits whole.
@@ -53,11 +64,6 @@ BACKGROUND_ROWS = 16_384
 
 __all__ = ["VectorRow", "VectorSnapshot", "max_cosines", "normalise", "top_k", "zero_tiny"]
 
-MATRIX_FILE = "vectors.npy"
-ROWS_FILE = "rows.json"
-LOG_FILE = "changes.log"
-CODES_FILE = "codes.npy"
-SCALES_FILE = "scales.npy"
 log = logging.getLogger("skillsearch")
 
 
@@ -131,53 +137,6 @@ def max_cosines(matrix: np.ndarray, queries: np.ndarray) -> np.ndarray:
         product: np.ndarray = matrix @ queries.T
         return row_max(product, np.empty(product.shape[0], dtype=np.float32))
     return torch_ops.max_cosines(matrix, queries)
-
-
-class MappedFile:
-    """A saved ``.npy`` matrix kept open: every snapshot of it maps the same bytes, also after a newer base
-    has replaced the file's name. :meth:`view` is a private (copy-on-write) mapping: rows written into it
-    (a batch's replaced rows) cost their pages only, and the rows a search re-scores are the only ones read."""
-
-    def __init__(self, path: Path) -> None:
-        self.file = open(path, "rb")  # noqa: SIM115 - open while any snapshot maps it; closed when collected
-        major, _minor = np.lib.format.read_magic(self.file)
-        read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
-        shape, fortran, dtype = read(self.file)
-        if fortran or dtype != np.dtype("<f4") or len(shape) != 2:
-            raise ValueError(f"{path} is not a C-ordered float32 matrix")
-        self.shape: tuple[int, int] = (int(shape[0]), int(shape[1]))
-        self.offset = self.file.tell()
-
-    def view(self) -> np.ndarray:
-        if self.shape[0] == 0:
-            return np.zeros(self.shape, dtype=np.float32)
-        return np.memmap(self.file, dtype=np.float32, mode="c", shape=self.shape, offset=self.offset)
-
-    def __del__(self) -> None:
-        self.file.close()
-
-
-class FileRows:
-    """The rows a search re-scores exactly, read from the saved file with ``pread`` (the rows written since
-    it was saved from the snapshot's own mapping). Read through the mapping instead, each row maps its page
-    and, by the kernel's fault-around, up to 15 neighbours (64 KiB) into the process: after a few hundred
-    searches most of a 1.5 GB matrix counted in the serving RSS (docs/benchmarks.md). The file's pages stay
-    in the page cache, which is not this process's memory."""
-
-    def __init__(self, base: MappedFile, matrix: np.ndarray, overlay: frozenset[int], columns: slice | None) -> None:
-        self.base, self.matrix, self.overlay, self.columns = base, matrix, overlay, columns
-        self.shape = (base.shape[0], len(range(base.shape[1])[columns]) if columns is not None else base.shape[1])
-
-    def __getitem__(self, rows: np.ndarray) -> np.ndarray:
-        dim = self.base.shape[1]
-        out = np.empty((len(rows), dim), dtype=np.float32)
-        fd, width = self.base.file.fileno(), dim * 4
-        for j, r in enumerate(np.asarray(rows, dtype=np.int64).tolist()):
-            if r in self.overlay:
-                out[j] = self.matrix[r]
-            elif os.preadv(fd, [out[j]], self.base.offset + r * width) != width:
-                raise OSError(f"short read of row {r} from {self.base.file.name}")
-        return out if self.columns is None else out[:, self.columns]
 
 
 @dataclass(frozen=True)
@@ -476,7 +435,7 @@ class VectorSnapshot:
             # A header line, then one row per line: opening reads a line at a time, never the whole text and
             # all its parsed lists at once (about 1 GB at 1M rows, which counted in the serving peak).
             f.write(json.dumps({"dim": self.dim, "rows": len(self.rows), "layout": "lines"}) + "\n")
-            f.writelines(json.dumps(_row_json(r)) + "\n" for r in self.rows)
+            f.writelines(json.dumps(row_json(r)) + "\n" for r in self.rows)
         for name in arrays:
             os.replace(folder / (name + ".tmp"), folder / name)
         if self.compact is None:
@@ -507,7 +466,7 @@ class VectorSnapshot:
         if not (folder / MATRIX_FILE).exists() or logged > limit:
             return self.save(folder)
         line = json.dumps({
-            "upserts": [[*_row_json(r), base64.b64encode(np.asarray(v, "<f4").tobytes()).decode()] for r, v in upserts],
+            "upserts": [[*row_json(r), base64.b64encode(np.asarray(v, "<f4").tobytes()).decode()] for r, v in upserts],
             "deletes": list(deletes),
         })
         with open(log, "a", encoding="utf-8") as f:
@@ -521,19 +480,19 @@ class VectorSnapshot:
         """The saved snapshot with its logged batches applied. A large one keeps its matrix a file mapping
         and loads the saved int8 copy when it matches the matrix (checked on a sample of rows)."""
         try:
-            dim, rows = _read_rows(folder / ROWS_FILE)
+            dim, rows = read_rows(folder / ROWS_FILE)
             base = MappedFile(folder / MATRIX_FILE) if len(rows) >= MAPPED_FROM else None
             matrix = base.view() if base is not None else np.load(folder / MATRIX_FILE, allow_pickle=False)
             if matrix.shape != (len(rows), dim):
                 raise ValueError(f"matrix shape {matrix.shape} does not match {len(rows)} rows of {dim} dims")
-            compact = _saved_compact(folder, matrix) if len(rows) >= COMPACT_FROM else None
+            compact = saved_compact(folder, matrix) if len(rows) >= COMPACT_FROM else None
             snapshot = cls.build(dim, matrix, rows, compact=compact, base=base)
             # The batches are folded into one change first, so opening copies the matrix once, not once per
             # logged batch. A removed id stays removed (a later upsert adds it back at the end, as applying
             # the batches one by one would); the last upsert of an id wins.
             upserts: dict[str, tuple[VectorRow, np.ndarray]] = {}
             deletes: set[str] = set()
-            for batch in _log_batches(folder / LOG_FILE):
+            for batch in log_batches(folder / LOG_FILE):
                 for skill_id in batch["deletes"]:
                     upserts.pop(skill_id, None)
                     deletes.add(skill_id)
@@ -550,58 +509,3 @@ class VectorSnapshot:
                 {"path": str(folder)},
             ) from exc
         return snapshot
-
-
-def _saved_compact(folder: Path, matrix: np.ndarray) -> Compact | None:
-    """The saved int8 copy of ``matrix``, or None when it is missing or was not made from this matrix
-    (quantising is deterministic: 64 rows spread over the matrix must come out the same)."""
-    try:
-        codes = np.load(folder / CODES_FILE, allow_pickle=False)
-        scales = np.load(folder / SCALES_FILE, allow_pickle=False)
-    except (OSError, ValueError):
-        return None
-    if codes.shape != matrix.shape or codes.dtype != np.int8 or scales.shape != (matrix.shape[0],):
-        return None
-    probe = np.unique(np.linspace(0, matrix.shape[0] - 1, 64).astype(np.int64))
-    want_codes, want_scales = quantise(np.asarray(matrix[probe]))
-    if not (np.array_equal(codes[probe], want_codes) and np.array_equal(scales[probe], want_scales)):
-        log.warning("the saved int8 copy in %s does not match the matrix; quantising again", folder)
-        return None
-    codes.setflags(write=False)
-    scales.setflags(write=False)
-    return Compact(codes, scales.astype(np.float32, copy=False))
-
-
-def _read_rows(path: Path) -> tuple[int, RowTable]:
-    """The dimension and the rows of ``rows.json``: a header line and one row per line, or (written before
-    that layout) one JSON object holding every row. Read a line at a time into columns (no object per row
-    is kept: ``vector_rows.RowTable``)."""
-    columns: tuple[list[Any], ...] = ([], [], [], [], [], [])
-    with open(path, encoding="utf-8") as f:
-        header = json.loads(f.readline())
-        lines = (json.loads(line) for line in f) if header.get("layout") == "lines" else iter(header["rows"])
-        for r in lines:
-            s, g, k, t, d, e = r
-            for column, value in zip(columns, (s, g, k, tuple(t), d, e), strict=True):
-                column.append(value)
-        if header.get("layout") == "lines" and len(columns[0]) != int(header["rows"]):
-            raise ValueError(f"{path} holds {len(columns[0])} rows, its header says {header['rows']}")
-    return int(header["dim"]), RowTable.from_columns(*columns)
-
-
-def _row_json(r: VectorRow) -> list[object]:
-    return [r.skill_id, r.grant, r.kind, list(r.tags), r.doc_hash, r.embed_hash]
-
-
-def _log_batches(path: Path) -> Iterator[dict[str, Any]]:
-    """The logged batches, in order. A last line cut short by a crash is the one batch that never
-    completed (its manifest was not written, so the index repairs itself from the store): it is skipped."""
-    try:
-        lines = path.read_text(encoding="utf-8").split("\n")
-    except FileNotFoundError:
-        return
-    complete, torn = lines[:-1], lines[-1]
-    for line in complete:
-        yield dict(json.loads(line))
-    if torn.strip():
-        log.warning("ignoring an unfinished batch at the end of %s", path)

@@ -1,0 +1,132 @@
+"""The vector store's files: the saved float32 matrix (``vectors.npy``) kept open as a mapping whose rows a
+search re-scores are read by ``pread``, its saved int8 copy (``codes.npy``, ``scales.npy``), the row metadata
+(``rows.json``) and the log of batches applied since the save (``changes.log``). ``vectors.VectorSnapshot``
+saves and loads through these."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from skillsearch.retrieval.vector_rows import RowTable, VectorRow
+from skillsearch.retrieval.vector_stage import Compact, quantise
+
+__all__ = [
+    "CODES_FILE", "LOG_FILE", "MATRIX_FILE", "ROWS_FILE", "SCALES_FILE", "FileRows", "MappedFile", "log_batches",
+    "read_rows", "row_json", "saved_compact",
+]
+
+MATRIX_FILE = "vectors.npy"
+ROWS_FILE = "rows.json"
+LOG_FILE = "changes.log"
+CODES_FILE = "codes.npy"
+SCALES_FILE = "scales.npy"
+log = logging.getLogger("skillsearch")
+
+
+class MappedFile:
+    """A saved ``.npy`` matrix kept open: every snapshot of it maps the same bytes, also after a newer base
+    has replaced the file's name. :meth:`view` is a private (copy-on-write) mapping: rows written into it
+    (a batch's replaced rows) cost their pages only, and the rows a search re-scores are the only ones read."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = open(path, "rb")  # noqa: SIM115 - open while any snapshot maps it; closed when collected
+        major, _minor = np.lib.format.read_magic(self.file)
+        read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read(self.file)
+        if fortran or dtype != np.dtype("<f4") or len(shape) != 2:
+            raise ValueError(f"{path} is not a C-ordered float32 matrix")
+        self.shape: tuple[int, int] = (int(shape[0]), int(shape[1]))
+        self.offset = self.file.tell()
+
+    def view(self) -> np.ndarray:
+        if self.shape[0] == 0:
+            return np.zeros(self.shape, dtype=np.float32)
+        return np.memmap(self.file, dtype=np.float32, mode="c", shape=self.shape, offset=self.offset)
+
+    def __del__(self) -> None:
+        self.file.close()
+
+
+class FileRows:
+    """The rows a search re-scores exactly, read from the saved file with ``pread`` (the rows written since
+    it was saved from the snapshot's own mapping). Read through the mapping instead, each row maps its page
+    and, by the kernel's fault-around, up to 15 neighbours (64 KiB) into the process: after a few hundred
+    searches most of a 1.5 GB matrix counted in the serving RSS (docs/benchmarks.md). The file's pages stay
+    in the page cache, which is not this process's memory."""
+
+    def __init__(self, base: MappedFile, matrix: np.ndarray, overlay: frozenset[int], columns: slice | None) -> None:
+        self.base, self.matrix, self.overlay, self.columns = base, matrix, overlay, columns
+        self.shape = (base.shape[0], len(range(base.shape[1])[columns]) if columns is not None else base.shape[1])
+
+    def __getitem__(self, rows: np.ndarray) -> np.ndarray:
+        dim = self.base.shape[1]
+        out = np.empty((len(rows), dim), dtype=np.float32)
+        fd, width = self.base.file.fileno(), dim * 4
+        for j, r in enumerate(np.asarray(rows, dtype=np.int64).tolist()):
+            if r in self.overlay:
+                out[j] = self.matrix[r]
+            elif os.preadv(fd, [out[j]], self.base.offset + r * width) != width:
+                raise OSError(f"short read of row {r} from {self.base.file.name}")
+        return out if self.columns is None else out[:, self.columns]
+
+
+def saved_compact(folder: Path, matrix: np.ndarray) -> Compact | None:
+    """The saved int8 copy of ``matrix``, or None when it is missing or was not made from this matrix
+    (quantising is deterministic: 64 rows spread over the matrix must come out the same)."""
+    try:
+        codes = np.load(folder / CODES_FILE, allow_pickle=False)
+        scales = np.load(folder / SCALES_FILE, allow_pickle=False)
+    except (OSError, ValueError):
+        return None
+    if codes.shape != matrix.shape or codes.dtype != np.int8 or scales.shape != (matrix.shape[0],):
+        return None
+    probe = np.unique(np.linspace(0, matrix.shape[0] - 1, 64).astype(np.int64))
+    want_codes, want_scales = quantise(np.asarray(matrix[probe]))
+    if not (np.array_equal(codes[probe], want_codes) and np.array_equal(scales[probe], want_scales)):
+        log.warning("the saved int8 copy in %s does not match the matrix; quantising again", folder)
+        return None
+    codes.setflags(write=False)
+    scales.setflags(write=False)
+    return Compact(codes, scales.astype(np.float32, copy=False))
+
+
+def read_rows(path: Path) -> tuple[int, RowTable]:
+    """The dimension and the rows of ``rows.json``: a header line and one row per line, or (written before
+    that layout) one JSON object holding every row. Read a line at a time into columns (no object per row
+    is kept: ``vector_rows.RowTable``)."""
+    columns: tuple[list[Any], ...] = ([], [], [], [], [], [])
+    with open(path, encoding="utf-8") as f:
+        header = json.loads(f.readline())
+        lines = (json.loads(line) for line in f) if header.get("layout") == "lines" else iter(header["rows"])
+        for r in lines:
+            s, g, k, t, d, e = r
+            for column, value in zip(columns, (s, g, k, tuple(t), d, e), strict=True):
+                column.append(value)
+        if header.get("layout") == "lines" and len(columns[0]) != int(header["rows"]):
+            raise ValueError(f"{path} holds {len(columns[0])} rows, its header says {header['rows']}")
+    return int(header["dim"]), RowTable.from_columns(*columns)
+
+
+def row_json(r: VectorRow) -> list[object]:
+    return [r.skill_id, r.grant, r.kind, list(r.tags), r.doc_hash, r.embed_hash]
+
+
+def log_batches(path: Path) -> Iterator[dict[str, Any]]:
+    """The logged batches, in order. A last line cut short by a crash is the one batch that never
+    completed (its manifest was not written, so the index repairs itself from the store): it is skipped."""
+    try:
+        lines = path.read_text(encoding="utf-8").split("\n")
+    except FileNotFoundError:
+        return
+    complete, torn = lines[:-1], lines[-1]
+    for line in complete:
+        yield dict(json.loads(line))
+    if torn.strip():
+        log.warning("ignoring an unfinished batch at the end of %s", path)
