@@ -40,11 +40,11 @@ __all__ = [
 ]
 
 # Rows from which a search scans the compact copy. Measured at 5k and 10k rows (docs/benchmarks.md, "One pass
-# for several query vectors"): the int8 scan with re-scoring is already faster there (0.6-0.8 against
-# 0.8-1.7 ms; 1.3-1.9 against 2.3-2.7 ms). Every relevance dev set (at most 4,076 rows) stays on the exact
-# product, so no relevance report moves.
+# for several query vectors"): the int8 scan with re-scoring is already faster there (whole stage 0.57-0.78
+# against 0.84-1.67 ms at 5k; 0.66-0.87 against 2.3-2.7 ms at 10k). Every relevance dev set (at most 4,076
+# rows) stays on the exact product, so no relevance report moves.
 COMPACT_FROM = 5_000
-# Rows scored per kernel call: bounds the scratch buffer (rows x query vectors float32).
+# Rows scored per kernel call: bounds the products a call returns (rows x query vectors).
 BLOCK = 65_536
 # At most this many rows per requested one are re-scored exactly (ties of equal stand-in vectors aside,
 # the margin admits far fewer).
@@ -203,7 +203,7 @@ def _scan(
     codes: np.ndarray, scales: np.ndarray, q_codes: np.ndarray, q_scales: np.ndarray, shift: Shift | None,
     scores: np.ndarray, first: int, last: int,
 ) -> None:
-    """Rows ``first:last`` of :func:`_approximate`, a block at a time (the scratch stays in cache).
+    """Rows ``first:last`` of :func:`_approximate`, a block of rows at a time.
 
     The integer dot products come from numkong: one vector through ``cdist``, several through
     ``dots_packed`` with the query vectors packed once, which reads each row once for all of them (simsimd's
