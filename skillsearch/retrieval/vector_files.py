@@ -92,9 +92,7 @@ def saved_compact(folder: Path, matrix: np.ndarray) -> Compact | None:
     if not (np.array_equal(codes[probe], want_codes) and np.array_equal(scales[probe], want_scales)):
         log.warning("the saved int8 copy in %s does not match the matrix; quantising again", folder)
         return None
-    codes.setflags(write=False)
-    scales.setflags(write=False)
-    return Compact(codes, scales.astype(np.float32, copy=False))
+    return Compact.of_codes(codes, scales)
 
 
 def read_rows(path: Path) -> tuple[int, RowTable]:

@@ -44,6 +44,9 @@ __all__ = [
 # against 0.84-1.67 ms at 5k; 0.66-0.87 against 2.3-2.7 ms at 10k). Every relevance dev set (at most 4,076
 # rows) stays on the exact product, so no relevance report moves.
 COMPACT_FROM = 5_000
+# Columns of one part of the int8 copy (``Compact``): one model's vectors (MiniLM and multilingual-e5-small
+# both have 384), so each route of a routed index is one contiguous part.
+PART_COLUMNS = 384
 # Rows scored per kernel call: bounds the products a call returns (rows x query vectors).
 BLOCK = 65_536
 # At most this many rows per requested one are re-scored exactly (ties of equal stand-in vectors aside,
@@ -69,28 +72,72 @@ class Rows(Protocol):
 
 @dataclass(frozen=True)
 class Compact:
-    """int8 codes (n, dim) and float32 scales (n,): row i is about ``scales[i] * codes[i]``."""
+    """int8 codes and float32 scales (n,): row i is about ``scales[i] * codes[i]``. The codes are kept as
+    column parts of :data:`PART_COLUMNS` columns, each a contiguous (n, width) array: a routed index's rows
+    hold both models' columns side by side, and a route scans its own part as one contiguous array (a
+    strided half of the whole codes scans about twice as slowly from some 30k rows, docs/benchmarks.md)."""
 
-    codes: np.ndarray
+    parts: tuple[np.ndarray, ...]
     scales: np.ndarray
 
     @classmethod
     def of(cls, matrix: np.ndarray) -> Compact:
         """Quantise ``matrix`` in blocks of rows (no float32 temporary of the whole matrix)."""
-        codes = np.empty(matrix.shape, dtype=np.int8)
-        scales = np.empty(matrix.shape[0], dtype=np.float32)
-        for start in range(0, matrix.shape[0], BLOCK):
-            codes[start : start + BLOCK], scales[start : start + BLOCK] = quantise(matrix[start : start + BLOCK])
-        codes.setflags(write=False)
-        scales.setflags(write=False)
-        return cls(codes, scales)
+        n, dim = matrix.shape
+        parts = tuple(np.empty((n, b - a), dtype=np.int8) for a, b in _bounds(dim))
+        scales = np.empty(n, dtype=np.float32)
+        for start in range(0, n, BLOCK):
+            codes, scales[start : start + BLOCK] = quantise(matrix[start : start + BLOCK])
+            for part, (a, b) in zip(parts, _bounds(dim), strict=True):
+                part[start : start + BLOCK] = codes[:, a:b]
+        return cls._frozen(parts, scales)
+
+    @classmethod
+    def of_codes(cls, codes: np.ndarray, scales: np.ndarray) -> Compact:
+        """Codes (n, dim) already made, as parts (each part a contiguous copy when there are several)."""
+        bounds = _bounds(codes.shape[1])
+        parts = (codes,) if len(bounds) == 1 else tuple(np.ascontiguousarray(codes[:, a:b]) for a, b in bounds)
+        return cls._frozen(parts, np.asarray(scales, dtype=np.float32))
+
+    @classmethod
+    def _frozen(cls, parts: tuple[np.ndarray, ...], scales: np.ndarray) -> Compact:
+        for array in (*parts, scales):
+            array.setflags(write=False)
+        return cls(parts, scales)
 
     def __len__(self) -> int:
         return int(self.scales.size)
 
     @property
+    def dim(self) -> int:
+        return sum(int(p.shape[1]) for p in self.parts)
+
+    @property
+    def codes(self) -> np.ndarray:
+        """The codes (n, dim) whole: the one part, or the parts side by side (a copy; for saving)."""
+        return self.parts[0] if len(self.parts) == 1 else np.hstack(self.parts)
+
+    @property
     def nbytes(self) -> int:
-        return int(self.codes.nbytes + self.scales.nbytes)
+        return int(sum(p.nbytes for p in self.parts) + self.scales.nbytes)
+
+    def rows(self, rows: np.ndarray) -> np.ndarray:
+        """The codes of these rows, whole (k, dim)."""
+        return np.hstack([p[rows] for p in self.parts]) if len(self.parts) > 1 else self.parts[0][rows]
+
+    def pieces(self, columns: slice | None) -> list[tuple[np.ndarray, slice]]:
+        """What a scan of ``columns`` (all when None) reads: each part it covers, with that part's columns
+        within ``columns``; a slice that cuts a part is copied out (no route does that)."""
+        dim = self.dim
+        first, stop, step = (0, dim, 1) if columns is None else columns.indices(dim)
+        out: list[tuple[np.ndarray, slice]] = []
+        for part, (a, b) in zip(self.parts, _bounds(dim), strict=True):
+            if step != 1 or (a < stop and b > first and (a < first or b > stop)):
+                whole = self.codes if columns is None else self.codes[:, columns]
+                return [(np.ascontiguousarray(whole), slice(0, whole.shape[1]))]
+            if first <= a and b <= stop:
+                out.append((part, slice(a - first, b - first)))
+        return out
 
     def sample(self, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``count`` evenly spaced rows (a fixed sample: the decision's background), their codes and scales,
@@ -98,7 +145,7 @@ class Compact:
         cached = self._samples.get(count)
         if cached is None:
             rows = np.linspace(0, len(self) - 1, count).astype(np.int64) if len(self) else np.zeros(0, np.int64)
-            cached = (rows, np.ascontiguousarray(self.codes[rows]), np.ascontiguousarray(self.scales[rows]))
+            cached = (rows, np.ascontiguousarray(self.rows(rows)), np.ascontiguousarray(self.scales[rows]))
             self._samples[count] = cached
         return cached
 
@@ -113,12 +160,17 @@ class Compact:
 
     def replaced(self, rows: Sequence[int], vectors: np.ndarray) -> Compact:
         """A copy with these rows quantised anew (the others are copied, not recomputed)."""
-        codes, scales = self.codes.copy(), self.scales.copy()
+        parts, scales = [p.copy() for p in self.parts], self.scales.copy()
         if len(rows):
-            codes[list(rows)], scales[list(rows)] = quantise(np.asarray(vectors, dtype=np.float32))
-        codes.setflags(write=False)
-        scales.setflags(write=False)
-        return Compact(codes, scales)
+            codes, scales[list(rows)] = quantise(np.asarray(vectors, dtype=np.float32))
+            for part, (a, b) in zip(parts, _bounds(self.dim), strict=True):
+                part[list(rows)] = codes[:, a:b]
+        return Compact._frozen(tuple(parts), scales)
+
+
+def _bounds(dim: int) -> list[tuple[int, int]]:
+    """The column parts of a ``dim``-wide matrix: :data:`PART_COLUMNS` columns each, the last what is left."""
+    return [(a, min(a + PART_COLUMNS, dim)) for a in range(0, dim, PART_COLUMNS)] or [(0, 0)]
 
 
 def quantise(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -182,26 +234,26 @@ def _approximate(
     """Every row's best approximate score over ``queries`` (float32), and the error margin that applies.
     With ``threads`` > 1 a large scan is cut into that many runs of rows, one per thread (the calling
     thread takes the first)."""
-    codes = compact.codes if columns is None else compact.codes[:, columns]
+    pieces = compact.pieces(columns)
     q_codes, q_scales = quantise_together(queries)
-    n = codes.shape[0]
+    n = len(compact)
     scores = np.empty(n, dtype=np.float32)
     if threads <= 1 or n < SPLIT_FROM:
-        _scan(codes, compact.scales, q_codes, q_scales, shift, scores, 0, n)
+        _scan(pieces, compact.scales, q_codes, q_scales, shift, scores, 0, n)
     else:
         cuts = [n * i // threads // 64 * 64 for i in range(threads)] + [n]
         runs = [(cuts[i], cuts[i + 1]) for i in range(threads) if cuts[i] < cuts[i + 1]]
-        futures = [_pool(threads - 1, os.getpid()).submit(_scan, codes, compact.scales, q_codes, q_scales, shift, scores, a, b)
+        futures = [_pool(threads - 1, os.getpid()).submit(_scan, pieces, compact.scales, q_codes, q_scales, shift, scores, a, b)
                    for a, b in runs[1:]]
-        _scan(codes, compact.scales, q_codes, q_scales, shift, scores, *runs[0])
+        _scan(pieces, compact.scales, q_codes, q_scales, shift, scores, *runs[0])
         for f in futures:
             f.result()
     return scores, margin(compact.peak_scale, q_scales)
 
 
 def _scan(
-    codes: np.ndarray, scales: np.ndarray, q_codes: np.ndarray, q_scales: np.ndarray, shift: Shift | None,
-    scores: np.ndarray, first: int, last: int,
+    pieces: list[tuple[np.ndarray, slice]], scales: np.ndarray, q_codes: np.ndarray, q_scales: np.ndarray,
+    shift: Shift | None, scores: np.ndarray, first: int, last: int,
 ) -> None:
     """Rows ``first:last`` of :func:`_approximate`, a block of rows at a time.
 
@@ -212,14 +264,18 @@ def _scan(
     (:func:`quantise_together`), so the best of a row's integer products is its best score before scaling."""
     nk = _numkong()
     nq = q_codes.shape[0]
-    packed = nk.dots_pack(q_codes, dtype="int8") if nq > 1 else None
+    # Each part's columns of the query vectors: packed once for several vectors, contiguous for one.
+    queries = [nk.dots_pack(np.ascontiguousarray(q_codes[:, cols]), dtype="int8") if nq > 1
+               else np.ascontiguousarray(q_codes[:, cols]) for _, cols in pieces]
     for start in range(first, last, BLOCK):
-        block = codes[start : min(start + BLOCK, last)]
-        end = start + block.shape[0]
-        if packed is None:
-            products = np.asarray(nk.cdist(block, q_codes, metric="dot", out_dtype="float32"))
-        else:
-            products = np.asarray(nk.dots_packed(block, packed))
+        end = min(start + BLOCK, last)
+        products = None
+        for (part, _), q in zip(pieces, queries, strict=True):
+            block = part[start:end]
+            one = (np.asarray(nk.cdist(block, q, metric="dot", out_dtype="float32")) if nq == 1
+                   else np.asarray(nk.dots_packed(block, q)))
+            products = one if products is None else products + one  # a row's dot product, part by part
+        assert products is not None
         if shift is not None:
             shifted = products.astype(np.float32)
             shifted *= q_scales[0]
@@ -259,7 +315,7 @@ def sample_scores(
     resident int8 copy instead of gathering rows of a mapped float32 matrix (page faults)."""
     rows, codes, scales = compact.sample(count)
     sub_shift = None if shift is None else Shift(shift.by, shift.groups[rows])
-    return _approximate(Compact(codes, scales), columns, queries, 1, sub_shift)[0]
+    return _approximate(Compact.of_codes(codes, scales), columns, queries, 1, sub_shift)[0]
 
 
 def _depth_threshold(scores: np.ndarray, k: int) -> float:
