@@ -27,7 +27,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from skillsearch.bench.report import write_script_report  # noqa: E402
-from skillsearch.retrieval.vector_stage import BLOCK, row_max  # noqa: E402
+from skillsearch.retrieval.compact import BLOCK  # noqa: E402
+from skillsearch.retrieval.vector_stage import row_max  # noqa: E402
 
 DIM = 384
 

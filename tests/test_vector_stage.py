@@ -16,16 +16,15 @@ import pytest
 
 from skillsearch.bench.synthetic import stand_in_vectors
 from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.retrieval.compact import Compact, quantise
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.vector_stage import (
     COMPACT_FROM,
     SPLIT_FROM,
-    Compact,
     Shift,
     _approximate,
     hide,
     nearest_compact,
-    quantise,
 )
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot, max_cosines
 

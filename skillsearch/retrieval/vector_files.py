@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from skillsearch.retrieval.compact import Compact, quantise
 from skillsearch.retrieval.vector_rows import RowTable, VectorRow
-from skillsearch.retrieval.vector_stage import Compact, quantise
 
 __all__ = [
     "CODES_FILE", "LOG_FILE", "MATRIX_FILE", "ROWS_FILE", "SCALES_FILE", "FileRows", "MappedFile", "log_batches",

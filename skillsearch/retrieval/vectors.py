@@ -28,6 +28,7 @@ import numpy as np
 
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.retrieval import torch_ops
+from skillsearch.retrieval.compact import Compact
 from skillsearch.retrieval.lexical import skill_key
 from skillsearch.retrieval.vector_files import (
     CODES_FILE,
@@ -45,7 +46,6 @@ from skillsearch.retrieval.vector_files import (
 from skillsearch.retrieval.vector_rows import KeyIndex, RowTable, VectorRow
 from skillsearch.retrieval.vector_stage import (
     COMPACT_FROM,
-    Compact,
     Shift,
     hide,
     nearest_compact,
