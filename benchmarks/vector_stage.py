@@ -243,8 +243,8 @@ def paired_parts(n: int, pool: np.ndarray, queries: list[np.ndarray], requests: 
         scores[~half] = -np.inf
 
     parts: dict[str, Callable[[np.ndarray], Any]] = {
-        "int8 scan, 1 thread": lambda q: vs._approximate(compact, None, q, 1, None),
-        "int8 scan, 2 threads": lambda q: vs._approximate(compact, None, q, 2, None),
+        "int8 scan, 1 thread": lambda q: vs.scan(compact, None, q, threads=1),
+        "int8 scan, 2 threads": lambda q: vs.scan(compact, None, q, threads=2),
         "hide half the rows: scores[~mask] = -inf": lambda q: boolean(np.zeros(n, np.float32)),
         "hide half the rows: branch-free (vector_stage.hide)": lambda q: vs.hide(np.zeros(n, np.float32), half),
         "background: float32 rows of the mapped matrix": lambda q: max_cosines(

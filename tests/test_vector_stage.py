@@ -22,9 +22,9 @@ from skillsearch.retrieval.vector_stage import (
     COMPACT_FROM,
     SPLIT_FROM,
     Shift,
-    _approximate,
     hide,
     nearest_compact,
+    scan,
 )
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot, max_cosines
 
@@ -137,9 +137,9 @@ def test_a_scan_split_over_threads_scores_and_filters_exactly_as_one_thread(
     groups = (np.arange(ROWS) % 3).astype(np.int64)
     for q in (queries[0], queries[-1]):
         for shift in (None, Shift(np.full((len(q), 3), 0.01, np.float32) * np.arange(3), groups)):
-            one, err_one = _approximate(compact, None, q, 1, shift)
+            one, err_one = scan(compact, None, q, shift, threads=1)
             for threads in (2, 3):
-                split, err = _approximate(compact, None, q, threads, shift)
+                split, err = scan(compact, None, q, shift, threads)
                 assert err == err_one and np.array_equal(split, one)
     mask = snapshot.mask(["team:some"])
     hidden = one.copy()
@@ -441,6 +441,6 @@ def test_the_int8_scan_leaves_nones_reference_count_alone(world: tuple[VectorSna
     assert compact is not None
     before = sys.getrefcount(None)
     for _ in range(50):
-        _approximate(compact, None, queries[0], 1, None)
-        _approximate(compact, None, queries[-1], 1, None)
+        scan(compact, None, queries[0], threads=1)
+        scan(compact, None, queries[-1], threads=1)
     assert sys.getrefcount(None) >= before

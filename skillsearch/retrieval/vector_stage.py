@@ -100,12 +100,14 @@ def _pool(threads: int, pid: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=threads, thread_name_prefix="vector-scan")
 
 
-def _approximate(
-    compact: Compact, columns: slice | None, queries: np.ndarray, threads: int, shift: Shift | None,
+def scan(
+    compact: Compact, columns: slice | None, queries: np.ndarray, shift: Shift | None = None,
+    threads: int = SCAN_THREADS,
 ) -> tuple[np.ndarray, float]:
-    """Every row's best approximate score over ``queries`` (float32), and the error margin that applies.
-    With ``threads`` > 1 a large scan is cut into that many runs of rows, one per thread (the calling
-    thread takes the first)."""
+    """Step 1: every row's best approximate score over ``queries`` (normalised, (q, dim) float32), whoever
+    asks (no mask yet), and the error margin that applies. The same rows always get the same numbers, so
+    statistics read from it (the decision's background) do not depend on the caller. With ``threads`` > 1
+    a large scan is cut into that many runs of rows, one per thread (the calling thread takes the first)."""
     pieces = compact.pieces(columns)
     q_codes, q_scales = quantise_together(queries)
     n = len(compact)
@@ -127,7 +129,7 @@ def _scan(
     pieces: list[tuple[np.ndarray, slice]], scales: np.ndarray, q_codes: np.ndarray, q_scales: np.ndarray,
     shift: Shift | None, scores: np.ndarray, first: int, last: int,
 ) -> None:
-    """Rows ``first:last`` of :func:`_approximate`, a block of rows at a time.
+    """Rows ``first:last`` of :func:`scan`, a block of rows at a time.
 
     The integer dot products come from numkong: one vector through ``cdist``, several through
     ``dots_packed`` with the query vectors packed once, which reads each row once for all of them (simsimd's
@@ -187,7 +189,7 @@ def sample_scores(
     resident int8 copy instead of gathering rows of a mapped float32 matrix (page faults)."""
     rows, codes, scales = compact.sample(count)
     sub_shift = None if shift is None else Shift(shift.by, shift.groups[rows])
-    return _approximate(Compact.of_codes(codes, scales), columns, queries, 1, sub_shift)[0]
+    return scan(Compact.of_codes(codes, scales), columns, queries, sub_shift, threads=1)[0]
 
 
 def _depth_threshold(scores: np.ndarray, k: int) -> float:
@@ -229,7 +231,7 @@ def nearest_compact(
     the whole matrix's compact copy; ``queries`` (q, dim) normalised; ``shift`` a per-row offset of each
     query vector's score (exact, so the margin is the same)."""
     queries = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, matrix.shape[1])
-    scores, err = _approximate(compact, columns, queries, threads, shift)
+    scores, err = scan(compact, columns, queries, shift, threads)
     return select(matrix, scores, err, queries, depth, mask, exact_rows, shift)
 
 
@@ -264,17 +266,6 @@ def select(
         named = named[np.isfinite(scores[named])]
         scores[named] = _exact(matrix, named, queries, shift)
     return picked[order].astype(np.int64), scores
-
-
-def scan(
-    compact: Compact, columns: slice | None, queries: np.ndarray, shift: Shift | None = None,
-    threads: int = SCAN_THREADS,
-) -> tuple[np.ndarray, float]:
-    """Step 1 alone: every row's approximate best score over ``queries`` (normalised, (q, dim)), whoever
-    asks (no mask yet), and the error margin that applies. The same rows always get the same numbers, so
-    statistics read from it (the decision's background) do not depend on the caller."""
-    queries = np.ascontiguousarray(queries, dtype=np.float32).reshape(len(np.atleast_2d(queries)), -1)
-    return _approximate(compact, columns, queries, threads, shift)
 
 
 def _exact(matrix: Rows, rows: np.ndarray, queries: np.ndarray, shift: Shift | None) -> np.ndarray:
