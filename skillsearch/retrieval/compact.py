@@ -86,9 +86,9 @@ class Compact:
         first, stop, step = (0, dim, 1) if columns is None else columns.indices(dim)
         out: list[tuple[np.ndarray, slice]] = []
         for part, (a, b) in zip(self.parts, _bounds(dim), strict=True):
-            if step != 1 or (a < stop and b > first and (a < first or b > stop)):
-                whole = self.codes if columns is None else self.codes[:, columns]
-                return [(np.ascontiguousarray(whole), slice(0, whole.shape[1]))]
+            if columns is not None and (step != 1 or (a < stop and b > first and (a < first or b > stop))):
+                whole = np.ascontiguousarray(self.codes[:, columns])
+                return [(whole, slice(0, whole.shape[1]))]
             if first <= a and b <= stop:
                 out.append((part, slice(a - first, b - first)))
         return out
@@ -132,9 +132,7 @@ def quantise(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     m = np.asarray(m, dtype=np.float32).reshape(-1, m.shape[-1])
     peak = np.abs(m).max(axis=1) if m.size else np.zeros(m.shape[0], np.float32)
     scales = (peak / 127.0).astype(np.float32)
-    safe = np.where(scales > 0, scales, 1.0).astype(np.float32)
-    codes = np.rint(m / safe[:, None]).clip(-127, 127).astype(np.int8)
-    return codes, scales
+    return _rounded(m, scales[:, None]), scales
 
 
 def quantise_together(queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -144,5 +142,10 @@ def quantise_together(queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     m = np.asarray(queries, dtype=np.float32).reshape(-1, queries.shape[-1])
     peak = float(np.abs(m).max()) if m.size else 0.0
     scale = np.float32(peak / 127.0)
-    codes = np.rint(m / (scale if scale > 0 else np.float32(1.0))).clip(-127, 127).astype(np.int8)
-    return codes, np.full(m.shape[0], scale, dtype=np.float32)
+    return _rounded(m, np.asarray(scale)), np.full(m.shape[0], scale, dtype=np.float32)
+
+
+def _rounded(m: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """``m / scales`` rounded to int8 codes (a zero scale: codes 0)."""
+    safe = np.where(scales > 0, scales, 1.0).astype(np.float32)
+    return np.rint(m / safe).clip(-127, 127).astype(np.int8)

@@ -271,7 +271,7 @@ def candidates_stage(
         queries = encoded()
         timings["encode_ms"] += (time.perf_counter() - t) * 1000  # the wait left after the lexical side
         t = time.perf_counter()
-        # The vector stage (``VectorSnapshot.nearest``): the top ``depth`` visible rows by exact cosine, in
+        # The vector stage (``VectorSnapshot.nearest_and_background``): the top ``depth`` visible rows by exact cosine, in
         # one pass for all the query's vectors; e5 scores relative to each document language's centroid
         # (skillsearch/retrieval/calibration.py). The lexical candidates' cosines are exact too. The
         # decision's background reads the whole index, whoever the caller is.
