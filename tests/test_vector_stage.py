@@ -16,6 +16,7 @@ import pytest
 
 from skillsearch.bench.synthetic import stand_in_vectors
 from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.retrieval import vectors
 from skillsearch.retrieval.compact import Compact, quantise
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.vector_stage import (
@@ -263,17 +264,26 @@ def mapped_kib(path: Path) -> int:
     return total
 
 
-def test_an_opened_index_reads_the_rows_it_re_scores_without_mapping_the_matrix(
-    world: tuple[VectorSnapshot, list[np.ndarray]], tmp_path: Path,
+def test_a_large_opened_index_reads_the_rows_it_re_scores_without_mapping_the_matrix(
+    world: tuple[VectorSnapshot, list[np.ndarray]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """An opened index re-scores from its saved file by ``pread`` (``vector_files.FileRows``), and a row updated
-    since from the snapshot's own copy: the exact cosines are those of the current vectors, and searching
-    maps no page of the float32 matrix into the process (read through the mapping, the kernel's
-    fault-around mapped 64 KiB per re-scored row, most of the matrix after a few hundred searches)."""
+    """An opened index past ``PREAD_FROM_BYTES`` (lowered here: a matrix of that size is 1.5 GB at 1M rows)
+    re-scores from its saved file by ``pread`` (``vector_files.FileRows``), and a row updated since from the
+    snapshot's own copy: the exact cosines are those of the current vectors, and searching maps no page of
+    the float32 matrix into the process (read through the mapping, the kernel's fault-around mapped 64 KiB
+    per re-scored row, most of the matrix after a few hundred searches)."""
     snapshot, queries = world
     snapshot.save(tmp_path)
     loaded = VectorSnapshot.load(tmp_path)
     matrix_file = (tmp_path / "vectors.npy").resolve()
+    assert loaded.matrix.nbytes <= vectors.PREAD_FROM_BYTES
+    # Under the limit the rows are read through the mapping: its pages come into the process.
+    before = mapped_kib(matrix_file)
+    rows, scores = loaded.nearest(queries[0], 100)
+    np.testing.assert_allclose(scores[rows], exact(snapshot, queries[0])[rows], atol=1e-6)
+    assert mapped_kib(matrix_file) > before
+    monkeypatch.setattr(vectors, "PREAD_FROM_BYTES", loaded.matrix.nbytes - 1)
+    loaded = VectorSnapshot.load(tmp_path)
     before = mapped_kib(matrix_file)
     for q in queries:
         rows, scores = loaded.nearest(q, 100, exact_rows=np.asarray([5, ROWS - 1]))

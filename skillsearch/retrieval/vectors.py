@@ -55,10 +55,15 @@ from skillsearch.retrieval.vector_stage import (
     select,
 )
 
-# Rows from which an opened index keeps its float32 matrix a file mapping whose re-scored rows are read by
-# ``pread`` (``vector_files.FileRows``): below it the matrix (at most 61 MB) is read into memory, where a re-score
-# indexes it directly (0.1 ms for about 200 rows at 10k, against 0.4 ms by ``pread``).
+# Rows from which an opened index keeps its float32 matrix a file mapping (copy-on-write: an update writes its
+# rows only; ``vector_files.MappedFile``): below it the matrix (at most 61 MB) is read into memory.
 MAPPED_FROM = 40_000
+# Up to this many bytes of float32 matrix, a mapped index re-scores its rows through the mapping (its pages are
+# the page cache's, shared by every process that maps the file): about 0.1 ms for 250 rows at 100k, against
+# 0.8 ms by ``pread`` (``vector_files.FileRows``), one system call per row. Past it, reading through the
+# mapping would leave most of the matrix counted in the serving RSS after a few hundred searches (1.5 GB at
+# 1M rows). 512 MiB holds a 100k-row index of ``minilm+e5`` (307 MB) or 340k rows of MiniLM.
+PREAD_FROM_BYTES = 512 << 20
 # Rows the decision's background statistics read (``VectorSnapshot.background``): each dev set fits whole.
 BACKGROUND_ROWS = 16_384
 
@@ -262,9 +267,9 @@ class VectorSnapshot:
                                shift=shift)
 
     def _exact_rows(self, columns: slice | None) -> np.ndarray | FileRows:
-        """Where the vector stage reads the float32 rows it re-scores: the matrix (a route's column view),
-        or the saved file by ``pread``."""
-        if self.base is not None:
+        """Where the vector stage reads the float32 rows it re-scores: the matrix (a route's column view;
+        an opened index's mapping up to ``PREAD_FROM_BYTES``), or past that the saved file by ``pread``."""
+        if self.base is not None and self.matrix.nbytes > PREAD_FROM_BYTES:
             return FileRows(self.base, self.matrix, self.overlay, columns)
         return self.matrix if columns is None else self.matrix[:, columns]
 
