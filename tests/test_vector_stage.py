@@ -231,7 +231,7 @@ def test_a_one_skill_update_and_a_reopen_keep_the_stage_exact(world: tuple[Vecto
     np.testing.assert_array_equal(saved.nearest(queries[0], 10)[0], snapshot.nearest(queries[0], 10)[0])
     loaded = VectorSnapshot.load(tmp_path)
     assert isinstance(loaded.matrix, np.memmap) and loaded.base is not None  # only re-scored rows are read
-    assert loaded.compact is not None
+    assert loaded.compact is not None and not isinstance(loaded.compact.parts[0], np.memmap)  # read, not mapped
     np.testing.assert_array_equal(loaded.compact.codes, snapshot.compact.codes if snapshot.compact else None)
     # One skill now says what the first request asks for: it comes first, in memory and after a reopen.
     target = 30_001

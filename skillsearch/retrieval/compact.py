@@ -48,9 +48,13 @@ class Compact:
 
     @classmethod
     def of_codes(cls, codes: np.ndarray, scales: np.ndarray) -> Compact:
-        """Codes (n, dim) already made, as parts (each part a contiguous copy when there are several)."""
+        """Codes (n, dim) already made, as parts: each part a contiguous copy when there are several, the
+        one part a copy in memory when ``codes`` maps a file (a saved ``codes.npy``), else ``codes`` itself."""
         bounds = _bounds(codes.shape[1])
-        parts = (codes,) if len(bounds) == 1 else tuple(np.ascontiguousarray(codes[:, a:b]) for a, b in bounds)
+        if len(bounds) == 1:
+            parts: tuple[np.ndarray, ...] = (np.array(codes) if isinstance(codes, np.memmap) else codes,)
+        else:
+            parts = tuple(np.ascontiguousarray(codes[:, a:b]) for a, b in bounds)
         return cls._frozen(parts, np.asarray(scales, dtype=np.float32))
 
     @classmethod
@@ -68,12 +72,16 @@ class Compact:
 
     @property
     def codes(self) -> np.ndarray:
-        """The codes (n, dim) whole: the one part, or the parts side by side (a copy; for saving)."""
+        """The codes (n, dim) whole: the one part, or the parts side by side (a copy)."""
         return self.parts[0] if len(self.parts) == 1 else np.hstack(self.parts)
 
     @property
     def nbytes(self) -> int:
         return int(sum(p.nbytes for p in self.parts) + self.scales.nbytes)
+
+    def block(self, start: int, stop: int) -> np.ndarray:
+        """The codes of rows ``start:stop``, whole (the parts side by side)."""
+        return self.parts[0][start:stop] if len(self.parts) == 1 else np.hstack([p[start:stop] for p in self.parts])
 
     def rows(self, rows: np.ndarray) -> np.ndarray:
         """The codes of these rows, whole (k, dim)."""

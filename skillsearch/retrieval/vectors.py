@@ -19,10 +19,11 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -42,6 +43,7 @@ from skillsearch.retrieval.vector_files import (
     read_rows,
     row_json,
     saved_compact,
+    write_codes,
 )
 from skillsearch.retrieval.vector_rows import KeyIndex, RowTable, VectorRow
 from skillsearch.retrieval.vector_stage import (
@@ -427,21 +429,23 @@ class VectorSnapshot:
         it reads a quarter of the bytes and never the whole float32 matrix. Returns the snapshot to keep:
         a large one now maps the file it was written to (its matrix leaves memory), a small one is this."""
         folder.mkdir(parents=True, exist_ok=True)
-        arrays = {MATRIX_FILE: np.asarray(self.matrix)}
-        if self.compact is not None:
-            arrays.update({CODES_FILE: self.compact.codes, SCALES_FILE: self.compact.scales})
-        for name, array in arrays.items():
-            with open(folder / (name + ".tmp"), "wb") as f:
-                np.save(f, array)
-                f.flush()
-                os.fsync(f.fileno())
+        compact = self.compact
+        writers: dict[str, Callable[[BinaryIO], None]] = {MATRIX_FILE: lambda f: np.save(f, np.asarray(self.matrix))}
+        if compact is not None:
+            writers[CODES_FILE] = lambda f: write_codes(f, compact)
+            writers[SCALES_FILE] = lambda f: np.save(f, compact.scales)
+        for name, write in writers.items():
+            with open(folder / (name + ".tmp"), "wb") as out:
+                write(out)
+                out.flush()
+                os.fsync(out.fileno())
         tmp_rows = folder / (ROWS_FILE + ".tmp")
         with open(tmp_rows, "w", encoding="utf-8") as f:
             # A header line, then one row per line: opening reads a line at a time, never the whole text and
             # all its parsed lists at once (about 1 GB at 1M rows, which counted in the serving peak).
             f.write(json.dumps({"dim": self.dim, "rows": len(self.rows), "layout": "lines"}) + "\n")
             f.writelines(json.dumps(row_json(r)) + "\n" for r in self.rows)
-        for name in arrays:
+        for name in writers:
             os.replace(folder / (name + ".tmp"), folder / name)
         if self.compact is None:
             for name in (CODES_FILE, SCALES_FILE):
