@@ -16,7 +16,7 @@ import pytest
 
 from skillsearch.bench.synthetic import stand_in_vectors
 from skillsearch.core.errors import IndexNotReadyError
-from skillsearch.retrieval import vectors
+from skillsearch.retrieval import vector_files, vector_rows, vectors
 from skillsearch.retrieval.compact import Compact, quantise
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.vector_stage import (
@@ -253,6 +253,59 @@ def test_a_one_skill_update_and_a_reopen_keep_the_stage_exact(world: tuple[Vecto
     assert fresh.nearest(queries[0], 1)[0][0] == target
 
 
+def test_a_skill_added_to_an_opened_index_goes_into_its_files_room_and_survives_a_reopen(
+    world: tuple[VectorSnapshot, list[np.ndarray]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A saved large matrix keeps zero rows of room after its own (``vector_files.spare_rows``): a skill
+    added to the opened index is written there, in the snapshot's private mapping, its int8 copy extended,
+    not made again, and its row table and key index extended; it is found first for what it says, under a
+    new grant too, also when the stage reads rows by ``pread`` and after the change log is replayed."""
+    snapshot, queries = world
+    snapshot.save(tmp_path)
+    loaded = VectorSnapshot.load(tmp_path)
+    assert loaded.base is not None and loaded.base.capacity == ROWS + vector_files.spare_rows(ROWS) > ROWS
+    new = [(VectorRow("sk_new_a", "team:new", "tool", ("fresh",), "a" * 64, "b" * 64), queries[0][0]),
+           (VectorRow("sk_new_b", "team:all", "knowledge", (), "dnb", "enb"), queries[2][0])]
+    added = loaded.apply(new, [])
+    assert added.base is loaded.base and isinstance(added.matrix, np.memmap) and len(added) == ROWS + 2
+    assert {ROWS, ROWS + 1} <= added.overlay and len(loaded) == ROWS  # the opened snapshot is unchanged
+    assert added.rows == [*loaded.rows, *(r for r, _ in new)]
+    assert added.row_of("sk_new_a") == ROWS and added.row_of("sk_new_b") == ROWS + 1 and added.row_of("sk_9") == 9
+    assert added.key_to_row == vector_rows.KeyIndex(added.keys) and len(added.keys) == ROWS + 2
+    assert np.flatnonzero(added.mask(["team:new"])).tolist() == [ROWS] and added.tag_rows["fresh"].tolist() == [ROWS]
+    whole = Compact.of(np.asarray(added.matrix))
+    assert added.compact is not None
+    np.testing.assert_array_equal(added.compact.codes, whole.codes)
+    np.testing.assert_array_equal(added.compact.scales, whole.scales)
+    assert added.nearest(queries[0], 5)[0][0] == ROWS
+    assert added.nearest(queries[0], 5, mask=added.mask(["team:new"]))[0].tolist() == [ROWS]
+    added.save_changes(tmp_path, new, [])
+    monkeypatch.setattr(vectors, "PREAD_FROM_BYTES", 0)  # re-scored rows read by pread, added ones from memory
+    again = VectorSnapshot.load(tmp_path)
+    assert again.base is not None and len(again) == ROWS + 2 and again.rows == added.rows
+    for q, row in ((queries[0], ROWS), (queries[2], ROWS + 1)):
+        got, scores = again.nearest(q, 100)
+        assert got[0] == row and scores[row] == pytest.approx(1.0, abs=1e-5)
+        np.testing.assert_allclose(scores[got], exact(again, q)[got], atol=1e-6)
+
+
+def test_more_added_rows_than_the_room_copy_the_matrix_once_and_the_next_save_maps_it_again(
+    world: tuple[VectorSnapshot, list[np.ndarray]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    snapshot, queries = world
+    monkeypatch.setattr(vectors, "spare_rows", lambda rows: 2)
+    snapshot.save(tmp_path)
+    loaded = VectorSnapshot.load(tmp_path)
+    assert loaded.base is not None and loaded.base.capacity == ROWS + 2
+    new = [(VectorRow(f"sk_more_{j}", "team:all", "knowledge", (), f"d{j}", f"e{j}"), queries[j][0]) for j in range(3)]
+    grown = loaded.apply(new, [])
+    assert grown.base is None and not isinstance(grown.matrix, np.memmap) and len(grown) == ROWS + 3
+    assert [grown.nearest(queries[j], 1)[0][0] for j in range(3)] == [ROWS, ROWS + 1, ROWS + 2]
+    kept = grown.save_changes(tmp_path, new, [])
+    assert kept.base is not None and isinstance(kept.matrix, np.memmap) and not (tmp_path / "changes.log").exists()
+    assert kept.base.capacity == ROWS + 5 and len(VectorSnapshot.load(tmp_path)) == ROWS + 3
+
+
 def mapped_kib(path: Path) -> int:
     """KiB of ``path`` mapped into this process (``Rss`` of its mappings in /proc/self/smaps)."""
     total, inside = 0, False
@@ -406,10 +459,22 @@ def test_row_metadata_is_kept_as_columns_and_reads_like_a_tuple_of_rows() -> Non
     keep = np.asarray([0, 5, 1_999], dtype=np.int64)
     assert table.take(keep) == [rows[i] for i in keep] and table.extended(rows[:2]) == rows + rows[:2]
     assert RowTable.of([]) == () and RowTable.of([]).skill_ids() == []
+    # Appending joins the columns (a new grant, kind or tag set renumbers the codes); the result is the
+    # table made from all the rows, code for code.
+    more = [VectorRow("ïd/z", "team:0", "agent", ("ops", "t1"), "dz", "ez"), VectorRow("sk_y", "team:a", "knowledge",
+                                                                                     (), "d" * 40, "ey")]
+    for extra in (more[1:], more):
+        grown, whole = table.extended(extra), RowTable.of(rows + extra)
+        assert grown == whole and grown.skill_ids() == whole.skill_ids()
+        for name in ("grant_names", "kind_names", "tag_sets"):
+            assert getattr(grown, name) == getattr(whole, name)
+        for name in ("grant_codes", "kind_codes", "tag_codes"):
+            np.testing.assert_array_equal(getattr(grown, name), getattr(whole, name))
     # sha256 hashes are kept as their 32 bytes, and read back as the same lowercase hex.
     hexed = [VectorRow(r.skill_id, r.grant, r.kind, r.tags, f"{i:064x}", f"{i * 7:064x}") for i, r in enumerate(rows)]
     packed = RowTable.of(hexed)
     assert packed == hexed and packed.nbytes < 100 * len(rows)  # two 64-character hashes as text: 128 bytes
+    assert packed.extended(hexed[:1]) == hexed + hexed[:1] and packed.extended(rows[:1]) == hexed + rows[:1]
     for hashes in (("ab" * 32, "cd" * 32), ("AB" * 32, "short")):  # in place, or new columns
         r = hexed[4]
         assert packed.replaced({4: VectorRow(r.skill_id, r.grant, r.kind, r.tags, *hashes)})[4].doc_hash == hashes[0]
@@ -419,6 +484,8 @@ def test_row_metadata_is_kept_as_columns_and_reads_like_a_tuple_of_rows() -> Non
     assert index[int(keys[1_234])] == 1_234 and index.get(12345, -1) == -1 and int(keys[9]) in index
     np.testing.assert_array_equal(index.rows_of(np.asarray([keys[5], 12345, keys[0]], np.uint64)), [5, -1, 0])
     assert KeyIndex(np.zeros(0, np.uint64)).rows_of(np.asarray([1], np.uint64)).tolist() == [-1]
+    extra_keys = np.asarray([3, 2**63 + 5, int(keys.max()) + 1, 0], np.uint64)
+    assert index.extended(extra_keys) == KeyIndex(np.concatenate([keys, extra_keys])) and len(index) == len(rows)
 
 
 def test_a_snapshot_with_tags_grants_and_deletes_keeps_its_columns_in_step(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ Each row is kept as int8 codes and one float32 scale (``max |x| / 127``, so ``ro
 quarter of float32's bytes, so a quarter of the memory traffic that bounds a scan. The codes are kept as
 contiguous parts of :data:`PART_COLUMNS` columns, so each route of a routed index (both models' columns side
 by side in a row) scans one array; the copy is made a block of rows at a time, sampled for the decision's
-background, and re-quantised one changed row at a time.
+background, and re-quantised one changed or added row at a time.
 """
 
 from __future__ import annotations
@@ -120,13 +120,22 @@ class Compact:
     def _samples(self) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
         return {}
 
-    def replaced(self, rows: Sequence[int], vectors: np.ndarray) -> Compact:
-        """A copy with these rows quantised anew (the others are copied, not recomputed)."""
-        parts, scales = [p.copy() for p in self.parts], self.scales.copy()
-        if len(rows):
-            codes, scales[list(rows)] = quantise(np.asarray(vectors, dtype=np.float32))
+    def replaced(self, rows: Sequence[int], vectors: np.ndarray, added: np.ndarray | None = None) -> Compact:
+        """A copy with these rows quantised anew and the rows of ``added`` (k, dim) quantised after the
+        others, which are copied, not recomputed (one copy into arrays of the new length)."""
+        n, k = len(self), 0 if added is None else len(added)
+        parts = [np.empty((n + k, p.shape[1]), dtype=np.int8) for p in self.parts]
+        scales = np.empty(n + k, dtype=np.float32)
+        for part, old in zip(parts, self.parts, strict=True):
+            part[:n] = old
+        scales[:n] = self.scales
+        changes = [(list(rows), np.asarray(vectors, dtype=np.float32))] if len(rows) else []
+        if k:
+            changes.append((list(range(n, n + k)), np.asarray(added, dtype=np.float32)))
+        for at, values in changes:
+            codes, scales[at] = quantise(values)
             for part, (a, b) in zip(parts, _bounds(self.dim), strict=True):
-                part[list(rows)] = codes[:, a:b]
+                part[at] = codes[:, a:b]
         return Compact._frozen(tuple(parts), scales)
 
 

@@ -19,7 +19,7 @@ from skillsearch.retrieval.vector_rows import RowTable, VectorRow
 
 __all__ = [
     "CODES_FILE", "LOG_FILE", "MATRIX_FILE", "ROWS_FILE", "SCALES_FILE", "FileRows", "MappedFile", "log_batches",
-    "read_rows", "row_json", "saved_compact", "write_codes",
+    "read_rows", "row_json", "saved_compact", "spare_rows", "write_codes", "write_matrix",
 ]
 
 MATRIX_FILE = "vectors.npy"
@@ -44,11 +44,19 @@ class MappedFile:
             raise ValueError(f"{path} is not a C-ordered float32 matrix")
         self.shape: tuple[int, int] = (int(shape[0]), int(shape[1]))
         self.offset = self.file.tell()
+        # Rows the file has room for: its own, then the zero rows :func:`write_matrix` left after them.
+        width = max(self.shape[1], 1) * 4
+        self.capacity = max(self.shape[0], (os.fstat(self.file.fileno()).st_size - self.offset) // width)
 
-    def view(self) -> np.ndarray:
-        if self.shape[0] == 0:
-            return np.zeros(self.shape, dtype=np.float32)
-        return np.memmap(self.file, dtype=np.float32, mode="c", shape=self.shape, offset=self.offset)
+    def view(self, rows: int | None = None) -> np.ndarray:
+        """The matrix as a private mapping; ``rows`` past the saved ones (up to :attr:`capacity`) map the
+        spare room, zeros until a snapshot writes its added rows there (into its own pages only)."""
+        rows = self.shape[0] if rows is None else rows
+        if not 0 <= rows <= self.capacity:
+            raise ValueError(f"{self.file.name} has room for {self.capacity} rows, not {rows}")
+        if rows == 0:
+            return np.zeros((0, self.shape[1]), dtype=np.float32)
+        return np.memmap(self.file, dtype=np.float32, mode="c", shape=(rows, self.shape[1]), offset=self.offset)
 
     def __del__(self) -> None:
         self.file.close()
@@ -63,7 +71,7 @@ class FileRows:
 
     def __init__(self, base: MappedFile, matrix: np.ndarray, overlay: frozenset[int], columns: slice | None) -> None:
         self.base, self.matrix, self.overlay, self.columns = base, matrix, overlay, columns
-        self.shape = (base.shape[0], len(range(base.shape[1])[columns]) if columns is not None else base.shape[1])
+        self.shape = (matrix.shape[0], len(range(base.shape[1])[columns]) if columns is not None else base.shape[1])
 
     def __getitem__(self, rows: np.ndarray) -> np.ndarray:
         dim = self.base.shape[1]
@@ -75,6 +83,22 @@ class FileRows:
             elif os.preadv(fd, [out[j]], self.base.offset + r * width) != width:
                 raise OSError(f"short read of row {r} from {self.base.file.name}")
         return out if self.columns is None else out[:, self.columns]
+
+
+def spare_rows(rows: int) -> int:
+    """Zero rows a saved large matrix leaves after its own (:func:`write_matrix`): room for the skills added
+    before the next fold, about 3 % (at least 4,096), so adding one writes its row into the mapping instead
+    of copying the whole matrix into memory (1.5 GB at 1M rows of MiniLM). The room is a hole in the file:
+    no disk block and no page of memory until a row is written there."""
+    return max(4096, rows // 32)
+
+
+def write_matrix(f: BinaryIO, matrix: np.ndarray, spare: int) -> None:
+    """``vectors.npy``: the matrix (its header says its own shape), then ``spare`` rows of room as a hole
+    (the file extended, not written), which :class:`MappedFile` maps as zeros."""
+    np.save(f, np.asarray(matrix))
+    f.flush()
+    f.truncate(f.tell() + spare * matrix.shape[1] * 4)
 
 
 def write_codes(f: BinaryIO, compact: Compact) -> None:

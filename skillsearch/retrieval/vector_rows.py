@@ -40,6 +40,21 @@ def _codes(values: Sequence[Any]) -> tuple[tuple[Any, ...], np.ndarray]:
     return names, np.fromiter((index[v] for v in values), dtype=np.int32, count=len(values))
 
 
+def _extended_codes(names: tuple[Any, ...], codes: np.ndarray, values: Sequence[Any]) -> tuple[tuple[Any, ...],
+                                                                                              np.ndarray]:
+    """:func:`_codes` of the old values followed by ``values``, from the old codes: when ``values`` bring
+    a new name, the names stay sorted and the old codes are renumbered through a lookup array."""
+    merged = tuple(sorted(set(names).union(values)))
+    if merged != names:
+        index = {v: i for i, v in enumerate(merged)}
+        codes = np.asarray([index[v] for v in names], dtype=np.int32)[codes] if len(names) else codes
+        names = merged
+    else:
+        index = {v: i for i, v in enumerate(names)}
+    extra = np.fromiter((index[v] for v in values), dtype=np.int32, count=len(values))
+    return names, np.concatenate([codes, extra]).astype(np.int32, copy=False)
+
+
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -80,6 +95,21 @@ class Texts:
         if self.hex:
             return [b.hex() for b in map(bytes, picked)]
         return [bytes(b).decode("utf-8") for b in cast(list[bytes], picked.tolist())]
+
+    def appended(self, texts: Sequence[str]) -> Texts | None:
+        """A copy with ``texts`` after these rows, or None when they do not keep this column's layout (a
+        hex column given other texts; the caller makes the column again)."""
+        out = Texts.__new__(Texts)
+        out.hex = self.hex
+        if self.hex:
+            if not all(self.fits(t) for t in texts):
+                return None
+            extra = np.frombuffer(bytes.fromhex("".join(texts)), np.uint8).reshape(len(texts), self.data.shape[1])
+            out.data = np.concatenate([self.data, extra])
+        else:
+            out.data = np.concatenate([self.data, np.asarray([t.encode("utf-8") for t in texts], dtype=np.bytes_)])
+        out.data.setflags(write=False)
+        return out
 
     def fits(self, text: str) -> bool:
         """Whether ``text`` can be written in place (same hex width, or no longer than the byte width)."""
@@ -220,7 +250,22 @@ class RowTable(Sequence[VectorRow]):
         return RowTable.from_columns(*self._columns(np.asarray(rows, dtype=np.int64)))
 
     def extended(self, rows: Sequence[VectorRow]) -> RowTable:
-        """This table with ``rows`` appended."""
+        """This table with ``rows`` appended: each column's arrays joined, the codes of a new grant, kind or
+        tag set renumbered through a lookup (about 10 ms at 1M rows, where making the columns again from
+        Python lists took seconds); made again only when a hash column changes layout, or this is empty."""
+        if not rows:
+            return self
+        doc = self._doc.appended([r.doc_hash for r in rows]) if len(self) else None
+        embed = self._embed.appended([r.embed_hash for r in rows]) if doc is not None else None
+        if doc is not None and embed is not None:
+            encoded = [r.skill_id.encode("utf-8") for r in rows]
+            ends = int(self._id_ends[-1]) + np.cumsum(np.fromiter(map(len, encoded), np.int64, count=len(rows)))
+            blob = np.concatenate([self._ids, np.frombuffer(b"".join(encoded), np.uint8)])
+            grant_names, grant_codes = _extended_codes(self.grant_names, self.grant_codes, [r.grant for r in rows])
+            kind_names, kind_codes = _extended_codes(self.kind_names, self.kind_codes, [r.kind for r in rows])
+            tag_sets, tag_codes = _extended_codes(self.tag_sets, self.tag_codes, [tuple(r.tags) for r in rows])
+            return RowTable(blob, np.concatenate([self._id_ends, ends]), grant_names, grant_codes, kind_names,
+                            kind_codes, tag_sets, tag_codes, doc, embed)
         ids, grants, kinds, tags, docs, embeds = self._columns(np.arange(len(self)))
         return RowTable.from_columns(ids + [r.skill_id for r in rows], grants + [r.grant for r in rows],
                                      kinds + [r.kind for r in rows], tags + [r.tags for r in rows],
@@ -246,6 +291,20 @@ class KeyIndex(Mapping[int, int]):
         self._order = np.argsort(keys, kind="stable").astype(np.int64)
         self._sorted = keys[self._order]
         self._keys = self._sorted.data
+
+    def extended(self, keys: np.ndarray) -> KeyIndex:
+        """This index with ``keys`` (none of them in it) as the rows after its own, each put in its sorted
+        place (one copy of the arrays, no sort of the whole index again)."""
+        keys = np.asarray(keys, dtype=np.uint64)
+        if keys.size == 0:
+            return self
+        order = np.argsort(keys, kind="stable")
+        at = np.searchsorted(self._sorted, keys[order])
+        out = KeyIndex.__new__(KeyIndex)
+        out._sorted = np.insert(self._sorted, at, keys[order])
+        out._order = np.insert(self._order, at, len(self) + order.astype(np.int64))
+        out._keys = out._sorted.data
+        return out
 
     def rows_of(self, keys: np.ndarray) -> np.ndarray:
         """The row of each key, -1 where none has it."""

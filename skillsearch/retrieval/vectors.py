@@ -43,7 +43,9 @@ from skillsearch.retrieval.vector_files import (
     read_rows,
     row_json,
     saved_compact,
+    spare_rows,
     write_codes,
+    write_matrix,
 )
 from skillsearch.retrieval.vector_rows import KeyIndex, RowTable, VectorRow
 from skillsearch.retrieval.vector_stage import (
@@ -66,6 +68,10 @@ MAPPED_FROM = 40_000
 # mapping would leave most of the matrix counted in the serving RSS after a few hundred searches (1.5 GB at
 # 1M rows). 512 MiB holds a 100k-row index of ``minilm+e5`` (307 MB) or 340k rows of MiniLM.
 PREAD_FROM_BYTES = 512 << 20
+# The change log is folded into a new base past a quarter of the matrix, and at most past this: opening
+# replays the log (about 2 KiB a MiniLM row, parsed and applied), so at 1M rows a quarter of the matrix
+# (375 MB) took 38 s to open and 6.3 GB at its peak; 64 MiB is some 30k rows, about the file's spare room.
+MAX_LOG_BYTES = 64 << 20
 # Rows the decision's background statistics read (``VectorSnapshot.background``): each dev set fits whole.
 BACKGROUND_ROWS = 16_384
 
@@ -352,20 +358,23 @@ class VectorSnapshot:
     def apply(self, upserts: Sequence[tuple[VectorRow, np.ndarray]], deletes: Iterable[str]) -> VectorSnapshot:
         """A new snapshot with rows replaced, added or removed; this one is unchanged.
 
-        A batch that only replaces rows (the usual update) keeps the key map and the grant and kind codes as
-        they were, re-quantises only its rows, and over a mapped base writes only its rows into a fresh
-        private mapping; otherwise the cost is one copy of the matrix."""
+        A batch that removes nothing (the usual update) re-quantises only its rows and over a mapped base
+        writes only its rows into a fresh private mapping, added rows into the room the saved file keeps
+        after its own (``vector_files.spare_rows``); a batch that only replaces rows also keeps the key map
+        and the grant and kind codes as they were. A removal, or more added rows than the room holds, costs
+        one copy of the matrix into memory (the next :meth:`save_changes` folds it into a new file)."""
         gone = {self.key_to_row[k] for k in (skill_key(s) for s in deletes) if k in self.key_to_row}
         replace: dict[int, tuple[VectorRow, np.ndarray]] = {}
-        added: list[tuple[VectorRow, np.ndarray]] = []
+        new: dict[str, tuple[VectorRow, np.ndarray]] = {}  # by id: an id upserted twice is added once
         for row, vec in upserts:
             i = self.row_of(row.skill_id)
             if i is not None and i not in gone:
                 replace[i] = (row, vec)
             else:
-                added.append((row, vec))
-        if not gone and not added:
-            return self._replaced(replace)
+                new[row.skill_id] = (row, vec)
+        added = list(new.values())
+        if not gone:
+            return self._replaced(replace, added)
         keep = np.asarray([i for i in range(len(self.rows)) if i not in gone], dtype=np.int64) if gone else None
         kept = len(self.rows) - len(gone)
         matrix = np.empty((kept + len(added), self.dim), dtype=np.float32)
@@ -383,35 +392,45 @@ class VectorSnapshot:
             keys = np.concatenate([keys, extra])
         return VectorSnapshot.build(self.dim, matrix, rows, keys)
 
-    def _replaced(self, replace: dict[int, tuple[VectorRow, np.ndarray]]) -> VectorSnapshot:
-        """:meth:`apply` for a batch that only replaces rows."""
+    def _replaced(
+        self, replace: dict[int, tuple[VectorRow, np.ndarray]], added: Sequence[tuple[VectorRow, np.ndarray]] = (),
+    ) -> VectorSnapshot:
+        """:meth:`apply` for a batch that removes nothing: ``replace`` by row, ``added`` new ids."""
+        n, dim = len(self), self.dim
         changed = sorted(replace)
-        vectors = np.stack([zero_tiny(np.asarray(replace[i][1], np.float32)) for i in changed]) if changed else \
-            np.zeros((0, self.dim), np.float32)
-        overlay = self.overlay
-        if self.base is not None:
-            matrix = self.base.view()
+
+        def stacked(vectors: Iterable[np.ndarray]) -> np.ndarray:
+            out = [zero_tiny(np.asarray(v, np.float32)).reshape(dim) for v in vectors]
+            return np.stack(out) if out else np.zeros((0, dim), np.float32)
+
+        vectors, fresh = stacked(replace[i][1] for i in changed), stacked(v for _, v in added)
+        size, base, overlay = n + len(fresh), self.base, self.overlay
+        if base is not None and size <= base.capacity:
+            matrix = base.view(size)
             carried = sorted(self.overlay - set(changed))
             if carried:
                 matrix[carried] = self.matrix[carried]
-            overlay = self.overlay | set(changed)
-        else:
-            matrix = np.array(self.matrix, dtype=np.float32)
-        if changed:
-            matrix[changed] = vectors
-        compact = self.compact.replaced(changed, vectors) if self.compact is not None else None
-        rows = self.rows.replaced({i: replace[i][0] for i in changed})
-        same_filters = all(
-            (r.grant, r.kind, r.tags) == (self.rows[i].grant, self.rows[i].kind, self.rows[i].tags)
-            for i, (r, _) in replace.items()
-        )
-        if not same_filters:
-            return VectorSnapshot.build(self.dim, matrix, rows, self.keys, compact, self.base, overlay)
+            overlay = self.overlay | set(changed) | set(range(n, size))
+        else:  # in memory (a removal's copy, or more rows than the saved file has room for)
+            matrix = np.empty((size, dim), dtype=np.float32)
+            matrix[:n] = self.matrix
+            base, overlay = None, frozenset()
+        matrix[changed] = vectors
+        matrix[n:] = fresh
+        compact = self.compact.replaced(changed, vectors, fresh) if self.compact is not None else None
+        if compact is None and size >= COMPACT_FROM:
+            compact = Compact.of(matrix)
+        rows = self.rows.replaced({i: replace[i][0] for i in changed}).extended([r for r, _ in added])
+        key_to_row, keys = self.key_to_row, self.keys
+        if added:
+            extra = np.fromiter((skill_key(r.skill_id) for r, _ in added), dtype=np.uint64, count=len(added))
+            key_to_row, keys = key_to_row.extended(extra), np.concatenate([keys, extra])
+            keys.setflags(write=False)
         matrix.setflags(write=False)
         return VectorSnapshot(
-            dim=self.dim, matrix=matrix, rows=rows, key_to_row=self.key_to_row, keys=self.keys,
-            grant_names=self.grant_names, grant_codes=self.grant_codes, kind_names=self.kind_names,
-            kind_codes=self.kind_codes, compact=compact, base=self.base, overlay=overlay,
+            dim=dim, matrix=matrix, rows=rows, key_to_row=key_to_row, keys=keys, grant_names=rows.grant_names,
+            grant_codes=rows.grant_codes, kind_names=rows.kind_names, kind_codes=rows.kind_codes, compact=compact,
+            base=base, overlay=overlay,
         )
 
     # -- persistence ------------------------------------------------------------------------------
@@ -421,7 +440,7 @@ class VectorSnapshot:
     # fsynced. A one-skill update thus writes a few KiB instead of the whole matrix (150 MB at 100k rows).
     # Loading replays the log over the base; replaying a batch twice gives the same rows, so a crash between
     # writing a new base and removing the old log loses nothing. The log is folded into a new base when it
-    # outgrows a quarter of the matrix.
+    # outgrows a quarter of the matrix or MAX_LOG_BYTES.
 
     def save(self, folder: Path) -> VectorSnapshot:
         """Write the whole snapshot through temporary names and atomic renames, then drop the change log.
@@ -430,7 +449,8 @@ class VectorSnapshot:
         a large one now maps the file it was written to (its matrix leaves memory), a small one is this."""
         folder.mkdir(parents=True, exist_ok=True)
         compact = self.compact
-        writers: dict[str, Callable[[BinaryIO], None]] = {MATRIX_FILE: lambda f: np.save(f, np.asarray(self.matrix))}
+        spare = spare_rows(len(self)) if len(self) >= MAPPED_FROM else 0
+        writers: dict[str, Callable[[BinaryIO], None]] = {MATRIX_FILE: lambda f: write_matrix(f, self.matrix, spare)}
         if compact is not None:
             writers[CODES_FILE] = lambda f: write_codes(f, compact)
             writers[SCALES_FILE] = lambda f: np.save(f, compact.scales)
@@ -468,11 +488,14 @@ class VectorSnapshot:
     ) -> VectorSnapshot:
         """Persist one applied batch (``self`` is the snapshot after it): append it to the change log, or
         write a whole new base when the log has outgrown ``max_log_bytes`` (default: a quarter of the matrix,
-        at least 1 MiB) or no base exists yet. Returns the snapshot to keep, as :meth:`save` does."""
+        at least 1 MiB and at most :data:`MAX_LOG_BYTES`), when no base exists yet, or when a large snapshot
+        holds its matrix in memory (a removal, or more added rows than its file had room for): saved, it
+        maps its file again. Returns the snapshot to keep, as :meth:`save` does."""
         log = folder / LOG_FILE
         logged = log.stat().st_size if log.exists() else 0
-        limit = max(self.matrix.nbytes // 4, 1 << 20) if max_log_bytes is None else max_log_bytes
-        if not (folder / MATRIX_FILE).exists() or logged > limit:
+        limit = min(max(self.matrix.nbytes // 4, 1 << 20), MAX_LOG_BYTES) if max_log_bytes is None else max_log_bytes
+        in_memory = self.base is None and len(self) >= MAPPED_FROM
+        if not (folder / MATRIX_FILE).exists() or logged > limit or in_memory:
             return self.save(folder)
         line = json.dumps({
             "upserts": [[*row_json(r), base64.b64encode(np.asarray(v, "<f4").tobytes()).decode()] for r, v in upserts],
