@@ -22,7 +22,7 @@ from skillsearch.core.settings import Settings
 from skillsearch.mcp.server import build_mcp_server
 from skillsearch.retrieval.encoder import HashingEncoder
 from skillsearch.service import Catalog, sample_catalog_dir
-from skillsearch.usecases.skill_files import CursorError, entries_page
+from skillsearch.usecases.skill_files import SKILL_MD_KEPT, CursorError, entries_page, legacy_skill_md_note
 
 pytestmark = pytest.mark.anyio
 
@@ -286,8 +286,11 @@ def test_an_older_catalog_is_served_and_says_what_to_run(tmp_path: Path, caplog:
     catalog = Catalog.open(settings, encoder=HashingEncoder())
     catalog.import_path(SAMPLE / "starter" / "flows.json", "flows", "sub:starter-pack")
     catalog.close()
-    with sqlite3.connect(tmp_path / "data" / "catalog.sqlite3") as conn:  # as an earlier version wrote them
+    db = tmp_path / "data" / "catalog.sqlite3"
+    with sqlite3.connect(db) as conn:  # as an earlier version wrote them (it kept no mark of the check)
+        assert conn.execute("SELECT value FROM meta WHERE key = ?", (SKILL_MD_KEPT,)).fetchone() == ("1",)
         conn.execute("UPDATE revisions SET body = json_remove(body, '$.skill_md', '$.frontmatter')")
+        conn.execute("DELETE FROM meta WHERE key = ?", (SKILL_MD_KEPT,))
     with caplog.at_level(logging.WARNING, logger="skillsearch"):
         catalog = Catalog.open(settings, encoder=HashingEncoder())
     try:
@@ -295,6 +298,18 @@ def test_an_older_catalog_is_served_and_says_what_to_run(tmp_path: Path, caplog:
         principal = Principal.operator()
         entries, _ = entries_page(catalog.store, principal, b"k" * 32)
         assert entries and all(e.frontmatter["name"] == e.skill.slug for e in entries)
+        assert catalog.store.connection().execute("SELECT 1 FROM meta WHERE key = ?", (SKILL_MD_KEPT,)).fetchone() \
+            is None  # still to do: counted again at the next open
+        # Once every current revision has its SKILL.md (as importing again writes them), the note goes and the
+        # check is marked done, so later opens never read every body again (8.3 s at 1M skills) ...
+        conn = catalog.store.connection()
+        conn.execute("UPDATE revisions SET body = json_set(body, '$.skill_md', '')")
+        conn.execute("PRAGMA query_only = ON")  # ... unless the catalog cannot be written: no error, no mark
+        assert legacy_skill_md_note(catalog.store) is None
+        assert conn.execute("SELECT 1 FROM meta WHERE key = ?", (SKILL_MD_KEPT,)).fetchone() is None
+        conn.execute("PRAGMA query_only = OFF")
+        assert legacy_skill_md_note(catalog.store) is None
+        assert conn.execute("SELECT value FROM meta WHERE key = ?", (SKILL_MD_KEPT,)).fetchone()[0] == "1"
     finally:
         catalog.close()
 

@@ -22,6 +22,8 @@ import binascii
 import hashlib
 import hmac
 import json
+import logging
+import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -33,8 +35,11 @@ from skillsearch.core.hashing import canonical_hash, sha256_hex
 from skillsearch.core.skill_uri import SKILL_MD, SkillAddress, parse_skill_uri, skill_name, skill_uri
 from skillsearch.core.visibility import is_visible, visible_grants
 
+log = logging.getLogger("skillsearch")
+
 __all__ = [
     "SKILL_MD",
+    "SKILL_MD_KEPT",
     "ContentIntegrityError",
     "CursorError",
     "DirectoryEntry",
@@ -237,14 +242,26 @@ def directory_children(store: CatalogStore, principal: Principal, uri: str) -> l
     return [children[k] for k in sorted(children)]
 
 
+# Set in ``meta`` once no current revision lacks its SKILL.md: every revision written since has the key, so
+# the count (which reads every current body: 8.3 s at 1M skills, cold) is never made again.
+SKILL_MD_KEPT = "skill_md_kept"
+
+
 def legacy_skill_md_note(store: CatalogStore) -> str | None:
     """What to run, when current revisions were written before revisions kept their SKILL.md (no
     ``skill_md`` key in the body): they are served a rendered SKILL.md until imported again."""
-    row = store.connection().execute(
+    conn = store.connection()
+    if conn.execute("SELECT 1 FROM meta WHERE key = ?", (SKILL_MD_KEPT,)).fetchone():
+        return None
+    row = conn.execute(
         "SELECT COUNT(*) FROM skills s JOIN revisions r ON r.revision_id = s.current_revision_id"
         " WHERE json_type(r.body, '$.skill_md') IS NULL"
     ).fetchone()
     if not row[0]:
+        try:
+            conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, '1')", (SKILL_MD_KEPT,))
+        except sqlite3.Error as exc:  # a read-only or busy catalog: counted again at the next open
+            log.debug("could not record %s: %s", SKILL_MD_KEPT, exc)
         return None
     return (f"{row[0]} skills were stored before skillsearch kept each SKILL.md as authored: the MCP Skills "
             "extension serves them a SKILL.md rendered from their parsed fields. To serve the authored bytes, "
