@@ -42,7 +42,7 @@ def test_serve_check_times_every_mode_and_pairs_each_hybrid_search_with_the_serv
     assert stages["hybrid (cache hit):result_cache_hit"] == 1.0
     assert {"hybrid:encode_ms", "hybrid:lexical_ms", "hybrid:vector_ms", "hybrid:recheck_ms"} <= set(stages)
     assert {"hybrid (query vectors cached):vector_ms", "hybrid (query vectors cached):lexical_ms"} <= set(stages)
-    assert out["documents"] > 0 and out["peak_rss_mb"] > 0
+    assert out["documents"] > 0 and out["peak_rss_mb"] > 0 and out["open_s"] > 0
     rows = _flat_rows([{"catalog": "sample", "search": out}])
     assert [r["mode"] for r in rows if r["mode"].startswith("encode_query_texts (served")] == [
         "encode_query_texts (served threads)", "encode_query_texts (served, paired with hybrid)"]
