@@ -350,21 +350,50 @@ def test_a_large_opened_index_reads_the_rows_it_re_scores_without_mapping_the_ma
     assert got[0] == 77 and scores[77] == pytest.approx(1.0, abs=1e-5)
 
 
-def test_rows_are_saved_one_per_line_and_an_index_written_before_still_opens(tmp_path: Path) -> None:
-    rows = [VectorRow(f"sk_{i}", "team:a", "knowledge", ("ops", f"t{i}"), f"d{i}", f"e{i}") for i in range(3)]
+def test_rows_are_saved_as_column_arrays_and_an_index_written_before_still_opens(tmp_path: Path) -> None:
+    """``rows.npz`` holds the row table's columns and each row's key (opening a million rows parses no JSON
+    line and hashes no id); a damaged one is a clear error; an index written before with ``rows.json``
+    (one row per line, or before that one object) still opens, and its next save writes ``rows.npz``."""
+    from skillsearch.retrieval.lexical import skill_key
+    from skillsearch.retrieval.vector_files import row_json
+
+    rows = [VectorRow(f"sk_{i}", "team:a", "knowledge", ("ops", f"t{i}"), f"d{i}", f"{i:064x}") for i in range(3)]
     matrix = np.eye(3, 4, dtype=np.float32)
-    VectorSnapshot.build(4, matrix, rows).save(tmp_path)
-    lines = (tmp_path / "rows.json").read_text(encoding="utf-8").splitlines()
-    assert len(lines) == 4 and json.loads(lines[0]) == {"dim": 4, "rows": 3, "layout": "lines"}
+    snapshot = VectorSnapshot.build(4, matrix, rows)
+    snapshot.save(tmp_path)
+    assert not (tmp_path / "rows.json").exists()
+    with np.load(tmp_path / "rows.npz", allow_pickle=False) as saved:
+        assert json.loads(saved["header"].tobytes())["rows"] == 3
+        np.testing.assert_array_equal(saved["keys"], [skill_key(r.skill_id) for r in rows])
+    loaded = VectorSnapshot.load(tmp_path)
+    assert loaded.rows == tuple(rows) and loaded.row_of("sk_2") == 2 and loaded.mask(["team:a"]).all()
+    # Keys that do not belong to the ids are hashed again, not trusted.
+    arrays = dict(np.load(tmp_path / "rows.npz", allow_pickle=False))
+    np.savez(tmp_path / "rows.npz", **{**arrays, "keys": arrays["keys"][::-1].copy()})
+    assert VectorSnapshot.load(tmp_path).row_of("sk_0") == 0
+    # A code past its names, offsets past the ids, or a cut file: a clear error, not wrong rows.
+    for damaged in ({**arrays, "grant_codes": np.full(3, 5, np.int32)}, {**arrays, "id_ends": arrays["id_ends"] + 1}):
+        np.savez(tmp_path / "rows.npz", **damaged)
+        with pytest.raises(IndexNotReadyError, match="unreadable"):
+            VectorSnapshot.load(tmp_path)
+    (tmp_path / "rows.npz").write_bytes((tmp_path / "rows.npz").read_bytes()[:200])
+    with pytest.raises(IndexNotReadyError, match="unreadable"):
+        VectorSnapshot.load(tmp_path)
+    # The layouts before: a header line then one row per line; one object with every row.
+    (tmp_path / "rows.npz").unlink()
+    lines = [json.dumps({"dim": 4, "rows": 3, "layout": "lines"}), *(json.dumps(row_json(r)) for r in rows)]
+    (tmp_path / "rows.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert VectorSnapshot.load(tmp_path).rows == tuple(rows)
-    # The layout before: one object with every row.
     (tmp_path / "rows.json").write_text(json.dumps({"dim": 4, "rows": [json.loads(x) for x in lines[1:]]}),
                                         encoding="utf-8")
     assert VectorSnapshot.load(tmp_path).rows == tuple(rows)
-    # A file cut short is a clear error, not fewer rows.
-    (tmp_path / "rows.json").write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")
+    (tmp_path / "rows.json").write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")  # cut short
     with pytest.raises(IndexNotReadyError, match="unreadable"):
         VectorSnapshot.load(tmp_path)
+    (tmp_path / "rows.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    VectorSnapshot.load(tmp_path).save(tmp_path)
+    assert (tmp_path / "rows.npz").exists() and not (tmp_path / "rows.json").exists()
+    assert VectorSnapshot.load(tmp_path).rows == tuple(rows)
 
 
 def test_the_decisions_background_reads_the_whole_index_or_a_fixed_sample(

@@ -3,7 +3,7 @@
 On disk (``<data_dir>``)::
 
     lexical/        Tantivy index
-    vectors/        vectors.npy + rows.json
+    vectors/        vectors.npy + rows.npz (+ codes.npy, scales.npy, changes.log: retrieval/vector_files.py)
     manifest.json   format, encoder, calibration, store generation, write id (written last)
     write.lock      held by whichever process writes the three above (``writelock.py``)
 

@@ -1,13 +1,14 @@
 """The vector store's files: the saved float32 matrix (``vectors.npy``) kept open as a mapping whose rows a
 search re-scores are read by ``pread``, its saved int8 copy (``codes.npy``, ``scales.npy``), the row metadata
-(``rows.json``) and the log of batches applied since the save (``changes.log``). ``vectors.VectorSnapshot``
-saves and loads through these."""
+as column arrays (``rows.npz``; ``rows.json`` in indexes written before it) and the log of batches applied
+since the save (``changes.log``). ``vectors.VectorSnapshot`` saves and loads through these."""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -18,12 +19,14 @@ from skillsearch.retrieval.compact import BLOCK, Compact, quantise
 from skillsearch.retrieval.vector_rows import RowTable, VectorRow
 
 __all__ = [
-    "CODES_FILE", "LOG_FILE", "MATRIX_FILE", "ROWS_FILE", "SCALES_FILE", "FileRows", "MappedFile", "log_batches",
-    "read_rows", "row_json", "saved_compact", "spare_rows", "write_codes", "write_matrix",
+    "CODES_FILE", "JSON_ROWS_FILE", "LOG_FILE", "MATRIX_FILE", "ROWS_FILE", "SCALES_FILE", "FileRows", "MappedFile",
+    "log_batches", "read_json_rows", "read_rows", "row_json", "saved_compact", "spare_rows", "write_codes",
+    "write_matrix", "write_rows",
 ]
 
 MATRIX_FILE = "vectors.npy"
-ROWS_FILE = "rows.json"
+ROWS_FILE = "rows.npz"
+JSON_ROWS_FILE = "rows.json"  # the rows as JSON lines, as indexes written before rows.npz hold them
 LOG_FILE = "changes.log"
 CODES_FILE = "codes.npy"
 SCALES_FILE = "scales.npy"
@@ -132,10 +135,36 @@ def saved_compact(folder: Path, matrix: np.ndarray) -> Compact | None:
     return Compact.of_codes(codes, scales)
 
 
-def read_rows(path: Path) -> tuple[int, RowTable]:
-    """The dimension and the rows of ``rows.json``: a header line and one row per line, or (written before
-    that layout) one JSON object holding every row. Read a line at a time into columns (no object per row
-    is kept: ``vector_rows.RowTable``)."""
+def write_rows(f: BinaryIO, dim: int, rows: RowTable, keys: np.ndarray) -> None:
+    """``rows.npz``: the row table's columns as arrays (``RowTable.arrays``), each row's key, and the
+    dimension, names and layout as one JSON member; read back without a JSON line or a key hashed per row."""
+    arrays, names = rows.arrays()
+    header = json.dumps({"dim": dim, "rows": len(rows), **names}).encode("utf-8")
+    np.savez(f, header=np.frombuffer(header, np.uint8), keys=np.asarray(keys, np.uint64), **arrays)  # type: ignore[arg-type]
+
+
+def read_rows(folder: Path) -> tuple[int, RowTable, np.ndarray | None]:
+    """The dimension, the rows and each row's key (None when the file has none) of ``rows.npz``, or of
+    ``rows.json`` when an index written before has no ``rows.npz``."""
+    if not (folder / ROWS_FILE).exists() and (folder / JSON_ROWS_FILE).exists():
+        return (*read_json_rows(folder / JSON_ROWS_FILE), None)
+    try:
+        with open(folder / ROWS_FILE, "rb") as f, np.load(f, allow_pickle=False) as saved:
+            members = {name: saved[name] for name in saved.files}
+    except (zipfile.BadZipFile, EOFError) as exc:
+        raise ValueError(f"{folder / ROWS_FILE} is not a complete rows file ({exc})") from exc
+    header = json.loads(members.pop("header").tobytes().decode("utf-8"))
+    keys = members.pop("keys")
+    rows = RowTable.from_arrays(members, header)
+    if len(rows) != int(header["rows"]) or keys.dtype != np.uint64 or keys.shape != (len(rows),):
+        raise ValueError(f"{folder / ROWS_FILE} holds {len(rows)} rows and {keys.shape} keys, its header says "
+                         f"{header['rows']}")
+    return int(header["dim"]), rows, keys
+
+
+def read_json_rows(path: Path) -> tuple[int, RowTable]:
+    """The dimension and the rows of ``rows.json`` (written before ``rows.npz``): a header line and one row
+    per line, or (before that) one JSON object holding every row. Read a line at a time into columns."""
     columns: tuple[list[Any], ...] = ([], [], [], [], [], [])
     with open(path, encoding="utf-8") as f:
         header = json.loads(f.readline())

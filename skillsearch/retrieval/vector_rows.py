@@ -111,6 +111,18 @@ class Texts:
         out.data.setflags(write=False)
         return out
 
+    @classmethod
+    def of_data(cls, data: np.ndarray, hexed: bool) -> Texts:
+        """A column from :attr:`data` as saved (``vector_files.write_rows``): (n, width) uint8 hex bytes, or
+        a 1-d fixed-width byte array."""
+        if hexed != (data.dtype == np.uint8 and data.ndim == 2) or (not hexed and (data.ndim != 1 or
+                                                                                data.dtype.kind != "S")):
+            raise ValueError(f"a text column of {data.dtype} {data.shape} is not a {'hex' if hexed else 'byte'} column")
+        out = Texts.__new__(Texts)
+        out.hex, out.data = hexed, data
+        out.data.setflags(write=False)
+        return out
+
     def fits(self, text: str) -> bool:
         """Whether ``text`` can be written in place (same hex width, or no longer than the byte width)."""
         if self.hex:
@@ -167,6 +179,42 @@ class RowTable(Sequence[VectorRow]):
         tag_sets, tag_codes = _codes([tuple(t) for t in tags])
         return cls(blob, id_ends, grant_names, grant_codes, kind_names, kind_codes,
                    tag_sets, tag_codes, Texts(docs), Texts(embeds))
+
+    def arrays(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """The columns as arrays and their names and layout as JSON values (``vector_files.write_rows``):
+        :meth:`from_arrays` of both is this table, with no text decoded or parsed per row."""
+        arrays = {"ids": self._ids, "id_ends": self._id_ends, "grant_codes": self.grant_codes,
+                  "kind_codes": self.kind_codes, "tag_codes": self.tag_codes, "doc": self._doc.data,
+                  "embed": self._embed.data}
+        names = {"grants": list(self.grant_names), "kinds": list(self.kind_names),
+                 "tag_sets": [list(t) for t in self.tag_sets], "doc_hex": self._doc.hex, "embed_hex": self._embed.hex}
+        return arrays, names
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray], names: Mapping[str, Any]) -> RowTable:
+        """The table :meth:`arrays` gave, checked: every column as long as the ids, the id offsets rising to
+        the end of their buffer, every code naming a value (a ValueError otherwise)."""
+        ends = np.asarray(arrays["id_ends"])
+        n = int(ends.size)
+        ids = np.asarray(arrays["ids"])
+        if ids.dtype != np.uint8 or ends.dtype != np.int64 or ends.ndim != 1 or \
+                (n and (int(ends[-1]) != ids.size or int(ends[0]) < 0 or bool((np.diff(ends) < 0).any()))):
+            raise ValueError("the saved ids do not match their offsets")
+        grant_names, kind_names = tuple(map(str, names["grants"])), tuple(map(str, names["kinds"]))
+        tag_sets = tuple(tuple(map(str, t)) for t in names["tag_sets"])
+        coded = []
+        for key, count in (("grant_codes", len(grant_names)), ("kind_codes", len(kind_names)),
+                           ("tag_codes", len(tag_sets))):
+            codes = np.asarray(arrays[key])
+            if codes.dtype != np.int32 or codes.shape != (n,) or (n and not 0 <= int(codes.min()) <= int(codes.max())
+                                                                     < count):
+                raise ValueError(f"the saved {key} do not match their {count} values")
+            coded.append(codes)
+        doc = Texts.of_data(np.asarray(arrays["doc"]), bool(names["doc_hex"]))
+        embed = Texts.of_data(np.asarray(arrays["embed"]), bool(names["embed_hex"]))
+        if len(doc) != n or len(embed) != n:
+            raise ValueError("the saved hash columns do not match the rows")
+        return cls(ids, ends, grant_names, coded[0], kind_names, coded[1], tag_sets, coded[2], doc, embed)
 
     # -- reading ------------------------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from skillsearch.retrieval.compact import Compact
 from skillsearch.retrieval.lexical import skill_key
 from skillsearch.retrieval.vector_files import (
     CODES_FILE,
+    JSON_ROWS_FILE,
     LOG_FILE,
     MATRIX_FILE,
     ROWS_FILE,
@@ -46,6 +47,7 @@ from skillsearch.retrieval.vector_files import (
     spare_rows,
     write_codes,
     write_matrix,
+    write_rows,
 )
 from skillsearch.retrieval.vector_rows import KeyIndex, RowTable, VectorRow
 from skillsearch.retrieval.vector_stage import (
@@ -435,7 +437,7 @@ class VectorSnapshot:
 
     # -- persistence ------------------------------------------------------------------------------
     #
-    # ``vectors.npy`` + ``rows.json`` hold a whole snapshot; ``changes.log`` holds the batches applied
+    # ``vectors.npy`` + ``rows.npz`` hold a whole snapshot; ``changes.log`` holds the batches applied
     # since, one JSON line each (rows with their vector as base64 float32, and removed ids), appended and
     # fsynced. A one-skill update thus writes a few KiB instead of the whole matrix (150 MB at 100k rows).
     # Loading replays the log over the base; replaying a batch twice gives the same rows, so a crash between
@@ -459,18 +461,19 @@ class VectorSnapshot:
                 write(out)
                 out.flush()
                 os.fsync(out.fileno())
+        # The rows last: their file names the rows the matrix must hold when the index is opened.
         tmp_rows = folder / (ROWS_FILE + ".tmp")
-        with open(tmp_rows, "w", encoding="utf-8") as f:
-            # A header line, then one row per line: opening reads a line at a time, never the whole text and
-            # all its parsed lists at once (about 1 GB at 1M rows, which counted in the serving peak).
-            f.write(json.dumps({"dim": self.dim, "rows": len(self.rows), "layout": "lines"}) + "\n")
-            f.writelines(json.dumps(row_json(r)) + "\n" for r in self.rows)
+        with open(tmp_rows, "wb") as out:
+            write_rows(out, self.dim, self.rows, self.keys)
+            out.flush()
+            os.fsync(out.fileno())
         for name in writers:
             os.replace(folder / (name + ".tmp"), folder / name)
         if self.compact is None:
             for name in (CODES_FILE, SCALES_FILE):
                 (folder / name).unlink(missing_ok=True)
         os.replace(tmp_rows, folder / ROWS_FILE)
+        (folder / JSON_ROWS_FILE).unlink(missing_ok=True)
         (folder / LOG_FILE).unlink(missing_ok=True)
         if self.compact is None:
             return self
@@ -512,13 +515,18 @@ class VectorSnapshot:
         """The saved snapshot with its logged batches applied. A large one keeps its matrix a file mapping
         and loads the saved int8 copy when it matches the matrix (checked on a sample of rows)."""
         try:
-            dim, rows = read_rows(folder / ROWS_FILE)
+            dim, rows, keys = read_rows(folder)
             base = MappedFile(folder / MATRIX_FILE) if len(rows) >= MAPPED_FROM else None
             matrix = base.view() if base is not None else np.load(folder / MATRIX_FILE, allow_pickle=False)
             if matrix.shape != (len(rows), dim):
                 raise ValueError(f"matrix shape {matrix.shape} does not match {len(rows)} rows of {dim} dims")
             compact = saved_compact(folder, matrix) if len(rows) >= COMPACT_FROM else None
-            snapshot = cls.build(dim, matrix, rows, compact=compact, base=base)
+            if keys is not None and len(rows):  # saved keys are trusted when 64 rows spread over them agree
+                probe = np.unique(np.linspace(0, len(rows) - 1, 64).astype(np.int64)).tolist()
+                if any(skill_key(rows.skill_id(i)) != int(keys[i]) for i in probe):
+                    log.warning("the saved row keys in %s do not match their ids; hashing them again", folder)
+                    keys = None
+            snapshot = cls.build(dim, matrix, rows, keys, compact=compact, base=base)
             # The batches are folded into one change first, so opening copies the matrix once, not once per
             # logged batch. A removed id stays removed (a later upsert adds it back at the end, as applying
             # the batches one by one would); the last upsert of an id wins.
