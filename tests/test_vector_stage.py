@@ -27,7 +27,7 @@ from skillsearch.retrieval.vector_stage import (
     nearest_compact,
     scan,
 )
-from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot, max_cosines
+from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot, max_cosines, zero_tiny
 
 # Past the int8 copy's threshold, the background's sample size and the two-thread split.
 ROWS = 42_000
@@ -317,6 +317,49 @@ def mapped_kib(path: Path) -> int:
     return total
 
 
+def test_a_removal_from_an_opened_index_copies_the_kept_rows_by_pread_and_the_next_save_maps_them_again(
+    world: tuple[VectorSnapshot, list[np.ndarray]], tmp_path: Path,
+) -> None:
+    """A batch that removes rows from an opened large index (with rows replaced and added since it was
+    saved) copies the kept rows into memory from the file by ``pread`` (no page of the old file is mapped
+    into the process), their int8 copy and row table gathered, not made again; the next save writes a new
+    file and maps it."""
+    snapshot, queries = world
+    snapshot.save(tmp_path)
+    loaded = VectorSnapshot.load(tmp_path)
+    five = snapshot.rows[5]
+    first = [(VectorRow(five.skill_id, five.grant, five.kind, five.tags, "d5", "e5"), queries[3][0]),
+             (VectorRow("sk_extra", "team:extra", "tool", ("x",), "dx", "ex"), queries[4][0])]
+    moved = loaded.apply(first, [])
+    assert moved.base is loaded.base and moved.overlay == {5, ROWS}
+    nine = snapshot.rows[9]
+    batch = [(VectorRow(nine.skill_id, "team:some", nine.kind, nine.tags, "d9", "e9"), queries[5][0]),
+             (VectorRow("sk_late", "team:all", "knowledge", (), "dl", "el"), queries[6][0])]
+    matrix_file = (tmp_path / "vectors.npy").resolve()
+    before = mapped_kib(matrix_file)
+    after = moved.apply(batch, ["sk_7", "sk_extra", "sk_unknown"])
+    assert mapped_kib(matrix_file) - before <= 64  # the kept rows were read, not mapped
+    assert after.base is None and not isinstance(after.matrix, np.memmap) and len(after) == ROWS
+    want_rows = [r for i, r in enumerate(moved.rows) if i not in (7, ROWS)]
+    want_rows[8] = batch[0][0]  # row 9 moved up by one
+    assert after.rows == [*want_rows, batch[1][0]]
+    want = np.delete(np.asarray(moved.matrix), [7, ROWS], axis=0)
+    want[8] = zero_tiny(queries[5][0])  # as every vector the store keeps (tests/test_index.py)
+    np.testing.assert_array_equal(after.matrix, np.vstack([want, zero_tiny(queries[6][0])[None]]))
+    whole = Compact.of(np.asarray(after.matrix))
+    assert after.compact is not None
+    np.testing.assert_array_equal(after.compact.codes, whole.codes)
+    np.testing.assert_array_equal(after.compact.scales, whole.scales)
+    assert after.row_of("sk_7") is None and after.row_of("sk_extra") is None and after.row_of("sk_late") == ROWS - 1
+    assert after.key_to_row == vector_rows.KeyIndex(after.keys) and after.row_of(five.skill_id) == 5
+    assert "team:extra" not in after.grant_names and after.rows[8].grant == "team:some"
+    assert after.nearest(queries[3], 1)[0][0] == 5 and after.nearest(queries[6], 1)[0][0] == ROWS - 1
+    kept = after.save_changes(tmp_path, batch, ["sk_7", "sk_extra"])
+    assert kept.base is not None and isinstance(kept.matrix, np.memmap) and not (tmp_path / "changes.log").exists()
+    again = VectorSnapshot.load(tmp_path)
+    assert again.rows == after.rows and again.nearest(queries[5], 1)[0][0] == 8
+
+
 def test_a_large_opened_index_reads_the_rows_it_re_scores_without_mapping_the_matrix(
     world: tuple[VectorSnapshot, list[np.ndarray]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -487,6 +530,13 @@ def test_row_metadata_is_kept_as_columns_and_reads_like_a_tuple_of_rows() -> Non
         table.replaced({1: rows[2]})
     keep = np.asarray([0, 5, 1_999], dtype=np.int64)
     assert table.take(keep) == [rows[i] for i in keep] and table.extended(rows[:2]) == rows + rows[:2]
+    for picked in (np.asarray([1_999, 3, 4, 5, 0], np.int64), np.arange(0, 2_000, 3)):  # any order; names kept used
+        taken, whole = table.take(picked), RowTable.of([rows[i] for i in picked])
+        assert taken == whole and taken.skill_ids() == whole.skill_ids()
+        assert (taken.grant_names, taken.kind_names, taken.tag_sets) == (whole.grant_names, whole.kind_names,
+                                                                         whole.tag_sets)
+        np.testing.assert_array_equal(taken.grant_codes, whole.grant_codes)
+        np.testing.assert_array_equal(taken.tag_codes, whole.tag_codes)
     assert RowTable.of([]) == () and RowTable.of([]).skill_ids() == []
     # Appending joins the columns (a new grant, kind or tag set renumbers the codes); the result is the
     # table made from all the rows, code for code.

@@ -120,15 +120,20 @@ class Compact:
     def _samples(self) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
         return {}
 
-    def replaced(self, rows: Sequence[int], vectors: np.ndarray, added: np.ndarray | None = None) -> Compact:
-        """A copy with these rows quantised anew and the rows of ``added`` (k, dim) quantised after the
-        others, which are copied, not recomputed (one copy into arrays of the new length)."""
-        n, k = len(self), 0 if added is None else len(added)
+    def replaced(self, rows: Sequence[int], vectors: np.ndarray, added: np.ndarray | None = None,
+                 keep: np.ndarray | None = None) -> Compact:
+        """A copy of the rows ``keep`` (all when None, in this order) with ``rows`` (positions in the copy)
+        quantised anew and the rows of ``added`` (k, dim) quantised after them; the kept rows are copied, not
+        recomputed (one copy into arrays of the new length)."""
+        n, k = len(self) if keep is None else len(keep), 0 if added is None else len(added)
         parts = [np.empty((n + k, p.shape[1]), dtype=np.int8) for p in self.parts]
         scales = np.empty(n + k, dtype=np.float32)
         for part, old in zip(parts, self.parts, strict=True):
-            part[:n] = old
-        scales[:n] = self.scales
+            if keep is None:
+                part[:n] = old
+            else:
+                np.take(old, keep, axis=0, out=part[:n])
+        scales[:n] = self.scales if keep is None else self.scales[keep]
         changes = [(list(rows), np.asarray(vectors, dtype=np.float32))] if len(rows) else []
         if k:
             changes.append((list(range(n, n + k)), np.asarray(added, dtype=np.float32)))

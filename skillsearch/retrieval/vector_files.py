@@ -20,7 +20,7 @@ from skillsearch.retrieval.vector_rows import RowTable, VectorRow
 
 __all__ = [
     "CODES_FILE", "JSON_ROWS_FILE", "LOG_FILE", "MATRIX_FILE", "ROWS_FILE", "SCALES_FILE", "FileRows", "MappedFile",
-    "log_batches", "read_json_rows", "read_rows", "row_json", "saved_compact", "spare_rows", "write_codes",
+    "log_batches", "read_into", "read_json_rows", "read_rows", "row_json", "saved_compact", "spare_rows", "write_codes",
     "write_matrix", "write_rows",
 ]
 
@@ -86,6 +86,20 @@ class FileRows:
             elif os.preadv(fd, [out[j]], self.base.offset + r * width) != width:
                 raise OSError(f"short read of row {r} from {self.base.file.name}")
         return out if self.columns is None else out[:, self.columns]
+
+
+def read_into(base: MappedFile, start: int, out: np.ndarray) -> None:
+    """The saved rows ``start:start + len(out)`` into ``out`` (C-contiguous) by ``pread``, 64 MiB a call:
+    a removal's copy of a large matrix reads the file without mapping its pages into the process."""
+    if not out.flags.c_contiguous or out.dtype != np.float32:
+        raise ValueError("read_into needs a C-contiguous float32 destination")
+    flat: Any = out.reshape(-1).view(np.uint8)  # a buffer preadv writes into
+    fd, offset, done = base.file.fileno(), base.offset + start * base.shape[1] * 4, 0
+    while done < flat.size:
+        got = os.preadv(fd, [flat[done : done + (64 << 20)]], offset + done)
+        if got <= 0:
+            raise OSError(f"short read of rows from {start} in {base.file.name}")
+        done += got
 
 
 def spare_rows(rows: int) -> int:

@@ -55,6 +55,16 @@ def _extended_codes(names: tuple[Any, ...], codes: np.ndarray, values: Sequence[
     return names, np.concatenate([codes, extra]).astype(np.int32, copy=False)
 
 
+def _kept_codes(names: tuple[Any, ...], codes: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
+    """``names`` and ``codes`` without the names no code uses (as :func:`_codes` of the values would be)."""
+    used = np.unique(codes)
+    if used.size == len(names):
+        return names, np.ascontiguousarray(codes, dtype=np.int32)
+    lookup = np.full(len(names), -1, dtype=np.int32)
+    lookup[used] = np.arange(used.size, dtype=np.int32)
+    return tuple(names[i] for i in used.tolist()), lookup[codes]
+
+
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -294,8 +304,22 @@ class RowTable(Sequence[VectorRow]):
                         tags, doc, embed)
 
     def take(self, rows: np.ndarray) -> RowTable:
-        """The table of these rows, in this order."""
-        return RowTable.from_columns(*self._columns(np.asarray(rows, dtype=np.int64)))
+        """The table of these rows, in this order: the ids copied a run of consecutive rows at a time, the
+        other columns gathered, a grant, kind or tag set no row keeps dropped (no text decoded)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if rows.size == 0:
+            return RowTable.of([])
+        starts = np.concatenate([np.zeros(1, np.int64), self._id_ends[:-1]])
+        breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+        firsts, lasts = rows[np.concatenate([[0], breaks])], rows[np.concatenate([breaks, [rows.size]]) - 1]
+        ids = np.concatenate([self._ids[starts[a] : self._id_ends[b]] for a, b in zip(firsts.tolist(), lasts.tolist(),
+                                                                                        strict=True)])
+        grant_names, grant_codes = _kept_codes(self.grant_names, self.grant_codes[rows])
+        kind_names, kind_codes = _kept_codes(self.kind_names, self.kind_codes[rows])
+        tag_sets, tag_codes = _kept_codes(self.tag_sets, self.tag_codes[rows])
+        return RowTable(ids, np.cumsum(self._id_ends[rows] - starts[rows]), grant_names, grant_codes, kind_names,
+                        kind_codes, tag_sets, tag_codes, Texts.of_data(self._doc.data[rows], self._doc.hex),
+                        Texts.of_data(self._embed.data[rows], self._embed.hex))
 
     def extended(self, rows: Sequence[VectorRow]) -> RowTable:
         """This table with ``rows`` appended: each column's arrays joined, the codes of a new grant, kind or

@@ -41,6 +41,7 @@ from skillsearch.retrieval.vector_files import (
     FileRows,
     MappedFile,
     log_batches,
+    read_into,
     read_rows,
     row_json,
     saved_compact,
@@ -374,66 +375,80 @@ class VectorSnapshot:
                 replace[i] = (row, vec)
             else:
                 new[row.skill_id] = (row, vec)
-        added = list(new.values())
-        if not gone:
-            return self._replaced(replace, added)
-        keep = np.asarray([i for i in range(len(self.rows)) if i not in gone], dtype=np.int64) if gone else None
-        kept = len(self.rows) - len(gone)
-        matrix = np.empty((kept + len(added), self.dim), dtype=np.float32)
-        matrix[:kept] = self.matrix[keep] if keep is not None else self.matrix
-        table = self.rows.take(keep) if keep is not None else self.rows
-        new_pos = (lambda old: int(np.searchsorted(keep, old))) if keep is not None else (lambda old: old)
-        for old, (_row, vec) in replace.items():
-            matrix[new_pos(old)] = zero_tiny(vec)
-        for j, (_row, vec) in enumerate(added):
-            matrix[kept + j] = vec
-        rows = table.replaced({new_pos(old): row for old, (row, _) in replace.items()}).extended([r for r, _ in added])
-        keys = self.keys[keep] if keep is not None else self.keys
-        if added:
-            extra = np.fromiter((skill_key(r.skill_id) for r, _ in added), dtype=np.uint64, count=len(added))
-            keys = np.concatenate([keys, extra])
-        return VectorSnapshot.build(self.dim, matrix, rows, keys)
+        return self._changed(replace, list(new.values()), gone)
 
-    def _replaced(
-        self, replace: dict[int, tuple[VectorRow, np.ndarray]], added: Sequence[tuple[VectorRow, np.ndarray]] = (),
+    def _changed(
+        self, replace: dict[int, tuple[VectorRow, np.ndarray]], added: Sequence[tuple[VectorRow, np.ndarray]],
+        gone: set[int],
     ) -> VectorSnapshot:
-        """:meth:`apply` for a batch that removes nothing: ``replace`` by row, ``added`` new ids."""
+        """:meth:`apply` of ``replace`` (by row), ``added`` (new ids) and the rows ``gone``."""
         n, dim = len(self), self.dim
-        changed = sorted(replace)
+        keep = np.setdiff1d(np.arange(n, dtype=np.int64), np.fromiter(gone, np.int64, len(gone))) if gone else None
+        kept = n if keep is None else int(keep.size)
+        moved = replace if keep is None else {int(np.searchsorted(keep, i)): rv for i, rv in replace.items()}
+        changed = sorted(moved)
 
         def stacked(vectors: Iterable[np.ndarray]) -> np.ndarray:
             out = [zero_tiny(np.asarray(v, np.float32)).reshape(dim) for v in vectors]
             return np.stack(out) if out else np.zeros((0, dim), np.float32)
 
-        vectors, fresh = stacked(replace[i][1] for i in changed), stacked(v for _, v in added)
-        size, base, overlay = n + len(fresh), self.base, self.overlay
-        if base is not None and size <= base.capacity:
+        vectors, fresh = stacked(moved[i][1] for i in changed), stacked(v for _, v in added)
+        size, base, overlay = kept + len(fresh), self.base, self.overlay
+        if keep is None and base is not None and size <= base.capacity:
             matrix = base.view(size)
             carried = sorted(self.overlay - set(changed))
             if carried:
                 matrix[carried] = self.matrix[carried]
             overlay = self.overlay | set(changed) | set(range(n, size))
-        else:  # in memory (a removal's copy, or more rows than the saved file has room for)
+        else:  # in memory: a removal, or more rows than the saved file has room for
             matrix = np.empty((size, dim), dtype=np.float32)
-            matrix[:n] = self.matrix
+            self._gather(keep, matrix[:kept])
             base, overlay = None, frozenset()
         matrix[changed] = vectors
-        matrix[n:] = fresh
-        compact = self.compact.replaced(changed, vectors, fresh) if self.compact is not None else None
+        matrix[kept:] = fresh
+        compact = self.compact.replaced(changed, vectors, fresh, keep) if self.compact is not None else None
         if compact is None and size >= COMPACT_FROM:
             compact = Compact.of(matrix)
-        rows = self.rows.replaced({i: replace[i][0] for i in changed}).extended([r for r, _ in added])
-        key_to_row, keys = self.key_to_row, self.keys
-        if added:
-            extra = np.fromiter((skill_key(r.skill_id) for r, _ in added), dtype=np.uint64, count=len(added))
-            key_to_row, keys = key_to_row.extended(extra), np.concatenate([keys, extra])
-            keys.setflags(write=False)
+        table = self.rows if keep is None else self.rows.take(keep)
+        rows = table.replaced({i: moved[i][0] for i in changed}).extended([r for r, _ in added])
+        extra = np.fromiter((skill_key(r.skill_id) for r, _ in added), dtype=np.uint64, count=len(added))
+        keys = self.keys if keep is None else self.keys[keep]
+        if keep is not None:
+            keys = np.concatenate([keys, extra])
+            key_to_row = KeyIndex(keys)
+        elif added:
+            key_to_row, keys = self.key_to_row.extended(extra), np.concatenate([keys, extra])
+        else:
+            key_to_row = self.key_to_row
         matrix.setflags(write=False)
+        keys.setflags(write=False)
         return VectorSnapshot(
             dim=dim, matrix=matrix, rows=rows, key_to_row=key_to_row, keys=keys, grant_names=rows.grant_names,
             grant_codes=rows.grant_codes, kind_names=rows.kind_names, kind_codes=rows.kind_codes, compact=compact,
             base=base, overlay=overlay,
         )
+
+    def _gather(self, keep: np.ndarray | None, out: np.ndarray) -> None:
+        """``out[:] = self.matrix[keep]`` (every row when None) with no temporary of the matrix: from memory
+        by ``np.take``; from a mapped base by ``pread``, a run of consecutive rows at a time, so the old
+        file's pages never map into the process (1.5 GB at 1M rows), then the rows written over the mapping."""
+        if self.base is None:
+            if keep is None:
+                out[:] = self.matrix
+            else:
+                np.take(self.matrix, keep, axis=0, out=out)
+            return
+        rows = np.arange(len(self), dtype=np.int64) if keep is None else keep
+        if rows.size == 0:
+            return
+        breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+        for a, b in zip([0, *breaks.tolist()], [*breaks.tolist(), rows.size], strict=True):
+            read_into(self.base, int(rows[a]), out[a:b])
+        if self.overlay:
+            mine = np.fromiter(sorted(self.overlay), np.int64, len(self.overlay))
+            at = np.searchsorted(rows, mine).clip(0, rows.size - 1)
+            hit = rows[at] == mine
+            out[at[hit]] = self.matrix[mine[hit]]
 
     # -- persistence ------------------------------------------------------------------------------
     #
