@@ -419,6 +419,13 @@ def test_rows_are_saved_as_column_arrays_and_an_index_written_before_still_opens
         np.savez(tmp_path / "rows.npz", **damaged)
         with pytest.raises(IndexNotReadyError, match="unreadable"):
             VectorSnapshot.load(tmp_path)
+    # Compressed members (which could unpack to any size from a small file) or another member: refused.
+    np.savez_compressed(tmp_path / "rows.npz", **arrays)
+    with pytest.raises(IndexNotReadyError, match="other members"):
+        VectorSnapshot.load(tmp_path)
+    np.savez(tmp_path / "rows.npz", **arrays, extra=np.zeros(3))
+    with pytest.raises(IndexNotReadyError, match="other members"):
+        VectorSnapshot.load(tmp_path)
     (tmp_path / "rows.npz").write_bytes((tmp_path / "rows.npz").read_bytes()[:200])
     with pytest.raises(IndexNotReadyError, match="unreadable"):
         VectorSnapshot.load(tmp_path)

@@ -149,6 +149,10 @@ def saved_compact(folder: Path, matrix: np.ndarray) -> Compact | None:
     return Compact.of_codes(codes, scales)
 
 
+# The members of ``rows.npz``: a JSON header, each row's key, and ``RowTable.arrays``.
+ROWS_MEMBERS = ("header", "keys", "ids", "id_ends", "grant_codes", "kind_codes", "tag_codes", "doc", "embed")
+
+
 def write_rows(f: BinaryIO, dim: int, rows: RowTable, keys: np.ndarray) -> None:
     """``rows.npz``: the row table's columns as arrays (``RowTable.arrays``), each row's key, and the
     dimension, names and layout as one JSON member; read back without a JSON line or a key hashed per row."""
@@ -163,9 +167,17 @@ def read_rows(folder: Path) -> tuple[int, RowTable, np.ndarray | None]:
     if not (folder / ROWS_FILE).exists() and (folder / JSON_ROWS_FILE).exists():
         return (*read_json_rows(folder / JSON_ROWS_FILE), None)
     try:
-        with open(folder / ROWS_FILE, "rb") as f, np.load(f, allow_pickle=False) as saved:
-            members = {name: saved[name] for name in saved.files}
-    except (zipfile.BadZipFile, EOFError) as exc:
+        with open(folder / ROWS_FILE, "rb") as f:
+            # Only what write_rows writes: its members, stored as they are. A compressed member could
+            # unpack to any size from a small file (the index may come from a snapshot bundle).
+            with zipfile.ZipFile(f) as archive:
+                stored = {i.filename: i.compress_type for i in archive.infolist()}
+            if set(stored) != {m + ".npy" for m in ROWS_MEMBERS} or set(stored.values()) != {zipfile.ZIP_STORED}:
+                raise ValueError(f"{folder / ROWS_FILE} holds other members than a rows file: {sorted(stored)}")
+            f.seek(0)
+            with np.load(f, allow_pickle=False) as saved:
+                members = {name: saved[name] for name in ROWS_MEMBERS}
+    except (zipfile.BadZipFile, EOFError, MemoryError) as exc:  # MemoryError: a member says it is huge
         raise ValueError(f"{folder / ROWS_FILE} is not a complete rows file ({exc})") from exc
     header = json.loads(members.pop("header").tobytes().decode("utf-8"))
     keys = members.pop("keys")
