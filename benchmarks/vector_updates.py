@@ -141,6 +141,7 @@ def main() -> None:
         run = folder.with_name(folder.name + "-run")
         shutil.rmtree(run, ignore_errors=True)
         shutil.copytree(folder, run)
+        os.sync()  # else the first batch's fsync waits for the copy's 2 GB of dirty pages to reach the disk
         try:
             results.append({"checkout": f"{commit} ({'this' if checkout == ROOT else checkout})", "rows": args.rows,
                             **run_child(checkout, run, args.rows, "measure")})
