@@ -8,7 +8,8 @@ exact matrix product; from ``vector_stage.COMPACT_FROM`` rows on, its int8 copy 
 rows re-scored exactly (``retrieval/vector_stage.py``); a loaded matrix stays a file mapping whose
 re-scored rows are read with ``pread`` (``vector_files.FileRows``), and the row metadata are numpy columns
 (``retrieval/vector_rows.py``), so serving memory is the int8 copy's quarter of the matrix and about
-130 bytes a row beside it.
+130 bytes a row beside it. An update writes only its rows into the mapping's private pages, an added one
+into the spare rows the saved file keeps after its own (:meth:`VectorSnapshot.apply`).
 """
 
 from __future__ import annotations
@@ -363,9 +364,10 @@ class VectorSnapshot:
 
         A batch that removes nothing (the usual update) re-quantises only its rows and over a mapped base
         writes only its rows into a fresh private mapping, added rows into the room the saved file keeps
-        after its own (``vector_files.spare_rows``); a batch that only replaces rows also keeps the key map
-        and the grant and kind codes as they were. A removal, or more added rows than the room holds, costs
-        one copy of the matrix into memory (the next :meth:`save_changes` folds it into a new file)."""
+        after its own (``vector_files.spare_rows``), the row table and key index extended; a batch that
+        only replaces rows keeps the key index. A removal, or more added rows than the room holds, costs one
+        copy of the kept rows into memory (the next :meth:`save_changes` folds it into a new file); the int8
+        copy and the row table are gathered, never made again from the matrix."""
         gone = {self.key_to_row[k] for k in (skill_key(s) for s in deletes) if k in self.key_to_row}
         replace: dict[int, tuple[VectorRow, np.ndarray]] = {}
         new: dict[str, tuple[VectorRow, np.ndarray]] = {}  # by id: an id upserted twice is added once
