@@ -255,13 +255,15 @@ def candidates_stage(
 
     # While the model works (a batching worker holds no GIL in its forward pass): the store reads that do
     # not need the query vectors, i.e. the lexical leaders' rows (kept by catalog/read_cache.py for the
-    # re-check) and the skills the request names: by slug, or a lexical leader by its name.
+    # re-check), the skills the request names (by slug, or a lexical leader by its name), and whether the
+    # route's model can read the request at all.
     leaders = store.skills([vectors.rows.skill_id(int(r)) for r in lex_rows[: request.limit + 5]])
     named = _NONE
     if request.mode != "semantic":
         by_name = [int(r) for r in lex_rows[: request.limit + 5]
                    if _same_name(getattr(leaders.get(vectors.rows.skill_id(int(r))), "name", ""), request.query)]
         named = np.union1d(named_rows(request.query, store, snapshot, principal, revoked), by_name).astype(np.int64)
+    notice = unreadable_language_notice(route.encoder, request.query) if use_sem else None
 
     background: tuple[float, float] | None = None
     sem_all: np.ndarray | None = None
@@ -279,7 +281,6 @@ def candidates_stage(
         sem_rows, sem_all, background = vectors.nearest_and_background(queries, depth, mask, route.columns,
                                                                        lex_rows, shift)
         timings["vector_ms"] = (time.perf_counter() - t) * 1000
-    notice = unreadable_language_notice(route.encoder, request.query) if use_sem else None
     cands = candidates(lex_rows, lex_scores, sem_rows, sem_all)
     return Found(cands, background, named, route, notice, revoked)
 
