@@ -228,3 +228,48 @@ async def test_serve_app_answers_mcp_at_slash_mcp_with_the_same_tokens(sample: C
     assert [h["skill_id"] for h in ops.structured_content["hits"]] == [h["skill_id"] for h in rest.json()["hits"]]
     assert denied.is_error and denied.structured_content["error"]["code"] == "ACCESS_DENIED"
     assert not recalled.is_error and recalled.structured_content["kind"] == "root"
+
+
+DIES_MID_RESPONSE = """
+import os, signal
+from skillsearch.http.server import serve
+
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    body = b"x" * 7000
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]})
+    os.kill(os.getpid(), signal.SIGKILL)  # between the head and the body, as a replica killed mid-response
+    await send({"type": "http.response.body", "body": body})
+
+serve(app, port=0, on_started=lambda url: print(url, flush=True))
+"""
+
+
+def test_a_server_killed_mid_response_has_sent_no_head_without_its_body() -> None:
+    """A response's head and body leave in one write (``server._OneWrite``): a replica killed between
+    uvicorn's two writes has sent nothing, which HAProxy retries on another replica (``deploy/haproxy.cfg``),
+    instead of a head the proxy has already passed on and cannot take back (the fleet test lost a request
+    that way: "peer closed connection without sending complete message body")."""
+    proc = subprocess.Popen([sys.executable, "-c", DIES_MID_RESPONSE], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        got = b""
+        with socket.create_connection((host, int(port)), timeout=30) as conn:
+            conn.sendall(b"GET / HTTP/1.1\r\nHost: replica\r\n\r\n")
+            try:
+                while chunk := conn.recv(65536):
+                    got += chunk
+            except ConnectionResetError:
+                pass
+        assert proc.wait(30) == -signal.SIGKILL
+        assert got == b""
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
