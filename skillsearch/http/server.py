@@ -105,11 +105,11 @@ class HeadSize:
 
 class _OneWrite:
     """A connection's transport whose writes within one step of the event loop leave as one write, at the end
-    of that step: a response's head and body (uvicorn writes them apart, and another thread may take the
-    GIL between the two) reach the socket together. A server killed mid-response has then sent the proxy
-    nothing, which HAProxy retries on another replica (``retry-on all-retryable-errors``,
-    ``deploy/haproxy.cfg``), or the whole response, never a head without its body. Everything else is the
-    transport's own."""
+    of that step, or as soon as the response is complete: a response's head and body (uvicorn writes them
+    apart, and another thread may take the GIL between the two) reach the socket together. A server killed
+    mid-response has then sent the proxy nothing, which HAProxy retries on another replica (``retry-on
+    all-retryable-errors``, ``deploy/haproxy.cfg``), or the whole response, never a head without its body.
+    Everything else is the transport's own."""
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport, self._loop = transport, loop
@@ -118,7 +118,7 @@ class _OneWrite:
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not self._pending:
-            self._flush_handle = self._loop.call_soon(self._flush)
+            self._flush_handle = self._loop.call_soon(self.flush)
         self._pending.append(bytes(data))
 
     def writelines(self, lines: Any) -> None:
@@ -129,14 +129,15 @@ class _OneWrite:
         return self._transport.get_write_buffer_size() + sum(map(len, self._pending))
 
     def close(self) -> None:
-        self._flush()
+        self.flush()
         self._transport.close()
 
     def abort(self) -> None:
         self._drop()
         self._transport.abort()
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Write what this step has written so far (the protocol calls it once a response is complete)."""
         data = b"".join(self._pending)
         self._drop()
         if data and not self._transport.is_closing():
@@ -197,6 +198,8 @@ def _guarded(base: type[asyncio.Protocol], limits: ConnectionLimits) -> type[asy
                 super().send_400_response(msg)
 
         def on_response_complete(self) -> None:
+            if isinstance(self.transport, _OneWrite):
+                self.transport.flush()  # the whole response now, not one turn of the event loop later
             super().on_response_complete()
             if not self.transport.is_closing():
                 self._await_head()
