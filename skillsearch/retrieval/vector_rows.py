@@ -18,7 +18,7 @@ from typing import Any, cast, overload
 
 import numpy as np
 
-__all__ = ["KeyIndex", "RowTable", "Texts", "VectorRow"]
+__all__ = ["KeyIndex", "RowTable", "Texts", "VectorRow", "runs"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +53,13 @@ def _extended_codes(names: tuple[Any, ...], codes: np.ndarray, values: Sequence[
         index = {v: i for i, v in enumerate(names)}
     extra = np.fromiter((index[v] for v in values), dtype=np.int32, count=len(values))
     return names, np.concatenate([codes, extra]).astype(np.int32, copy=False)
+
+
+def runs(rows: np.ndarray) -> list[tuple[int, int]]:
+    """``rows`` cut into runs of consecutive row numbers: each run's ``(start, stop)`` positions in
+    ``rows`` (a copy of a few rows removed from a million is a few slices, not a million-row gather)."""
+    breaks = (np.flatnonzero(np.diff(rows) != 1) + 1).tolist()
+    return list(zip([0, *breaks], [*breaks, int(rows.size)], strict=True)) if rows.size else []
 
 
 def _kept_codes(names: tuple[Any, ...], codes: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
@@ -109,17 +116,13 @@ class Texts:
     def appended(self, texts: Sequence[str]) -> Texts | None:
         """A copy with ``texts`` after these rows, or None when they do not keep this column's layout (a
         hex column given other texts; the caller makes the column again)."""
-        out = Texts.__new__(Texts)
-        out.hex = self.hex
         if self.hex:
             if not all(self.fits(t) for t in texts):
                 return None
             extra = np.frombuffer(bytes.fromhex("".join(texts)), np.uint8).reshape(len(texts), self.data.shape[1])
-            out.data = np.concatenate([self.data, extra])
         else:
-            out.data = np.concatenate([self.data, np.asarray([t.encode("utf-8") for t in texts], dtype=np.bytes_)])
-        out.data.setflags(write=False)
-        return out
+            extra = np.asarray([t.encode("utf-8") for t in texts], dtype=np.bytes_)
+        return Texts.of_data(np.concatenate([self.data, extra]), self.hex)
 
     @classmethod
     def of_data(cls, data: np.ndarray, hexed: bool) -> Texts:
@@ -310,10 +313,7 @@ class RowTable(Sequence[VectorRow]):
         if rows.size == 0:
             return RowTable.of([])
         starts = np.concatenate([np.zeros(1, np.int64), self._id_ends[:-1]])
-        breaks = np.flatnonzero(np.diff(rows) != 1) + 1
-        firsts, lasts = rows[np.concatenate([[0], breaks])], rows[np.concatenate([breaks, [rows.size]]) - 1]
-        ids = np.concatenate([self._ids[starts[a] : self._id_ends[b]] for a, b in zip(firsts.tolist(), lasts.tolist(),
-                                                                                        strict=True)])
+        ids = np.concatenate([self._ids[starts[rows[a]] : self._id_ends[rows[b - 1]]] for a, b in runs(rows)])
         grant_names, grant_codes = _kept_codes(self.grant_names, self.grant_codes[rows])
         kind_names, kind_codes = _kept_codes(self.kind_names, self.kind_codes[rows])
         tag_sets, tag_codes = _kept_codes(self.tag_sets, self.tag_codes[rows])

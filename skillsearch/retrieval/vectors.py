@@ -51,7 +51,7 @@ from skillsearch.retrieval.vector_files import (
     write_matrix,
     write_rows,
 )
-from skillsearch.retrieval.vector_rows import KeyIndex, RowTable, VectorRow
+from skillsearch.retrieval.vector_rows import KeyIndex, RowTable, VectorRow, runs
 from skillsearch.retrieval.vector_stage import (
     COMPACT_FROM,
     Shift,
@@ -443,8 +443,7 @@ class VectorSnapshot:
         rows = np.arange(len(self), dtype=np.int64) if keep is None else keep
         if rows.size == 0:
             return
-        breaks = np.flatnonzero(np.diff(rows) != 1) + 1
-        for a, b in zip([0, *breaks.tolist()], [*breaks.tolist(), rows.size], strict=True):
+        for a, b in runs(rows):
             read_into(self.base, int(rows[a]), out[a:b])
         if self.overlay:
             mine = np.fromiter(sorted(self.overlay), np.int64, len(self.overlay))
