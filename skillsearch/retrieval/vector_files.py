@@ -167,16 +167,14 @@ def read_rows(folder: Path) -> tuple[int, RowTable, np.ndarray | None]:
     if not (folder / ROWS_FILE).exists() and (folder / JSON_ROWS_FILE).exists():
         return (*read_json_rows(folder / JSON_ROWS_FILE), None)
     try:
-        with open(folder / ROWS_FILE, "rb") as f:
-            # Only what write_rows writes: its members, stored as they are. A compressed member could
-            # unpack to any size from a small file (the index may come from a snapshot bundle).
-            with zipfile.ZipFile(f) as archive:
-                stored = {i.filename: i.compress_type for i in archive.infolist()}
+        with open(folder / ROWS_FILE, "rb") as f, np.load(f, allow_pickle=False) as saved:
+            # Only what write_rows writes: its members, stored as they are, checked before any is read. A
+            # compressed member could unpack to any size from a small file (the index may come from a
+            # snapshot bundle).
+            stored = {i.filename: i.compress_type for i in saved.zip.infolist()}
             if set(stored) != {m + ".npy" for m in ROWS_MEMBERS} or set(stored.values()) != {zipfile.ZIP_STORED}:
                 raise ValueError(f"{folder / ROWS_FILE} holds other members than a rows file: {sorted(stored)}")
-            f.seek(0)
-            with np.load(f, allow_pickle=False) as saved:
-                members = {name: saved[name] for name in ROWS_MEMBERS}
+            members = {name: saved[name] for name in ROWS_MEMBERS}
     except (zipfile.BadZipFile, EOFError, MemoryError) as exc:  # MemoryError: a member says it is huge
         raise ValueError(f"{folder / ROWS_FILE} is not a complete rows file ({exc})") from exc
     header = json.loads(members.pop("header").tobytes().decode("utf-8"))
