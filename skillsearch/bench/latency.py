@@ -43,11 +43,12 @@ import numpy as np
 from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.report import run_metadata
 from skillsearch.bench.synthetic import stand_in_vectors, write_synthetic_bundles
+from skillsearch.catalog.imports import ImportReport
 from skillsearch.core.domain import Principal, SearchMode
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.documents import embedded_text
 from skillsearch.retrieval.encoder import Encoder, ProgressCallback, make_encoder
-from skillsearch.retrieval.search import QUERY_SENTENCES, SearchRequest
+from skillsearch.retrieval.search import QUERY_SENTENCES, Hit, SearchRequest
 from skillsearch.retrieval.search import query_texts as search_texts
 from skillsearch.retrieval.wrapper import Wrapper
 from skillsearch.service import Catalog
@@ -238,6 +239,17 @@ def serve_check(data_dir: Path, queries: Sequence[str], encoder_name: str = "min
 # -- the parent: build, update, spawn the search check ----------------------------------------------
 
 
+def _import_and_find(catalog: Catalog, path: Path, entry: dict[str, Any], word: str,
+                     ) -> tuple[float, ImportReport, Hit | None]:
+    """Import one skill (``entry``, written to ``path`` as a JSON line) and search its ``word``: the
+    milliseconds until it is found, the import report and the top hit (None when nothing was found)."""
+    path.write_text(json.dumps(entry) + "\n", encoding="utf-8")
+    t = time.perf_counter()
+    report = catalog.import_path(path, SOURCE, GRANT)
+    hits = catalog.search(Principal.operator(), SearchRequest(query=word, mode="lexical", limit=1)).hits
+    return (time.perf_counter() - t) * 1000, report, hits[0] if hits else None
+
+
 def _one_catalog(
     label: str, bundles: Sequence[Path], work: Path, encoder: Encoder, cache_dir: Path | None, stand_in: bool,
     queries: Sequence[str], log: Callable[[str], None],
@@ -276,35 +288,26 @@ def _one_catalog(
     }
     log(f"[{label}] one-skill updates")
     first = next(iter(catalog.store.index_rows()))
-    update_ms, refresh_ms = [], []
+    update_ms, refresh_ms, add_ms = [], [], []
     for i in range(3):
         word = f"zqxupdate{i}{int(time.time())}"
-        one = work / f"update-{label}-{i}.jsonl"
-        one.write_text(json.dumps({"slug": first.slug, "name": first.name, "tags": list(first.tags),
-                                   "description": f"{first.description[:900]} {word}",
-                                   "instructions": first.instructions}) + "\n", encoding="utf-8")
-        t = time.perf_counter()
-        rep = catalog.import_path(one, SOURCE, GRANT)
-        found = catalog.search(Principal.operator(), SearchRequest(query=word, mode="lexical", limit=1)).hits
-        update_ms.append((time.perf_counter() - t) * 1000)
+        entry = {"slug": first.slug, "name": first.name, "tags": list(first.tags),
+                 "description": f"{first.description[:900]} {word}", "instructions": first.instructions}
+        ms, rep, hit = _import_and_find(catalog, work / f"update-{label}-{i}.jsonl", entry, word)
+        update_ms.append(ms)
         refresh_ms.append((rep.index.seconds if rep.index else 0.0) * 1000)
-        if not found or found[0].skill.skill_id != first.skill_id:
+        if hit is None or hit.skill.skill_id != first.skill_id:
             raise RuntimeError(f"updated skill not found by its new word in {label}")
     row["update_to_searchable_ms"] = round(float(np.median(update_ms)), 1)
     row["update_index_refresh_ms"] = round(float(np.median(refresh_ms)), 1)
     log(f"[{label}] one-skill additions")
-    add_ms = []
     for i in range(3):  # a skill no catalog held: a new row of the vector matrix, not a replaced one
         word = f"zqxadded{i}{int(time.time())}"
-        one = work / f"add-{label}-{i}.jsonl"
-        one.write_text(json.dumps({"slug": f"added-{word}", "name": f"added {word}", "tags": list(first.tags),
-                                   "description": f"{first.description[:900]} {word}",
-                                   "instructions": first.instructions}) + "\n", encoding="utf-8")
-        t = time.perf_counter()
-        catalog.import_path(one, SOURCE, GRANT)
-        found = catalog.search(Principal.operator(), SearchRequest(query=word, mode="lexical", limit=1)).hits
-        add_ms.append((time.perf_counter() - t) * 1000)
-        if not found or found[0].skill.name != f"added {word}":
+        entry = {"slug": f"added-{word}", "name": f"added {word}", "tags": list(first.tags),
+                 "description": f"{first.description[:900]} {word}", "instructions": first.instructions}
+        ms, _, hit = _import_and_find(catalog, work / f"add-{label}-{i}.jsonl", entry, word)
+        add_ms.append(ms)
+        if hit is None or hit.skill.name != entry["name"]:
             raise RuntimeError(f"added skill not found by its word in {label}")
     row["add_to_searchable_ms"] = round(float(np.median(add_ms)), 1)
     row["build_peak_rss_mb"] = _peak_rss_mb()
