@@ -6,7 +6,7 @@ ROWS random unit vectors (MiniLM's 384 dimensions, ids and sha256-like hashes as
 and save it once into WORK (kept between runs: delete it to rebuild); then, in another process, open it,
 replace one skill, add three new ones (each ``VectorSnapshot.apply`` then ``save_changes``, and the new
 vector found first by ``nearest``), drop everything, open it again with its change log, and remove one. The child
-reports each step and its RSS (``VmRSS``) and peak (``ru_maxrss``); it works on a copy of the saved store,
+reports each step and its RSS (``VmRSS``) and peak (``VmHWM``); it works on a copy of the saved store,
 whose files are then in the page cache (warm opens). The vectors are random: this measures
 the store's copies and files, not relevance.
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -33,15 +32,13 @@ WORK = ROOT / "benchmarks" / ".cache" / "vector-updates"
 DIM = 384
 
 
-def rss_mb() -> int:
+def status_mb(field: str) -> int:
+    """A size from /proc/self/status, in MB: ``VmRSS`` now, ``VmHWM`` its peak (which, unlike ``ru_maxrss``,
+    restarts at exec, so the parent's peak never counts as the child's)."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) // 1024
     return 0
-
-
-def peak_mb() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
 
 def build(folder: Path, rows: int) -> None:
@@ -67,7 +64,7 @@ def measure(folder: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     t = time.perf_counter()
     snapshot = VectorSnapshot.load(folder)
-    out["open_s"], out["open_rss_mb"] = round(time.perf_counter() - t, 2), rss_mb()
+    out["open_s"], out["open_rss_mb"] = round(time.perf_counter() - t, 2), status_mb("VmRSS")
     rng = np.random.default_rng(2)
     adds = []
     for step in ("replace", "add", "add", "add"):
@@ -88,20 +85,20 @@ def measure(folder: Path) -> dict[str, Any]:
         else:
             adds.append(ms)
     out["add_ms_median"] = round(float(np.median(adds)), 1)
-    out["rss_after_adds_mb"] = rss_mb()
+    out["rss_after_adds_mb"] = status_mb("VmRSS")
     del snapshot
     t = time.perf_counter()
     snapshot = VectorSnapshot.load(folder)
     out["reopen_with_log_s"] = round(time.perf_counter() - t, 2)
     out["rows_after"] = len(snapshot)
-    out["peak_before_remove_mb"] = peak_mb()
+    out["peak_before_remove_mb"] = status_mb("VmHWM")
     gone = snapshot.rows.skill_id(456)
     t = time.perf_counter()
     snapshot = snapshot.apply([], [gone]).save_changes(folder, [], [gone])
     out["remove_ms"] = round((time.perf_counter() - t) * 1000, 1)
     if snapshot.row_of(gone) is not None:
         raise RuntimeError("the removed row is still there")
-    out["peak_mb"] = peak_mb()
+    out["peak_mb"] = status_mb("VmHWM")
     return out
 
 
@@ -126,6 +123,9 @@ def main() -> None:
     parser.add_argument("--compare", type=Path, action="append", default=[],
                         help="another checkout to measure the same way (its own saved store)")
     args = parser.parse_args()
+    for checkout in args.compare:  # else the child would import this checkout's skillsearch under that name
+        if not (checkout / "skillsearch" / "retrieval" / "vectors.py").is_file():
+            parser.error(f"--compare {checkout}: not a checkout of skillsearch")
     from skillsearch.bench.report import machine, run_metadata, write_script_report
 
     results = []
@@ -154,7 +154,7 @@ def main() -> None:
         " skill replaced / added (apply, then save_changes appending to the change log); remove_ms: one skill"
         " removed (the matrix copied into memory, then saved whole); reopen_with_log_s: the store opened again with"
         " the four logged batches to replay; RSS"
-        " from /proc/self/status, peak from ru_maxrss (peak_before_remove_mb: before the removal's copy)",
+        " and its peak (VmHWM) from /proc/self/status (peak_before_remove_mb: before the removal's copy)",
         f"machine: {machine()}; each checkout's store built once and kept in {WORK.relative_to(ROOT)}",
     )
     print(write_script_report(ROOT / "benchmarks" / "results", "vector-updates",
