@@ -248,7 +248,7 @@ serve(app, port=0, on_started=lambda url: print(url, flush=True))
 
 
 def test_a_server_killed_mid_response_has_sent_no_head_without_its_body() -> None:
-    """A response's head and body leave in one write (``server._OneWrite``): a replica killed between
+    """A response's head and body leave in one write (``http.one_write.OneWrite``): a replica killed between
     uvicorn's two writes has sent nothing, which HAProxy retries on another replica (``deploy/haproxy.cfg``),
     instead of a head the proxy has already passed on and cannot take back (the fleet test lost a request
     that way: "peer closed connection without sending complete message body")."""
