@@ -20,8 +20,8 @@ from skillsearch.retrieval.vector_rows import RowTable, VectorRow
 
 __all__ = [
     "CODES_FILE", "JSON_ROWS_FILE", "LOG_FILE", "MATRIX_FILE", "ROWS_FILE", "SCALES_FILE", "FileRows", "MappedFile",
-    "log_batches", "read_into", "read_json_rows", "read_rows", "row_json", "saved_compact", "spare_rows", "write_codes",
-    "write_matrix", "write_rows",
+    "log_batches", "probe_rows", "read_into", "read_json_rows", "read_rows", "row_json", "saved_compact", "spare_rows",
+    "write_codes", "write_matrix", "write_rows",
 ]
 
 MATRIX_FILE = "vectors.npy"
@@ -129,6 +129,12 @@ def write_codes(f: BinaryIO, compact: Compact) -> None:
         f.write(np.ascontiguousarray(compact.block(start, start + BLOCK)).data)
 
 
+def probe_rows(n: int) -> np.ndarray:
+    """64 rows spread over ``n`` (fewer when ``n`` is smaller): what a saved file derived from the matrix or
+    the ids is checked on before it is trusted."""
+    return np.unique(np.linspace(0, n - 1, 64).astype(np.int64)) if n else np.zeros(0, np.int64)
+
+
 def saved_compact(folder: Path, matrix: np.ndarray) -> Compact | None:
     """The saved int8 copy of ``matrix``, or None when it is missing or was not made from this matrix
     (quantising is deterministic: 64 rows spread over the matrix must come out the same). The file is
@@ -141,7 +147,7 @@ def saved_compact(folder: Path, matrix: np.ndarray) -> Compact | None:
         return None
     if codes.shape != matrix.shape or codes.dtype != np.int8 or scales.shape != (matrix.shape[0],):
         return None
-    probe = np.unique(np.linspace(0, matrix.shape[0] - 1, 64).astype(np.int64))
+    probe = probe_rows(matrix.shape[0])
     want_codes, want_scales = quantise(np.asarray(matrix[probe]))
     if not (np.array_equal(codes[probe], want_codes) and np.array_equal(scales[probe], want_scales)):
         log.warning("the saved int8 copy in %s does not match the matrix; quantising again", folder)

@@ -42,6 +42,7 @@ from skillsearch.retrieval.vector_files import (
     FileRows,
     MappedFile,
     log_batches,
+    probe_rows,
     read_into,
     read_rows,
     row_json,
@@ -537,11 +538,11 @@ class VectorSnapshot:
             if matrix.shape != (len(rows), dim):
                 raise ValueError(f"matrix shape {matrix.shape} does not match {len(rows)} rows of {dim} dims")
             compact = saved_compact(folder, matrix) if len(rows) >= COMPACT_FROM else None
-            if keys is not None and len(rows):  # saved keys are trusted when 64 rows spread over them agree
-                probe = np.unique(np.linspace(0, len(rows) - 1, 64).astype(np.int64)).tolist()
-                if any(skill_key(rows.skill_id(i)) != int(keys[i]) for i in probe):
-                    log.warning("the saved row keys in %s do not match their ids; hashing them again", folder)
-                    keys = None
+            # Saved keys are trusted when 64 rows spread over them agree with their ids.
+            if keys is not None and any(skill_key(rows.skill_id(i)) != int(keys[i])
+                                        for i in probe_rows(len(rows)).tolist()):
+                log.warning("the saved row keys in %s do not match their ids; hashing them again", folder)
+                keys = None
             snapshot = cls.build(dim, matrix, rows, keys, compact=compact, base=base)
             # The batches are folded into one change first, so opening copies the matrix once, not once per
             # logged batch. A removed id stays removed (a later upsert adds it back at the end, as applying
