@@ -1,14 +1,18 @@
 """The int8 kernels of the vector stage's scan, paired in one run: simsimd's ``cdist`` (the stage's kernel
 until 2026-12-03; measured only when simsimd is installed, it is no longer a dependency) against numkong's
 ``cdist`` for one query vector and ``dots_packed`` (the query vectors packed once) for several, and the
-row-wise maximum over the query vectors as numpy's ``max(axis=1)`` against ``vector_stage.row_max``.
+row-wise maximum over the query vectors as numpy's ``max(axis=1)`` against ``vector_stage.row_max``; then the
+stage's own ``vector_stage.scan`` (blocks, scales, :data:`~skillsearch.retrieval.vector_stage.SCAN_THREADS`
+threads) with each kernel for several vectors, which is what ``vector_stage.packs_queries`` chooses between.
+The kernels differ by instruction set several times over, so the report is named by the core's widest vector
+instructions (``scan-kernels-avx2``, ``scan-kernels-avx512-vnni``, ...) and lists numkong's capabilities.
 
 Rows: random int8 codes of 384 dimensions (the kernels' cost does not depend on the values); query vectors
 1, 2, 4 and 7 (a request and up to six of its sentences). Each timing is the median of ``--rounds`` calls
 over the whole matrix in one thread, the alternatives interleaved.
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/scan_kernels.py --sizes 10000 100000 1000000``
-(writes ``benchmarks/results/scan-kernels.{md,json}``). Not collected by pytest.
+(writes ``benchmarks/results/scan-kernels-<instructions>.{md,json}``). Not collected by pytest.
 """
 
 from __future__ import annotations
@@ -26,9 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from skillsearch.bench.report import write_script_report  # noqa: E402
-from skillsearch.retrieval.compact import BLOCK  # noqa: E402
-from skillsearch.retrieval.vector_stage import row_max  # noqa: E402
+from skillsearch.bench.report import SIMD_LEVELS, machine, write_script_report  # noqa: E402
+from skillsearch.retrieval.compact import BLOCK, Compact  # noqa: E402
+from skillsearch.retrieval.vector_stage import SCAN_THREADS, packs_queries, row_max, scan  # noqa: E402
 
 DIM = 384
 
@@ -59,6 +63,11 @@ def _pair(codes: np.ndarray, q: np.ndarray, rounds: int, nk: Any, simsimd: Any) 
     row.update(_median_ms({"max(axis=1), one block": lambda: block.max(axis=1),
                            "row_max, one block": lambda: row_max(block, out)}, rounds))
     row["block_rows"] = int(block.shape[0])
+    compact = Compact.of_codes(codes, np.full(codes.shape[0], 1 / 127, np.float32))
+    floats = q.astype(np.float32) / np.linalg.norm(q.astype(np.float32), axis=1, keepdims=True)
+    # One vector always goes through cdist: the two columns time the same call.
+    row.update(_median_ms({"stage scan, packed": lambda: scan(compact, None, floats, packed=True),
+                           "stage scan, cdist": lambda: scan(compact, None, floats, packed=False)}, rounds))
     return row
 
 
@@ -88,11 +97,24 @@ def main() -> None:
     args = ap.parse_args()
     command = "PYTHONPATH=. .venv/bin/python benchmarks/scan_kernels.py " + " ".join(sys.argv[1:])
     rows = measure(args.sizes, args.vectors, args.rounds)
+    import numkong as nk
+
+    caps = sorted(k for k, v in nk.get_capabilities().items() if v)
+    described = machine()
+    simd = next((name for _, name in SIMD_LEVELS if f", {name})" in described), "plain")
     print(write_script_report(
-        args.out, "scan-kernels", "The vector stage's scan kernels (ms, median, one thread)", command,
+        args.out, "scan-kernels-" + simd.lower().replace(" ", "-"),
+        "The vector stage's scan kernels (ms, median)", command,
         "random int8 codes of 384 dimensions", rows, text_columns=0,
-        notes=("`max(axis=1)` and `row_max`: the row-wise best over the query vectors of one block of "
-               "`dots_packed` products (int32, `block_rows` x `query_vectors`).",)))
+        notes=("The kernels alone (`simsimd cdist`, `numkong cdist`, `numkong dots_packed`, the row-wise "
+               "maximum) run on one thread.",
+               "`max(axis=1)` and `row_max`: the row-wise best over the query vectors of one block of "
+               "`dots_packed` products (int32, `block_rows` x `query_vectors`).",
+               f"`stage scan, packed` / `stage scan, cdist`: `vector_stage.scan` over the whole matrix on "
+               f"{SCAN_THREADS} threads, several query vectors through each kernel (one vector always through `cdist`). "
+               f"numkong's capabilities here: "
+               f"{', '.join(caps)}; the stage picks {'packed' if packs_queries() else 'cdist'} for several vectors.",),
+        extra={"machine": described, "numkong_capabilities": caps, "stage_packs_queries": packs_queries()}))
 
 
 if __name__ == "__main__":

@@ -125,6 +125,20 @@ def test_a_script_report_is_one_table_in_markdown_and_its_rows_in_json(tmp_path:
     assert saved == {"command": "python demo.py", "dims": [1, 2], "rows": rows}
 
 
+def test_a_reports_machine_names_the_cores_widest_vector_instructions(tmp_path: Path) -> None:
+    """The int8 scan's kernels differ by instruction set several times over, and two machines called
+    "AMD EPYC" differed by AVX-512: every report's machine line says which this one has."""
+    from skillsearch.bench.report import SIMD_LEVELS, machine
+
+    cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    flags = set(next(line for line in cpuinfo.splitlines() if line.startswith(("flags", "Features"))).split(":", 1)[1].split())
+    widest = next(name for flag, name in SIMD_LEVELS if flag in flags)
+    described = machine()
+    assert f", {widest})" in described and described.endswith("Linux")
+    text = write_script_report(tmp_path, "m", "M", "c", "x", [{"a": 1}])
+    assert f"machine: {described};" in text
+
+
 def test_a_partial_run_never_takes_the_canonical_result_name(beir_dir: Path, tmp_path: Path) -> None:
     """Issue 32: ``bench relevance --max-queries 200`` overwrote ``relevance-<dataset>-test.md``."""
     from skillsearch.cli import main

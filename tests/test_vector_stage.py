@@ -17,7 +17,7 @@ import pytest
 from skillsearch.bench.synthetic import stand_in_vectors
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.retrieval import vector_files, vector_rows, vectors
-from skillsearch.retrieval.compact import Compact, quantise
+from skillsearch.retrieval.compact import Compact, quantise, quantise_together
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.vector_stage import (
     COMPACT_FROM,
@@ -25,6 +25,7 @@ from skillsearch.retrieval.vector_stage import (
     Shift,
     hide,
     nearest_compact,
+    packs_queries,
     scan,
 )
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot, max_cosines, zero_tiny
@@ -151,6 +152,34 @@ def test_a_scan_split_over_threads_scores_and_filters_exactly_as_one_thread(
     for threads in (1, 2):
         rows, scores = nearest_compact(snapshot.matrix, compact, None, queries[-1], 100, mask, threads=threads)
         assert mask[rows].all() and rows.size == 100 and np.isneginf(scores[~mask]).all()
+
+
+def test_both_kernels_score_several_query_vectors_as_the_exact_integer_products(
+    world: tuple[VectorSnapshot, list[np.ndarray]],
+) -> None:
+    """Several query vectors go through numkong's packed kernel or through ``cdist`` by the core's instruction
+    set (``packs_queries``); whichever runs here, both come to the same bits, which are each row's best
+    exact integer product times the two scales, over all the columns and over one route's part."""
+    snapshot, queries = world
+    compact = snapshot.compact
+    assert compact is not None
+    several = next(q for q in queries if len(q) >= 3)
+    q_codes, q_scales = quantise_together(several)
+    wide = Compact.of_codes(np.hstack([compact.codes, compact.codes[::-1]]), compact.scales)
+    for c, columns in ((compact, None), (wide, None), (wide, slice(snapshot.dim, 2 * snapshot.dim))):
+        codes = c.codes if columns is None else c.codes[:, columns]
+        q = several if columns is None else np.hstack([several, several])[:, columns]
+        if columns is None and c is wide:
+            q = np.hstack([several, several]) / np.sqrt(2, dtype=np.float32)
+        q_codes, q_scales = quantise_together(np.ascontiguousarray(q, dtype=np.float32))
+        best = (codes.astype(np.int64) @ q_codes.T.astype(np.int64)).max(axis=1).astype(np.float32)
+        want = best * q_scales[0] * c.scales
+        for threads in (1, 2):
+            packed, _ = scan(c, columns, q, threads=threads, packed=True)
+            plain, _ = scan(c, columns, q, threads=threads, packed=False)
+            assert np.array_equal(packed, plain)
+            np.testing.assert_array_equal(plain, want)
+    assert isinstance(packs_queries(), bool)
 
 
 def test_a_routes_columns_and_language_centering_scan_the_same_way(world: tuple[VectorSnapshot, list[np.ndarray]]

@@ -45,15 +45,32 @@ def _commit() -> str:
         return "unknown"
 
 
+# The widest vector instructions a core has, best first: the int8 scan's kernels differ by them several
+# times over (docs/benchmarks.md, "The kernel by instruction set"), and a machine's name ("AMD EPYC") does
+# not say which it has.
+SIMD_LEVELS = (("avx512_vnni", "AVX-512 VNNI"), ("avx512f", "AVX-512"), ("avx2", "AVX2"), ("asimd", "NEON"))
+
+
 def machine() -> str:
+    """The CPU (name, family and model, widest vector instructions), cores, Python and system."""
     cpu = platform.processor() or platform.machine()
+    fields: dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+            key, sep, value = line.partition(":")
+            if not sep:
+                if fields:
+                    break  # the first processor's block is enough
+                continue
+            fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
+    cpu = fields.get("model name", cpu)
+    flags = set((fields.get("flags") or fields.get("Features") or "").split())
+    detail = [f"family {fields['cpu family']} model {fields['model']}"] if "cpu family" in fields and "model" in fields else []
+    detail += [name for flag, name in SIMD_LEVELS if flag in flags][:1]
+    if detail:
+        cpu += f" ({', '.join(detail)})"
     return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
 
 
@@ -76,8 +93,8 @@ def write_script_report(
     ``<stem>.json`` (command, ``extra``, rows). Returns the Markdown."""
     columns = list(rows[0])
     lines = [f"# {title}", "",
-             f"- date: {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC; command: `{command}`; nproc"
-             f" {os.cpu_count()}, 1-min load {os.getloadavg()[0]:.1f}; {context}", ""]
+             f"- date: {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC; command: `{command}`; machine:"
+             f" {machine()}; 1-min load {os.getloadavg()[0]:.1f}; {context}", ""]
     lines += [line for n in notes for line in (f"- {n}", "")]
     lines += ["| " + " | ".join(columns) + " |",
               "|" + " --- |" * text_columns + " ---: |" * (len(columns) - text_columns)]

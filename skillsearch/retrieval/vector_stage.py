@@ -6,8 +6,9 @@ From there on every row also has a compact copy, :class:`Compact`: int8 codes an
 A search then
 
 1. scores every row approximately with numkong's int8 dot-product kernels (SIMD; this module is numkong's
-   home), in blocks of :data:`BLOCK` rows, one pass for all the request's query vectors (packed once), the
-   rows shared by :data:`SCAN_THREADS` Python threads (the kernels release the GIL);
+   home), in blocks of :data:`BLOCK` rows, all the request's query vectors in one call (packed once where the
+   core has AVX-512 VNNI, :func:`packs_queries`), the rows shared by :data:`SCAN_THREADS` Python threads (the
+   kernels release the GIL);
 2. sets the rows the caller may not see (``mask``) to ``-inf`` without a branch per row (:func:`hide`), so
    filtering stays inside the retriever and ``depth`` rows come back whenever ``depth`` visible rows exist;
 3. takes every visible row whose approximate score is within :func:`margin` (six standard deviations of the
@@ -36,8 +37,8 @@ import numpy as np
 from skillsearch.retrieval.compact import BLOCK, Compact, quantise_together
 
 __all__ = [
-    "COMPACT_FROM", "SCAN_THREADS", "Shift", "hide", "margin", "nearest_compact", "row_max", "sample_scores", "scan",
-    "select",
+    "COMPACT_FROM", "SCAN_THREADS", "VNNI_CAPABILITIES", "Shift", "hide", "margin", "nearest_compact", "packs_queries",
+    "row_max", "sample_scores", "scan", "select",
 ]
 
 # Rows from which a search scans the compact copy. Measured at 5k and 10k rows (docs/benchmarks.md, "One pass
@@ -53,6 +54,9 @@ MAX_RESCORE_FACTOR = 8
 # threads per call, which cost more than they saved). Two at most: the
 # machines this runs on have few cores, and the model's encoder shares them.
 SCAN_THREADS = max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
+# numkong's capability names of the x86 cores with AVX-512 VNNI, where its packed int8 kernel pays
+# (:func:`packs_queries`).
+VNNI_CAPABILITIES = ("icelake", "genoa", "sapphire", "sapphireamx", "turin", "graniteamx", "diamond")
 # A scan shorter than this many rows runs on the calling thread (a hand-off costs tens of microseconds).
 SPLIT_FROM = 32_768
 
@@ -102,24 +106,28 @@ def _pool(threads: int, pid: int) -> ThreadPoolExecutor:
 
 def scan(
     compact: Compact, columns: slice | None, queries: np.ndarray, shift: Shift | None = None,
-    threads: int = SCAN_THREADS,
+    threads: int = SCAN_THREADS, packed: bool | None = None,
 ) -> tuple[np.ndarray, float]:
     """Step 1: every row's best approximate score over ``queries`` (normalised, (q, dim) float32), whoever
     asks (no mask yet), and the error margin that applies. The same rows always get the same numbers, so
     statistics read from it (the decision's background) do not depend on the caller. With ``threads`` > 1
-    a large scan is cut into that many runs of rows, one per thread (the calling thread takes the first)."""
+    a large scan is cut into that many runs of rows, one per thread (the calling thread takes the first).
+    ``packed``: score several query vectors with the packed kernel (default: :func:`packs_queries`); either
+    kernel gives the same numbers."""
+    packed = packs_queries() if packed is None else packed
     pieces = compact.pieces(columns)
     q_codes, q_scales = quantise_together(queries)
     n = len(compact)
     scores = np.empty(n, dtype=np.float32)
     if threads <= 1 or n < SPLIT_FROM:
-        _scan(pieces, compact.scales, q_codes, q_scales, shift, scores, 0, n)
+        _scan(pieces, compact.scales, q_codes, q_scales, shift, scores, 0, n, packed)
     else:
         cuts = [n * i // threads // 64 * 64 for i in range(threads)] + [n]
         runs = [(cuts[i], cuts[i + 1]) for i in range(threads) if cuts[i] < cuts[i + 1]]
-        futures = [_pool(threads - 1, os.getpid()).submit(_scan, pieces, compact.scales, q_codes, q_scales, shift, scores, a, b)
+        pool = _pool(threads - 1, os.getpid())
+        futures = [pool.submit(_scan, pieces, compact.scales, q_codes, q_scales, shift, scores, a, b, packed)
                    for a, b in runs[1:]]
-        _scan(pieces, compact.scales, q_codes, q_scales, shift, scores, *runs[0])
+        _scan(pieces, compact.scales, q_codes, q_scales, shift, scores, *runs[0], packed)
         for f in futures:
             f.result()
     return scores, margin(compact.peak_scale, q_scales)
@@ -127,27 +135,29 @@ def scan(
 
 def _scan(
     pieces: list[tuple[np.ndarray, slice]], scales: np.ndarray, q_codes: np.ndarray, q_scales: np.ndarray,
-    shift: Shift | None, scores: np.ndarray, first: int, last: int,
+    shift: Shift | None, scores: np.ndarray, first: int, last: int, packed: bool,
 ) -> None:
     """Rows ``first:last`` of :func:`scan`, a block of rows at a time.
 
-    The integer dot products come from numkong: one vector through ``cdist``, several through
-    ``dots_packed`` with the query vectors packed once, which reads each row once for all of them (simsimd's
-    ``cdist``, used before, cost the same per row and vector, so a request of four sentences paid four
-    scans; docs/benchmarks.md, "One pass for several query vectors"). The query vectors share one scale
-    (:func:`quantise_together`), so the best of a row's integer products is its best score before scaling."""
+    The integer dot products come from numkong: through ``cdist``, or for several vectors where
+    :func:`packs_queries` says it pays, through ``dots_packed`` with the query vectors packed once
+    (docs/benchmarks.md, "One pass for several query vectors" and "The kernel by instruction set"). Both
+    give the same exact integer products (at most 384 * 127 * 127, exact in float32). The query vectors share
+    one scale (:func:`quantise_together`), so the best of a row's integer products is its best score before
+    scaling."""
     nk = _numkong()
     nq = q_codes.shape[0]
-    # Each part's columns of the query vectors: packed once for several vectors, contiguous for one.
-    queries = [nk.dots_pack(np.ascontiguousarray(q_codes[:, cols]), dtype="int8") if nq > 1
+    packed = packed and nq > 1
+    # Each part's columns of the query vectors: packed once for the packed kernel, contiguous for ``cdist``.
+    queries = [nk.dots_pack(np.ascontiguousarray(q_codes[:, cols]), dtype="int8") if packed
                else np.ascontiguousarray(q_codes[:, cols]) for _, cols in pieces]
     for start in range(first, last, BLOCK):
         end = min(start + BLOCK, last)
         products = None
         for (part, _), q in zip(pieces, queries, strict=True):
             block = part[start:end]
-            one = (np.asarray(nk.cdist(block, q, metric="dot", out_dtype="float32")) if nq == 1
-                   else np.asarray(nk.dots_packed(block, q)))
+            one = (np.asarray(nk.dots_packed(block, q)) if packed
+                   else np.asarray(nk.cdist(block, q, metric="dot", out_dtype="float32")))
             products = one if products is None else products + one  # a row's dot product, part by part
         assert products is not None
         if shift is not None:
@@ -170,6 +180,17 @@ def row_max(m: np.ndarray, out: np.ndarray) -> np.ndarray:
     for j in range(1, m.shape[1]):
         np.maximum(out, m[:, j], out=out, casting="unsafe")
     return out
+
+
+@cache
+def packs_queries() -> bool:
+    """Whether several query vectors go through numkong's packed kernel rather than ``cdist``: only where
+    numkong runs its AVX-512 VNNI kernels. Measured (docs/benchmarks.md, "The kernel by instruction set"):
+    on a Zen 4 core (numkong's ``genoa``) the packed kernel scanned 100k rows for four vectors in 6.4 ms
+    against 10.7 for ``cdist``; on a Zen 2 core (``haswell``, AVX2 only) it is the slower one for every
+    count of vectors (two: 6.3 against 3.1 ms; four: 5.2 against 4.7)."""
+    caps = _numkong().get_capabilities()
+    return any(caps.get(name, False) for name in VNNI_CAPABILITIES)
 
 
 @cache
