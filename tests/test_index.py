@@ -13,6 +13,7 @@ from skillsearch.catalog.rows import IndexRow
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError
 from skillsearch.core.settings import Settings
+from skillsearch.retrieval import vectors as vectors_module
 from skillsearch.retrieval.documents import embedded_text, split_instructions
 from skillsearch.retrieval.encoder import Encoder, HashingEncoder
 from skillsearch.retrieval.search import SearchRequest
@@ -223,6 +224,38 @@ def test_a_batch_cut_short_in_the_change_log_is_repaired_from_the_store(fresh_sa
     assert victim.skill_id not in {r.skill_id for r in vectors.rows}
     assert len(vectors) == reopened.store.count("active")
     assert victim.skill_id not in {h.skill.skill_id for h in reopened.search(OPERATOR, SearchRequest("regex")).hits}
+
+
+def test_a_skill_removed_from_a_mapped_index_is_gone_at_once_and_after_a_reopen(
+    fresh_sample: Catalog, encoder: Encoder, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An index whose matrix is a file mapping (from ``MAPPED_FROM`` rows, lowered here with the int8 copy's
+    threshold) removes a skill through the writer's path: the kept rows copied into the next matrix file,
+    which the save names. The skill is gone from the answers at once, every other vector is what it was,
+    no temporary file is left, and a reopened index answers the same."""
+    monkeypatch.setattr(vectors_module, "MAPPED_FROM", 10)
+    monkeypatch.setattr(vectors_module, "COMPACT_FROM", 10)
+    fresh_sample.close()
+    catalog = Catalog.open(Settings(data_dir=fresh_sample.data_dir), encoder=encoder)
+    folder = catalog.data_dir / "vectors"
+    catalog.index().refresh(catalog.store)  # every skill diffed, nothing changed: the whole store saved, then mapped
+    assert catalog.index().snapshot().vectors.base is not None
+    victim = catalog.store.skills_by_slug("regex-debugging")[0].skill_id
+    others = {k: v for k, v in vectors_by_skill(catalog).items() if k != victim}
+    catalog.store.archive(victim)
+    catalog.index().refresh(catalog.store, [victim])
+    vectors = catalog.index().snapshot().vectors
+    assert vectors.base is not None and not vectors.base.pending and not (folder / "vectors.npy.tmp").exists()
+    assert vectors.row_of(victim) is None and not (folder / "changes.log").exists()
+    now = vectors_by_skill(catalog)
+    assert now.keys() == others.keys() and all(np.array_equal(now[k], v) for k, v in others.items())
+    assert victim not in {h.skill.skill_id for q in ("regex", "debug a regular expression")
+                          for h in catalog.search(OPERATOR, SearchRequest(q)).hits}
+    after = answers(catalog)
+    catalog.close()
+    reopened = Catalog.open(Settings(data_dir=fresh_sample.data_dir), encoder=encoder)
+    assert reopened.index().embed_count == 0 and answers(reopened) == after
+    reopened.close()
 
 
 def test_a_garbled_change_log_line_is_a_clear_error(fresh_sample: Catalog, encoder: Encoder) -> None:

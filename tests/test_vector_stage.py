@@ -7,6 +7,7 @@ matrix is a file mapping."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -387,6 +388,61 @@ def test_a_removal_from_an_opened_index_copies_the_kept_rows_by_pread_and_the_ne
     assert kept.base is not None and isinstance(kept.matrix, np.memmap) and not (tmp_path / "changes.log").exists()
     again = VectorSnapshot.load(tmp_path)
     assert again.rows == after.rows and again.nearest(queries[5], 1)[0][0] == 8
+
+
+def test_a_writers_removal_copies_the_kept_rows_file_to_file_and_the_save_names_that_file(
+    world: tuple[VectorSnapshot, list[np.ndarray]], tmp_path: Path,
+) -> None:
+    """Given the store's folder (as the indexer's writer gives it), a removal from an opened index writes the
+    kept rows as the next matrix file, copied from the saved file in the kernel (``copy_file_range``): no
+    page of either file comes into the process and no copy of the matrix into memory. The rows replaced and
+    added since the save are in it; the batch's own live in the mapping's private pages until the save, which
+    writes them into that file and names it (the same file, not the matrix written again). The result is the
+    one the in-memory removal gives, and a file left under the temporary name by a crash is replaced by a new
+    one, not truncated under a mapping that may still read it."""
+    snapshot, queries = world
+    snapshot.save(tmp_path)
+    loaded = VectorSnapshot.load(tmp_path)
+    five = snapshot.rows[5]
+    first = [(VectorRow(five.skill_id, five.grant, five.kind, five.tags, "d5", "e5"), queries[3][0]),
+             (VectorRow("sk_extra", "team:extra", "tool", ("x",), "dx", "ex"), queries[4][0])]
+    moved = loaded.apply(first, [])
+    nine = snapshot.rows[9]
+    batch = [(VectorRow(nine.skill_id, "team:some", nine.kind, nine.tags, "d9", "e9"), queries[5][0]),
+             (VectorRow("sk_late", "team:all", "knowledge", (), "dl", "el"), queries[6][0])]
+    gone = ["sk_7", "sk_extra", "sk_unknown"]
+    stale = tmp_path / "vectors.npy.tmp"
+    with open(stale, "wb") as f:
+        np.save(f, np.arange(12, dtype=np.float32))
+    stale_view = np.load(stale, mmap_mode="r")
+    matrix_file = (tmp_path / "vectors.npy").resolve()
+    before = mapped_kib(matrix_file)
+    after = moved.apply(batch, gone, tmp_path)
+    assert stale_view.tolist() == list(range(12))  # the crash's file lives on for its mapping; the name is new
+    assert mapped_kib(matrix_file) - before <= 64 and mapped_kib(stale.resolve()) <= 4 * 4  # the pages of the batch's two rows
+    assert after.base is not None and after.base.pending and isinstance(after.matrix, np.memmap)
+    in_memory = moved.apply(batch, gone)
+    assert in_memory.base is None and after.rows == in_memory.rows and len(after) == ROWS
+    np.testing.assert_array_equal(after.matrix, in_memory.matrix)
+    assert after.compact is not None and in_memory.compact is not None
+    np.testing.assert_array_equal(after.compact.codes, in_memory.compact.codes)
+    on_disk = np.load(stale)
+    want = np.asarray(in_memory.matrix)
+    keep = [i for i in range(ROWS) if i not in (8, ROWS - 1)]  # the batch's rows: not in the file before the save
+    np.testing.assert_array_equal(on_disk[keep], want[keep])
+    assert not on_disk[ROWS - 1].any() and on_disk[5].tolist() == want[5].tolist()  # row 5: replaced since the save
+    for q in queries:
+        mask = after.mask(["team:some"])
+        assert after.nearest(q, 100, mask=mask)[0].tolist() == in_memory.nearest(q, 100, mask=mask)[0].tolist()
+    inode = os.stat(stale).st_ino
+    kept = after.save_changes(tmp_path, batch, gone)
+    assert os.stat(tmp_path / "vectors.npy").st_ino == inode and not stale.exists()
+    assert not (tmp_path / "changes.log").exists() and not after.base.pending
+    assert kept.base is not None and kept.base.capacity == ROWS + vector_files.spare_rows(ROWS)
+    np.testing.assert_array_equal(np.load(tmp_path / "vectors.npy"), want)
+    again = VectorSnapshot.load(tmp_path)
+    assert again.rows == in_memory.rows and again.nearest(queries[5], 1)[0][0] == 8
+    np.testing.assert_array_equal(again.matrix, want)
 
 
 def test_a_large_opened_index_reads_the_rows_it_re_scores_without_mapping_the_matrix(

@@ -399,7 +399,8 @@ class SearchIndex:
             (VectorRow(r.skill_id, r.grant, r.kind, r.tags, doc_hash(r), embed_hashes[j]), vectors[j])
             for j, r in enumerate(changed)
         ]
-        new_vectors = current.apply(upserts, deletes)
+        # The store's folder: a removal from a mapped matrix writes its kept rows there, and the save below names them.
+        new_vectors = current.apply(upserts, deletes, self.data_dir / "vectors")
         if rebuild_lexical:
             self.lexical.close()
             self.lexical = self._lexical_index(create=True)

@@ -1,10 +1,12 @@
 """The vector store's files: the saved float32 matrix (``vectors.npy``) kept open as a mapping whose rows a
 search re-scores are read by ``pread``, its saved int8 copy (``codes.npy``, ``scales.npy``), the row metadata
 as column arrays (``rows.npz``; ``rows.json`` in indexes written before it) and the log of batches applied
-since the save (``changes.log``). ``vectors.VectorSnapshot`` saves and loads through these."""
+since the save (``changes.log``). ``vectors.VectorSnapshot`` saves and loads through these; a removal from an
+opened index writes its kept rows as the next matrix file before it is named (:func:`write_kept`)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -16,12 +18,12 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from skillsearch.retrieval.compact import BLOCK, Compact, quantise
-from skillsearch.retrieval.vector_rows import RowTable, VectorRow
+from skillsearch.retrieval.vector_rows import RowTable, VectorRow, runs
 
 __all__ = [
     "CODES_FILE", "JSON_ROWS_FILE", "LOG_FILE", "MATRIX_FILE", "ROWS_FILE", "SCALES_FILE", "FileRows", "MappedFile",
     "log_batches", "probe_rows", "read_into", "read_json_rows", "read_rows", "row_json", "saved_compact", "spare_rows",
-    "write_codes", "write_matrix", "write_rows",
+    "write_at", "write_codes", "write_kept", "write_matrix", "write_rows",
 ]
 
 MATRIX_FILE = "vectors.npy"
@@ -50,6 +52,9 @@ class MappedFile:
         # Rows the file has room for: its own, then the zero rows :func:`write_matrix` left after them.
         width = max(self.shape[1], 1) * 4
         self.capacity = max(self.shape[0], (os.fstat(self.file.fileno()).st_size - self.offset) // width)
+        # A removal's new matrix file, written under its temporary name and not yet named by a save
+        # (:func:`write_kept`).
+        self.pending = False
 
     def view(self, rows: int | None = None) -> np.ndarray:
         """The matrix as a private mapping; ``rows`` past the saved ones (up to :attr:`capacity`) map the
@@ -100,6 +105,72 @@ def read_into(base: MappedFile, start: int, out: np.ndarray) -> None:
         if got <= 0:
             raise OSError(f"short read of rows from {start} in {base.file.name}")
         done += got
+
+
+def write_kept(
+    base: MappedFile, matrix: np.ndarray, overlay: frozenset[int], keep: np.ndarray, path: Path, rows: int,
+    spare: int,
+) -> MappedFile:
+    """A removal's new matrix file at ``path``, mapped: a header for ``rows`` rows, the kept rows of the
+    snapshot over ``base`` (``keep``, in order) first, room for ``spare`` more after the ``rows``. The saved
+    rows are copied from file to file by ``copy_file_range``, a run of consecutive rows at a time, so neither
+    file's pages come into this process (at 1M rows a copy into memory held 1.5 GB more at the peak); the rows
+    written over the old mapping since its save (``overlay``, in ``matrix``) are written after them. Rows past
+    the kept ones are zeros until the caller writes them. The file is a new one whatever ``path`` held: a
+    snapshot may still map an older file of that name. :meth:`VectorSnapshot.save` names it."""
+    dim = base.shape[1]
+    width = dim * 4
+    path.unlink(missing_ok=True)
+    with open(path, "xb") as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": (rows, dim)})
+        offset = f.tell()
+        f.truncate(offset + (rows + spare) * width)
+        src, dst = base.file.fileno(), f.fileno()
+        for a, b in runs(keep):
+            _copy_range(src, base.offset + int(keep[a]) * width, dst, offset + a * width, (b - a) * width)
+        written = np.fromiter(sorted(overlay), np.int64, len(overlay))
+        at = np.searchsorted(keep, written).clip(0, max(keep.size - 1, 0))
+        kept = keep[at] == written if keep.size else np.zeros(0, bool)
+        write_at(dst, offset, np.asarray(matrix[written[kept]]), at[kept])
+    out = MappedFile(path)
+    out.pending = True
+    return out
+
+
+def write_at(fd: int, offset: int, vectors: np.ndarray, positions: np.ndarray) -> None:
+    """``vectors`` written into a matrix file at row ``positions`` (ascending), one ``pwrite`` per run of
+    consecutive positions."""
+    vectors = np.ascontiguousarray(vectors, dtype="<f4")
+    width = vectors.shape[1] * 4 if vectors.ndim == 2 else 0
+    for a, b in runs(positions):
+        data, at = memoryview(vectors[a:b].reshape(-1).view(np.uint8)), offset + int(positions[a]) * width  # type: ignore[arg-type]
+        while data:
+            done = os.pwrite(fd, data, at)
+            data, at = data[done:], at + done
+
+
+def _copy_range(src: int, src_offset: int, dst: int, dst_offset: int, count: int) -> None:
+    """``count`` bytes of ``src`` at ``src_offset`` into ``dst`` at ``dst_offset``: by ``copy_file_range``
+    (in the kernel), or where the file system cannot, through a buffer of at most 64 MiB."""
+    while count > 0:
+        try:
+            done = os.copy_file_range(src, dst, count, src_offset, dst_offset)
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM):
+                raise
+            done = _copy_buffered(src, src_offset, dst, dst_offset, min(count, 64 << 20))
+        if done <= 0:
+            raise OSError(f"short copy of {count} bytes at {src_offset}")
+        src_offset, dst_offset, count = src_offset + done, dst_offset + done, count - done
+
+
+def _copy_buffered(src: int, src_offset: int, dst: int, dst_offset: int, count: int) -> int:
+    data = os.pread(src, count, src_offset)
+    view = memoryview(data)
+    while view:
+        done = os.pwrite(dst, view, dst_offset)
+        view, dst_offset = view[done:], dst_offset + done
+    return len(data)
 
 
 def spare_rows(rows: int) -> int:

@@ -9,7 +9,8 @@ rows re-scored exactly (``retrieval/vector_stage.py``); a loaded matrix stays a 
 re-scored rows are read with ``pread`` (``vector_files.FileRows``), and the row metadata are numpy columns
 (``retrieval/vector_rows.py``), so serving memory is the int8 copy's quarter of the matrix and about
 130 bytes a row beside it. An update writes only its rows into the mapping's private pages, an added one
-into the spare rows the saved file keeps after its own (:meth:`VectorSnapshot.apply`).
+into the spare rows the saved file keeps after its own, and a removal its kept rows into the next matrix
+file, copied from file to file (:meth:`VectorSnapshot.apply`).
 """
 
 from __future__ import annotations
@@ -48,7 +49,9 @@ from skillsearch.retrieval.vector_files import (
     row_json,
     saved_compact,
     spare_rows,
+    write_at,
     write_codes,
+    write_kept,
     write_matrix,
     write_rows,
 )
@@ -360,15 +363,20 @@ class VectorSnapshot:
 
     # -- updates ----------------------------------------------------------------------------------
 
-    def apply(self, upserts: Sequence[tuple[VectorRow, np.ndarray]], deletes: Iterable[str]) -> VectorSnapshot:
+    def apply(
+        self, upserts: Sequence[tuple[VectorRow, np.ndarray]], deletes: Iterable[str], folder: Path | None = None,
+    ) -> VectorSnapshot:
         """A new snapshot with rows replaced, added or removed; this one is unchanged.
 
         A batch that removes nothing (the usual update) re-quantises only its rows and over a mapped base
         writes only its rows into a fresh private mapping, added rows into the room the saved file keeps
         after its own (``vector_files.spare_rows``), the row table and key index extended; a batch that
-        only replaces rows keeps the key index. A removal, or more added rows than the room holds, costs one
-        copy of the kept rows into memory (the next :meth:`save_changes` folds it into a new file); the int8
-        copy and the row table are gathered, never made again from the matrix."""
+        only replaces rows keeps the key index. A removal from a mapped base, given the store's ``folder``
+        (the writer's, which saves next), writes the kept rows as the next matrix file there, copied from
+        file to file (``vector_files.write_kept``; :meth:`save` names it). A removal otherwise (replaying a
+        log, a matrix in memory), or more added rows than the room holds, costs one copy of the kept rows
+        into memory (the next :meth:`save_changes` folds it into a new file). The int8 copy and the row
+        table are gathered, never made again from the matrix."""
         gone = {self.key_to_row[k] for k in (skill_key(s) for s in deletes) if k in self.key_to_row}
         replace: dict[int, tuple[VectorRow, np.ndarray]] = {}
         new: dict[str, tuple[VectorRow, np.ndarray]] = {}  # by id: an id upserted twice is added once
@@ -378,11 +386,11 @@ class VectorSnapshot:
                 replace[i] = (row, vec)
             else:
                 new[row.skill_id] = (row, vec)
-        return self._changed(replace, list(new.values()), gone)
+        return self._changed(replace, list(new.values()), gone, folder)
 
     def _changed(
         self, replace: dict[int, tuple[VectorRow, np.ndarray]], added: Sequence[tuple[VectorRow, np.ndarray]],
-        gone: set[int],
+        gone: set[int], folder: Path | None,
     ) -> VectorSnapshot:
         """:meth:`apply` of ``replace`` (by row), ``added`` (new ids) and the rows ``gone``."""
         n, dim = len(self), self.dim
@@ -403,6 +411,11 @@ class VectorSnapshot:
             if carried:
                 matrix[carried] = self.matrix[carried]
             overlay = self.overlay | set(changed) | set(range(n, size))
+        elif keep is not None and base is not None and folder is not None:  # a removal, kept rows file to file
+            base = write_kept(base, self.matrix, self.overlay, keep, folder / (MATRIX_FILE + ".tmp"), size,
+                              spare_rows(size))
+            matrix = base.view(size)
+            overlay = frozenset(changed) | frozenset(range(kept, size))
         else:  # in memory: a removal, or more rows than the saved file has room for
             matrix = np.empty((size, dim), dtype=np.float32)
             self._gather(keep, matrix[:kept])
@@ -470,11 +483,16 @@ class VectorSnapshot:
         compact = self.compact
         spare = spare_rows(len(self)) if len(self) >= MAPPED_FROM else 0
         writers: dict[str, Callable[[BinaryIO], None]] = {MATRIX_FILE: lambda f: write_matrix(f, self.matrix, spare)}
+        named = [MATRIX_FILE] if self._complete_pending(folder) else []
+        if named:
+            del writers[MATRIX_FILE]  # the removal's file, written already: its rows are completed and named
         if compact is not None:
             writers[CODES_FILE] = lambda f: write_codes(f, compact)
             writers[SCALES_FILE] = lambda f: np.save(f, compact.scales)
         for name, write in writers.items():
-            with open(folder / (name + ".tmp"), "wb") as out:
+            # A new file, never the old one truncated: a snapshot may map a file of that name (the removal's).
+            (folder / (name + ".tmp")).unlink(missing_ok=True)
+            with open(folder / (name + ".tmp"), "xb") as out:
                 write(out)
                 out.flush()
                 os.fsync(out.fileno())
@@ -484,8 +502,10 @@ class VectorSnapshot:
             write_rows(out, self.dim, self.rows, self.keys)
             out.flush()
             os.fsync(out.fileno())
-        for name in writers:
+        for name in [*writers, *named]:
             os.replace(folder / (name + ".tmp"), folder / name)
+        if named and self.base is not None:
+            self.base.pending = False
         if self.compact is None:
             for name in (CODES_FILE, SCALES_FILE):
                 (folder / name).unlink(missing_ok=True)
@@ -499,6 +519,28 @@ class VectorSnapshot:
         matrix.setflags(write=False)
         return dataclasses.replace(self, matrix=matrix, base=base, overlay=frozenset())
 
+    def _complete_pending(self, folder: Path) -> bool:
+        """Whether this snapshot maps the removal's new matrix file of ``folder`` (``vector_files.write_kept``)
+        with a row count that still matches: then the rows written over the mapping since are written into the
+        file, which is synced, and :meth:`save` names it instead of writing the matrix again."""
+        base = self.base
+        path = folder / (MATRIX_FILE + ".tmp")
+        if base is None or not base.pending or base.shape[0] != len(self):
+            return False
+        try:
+            if not os.path.samestat(os.fstat(base.file.fileno()), os.stat(path)):
+                return False
+        except OSError:
+            return False
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            rows = np.fromiter(sorted(self.overlay), np.int64, len(self.overlay))
+            write_at(fd, base.offset, np.asarray(self.matrix[rows]), rows)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return True
+
     def save_changes(
         self,
         folder: Path,
@@ -508,14 +550,16 @@ class VectorSnapshot:
     ) -> VectorSnapshot:
         """Persist one applied batch (``self`` is the snapshot after it): append it to the change log, or
         write a whole new base when the log has outgrown ``max_log_bytes`` (default: a quarter of the matrix,
-        at least 1 MiB and at most :data:`MAX_LOG_BYTES`), when no base exists yet, or when a large snapshot
-        holds its matrix in memory (a removal, or more added rows than its file had room for): saved, it
-        maps its file again. Returns the snapshot to keep, as :meth:`save` does."""
+        at least 1 MiB and at most :data:`MAX_LOG_BYTES`), when no base exists yet, when a large snapshot
+        holds its matrix in memory (a removal replayed, or more added rows than its file had room for), or
+        when it maps a removal's new file (named then, not written again): saved, it maps its file again.
+        Returns the snapshot to keep, as :meth:`save` does."""
         log = folder / LOG_FILE
         logged = log.stat().st_size if log.exists() else 0
         limit = min(max(self.matrix.nbytes // 4, 1 << 20), MAX_LOG_BYTES) if max_log_bytes is None else max_log_bytes
         in_memory = self.base is None and len(self) >= MAPPED_FROM
-        if not (folder / MATRIX_FILE).exists() or logged > limit or in_memory:
+        pending = self.base is not None and self.base.pending
+        if not (folder / MATRIX_FILE).exists() or logged > limit or in_memory or pending:
             return self.save(folder)
         line = json.dumps({
             "upserts": [[*row_json(r), base64.b64encode(np.asarray(v, "<f4").tobytes()).decode()] for r, v in upserts],
