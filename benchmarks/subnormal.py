@@ -1,5 +1,5 @@
 """Subnormal products: the vector stage's matrix product with MiniLM's near-zero components kept, and with
-them set to zero (``skillsearch.retrieval.vectors.zero_tiny``).
+them set to zero (``skillsearch.retrieval.cosines.zero_tiny``).
 
 Why it matters (docs/benchmarks.md, "Subnormal products"): MiniLM gives every text two components of about
 1e-33 (dimensions 127 and 223). The product of two of them is below float32's smallest normal number, and
@@ -34,9 +34,9 @@ def main() -> None:
     import torch
 
     from skillsearch.bench.report import write_script_report
+    from skillsearch.retrieval.cosines import TINY, zero_tiny
     from skillsearch.retrieval.encoder import MiniLMEncoder
     from skillsearch.retrieval.search import query_texts
-    from skillsearch.retrieval.vectors import TINY, zero_tiny
 
     torch.set_num_threads(1)
     chunks = sorted(CACHE.glob("chunk-*.npz"))

@@ -45,10 +45,10 @@ def embed(data_root: Path, cache: Path, per_set: int, pool_cache: Path | None) -
         return pool, np.split(flat, np.cumsum(counts)[:-1])
     import random
 
+    from skillsearch.retrieval.cosines import normalise
     from skillsearch.retrieval.documents import split_identifiers
     from skillsearch.retrieval.encoder import MiniLMEncoder
     from skillsearch.retrieval.search import QUERY_SENTENCES, query_texts
-    from skillsearch.retrieval.vectors import normalise
 
     docs: list[str] = []
     for line in (data_root / "skills-catalog" / "manifest.jsonl").read_text(encoding="utf-8").splitlines()[
@@ -105,7 +105,8 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 def run_size(n: int, pool: np.ndarray, queries: list[np.ndarray], log: Callable[[str], None],
              others: bool = True, exact_requests: int = 60) -> list[dict[str, Any]]:
     from skillsearch.bench.synthetic import stand_in_vectors
-    from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot, max_cosines, top_k
+    from skillsearch.retrieval.cosines import max_cosines, top_k
+    from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
 
     rng = np.random.default_rng(n)
     keys = rng.integers(0, 2**63, n, dtype=np.uint64)
@@ -224,7 +225,8 @@ def paired_parts(n: int, pool: np.ndarray, queries: list[np.ndarray], requests: 
 
     from skillsearch.bench.synthetic import stand_in_vectors
     from skillsearch.retrieval import vector_stage as vs
-    from skillsearch.retrieval.vectors import BACKGROUND_ROWS, VectorRow, VectorSnapshot, max_cosines
+    from skillsearch.retrieval.cosines import max_cosines
+    from skillsearch.retrieval.vectors import BACKGROUND_ROWS, VectorRow, VectorSnapshot
 
     rng = np.random.default_rng(n)
     keys = rng.integers(0, 2**63, n, dtype=np.uint64)

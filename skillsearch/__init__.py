@@ -7,7 +7,7 @@ error tree. Everything else is internal and may change.
 import os as _os
 
 # numpy's products in search (a routed index's half, e5's centered cosines; the rest goes through torch,
-# see ``vectors.max_cosines``) are memory-bound, so OpenBLAS threads only contend with the encoder's torch
+# see ``cosines.max_cosines``) are memory-bound, so OpenBLAS threads only contend with the encoder's torch
 # threads. Measured on 2 cores with 4,076 rows: 11 ms per product with the default thread pool, 0.2 ms
 # with one thread (docs/benchmarks.md). A value set by the user wins.
 _os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

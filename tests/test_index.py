@@ -14,10 +14,11 @@ from skillsearch.core.domain import Principal
 from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval import vectors as vectors_module
+from skillsearch.retrieval.cosines import TINY, max_cosines, zero_tiny
 from skillsearch.retrieval.documents import embedded_text, split_instructions
 from skillsearch.retrieval.encoder import Encoder, HashingEncoder
 from skillsearch.retrieval.search import SearchRequest
-from skillsearch.retrieval.vectors import TINY, VectorRow, VectorSnapshot, max_cosines, zero_tiny
+from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
 from skillsearch.service import Catalog
 
 OPERATOR = Principal.operator()

@@ -19,6 +19,7 @@ from skillsearch.bench.synthetic import stand_in_vectors
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.retrieval import vector_files, vector_rows, vectors
 from skillsearch.retrieval.compact import Compact, quantise, quantise_together
+from skillsearch.retrieval.cosines import max_cosines, zero_tiny
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.vector_stage import (
     COMPACT_FROM,
@@ -29,7 +30,7 @@ from skillsearch.retrieval.vector_stage import (
     packs_queries,
     scan,
 )
-from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot, max_cosines, zero_tiny
+from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
 
 # Past the int8 copy's threshold, the background's sample size and the two-thread split.
 ROWS = 42_000

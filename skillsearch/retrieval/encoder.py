@@ -32,6 +32,7 @@ import numpy as np
 from skillsearch.core.errors import IndexNotReadyError, ValidationError, problem
 from skillsearch.core.language import is_foreign
 from skillsearch.core.lru import LRU
+from skillsearch.retrieval.cosines import normalise
 from skillsearch.retrieval.hashing_encoder import HashingEncoder
 from skillsearch.retrieval.loading import LazyModel
 from skillsearch.retrieval.model_files import (
@@ -42,7 +43,6 @@ from skillsearch.retrieval.model_files import (
     routed_fingerprint,
 )
 from skillsearch.retrieval.torch_ops import Tokens, TracedForward
-from skillsearch.retrieval.vectors import normalise
 from skillsearch.retrieval.wrapper import Wrapper
 
 __all__ = [

@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from skillsearch.retrieval.cosines import normalise
 from skillsearch.retrieval.model_files import builtin_fingerprint
-from skillsearch.retrieval.vectors import normalise
 
 __all__ = ["HashingEncoder"]
 

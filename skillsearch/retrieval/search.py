@@ -54,11 +54,11 @@ from skillsearch.core.views import Explanation, SearchHitView, SearchResponse
 from skillsearch.core.visibility import is_visible, visible_grants
 from skillsearch.retrieval.calibration import centered_cosines
 from skillsearch.retrieval.confidence import decision_of, judge, unreadable_language_notice
+from skillsearch.retrieval.cosines import max_cosines
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.indexer import IndexSnapshot
 from skillsearch.retrieval.lexical import LexicalIndex
 from skillsearch.retrieval.routing import RequestRoute
-from skillsearch.retrieval.vectors import max_cosines
 from skillsearch.retrieval.visible_lexical import visible_lexical_matches
 
 __all__ = [

@@ -5,7 +5,7 @@ Why torch for the product of several query vectors: OpenBLAS (numpy, held to one
 ``skillsearch/__init__.py``) multiplies a tall matrix by a few vectors slowly. Measured with torch at the one
 intra-op thread the batching service sets, right after a model pass (ms, 10k / 100k rows): three vectors
 1.2 / 11.0 with torch, 1.8 / 18.9 with numpy; one vector 0.88 / 7.6 with torch, 0.69 / 6.5 with numpy, so
-one vector goes to numpy (``vectors.max_cosines``; docs/benchmarks.md, "Subnormal products").
+one vector goes to numpy (``cosines.max_cosines``; docs/benchmarks.md, "Subnormal products").
 torch is loaded with the encoder's library (sentence-transformers) already. It is imported on first use,
 never at import time.
 
@@ -54,7 +54,7 @@ def max_cosines(matrix: np.ndarray, queries: np.ndarray) -> np.ndarray:
     a C-contiguous float32 ``matrix`` and a C-contiguous float32 ``queries`` of shape ``(n, dim)``.
 
     A single vector is given twice: torch's GEMM beats its matrix-vector path (search sends one vector to
-    numpy instead, see ``vectors.max_cosines``)."""
+    numpy instead, see ``cosines.max_cosines``)."""
     import torch
 
     columns = queries if len(queries) > 1 else np.vstack([queries, queries])

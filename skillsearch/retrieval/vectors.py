@@ -30,8 +30,8 @@ from typing import BinaryIO
 import numpy as np
 
 from skillsearch.core.errors import IndexNotReadyError
-from skillsearch.retrieval import torch_ops
 from skillsearch.retrieval.compact import Compact
+from skillsearch.retrieval.cosines import max_cosines, top_k, zero_tiny
 from skillsearch.retrieval.lexical import skill_key
 from skillsearch.retrieval.vector_files import (
     CODES_FILE,
@@ -61,7 +61,6 @@ from skillsearch.retrieval.vector_stage import (
     Shift,
     hide,
     nearest_compact,
-    row_max,
     sample_scores,
     scan,
     select,
@@ -83,81 +82,9 @@ MAX_LOG_BYTES = 64 << 20
 # Rows the decision's background statistics read (``VectorSnapshot.background``): each dev set fits whole.
 BACKGROUND_ROWS = 16_384
 
-__all__ = ["VectorRow", "VectorSnapshot", "max_cosines", "normalise", "top_k", "zero_tiny"]
+__all__ = ["VectorRow", "VectorSnapshot"]
 
 log = logging.getLogger("skillsearch")
-
-
-def top_k(scores: np.ndarray, k: int) -> np.ndarray:
-    """Row indices of the k highest finite scores, best first."""
-    finite = np.isfinite(scores)
-    n = int(finite.sum())
-    k = min(k, n)
-    if k <= 0:
-        return np.zeros(0, dtype=np.int64)
-    if k < scores.size:
-        part = np.argpartition(-scores, k - 1)[:k]
-    else:
-        part = np.arange(scores.size)
-    part = part[np.isfinite(scores[part])]
-    ordered: np.ndarray = part[np.argsort(-scores[part], kind="stable")]
-    return ordered
-
-
-def normalise(m: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length, as float32 (a zero row stays zero)."""
-    m = np.asarray(m, dtype=np.float32)
-    norms = np.linalg.norm(m, axis=-1, keepdims=True)
-    norms[norms == 0] = 1.0
-    out: np.ndarray = m / norms
-    return out
-
-
-# Below this a value's square is under float32's smallest normal number (2**-126). MiniLM gives every text
-# two such components (dimensions 127 and 223 are about 1e-33), and a product of two of them is a subnormal
-# result, which x86 cores finish in microcode: 3 query vectors against 10k rows took 2.1 ms instead of 1.3
-# after the model's pass (docs/benchmarks.md, "Subnormal products"). Zeroing them moves a cosine by < 1e-38.
-TINY = 2.0**-64
-_SCAN_ROWS = 4096
-
-
-def zero_tiny(m: np.ndarray) -> np.ndarray:
-    """``m`` as float32 with every value smaller than :data:`TINY` in magnitude set to 0; ``m`` itself when
-    it holds none (a copy otherwise: the caller's array is never written). Scanned in blocks of rows, so a
-    100k-row matrix needs no second matrix's worth of temporaries."""
-    m = np.asarray(m, dtype=np.float32)
-    rows = m.reshape(1, -1) if m.ndim < 2 else m.reshape(-1, m.shape[-1])
-    out: np.ndarray | None = None
-    for start in range(0, rows.shape[0], _SCAN_ROWS):
-        block = rows[start : start + _SCAN_ROWS]
-        tiny = (np.abs(block) < TINY) & (block != 0)
-        if tiny.any():
-            if out is None:
-                out = rows.copy()
-            out[start : start + _SCAN_ROWS][tiny] = 0.0
-    return m if out is None else out.reshape(m.shape)
-
-
-def max_cosines(matrix: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """Each row's best cosine over the query vectors (rows and queries normalised), as float32.
-
-    One vector (most requests) is numpy's matrix-vector product; several go through torch's matrix product
-    (:mod:`skillsearch.retrieval.torch_ops`) when the matrix is C-contiguous. Measured on 2 cores right after
-    a model pass, torch at the one intra-op thread the batching service sets, real MiniLM vectors with
-    :func:`zero_tiny` applied (ms, 10k / 100k rows): one vector 0.69 / 6.5 with numpy, 0.88 / 7.6 with torch;
-    three vectors 1.2 / 11.0 with torch (numpy's GEMM 1.8 / 18.9). Before :func:`zero_tiny`, torch's three
-    vectors took 2.0 / 19.1 (docs/benchmarks.md, "Subnormal products"). A column view
-    (one route of a routed index) is strided, and torch would copy it: numpy scores those in place.
-    """
-    queries = np.ascontiguousarray(zero_tiny(queries)).reshape(-1, matrix.shape[1])
-    if matrix.shape[0] == 0:
-        return np.zeros(0, dtype=np.float32)
-    if len(queries) == 1:
-        return np.asarray(matrix @ queries[0], dtype=np.float32)
-    if not matrix.flags.c_contiguous or matrix.dtype != np.float32:
-        product: np.ndarray = matrix @ queries.T
-        return row_max(product, np.empty(product.shape[0], dtype=np.float32))
-    return torch_ops.max_cosines(matrix, queries)
 
 
 @dataclass(frozen=True)
