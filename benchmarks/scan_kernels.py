@@ -8,7 +8,7 @@ The kernels differ by instruction set several times over, so the report is named
 instructions (``scan-kernels-avx2``, ``scan-kernels-avx512-vnni``, ...) and lists numkong's capabilities.
 
 Rows: random int8 codes of 384 dimensions (the kernels' cost does not depend on the values); query vectors
-1, 2, 4 and 7 (a request and up to six of its sentences). Each timing is the median of ``--rounds`` calls
+1 to 7 (a request and up to six of its sentences). Each timing is the median of ``--rounds`` calls
 over the whole matrix in one thread, the alternatives interleaved.
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/scan_kernels.py --sizes 10000 100000 1000000``
@@ -91,7 +91,7 @@ def measure(sizes: list[int], vectors: list[int], rounds: int) -> list[dict[str,
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
-    ap.add_argument("--vectors", type=int, nargs="+", default=[1, 2, 4, 7])
+    ap.add_argument("--vectors", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6, 7])
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = ap.parse_args()

@@ -187,8 +187,8 @@ def packs_queries() -> bool:
     """Whether several query vectors go through numkong's packed kernel rather than ``cdist``: only where
     numkong runs its AVX-512 VNNI kernels. Measured (docs/benchmarks.md, "The kernel by instruction set"):
     on a Zen 4 core (numkong's ``genoa``) the packed kernel scanned 100k rows for four vectors in 6.4 ms
-    against 10.7 for ``cdist``; on a Zen 2 core (``haswell``, AVX2 only) it is the slower one for every
-    count of vectors (two: 6.3 against 3.1 ms; four: 5.2 against 4.7)."""
+    against 10.7 for ``cdist``; on a Zen 2 core (``haswell``, AVX2 only) the stage's scan of 100k rows is
+    slower with it for every count of vectors (two: 6.1 against 2.9 ms; three: 6.1 against 3.7)."""
     caps = _numkong().get_capabilities()
     return any(caps.get(name, False) for name in VNNI_CAPABILITIES)
 
