@@ -446,6 +446,26 @@ def test_a_writers_removal_copies_the_kept_rows_file_to_file_and_the_save_names_
     np.testing.assert_array_equal(again.matrix, want)
 
 
+def test_a_writers_removal_of_every_row_keeps_only_the_batchs_new_one(
+    world: tuple[VectorSnapshot, list[np.ndarray]], tmp_path: Path,
+) -> None:
+    """The writer's removal with nothing kept (a row added since the save among the removed): the new file
+    holds the batch's one new row, and the store reopens with it alone."""
+    snapshot, queries = world
+    snapshot.save(tmp_path)
+    loaded = VectorSnapshot.load(tmp_path)
+    moved = loaded.apply([(VectorRow("sk_extra", "team:extra", "tool", (), "dx", "ex"), queries[4][0])], [])
+    only = [(VectorRow("sk_only", "team:all", "knowledge", (), "do", "eo"), queries[6][0])]
+    emptied = moved.apply(only, [*moved.rows.skill_ids()], tmp_path)
+    assert emptied.base is not None and emptied.base.pending and len(emptied) == 1
+    assert emptied.rows == [only[0][0]]
+    np.testing.assert_array_equal(emptied.matrix, zero_tiny(queries[6][0])[None])
+    emptied.save_changes(tmp_path, only, [*moved.rows.skill_ids()])
+    again = VectorSnapshot.load(tmp_path)
+    assert again.rows == [only[0][0]] and again.nearest(queries[6], 1)[0].tolist() == [0]
+    np.testing.assert_array_equal(again.matrix, zero_tiny(queries[6][0])[None])
+
+
 def test_a_large_opened_index_reads_the_rows_it_re_scores_without_mapping_the_matrix(
     world: tuple[VectorSnapshot, list[np.ndarray]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -130,7 +130,7 @@ def write_kept(
             _copy_range(src, base.offset + int(keep[a]) * width, dst, offset + a * width, (b - a) * width)
         written = np.fromiter(sorted(overlay), np.int64, len(overlay))
         at = np.searchsorted(keep, written).clip(0, max(keep.size - 1, 0))
-        kept = keep[at] == written if keep.size else np.zeros(0, bool)
+        kept = keep[at] == written if keep.size else np.zeros(written.size, bool)
         write_at(dst, offset, np.asarray(matrix[written[kept]]), at[kept])
     out = MappedFile(path)
     out.pending = True
