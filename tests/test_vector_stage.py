@@ -25,6 +25,7 @@ from skillsearch.retrieval.vector_stage import (
     COMPACT_FROM,
     SPLIT_FROM,
     Shift,
+    derived_first,
     hide,
     nearest_compact,
     packs_queries,
@@ -165,7 +166,7 @@ def test_both_kernels_score_several_query_vectors_as_the_exact_integer_products(
     snapshot, queries = world
     compact = snapshot.compact
     assert compact is not None
-    several = next(q for q in queries if len(q) >= 3)
+    several = np.vstack([queries[0], queries[-1][1:]])  # three vectors, none derived from the others
     q_codes, q_scales = quantise_together(several)
     wide = Compact.of_codes(np.hstack([compact.codes, compact.codes[::-1]]), compact.scales)
     for c, columns in ((compact, None), (wide, None), (wide, slice(snapshot.dim, 2 * snapshot.dim))):
@@ -182,6 +183,45 @@ def test_both_kernels_score_several_query_vectors_as_the_exact_integer_products(
             assert np.array_equal(packed, plain)
             np.testing.assert_array_equal(plain, want)
     assert isinstance(packs_queries(), bool)
+
+
+def test_a_requests_first_vector_is_derived_from_its_sentences_within_the_margin(
+    world: tuple[VectorSnapshot, list[np.ndarray]],
+) -> None:
+    """Search embeds a request of several sentences as the sentences' normalised sum, then each sentence; the
+    scan derives the sum's scores from the sentences' columns instead of scanning it. Every row's approximate
+    score stays within the scan's margin of its exact best cosine over all the vectors (the first included),
+    with either kernel, one thread or two, with language centering, and for sentences pointing apart (a
+    small sum, a wider margin); a first vector embedded on its own is scanned as before."""
+    snapshot, queries = world
+    compact = snapshot.compact
+    assert compact is not None
+    matrix = np.asarray(snapshot.matrix)
+    parts = queries[-1]
+    derived = derived_first(parts)
+    assert len(parts) == 3 and derived is not None and derived[1] < 1e-6  # the real encoder's request
+    rng = np.random.default_rng(4)
+    apart = rng.standard_normal((6, snapshot.dim)).astype(np.float32)
+    apart[3:] = -apart[:3] + 0.3 * apart[3:]  # sentences nearly opposite: their sum is short
+    apart /= np.linalg.norm(apart, axis=1, keepdims=True)
+    first = apart.sum(axis=0)
+    spread_out = np.vstack([first / np.linalg.norm(first), apart]).astype(np.float32)
+    on_its_own = np.vstack([queries[0], parts[1:]]).astype(np.float32)
+    assert derived_first(spread_out) is not None and derived_first(on_its_own) is None
+    groups = (np.arange(ROWS) % 3).astype(np.int64)
+    centroids = rng.standard_normal((3, snapshot.dim)).astype(np.float32) * 0.05
+    margins = {}
+    for name, q in (("parts", parts), ("apart", spread_out), ("own", on_its_own)):
+        for shift in (None, Shift(np.asarray(q @ centroids.T, np.float32), groups)):
+            want = max_cosines(matrix, q) if shift is None else (q @ matrix.T - shift.by[:, groups]).max(axis=0)
+            for threads, packed in ((1, False), (2, True), (2, False)):
+                got, err = scan(compact, None, q, shift, threads=threads, packed=packed)
+                assert np.abs(got - want).max() <= err, (name, threads, packed)
+                margins[name] = err
+            rows, scores = nearest_compact(matrix, compact, None, q, 100, None, shift=shift)
+            assert recall_at(rows, want, 100) == 1.0
+            np.testing.assert_allclose(scores[rows], want[rows], atol=1e-5)
+    assert margins["apart"] > margins["parts"]
 
 
 def test_a_routes_columns_and_language_centering_scan_the_same_way(world: tuple[VectorSnapshot, list[np.ndarray]]

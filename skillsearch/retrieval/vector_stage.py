@@ -37,8 +37,8 @@ import numpy as np
 from skillsearch.retrieval.compact import BLOCK, Compact, quantise_together
 
 __all__ = [
-    "COMPACT_FROM", "SCAN_THREADS", "VNNI_CAPABILITIES", "Shift", "hide", "margin", "nearest_compact", "packs_queries",
-    "row_max", "sample_scores", "scan", "select",
+    "COMPACT_FROM", "DERIVED_WITHIN", "SCAN_THREADS", "VNNI_CAPABILITIES", "Shift", "derived_first", "hide", "margin",
+    "nearest_compact", "packs_queries", "row_max", "row_sum", "sample_scores", "scan", "select",
 ]
 
 # Rows from which a search scans the compact copy. Measured at 5k and 10k rows (docs/benchmarks.md, "One pass
@@ -57,6 +57,13 @@ SCAN_THREADS = max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_
 # numkong's capability names of the x86 cores with AVX-512 VNNI, where its packed int8 kernel pays
 # (:func:`packs_queries`).
 VNNI_CAPABILITIES = ("icelake", "genoa", "sapphire", "sapphireamx", "turin", "graniteamx", "diamond")
+# A request of several sentences is embedded as its sentences and, first, their normalised sum standing in for
+# the whole request (``encoder.encode_query_parts``). That first vector's product with a row is the sum of the
+# sentences' products over the sum's norm, so the scan derives it from their columns instead of scoring a
+# column of its own (:func:`derived_first`): one vector fewer to scan, a third of the kernel's work for a
+# request of two sentences. Derived when the first vector is within this distance of the sentences' sum
+# normalised (float32 rounding is some 1e-7); the distance is added to the error margin.
+DERIVED_WITHIN = 1e-4
 # A scan shorter than this many rows runs on the calling thread (a hand-off costs tens of microseconds).
 SPLIT_FROM = 32_768
 
@@ -116,26 +123,50 @@ def scan(
     kernel gives the same numbers."""
     packed = packs_queries() if packed is None else packed
     pieces = compact.pieces(columns)
-    q_codes, q_scales = quantise_together(queries)
+    derived = derived_first(queries)
+    q_codes, q_scales = quantise_together(queries[1:] if derived is not None else queries)
     n = len(compact)
     scores = np.empty(n, dtype=np.float32)
+    args = (pieces, compact.scales, q_codes, q_scales, shift, scores)
+    norm = None if derived is None else derived[0]
     if threads <= 1 or n < SPLIT_FROM:
-        _scan(pieces, compact.scales, q_codes, q_scales, shift, scores, 0, n, packed)
+        _scan(*args, 0, n, packed, norm)
     else:
         cuts = [n * i // threads // 64 * 64 for i in range(threads)] + [n]
         runs = [(cuts[i], cuts[i + 1]) for i in range(threads) if cuts[i] < cuts[i + 1]]
         pool = _pool(threads - 1, os.getpid())
-        futures = [pool.submit(_scan, pieces, compact.scales, q_codes, q_scales, shift, scores, a, b, packed)
-                   for a, b in runs[1:]]
-        _scan(pieces, compact.scales, q_codes, q_scales, shift, scores, *runs[0], packed)
+        futures = [pool.submit(_scan, *args, a, b, packed, norm) for a, b in runs[1:]]
+        _scan(*args, *runs[0], packed, norm)
         for f in futures:
             f.result()
-    return scores, margin(compact.peak_scale, q_scales)
+    err = margin(compact.peak_scale, q_scales)
+    if derived is not None:
+        # The derived score's error: the sentences' rounding errors summed over the norm (variance m / N^2
+        # times one's), the row's as for any unit vector, and the first vector's distance from the sum.
+        total_norm, distance = derived
+        spread = float(np.sqrt(len(q_scales))) / total_norm
+        err = max(err, margin(compact.peak_scale, q_scales * spread) + distance)
+    return scores, err
+
+
+def derived_first(queries: np.ndarray) -> tuple[float, float] | None:
+    """When ``queries[0]`` is the normalised sum of the rest (a request and its sentences, two or more, as
+    search embeds them; within :data:`DERIVED_WITHIN`): the norm of that sum and the distance between the
+    two, so :func:`scan` derives the first vector's scores from the others' instead of scanning it. None
+    otherwise (one vector, or a first vector embedded on its own)."""
+    if queries.shape[0] < 3:
+        return None
+    total = queries[1:].sum(axis=0, dtype=np.float64)
+    norm = float(np.linalg.norm(total))
+    if norm == 0.0:
+        return None
+    distance = float(np.linalg.norm(total / norm - queries[0]))
+    return (norm, distance) if distance <= DERIVED_WITHIN else None
 
 
 def _scan(
     pieces: list[tuple[np.ndarray, slice]], scales: np.ndarray, q_codes: np.ndarray, q_scales: np.ndarray,
-    shift: Shift | None, scores: np.ndarray, first: int, last: int, packed: bool,
+    shift: Shift | None, scores: np.ndarray, first: int, last: int, packed: bool, norm: float | None = None,
 ) -> None:
     """Rows ``first:last`` of :func:`scan`, a block of rows at a time.
 
@@ -144,7 +175,9 @@ def _scan(
     (docs/benchmarks.md, "One pass for several query vectors" and "The kernel by instruction set"). Both
     give the same exact integer products (at most 384 * 127 * 127, exact in float32). The query vectors share
     one scale (:func:`quantise_together`), so the best of a row's integer products is its best score before
-    scaling."""
+    scaling. ``norm``: the query vectors scored are a request's sentences, and its first vector (not among
+    them) is their sum over ``norm`` (:func:`derived_first`): each row's sum of their products over ``norm``
+    competes too, and a ``shift`` holds that first vector's offsets in its first row."""
     nk = _numkong()
     nq = q_codes.shape[0]
     packed = packed and nq > 1
@@ -160,14 +193,27 @@ def _scan(
                    else np.asarray(nk.cdist(block, q, metric="dot", out_dtype="float32")))
             products = one if products is None else products + one  # a row's dot product, part by part
         assert products is not None
+        whole: np.ndarray | None = None
+        if norm is not None:
+            whole = row_sum(products, np.empty(end - start, dtype=np.float32))
+            whole *= np.float32(1.0 / norm)
         if shift is not None:
+            groups = shift.groups[start:end]
             shifted = products.astype(np.float32)
             shifted *= q_scales[0]
             shifted *= scales[start:end, None]
-            shifted -= shift.by[:, shift.groups[start:end]].T
+            shifted -= shift.by[0 if whole is None else 1 :, groups].T
             row_max(shifted, scores[start:end])
+            if whole is not None:
+                whole *= q_scales[0]
+                whole *= scales[start:end]
+                whole -= shift.by[0, groups]
+                np.maximum(scores[start:end], whole, out=scores[start:end])
             continue
-        best = products[:, 0] if nq == 1 else row_max(products, np.empty(end - start, dtype=products.dtype))
+        if whole is None:
+            best = products[:, 0] if nq == 1 else row_max(products, np.empty(end - start, dtype=products.dtype))
+        else:
+            best = np.maximum(row_max(products, np.empty(end - start, dtype=np.float32)), whole, out=whole)
         np.multiply(best, q_scales[0], out=scores[start:end], casting="unsafe")
         scores[start:end] *= scales[start:end]
 
@@ -179,6 +225,15 @@ def row_max(m: np.ndarray, out: np.ndarray) -> np.ndarray:
     np.copyto(out, m[:, 0], casting="unsafe")
     for j in range(1, m.shape[1]):
         np.maximum(out, m[:, j], out=out, casting="unsafe")
+    return out
+
+
+def row_sum(m: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Each row's sum of a tall, narrow ``m`` into ``out``, one vectorised addition per column (as
+    :func:`row_max`)."""
+    np.copyto(out, m[:, 0], casting="unsafe")
+    for j in range(1, m.shape[1]):
+        np.add(out, m[:, j], out=out, casting="unsafe")
     return out
 
 
