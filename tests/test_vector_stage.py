@@ -388,6 +388,22 @@ def mapped_kib(path: Path) -> int:
     return total
 
 
+def opened_and_changed(
+    world: tuple[VectorSnapshot, list[np.ndarray]], folder: Path,
+) -> tuple[VectorSnapshot, VectorSnapshot, list[tuple[VectorRow, np.ndarray]]]:
+    """The world saved into ``folder`` and opened; that snapshot with row 5 replaced and ``sk_extra`` added
+    since (rows written over its mapping); and a batch that replaces row 9 and adds ``sk_late``."""
+    snapshot, queries = world
+    snapshot.save(folder)
+    loaded = VectorSnapshot.load(folder)
+    five, nine = snapshot.rows[5], snapshot.rows[9]
+    moved = loaded.apply([(VectorRow(five.skill_id, five.grant, five.kind, five.tags, "d5", "e5"), queries[3][0]),
+                          (VectorRow("sk_extra", "team:extra", "tool", ("x",), "dx", "ex"), queries[4][0])], [])
+    batch = [(VectorRow(nine.skill_id, "team:some", nine.kind, nine.tags, "d9", "e9"), queries[5][0]),
+             (VectorRow("sk_late", "team:all", "knowledge", (), "dl", "el"), queries[6][0])]
+    return loaded, moved, batch
+
+
 def test_a_removal_from_an_opened_index_copies_the_kept_rows_by_pread_and_the_next_save_maps_them_again(
     world: tuple[VectorSnapshot, list[np.ndarray]], tmp_path: Path,
 ) -> None:
@@ -396,16 +412,8 @@ def test_a_removal_from_an_opened_index_copies_the_kept_rows_by_pread_and_the_ne
     into the process), their int8 copy and row table gathered, not made again; the next save writes a new
     file and maps it."""
     snapshot, queries = world
-    snapshot.save(tmp_path)
-    loaded = VectorSnapshot.load(tmp_path)
-    five = snapshot.rows[5]
-    first = [(VectorRow(five.skill_id, five.grant, five.kind, five.tags, "d5", "e5"), queries[3][0]),
-             (VectorRow("sk_extra", "team:extra", "tool", ("x",), "dx", "ex"), queries[4][0])]
-    moved = loaded.apply(first, [])
+    loaded, moved, batch = opened_and_changed(world, tmp_path)
     assert moved.base is loaded.base and moved.overlay == {5, ROWS}
-    nine = snapshot.rows[9]
-    batch = [(VectorRow(nine.skill_id, "team:some", nine.kind, nine.tags, "d9", "e9"), queries[5][0]),
-             (VectorRow("sk_late", "team:all", "knowledge", (), "dl", "el"), queries[6][0])]
     matrix_file = (tmp_path / "vectors.npy").resolve()
     before = mapped_kib(matrix_file)
     after = moved.apply(batch, ["sk_7", "sk_extra", "sk_unknown"])
@@ -422,7 +430,7 @@ def test_a_removal_from_an_opened_index_copies_the_kept_rows_by_pread_and_the_ne
     np.testing.assert_array_equal(after.compact.codes, whole.codes)
     np.testing.assert_array_equal(after.compact.scales, whole.scales)
     assert after.row_of("sk_7") is None and after.row_of("sk_extra") is None and after.row_of("sk_late") == ROWS - 1
-    assert after.key_to_row == vector_rows.KeyIndex(after.keys) and after.row_of(five.skill_id) == 5
+    assert after.key_to_row == vector_rows.KeyIndex(after.keys) and after.row_of(snapshot.rows.skill_id(5)) == 5
     assert "team:extra" not in after.grant_names and after.rows[8].grant == "team:some"
     assert after.nearest(queries[3], 1)[0][0] == 5 and after.nearest(queries[6], 1)[0][0] == ROWS - 1
     kept = after.save_changes(tmp_path, batch, ["sk_7", "sk_extra"])
@@ -441,16 +449,8 @@ def test_a_writers_removal_copies_the_kept_rows_file_to_file_and_the_save_names_
     writes them into that file and names it (the same file, not the matrix written again). The result is the
     one the in-memory removal gives, and a file left under the temporary name by a crash is replaced by a new
     one, not truncated under a mapping that may still read it."""
-    snapshot, queries = world
-    snapshot.save(tmp_path)
-    loaded = VectorSnapshot.load(tmp_path)
-    five = snapshot.rows[5]
-    first = [(VectorRow(five.skill_id, five.grant, five.kind, five.tags, "d5", "e5"), queries[3][0]),
-             (VectorRow("sk_extra", "team:extra", "tool", ("x",), "dx", "ex"), queries[4][0])]
-    moved = loaded.apply(first, [])
-    nine = snapshot.rows[9]
-    batch = [(VectorRow(nine.skill_id, "team:some", nine.kind, nine.tags, "d9", "e9"), queries[5][0]),
-             (VectorRow("sk_late", "team:all", "knowledge", (), "dl", "el"), queries[6][0])]
+    _, queries = world
+    _, moved, batch = opened_and_changed(world, tmp_path)
     gone = ["sk_7", "sk_extra", "sk_unknown"]
     stale = tmp_path / "vectors.npy.tmp"
     with open(stale, "wb") as f:
