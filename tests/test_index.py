@@ -259,6 +259,24 @@ def test_a_skill_removed_from_a_mapped_index_is_gone_at_once_and_after_a_reopen(
     reopened.close()
 
 
+def test_files_a_dead_writer_left_under_temporary_names_are_removed_when_the_index_opens(
+    fresh_sample: Catalog, encoder: Encoder,
+) -> None:
+    """A writer killed between a removal's apply and its save leaves the next matrix under its temporary name
+    (1.5 GB at 1M rows), and one killed in a save leaves the others: the next open, holding the write lock,
+    removes them, and the index answers as before."""
+    before = answers(fresh_sample)
+    fresh_sample.close()
+    folder = fresh_sample.data_dir / "vectors"
+    for name in ("vectors.npy.tmp", "codes.npy.tmp", "rows.npz.tmp"):
+        (folder / name).write_bytes(b"half a file")
+    kept = sorted(p.name for p in folder.iterdir() if not p.name.endswith(".tmp"))
+    reopened = Catalog.open(Settings(data_dir=fresh_sample.data_dir), encoder=encoder)
+    assert sorted(p.name for p in folder.iterdir()) == kept
+    assert answers(reopened) == before
+    reopened.close()
+
+
 def test_a_garbled_change_log_line_is_a_clear_error(fresh_sample: Catalog, encoder: Encoder) -> None:
     fresh_sample.close()
     (fresh_sample.data_dir / "vectors" / "changes.log").write_text("not json\n", encoding="utf-8")

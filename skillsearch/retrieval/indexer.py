@@ -38,6 +38,7 @@ from skillsearch.retrieval.documents import doc_hash, embedded_text, lexical_doc
 from skillsearch.retrieval.encoder import Encoder, encoder_choice
 from skillsearch.retrieval.lexical import HEAD_CHARS, LexicalIndex, Searcher
 from skillsearch.retrieval.routing import Routing
+from skillsearch.retrieval.vector_files import remove_temporaries
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
 from skillsearch.retrieval.writelock import WriteLock
 
@@ -196,6 +197,10 @@ class SearchIndex:
         # the operator must see.
         behind = generation != store.generation()
         damaged = False
+        # Under the write lock no save is under way: what one left under a temporary name is a dead process's.
+        if left := remove_temporaries(self.data_dir / "vectors"):
+            log.warning("removed %s in %s, left by a write that did not finish", ", ".join(left),
+                        self.data_dir / "vectors")
         try:
             vectors = VectorSnapshot.load(self.data_dir / "vectors")
         except IndexNotReadyError as exc:

@@ -22,8 +22,8 @@ from skillsearch.retrieval.vector_rows import RowTable, VectorRow, runs
 
 __all__ = [
     "CODES_FILE", "JSON_ROWS_FILE", "LOG_FILE", "MATRIX_FILE", "ROWS_FILE", "SCALES_FILE", "FileRows", "MappedFile",
-    "log_batches", "probe_rows", "read_into", "read_json_rows", "read_rows", "row_json", "saved_compact", "spare_rows",
-    "write_at", "write_codes", "write_kept", "write_matrix", "write_rows",
+    "log_batches", "probe_rows", "read_into", "read_json_rows", "read_rows", "remove_temporaries", "row_json",
+    "saved_compact", "spare_rows", "write_at", "write_codes", "write_kept", "write_matrix", "write_rows",
 ]
 
 MATRIX_FILE = "vectors.npy"
@@ -135,6 +135,25 @@ def write_kept(
     out = MappedFile(path)
     out.pending = True
     return out
+
+
+def remove_temporaries(folder: Path) -> list[str]:
+    """Remove the files a save or a removal left under their temporary names (``<name>.tmp``) when its process
+    died before naming them: at 1M rows a removal's matrix file is 1.5 GB. Only for the writer, holding the
+    write lock: then no save or removal is under way. Returns the names removed; a folder this process may not
+    write keeps them."""
+    removed = []
+    for name in (MATRIX_FILE, CODES_FILE, SCALES_FILE, ROWS_FILE):
+        path = folder / (name + ".tmp")
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            log.warning("cannot remove %s (%s)", path, exc)
+            continue
+        removed.append(path.name)
+    return removed
 
 
 def write_at(fd: int, offset: int, vectors: np.ndarray, positions: np.ndarray) -> None:
