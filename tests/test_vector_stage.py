@@ -21,6 +21,7 @@ from skillsearch.retrieval import vector_files, vector_rows, vectors
 from skillsearch.retrieval.compact import Compact, quantise, quantise_together
 from skillsearch.retrieval.cosines import max_cosines, zero_tiny
 from skillsearch.retrieval.encoder import Encoder
+from skillsearch.retrieval.routing import RequestRoute
 from skillsearch.retrieval.vector_stage import (
     COMPACT_FROM,
     SPLIT_FROM,
@@ -243,6 +244,55 @@ def test_a_routes_columns_and_language_centering_scan_the_same_way(world: tuple[
             rows, scores = routed.nearest(q, 100, columns=columns, shift=shift)
             assert recall_at(rows, want, 100) >= 0.98
             np.testing.assert_allclose(scores[rows], want[rows], atol=1e-5)
+
+
+def test_a_routes_document_languages_come_from_the_int8_copy_as_the_float32_argmax_gives_them(
+    world: tuple[VectorSnapshot, list[np.ndarray]], tmp_path: Path, encoder: Encoder, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A centering route's document languages (each row's nearest reference vector) are the float32 argmax
+    over the route's columns, row for row, close calls included; an opened large index computes them from its
+    int8 copy and the few close rows it reads by ``pread``, mapping no page of its float32 matrix (the argmax
+    over the matrix read all of it into the process: 3 GB at 1M rows of ``minilm+e5``)."""
+    snapshot, _ = world
+    dim = snapshot.dim
+    matrix = np.asarray(snapshot.matrix)
+    wide = np.concatenate([np.roll(matrix, 1, axis=0), matrix], axis=1)
+    routed = VectorSnapshot.build(2 * dim, wide, list(snapshot.rows))
+    rng = np.random.default_rng(8)
+    # Four languages' reference vectors, two of them close together: many rows are near ties.
+    reference = rng.standard_normal((4, dim)).astype(np.float32)
+    reference[3] = reference[2] + 0.02 * rng.standard_normal(dim).astype(np.float32)
+    reference /= np.linalg.norm(reference, axis=1, keepdims=True)
+    columns = slice(dim, 2 * dim)
+    want = np.argmax(wide[:, columns] @ reference.T, axis=1)
+    assert np.unique(want).size == 4
+    np.testing.assert_array_equal(routed.nearest_of(reference, columns), want)
+    np.testing.assert_array_equal(routed.nearest_of(reference[:, :dim], slice(0, dim)),
+                                  np.argmax(wide[:, :dim] @ reference.T, axis=1))
+    routed.save(tmp_path)
+    monkeypatch.setattr(vectors, "PREAD_FROM_BYTES", 0)
+    loaded = VectorSnapshot.load(tmp_path)
+    calibration = {"centering": {"reference": reference.tolist(), "centroids": (reference * 0.1).tolist()}}
+    route = RequestRoute("other", encoder, loaded.matrix[:, columns], calibration, columns, loaded.nearest_of)
+    matrix_file = (tmp_path / "vectors.npy").resolve()
+    before = mapped_kib(matrix_file)
+    codes = route.language_codes
+    assert mapped_kib(matrix_file) - before <= 64
+    assert codes is not None
+    np.testing.assert_array_equal(codes, want)
+    # Carried to the next snapshot: the kept rows' languages as they were, the batch's computed from their vectors.
+    row = snapshot.rows[11]
+    moved_to = np.concatenate([np.roll(reference[1], 5), reference[1]])
+    batch = [(VectorRow(row.skill_id, row.grant, row.kind, row.tags, "d", "e"), moved_to),
+             (VectorRow("sk_new", "team:all", "knowledge", (), "dn", "en"), np.concatenate([reference[0], reference[3]]))]
+    updated = loaded.apply(batch, ["sk_3"])
+    assert len(updated.nearest_cache) == 1  # carried, not computed again
+    again = updated.nearest_of(reference, columns)
+    np.testing.assert_array_equal(again, np.argmax(np.asarray(updated.matrix)[:, columns] @ reference.T, axis=1))
+    assert again[10] == 1 and again[ROWS - 1] == 3  # row 11 moved up by one; the new row last
+    plain = RequestRoute("other", encoder, loaded.matrix[:, columns], calibration, columns)
+    np.testing.assert_array_equal(plain.language_codes, want)  # the argmax over the matrix, as before
+    assert mapped_kib(matrix_file) - before > 64
 
 
 def test_a_routed_index_scans_each_routes_int8_columns_as_one_contiguous_part(

@@ -430,7 +430,8 @@ class SearchIndex:
         return self._snapshot
 
     def _snapshot_of(self, searcher: Searcher, vectors: VectorSnapshot, generation: int) -> IndexSnapshot:
-        return IndexSnapshot(searcher, vectors, generation, Routing(self.encoder, vectors.matrix, self.calibration))
+        return IndexSnapshot(searcher, vectors, generation, Routing(self.encoder, vectors.matrix, self.calibration,
+                                                                        vectors.nearest_of))
 
     def close(self) -> None:
         self.lexical.close()

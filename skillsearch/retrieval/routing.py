@@ -15,6 +15,7 @@ languages under that centering (the first centered search computes them).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
@@ -24,7 +25,11 @@ from skillsearch.retrieval.calibration import Centering, centering_of, language_
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.vector_stage import Shift
 
-__all__ = ["RequestRoute", "Routing"]
+__all__ = ["NearestOf", "RequestRoute", "Routing"]
+
+# Each row's index of its largest product with the given vectors over the given columns
+# (``VectorSnapshot.nearest_of``).
+NearestOf = Callable[[np.ndarray, slice | None], np.ndarray]
 
 
 class RequestRoute:
@@ -34,7 +39,7 @@ class RequestRoute:
 
     def __init__(
         self, route: str | None, encoder: Encoder, matrix: np.ndarray, calibration: dict[str, Any] | None,
-        columns: slice | None = None,
+        columns: slice | None = None, nearest_of: NearestOf | None = None,
     ):
         self.route = route
         self.encoder = encoder
@@ -42,6 +47,7 @@ class RequestRoute:
         self.columns = columns
         self.calibration = calibration
         self.centering: Centering | None = centering_of(calibration)
+        self.nearest_of = nearest_of
 
     def shift(self, queries: np.ndarray) -> Shift | None:
         """What centering takes off each query vector's cosine with each row (``calibration.centered_cosines``
@@ -53,26 +59,35 @@ class RequestRoute:
 
     @cached_property
     def language_codes(self) -> np.ndarray | None:
-        """Each document's language (its nearest reference centroid), when the route centers."""
-        return None if self.centering is None else language_codes(self.matrix, self.centering)
+        """Each document's language (its nearest reference centroid), when the route centers: from the
+        snapshot's ``nearest_of`` when it has one (a large index answers it from its int8 copy without
+        reading the whole matrix), else over the matrix."""
+        if self.centering is None:
+            return None
+        if self.nearest_of is not None:
+            return self.nearest_of(self.centering.reference, self.columns)
+        return language_codes(self.matrix, self.centering)
 
 
 class Routing:
     """The routes of one index snapshot."""
 
-    def __init__(self, encoder: Encoder, matrix: np.ndarray, calibration: dict[str, Any] | None) -> None:
+    def __init__(
+        self, encoder: Encoder, matrix: np.ndarray, calibration: dict[str, Any] | None,
+        nearest_of: NearestOf | None = None,
+    ) -> None:
         self.encoder = encoder
         self.calibration = calibration
         self._pair = encoder.routed()
         if self._pair is None:
-            self._single: RequestRoute | None = RequestRoute(None, encoder, matrix, calibration)
+            self._single: RequestRoute | None = RequestRoute(None, encoder, matrix, calibration, None, nearest_of)
             self._routes: dict[str, RequestRoute] = {}
         else:
             self._single = None
             routes = (calibration or {}).get("routes") or {}
             self._routes = {
                 key: RequestRoute(key, part, matrix[:, self._pair.columns[key]], routes.get(key),
-                                  self._pair.columns[key])
+                                  self._pair.columns[key], nearest_of)
                 for key, part in self._pair.parts.items()
             }
 

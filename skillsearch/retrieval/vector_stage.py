@@ -38,7 +38,7 @@ from skillsearch.retrieval.compact import BLOCK, Compact, quantise_together
 
 __all__ = [
     "COMPACT_FROM", "DERIVED_WITHIN", "SCAN_THREADS", "VNNI_CAPABILITIES", "Shift", "derived_first", "hide", "margin",
-    "nearest_compact", "packs_queries", "row_max", "row_sum", "sample_scores", "scan", "select",
+    "nearest_compact", "nearest_of", "packs_queries", "row_max", "row_sum", "sample_scores", "scan", "select",
 ]
 
 # Rows from which a search scans the compact copy. Measured at 5k and 10k rows (docs/benchmarks.md, "One pass
@@ -266,6 +266,44 @@ def sample_scores(
     rows, codes, scales = compact.sample(count)
     sub_shift = None if shift is None else Shift(shift.by, shift.groups[rows])
     return scan(Compact.of_codes(codes, scales), columns, queries, sub_shift, threads=1)[0]
+
+
+def nearest_of(matrix: Rows, compact: Compact, columns: slice | None, vectors: np.ndarray) -> np.ndarray:
+    """Each row's index in ``vectors`` (k, dim; any length) of its largest product, as the exact float32
+    argmax gives it, from the int8 copy: the products of every row approximated a block at a time, and the
+    rows whose best two lie within twice the error margin re-scored exactly from ``matrix`` (the route's
+    float32 rows, read as :func:`select` reads them). A route's languages (``routing.RequestRoute``) were an
+    argmax over the whole float32 matrix: at 1M rows of ``minilm+e5`` it read 3 GB through the mapping into
+    the serving process at the first search after every update (docs/benchmarks.md)."""
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    n = len(compact)
+    out = np.zeros(n, dtype=np.int64)
+    if n == 0 or len(vectors) == 0:
+        return out
+    nk = _numkong()
+    pieces = compact.pieces(columns)
+    q_codes, q_scales = quantise_together(vectors)
+    queries = [np.ascontiguousarray(q_codes[:, cols]) for _, cols in pieces]
+    # The row's rounding error meets a vector of this length, not a unit one (margin's e_x.q term).
+    longest = float(np.linalg.norm(vectors, axis=1).max())
+    err = margin(compact.peak_scale * max(longest, 1.0), q_scales)
+    unsure = []
+    for start in range(0, n, BLOCK):
+        end = min(start + BLOCK, n)
+        products = sum(np.asarray(nk.cdist(part[start:end], q, metric="dot", out_dtype="float32"))
+                       for (part, _), q in zip(pieces, queries, strict=True))
+        assert isinstance(products, np.ndarray)
+        products *= q_scales[0]
+        products *= compact.scales[start:end, None]
+        best = products.argmax(axis=1)
+        top = products[np.arange(end - start), best]
+        products[np.arange(end - start), best] = -np.inf
+        out[start:end] = best
+        unsure.append(start + np.flatnonzero(top - products.max(axis=1) <= 2.0 * err))
+    rows = np.concatenate(unsure)
+    if rows.size:
+        out[rows] = np.argmax(np.asarray(matrix[rows]) @ vectors.T, axis=1)
+    return out
 
 
 def _depth_threshold(scores: np.ndarray, k: int) -> float:

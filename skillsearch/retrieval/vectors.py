@@ -30,6 +30,7 @@ from typing import BinaryIO
 import numpy as np
 
 from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.retrieval import vector_stage
 from skillsearch.retrieval.compact import Compact
 from skillsearch.retrieval.cosines import max_cosines, top_k, zero_tiny
 from skillsearch.retrieval.lexical import skill_key
@@ -103,6 +104,11 @@ class VectorSnapshot:
     # The saved file ``matrix`` maps (None: ``matrix`` is in memory) and the rows written over it since.
     base: MappedFile | None = field(default=None, repr=False)
     overlay: frozenset[int] = field(default=frozenset(), repr=False)
+    # Each row's nearest of some vectors over some columns (:meth:`nearest_of`, by the vectors' bytes and the
+    # columns): kept for the snapshot, and carried to those :meth:`apply` makes from it, where only the
+    # changed and added rows are computed again.
+    nearest_cache: dict[tuple[bytes, tuple[int | None, ...] | None], tuple[np.ndarray, slice | None, np.ndarray]] = \
+        field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def build(
@@ -208,6 +214,25 @@ class VectorSnapshot:
             return top_k(scores, depth), scores
         return nearest_compact(self._exact_rows(columns), self.compact, columns, queries, depth, mask, exact_rows,
                                shift=shift)
+
+    def nearest_of(self, vectors: np.ndarray, columns: slice | None = None) -> np.ndarray:
+        """Each row's index in ``vectors`` (k, dim of ``columns``) of its largest product with the row's
+        ``columns``, as the float32 argmax gives it: under ``COMPACT_FROM`` rows that argmax, beyond from the
+        int8 copy with the close calls re-scored (``vector_stage.nearest_of``), so the float32 matrix is not
+        read whole (a route's document languages, ``routing.RequestRoute.language_codes``). Kept, and carried
+        to the snapshots :meth:`apply` makes from this one."""
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        key = (vectors.tobytes(), None if columns is None else (columns.start, columns.stop, columns.step))
+        if (hit := self.nearest_cache.get(key)) is not None:
+            return hit[2]
+        if self.compact is None or len(self) < COMPACT_FROM:
+            matrix = self.matrix if columns is None else self.matrix[:, columns]
+            codes = np.asarray(np.argmax(matrix @ vectors.T, axis=1)) if len(matrix) else np.zeros(0, np.int64)
+        else:
+            codes = vector_stage.nearest_of(self._exact_rows(columns), self.compact, columns, vectors)
+        codes.setflags(write=False)
+        self.nearest_cache[key] = (vectors, columns, codes)
+        return codes
 
     def _exact_rows(self, columns: slice | None) -> np.ndarray | FileRows:
         """Where the vector stage reads the float32 rows it re-scores: the matrix (a route's column view;
@@ -365,10 +390,20 @@ class VectorSnapshot:
             key_to_row = self.key_to_row
         matrix.setflags(write=False)
         keys.setflags(write=False)
+        # Each kept row's nearest vector is what it was; the batch's rows are computed from their vectors.
+        redo, written = np.asarray([*changed, *range(kept, size)], np.int64), np.vstack([vectors, fresh])
+        nearest_cache = {}
+        for key, (near, cols, codes) in self.nearest_cache.items():
+            moved_codes = np.empty(size, dtype=codes.dtype)
+            moved_codes[:kept] = codes if keep is None else codes[keep]
+            if redo.size:
+                moved_codes[redo] = np.argmax((written if cols is None else written[:, cols]) @ near.T, axis=1)
+            moved_codes.setflags(write=False)
+            nearest_cache[key] = (near, cols, moved_codes)
         return VectorSnapshot(
             dim=dim, matrix=matrix, rows=rows, key_to_row=key_to_row, keys=keys, grant_names=rows.grant_names,
             grant_codes=rows.grant_codes, kind_names=rows.kind_names, kind_codes=rows.kind_codes, compact=compact,
-            base=base, overlay=overlay,
+            base=base, overlay=overlay, nearest_cache=nearest_cache,
         )
 
     def _gather(self, keep: np.ndarray | None, out: np.ndarray) -> None:
