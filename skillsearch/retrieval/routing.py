@@ -10,7 +10,8 @@ the e5 columns, with e5's calibration (its threshold and per-language centering)
 columns keeps the matrix product at one model's cost; the columns are a numpy view (no copy).
 
 What a route computes once lives on it: the column view, the parsed centering and the documents'
-languages under that centering (the first centered search computes them).
+languages under that centering (the first centered search asks the snapshot's ``nearest_of``, which answers
+a large index from its int8 copy and keeps the answer across updates).
 """
 
 from __future__ import annotations
