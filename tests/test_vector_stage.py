@@ -536,6 +536,20 @@ def test_a_writers_removal_copies_the_kept_rows_file_to_file_and_the_save_names_
     np.testing.assert_array_equal(again.matrix, want)
 
 
+def test_a_writers_removal_copies_through_a_buffer_where_the_system_has_no_copy_file_range(
+    world: tuple[VectorSnapshot, list[np.ndarray]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``copy_file_range`` is Linux's (and some file systems refuse it): without it the kept rows go through a
+    bounded buffer, with the same result."""
+    _, moved, batch = opened_and_changed(world, tmp_path)
+    monkeypatch.delattr(os, "copy_file_range")
+    after = moved.apply(batch, ["sk_7", "sk_extra"], tmp_path)
+    assert after.base is not None and after.base.pending
+    np.testing.assert_array_equal(after.matrix, moved.apply(batch, ["sk_7", "sk_extra"]).matrix)
+    after.save_changes(tmp_path, batch, ["sk_7", "sk_extra"])
+    np.testing.assert_array_equal(VectorSnapshot.load(tmp_path).matrix, after.matrix)
+
+
 def test_a_writers_removal_of_every_row_keeps_only_the_batchs_new_one(
     world: tuple[VectorSnapshot, list[np.ndarray]], tmp_path: Path,
 ) -> None:

@@ -170,9 +170,12 @@ def write_at(fd: int, offset: int, vectors: np.ndarray, positions: np.ndarray) -
 
 def _copy_range(src: int, src_offset: int, dst: int, dst_offset: int, count: int) -> None:
     """``count`` bytes of ``src`` at ``src_offset`` into ``dst`` at ``dst_offset``: by ``copy_file_range``
-    (in the kernel), or where the file system cannot, through a buffer of at most 64 MiB."""
+    (in the kernel), or where the system or the file system cannot (``copy_file_range`` is Linux's), through
+    a buffer of at most 64 MiB."""
     while count > 0:
         try:
+            if not hasattr(os, "copy_file_range"):
+                raise OSError(errno.ENOSYS, "no copy_file_range on this system")
             done = os.copy_file_range(src, dst, count, src_offset, dst_offset)
         except OSError as exc:
             if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM):
