@@ -1,7 +1,7 @@
 """The int8 kernels of the vector stage's scan, paired in one run: simsimd's ``cdist`` (the stage's kernel
 until 2026-12-03; measured only when simsimd is installed, it is no longer a dependency) against numkong's
 ``cdist`` for one query vector and ``dots_packed`` (the query vectors packed once) for several, and the
-row-wise maximum over the query vectors as numpy's ``max(axis=1)`` against ``vector_stage.row_max``; then the
+row-wise maximum over the query vectors as numpy's ``max(axis=1)`` against ``cosines.row_max``; then the
 stage's own ``vector_stage.scan`` (blocks, scales, :data:`~skillsearch.retrieval.vector_stage.SCAN_THREADS`
 threads) with each kernel for several vectors, which is what ``vector_stage.packs_queries`` chooses between.
 The kernels differ by instruction set several times over, so the report is named by the core's widest vector
@@ -32,7 +32,8 @@ import numpy as np  # noqa: E402
 
 from skillsearch.bench.report import SIMD_LEVELS, machine, write_script_report  # noqa: E402
 from skillsearch.retrieval.compact import BLOCK, Compact  # noqa: E402
-from skillsearch.retrieval.vector_stage import SCAN_THREADS, packs_queries, row_max, scan  # noqa: E402
+from skillsearch.retrieval.cosines import row_max  # noqa: E402
+from skillsearch.retrieval.vector_stage import SCAN_THREADS, packs_queries, scan  # noqa: E402
 
 DIM = 384
 

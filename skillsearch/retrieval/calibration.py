@@ -43,6 +43,7 @@ import numpy as np
 
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.confidence import packaged_decision
+from skillsearch.retrieval.cosines import nearest_rows
 from skillsearch.retrieval.encoder import Encoder, RoutedEncoder
 
 DEFAULT_WEIGHT = Settings.semantic_weight
@@ -212,9 +213,7 @@ def fit_centering(reference: dict[str, np.ndarray]) -> Centering:
 
 
 def language_codes(documents: np.ndarray, centering: Centering) -> np.ndarray:
-    if not len(documents):
-        return np.zeros(0, np.int64)
-    return np.asarray(np.argmax(documents @ centering.reference.T, axis=1))
+    return nearest_rows(documents, centering.reference)
 
 
 def centered_cosines(

@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from skillsearch.retrieval.compact import BLOCK, Compact, quantise
-from skillsearch.retrieval.vector_rows import RowTable, VectorRow, runs
+from skillsearch.retrieval.vector_rows import RowTable, VectorRow, found_in, runs
 
 __all__ = [
     "CODES_FILE", "JSON_ROWS_FILE", "LOG_FILE", "MATRIX_FILE", "ROWS_FILE", "SCALES_FILE", "FileRows", "MappedFile",
@@ -129,8 +129,7 @@ def write_kept(
         for a, b in runs(keep):
             _copy_range(src, base.offset + int(keep[a]) * width, dst, offset + a * width, (b - a) * width)
         written = np.fromiter(sorted(overlay), np.int64, len(overlay))
-        at = np.searchsorted(keep, written).clip(0, max(keep.size - 1, 0))
-        kept = keep[at] == written if keep.size else np.zeros(written.size, bool)
+        kept, at = found_in(keep, written)
         write_at(dst, offset, np.asarray(matrix[written[kept]]), at[kept])
     out = MappedFile(path)
     out.pending = True

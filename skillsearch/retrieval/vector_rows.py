@@ -18,7 +18,7 @@ from typing import Any, cast, overload
 
 import numpy as np
 
-__all__ = ["KeyIndex", "RowTable", "Texts", "VectorRow", "runs"]
+__all__ = ["KeyIndex", "RowTable", "Texts", "VectorRow", "found_in", "runs"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +60,15 @@ def runs(rows: np.ndarray) -> list[tuple[int, int]]:
     ``rows`` (a copy of a few rows removed from a million is a few slices, not a million-row gather)."""
     breaks = (np.flatnonzero(np.diff(rows) != 1) + 1).tolist()
     return list(zip([0, *breaks], [*breaks, int(rows.size)], strict=True)) if rows.size else []
+
+
+def found_in(rows: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which of the row numbers ``wanted`` are among ``rows`` (both ascending), and each one's position in
+    ``rows`` (meaningful where found): where the rows written over a snapshot land after a removal."""
+    if not rows.size:
+        return np.zeros(wanted.size, bool), np.zeros(wanted.size, np.int64)
+    at = np.searchsorted(rows, wanted).clip(0, rows.size - 1)
+    return rows[at] == wanted, at
 
 
 def _kept_codes(names: tuple[Any, ...], codes: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:

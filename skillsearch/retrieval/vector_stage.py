@@ -35,10 +35,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from skillsearch.retrieval.compact import BLOCK, Compact, quantise_together
+from skillsearch.retrieval.cosines import nearest_rows, row_max, row_sum
 
 __all__ = [
     "COMPACT_FROM", "DERIVED_WITHIN", "SCAN_THREADS", "VNNI_CAPABILITIES", "Shift", "derived_first", "hide", "margin",
-    "nearest_compact", "nearest_of", "packs_queries", "row_max", "row_sum", "sample_scores", "scan", "select",
+    "nearest_compact", "nearest_of", "packs_queries", "sample_scores", "scan", "select",
 ]
 
 # Rows from which a search scans the compact copy. Measured at 5k and 10k rows (docs/benchmarks.md, "One pass
@@ -186,13 +187,7 @@ def _scan(
                else np.ascontiguousarray(q_codes[:, cols]) for _, cols in pieces]
     for start in range(first, last, BLOCK):
         end = min(start + BLOCK, last)
-        products = None
-        for (part, _), q in zip(pieces, queries, strict=True):
-            block = part[start:end]
-            one = (np.asarray(nk.dots_packed(block, q)) if packed
-                   else np.asarray(nk.cdist(block, q, metric="dot", out_dtype="float32")))
-            products = one if products is None else products + one  # a row's dot product, part by part
-        assert products is not None
+        products = _products(nk, pieces, queries, start, end, packed)
         whole: np.ndarray | None = None
         if norm is not None:
             whole = row_sum(products, np.empty(end - start, dtype=np.float32))
@@ -218,23 +213,19 @@ def _scan(
         scores[start:end] *= scales[start:end]
 
 
-def row_max(m: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Each row's largest value of a tall, narrow ``m`` (rows x query vectors), into ``out``: one
-    vectorised maximum per column. numpy's ``max(axis=1)`` over a few columns costs 1.7 ms per 65,536 rows
-    here, this 0.13 ms for four columns (docs/benchmarks.md, "One pass for several query vectors")."""
-    np.copyto(out, m[:, 0], casting="unsafe")
-    for j in range(1, m.shape[1]):
-        np.maximum(out, m[:, j], out=out, casting="unsafe")
-    return out
-
-
-def row_sum(m: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Each row's sum of a tall, narrow ``m`` into ``out``, one vectorised addition per column (as
-    :func:`row_max`)."""
-    np.copyto(out, m[:, 0], casting="unsafe")
-    for j in range(1, m.shape[1]):
-        np.add(out, m[:, j], out=out, casting="unsafe")
-    return out
+def _products(
+    nk: Any, pieces: list[tuple[np.ndarray, slice]], queries: list[Any], start: int, end: int, packed: bool,
+) -> np.ndarray:
+    """The integer products of rows ``start:end`` with the query vectors (prepared per column part: packed for
+    ``dots_packed``, contiguous codes for ``cdist``), summed over the parts: (rows, vectors)."""
+    products = None
+    for (part, _), q in zip(pieces, queries, strict=True):
+        block = part[start:end]
+        one = (np.asarray(nk.dots_packed(block, q)) if packed
+               else np.asarray(nk.cdist(block, q, metric="dot", out_dtype="float32")))
+        products = one if products is None else products + one  # a row's dot product, part by part
+    assert products is not None
+    return products
 
 
 @cache
@@ -290,9 +281,7 @@ def nearest_of(matrix: Rows, compact: Compact, columns: slice | None, vectors: n
     unsure = []
     for start in range(0, n, BLOCK):
         end = min(start + BLOCK, n)
-        products = sum(np.asarray(nk.cdist(part[start:end], q, metric="dot", out_dtype="float32"))
-                       for (part, _), q in zip(pieces, queries, strict=True))
-        assert isinstance(products, np.ndarray)
+        products = _products(nk, pieces, queries, start, end, packed=False)
         products *= q_scales[0]
         products *= compact.scales[start:end, None]
         best = products.argmax(axis=1)
@@ -302,7 +291,7 @@ def nearest_of(matrix: Rows, compact: Compact, columns: slice | None, vectors: n
         unsure.append(start + np.flatnonzero(top - products.max(axis=1) <= 2.0 * err))
     rows = np.concatenate(unsure)
     if rows.size:
-        out[rows] = np.argmax(np.asarray(matrix[rows]) @ vectors.T, axis=1)
+        out[rows] = nearest_rows(np.asarray(matrix[rows]), vectors)
     return out
 
 

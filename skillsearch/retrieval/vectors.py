@@ -32,7 +32,7 @@ import numpy as np
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.retrieval import vector_stage
 from skillsearch.retrieval.compact import Compact
-from skillsearch.retrieval.cosines import max_cosines, top_k, zero_tiny
+from skillsearch.retrieval.cosines import max_cosines, nearest_rows, top_k, zero_tiny
 from skillsearch.retrieval.lexical import skill_key
 from skillsearch.retrieval.vector_files import (
     CODES_FILE,
@@ -56,7 +56,7 @@ from skillsearch.retrieval.vector_files import (
     write_matrix,
     write_rows,
 )
-from skillsearch.retrieval.vector_rows import KeyIndex, RowTable, VectorRow, runs
+from skillsearch.retrieval.vector_rows import KeyIndex, RowTable, VectorRow, found_in, runs
 from skillsearch.retrieval.vector_stage import (
     COMPACT_FROM,
     Shift,
@@ -226,8 +226,7 @@ class VectorSnapshot:
         if (hit := self.nearest_cache.get(key)) is not None:
             return hit[2]
         if self.compact is None or len(self) < COMPACT_FROM:
-            matrix = self.matrix if columns is None else self.matrix[:, columns]
-            codes = np.asarray(np.argmax(matrix @ vectors.T, axis=1)) if len(matrix) else np.zeros(0, np.int64)
+            codes = nearest_rows(self.matrix if columns is None else self.matrix[:, columns], vectors)
         else:
             codes = vector_stage.nearest_of(self._exact_rows(columns), self.compact, columns, vectors)
         codes.setflags(write=False)
@@ -397,7 +396,7 @@ class VectorSnapshot:
             moved_codes = np.empty(size, dtype=codes.dtype)
             moved_codes[:kept] = codes if keep is None else codes[keep]
             if redo.size:
-                moved_codes[redo] = np.argmax((written if cols is None else written[:, cols]) @ near.T, axis=1)
+                moved_codes[redo] = nearest_rows(written if cols is None else written[:, cols], near)
             moved_codes.setflags(write=False)
             nearest_cache[key] = (near, cols, moved_codes)
         return VectorSnapshot(
@@ -423,8 +422,7 @@ class VectorSnapshot:
             read_into(self.base, int(rows[a]), out[a:b])
         if self.overlay:
             mine = np.fromiter(sorted(self.overlay), np.int64, len(self.overlay))
-            at = np.searchsorted(rows, mine).clip(0, rows.size - 1)
-            hit = rows[at] == mine
+            hit, at = found_in(rows, mine)
             out[at[hit]] = self.matrix[mine[hit]]
 
     # -- persistence ------------------------------------------------------------------------------
@@ -444,10 +442,10 @@ class VectorSnapshot:
         folder.mkdir(parents=True, exist_ok=True)
         compact = self.compact
         spare = spare_rows(len(self)) if len(self) >= MAPPED_FROM else 0
-        writers: dict[str, Callable[[BinaryIO], None]] = {MATRIX_FILE: lambda f: write_matrix(f, self.matrix, spare)}
+        # A removal's file, written already (``write_kept``), has its rows completed and is named, not written.
         named = [MATRIX_FILE] if self._complete_pending(folder) else []
-        if named:
-            del writers[MATRIX_FILE]  # the removal's file, written already: its rows are completed and named
+        writers: dict[str, Callable[[BinaryIO], None]] = {} if named else {
+            MATRIX_FILE: lambda f: write_matrix(f, self.matrix, spare)}
         if compact is not None:
             writers[CODES_FILE] = lambda f: write_codes(f, compact)
             writers[SCALES_FILE] = lambda f: np.save(f, compact.scales)
