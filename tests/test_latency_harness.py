@@ -10,8 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from skillsearch.bench.latency import _flat_rows, serve_check
+from skillsearch.bench.cache import BenchEncoder
+from skillsearch.bench.latency import StandInEncoder, _flat_rows, run_latency, serve_check
 from skillsearch.bench.synthetic import stand_in_vectors, write_synthetic_bundle, write_synthetic_bundles
+from skillsearch.retrieval.encoder import CachedQueryEncoder, RoutedEncoder
+from skillsearch.retrieval.hashing_encoder import HashingEncoder
 
 QUERIES = [
     "roll back a bad deploy", "clean a pandas dataframe", "write a changelog entry", "plan a database migration",
@@ -43,6 +46,11 @@ def test_serve_check_times_every_mode_and_pairs_each_hybrid_search_with_the_serv
     assert {"hybrid:encode_ms", "hybrid:lexical_ms", "hybrid:vector_ms", "hybrid:recheck_ms"} <= set(stages)
     assert {"hybrid (query vectors cached):vector_ms", "hybrid (query vectors cached):lexical_ms"} <= set(stages)
     assert out["documents"] > 0 and out["peak_rss_mb"] > 0 and out["open_s"] > 0
+    # Every fresh request was embedded by the search itself, no repeat was: the floor and the pairing above
+    # left the search's query LRU alone.
+    third = len(QUERIES) // 3
+    assert out["query_vectors_embedded"] == {"lexical": 0, "semantic": third, "hybrid": len(QUERIES) - 2 * third,
+                                             "hybrid (cache hit)": 0, "hybrid (query vectors cached)": 0}
     rows = _flat_rows([{"catalog": "sample", "search": out}])
     assert [r["mode"] for r in rows if r["mode"].startswith("encode_query_texts (served")] == [
         "encode_query_texts (served threads)", "encode_query_texts (served, paired with hybrid)"]
@@ -62,3 +70,65 @@ def test_stand_in_vectors_are_unit_nearly_all_distinct_and_the_same_for_the_same
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     assert len(np.unique(vectors.round(6), axis=0)) >= 0.99 * len(keys)  # not ties by the thousand
     np.testing.assert_array_equal(stand_in_vectors(pool, keys[:5]), vectors[:5])
+
+
+OTHER = ["証明書の期限が切れたので更新したい", "Trouve le commit qui a cassé la compilation",
+         "Wie plane ich eine Datenbankmigration ohne Ausfallzeit?"]
+
+
+def test_with_the_default_encoder_each_route_is_timed_on_its_own_requests_and_every_fresh_one_is_embedded(
+        default_sample_dir: Path, tmp_path: Path, encoder: CachedQueryEncoder, e5: CachedQueryEncoder) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(default_sample_dir, data)
+    # The session's loaded models, behind query LRUs of this test's own.
+    pair = RoutedEncoder(english=encoder.inner, other=e5.inner)
+    out = serve_check(data, [*QUERIES, OTHER[0]], "minilm+e5", [*OTHER, "write tests"], encoder=pair)
+    # The English modes take the requests MiniLM answers; the other-language mode those e5 answers.
+    assert out["dropped_queries"] == {"not_english_route": 1, "other_languages_not_routed": 1}
+    assert out["other_language_queries"] == len(OTHER)
+    for mode in ("hybrid", "hybrid (other languages)", "encode_query_texts (other languages, paired)",
+                 "vector stage (other languages)"):
+        assert 0 < out[mode]["p50_ms"] <= out[mode]["p95_ms"], mode
+    ratio = out["hybrid_other_over_paired_encode"]
+    assert abs(ratio - out["hybrid (other languages)"]["p50_ms"]
+               / out["encode_query_texts (other languages, paired)"]["p50_ms"]) < 0.05
+    # Neither the floors nor the pairing went through the routes' LRUs: each fresh request was embedded by
+    # its search, on either route, and no repeat was.
+    third = len(QUERIES) // 3
+    assert out["query_vectors_embedded"] == {
+        "lexical": 0, "semantic": third, "hybrid": len(QUERIES) - 2 * third, "hybrid (cache hit)": 0,
+        "hybrid (query vectors cached)": 0, "hybrid (other languages)": len(OTHER)}
+    modes = [r["mode"] for r in _flat_rows([{"catalog": "sample", "search": out}])]
+    assert {"hybrid (other languages)", "vector stage (other languages)"} <= set(modes)
+
+
+def test_stand_ins_of_a_routed_pair_are_unit_in_each_models_columns() -> None:
+    pool = np.random.default_rng(3).standard_normal((30, 12)).astype(np.float32)
+    keys = np.arange(500, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    parts = (slice(0, 8), slice(8, 12))
+    vectors = stand_in_vectors(pool, keys, parts)
+    for cols in parts:
+        np.testing.assert_allclose(np.linalg.norm(vectors[:, cols], axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), np.sqrt(2), atol=1e-5)
+
+
+def test_a_routed_stand_in_encoder_keeps_real_vectors_and_fills_the_rest_per_model(tmp_path: Path) -> None:
+    pair = RoutedEncoder(english=HashingEncoder(), other=HashingEncoder())
+    stand_in = StandInEncoder(BenchEncoder(pair, tmp_path / "cache"), pool=6)
+    texts = [f"skill number {i} renews certificates" for i in range(9)]
+    vectors = stand_in.encode_documents(texts)
+    assert stand_in.stand_ins == 3
+    np.testing.assert_array_equal(vectors[:6], pair.encode_documents(texts[:6]))  # the pool, real
+    for cols in pair.columns.values():
+        np.testing.assert_allclose(np.linalg.norm(vectors[6:, cols], axis=1), 1.0, atol=1e-5)
+
+
+def test_the_harness_builds_updates_and_searches_with_the_default_encoder(tmp_path: Path) -> None:
+    report = run_latency(["40"], data_root=None, cache_dir=tmp_path / "cache", queries=24, stand_in_above=20,
+                         encoder_name="minilm+e5")
+    (row,) = report["catalogs"]
+    assert report["encoder_choice"] == "minilm+e5" and report["encoder"].endswith("+intfloat/multilingual-e5-small")
+    assert row["skills"] == 40 and row["import_problems"] == 0
+    # The child opened the index with the encoder it was built with (it failed on an encoder mismatch before).
+    assert row["search"]["encoder_choice"] == "minilm+e5" and row["search"]["documents"] == 40 + 3  # 3 added
+    assert row["search"]["hybrid"]["p50_ms"] > 0 and row["update_to_searchable_ms"] > 0

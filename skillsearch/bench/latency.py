@@ -22,6 +22,13 @@ For each catalog (``N`` synthetic skills, or ``real``: the 883 Agent Skills in `
    ``hybrid_over_paired_encode`` the ratio of their medians), then the hybrid requests again
    (result-cache hits), then the same texts with another limit (new requests whose query vectors are
    cached). p50/p95/p99 each, and the vector stage's own time in the fresh hybrid searches.
+
+The encoder is ``minilm`` unless named (``skillsearch --encoder minilm+e5 bench latency``). With the routed
+pair, the catalog's stand-ins normalise each model's columns on their own, the modes above use the requests
+the pair sends to MiniLM, and ``hybrid (other languages)`` searches the skills dev set's requests in other
+languages (the e5 route), each beside e5 embedding the same texts (``hybrid_other_over_paired_encode``).
+``query_vectors_embedded`` counts, per mode, the requests the search's query LRUs embedded: every fresh
+request, no repeat (a floor that filled the LRU would make the "fresh" searches cache hits).
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ from skillsearch.catalog.imports import ImportReport
 from skillsearch.core.domain import Principal, SearchMode
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.documents import embedded_text
-from skillsearch.retrieval.encoder import Encoder, ProgressCallback, make_encoder
+from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, ProgressCallback, make_encoder
 from skillsearch.retrieval.search import QUERY_SENTENCES, Hit, SearchRequest
 from skillsearch.retrieval.search import query_texts as search_texts
 from skillsearch.retrieval.wrapper import Wrapper
@@ -85,22 +92,26 @@ class TimedEncoder(Wrapper):
 
 
 class StandInEncoder(Wrapper):
-    """Real vectors for cached texts (at least the first ``POOL``, encoded for real when not cached); for
-    the rest, a deterministic normalised mix of three of those (``synthetic.stand_in_vectors``)."""
+    """Real vectors for cached texts (at least the first ``pool`` ones, encoded for real when not cached);
+    for the rest, a deterministic normalised mix of three of those (``synthetic.stand_in_vectors``), each
+    model's columns normalised on their own when the encoder is a routed pair."""
 
-    def __init__(self, cached: BenchEncoder) -> None:
+    def __init__(self, cached: BenchEncoder, pool: int = POOL) -> None:
         super().__init__(cached)
         self.inner: BenchEncoder = cached
+        self.pool_size = pool
+        routed = cached.routed()
+        self.parts = tuple(routed.columns.values()) if routed is not None else ()
         self.stand_ins = 0
         self.pool: np.ndarray | None = None  # the first batch's real vectors (a later batch may have none)
 
     def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
         known = self.inner.cached_documents(texts)
-        if sum(v is not None for v in known) < min(POOL, len(texts)):
-            self.inner.encode_documents(list(texts[:POOL]))
+        if sum(v is not None for v in known) < min(self.pool_size, len(texts)):
+            self.inner.encode_documents(list(texts[: self.pool_size]))
             known = self.inner.cached_documents(texts)
         if self.pool is None and any(v is not None for v in known):
-            self.pool = np.stack([v for v in known if v is not None][:POOL])
+            self.pool = np.stack([v for v in known if v is not None][: self.pool_size])
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         missing = [i for i, vec in enumerate(known) if vec is None]
         for i, vec in enumerate(known):
@@ -111,7 +122,7 @@ class StandInEncoder(Wrapper):
         elif missing and self.pool is not None:
             keys = np.fromiter((int.from_bytes(hashlib.blake2b(texts[i].encode(), digest_size=8).digest(), "little")
                                 for i in missing), dtype=np.uint64, count=len(missing))
-            out[missing] = stand_in_vectors(self.pool, keys)
+            out[missing] = stand_in_vectors(self.pool, keys, self.parts)
             self.stand_ins += len(missing)
         if progress:
             progress(len(texts))
@@ -166,48 +177,99 @@ def query_texts(data_root: Path | None, n: int) -> list[str]:
 # -- the child process: open and search -------------------------------------------------------------
 
 
-def serve_check(data_dir: Path, queries: Sequence[str], encoder_name: str = "minilm") -> dict[str, Any]:
-    """Open an existing index and time searches; run in a fresh process so RSS is the serving footprint."""
-    inner = make_encoder(encoder_name)
+def _model_for(encoder: Encoder, text: str) -> Encoder:
+    """What a request of this text is embedded by, with no query LRU in front: the encoder itself, or the
+    route's model of a routed pair (whose parts each keep an LRU that the catalog's searches share: a floor
+    measured through it would turn the searches after it into cache hits)."""
+    routed = encoder.routed()
+    if routed is None:
+        return encoder
+    part = routed.parts[routed.route(text)]
+    return part.inner if isinstance(part, CachedQueryEncoder) else part
+
+
+def _query_misses(catalog: Catalog) -> int:
+    """How many requests the catalog's query LRUs (one per route of a routed pair) have embedded so far."""
+    encoder = catalog.encoder
+    routed = encoder.routed()
+    caches = list(routed.parts.values()) if routed is not None else [encoder]
+    return sum(int(getattr(cache, "misses", 0)) for cache in caches)
+
+
+def other_language_texts(data_root: Path | None) -> list[str]:
+    """The skills dev set's requests in other languages than English (``lang`` not ``en``), in file order."""
+    path = data_root / "skills-catalog" / "queries.dev.jsonl" if data_root is not None else None
+    if path is None or not path.is_file():
+        return []
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [str(r["q"]) for r in rows if r.get("lang", "en") != "en"]
+
+
+def serve_check(data_dir: Path, queries: Sequence[str], encoder_name: str = "minilm",
+                other_languages: Sequence[str] = (), encoder: Encoder | None = None) -> dict[str, Any]:
+    """Open an existing index and time searches; run in a fresh process so RSS is the serving footprint.
+
+    With a routed pair (``minilm+e5``), ``queries`` are the requests it sends to its English model (others
+    are dropped and counted), and ``other_languages`` those it sends to the other model, searched as
+    ``hybrid (other languages)``, each beside that model embedding the same texts. ``encoder``: the loaded
+    encoder to use (tests), else ``make_encoder(encoder_name)``."""
+    inner = encoder or make_encoder(encoder_name)
     t = time.perf_counter()
     catalog = Catalog.open(Settings(data_dir=data_dir, seed_sample=False, encoder=encoder_name), encoder=inner)
     open_s = time.perf_counter() - t
     principal = Principal.operator()
+    routed = inner.routed()
+    out: dict[str, Any] = {"encoder_choice": encoder_name}
+    if routed is not None:
+        english = [q for q in queries if routed.route(q) == routed.ENGLISH]
+        other = [q for q in other_languages if routed.route(q) == routed.OTHER]
+        out["dropped_queries"] = {"not_english_route": len(queries) - len(english),
+                                  "other_languages_not_routed": len(other_languages) - len(other)}
+        queries = english
+    else:
+        other = []
     third = len(queries) // 3
     sets = {"lexical": queries[:third], "semantic": queries[third : 2 * third], "hybrid": queries[2 * third :]}
-    for q in queries[:10]:
-        inner.encode_query(q + " warm")
+    for q in [*queries[:10], *other[:4]]:
+        _model_for(inner, q).encode_query(q + " warm")
         catalog.search(principal, SearchRequest(query=q + " warm", mode="lexical"))
-    out: dict[str, Any] = {}
     floor = []
     for q in sets["hybrid"]:
         t = time.perf_counter()
-        inner.encode_query(q)
+        _model_for(inner, q).encode_query(q)
         floor.append((time.perf_counter() - t) * 1000)
     out["encode_query"] = _percentiles(floor)
+
     def what_search_embeds() -> dict[str, float]:
         times = []
         for q in sets["hybrid"]:
             parts = search_texts(q, QUERY_SENTENCES)
-            t = time.perf_counter()
-            inner.encode_query_parts(parts[0], parts[1:])
-            times.append((time.perf_counter() - t) * 1000)
+            times.append(_timed_ms(_model_for(inner, q).encode_query_parts, parts[0], parts[1:]))
         return _percentiles(times)
 
     out["encode_query_texts"] = what_search_embeds()
     stages: dict[str, list[float]] = {}
+    embedded: dict[str, int] = {}
     # The repeats: the same request again (answered by the result cache), then the same text with another
     # limit (a new request, so it is searched again, but its query vectors come from the query cache).
     for label, mode, texts, limit in (
         ("lexical", "lexical", sets["lexical"], 10), ("semantic", "semantic", sets["semantic"], 10),
         ("hybrid", "hybrid", sets["hybrid"], 10), ("hybrid (cache hit)", "hybrid", sets["hybrid"], 10),
-        ("hybrid (query vectors cached)", "hybrid", sets["hybrid"], 9),
+        ("hybrid (query vectors cached)", "hybrid", sets["hybrid"], 9), ("hybrid (other languages)", "hybrid", other, 10),
     ):
+        if not texts:
+            continue
         times, paired = [], []
-        # The fresh hybrid searches are each timed beside the batching service embedding the same texts
-        # (no query LRU in front, so the search's own embedding is still a miss), in alternating order: the
-        # ratio of the two needs no floor measured at another moment or at another thread count.
-        service = catalog.query_service() if label == "hybrid" else None
+        # The fresh hybrid searches are each timed beside the route's model embedding the same texts as
+        # search serves it (the batching service for MiniLM, the model itself for e5; no query LRU in front,
+        # so the search's own embedding is still a miss), in alternating order: the ratio of the two needs no
+        # floor measured at another moment or at another thread count.
+        service: Encoder | None = None
+        if label == "hybrid":
+            service = catalog.query_service()
+        elif label == "hybrid (other languages)" and routed is not None:
+            service = _model_for(inner, texts[0])
+        misses = _query_misses(catalog)
         for i, q in enumerate(texts):
             parts = search_texts(q, QUERY_SENTENCES)
             if service is not None and i % 2 == 0:
@@ -220,15 +282,25 @@ def serve_check(data_dir: Path, queries: Sequence[str], encoder_name: str = "min
             for k, v in result.timings.items():
                 stages.setdefault(f"{label}:{k}", []).append(v)
         out[label] = _percentiles(times)
-        if paired:
+        embedded[label] = _query_misses(catalog) - misses
+        if paired and label == "hybrid":
             out["encode_query_texts (served, paired with hybrid)"] = _percentiles(paired)
             out["hybrid_over_paired_encode"] = round(float(np.median(times)) / float(np.median(paired)), 3)
+        elif paired:
+            out["encode_query_texts (other languages, paired)"] = _percentiles(paired)
+            out["hybrid_other_over_paired_encode"] = round(float(np.median(times)) / float(np.median(paired)), 3)
+    # How many of each mode's requests the query LRUs embedded: every fresh one, none of the repeats. A
+    # pairing that filled the search's own LRU would show here as fewer than the mode's requests.
+    out["query_vectors_embedded"] = embedded
     # The same floor again now that the batching service has set torch's thread count for this process
     # (one per worker by default): the model as search calls it, against torch's own count above.
     out["encode_query_texts (served threads)"] = what_search_embeds()
     out["stages_p50_ms"] = {k: round(float(np.median(v)), 3) for k, v in stages.items()}
     if "hybrid:vector_ms" in stages:
         out["vector stage (fresh hybrid)"] = _percentiles(stages["hybrid:vector_ms"])
+    if "hybrid (other languages):vector_ms" in stages:
+        out["vector stage (other languages)"] = _percentiles(stages["hybrid (other languages):vector_ms"])
+    out["other_language_queries"] = len(other)
     out["open_s"] = round(open_s, 2)  # the index opened, the change log replayed, the model not loaded yet
     out["documents"] = len(catalog.index().snapshot().vectors)
     out["peak_rss_mb"] = _peak_rss_mb()
@@ -252,7 +324,7 @@ def _import_and_find(catalog: Catalog, path: Path, entry: dict[str, Any], word: 
 
 def _one_catalog(
     label: str, bundles: Sequence[Path], work: Path, encoder: Encoder, cache_dir: Path | None, stand_in: bool,
-    queries: Sequence[str], log: Callable[[str], None],
+    queries: Sequence[str], log: Callable[[str], None], encoder_name: str = "minilm", other: Sequence[str] = (),
 ) -> dict[str, Any]:
     cached = BenchEncoder(encoder, cache_dir)
     timed = TimedEncoder(StandInEncoder(cached) if stand_in else cached)
@@ -314,9 +386,10 @@ def _one_catalog(
     catalog.close()
     log(f"[{label}] searching in a child process")
     qfile = work / "queries.json"
-    qfile.write_text(json.dumps(list(queries)), encoding="utf-8")
+    qfile.write_text(json.dumps({"queries": list(queries), "other": list(other)}), encoding="utf-8")
+    # The child opens the index with the encoder it was built with (the choice's name, not the model's).
     child = subprocess.run(
-        [sys.executable, "-m", "skillsearch.bench.latency", str(data_dir), str(qfile)],
+        [sys.executable, "-m", "skillsearch.bench.latency", str(data_dir), str(qfile), encoder_name],
         capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, check=False,
     )
     if child.returncode != 0:
@@ -339,6 +412,8 @@ def run_latency(
     """Run every catalog (``"real"`` or a number of synthetic skills) and return the report."""
     encoder = make_encoder(encoder_name)
     texts = query_texts(data_root, queries)
+    # A routed pair's other model is timed on real requests in other languages (the skills dev set's).
+    other = other_language_texts(data_root) if encoder.routed() is not None else []
     rows = []
     with tempfile.TemporaryDirectory(prefix="skillsearch-latency-") as tmp:
         work = Path(tmp)
@@ -353,12 +428,18 @@ def run_latency(
                     f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
                 log(f"[{label}] writing the synthetic bundle")
                 bundles = write_synthetic_bundles(work / f"synthetic-{n}.jsonl", n, data_root, IMPORT_BATCH)
-            rows.append(_one_catalog(label, bundles, work, encoder, cache_dir, n > stand_in_above, texts, log))
+            rows.append(_one_catalog(label, bundles, work, encoder, cache_dir, n > stand_in_above, texts, log,
+                                     encoder_name, other))
             shutil_rmtree(work / f"data-{label}")
     notes = [f"{r['catalog']}: hybrid p50 / the batching service's p50 on the same texts, timed beside each "
              f"search: {r['search']['hybrid_over_paired_encode']:.2f}x"
              for r in rows if "hybrid_over_paired_encode" in r["search"]]
-    return {**run_metadata(command), "kind": "latency", "encoder": encoder.name, "queries": len(texts),
+    notes += [f"{r['catalog']}: requests in other languages ({r['search']['other_language_queries']}, the e5 route): "
+              f"hybrid p50 / that model's p50 on the same texts, timed beside each search: "
+              f"{r['search']['hybrid_other_over_paired_encode']:.2f}x"
+              for r in rows if "hybrid_other_over_paired_encode" in r["search"]]
+    return {**run_metadata(command), "kind": "latency", "encoder": encoder.name, "encoder_choice": encoder_name,
+            "queries": len(texts), "other_language_queries": len(other),
             "catalogs": rows, "rows": _flat_rows(rows), "notes": notes}
 
 
@@ -375,12 +456,15 @@ def _flat_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         s = r["search"]
         for mode in ("encode_query", "encode_query_texts", "encode_query_texts (served threads)",
                      "encode_query_texts (served, paired with hybrid)", "lexical", "semantic",
-                     "hybrid", "hybrid (cache hit)", "hybrid (query vectors cached)", "vector stage (fresh hybrid)"):
+                     "hybrid", "hybrid (cache hit)", "hybrid (query vectors cached)", "vector stage (fresh hybrid)",
+                     "encode_query_texts (other languages, paired)", "hybrid (other languages)",
+                     "vector stage (other languages)"):
             if mode in s:
                 flat.append({"catalog": r["catalog"], "mode": mode, **s[mode]})
     return flat
 
 
 if __name__ == "__main__":
-    data, qpath = Path(sys.argv[1]), Path(sys.argv[2])
-    print(json.dumps(serve_check(data, json.loads(qpath.read_text(encoding="utf-8")))))
+    data, qpath, choice = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+    asked = json.loads(qpath.read_text(encoding="utf-8"))
+    print(json.dumps(serve_check(data, asked["queries"], choice, asked["other"])))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,18 +86,22 @@ def write_synthetic_bundles(path: Path, n: int, data_root: Path | None, per_file
     return paths
 
 
-def stand_in_vectors(pool: np.ndarray, keys: np.ndarray) -> np.ndarray:
+def stand_in_vectors(pool: np.ndarray, keys: np.ndarray, parts: Sequence[slice] = ()) -> np.ndarray:
     """One stand-in document vector per key (a 64-bit hash of its text, or any number): a normalised mix of
     three real vectors of ``pool``, ``w a + (1 - w) b + 0.15 c`` with ``w`` in [0.5, 0.8), all chosen by
     the key. Neighbourhoods look like a real catalog's (topics, near-duplicates), search cost does not
     depend on the values, and distinct keys nearly always give distinct vectors (not ties by the thousand,
-    which a mix of two of 512 vectors gave at 1M rows: recall against an exact scan would measure tie order)."""
+    which a mix of two of 512 vectors gave at 1M rows: recall against an exact scan would measure tie order).
+
+    ``parts``: column ranges normalised each on its own, as a routed encoder's document vector is the
+    concatenation of two models' unit vectors (``RoutedEncoder.columns``); the whole row when empty."""
     keys = np.asarray(keys, dtype=np.uint64)
     p = np.uint64(len(pool))
     a, b, c = pool[keys % p], pool[(keys >> np.uint64(20)) % p], pool[(keys >> np.uint64(40)) % p]
     w = (0.5 + ((keys >> np.uint64(52)) & np.uint64(0xFFF)).astype(np.float32) / np.float32(4096 / 0.3))[:, None]
-    mixed = w * a + (1 - w) * b + np.float32(0.15) * c
-    norms = np.linalg.norm(mixed, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    out: np.ndarray = (mixed / norms).astype(np.float32)
-    return out
+    mixed: np.ndarray = (w * a + (1 - w) * b + np.float32(0.15) * c).astype(np.float32)
+    for cols in parts or (slice(0, mixed.shape[1]),):
+        norms = np.linalg.norm(mixed[:, cols], axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        mixed[:, cols] /= norms
+    return mixed

@@ -159,7 +159,12 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--write-decision", action="store_true",
                    help="ship the decision fitted on all four sets (skillsearch/retrieval/decisions.json)")
 
-    p = inner.add_parser("latency", help="search/encode percentiles, build throughput, update time, RSS")
+    p = inner.add_parser(
+        "latency", help="search/encode percentiles, build throughput, update time, RSS",
+        description="Build, update and search synthetic catalogs (or the 883 real skills) and time each step. "
+        "The encoder is the global --encoder (before 'bench'), minilm when none is given: "
+        "`skillsearch --encoder minilm+e5 bench latency ...` measures the default encoder, its e5 route "
+        "on the skills dev set's requests in other languages.")
     p.set_defaults(func=needs_bench_extra(cmd_bench_latency))
     common(p)
     p.add_argument("--skills", action="append", required=True, metavar="N|real",
