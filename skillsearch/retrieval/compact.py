@@ -9,7 +9,7 @@ background, and re-quantised one changed or added row at a time.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -38,13 +38,25 @@ class Compact:
     def of(cls, matrix: np.ndarray) -> Compact:
         """Quantise ``matrix`` in blocks of rows (no float32 temporary of the whole matrix)."""
         n, dim = matrix.shape
-        parts = tuple(np.empty((n, b - a), dtype=np.int8) for a, b in _bounds(dim))
         scales = np.empty(n, dtype=np.float32)
-        for start in range(0, n, BLOCK):
-            codes, scales[start : start + BLOCK] = quantise(matrix[start : start + BLOCK])
+
+        def blocks() -> Iterator[tuple[int, np.ndarray]]:  # fills ``scales`` as the parts are filled
+            for start in range(0, n, BLOCK):
+                codes, scales[start : start + BLOCK] = quantise(matrix[start : start + BLOCK])
+                yield start, codes
+
+        return cls.of_blocks(n, dim, blocks(), scales)
+
+    @classmethod
+    def of_blocks(cls, n: int, dim: int, blocks: Iterable[tuple[int, np.ndarray]], scales: np.ndarray) -> Compact:
+        """Codes (n, dim) given a block of rows at a time (``(start, codes)``, together every row once), each
+        block copied into the parts as it comes, so the whole codes are never held twice (a saved
+        ``codes.npy`` read by ``pread``, ``vector_files.saved_compact``). A block may be a reused buffer."""
+        parts = tuple(np.empty((n, b - a), dtype=np.int8) for a, b in _bounds(dim))
+        for start, codes in blocks:
             for part, (a, b) in zip(parts, _bounds(dim), strict=True):
-                part[start : start + BLOCK] = codes[:, a:b]
-        return cls._frozen(parts, scales)
+                part[start : start + len(codes)] = codes[:, a:b]
+        return cls._frozen(parts, np.asarray(scales, dtype=np.float32))
 
     @classmethod
     def of_codes(cls, codes: np.ndarray, scales: np.ndarray) -> Compact:

@@ -98,12 +98,18 @@ def read_into(base: MappedFile, start: int, out: np.ndarray) -> None:
     a removal's copy of a large matrix reads the file without mapping its pages into the process."""
     if not out.flags.c_contiguous or out.dtype != np.float32:
         raise ValueError("read_into needs a C-contiguous float32 destination")
-    flat: Any = out.reshape(-1).view(np.uint8)  # a buffer preadv writes into
-    fd, offset, done = base.file.fileno(), base.offset + start * base.shape[1] * 4, 0
+    _read_fully(base.file.fileno(), out.reshape(-1), base.offset + start * base.shape[1] * 4, base.file.name)
+
+
+def _read_fully(fd: int, out: np.ndarray, offset: int, name: object) -> None:
+    """``out.nbytes`` bytes of the file at ``offset`` into ``out`` (C-contiguous) by ``pread``, 64 MiB a call;
+    OSError when the file ends first."""
+    flat: Any = out.view(np.uint8)  # a buffer preadv writes into
+    done = 0
     while done < flat.size:
         got = os.preadv(fd, [flat[done : done + (64 << 20)]], offset + done)
         if got <= 0:
-            raise OSError(f"short read of rows from {start} in {base.file.name}")
+            raise OSError(f"short read at byte {offset + done} of {name}")
         done += got
 
 
@@ -228,23 +234,46 @@ def probe_rows(n: int) -> np.ndarray:
 
 
 def saved_compact(folder: Path, matrix: np.ndarray) -> Compact | None:
-    """The saved int8 copy of ``matrix``, or None when it is missing or was not made from this matrix
-    (quantising is deterministic: 64 rows spread over the matrix must come out the same). The file is
-    mapped and each column part copied out of it, so opening a routed index holds its codes once, not the
-    whole file and its parts side by side."""
+    """The saved int8 copy of ``matrix``, or None when it is missing, cut short or was not made from this
+    matrix (quantising is deterministic: 64 rows spread over the matrix must come out the same). The file is
+    read by ``pread`` a block of rows at a time into the copy's column parts: copied out of a mapping, every
+    page of the file stayed counted in the process beside the copy until the mapping closed, so opening held
+    the codes twice (1.5 GB at 1M rows of ``minilm+e5``, docs/benchmarks.md)."""
+    path = folder / CODES_FILE
     try:
-        codes = np.load(folder / CODES_FILE, mmap_mode="r", allow_pickle=False)
         scales = np.load(folder / SCALES_FILE, allow_pickle=False)
+        f = open(path, "rb")  # noqa: SIM115 - closed below
     except (OSError, ValueError):
         return None
-    if codes.shape != matrix.shape or codes.dtype != np.int8 or scales.shape != (matrix.shape[0],):
-        return None
-    probe = probe_rows(matrix.shape[0])
+    with f:
+        try:
+            major, _minor = np.lib.format.read_magic(f)
+            read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read(f)
+        except ValueError:
+            return None
+        if fortran or shape != matrix.shape or dtype != np.int8 or scales.shape != (matrix.shape[0],):
+            return None
+        n, dim = matrix.shape
+        offset, step = f.tell(), max(1, (64 << 20) // max(dim, 1))
+
+        def blocks() -> Iterator[tuple[int, np.ndarray]]:
+            buffer = np.empty((min(step, n), dim), dtype=np.int8)
+            for start in range(0, n, step):
+                block = buffer[: min(step, n - start)]
+                _read_fully(f.fileno(), block.reshape(-1), offset + start * dim, path)
+                yield start, block
+
+        try:
+            compact = Compact.of_blocks(n, dim, blocks(), scales)
+        except OSError:
+            return None
+    probe = probe_rows(n)
     want_codes, want_scales = quantise(np.asarray(matrix[probe]))
-    if not (np.array_equal(codes[probe], want_codes) and np.array_equal(scales[probe], want_scales)):
+    if not (np.array_equal(compact.rows(probe), want_codes) and np.array_equal(compact.scales[probe], want_scales)):
         log.warning("the saved int8 copy in %s does not match the matrix; quantising again", folder)
         return None
-    return Compact.of_codes(codes, scales)
+    return compact
 
 
 # The members of ``rows.npz``: a JSON header, each row's key, and ``RowTable.arrays``.
