@@ -18,7 +18,8 @@ import pytest
 
 from skillsearch.bench.synthetic import stand_in_vectors
 from skillsearch.core.errors import IndexNotReadyError
-from skillsearch.retrieval import vector_files, vector_rows, vectors
+from skillsearch.retrieval import compact as compact_module
+from skillsearch.retrieval import vector_files, vector_rows, vector_stage, vectors
 from skillsearch.retrieval.compact import Compact, quantise, quantise_together
 from skillsearch.retrieval.cosines import max_cosines, zero_tiny
 from skillsearch.retrieval.encoder import Encoder
@@ -342,6 +343,62 @@ def test_quantising_is_deterministic_and_bounded() -> None:
     assert (err <= scales[:, None] / 2 + 1e-7).all()
     again = Compact.of(m)
     np.testing.assert_array_equal(again.codes, codes)
+
+
+def unit_rows(rng: np.random.Generator, n: int, dim: int = 768) -> np.ndarray:
+    m = rng.standard_normal((n, dim)).astype(np.float32)
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+def test_an_update_shares_the_int8_parts_and_scans_exactly_as_a_copy_made_anew() -> None:
+    """A one-skill update's int8 copy keeps the parts it came from (copied, they held the codes twice while
+    both snapshots lived: 768 MB at 1M rows of ``minilm+e5``) and its changed and added rows in a patch; its
+    scan, with one query vector or a request's derived first one, per route's columns, with a shift, and its
+    nearest rows are those of a copy quantised anew from the changed matrix. A removal, or a patch past its
+    limit, folds the patch into new parts."""
+    rng = np.random.default_rng(9)
+    m = unit_rows(rng, 3_000)
+    base = Compact.of(m)
+    changed, new, added = [5, 1_700], unit_rows(rng, 2), unit_rows(rng, 3)
+    up = base.replaced(changed, new, added)
+    assert up.parts is base.parts and up.patch_rows.tolist() == [5, 1_700, 3_000, 3_001, 3_002]
+    m2 = m.copy()
+    m2[changed] = new
+    m2 = np.vstack([m2, added])
+    fresh = Compact.of(m2)
+    np.testing.assert_array_equal(up.codes, fresh.codes)
+    np.testing.assert_array_equal(up.scales, fresh.scales)
+    sentences = unit_rows(rng, 3)
+    request = np.vstack([sentences.sum(axis=0) / np.linalg.norm(sentences.sum(axis=0)), sentences])
+    groups = rng.integers(0, 3, len(m2))
+    for columns in (None, slice(0, 384), slice(384, 768)):
+        width = 768 if columns is None else columns.stop - columns.start
+        for queries in (unit_rows(rng, 1, width), request[:, columns or slice(None)]):
+            q = np.ascontiguousarray(queries / np.linalg.norm(queries, axis=1, keepdims=True))
+            for shift in (None, Shift(rng.random((len(q), 3)).astype(np.float32) * 0.1, groups)):
+                got, err = scan(up, columns, q, shift, threads=1)
+                want, want_err = scan(fresh, columns, q, shift, threads=1)
+                np.testing.assert_array_equal(got, want)
+                assert err == want_err
+        rows = m2 if columns is None else m2[:, columns]
+        refs = unit_rows(rng, 4, width)
+        np.testing.assert_array_equal(vector_stage.nearest_of(rows, up, columns, refs), (rows @ refs.T).argmax(axis=1))
+    # A second update of a patched row replaces its patch entry; the parts are still shared.
+    again = up.replaced([1_700], unit_rows(rng, 1))
+    assert again.parts is base.parts and again.patch_rows.tolist() == up.patch_rows.tolist()
+    assert not np.array_equal(again.rows(np.asarray([1_700])), up.rows(np.asarray([1_700])))
+    # A removal folds the patch into new parts: rows kept in order, patched rows at their new places.
+    keep = np.setdiff1d(np.arange(3_003), [7, 3_001])
+    removed = up.replaced([], np.zeros((0, 768), np.float32), None, keep)
+    assert removed.patch_rows.size == 0 and removed.parts[0] is not base.parts[0]
+    np.testing.assert_array_equal(removed.codes, fresh.codes[keep])
+    np.testing.assert_array_equal(removed.scales, fresh.scales[keep])
+    # So does a patch past its limit.
+    many = list(range(0, 3_000, 2))
+    assert len(many) > compact_module.patch_limit(3_000)
+    folded = base.replaced(many, m[many])
+    assert folded.patch_rows.size == 0 and folded.parts[0] is not base.parts[0]
+    np.testing.assert_array_equal(folded.codes, base.codes)
 
 
 def test_a_one_skill_update_and_a_reopen_keep_the_stage_exact(world: tuple[VectorSnapshot, list[np.ndarray]],

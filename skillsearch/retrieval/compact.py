@@ -10,12 +10,12 @@ background, and re-quantised one changed or added row at a time.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 
-__all__ = ["BLOCK", "PART_COLUMNS", "Compact", "quantise", "quantise_together"]
+__all__ = ["BLOCK", "PART_COLUMNS", "Compact", "patch_limit", "quantise", "quantise_together"]
 
 # Columns of one part of the int8 copy (``Compact``): one model's vectors (MiniLM and multilingual-e5-small
 # both have 384), so each route of a routed index is one contiguous part.
@@ -29,10 +29,19 @@ class Compact:
     """int8 codes and float32 scales (n,): row i is about ``scales[i] * codes[i]``. The codes are kept as
     column parts of :data:`PART_COLUMNS` columns, each a contiguous (n, width) array: a routed index's rows
     hold both models' columns side by side, and a route scans its own part as one contiguous array (a
-    strided half of the whole codes scans about twice as slowly from some 30k rows, docs/benchmarks.md)."""
+    strided half of the whole codes scans about twice as slowly from some 30k rows, docs/benchmarks.md).
+
+    A copy made by :meth:`replaced` (a one-skill update) shares the parts with the copy it came from and
+    keeps the rows it changed or added in a small patch (``patch_rows``, sorted, and their ``patch_codes``):
+    the parts hold the first :attr:`base_rows` rows, the patch overrides some of them and holds every row
+    past them. Copying the parts at every update held the codes twice while both snapshots lived (768 MB
+    more at 1M rows of ``minilm+e5``, docs/benchmarks.md); the patch is folded into new parts when it
+    passes :func:`patch_limit` rows, or at a removal."""
 
     parts: tuple[np.ndarray, ...]
     scales: np.ndarray
+    patch_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    patch_codes: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int8))
 
     @classmethod
     def of(cls, matrix: np.ndarray) -> Compact:
@@ -70,10 +79,14 @@ class Compact:
         return cls._frozen(parts, np.asarray(scales, dtype=np.float32))
 
     @classmethod
-    def _frozen(cls, parts: tuple[np.ndarray, ...], scales: np.ndarray) -> Compact:
-        for array in (*parts, scales):
+    def _frozen(cls, parts: tuple[np.ndarray, ...], scales: np.ndarray, patch_rows: np.ndarray | None = None,
+                patch_codes: np.ndarray | None = None) -> Compact:
+        dim = sum(int(p.shape[1]) for p in parts)
+        rows = np.zeros(0, dtype=np.int64) if patch_rows is None else patch_rows
+        codes = np.zeros((0, dim), dtype=np.int8) if patch_codes is None else patch_codes
+        for array in (*parts, scales, rows, codes):
             array.setflags(write=False)
-        return cls(parts, scales)
+        return cls(parts, scales, rows, codes)
 
     def __len__(self) -> int:
         return int(self.scales.size)
@@ -83,21 +96,45 @@ class Compact:
         return sum(int(p.shape[1]) for p in self.parts)
 
     @property
+    def base_rows(self) -> int:
+        """The rows the parts hold (the first ones); any row past them is in the patch."""
+        return int(self.parts[0].shape[0]) if self.parts else 0
+
+    @property
     def codes(self) -> np.ndarray:
-        """The codes (n, dim) whole: the one part, or the parts side by side (a copy)."""
-        return self.parts[0] if len(self.parts) == 1 else np.hstack(self.parts)
+        """The codes (n, dim) whole: the one part, or the parts side by side (a copy), the patch applied."""
+        if len(self.parts) == 1 and not self.patch_rows.size:
+            return self.parts[0]
+        return self.block(0, len(self))
 
     @property
     def nbytes(self) -> int:
-        return int(sum(p.nbytes for p in self.parts) + self.scales.nbytes)
+        return int(sum(p.nbytes for p in self.parts) + self.scales.nbytes + self.patch_codes.nbytes)
 
     def block(self, start: int, stop: int) -> np.ndarray:
-        """The codes of rows ``start:stop``, whole (the parts side by side)."""
-        return self.parts[0][start:stop] if len(self.parts) == 1 else np.hstack([p[start:stop] for p in self.parts])
+        """The codes of rows ``start:stop``, whole (the parts side by side, the patch applied)."""
+        stop = min(stop, len(self))
+        return self.rows(np.arange(start, stop, dtype=np.int64))
 
     def rows(self, rows: np.ndarray) -> np.ndarray:
-        """The codes of these rows, whole (k, dim)."""
-        return np.hstack([p[rows] for p in self.parts]) if len(self.parts) > 1 else self.parts[0][rows]
+        """The codes of these rows, whole (k, dim), the patch applied."""
+        rows = np.asarray(rows, dtype=np.int64)
+        base = np.minimum(rows, self.base_rows - 1) if self.base_rows else None
+        out = np.empty((rows.size, self.dim), dtype=np.int8)
+        if base is not None:
+            for part, (a, b) in zip(self.parts, _bounds(self.dim), strict=True):
+                out[:, a:b] = part[base]
+        if self.patch_rows.size:
+            at = np.minimum(np.searchsorted(self.patch_rows, rows), self.patch_rows.size - 1)
+            hit = self.patch_rows[at] == rows
+            out[hit] = self.patch_codes[at[hit]]
+        return out
+
+    def patched(self) -> Compact:
+        """The patch's rows (``patch_rows``, in that order) as a copy of their own, to be scanned apart."""
+        codes = self.patch_codes
+        return Compact._frozen(tuple(np.ascontiguousarray(codes[:, a:b]) for a, b in _bounds(self.dim)),
+                               np.ascontiguousarray(self.scales[self.patch_rows]))
 
     def pieces(self, columns: slice | None) -> list[tuple[np.ndarray, slice]]:
         """What a scan of ``columns`` (all when None) reads: each part it covers, with that part's columns
@@ -107,7 +144,7 @@ class Compact:
         out: list[tuple[np.ndarray, slice]] = []
         for part, (a, b) in zip(self.parts, _bounds(dim), strict=True):
             if columns is not None and (step != 1 or (a < stop and b > first and (a < first or b > stop))):
-                whole = np.ascontiguousarray(self.codes[:, columns])
+                whole = np.ascontiguousarray(np.hstack(self.parts)[:, columns])  # the parts' rows only
                 return [(whole, slice(0, whole.shape[1]))]
             if first <= a and b <= stop:
                 out.append((part, slice(a - first, b - first)))
@@ -135,25 +172,49 @@ class Compact:
     def replaced(self, rows: Sequence[int], vectors: np.ndarray, added: np.ndarray | None = None,
                  keep: np.ndarray | None = None) -> Compact:
         """A copy of the rows ``keep`` (all when None, in this order) with ``rows`` (positions in the copy)
-        quantised anew and the rows of ``added`` (k, dim) quantised after them; the kept rows are copied, not
-        recomputed (one copy into arrays of the new length)."""
+        quantised anew and the rows of ``added`` (k, dim) quantised after them. Without ``keep`` the copy
+        shares the parts and puts the changed and added rows in its patch (the scales, 4 bytes a row, are
+        copied); with ``keep`` (a removal), or once the patch passes :func:`patch_limit` rows, the kept rows
+        are copied into new parts (one copy into arrays of the new length)."""
         n, k = len(self) if keep is None else len(keep), 0 if added is None else len(added)
-        parts = [np.empty((n + k, p.shape[1]), dtype=np.int8) for p in self.parts]
         scales = np.empty(n + k, dtype=np.float32)
-        for part, old in zip(parts, self.parts, strict=True):
-            if keep is None:
-                part[:n] = old
-            else:
-                np.take(old, keep, axis=0, out=part[:n])
         scales[:n] = self.scales if keep is None else self.scales[keep]
-        changes = [(list(rows), np.asarray(vectors, dtype=np.float32))] if len(rows) else []
-        if k:
-            changes.append((list(range(n, n + k)), np.asarray(added, dtype=np.float32)))
-        for at, values in changes:
+        at = np.asarray(list(rows) + list(range(n, n + k)), dtype=np.int64)
+        values = np.concatenate([np.asarray(vectors, dtype=np.float32).reshape(-1, self.dim),
+                                 np.asarray(added, dtype=np.float32).reshape(-1, self.dim) if k
+                                 else np.zeros((0, self.dim), np.float32)])
+        codes = np.zeros((0, self.dim), dtype=np.int8)
+        if at.size:
             codes, scales[at] = quantise(values)
+        if keep is None:
+            merged = dict(zip(self.patch_rows.tolist(), self.patch_codes, strict=True))
+            merged.update(zip(at.tolist(), codes, strict=True))
+            patch_rows = np.fromiter(sorted(merged), dtype=np.int64, count=len(merged))
+            patch_codes = (np.stack([merged[r] for r in patch_rows.tolist()]) if merged
+                           else np.zeros((0, self.dim), np.int8))
+            if patch_rows.size <= patch_limit(n + k):
+                return Compact._frozen(self.parts, scales, patch_rows, patch_codes)
+            keep = np.arange(n, dtype=np.int64)
+            changes = [(patch_rows, patch_codes)]
+        else:
+            kept_patch = np.searchsorted(keep, self.patch_rows)
+            hit = kept_patch < keep.size
+            hit[hit] = keep[kept_patch[hit]] == self.patch_rows[hit]
+            changes = [(kept_patch[hit], self.patch_codes[hit]), (at, codes)]
+        parts = [np.empty((n + k, p.shape[1]), dtype=np.int8) for p in self.parts]
+        from_parts = keep[keep < self.base_rows]  # the kept rows the parts hold (a prefix of ``keep``: sorted)
+        for part, old in zip(parts, self.parts, strict=True):
+            np.take(old, from_parts, axis=0, out=part[: from_parts.size])
+        for where, values_codes in changes:
             for part, (a, b) in zip(parts, _bounds(self.dim), strict=True):
-                part[at] = codes[:, a:b]
+                part[where] = values_codes[:, a:b]
         return Compact._frozen(tuple(parts), scales)
+
+
+def patch_limit(n: int) -> int:
+    """The most rows a copy keeps in its patch before :meth:`Compact.replaced` folds it into new parts: a
+    scan re-scores the patch apart, so it stays a small share of the rows (1/64, at least 1,024)."""
+    return max(1_024, n // 64)
 
 
 def _bounds(dim: int) -> list[tuple[int, int]]:

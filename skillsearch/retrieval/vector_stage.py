@@ -126,8 +126,8 @@ def scan(
     pieces = compact.pieces(columns)
     derived = derived_first(queries)
     q_codes, q_scales = quantise_together(queries[1:] if derived is not None else queries)
-    n = len(compact)
-    scores = np.empty(n, dtype=np.float32)
+    scores = np.empty(len(compact), dtype=np.float32)
+    n = compact.base_rows  # the parts' rows; the patch (changed and added rows) is scored after them
     args = (pieces, compact.scales, q_codes, q_scales, shift, scores)
     norm = None if derived is None else derived[0]
     if threads <= 1 or n < SPLIT_FROM:
@@ -140,6 +140,10 @@ def scan(
         _scan(*args, *runs[0], packed, norm)
         for f in futures:
             f.result()
+    if compact.patch_rows.size:
+        rows = compact.patch_rows
+        sub_shift = None if shift is None else Shift(shift.by, shift.groups[rows])
+        scores[rows] = scan(compact.patched(), columns, queries, sub_shift, threads=1, packed=packed)[0]
     err = margin(compact.peak_scale, q_scales)
     if derived is not None:
         # The derived score's error: the sentences' rounding errors summed over the norm (variance m / N^2
@@ -274,6 +278,7 @@ def nearest_of(matrix: Rows, compact: Compact, columns: slice | None, vectors: n
     nk = _numkong()
     pieces = compact.pieces(columns)
     q_codes, q_scales = quantise_together(vectors)
+    n = compact.base_rows  # the patch's rows (changed and added since the parts were made) are exact below
     queries = [np.ascontiguousarray(q_codes[:, cols]) for _, cols in pieces]
     # The row's rounding error meets a vector of this length, not a unit one (margin's e_x.q term).
     longest = float(np.linalg.norm(vectors, axis=1).max())
@@ -289,7 +294,7 @@ def nearest_of(matrix: Rows, compact: Compact, columns: slice | None, vectors: n
         products[np.arange(end - start), best] = -np.inf
         out[start:end] = best
         unsure.append(start + np.flatnonzero(top - products.max(axis=1) <= 2.0 * err))
-    rows = np.concatenate(unsure)
+    rows = np.union1d(np.concatenate(unsure) if unsure else np.zeros(0, np.int64), compact.patch_rows)
     if rows.size:
         out[rows] = nearest_rows(np.asarray(matrix[rows]), vectors)
     return out
