@@ -46,6 +46,8 @@ def test_serve_check_times_every_mode_and_pairs_each_hybrid_search_with_the_serv
     assert {"hybrid:encode_ms", "hybrid:lexical_ms", "hybrid:vector_ms", "hybrid:recheck_ms"} <= set(stages)
     assert {"hybrid (query vectors cached):vector_ms", "hybrid (query vectors cached):lexical_ms"} <= set(stages)
     assert out["documents"] > 0 and out["peak_rss_mb"] > 0 and out["open_s"] > 0
+    # The serving process applied a one-skill change and found it; its peak is the footprint with it.
+    assert out["update_in_server_ms"] > 0 and out["peak_rss_mb"] >= out["peak_rss_mb_searching"] > 0
     # Every fresh request was embedded by the search itself, no repeat was: the floor and the pairing above
     # left the search's query LRU alone.
     third = len(QUERIES) // 3

@@ -21,7 +21,10 @@ For each catalog (``N`` synthetic skills, or ``real``: the 883 Agent Skills in `
    the batching service embedding the same texts, ``encode_query_texts (served, paired with hybrid)``, and
    ``hybrid_over_paired_encode`` the ratio of their medians), then the hybrid requests again
    (result-cache hits), then the same texts with another limit (new requests whose query vectors are
-   cached). p50/p95/p99 each, and the vector stage's own time in the fresh hybrid searches.
+   cached). p50/p95/p99 each, and the vector stage's own time in the fresh hybrid searches. Last, the
+   serving process changes one skill, as a node syncing itself does, and finds it by its new word
+   (``update_in_server_ms``): ``peak_rss_mb`` is the child's peak with that update,
+   ``peak_rss_mb_searching`` its peak before it.
 
 The encoder is ``minilm`` unless named (``skillsearch --encoder minilm+e5 bench latency``). With the routed
 pair, the catalog's stand-ins normalise each model's columns on their own, the modes above use the requests
@@ -51,6 +54,7 @@ from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.report import run_metadata
 from skillsearch.bench.synthetic import stand_in_vectors, write_synthetic_bundles
 from skillsearch.catalog.imports import ImportReport
+from skillsearch.catalog.rows import IndexRow
 from skillsearch.core.domain import Principal, SearchMode
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.documents import embedded_text
@@ -302,6 +306,18 @@ def serve_check(data_dir: Path, queries: Sequence[str], encoder_name: str = "min
         out["vector stage (other languages)"] = _percentiles(stages["hybrid (other languages):vector_ms"])
     out["other_language_queries"] = len(other)
     out["open_s"] = round(open_s, 2)  # the index opened, the change log replayed, the model not loaded yet
+    out["peak_rss_mb_searching"] = _peak_rss_mb()
+    # A node syncs itself: one skill changed in the serving process, as a sync applies it, then found. The
+    # serving footprint is the peak with it (an update copied the int8 codes once: 768 MB at 1M rows of
+    # minilm+e5, docs/benchmarks.md).
+    first = next(iter(catalog.store.index_rows()), None)
+    if first is not None:
+        with tempfile.TemporaryDirectory(prefix="skillsearch-served-update-") as tmp:
+            word = f"zqxserved{int(time.time())}"
+            ms, _, hit = _import_and_find(catalog, Path(tmp) / "update.jsonl", _changed(first, word), word)
+        if hit is None:
+            raise RuntimeError("a skill changed in the serving process was not found by its new word")
+        out["update_in_server_ms"] = round(ms, 1)
     out["documents"] = len(catalog.index().snapshot().vectors)
     out["peak_rss_mb"] = _peak_rss_mb()
     catalog.close()
@@ -309,6 +325,12 @@ def serve_check(data_dir: Path, queries: Sequence[str], encoder_name: str = "min
 
 
 # -- the parent: build, update, spawn the search check ----------------------------------------------
+
+
+def _changed(row: IndexRow, word: str) -> dict[str, Any]:
+    """A bundle entry of this index row's skill with ``word`` added to its description."""
+    return {"slug": row.slug, "name": row.name, "tags": list(row.tags),
+            "description": f"{row.description[:900]} {word}", "instructions": row.instructions}
 
 
 def _import_and_find(catalog: Catalog, path: Path, entry: dict[str, Any], word: str,
@@ -363,9 +385,7 @@ def _one_catalog(
     update_ms, refresh_ms, add_ms = [], [], []
     for i in range(3):
         word = f"zqxupdate{i}{int(time.time())}"
-        entry = {"slug": first.slug, "name": first.name, "tags": list(first.tags),
-                 "description": f"{first.description[:900]} {word}", "instructions": first.instructions}
-        ms, rep, hit = _import_and_find(catalog, work / f"update-{label}-{i}.jsonl", entry, word)
+        ms, rep, hit = _import_and_find(catalog, work / f"update-{label}-{i}.jsonl", _changed(first, word), word)
         update_ms.append(ms)
         refresh_ms.append((rep.index.seconds if rep.index else 0.0) * 1000)
         if hit is None or hit.skill.skill_id != first.skill_id:

@@ -138,7 +138,9 @@ def to_markdown(report: Mapping[str, Any]) -> str:
     lines += ["| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |" for r in rows]
     notes = [f"- {n}" for n in report.get("notes", [])]
     builds = [{k: v for k, v in c.items() if k != "search"}
-              | {"serve_peak_rss_mb": c["search"]["peak_rss_mb"], "serve_open_s": c["search"].get("open_s")}
+              | {"serve_peak_rss_mb": c["search"]["peak_rss_mb"],
+                 "serve_peak_rss_mb_before_update": c["search"].get("peak_rss_mb_searching"),
+                 "serve_update_ms": c["search"].get("update_in_server_ms"), "serve_open_s": c["search"].get("open_s")}
               for c in report.get("catalogs", [])]
     bcols = list(builds[0]) if builds else []
     btable = ["| " + " | ".join(bcols) + " |", "|" + " --- |" * len(bcols)] if builds else []

@@ -130,8 +130,10 @@ class Compact:
             out[hit] = self.patch_codes[at[hit]]
         return out
 
+    @cached_property
     def patched(self) -> Compact:
-        """The patch's rows (``patch_rows``, in that order) as a copy of their own, to be scanned apart."""
+        """The patch's rows (``patch_rows``, in that order) as a copy of their own, to be scanned apart (made
+        once per copy: every search scans it)."""
         codes = self.patch_codes
         return Compact._frozen(tuple(np.ascontiguousarray(codes[:, a:b]) for a, b in _bounds(self.dim)),
                                np.ascontiguousarray(self.scales[self.patch_rows]))

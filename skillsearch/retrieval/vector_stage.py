@@ -143,7 +143,7 @@ def scan(
     if compact.patch_rows.size:
         rows = compact.patch_rows
         sub_shift = None if shift is None else Shift(shift.by, shift.groups[rows])
-        scores[rows] = scan(compact.patched(), columns, queries, sub_shift, threads=1, packed=packed)[0]
+        scores[rows] = scan(compact.patched, columns, queries, sub_shift, threads=1, packed=packed)[0]
     err = margin(compact.peak_scale, q_scales)
     if derived is not None:
         # The derived score's error: the sentences' rounding errors summed over the norm (variance m / N^2
