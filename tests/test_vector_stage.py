@@ -273,6 +273,8 @@ def test_a_routes_document_languages_come_from_the_int8_copy_as_the_float32_argm
                                   np.argmax(wide[:, :dim] @ reference.T, axis=1))
     routed.save(tmp_path)
     monkeypatch.setattr(vectors, "PREAD_FROM_BYTES", 0)
+    # The close rows (thousands: references 2 and 3 nearly agree) are read and re-scored in many chunks.
+    monkeypatch.setattr(vector_stage, "RESCORE_ROWS", 100)
     loaded = VectorSnapshot.load(tmp_path)
     calibration = {"centering": {"reference": reference.tolist(), "centroids": (reference * 0.1).tolist()}}
     route = RequestRoute("other", encoder, loaded.matrix[:, columns], calibration, columns, loaded.nearest_of)

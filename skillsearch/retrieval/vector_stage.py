@@ -50,6 +50,8 @@ COMPACT_FROM = 5_000
 # At most this many rows per requested one are re-scored exactly (ties of equal stand-in vectors aside,
 # the margin admits far fewer).
 MAX_RESCORE_FACTOR = 8
+# The most float32 rows :func:`nearest_of` reads at once (24 MB of 768 columns).
+RESCORE_ROWS = 8_192
 # Python threads that share a scan, each over its own blocks: numkong's kernels release the GIL (a
 # spinning Python thread kept its pace beside them; simsimd's own ``threads`` argument, before, started
 # threads per call, which cost more than they saved). Two at most: the
@@ -295,8 +297,11 @@ def nearest_of(matrix: Rows, compact: Compact, columns: slice | None, vectors: n
         out[start:end] = best
         unsure.append(start + np.flatnonzero(top - products.max(axis=1) <= 2.0 * err))
     rows = np.union1d(np.concatenate(unsure) if unsure else np.zeros(0, np.int64), compact.patch_rows)
-    if rows.size:
-        out[rows] = nearest_rows(np.asarray(matrix[rows]), vectors)
+    # A chunk of rows at a time: the close calls can be tens of thousands of rows (near ties between two
+    # reference vectors), and their float32 rows read at once were that many 3 KB rows in memory.
+    for start in range(0, rows.size, RESCORE_ROWS):
+        chunk = rows[start : start + RESCORE_ROWS]
+        out[chunk] = nearest_rows(np.asarray(matrix[chunk]), vectors)
     return out
 
 
