@@ -69,13 +69,10 @@ class Compact:
 
     @classmethod
     def of_codes(cls, codes: np.ndarray, scales: np.ndarray) -> Compact:
-        """Codes (n, dim) already made, as parts: each part a contiguous copy when there are several, the
-        one part a copy in memory when ``codes`` maps a file (a saved ``codes.npy``), else ``codes`` itself."""
+        """Codes (n, dim) already made, in memory, as parts: each part a contiguous copy when there are
+        several, else ``codes`` itself (a saved ``codes.npy`` is read by :meth:`of_blocks`)."""
         bounds = _bounds(codes.shape[1])
-        if len(bounds) == 1:
-            parts: tuple[np.ndarray, ...] = (np.array(codes) if isinstance(codes, np.memmap) else codes,)
-        else:
-            parts = tuple(np.ascontiguousarray(codes[:, a:b]) for a, b in bounds)
+        parts = (codes,) if len(bounds) == 1 else tuple(np.ascontiguousarray(codes[:, a:b]) for a, b in bounds)
         return cls._frozen(parts, np.asarray(scales, dtype=np.float32))
 
     @classmethod

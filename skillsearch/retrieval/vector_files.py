@@ -35,6 +35,17 @@ SCALES_FILE = "scales.npy"
 log = logging.getLogger("skillsearch")
 
 
+def _matrix_header(f: BinaryIO, dtype: np.dtype[Any]) -> tuple[tuple[int, int] | None, int]:
+    """The shape of the C-ordered 2-d ``.npy`` matrix of ``dtype`` that ``f`` opens with (None when it is
+    another array) and the offset of its data; ValueError when ``f`` holds no ``.npy`` header."""
+    major, _minor = np.lib.format.read_magic(f)
+    read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+    shape, fortran, found = read(f)
+    if fortran or found != dtype or len(shape) != 2:
+        return None, f.tell()
+    return (int(shape[0]), int(shape[1])), f.tell()
+
+
 class MappedFile:
     """A saved ``.npy`` matrix kept open: every snapshot of it maps the same bytes, also after a newer base
     has replaced the file's name. :meth:`view` is a private (copy-on-write) mapping: rows written into it
@@ -42,13 +53,10 @@ class MappedFile:
 
     def __init__(self, path: Path) -> None:
         self.file = open(path, "rb")  # noqa: SIM115 - open while any snapshot maps it; closed when collected
-        major, _minor = np.lib.format.read_magic(self.file)
-        read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
-        shape, fortran, dtype = read(self.file)
-        if fortran or dtype != np.dtype("<f4") or len(shape) != 2:
+        shape, self.offset = _matrix_header(self.file, np.dtype("<f4"))
+        if shape is None:
             raise ValueError(f"{path} is not a C-ordered float32 matrix")
-        self.shape: tuple[int, int] = (int(shape[0]), int(shape[1]))
-        self.offset = self.file.tell()
+        self.shape: tuple[int, int] = shape
         # Rows the file has room for: its own, then the zero rows :func:`write_matrix` left after them.
         width = max(self.shape[1], 1) * 4
         self.capacity = max(self.shape[0], (os.fstat(self.file.fileno()).st_size - self.offset) // width)
@@ -247,15 +255,13 @@ def saved_compact(folder: Path, matrix: np.ndarray) -> Compact | None:
         return None
     with f:
         try:
-            major, _minor = np.lib.format.read_magic(f)
-            read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
-            shape, fortran, dtype = read(f)
+            shape, offset = _matrix_header(f, np.dtype(np.int8))
         except ValueError:
             return None
-        if fortran or shape != matrix.shape or dtype != np.int8 or scales.shape != (matrix.shape[0],):
+        if shape != matrix.shape or scales.shape != (matrix.shape[0],):
             return None
         n, dim = matrix.shape
-        offset, step = f.tell(), max(1, (64 << 20) // max(dim, 1))
+        step = max(1, (64 << 20) // max(dim, 1))
 
         def blocks() -> Iterator[tuple[int, np.ndarray]]:
             buffer = np.empty((min(step, n), dim), dtype=np.int8)
