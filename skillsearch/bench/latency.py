@@ -69,6 +69,11 @@ __all__ = ["run_latency", "serve_check"]
 GRANT = "team:bench"
 POOL = 512
 SOURCE = "bench"
+# The fresh hybrid modes timed beside the route's encoder: the keys of that encoder's times and of the ratio.
+PAIRED = {
+    "hybrid": ("encode_query_texts (served, paired with hybrid)", "hybrid_over_paired_encode"),
+    "hybrid (other languages)": ("encode_query_texts (other languages, paired)", "hybrid_other_over_paired_encode"),
+}
 # A synthetic catalog larger than this is imported in batches of this many skills (as a sync would apply it).
 IMPORT_BATCH = 100_000
 
@@ -269,10 +274,8 @@ def serve_check(data_dir: Path, queries: Sequence[str], encoder_name: str = "min
         # so the search's own embedding is still a miss), in alternating order: the ratio of the two needs no
         # floor measured at another moment or at another thread count.
         service: Encoder | None = None
-        if label == "hybrid":
-            service = catalog.query_service()
-        elif label == "hybrid (other languages)" and routed is not None:
-            service = _model_for(inner, texts[0])
+        if label in PAIRED:
+            service = catalog.query_service() if label == "hybrid" else _model_for(inner, texts[0])
         misses = _query_misses(catalog)
         for i, q in enumerate(texts):
             parts = search_texts(q, QUERY_SENTENCES)
@@ -287,12 +290,10 @@ def serve_check(data_dir: Path, queries: Sequence[str], encoder_name: str = "min
                 stages.setdefault(f"{label}:{k}", []).append(v)
         out[label] = _percentiles(times)
         embedded[label] = _query_misses(catalog) - misses
-        if paired and label == "hybrid":
-            out["encode_query_texts (served, paired with hybrid)"] = _percentiles(paired)
-            out["hybrid_over_paired_encode"] = round(float(np.median(times)) / float(np.median(paired)), 3)
-        elif paired:
-            out["encode_query_texts (other languages, paired)"] = _percentiles(paired)
-            out["hybrid_other_over_paired_encode"] = round(float(np.median(times)) / float(np.median(paired)), 3)
+        if paired:
+            encode_key, ratio_key = PAIRED[label]
+            out[encode_key] = _percentiles(paired)
+            out[ratio_key] = round(float(np.median(times)) / float(np.median(paired)), 3)
     # How many of each mode's requests the query LRUs embedded: every fresh one, none of the repeats. A
     # pairing that filled the search's own LRU would show here as fewer than the mode's requests.
     out["query_vectors_embedded"] = embedded
