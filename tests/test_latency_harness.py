@@ -1,4 +1,4 @@
-"""The latency harness's search child (``skillsearch.bench.latency.serve_check``) on the real sample index and
+"""The latency harness's search child (``skillsearch.bench.serving.serve_check``) on the real sample index and
 the real model: every mode is timed, and the fresh hybrid searches are paired with the batching service
 embedding the same texts, so the report's ratio compares the two in one run. Times are not compared, only
 checked to be taken and consistent."""
@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from skillsearch.bench.cache import BenchEncoder
-from skillsearch.bench.latency import StandInEncoder, _flat_rows, run_latency, serve_check
+from skillsearch.bench.latency import StandInEncoder, _flat_rows, run_latency
+from skillsearch.bench.serving import serve_check
 from skillsearch.bench.synthetic import stand_in_vectors, write_synthetic_bundle, write_synthetic_bundles
 from skillsearch.retrieval.encoder import CachedQueryEncoder, RoutedEncoder
 from skillsearch.retrieval.hashing_encoder import HashingEncoder

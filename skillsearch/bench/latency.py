@@ -12,7 +12,7 @@ For each catalog (``N`` synthetic skills, or ``real``: the 883 Agent Skills in `
    does not depend on the values.
 2. **Update**: one skill's description changes and is imported as a one-skill batch; the time until a
    search finds its new word is reported (median of 3).
-3. **Search**, in a fresh child process that only opens the index (so its peak RSS is the serving
+3. **Search**, in a fresh child process (``bench/serving.py``) that only opens the index (so its peak RSS is the serving
    footprint): the query-embedding time alone (the floor: ``encode_query`` for the whole query once, and
    ``encode_query_texts``, what search embeds: ``encode_query_parts`` of the query and its sentences; both
    at torch's own thread count, and ``encode_query_texts (served threads)`` once more after the searches,
@@ -39,41 +39,29 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
 from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.report import run_metadata
+from skillsearch.bench.serving import GRANT, SOURCE, changed_entry, import_and_find, peak_rss_mb
 from skillsearch.bench.synthetic import stand_in_vectors, write_synthetic_bundles
-from skillsearch.catalog.imports import ImportReport
-from skillsearch.catalog.rows import IndexRow
-from skillsearch.core.domain import Principal, SearchMode
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.documents import embedded_text
-from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, ProgressCallback, make_encoder
-from skillsearch.retrieval.search import QUERY_SENTENCES, Hit, SearchRequest
-from skillsearch.retrieval.search import query_texts as search_texts
+from skillsearch.retrieval.encoder import Encoder, ProgressCallback, make_encoder
 from skillsearch.retrieval.wrapper import Wrapper
 from skillsearch.service import Catalog
 
-__all__ = ["run_latency", "serve_check"]
+__all__ = ["run_latency"]
 
-GRANT = "team:bench"
 POOL = 512
-SOURCE = "bench"
-# The fresh hybrid modes timed beside the route's encoder: the keys of that encoder's times and of the ratio.
-PAIRED = {
-    "hybrid": ("encode_query_texts (served, paired with hybrid)", "hybrid_over_paired_encode"),
-    "hybrid (other languages)": ("encode_query_texts (other languages, paired)", "hybrid_other_over_paired_encode"),
-}
 # A synthetic catalog larger than this is imported in batches of this many skills (as a sync would apply it).
 IMPORT_BATCH = 100_000
 
@@ -144,29 +132,6 @@ class StandInEncoder(Wrapper):
         return self.inner.encode_query_parts(query, parts)
 
 
-def _timed_ms(fn: Callable[..., object], *args: object) -> float:
-    t = time.perf_counter()
-    fn(*args)
-    return (time.perf_counter() - t) * 1000
-
-
-def _percentiles(ms: Sequence[float]) -> dict[str, float]:
-    a = np.asarray(ms, dtype=np.float64)
-    return {f"p{p}_ms": round(float(np.percentile(a, p)), 3) for p in (50, 95, 99)}
-
-
-def _peak_rss_mb() -> float:
-    """This process's peak RSS. ``VmHWM`` restarts at exec; ``ru_maxrss`` would carry the parent's peak
-    into a child started with fork + exec."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-
-
 def query_texts(data_root: Path | None, n: int) -> list[str]:
     """Real user requests (MetaTool and Seal-Tools queries), interleaved, or generated ones."""
     texts: list[str] = []
@@ -183,28 +148,6 @@ def query_texts(data_root: Path | None, n: int) -> list[str]:
     return [texts[i] for i in rng.permutation(len(texts))[:n]]
 
 
-# -- the child process: open and search -------------------------------------------------------------
-
-
-def _model_for(encoder: Encoder, text: str) -> Encoder:
-    """What a request of this text is embedded by, with no query LRU in front: the encoder itself, or the
-    route's model of a routed pair (whose parts each keep an LRU that the catalog's searches share: a floor
-    measured through it would turn the searches after it into cache hits)."""
-    routed = encoder.routed()
-    if routed is None:
-        return encoder
-    part = routed.parts[routed.route(text)]
-    return part.inner if isinstance(part, CachedQueryEncoder) else part
-
-
-def _query_misses(catalog: Catalog) -> int:
-    """How many requests the catalog's query LRUs (one per route of a routed pair) have embedded so far."""
-    encoder = catalog.encoder
-    routed = encoder.routed()
-    caches = list(routed.parts.values()) if routed is not None else [encoder]
-    return sum(int(getattr(cache, "misses", 0)) for cache in caches)
-
-
 def other_language_texts(data_root: Path | None) -> list[str]:
     """The skills dev set's requests in other languages than English (``lang`` not ``en``), in file order."""
     path = data_root / "skills-catalog" / "queries.dev.jsonl" if data_root is not None else None
@@ -214,135 +157,7 @@ def other_language_texts(data_root: Path | None) -> list[str]:
     return [str(r["q"]) for r in rows if r.get("lang", "en") != "en"]
 
 
-def serve_check(data_dir: Path, queries: Sequence[str], encoder_name: str = "minilm",
-                other_languages: Sequence[str] = (), encoder: Encoder | None = None) -> dict[str, Any]:
-    """Open an existing index and time searches; run in a fresh process so RSS is the serving footprint.
-
-    With a routed pair (``minilm+e5``), ``queries`` are the requests it sends to its English model (others
-    are dropped and counted), and ``other_languages`` those it sends to the other model, searched as
-    ``hybrid (other languages)``, each beside that model embedding the same texts. ``encoder``: the loaded
-    encoder to use (tests), else ``make_encoder(encoder_name)``."""
-    inner = encoder or make_encoder(encoder_name)
-    t = time.perf_counter()
-    catalog = Catalog.open(Settings(data_dir=data_dir, seed_sample=False, encoder=encoder_name), encoder=inner)
-    open_s = time.perf_counter() - t
-    principal = Principal.operator()
-    routed = inner.routed()
-    out: dict[str, Any] = {"encoder_choice": encoder_name}
-    if routed is not None:
-        english = [q for q in queries if routed.route(q) == routed.ENGLISH]
-        other = [q for q in other_languages if routed.route(q) == routed.OTHER]
-        out["dropped_queries"] = {"not_english_route": len(queries) - len(english),
-                                  "other_languages_not_routed": len(other_languages) - len(other)}
-        queries = english
-    else:
-        other = []
-    third = len(queries) // 3
-    sets = {"lexical": queries[:third], "semantic": queries[third : 2 * third], "hybrid": queries[2 * third :]}
-    for q in [*queries[:10], *other[:4]]:
-        _model_for(inner, q).encode_query(q + " warm")
-        catalog.search(principal, SearchRequest(query=q + " warm", mode="lexical"))
-    floor = []
-    for q in sets["hybrid"]:
-        t = time.perf_counter()
-        _model_for(inner, q).encode_query(q)
-        floor.append((time.perf_counter() - t) * 1000)
-    out["encode_query"] = _percentiles(floor)
-
-    def what_search_embeds() -> dict[str, float]:
-        times = []
-        for q in sets["hybrid"]:
-            parts = search_texts(q, QUERY_SENTENCES)
-            times.append(_timed_ms(_model_for(inner, q).encode_query_parts, parts[0], parts[1:]))
-        return _percentiles(times)
-
-    out["encode_query_texts"] = what_search_embeds()
-    stages: dict[str, list[float]] = {}
-    embedded: dict[str, int] = {}
-    # The repeats: the same request again (answered by the result cache), then the same text with another
-    # limit (a new request, so it is searched again, but its query vectors come from the query cache).
-    for label, mode, texts, limit in (
-        ("lexical", "lexical", sets["lexical"], 10), ("semantic", "semantic", sets["semantic"], 10),
-        ("hybrid", "hybrid", sets["hybrid"], 10), ("hybrid (cache hit)", "hybrid", sets["hybrid"], 10),
-        ("hybrid (query vectors cached)", "hybrid", sets["hybrid"], 9), ("hybrid (other languages)", "hybrid", other, 10),
-    ):
-        if not texts:
-            continue
-        times, paired = [], []
-        # The fresh hybrid searches are each timed beside the route's model embedding the same texts as
-        # search serves it (the batching service for MiniLM, the model itself for e5; no query LRU in front,
-        # so the search's own embedding is still a miss), in alternating order: the ratio of the two needs no
-        # floor measured at another moment or at another thread count.
-        service: Encoder | None = None
-        if label in PAIRED:
-            service = catalog.query_service() if label == "hybrid" else _model_for(inner, texts[0])
-        misses = _query_misses(catalog)
-        for i, q in enumerate(texts):
-            parts = search_texts(q, QUERY_SENTENCES)
-            if service is not None and i % 2 == 0:
-                paired.append(_timed_ms(service.encode_query_parts, parts[0], parts[1:]))
-            t = time.perf_counter()
-            result = catalog.search(principal, SearchRequest(query=q, mode=cast(SearchMode, mode), limit=limit))
-            times.append((time.perf_counter() - t) * 1000)
-            if service is not None and i % 2 == 1:
-                paired.append(_timed_ms(service.encode_query_parts, parts[0], parts[1:]))
-            for k, v in result.timings.items():
-                stages.setdefault(f"{label}:{k}", []).append(v)
-        out[label] = _percentiles(times)
-        embedded[label] = _query_misses(catalog) - misses
-        if paired:
-            encode_key, ratio_key = PAIRED[label]
-            out[encode_key] = _percentiles(paired)
-            out[ratio_key] = round(float(np.median(times)) / float(np.median(paired)), 3)
-    # How many of each mode's requests the query LRUs embedded: every fresh one, none of the repeats. A
-    # pairing that filled the search's own LRU would show here as fewer than the mode's requests.
-    out["query_vectors_embedded"] = embedded
-    # The same floor again now that the batching service has set torch's thread count for this process
-    # (one per worker by default): the model as search calls it, against torch's own count above.
-    out["encode_query_texts (served threads)"] = what_search_embeds()
-    out["stages_p50_ms"] = {k: round(float(np.median(v)), 3) for k, v in stages.items()}
-    if "hybrid:vector_ms" in stages:
-        out["vector stage (fresh hybrid)"] = _percentiles(stages["hybrid:vector_ms"])
-    if "hybrid (other languages):vector_ms" in stages:
-        out["vector stage (other languages)"] = _percentiles(stages["hybrid (other languages):vector_ms"])
-    out["other_language_queries"] = len(other)
-    out["open_s"] = round(open_s, 2)  # the index opened, the change log replayed, the model not loaded yet
-    out["peak_rss_mb_searching"] = _peak_rss_mb()
-    # A node syncs itself: one skill changed in the serving process, as a sync applies it, then found. The
-    # serving footprint is the peak with it (an update copied the int8 codes once: 768 MB at 1M rows of
-    # minilm+e5, docs/benchmarks.md).
-    first = next(iter(catalog.store.index_rows()), None)
-    if first is not None:
-        with tempfile.TemporaryDirectory(prefix="skillsearch-served-update-") as tmp:
-            word = f"zqxserved{int(time.time())}"
-            ms, _, hit = _import_and_find(catalog, Path(tmp) / "update.jsonl", _changed(first, word), word)
-        if hit is None:
-            raise RuntimeError("a skill changed in the serving process was not found by its new word")
-        out["update_in_server_ms"] = round(ms, 1)
-    out["documents"] = len(catalog.index().snapshot().vectors)
-    out["peak_rss_mb"] = _peak_rss_mb()
-    catalog.close()
-    return out
-
-
 # -- the parent: build, update, spawn the search check ----------------------------------------------
-
-
-def _changed(row: IndexRow, word: str) -> dict[str, Any]:
-    """A bundle entry of this index row's skill with ``word`` added to its description."""
-    return {"slug": row.slug, "name": row.name, "tags": list(row.tags),
-            "description": f"{row.description[:900]} {word}", "instructions": row.instructions}
-
-
-def _import_and_find(catalog: Catalog, path: Path, entry: dict[str, Any], word: str,
-                     ) -> tuple[float, ImportReport, Hit | None]:
-    """Import one skill (``entry``, written to ``path`` as a JSON line) and search its ``word``: the
-    milliseconds until it is found, the import report and the top hit (None when nothing was found)."""
-    path.write_text(json.dumps(entry) + "\n", encoding="utf-8")
-    t = time.perf_counter()
-    report = catalog.import_path(path, SOURCE, GRANT)
-    hits = catalog.search(Principal.operator(), SearchRequest(query=word, mode="lexical", limit=1)).hits
-    return (time.perf_counter() - t) * 1000, report, hits[0] if hits else None
 
 
 def _one_catalog(
@@ -386,7 +201,7 @@ def _one_catalog(
     update_ms, refresh_ms, add_ms = [], [], []
     for i in range(3):
         word = f"zqxupdate{i}{int(time.time())}"
-        ms, rep, hit = _import_and_find(catalog, work / f"update-{label}-{i}.jsonl", _changed(first, word), word)
+        ms, rep, hit = import_and_find(catalog, work / f"update-{label}-{i}.jsonl", changed_entry(first, word), word)
         update_ms.append(ms)
         refresh_ms.append((rep.index.seconds if rep.index else 0.0) * 1000)
         if hit is None or hit.skill.skill_id != first.skill_id:
@@ -398,19 +213,19 @@ def _one_catalog(
         word = f"zqxadded{i}{int(time.time())}"
         entry = {"slug": f"added-{word}", "name": f"added {word}", "tags": list(first.tags),
                  "description": f"{first.description[:900]} {word}", "instructions": first.instructions}
-        ms, _, hit = _import_and_find(catalog, work / f"add-{label}-{i}.jsonl", entry, word)
+        ms, _, hit = import_and_find(catalog, work / f"add-{label}-{i}.jsonl", entry, word)
         add_ms.append(ms)
         if hit is None or hit.skill.name != entry["name"]:
             raise RuntimeError(f"added skill not found by its word in {label}")
     row["add_to_searchable_ms"] = round(float(np.median(add_ms)), 1)
-    row["build_peak_rss_mb"] = _peak_rss_mb()
+    row["build_peak_rss_mb"] = peak_rss_mb()
     catalog.close()
     log(f"[{label}] searching in a child process")
     qfile = work / "queries.json"
     qfile.write_text(json.dumps({"queries": list(queries), "other": list(other)}), encoding="utf-8")
     # The child opens the index with the encoder it was built with (the choice's name, not the model's).
     child = subprocess.run(
-        [sys.executable, "-m", "skillsearch.bench.latency", str(data_dir), str(qfile), encoder_name],
+        [sys.executable, "-m", "skillsearch.bench.serving", str(data_dir), str(qfile), encoder_name],
         capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, check=False,
     )
     if child.returncode != 0:
@@ -485,7 +300,3 @@ def _flat_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return flat
 
 
-if __name__ == "__main__":
-    data, qpath, choice = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
-    asked = json.loads(qpath.read_text(encoding="utf-8"))
-    print(json.dumps(serve_check(data, asked["queries"], choice, asked["other"])))
