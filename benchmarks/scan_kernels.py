@@ -4,6 +4,8 @@ until 2026-12-03; measured only when simsimd is installed, it is no longer a dep
 row-wise maximum over the query vectors as numpy's ``max(axis=1)`` against ``cosines.row_max``; then the
 stage's own ``vector_stage.scan`` (blocks, scales, :data:`~skillsearch.retrieval.vector_stage.SCAN_THREADS`
 threads) with each kernel for several vectors, which is what ``vector_stage.packs_queries`` chooses between.
+torch's two int8 kernels (fbgemm's dynamic int8 linear, ``_weight_int8pack_mm``) are timed beside them as the
+alternatives already installed with the model.
 The kernels differ by instruction set several times over, so the report is named by the core's widest vector
 instructions (``scan-kernels-avx2``, ``scan-kernels-avx512-vnni``, ...) and lists numkong's capabilities.
 
@@ -36,6 +38,8 @@ from skillsearch.retrieval.cosines import row_max  # noqa: E402
 from skillsearch.retrieval.vector_stage import SCAN_THREADS, packs_queries, scan  # noqa: E402
 
 DIM = 384
+# ``_weight_int8pack_mm`` has no vectorised path here (39 ms for one vector over 100k rows): timed up to this.
+INT8PACK_UP_TO = 100_000
 
 
 def _median_ms(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
@@ -50,15 +54,51 @@ def _median_ms(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, f
     return {k: round(float(np.median(v)), 3) for k, v in times.items()}
 
 
-def _pair(codes: np.ndarray, q: np.ndarray, rounds: int, nk: Any, simsimd: Any) -> dict[str, Any]:
+class TorchKernels:
+    """torch's two int8 x float kernels over one matrix of codes (row scales 1/127), on one torch thread:
+    fbgemm's dynamic int8 linear with the codes prepacked once (it quantises the query vectors to 7 bits
+    itself), and ``_weight_int8pack_mm`` (float query vectors against int8 rows with per-row scales). Both
+    were measured as alternatives to numkong, not chosen (docs/benchmarks.md, "Kernels outside numkong")."""
+
+    def __init__(self, codes: np.ndarray) -> None:
+        import warnings
+
+        import torch
+
+        self.torch = torch
+        torch.set_num_threads(1)
+        self.codes = torch.from_numpy(codes)
+        self.scales = torch.full((codes.shape[0],), 1 / 127, dtype=torch.float32)
+        t = time.perf_counter()
+        with warnings.catch_warnings():  # quantized tensors are deprecated in torch (the warning says so)
+            warnings.simplefilter("ignore")
+            weight = torch._make_per_channel_quantized_tensor(
+                self.codes, self.scales.double(), torch.zeros(codes.shape[0], dtype=torch.long), 0)
+            self.packed = torch.ops.quantized.linear_prepack(weight, None)
+        self.prepack_s = round(time.perf_counter() - t, 3)
+
+    def fbgemm(self, q: np.ndarray) -> object:
+        return self.torch.ops.quantized.linear_dynamic(self.torch.from_numpy(q), self.packed, True)
+
+    def int8pack(self, q: np.ndarray) -> object:
+        return self.torch.ops.aten._weight_int8pack_mm(self.torch.from_numpy(q), self.codes, self.scales)
+
+
+def _pair(codes: np.ndarray, q: np.ndarray, rounds: int, nk: Any, simsimd: Any, tk: TorchKernels) -> dict[str, Any]:
     """One size and count of query vectors: the kernels, then the row-wise maximum of one block."""
     packed = nk.dots_pack(q, dtype="int8")
+    qf = q.astype(np.float32) / 127
     fns: dict[str, Callable[[], object]] = {}
     if simsimd is not None:
         fns["simsimd cdist"] = lambda: simsimd.cdist(codes, q, metric="dot", threads=1, out_dtype="float32")
     fns["numkong cdist"] = lambda: nk.cdist(codes, q, metric="dot", out_dtype="float32")
     fns["numkong dots_packed"] = lambda: nk.dots_packed(codes, packed)
-    row: dict[str, Any] = {"rows": codes.shape[0], "query_vectors": q.shape[0], **_median_ms(fns, rounds)}
+    fns["torch fbgemm linear_dynamic"] = lambda: tk.fbgemm(qf)
+    if codes.shape[0] <= INT8PACK_UP_TO:
+        fns["torch _weight_int8pack_mm"] = lambda: tk.int8pack(qf)
+    row: dict[str, Any] = {"rows": codes.shape[0], "query_vectors": q.shape[0], **_median_ms(fns, rounds),
+                           "fbgemm prepack_s": tk.prepack_s}
+    row.setdefault("torch _weight_int8pack_mm", "-")  # not timed at this size
     block = np.asarray(nk.dots_packed(codes[:BLOCK], packed))
     out = np.empty(block.shape[0], dtype=block.dtype)
     row.update(_median_ms({"max(axis=1), one block": lambda: block.max(axis=1),
@@ -83,8 +123,9 @@ def measure(sizes: list[int], vectors: list[int], rounds: int) -> list[dict[str,
     rows: list[dict[str, Any]] = []
     for n in sizes:
         codes = rng.integers(-127, 128, (n, DIM), dtype=np.int8)
+        tk = TorchKernels(codes)
         for nq in vectors:
-            rows.append(_pair(codes, rng.integers(-127, 128, (nq, DIM), dtype=np.int8), rounds, nk, simsimd))
+            rows.append(_pair(codes, rng.integers(-127, 128, (nq, DIM), dtype=np.int8), rounds, nk, simsimd, tk))
             print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -108,7 +149,11 @@ def main() -> None:
         "The vector stage's scan kernels (ms, median)", command,
         "random int8 codes of 384 dimensions", rows, text_columns=0,
         notes=("The kernels alone (`simsimd cdist`, `numkong cdist`, `numkong dots_packed`, the row-wise "
-               "maximum) run on one thread.",
+               "maximum, torch's two) run on one thread.",
+               "`torch fbgemm linear_dynamic`: the codes prepacked once (`fbgemm prepack_s`, a second copy of "
+               "them), the float query vectors quantised to 7 bits inside the call; torch deprecates the "
+               "quantized tensors it needs. `torch _weight_int8pack_mm`: float query vectors against the "
+               f"int8 rows and their scales, timed up to {INT8PACK_UP_TO:,} rows.",
                "`max(axis=1)` and `row_max`: the row-wise best over the query vectors of one block of "
                "`dots_packed` products (int32, `block_rows` x `query_vectors`).",
                f"`stage scan, packed` / `stage scan, cdist`: `vector_stage.scan` over the whole matrix on "
