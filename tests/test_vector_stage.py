@@ -347,6 +347,24 @@ def test_quantising_is_deterministic_and_bounded() -> None:
     np.testing.assert_array_equal(again.codes, codes)
 
 
+def test_quantising_in_blocks_gives_the_codes_of_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``quantise`` works a block of rows at a time (bounded float temporaries for a large import's batch):
+    the codes and scales are those of one pass over the whole batch, a zero row included, whatever the cut."""
+    rng = np.random.default_rng(5)
+    m = rng.standard_normal((1_000, 48)).astype(np.float32)
+    m[999] = 0.0
+    peak = np.abs(m).max(axis=1)
+    want_scales = (peak / 127.0).astype(np.float32)
+    safe = np.where(want_scales > 0, want_scales, 1.0).astype(np.float32)[:, None]
+    want_codes = np.rint(m / safe).clip(-127, 127).astype(np.int8)
+    for rows in (7, 256, 4_096):
+        monkeypatch.setattr(compact_module, "QUANTISE_ROWS", rows)
+        codes, scales = quantise(m)
+        np.testing.assert_array_equal(codes, want_codes)
+        np.testing.assert_array_equal(scales, want_scales)
+    assert quantise(np.zeros((0, 48), np.float32))[0].shape == (0, 48)
+
+
 def unit_rows(rng: np.random.Generator, n: int, dim: int = 768) -> np.ndarray:
     m = rng.standard_normal((n, dim)).astype(np.float32)
     return m / np.linalg.norm(m, axis=1, keepdims=True)
@@ -486,6 +504,41 @@ def test_more_added_rows_than_the_room_copy_the_matrix_once_and_the_next_save_ma
     assert kept.base is not None and isinstance(kept.matrix, np.memmap) and not (tmp_path / "changes.log").exists()
     assert kept.base.capacity == ROWS + 5 and len(VectorSnapshot.load(tmp_path)) == ROWS + 3
 
+
+
+def test_the_writers_growth_past_the_room_writes_the_next_file_instead_of_copying_the_matrix_into_memory(
+    world: tuple[VectorSnapshot, list[np.ndarray]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Given the store's folder (the indexer's writer), more added rows than the saved file's room go the
+    removal's way: the saved rows copied file to file into the next matrix file, with room after the new
+    size, the batch's rows in the mapping's private pages until the save names that file. No copy of the
+    matrix comes into memory (a large import's batches held 3 GB more at 1M rows of ``minilm+e5``), and the
+    result is the in-memory growth's."""
+    snapshot, queries = world
+    monkeypatch.setattr(vectors, "spare_rows", lambda rows: 2)
+    snapshot.save(tmp_path)
+    loaded = VectorSnapshot.load(tmp_path)
+    replaced = (VectorRow("sk_4", "team:all", "knowledge", (), "d4x", "e4x"), queries[7][0])
+    new = [(VectorRow(f"sk_more_{j}", "team:all", "knowledge", (), f"d{j}", f"e{j}"), queries[j][0]) for j in range(3)]
+    matrix_file = (tmp_path / "vectors.npy").resolve()
+    before = mapped_kib(matrix_file)
+    grown = loaded.apply([replaced, *new], [], tmp_path)
+    assert mapped_kib(matrix_file) - before <= 64  # the saved rows went file to file
+    assert grown.base is not None and grown.base.pending and isinstance(grown.matrix, np.memmap)
+    in_memory = loaded.apply([replaced, *new], [])
+    assert in_memory.base is None and grown.rows == in_memory.rows and len(grown) == ROWS + 3
+    np.testing.assert_array_equal(grown.matrix, in_memory.matrix)
+    assert grown.compact is not None and in_memory.compact is not None
+    np.testing.assert_array_equal(grown.compact.codes, in_memory.compact.codes)
+    assert [grown.nearest(queries[j], 1)[0][0] for j in range(3)] == [ROWS, ROWS + 1, ROWS + 2]
+    assert grown.nearest(queries[7], 1)[0][0] == 4
+    inode = os.stat(tmp_path / "vectors.npy.tmp").st_ino
+    kept = grown.save_changes(tmp_path, [replaced, *new], [])
+    assert os.stat(tmp_path / "vectors.npy").st_ino == inode and not (tmp_path / "changes.log").exists()
+    assert kept.base is not None and kept.base.capacity == ROWS + 3 + 2
+    again = VectorSnapshot.load(tmp_path)
+    assert again.rows == in_memory.rows
+    np.testing.assert_array_equal(again.matrix, np.asarray(in_memory.matrix))
 
 def mapped_kib(path: Path) -> int:
     """KiB of ``path`` mapped into this process (``Rss`` of its mappings in /proc/self/smaps)."""

@@ -324,10 +324,11 @@ class VectorSnapshot:
         after its own (``vector_files.spare_rows``), the row table and key index extended; a batch that
         only replaces rows keeps the key index. A removal from a mapped base, given the store's ``folder``
         (the writer's, which saves next), writes the kept rows as the next matrix file there, copied from
-        file to file (``vector_files.write_kept``; :meth:`save` names it). A removal otherwise (replaying a
-        log, a matrix in memory), or more added rows than the room holds, costs one copy of the kept rows
-        into memory (the next :meth:`save_changes` folds it into a new file). The int8 copy and the row
-        table are gathered, never made again from the matrix."""
+        file to file (``vector_files.write_kept``; :meth:`save` names it), and so do more added rows than the
+        file's room holds (a large import: at 1M rows of ``minilm+e5`` the copy in memory was 3 GB). A removal
+        or a growth otherwise (replaying a log, a matrix in memory) costs one copy of the kept rows into memory
+        (the next :meth:`save_changes` folds it into a new file). The int8 copy and the row table are
+        gathered, never made again from the matrix."""
         gone = {self.key_to_row[k] for k in (skill_key(s) for s in deletes) if k in self.key_to_row}
         replace: dict[int, tuple[VectorRow, np.ndarray]] = {}
         new: dict[str, tuple[VectorRow, np.ndarray]] = {}  # by id: an id upserted twice is added once
@@ -350,11 +351,15 @@ class VectorSnapshot:
         moved = replace if keep is None else {int(np.searchsorted(keep, i)): rv for i, rv in replace.items()}
         changed = sorted(moved)
 
-        def stacked(vectors: Iterable[np.ndarray]) -> np.ndarray:
-            out = [zero_tiny(np.asarray(v, np.float32)).reshape(dim) for v in vectors]
-            return np.stack(out) if out else np.zeros((0, dim), np.float32)
+        def stacked(vectors: Sequence[np.ndarray]) -> np.ndarray:
+            # Filled in place: a list of row copies, then their stack, held a batch's vectors twice (307 MB
+            # for 100k rows of ``minilm+e5``).
+            out = np.empty((len(vectors), dim), np.float32)
+            for k, v in enumerate(vectors):
+                out[k] = np.asarray(v, np.float32).reshape(dim)
+            return zero_tiny(out)
 
-        vectors, fresh = stacked(moved[i][1] for i in changed), stacked(v for _, v in added)
+        vectors, fresh = stacked([moved[i][1] for i in changed]), stacked([v for _, v in added])
         size, base, overlay = kept + len(fresh), self.base, self.overlay
         if keep is None and base is not None and size <= base.capacity:
             matrix = base.view(size)
@@ -362,12 +367,13 @@ class VectorSnapshot:
             if carried:
                 matrix[carried] = self.matrix[carried]
             overlay = self.overlay | set(changed) | set(range(n, size))
-        elif keep is not None and base is not None and folder is not None:  # a removal, kept rows file to file
-            base = write_kept(base, self.matrix, self.overlay, keep, folder / (MATRIX_FILE + ".tmp"), size,
+        elif base is not None and folder is not None:  # a removal, or more rows than the room: file to file
+            every = keep if keep is not None else np.arange(n, dtype=np.int64)
+            base = write_kept(base, self.matrix, self.overlay, every, folder / (MATRIX_FILE + ".tmp"), size,
                               spare_rows(size))
             matrix = base.view(size)
             overlay = frozenset(changed) | frozenset(range(kept, size))
-        else:  # in memory: a removal, or more rows than the saved file has room for
+        else:  # in memory: no saved file, or replaying its log (no folder to write a new file in)
             matrix = np.empty((size, dim), dtype=np.float32)
             self._gather(keep, matrix[:kept])
             base, overlay = None, frozenset()
@@ -390,13 +396,13 @@ class VectorSnapshot:
         matrix.setflags(write=False)
         keys.setflags(write=False)
         # Each kept row's nearest vector is what it was; the batch's rows are computed from their vectors.
-        redo, written = np.asarray([*changed, *range(kept, size)], np.int64), np.vstack([vectors, fresh])
         nearest_cache = {}
         for key, (near, cols, codes) in self.nearest_cache.items():
             moved_codes = np.empty(size, dtype=codes.dtype)
             moved_codes[:kept] = codes if keep is None else codes[keep]
-            if redo.size:
-                moved_codes[redo] = nearest_rows(written if cols is None else written[:, cols], near)
+            for at, written in ((changed, vectors), (slice(kept, size), fresh)):
+                if len(written):
+                    moved_codes[at] = nearest_rows(written if cols is None else written[:, cols], near)
             moved_codes.setflags(write=False)
             nearest_cache[key] = (near, cols, moved_codes)
         return VectorSnapshot(
@@ -511,7 +517,8 @@ class VectorSnapshot:
         """Persist one applied batch (``self`` is the snapshot after it): append it to the change log, or
         write a whole new base when the log has outgrown ``max_log_bytes`` (default: a quarter of the matrix,
         at least 1 MiB and at most :data:`MAX_LOG_BYTES`), when no base exists yet, when a large snapshot
-        holds its matrix in memory (a removal replayed, or more added rows than its file had room for), or
+        holds its matrix in memory (a removal or more added rows than its file had room for, applied without the
+        store's folder), or
         when it maps a removal's new file (named then, not written again): saved, it maps its file again.
         Returns the snapshot to keep, as :meth:`save` does."""
         log = folder / LOG_FILE
