@@ -505,7 +505,6 @@ def test_more_added_rows_than_the_room_copy_the_matrix_once_and_the_next_save_ma
     assert kept.base.capacity == ROWS + 5 and len(VectorSnapshot.load(tmp_path)) == ROWS + 3
 
 
-
 def test_the_writers_growth_past_the_room_writes_the_next_file_instead_of_copying_the_matrix_into_memory(
     world: tuple[VectorSnapshot, list[np.ndarray]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -539,6 +538,7 @@ def test_the_writers_growth_past_the_room_writes_the_next_file_instead_of_copyin
     again = VectorSnapshot.load(tmp_path)
     assert again.rows == in_memory.rows
     np.testing.assert_array_equal(again.matrix, np.asarray(in_memory.matrix))
+
 
 def mapped_kib(path: Path) -> int:
     """KiB of ``path`` mapped into this process (``Rss`` of its mappings in /proc/self/smaps)."""
