@@ -224,6 +224,7 @@ def paired_parts(n: int, pool: np.ndarray, queries: list[np.ndarray], requests: 
     import shutil
 
     from skillsearch.bench.synthetic import stand_in_vectors
+    from skillsearch.retrieval import vector_saves
     from skillsearch.retrieval import vector_stage as vs
     from skillsearch.retrieval.cosines import max_cosines
     from skillsearch.retrieval.vectors import BACKGROUND_ROWS, VectorRow, VectorSnapshot
@@ -233,9 +234,9 @@ def paired_parts(n: int, pool: np.ndarray, queries: list[np.ndarray], requests: 
     matrix = np.concatenate([pool[: min(len(pool), n)], stand_in_vectors(pool, keys[len(pool):])])[:n]
     rows = [VectorRow(f"s{i}", "team:half" if i % 2 else "team:all", "knowledge", (), "", "") for i in range(n)]
     shutil.rmtree(folder, ignore_errors=True)
-    VectorSnapshot.build(matrix.shape[1], matrix, rows).save(folder)
+    vector_saves.save(VectorSnapshot.build(matrix.shape[1], matrix, rows), folder)
     del matrix, rows
-    snapshot = VectorSnapshot.load(folder)
+    snapshot = vector_saves.load(folder)
     compact = snapshot.compact
     assert compact is not None and snapshot.base is not None
     half = snapshot.mask(["team:half"])
@@ -282,11 +283,12 @@ def _peak_mb() -> float:
 def memory_child(folder: Path, cache: Path, requests: int) -> None:
     """In a fresh process: open the saved store, run the vector stage as search does (``nearest`` and
     ``background``, every other request filtered by a grant), apply a one-row update; print RSS as JSON."""
-    from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
+    from skillsearch.retrieval import vector_saves
+    from skillsearch.retrieval.vectors import VectorRow
 
     bare = _rss_mb()
     t = time.perf_counter()
-    snapshot = VectorSnapshot.load(folder)
+    snapshot = vector_saves.load(folder)
     row = {"rows": len(snapshot), "bare_process_mb": round(bare), "load_s": round(time.perf_counter() - t, 1),
            "rss_after_open_mb": round(_rss_mb()), "peak_while_opening_mb": round(_peak_mb())}
     with np.load(cache) as z:
@@ -320,6 +322,7 @@ def memory(n: int, pool: np.ndarray, cache: Path, folder: Path, requests: int) -
     import subprocess
 
     from skillsearch.bench.synthetic import stand_in_vectors
+    from skillsearch.retrieval import vector_saves
     from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
 
     keys = np.random.default_rng(n).integers(0, 2**63, n, dtype=np.uint64)
@@ -327,7 +330,7 @@ def memory(n: int, pool: np.ndarray, cache: Path, folder: Path, requests: int) -
     rows = [VectorRow(f"synthetic/skill-{i:07d}-name", "team:x" if i % 10 == 0 else "public", "knowledge", (),
                       hashlib.sha256(b"d%d" % i).hexdigest(), hashlib.sha256(b"e%d" % i).hexdigest()) for i in range(n)]
     shutil.rmtree(folder, ignore_errors=True)
-    VectorSnapshot.build(matrix.shape[1], matrix, rows).save(folder)
+    vector_saves.save(VectorSnapshot.build(matrix.shape[1], matrix, rows), folder)
     del matrix, rows
     out = subprocess.run([sys.executable, __file__, "--memory-child", str(folder), "--cache", str(cache),
                           "--exact-requests", str(requests)], check=True, capture_output=True, text=True)

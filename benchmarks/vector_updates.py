@@ -43,6 +43,18 @@ def status_mb(field: str) -> int:
     return 0
 
 
+def store_io() -> tuple[Any, Any, Any]:
+    """The checkout's ``save``, ``load`` and ``save_changes`` (its ``vector_saves`` module, or the snapshot's
+    methods in a checkout from before that module), called as ``save(snapshot, folder)``, ``load(folder)``
+    and ``save_changes(snapshot, folder, upserts, deletes)``."""
+    try:
+        from skillsearch.retrieval import vector_saves
+    except ImportError:
+        from skillsearch.retrieval.vectors import VectorSnapshot
+        return VectorSnapshot.save, VectorSnapshot.load, VectorSnapshot.save_changes  # type: ignore[attr-defined]
+    return vector_saves.save, vector_saves.load, vector_saves.save_changes
+
+
 def build(folder: Path, rows: int) -> None:
     """Save a store of ``rows`` random unit vectors into ``folder`` (this process imports the checkout's
     ``skillsearch``)."""
@@ -50,12 +62,13 @@ def build(folder: Path, rows: int) -> None:
 
     from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
 
+    save, _, _ = store_io()
     rng = np.random.default_rng(1)
     matrix = rng.standard_normal((rows, DIM), dtype=np.float32)
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
     table = [VectorRow(f"sk_{i:020x}", f"team:{i % 7}", "knowledge", (), f"{i:064x}", f"{i * 3:064x}")
              for i in range(rows)]
-    VectorSnapshot.build(DIM, matrix, table).save(folder)
+    save(VectorSnapshot.build(DIM, matrix, table), folder)
 
 
 def measure(folder: Path) -> dict[str, Any]:
@@ -63,9 +76,10 @@ def measure(folder: Path) -> dict[str, Any]:
 
     from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
 
+    _, load, save_changes = store_io()
     out: dict[str, Any] = {}
     t = time.perf_counter()
-    snapshot = VectorSnapshot.load(folder)
+    snapshot = load(folder)
     out["open_s"], out["open_rss_mb"] = round(time.perf_counter() - t, 2), status_mb("VmRSS")
     rng = np.random.default_rng(2)
     adds = []
@@ -78,7 +92,7 @@ def measure(folder: Path) -> dict[str, Any]:
         else:
             row = VectorRow(f"new_{time.time_ns()}", "team:new", "tool", ("x",), "a" * 64, "b" * 64)
         t = time.perf_counter()
-        snapshot = snapshot.apply([(row, vector)], []).save_changes(folder, [(row, vector)], [])
+        snapshot = save_changes(snapshot.apply([(row, vector)], []), folder, [(row, vector)], [])
         ms = (time.perf_counter() - t) * 1000
         if snapshot.rows[int(snapshot.nearest(vector, 1)[0][0])].skill_id != row.skill_id:
             raise RuntimeError(f"the {step}d row is not found first")
@@ -90,7 +104,7 @@ def measure(folder: Path) -> dict[str, Any]:
     out["rss_after_adds_mb"] = status_mb("VmRSS")
     del snapshot
     t = time.perf_counter()
-    snapshot = VectorSnapshot.load(folder)
+    snapshot = load(folder)
     out["reopen_with_log_s"] = round(time.perf_counter() - t, 2)
     out["rows_after"] = len(snapshot)
     out["peak_before_remove_mb"] = status_mb("VmHWM")
@@ -101,7 +115,7 @@ def measure(folder: Path) -> dict[str, Any]:
     removed = snapshot.apply([], [gone], folder) if writer else snapshot.apply([], [gone])
     out["remove_apply_ms"] = round((time.perf_counter() - t) * 1000, 1)
     out["peak_after_remove_apply_mb"] = status_mb("VmHWM")
-    snapshot = removed.save_changes(folder, [], [gone])
+    snapshot = save_changes(removed, folder, [], [gone])
     out["remove_ms"] = round((time.perf_counter() - t) * 1000, 1)
     del removed
     if snapshot.row_of(gone) is not None or snapshot.rows.skill_id(456) == gone:

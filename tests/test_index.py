@@ -13,6 +13,7 @@ from skillsearch.catalog.rows import IndexRow
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError
 from skillsearch.core.settings import Settings
+from skillsearch.retrieval import vector_saves
 from skillsearch.retrieval import vectors as vectors_module
 from skillsearch.retrieval.cosines import TINY, max_cosines, zero_tiny
 from skillsearch.retrieval.documents import embedded_text, split_instructions
@@ -234,8 +235,9 @@ def test_a_skill_removed_from_a_mapped_index_is_gone_at_once_and_after_a_reopen(
     threshold) removes a skill through the writer's path: the kept rows copied into the next matrix file,
     which the save names. The skill is gone from the answers at once, every other vector is what it was,
     no temporary file is left, and a reopened index answers the same."""
-    monkeypatch.setattr(vectors_module, "MAPPED_FROM", 10)
-    monkeypatch.setattr(vectors_module, "COMPACT_FROM", 10)
+    monkeypatch.setattr(vector_saves, "MAPPED_FROM", 10)
+    for module in (vectors_module, vector_saves):
+        monkeypatch.setattr(module, "COMPACT_FROM", 10)
     fresh_sample.close()
     catalog = Catalog.open(Settings(data_dir=fresh_sample.data_dir), encoder=encoder)
     folder = catalog.data_dir / "vectors"
@@ -292,7 +294,7 @@ def test_the_change_log_is_folded_into_a_new_base_when_it_grows(tmp_path: Path) 
         return VectorRow(f"sk_{i}", "team:a", "knowledge", (f"t{i % 3}",), f"d{i}", f"e{i}")
 
     snapshot = VectorSnapshot.build(dim, rng.random((4, dim), dtype=np.float32), [row(i) for i in range(4)])
-    snapshot.save(tmp_path)
+    vector_saves.save(snapshot, tmp_path)
     expected = {f"sk_{i}" for i in range(4)}
     for i in range(4, 40):
         expected = (expected - ({f"sk_{i - 3}"} if i % 5 == 0 else set())) | {f"sk_{i}"}
@@ -300,8 +302,8 @@ def test_the_change_log_is_folded_into_a_new_base_when_it_grows(tmp_path: Path) 
         batch = [(row(i), rng.random(dim, dtype=np.float32))]
         batch += [(row(i - 4), rng.random(dim, dtype=np.float32))] if i % 3 == 0 else []
         snapshot = snapshot.apply(batch, [f"sk_{i - 3}"] if i % 5 == 0 else [])
-        snapshot.save_changes(tmp_path, batch, [f"sk_{i - 3}"] if i % 5 == 0 else [], max_log_bytes=2_000)
-        loaded = VectorSnapshot.load(tmp_path)
+        vector_saves.save_changes(snapshot, tmp_path, batch, [f"sk_{i - 3}"] if i % 5 == 0 else [], max_log_bytes=2_000)
+        loaded = vector_saves.load(tmp_path)
         assert loaded.rows == snapshot.rows
         np.testing.assert_array_equal(loaded.matrix, snapshot.matrix)
         assert loaded.key_to_row == snapshot.key_to_row and loaded.tag_rows.keys() == snapshot.tag_rows.keys()
@@ -355,9 +357,9 @@ def test_the_models_dead_dimensions_are_zero_in_every_snapshot_and_the_cosines_d
     # snapshot read back from disk.
     replaced = snapshot.apply([(rows[0], raw[1])], [])
     assert not ((np.abs(replaced.matrix) < TINY) & (replaced.matrix != 0)).any()
-    snapshot.save(tmp_path)
+    vector_saves.save(snapshot, tmp_path)
     np.save(tmp_path / "vectors.npy", raw)  # an index written before the rule
-    loaded = VectorSnapshot.load(tmp_path)
+    loaded = vector_saves.load(tmp_path)
     assert not ((np.abs(loaded.matrix) < TINY) & (loaded.matrix != 0)).any()
 
 

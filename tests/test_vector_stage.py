@@ -19,7 +19,7 @@ import pytest
 from skillsearch.bench.synthetic import stand_in_vectors
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.retrieval import compact as compact_module
-from skillsearch.retrieval import vector_files, vector_rows, vector_stage, vectors
+from skillsearch.retrieval import vector_files, vector_rows, vector_saves, vector_stage, vectors
 from skillsearch.retrieval.compact import Compact, quantise, quantise_together
 from skillsearch.retrieval.cosines import max_cosines, zero_tiny
 from skillsearch.retrieval.encoder import Encoder
@@ -271,11 +271,11 @@ def test_a_routes_document_languages_come_from_the_int8_copy_as_the_float32_argm
     np.testing.assert_array_equal(routed.nearest_of(reference, columns), want)
     np.testing.assert_array_equal(routed.nearest_of(reference[:, :dim], slice(0, dim)),
                                   np.argmax(wide[:, :dim] @ reference.T, axis=1))
-    routed.save(tmp_path)
+    vector_saves.save(routed, tmp_path)
     monkeypatch.setattr(vectors, "PREAD_FROM_BYTES", 0)
     # The close rows (thousands: references 2 and 3 nearly agree) are read and re-scored in many chunks.
     monkeypatch.setattr(vector_stage, "RESCORE_ROWS", 100)
-    loaded = VectorSnapshot.load(tmp_path)
+    loaded = vector_saves.load(tmp_path)
     calibration = {"centering": {"reference": reference.tolist(), "centroids": (reference * 0.1).tolist()}}
     route = RequestRoute("other", encoder, loaded.matrix[:, columns], calibration, columns, loaded.nearest_of)
     matrix_file = (tmp_path / "vectors.npy").resolve()
@@ -328,8 +328,8 @@ def test_a_routed_index_scans_each_routes_int8_columns_as_one_contiguous_part(
             rows, scores = routed.nearest(qc, 100, columns=columns)
             assert recall_at(rows, want, 100) >= 0.98
             np.testing.assert_allclose(scores[rows], want[rows], atol=1e-5)
-    routed.save(tmp_path)
-    reopened = VectorSnapshot.load(tmp_path)
+    vector_saves.save(routed, tmp_path)
+    reopened = vector_saves.load(tmp_path)
     assert reopened.compact is not None
     assert [p.shape for p in reopened.compact.parts] == [(ROWS, dim), (ROWS, dim)]
     np.testing.assert_array_equal(reopened.compact.codes, compact.codes)
@@ -424,11 +424,11 @@ def test_an_update_shares_the_int8_parts_and_scans_exactly_as_a_copy_made_anew()
 def test_a_one_skill_update_and_a_reopen_keep_the_stage_exact(world: tuple[VectorSnapshot, list[np.ndarray]],
                                                               tmp_path: Path) -> None:
     snapshot, queries = world
-    saved = snapshot.save(tmp_path)
+    saved = vector_saves.save(snapshot, tmp_path)
     assert (tmp_path / "codes.npy").is_file()
     assert saved.base is not None and isinstance(saved.matrix, np.memmap)  # the copy in memory can go
     np.testing.assert_array_equal(saved.nearest(queries[0], 10)[0], snapshot.nearest(queries[0], 10)[0])
-    loaded = VectorSnapshot.load(tmp_path)
+    loaded = vector_saves.load(tmp_path)
     assert isinstance(loaded.matrix, np.memmap) and loaded.base is not None  # only re-scored rows are read
     assert loaded.compact is not None and not isinstance(loaded.compact.parts[0], np.memmap)  # read, not mapped
     np.testing.assert_array_equal(loaded.compact.codes, snapshot.compact.codes if snapshot.compact else None)
@@ -440,14 +440,14 @@ def test_a_one_skill_update_and_a_reopen_keep_the_stage_exact(world: tuple[Vecto
     assert updated.base is loaded.base and updated.overlay == {target}
     assert updated.nearest(queries[0], 5)[0][0] == target
     assert loaded.nearest(queries[0], 5)[0][0] != target  # the older snapshot is unchanged
-    updated.save_changes(tmp_path, batch, [])
-    again = VectorSnapshot.load(tmp_path)
+    vector_saves.save_changes(updated, tmp_path, batch, [])
+    again = vector_saves.load(tmp_path)
     rows, scores = again.nearest(queries[0], 100)
     assert rows[0] == target and scores[target] == pytest.approx(1.0, abs=1e-5)
     np.testing.assert_allclose(scores[rows], exact(again, queries[0])[rows], atol=1e-6)
     # A saved int8 copy that does not belong to the matrix is not trusted.
     np.save(tmp_path / "codes.npy", np.zeros((ROWS, snapshot.dim), np.int8))
-    fresh = VectorSnapshot.load(tmp_path)
+    fresh = vector_saves.load(tmp_path)
     assert fresh.compact is not None and fresh.compact.codes.any()
     assert fresh.nearest(queries[0], 1)[0][0] == target
 
@@ -460,8 +460,8 @@ def test_a_skill_added_to_an_opened_index_goes_into_its_files_room_and_survives_
     not made again, and its row table and key index extended; it is found first for what it says, under a
     new grant too, also when the stage reads rows by ``pread`` and after the change log is replayed."""
     snapshot, queries = world
-    snapshot.save(tmp_path)
-    loaded = VectorSnapshot.load(tmp_path)
+    vector_saves.save(snapshot, tmp_path)
+    loaded = vector_saves.load(tmp_path)
     assert loaded.base is not None and loaded.base.capacity == ROWS + vector_files.spare_rows(ROWS) > ROWS
     new = [(VectorRow("sk_new_a", "team:new", "tool", ("fresh",), "a" * 64, "b" * 64), queries[0][0]),
            (VectorRow("sk_new_b", "team:all", "knowledge", (), "dnb", "enb"), queries[2][0])]
@@ -478,9 +478,9 @@ def test_a_skill_added_to_an_opened_index_goes_into_its_files_room_and_survives_
     np.testing.assert_array_equal(added.compact.scales, whole.scales)
     assert added.nearest(queries[0], 5)[0][0] == ROWS
     assert added.nearest(queries[0], 5, mask=added.mask(["team:new"]))[0].tolist() == [ROWS]
-    added.save_changes(tmp_path, new, [])
+    vector_saves.save_changes(added, tmp_path, new, [])
     monkeypatch.setattr(vectors, "PREAD_FROM_BYTES", 0)  # re-scored rows read by pread, added ones from memory
-    again = VectorSnapshot.load(tmp_path)
+    again = vector_saves.load(tmp_path)
     assert again.base is not None and len(again) == ROWS + 2 and again.rows == added.rows
     for q, row in ((queries[0], ROWS), (queries[2], ROWS + 1)):
         got, scores = again.nearest(q, 100)
@@ -492,17 +492,18 @@ def test_more_added_rows_than_the_room_copy_the_matrix_once_and_the_next_save_ma
     world: tuple[VectorSnapshot, list[np.ndarray]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     snapshot, queries = world
-    monkeypatch.setattr(vectors, "spare_rows", lambda rows: 2)
-    snapshot.save(tmp_path)
-    loaded = VectorSnapshot.load(tmp_path)
+    for module in (vectors, vector_saves):
+        monkeypatch.setattr(module, "spare_rows", lambda rows: 2)
+    vector_saves.save(snapshot, tmp_path)
+    loaded = vector_saves.load(tmp_path)
     assert loaded.base is not None and loaded.base.capacity == ROWS + 2
     new = [(VectorRow(f"sk_more_{j}", "team:all", "knowledge", (), f"d{j}", f"e{j}"), queries[j][0]) for j in range(3)]
     grown = loaded.apply(new, [])
     assert grown.base is None and not isinstance(grown.matrix, np.memmap) and len(grown) == ROWS + 3
     assert [grown.nearest(queries[j], 1)[0][0] for j in range(3)] == [ROWS, ROWS + 1, ROWS + 2]
-    kept = grown.save_changes(tmp_path, new, [])
+    kept = vector_saves.save_changes(grown, tmp_path, new, [])
     assert kept.base is not None and isinstance(kept.matrix, np.memmap) and not (tmp_path / "changes.log").exists()
-    assert kept.base.capacity == ROWS + 5 and len(VectorSnapshot.load(tmp_path)) == ROWS + 3
+    assert kept.base.capacity == ROWS + 5 and len(vector_saves.load(tmp_path)) == ROWS + 3
 
 
 def test_the_writers_growth_past_the_room_writes_the_next_file_instead_of_copying_the_matrix_into_memory(
@@ -514,9 +515,10 @@ def test_the_writers_growth_past_the_room_writes_the_next_file_instead_of_copyin
     matrix comes into memory (a large import's batches held 3 GB more at 1M rows of ``minilm+e5``), and the
     result is the in-memory growth's."""
     snapshot, queries = world
-    monkeypatch.setattr(vectors, "spare_rows", lambda rows: 2)
-    snapshot.save(tmp_path)
-    loaded = VectorSnapshot.load(tmp_path)
+    for module in (vectors, vector_saves):
+        monkeypatch.setattr(module, "spare_rows", lambda rows: 2)
+    vector_saves.save(snapshot, tmp_path)
+    loaded = vector_saves.load(tmp_path)
     replaced = (VectorRow("sk_4", "team:all", "knowledge", (), "d4x", "e4x"), queries[7][0])
     new = [(VectorRow(f"sk_more_{j}", "team:all", "knowledge", (), f"d{j}", f"e{j}"), queries[j][0]) for j in range(3)]
     matrix_file = (tmp_path / "vectors.npy").resolve()
@@ -532,10 +534,10 @@ def test_the_writers_growth_past_the_room_writes_the_next_file_instead_of_copyin
     assert [grown.nearest(queries[j], 1)[0][0] for j in range(3)] == [ROWS, ROWS + 1, ROWS + 2]
     assert grown.nearest(queries[7], 1)[0][0] == 4
     inode = os.stat(tmp_path / "vectors.npy.tmp").st_ino
-    kept = grown.save_changes(tmp_path, [replaced, *new], [])
+    kept = vector_saves.save_changes(grown, tmp_path, [replaced, *new], [])
     assert os.stat(tmp_path / "vectors.npy").st_ino == inode and not (tmp_path / "changes.log").exists()
     assert kept.base is not None and kept.base.capacity == ROWS + 3 + 2
-    again = VectorSnapshot.load(tmp_path)
+    again = vector_saves.load(tmp_path)
     assert again.rows == in_memory.rows
     np.testing.assert_array_equal(again.matrix, np.asarray(in_memory.matrix))
 
@@ -557,8 +559,8 @@ def opened_and_changed(
     """The world saved into ``folder`` and opened; that snapshot with row 5 replaced and ``sk_extra`` added
     since (rows written over its mapping); and a batch that replaces row 9 and adds ``sk_late``."""
     snapshot, queries = world
-    snapshot.save(folder)
-    loaded = VectorSnapshot.load(folder)
+    vector_saves.save(snapshot, folder)
+    loaded = vector_saves.load(folder)
     five, nine = snapshot.rows[5], snapshot.rows[9]
     moved = loaded.apply([(VectorRow(five.skill_id, five.grant, five.kind, five.tags, "d5", "e5"), queries[3][0]),
                           (VectorRow("sk_extra", "team:extra", "tool", ("x",), "dx", "ex"), queries[4][0])], [])
@@ -596,9 +598,9 @@ def test_a_removal_from_an_opened_index_copies_the_kept_rows_by_pread_and_the_ne
     assert after.key_to_row == vector_rows.KeyIndex(after.keys) and after.row_of(snapshot.rows.skill_id(5)) == 5
     assert "team:extra" not in after.grant_names and after.rows[8].grant == "team:some"
     assert after.nearest(queries[3], 1)[0][0] == 5 and after.nearest(queries[6], 1)[0][0] == ROWS - 1
-    kept = after.save_changes(tmp_path, batch, ["sk_7", "sk_extra"])
+    kept = vector_saves.save_changes(after, tmp_path, batch, ["sk_7", "sk_extra"])
     assert kept.base is not None and isinstance(kept.matrix, np.memmap) and not (tmp_path / "changes.log").exists()
-    again = VectorSnapshot.load(tmp_path)
+    again = vector_saves.load(tmp_path)
     assert again.rows == after.rows and again.nearest(queries[5], 1)[0][0] == 8
 
 
@@ -639,12 +641,12 @@ def test_a_writers_removal_copies_the_kept_rows_file_to_file_and_the_save_names_
         mask = after.mask(["team:some"])
         assert after.nearest(q, 100, mask=mask)[0].tolist() == in_memory.nearest(q, 100, mask=mask)[0].tolist()
     inode = os.stat(stale).st_ino
-    kept = after.save_changes(tmp_path, batch, gone)
+    kept = vector_saves.save_changes(after, tmp_path, batch, gone)
     assert os.stat(tmp_path / "vectors.npy").st_ino == inode and not stale.exists()
     assert not (tmp_path / "changes.log").exists() and not after.base.pending
     assert kept.base is not None and kept.base.capacity == ROWS + vector_files.spare_rows(ROWS)
     np.testing.assert_array_equal(np.load(tmp_path / "vectors.npy"), want)
-    again = VectorSnapshot.load(tmp_path)
+    again = vector_saves.load(tmp_path)
     assert again.rows == in_memory.rows and again.nearest(queries[5], 1)[0][0] == 8
     np.testing.assert_array_equal(again.matrix, want)
 
@@ -659,8 +661,8 @@ def test_a_writers_removal_copies_through_a_buffer_where_the_system_has_no_copy_
     after = moved.apply(batch, ["sk_7", "sk_extra"], tmp_path)
     assert after.base is not None and after.base.pending
     np.testing.assert_array_equal(after.matrix, moved.apply(batch, ["sk_7", "sk_extra"]).matrix)
-    after.save_changes(tmp_path, batch, ["sk_7", "sk_extra"])
-    np.testing.assert_array_equal(VectorSnapshot.load(tmp_path).matrix, after.matrix)
+    vector_saves.save_changes(after, tmp_path, batch, ["sk_7", "sk_extra"])
+    np.testing.assert_array_equal(vector_saves.load(tmp_path).matrix, after.matrix)
 
 
 def test_a_writers_removal_of_every_row_keeps_only_the_batchs_new_one(
@@ -669,16 +671,16 @@ def test_a_writers_removal_of_every_row_keeps_only_the_batchs_new_one(
     """The writer's removal with nothing kept (a row added since the save among the removed): the new file
     holds the batch's one new row, and the store reopens with it alone."""
     snapshot, queries = world
-    snapshot.save(tmp_path)
-    loaded = VectorSnapshot.load(tmp_path)
+    vector_saves.save(snapshot, tmp_path)
+    loaded = vector_saves.load(tmp_path)
     moved = loaded.apply([(VectorRow("sk_extra", "team:extra", "tool", (), "dx", "ex"), queries[4][0])], [])
     only = [(VectorRow("sk_only", "team:all", "knowledge", (), "do", "eo"), queries[6][0])]
     emptied = moved.apply(only, [*moved.rows.skill_ids()], tmp_path)
     assert emptied.base is not None and emptied.base.pending and len(emptied) == 1
     assert emptied.rows == [only[0][0]]
     np.testing.assert_array_equal(emptied.matrix, zero_tiny(queries[6][0])[None])
-    emptied.save_changes(tmp_path, only, [*moved.rows.skill_ids()])
-    again = VectorSnapshot.load(tmp_path)
+    vector_saves.save_changes(emptied, tmp_path, only, [*moved.rows.skill_ids()])
+    again = vector_saves.load(tmp_path)
     assert again.rows == [only[0][0]] and again.nearest(queries[6], 1)[0].tolist() == [0]
     np.testing.assert_array_equal(again.matrix, zero_tiny(queries[6][0])[None])
 
@@ -751,8 +753,8 @@ def test_a_large_opened_index_reads_the_rows_it_re_scores_without_mapping_the_ma
     the float32 matrix into the process (read through the mapping, the kernel's fault-around mapped 64 KiB
     per re-scored row, most of the matrix after a few hundred searches)."""
     snapshot, queries = world
-    snapshot.save(tmp_path)
-    loaded = VectorSnapshot.load(tmp_path)
+    vector_saves.save(snapshot, tmp_path)
+    loaded = vector_saves.load(tmp_path)
     matrix_file = (tmp_path / "vectors.npy").resolve()
     assert loaded.matrix.nbytes <= vectors.PREAD_FROM_BYTES
     # Under the limit the rows are read through the mapping: its pages come into the process.
@@ -761,7 +763,7 @@ def test_a_large_opened_index_reads_the_rows_it_re_scores_without_mapping_the_ma
     np.testing.assert_allclose(scores[rows], exact(snapshot, queries[0])[rows], atol=1e-6)
     assert mapped_kib(matrix_file) > before
     monkeypatch.setattr(vectors, "PREAD_FROM_BYTES", loaded.matrix.nbytes - 1)
-    loaded = VectorSnapshot.load(tmp_path)
+    loaded = vector_saves.load(tmp_path)
     before = mapped_kib(matrix_file)
     for q in queries:
         rows, scores = loaded.nearest(q, 100, exact_rows=np.asarray([5, ROWS - 1]))
@@ -785,47 +787,47 @@ def test_rows_are_saved_as_column_arrays_and_an_index_written_before_still_opens
     rows = [VectorRow(f"sk_{i}", "team:a", "knowledge", ("ops", f"t{i}"), f"d{i}", f"{i:064x}") for i in range(3)]
     matrix = np.eye(3, 4, dtype=np.float32)
     snapshot = VectorSnapshot.build(4, matrix, rows)
-    snapshot.save(tmp_path)
+    vector_saves.save(snapshot, tmp_path)
     assert not (tmp_path / "rows.json").exists()
     with np.load(tmp_path / "rows.npz", allow_pickle=False) as saved:
         assert json.loads(saved["header"].tobytes())["rows"] == 3
         np.testing.assert_array_equal(saved["keys"], [skill_key(r.skill_id) for r in rows])
-    loaded = VectorSnapshot.load(tmp_path)
+    loaded = vector_saves.load(tmp_path)
     assert loaded.rows == tuple(rows) and loaded.row_of("sk_2") == 2 and loaded.mask(["team:a"]).all()
     # Keys that do not belong to the ids are hashed again, not trusted.
     arrays = dict(np.load(tmp_path / "rows.npz", allow_pickle=False))
     np.savez(tmp_path / "rows.npz", **{**arrays, "keys": arrays["keys"][::-1].copy()})
-    assert VectorSnapshot.load(tmp_path).row_of("sk_0") == 0
+    assert vector_saves.load(tmp_path).row_of("sk_0") == 0
     # A code past its names, offsets past the ids, or a cut file: a clear error, not wrong rows.
     for damaged in ({**arrays, "grant_codes": np.full(3, 5, np.int32)}, {**arrays, "id_ends": arrays["id_ends"] + 1}):
         np.savez(tmp_path / "rows.npz", **damaged)
         with pytest.raises(IndexNotReadyError, match="unreadable"):
-            VectorSnapshot.load(tmp_path)
+            vector_saves.load(tmp_path)
     # Compressed members (which could unpack to any size from a small file) or another member: refused.
     np.savez_compressed(tmp_path / "rows.npz", **arrays)
     with pytest.raises(IndexNotReadyError, match="other members"):
-        VectorSnapshot.load(tmp_path)
+        vector_saves.load(tmp_path)
     np.savez(tmp_path / "rows.npz", **arrays, extra=np.zeros(3))
     with pytest.raises(IndexNotReadyError, match="other members"):
-        VectorSnapshot.load(tmp_path)
+        vector_saves.load(tmp_path)
     (tmp_path / "rows.npz").write_bytes((tmp_path / "rows.npz").read_bytes()[:200])
     with pytest.raises(IndexNotReadyError, match="unreadable"):
-        VectorSnapshot.load(tmp_path)
+        vector_saves.load(tmp_path)
     # The layouts before: a header line then one row per line; one object with every row.
     (tmp_path / "rows.npz").unlink()
     lines = [json.dumps({"dim": 4, "rows": 3, "layout": "lines"}), *(json.dumps(row_json(r)) for r in rows)]
     (tmp_path / "rows.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    assert VectorSnapshot.load(tmp_path).rows == tuple(rows)
+    assert vector_saves.load(tmp_path).rows == tuple(rows)
     (tmp_path / "rows.json").write_text(json.dumps({"dim": 4, "rows": [json.loads(x) for x in lines[1:]]}),
                                         encoding="utf-8")
-    assert VectorSnapshot.load(tmp_path).rows == tuple(rows)
+    assert vector_saves.load(tmp_path).rows == tuple(rows)
     (tmp_path / "rows.json").write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")  # cut short
     with pytest.raises(IndexNotReadyError, match="unreadable"):
-        VectorSnapshot.load(tmp_path)
+        vector_saves.load(tmp_path)
     (tmp_path / "rows.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    VectorSnapshot.load(tmp_path).save(tmp_path)
+    vector_saves.save(vector_saves.load(tmp_path), tmp_path)
     assert (tmp_path / "rows.npz").exists() and not (tmp_path / "rows.json").exists()
-    assert VectorSnapshot.load(tmp_path).rows == tuple(rows)
+    assert vector_saves.load(tmp_path).rows == tuple(rows)
 
 
 def test_the_decisions_background_reads_the_whole_index_or_a_fixed_sample(
@@ -966,7 +968,7 @@ def test_a_snapshot_with_tags_grants_and_deletes_keeps_its_columns_in_step(tmp_p
     add = [(VectorRow("sk_new", "team:z", "tool", ("t9",), "dn", "en"), rng.standard_normal(dim).astype(np.float32))]
     swap = [(VectorRow("sk_4", "team:z", "knowledge", ("t9",), "d4b", "e4b"), rng.standard_normal(dim).astype(np.float32))]
     after = snapshot.apply(add + swap, ["sk_0", "sk_1"])
-    for s in (after, after.save(tmp_path), VectorSnapshot.load(tmp_path)):
+    for s in (after, vector_saves.save(after, tmp_path), vector_saves.load(tmp_path)):
         ids = [r.skill_id for r in s.rows]
         assert ids[-1] == "sk_new" and "sk_0" not in ids and len(ids) == n - 1
         assert all(s.row_of(i) == j for j, i in enumerate(ids)) and s.row_of("sk_0") is None

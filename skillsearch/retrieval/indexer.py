@@ -33,6 +33,7 @@ from skillsearch.catalog.rows import IndexRow
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError
 from skillsearch.core.hashing import sha256_hex
+from skillsearch.retrieval import vector_saves
 from skillsearch.retrieval.calibration import calibrate, is_current
 from skillsearch.retrieval.documents import doc_hash, embedded_text, lexical_doc
 from skillsearch.retrieval.encoder import Encoder, encoder_choice
@@ -202,7 +203,7 @@ class SearchIndex:
             log.warning("removed %s in %s, left by a write that did not finish", ", ".join(left),
                         self.data_dir / "vectors")
         try:
-            vectors = VectorSnapshot.load(self.data_dir / "vectors")
+            vectors = vector_saves.load(self.data_dir / "vectors")
         except IndexNotReadyError as exc:
             if not behind:
                 raise
@@ -341,7 +342,7 @@ class SearchIndex:
         try:
             if manifest is None:
                 raise IndexNotReadyError("no manifest")
-            vectors = VectorSnapshot.load(self.data_dir / "vectors")
+            vectors = vector_saves.load(self.data_dir / "vectors")
             lexical = self._lexical_index()
             if (
                 vectors.dim != self.encoder.dim
@@ -414,9 +415,9 @@ class SearchIndex:
         else:
             self.lexical.apply([lexical_doc(r) for r in changed], deletes)
         if rebuild_lexical or skill_ids is None:
-            new_vectors = new_vectors.save(self.data_dir / "vectors")
+            new_vectors = vector_saves.save(new_vectors, self.data_dir / "vectors")
         elif upserts or deletes:
-            new_vectors = new_vectors.save_changes(self.data_dir / "vectors", upserts, deletes)
+            new_vectors = vector_saves.save_changes(new_vectors, self.data_dir / "vectors", upserts, deletes)
         # A large matrix is now a mapping of what was saved (the copy in memory goes).
         self._snapshot = self._snapshot_of(self.lexical.searcher(), new_vectors, generation)
         self._write_manifest(generation)

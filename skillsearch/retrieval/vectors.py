@@ -10,51 +10,30 @@ re-scored rows are read with ``pread`` (``vector_files.FileRows``), and the row 
 (``retrieval/vector_rows.py``), so serving memory is the int8 copy's quarter of the matrix and about
 130 bytes a row beside it. An update writes only its rows into the mapping's private pages, an added one
 into the spare rows the saved file keeps after its own, and a removal its kept rows into the next matrix
-file, copied from file to file (:meth:`VectorSnapshot.apply`).
+file, copied from file to file (:meth:`VectorSnapshot.apply`). Saving a snapshot and opening it again are
+``retrieval/vector_saves.py``'s.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import dataclasses
-import json
-import logging
-import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 
-from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.retrieval import vector_stage
 from skillsearch.retrieval.compact import Compact
 from skillsearch.retrieval.cosines import max_cosines, nearest_rows, top_k, zero_tiny
 from skillsearch.retrieval.lexical import skill_key
 from skillsearch.retrieval.vector_files import (
-    CODES_FILE,
-    JSON_ROWS_FILE,
-    LOG_FILE,
     MATRIX_FILE,
-    ROWS_FILE,
-    SCALES_FILE,
     FileRows,
     MappedFile,
-    log_batches,
-    probe_rows,
     read_into,
-    read_rows,
-    row_json,
-    saved_compact,
     spare_rows,
-    write_at,
-    write_codes,
     write_kept,
-    write_matrix,
-    write_rows,
 )
 from skillsearch.retrieval.vector_rows import KeyIndex, RowTable, VectorRow, found_in, runs
 from skillsearch.retrieval.vector_stage import (
@@ -67,25 +46,16 @@ from skillsearch.retrieval.vector_stage import (
     select,
 )
 
-# Rows from which an opened index keeps its float32 matrix a file mapping (copy-on-write: an update writes its
-# rows only; ``vector_files.MappedFile``): below it the matrix (at most 61 MB) is read into memory.
-MAPPED_FROM = 40_000
 # Up to this many bytes of float32 matrix, a mapped index re-scores its rows through the mapping (its pages are
 # the page cache's, shared by every process that maps the file): about 0.1 ms for 250 rows at 100k, against
 # 0.8 ms by ``pread`` (``vector_files.FileRows``), one system call per row. Past it, reading through the
 # mapping would leave most of the matrix counted in the serving RSS after a few hundred searches (1.5 GB at
 # 1M rows). 512 MiB holds a 100k-row index of ``minilm+e5`` (307 MB) or 340k rows of MiniLM.
 PREAD_FROM_BYTES = 512 << 20
-# The change log is folded into a new base past a quarter of the matrix, and at most past this: opening
-# replays the log (about 2 KiB a MiniLM row, parsed and applied), so at 1M rows a quarter of the matrix
-# (375 MB) took 38 s to open and 6.3 GB at its peak; 64 MiB is some 30k rows, about the file's spare room.
-MAX_LOG_BYTES = 64 << 20
 # Rows the decision's background statistics read (``VectorSnapshot.background``): each dev set fits whole.
 BACKGROUND_ROWS = 16_384
 
 __all__ = ["VectorRow", "VectorSnapshot"]
-
-log = logging.getLogger("skillsearch")
 
 
 @dataclass(frozen=True)
@@ -324,10 +294,10 @@ class VectorSnapshot:
         after its own (``vector_files.spare_rows``), the row table and key index extended; a batch that
         only replaces rows keeps the key index. A removal from a mapped base, given the store's ``folder``
         (the writer's, which saves next), writes the kept rows as the next matrix file there, copied from
-        file to file (``vector_files.write_kept``; :meth:`save` names it), and so do more added rows than the
+        file to file (``vector_files.write_kept``; :func:`vector_saves.save` names it), and so do more added rows than the
         file's room holds (a large import: at 1M rows of ``minilm+e5`` the copy in memory was 3 GB). A removal
         or a growth otherwise (replaying a log, a matrix in memory) costs one copy of the kept rows into memory
-        (the next :meth:`save_changes` folds it into a new file). The int8 copy and the row table are
+        (the next ``vector_saves.save_changes`` folds it into a new file). The int8 copy and the row table are
         gathered, never made again from the matrix."""
         gone = {self.key_to_row[k] for k in (skill_key(s) for s in deletes) if k in self.key_to_row}
         replace: dict[int, tuple[VectorRow, np.ndarray]] = {}
@@ -430,150 +400,3 @@ class VectorSnapshot:
             mine = np.fromiter(sorted(self.overlay), np.int64, len(self.overlay))
             hit, at = found_in(rows, mine)
             out[at[hit]] = self.matrix[mine[hit]]
-
-    # -- persistence ------------------------------------------------------------------------------
-    #
-    # ``vectors.npy`` + ``rows.npz`` hold a whole snapshot; ``changes.log`` holds the batches applied
-    # since, one JSON line each (rows with their vector as base64 float32, and removed ids), appended and
-    # fsynced. A one-skill update thus writes a few KiB instead of the whole matrix (150 MB at 100k rows).
-    # Loading replays the log over the base; replaying a batch twice gives the same rows, so a crash between
-    # writing a new base and removing the old log loses nothing. The log is folded into a new base when it
-    # outgrows a quarter of the matrix or MAX_LOG_BYTES.
-
-    def save(self, folder: Path) -> VectorSnapshot:
-        """Write the whole snapshot through temporary names and atomic renames, then drop the change log.
-        A large snapshot's int8 copy is saved beside it (``codes.npy``, ``scales.npy``), so that opening
-        it reads a quarter of the bytes and never the whole float32 matrix. Returns the snapshot to keep:
-        a large one now maps the file it was written to (its matrix leaves memory), a small one is this."""
-        folder.mkdir(parents=True, exist_ok=True)
-        compact = self.compact
-        spare = spare_rows(len(self)) if len(self) >= MAPPED_FROM else 0
-        # A removal's file, written already (``write_kept``), has its rows completed and is named, not written.
-        named = [MATRIX_FILE] if self._complete_pending(folder) else []
-        writers: dict[str, Callable[[BinaryIO], None]] = {} if named else {
-            MATRIX_FILE: lambda f: write_matrix(f, self.matrix, spare)}
-        if compact is not None:
-            writers[CODES_FILE] = lambda f: write_codes(f, compact)
-            writers[SCALES_FILE] = lambda f: np.save(f, compact.scales)
-        for name, write in writers.items():
-            # A new file, never the old one truncated: a snapshot may map a file of that name (the removal's).
-            (folder / (name + ".tmp")).unlink(missing_ok=True)
-            with open(folder / (name + ".tmp"), "xb") as out:
-                write(out)
-                out.flush()
-                os.fsync(out.fileno())
-        # The rows last: their file names the rows the matrix must hold when the index is opened.
-        tmp_rows = folder / (ROWS_FILE + ".tmp")
-        with open(tmp_rows, "wb") as out:
-            write_rows(out, self.dim, self.rows, self.keys)
-            out.flush()
-            os.fsync(out.fileno())
-        for name in [*writers, *named]:
-            os.replace(folder / (name + ".tmp"), folder / name)
-        if named and self.base is not None:
-            self.base.pending = False
-        if self.compact is None:
-            for name in (CODES_FILE, SCALES_FILE):
-                (folder / name).unlink(missing_ok=True)
-        os.replace(tmp_rows, folder / ROWS_FILE)
-        (folder / JSON_ROWS_FILE).unlink(missing_ok=True)
-        (folder / LOG_FILE).unlink(missing_ok=True)
-        if self.compact is None:
-            return self
-        base = MappedFile(folder / MATRIX_FILE)
-        matrix = base.view()
-        matrix.setflags(write=False)
-        return dataclasses.replace(self, matrix=matrix, base=base, overlay=frozenset())
-
-    def _complete_pending(self, folder: Path) -> bool:
-        """Whether this snapshot maps the removal's new matrix file of ``folder`` (``vector_files.write_kept``)
-        with a row count that still matches: then the rows written over the mapping since are written into the
-        file, which is synced, and :meth:`save` names it instead of writing the matrix again."""
-        base = self.base
-        path = folder / (MATRIX_FILE + ".tmp")
-        if base is None or not base.pending or base.shape[0] != len(self):
-            return False
-        try:
-            if not os.path.samestat(os.fstat(base.file.fileno()), os.stat(path)):
-                return False
-        except OSError:
-            return False
-        fd = os.open(path, os.O_WRONLY)
-        try:
-            rows = np.fromiter(sorted(self.overlay), np.int64, len(self.overlay))
-            write_at(fd, base.offset, np.asarray(self.matrix[rows]), rows)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        return True
-
-    def save_changes(
-        self,
-        folder: Path,
-        upserts: Sequence[tuple[VectorRow, np.ndarray]],
-        deletes: Sequence[str],
-        max_log_bytes: int | None = None,
-    ) -> VectorSnapshot:
-        """Persist one applied batch (``self`` is the snapshot after it): append it to the change log, or
-        write a whole new base when the log has outgrown ``max_log_bytes`` (default: a quarter of the matrix,
-        at least 1 MiB and at most :data:`MAX_LOG_BYTES`), when no base exists yet, when a large snapshot
-        holds its matrix in memory (a removal or more added rows than its file had room for, applied without the
-        store's folder), or
-        when it maps a removal's new file (named then, not written again): saved, it maps its file again.
-        Returns the snapshot to keep, as :meth:`save` does."""
-        log = folder / LOG_FILE
-        logged = log.stat().st_size if log.exists() else 0
-        limit = min(max(self.matrix.nbytes // 4, 1 << 20), MAX_LOG_BYTES) if max_log_bytes is None else max_log_bytes
-        in_memory = self.base is None and len(self) >= MAPPED_FROM
-        pending = self.base is not None and self.base.pending
-        if not (folder / MATRIX_FILE).exists() or logged > limit or in_memory or pending:
-            return self.save(folder)
-        line = json.dumps({
-            "upserts": [[*row_json(r), base64.b64encode(np.asarray(v, "<f4").tobytes()).decode()] for r, v in upserts],
-            "deletes": list(deletes),
-        })
-        with open(log, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        return self
-
-    @classmethod
-    def load(cls, folder: Path) -> VectorSnapshot:
-        """The saved snapshot with its logged batches applied. A large one keeps its matrix a file mapping
-        and loads the saved int8 copy when it matches the matrix (checked on a sample of rows)."""
-        try:
-            dim, rows, keys = read_rows(folder)
-            base = MappedFile(folder / MATRIX_FILE) if len(rows) >= MAPPED_FROM else None
-            matrix = base.view() if base is not None else np.load(folder / MATRIX_FILE, allow_pickle=False)
-            if matrix.shape != (len(rows), dim):
-                raise ValueError(f"matrix shape {matrix.shape} does not match {len(rows)} rows of {dim} dims")
-            compact = saved_compact(folder, matrix) if len(rows) >= COMPACT_FROM else None
-            # Saved keys are trusted when 64 rows spread over them agree with their ids.
-            if keys is not None and any(skill_key(rows.skill_id(i)) != int(keys[i])
-                                        for i in probe_rows(len(rows)).tolist()):
-                log.warning("the saved row keys in %s do not match their ids; hashing them again", folder)
-                keys = None
-            snapshot = cls.build(dim, matrix, rows, keys, compact=compact, base=base)
-            # The batches are folded into one change first, so opening copies the matrix once, not once per
-            # logged batch. A removed id stays removed (a later upsert adds it back at the end, as applying
-            # the batches one by one would); the last upsert of an id wins.
-            upserts: dict[str, tuple[VectorRow, np.ndarray]] = {}
-            deletes: set[str] = set()
-            for batch in log_batches(folder / LOG_FILE):
-                for skill_id in batch["deletes"]:
-                    upserts.pop(skill_id, None)
-                    deletes.add(skill_id)
-                for s, g, k, t, d, e, vec in batch["upserts"]:
-                    v = np.frombuffer(base64.b64decode(vec), dtype="<f4")
-                    if v.shape != (dim,):
-                        raise ValueError(f"a logged vector has {v.size} values, not {dim}")
-                    upserts[s] = (VectorRow(s, g, k, tuple(t), d, e), v)
-            if upserts or deletes:
-                snapshot = snapshot.apply(list(upserts.values()), deletes)
-        except (OSError, ValueError, KeyError, TypeError, binascii.Error) as exc:
-            raise IndexNotReadyError(
-                f"the vector store at {folder} is unreadable ({exc}); run `skillsearch reindex`",
-                {"path": str(folder)},
-            ) from exc
-        return snapshot
