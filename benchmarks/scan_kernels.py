@@ -5,7 +5,8 @@ row-wise maximum over the query vectors as numpy's ``max(axis=1)`` against ``cos
 stage's own ``vector_stage.scan`` (blocks, scales, :data:`~skillsearch.retrieval.vector_stage.SCAN_THREADS`
 threads) with each kernel for several vectors, which is what ``vector_stage.packs_queries`` chooses between.
 torch's two int8 kernels (fbgemm's dynamic int8 linear, ``_weight_int8pack_mm``) are timed beside them as the
-alternatives already installed with the model.
+alternatives already installed with the model, and numkong's ``cdist`` over int4 codes (two signed values a
+byte: half the bytes of a row, the first pass the docs named as the next step if the scan must halve).
 The kernels differ by instruction set several times over, so the report is named by the core's widest vector
 instructions (``scan-kernels-avx2``, ``scan-kernels-avx512-vnni``, ...) and lists numkong's capabilities.
 
@@ -84,15 +85,28 @@ class TorchKernels:
         return self.torch.ops.aten._weight_int8pack_mm(self.torch.from_numpy(q), self.codes, self.scales)
 
 
-def _pair(codes: np.ndarray, q: np.ndarray, rounds: int, nk: Any, simsimd: Any, tk: TorchKernels) -> dict[str, Any]:
+def int4_pairs(codes: np.ndarray) -> np.ndarray:
+    """int8 codes as numkong's ``int4`` rows: each value's top four bits (-8..7), two to a byte, the even
+    dimension in the low nibble (checked against numpy in :func:`_pair`)."""
+    nibbles = (codes >> 4).astype(np.uint8) & 0xF
+    return np.ascontiguousarray(nibbles[:, 0::2] | (nibbles[:, 1::2] << 4))
+
+
+def _pair(codes: np.ndarray, q: np.ndarray, rounds: int, nk: Any, simsimd: Any, tk: TorchKernels,
+          codes4: np.ndarray) -> dict[str, Any]:
     """One size and count of query vectors: the kernels, then the row-wise maximum of one block."""
     packed = nk.dots_pack(q, dtype="int8")
+    q4 = int4_pairs(q)
+    exact4 = (codes[:8] >> 4).astype(np.int32) @ (q >> 4).astype(np.int32).T
+    if not np.array_equal(np.asarray(nk.cdist(codes4[:8], q4, metric="dot", dtype="int4")), exact4):
+        raise RuntimeError("numkong's int4 dot products disagree with numpy's on these nibbles")
     qf = q.astype(np.float32) / 127
     fns: dict[str, Callable[[], object]] = {}
     if simsimd is not None:
         fns["simsimd cdist"] = lambda: simsimd.cdist(codes, q, metric="dot", threads=1, out_dtype="float32")
     fns["numkong cdist"] = lambda: nk.cdist(codes, q, metric="dot", out_dtype="float32")
     fns["numkong dots_packed"] = lambda: nk.dots_packed(codes, packed)
+    fns["numkong cdist int4"] = lambda: nk.cdist(codes4, q4, metric="dot", dtype="int4", out_dtype="float32")
     fns["torch fbgemm linear_dynamic"] = lambda: tk.fbgemm(qf)
     if codes.shape[0] <= INT8PACK_UP_TO:
         fns["torch _weight_int8pack_mm"] = lambda: tk.int8pack(qf)
@@ -124,8 +138,10 @@ def measure(sizes: list[int], vectors: list[int], rounds: int) -> list[dict[str,
     for n in sizes:
         codes = rng.integers(-127, 128, (n, DIM), dtype=np.int8)
         tk = TorchKernels(codes)
+        codes4 = int4_pairs(codes)
         for nq in vectors:
-            rows.append(_pair(codes, rng.integers(-127, 128, (nq, DIM), dtype=np.int8), rounds, nk, simsimd, tk))
+            q = rng.integers(-127, 128, (nq, DIM), dtype=np.int8)
+            rows.append(_pair(codes, q, rounds, nk, simsimd, tk, codes4))
             print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -150,6 +166,8 @@ def main() -> None:
         "random int8 codes of 384 dimensions", rows, text_columns=0,
         notes=("The kernels alone (`simsimd cdist`, `numkong cdist`, `numkong dots_packed`, the row-wise "
                "maximum, torch's two) run on one thread.",
+               f"`numkong cdist int4`: the same rows as int4 codes ({DIM // 2} bytes a row, half of int8's), "
+               "the query vectors too; the products checked against numpy's on the first rows.",
                "`torch fbgemm linear_dynamic`: the codes prepacked once (`fbgemm prepack_s`, a second copy of "
                "them), the float query vectors quantised to 7 bits inside the call; torch deprecates the "
                "quantized tensors it needs. `torch _weight_int8pack_mm`: float query vectors against the "
