@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from skillsearch.bench.dev import common_term_rule
 from skillsearch.retrieval.documents import LexicalDoc, split_instructions
 from skillsearch.retrieval.lexical import LexicalIndex, skill_key
 
@@ -29,6 +30,14 @@ def test_a_long_requests_terms_in_most_documents_are_left_out_and_a_short_ones_k
     assert _found(index, "widget kubernetes") == {"sk_0", "sk_1", "sk_2", "sk_3"}
     # ...and a long request whose only matching word is common still finds what it matches.
     assert _found(index, f"widget {FILLER} india") == {"sk_0", "sk_1", "sk_2"}
+    searcher = index.searcher()
+    assert index.drops_a_matching_term(f"widget kubernetes {FILLER}", searcher)
+    assert not index.drops_a_matching_term("widget kubernetes", searcher)
+    # The dev harness turns the rule off for a run (share 1.0 leaves no term out), and back on after it.
+    with common_term_rule(1.0, 0):
+        assert _found(index, f"widget kubernetes {FILLER}") == {"sk_0", "sk_1", "sk_2", "sk_3"}
+        assert not index.drops_a_matching_term(f"widget kubernetes {FILLER}", searcher)
+    assert _found(index, f"widget kubernetes {FILLER}") == {"sk_3"}
     index.close()
 
 

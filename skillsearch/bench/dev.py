@@ -22,7 +22,7 @@ from skillsearch.bench.metrics import evaluate
 from skillsearch.bench.relevance import DEPTH, open_bench_catalog, search_runs
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
-from skillsearch.retrieval import lexical
+from skillsearch.retrieval import term_weights
 from skillsearch.retrieval.encoder import Encoder, MiniLMEncoder
 from skillsearch.retrieval.search import QUERY_SENTENCES, SearchRequest
 from skillsearch.service import Catalog
@@ -85,14 +85,14 @@ def score_modes(split: DevSplit, modes: Sequence[str]) -> dict[str, dict[str, fl
 
 @contextmanager
 def common_term_rule(share: float, short_request_terms: int) -> Iterator[None]:
-    """Lexical search with another common-term rule (``lexical.COMMON_TERM_SHARE`` and
+    """Lexical search with another common-term rule (``term_weights.COMMON_TERM_SHARE`` and
     ``SHORT_REQUEST_TERMS``) for the duration; share 1.0 never leaves a term out."""
-    saved = lexical.COMMON_TERM_SHARE, lexical.SHORT_REQUEST_TERMS
-    lexical.COMMON_TERM_SHARE, lexical.SHORT_REQUEST_TERMS = share, short_request_terms
+    saved = term_weights.COMMON_TERM_SHARE, term_weights.SHORT_REQUEST_TERMS
+    term_weights.COMMON_TERM_SHARE, term_weights.SHORT_REQUEST_TERMS = share, short_request_terms
     try:
         yield
     finally:
-        lexical.COMMON_TERM_SHARE, lexical.SHORT_REQUEST_TERMS = saved
+        term_weights.COMMON_TERM_SHARE, term_weights.SHORT_REQUEST_TERMS = saved
 
 
 def requests_losing_a_term(split: DevSplit) -> int:

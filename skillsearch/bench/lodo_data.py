@@ -5,7 +5,7 @@ search per variant would cost hours on two cores. So each set is searched *once*
 raw outputs of both retrievers are kept per request:
 
 - the lexical list (vector rows and BM25 scores, ``LEX_DEPTH`` deep, unfiltered), with and without the
-  common-term pruning of long requests (``lexical.COMMON_TERM_SHARE``);
+  common-term pruning of long requests (``term_weights.COMMON_TERM_SHARE``);
 - every row's cosine (the whole catalog), from the request's own vector and, for a request of several
   sentences, from the best of its sentences' vectors (``query_texts``), through the route search uses;
 - the rows whose slug or name the request is exactly (the exact-name rule);

@@ -21,7 +21,7 @@ This is the one module that imports ``tantivy``; its errors become ours here. De
   (English-analysed), searched only for a request's terms no document's ``all`` holds, so a word only a deep
   body holds still finds its skill. The CJK and French fields hold the head only.
 - Tantivy sums the fields' BM25, each with its own IDF; a term's queries are scaled so that every field
-  weighs it with one IDF, that of its largest document frequency over the fields (``_blended_idf``).
+  weighs it with one IDF, that of its largest document frequency over the fields (``term_weights.blended_idf``).
 - A long request's terms found in more than half of the documents are left out of its query (they weigh
   little in BM25 and cost the most to search); a short request keeps every term.
 - A full build is written as one segment (the writer's arena is sized to the batch): Tantivy searches
@@ -37,7 +37,6 @@ This is the one module that imports ``tantivy``; its errors become ours here. De
 from __future__ import annotations
 
 import functools
-import math
 import os
 import re
 import shutil
@@ -53,7 +52,16 @@ import tantivy
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.core.hashing import sha256_hex
 from skillsearch.core.language import FRENCH_WORDS, cjk_runs, is_french
+from skillsearch.retrieval import term_weights
 from skillsearch.retrieval.documents import LexicalDoc, split_identifiers, split_instructions
+from skillsearch.retrieval.term_weights import (
+    blended_idf,
+    doc_freqs,
+    field_doc_freqs,
+    idf,
+    informative_terms,
+    largest,
+)
 
 __all__ = [
     "FIELD_BOOSTS", "FRENCH_BOOSTS", "FRENCH_MODES", "LexicalHits", "LexicalIndex", "Searcher", "skill_key",
@@ -81,14 +89,6 @@ CJK_BOOST = 1.0
 FR_ANALYZER = "skill_fr"
 FRENCH_FIELDS = ("fr", "fr_body")
 FRENCH_BOOSTS: dict[str, float] = {"fr": 2.0, "fr_body": 1.0}
-# A long request's terms found in more than this share of the documents are left out of its query. BM25
-# gives such a term a weight under ln 2 (about a tenth of a rare term's), yet its posting list is the longest
-# to walk: at 100k skills the requests' few terms in most documents took a third of the Tantivy time. A
-# request of up to ``SHORT_REQUEST_TERMS`` terms keeps them all (every word of a short request counts and its
-# query is cheap anyway), and so does a request whose terms are all common. Measured on the dev splits
-# before it was adopted (docs/benchmarks.md, "Speed work", "Lexical at 100k").
-COMMON_TERM_SHARE = 0.5
-SHORT_REQUEST_TERMS = 8
 # Tantivy writes a new segment whenever the writer's arena fills, and searches the segments one after the
 # other, each with its own pruning threshold: 100k skills written as 4 segments (a 50 MB arena) take 1.3
 # ms per query, written as one 1.05 ms. So a batch gets an arena sized to its text (about 2.7 bytes per
@@ -184,50 +184,6 @@ def _remove_folder(path: Path) -> None:
         shutil.rmtree(trash, ignore_errors=True)
 
 
-def _field_doc_freqs(terms: list[str], searcher: tantivy.Searcher) -> dict[str, dict[str, int]]:
-    """How many documents hold each term, per text field."""
-    return {f: {t: searcher.doc_freq(f, t) for t in terms} for f in TEXT_FIELDS}
-
-
-def _largest(per_field: dict[str, dict[str, int]]) -> dict[str, int]:
-    """Each term's largest document frequency over the fields of ``per_field``."""
-    terms = next(iter(per_field.values()), {})
-    return {t: max(dfs[t] for dfs in per_field.values()) for t in terms}
-
-
-def _doc_freqs(terms: list[str], searcher: tantivy.Searcher) -> dict[str, int]:
-    """How many documents hold each term, at least (the larger count of ``all`` and ``name``; a word of a
-    name alone is in ``name`` only)."""
-    return _largest(_field_doc_freqs(terms, searcher))
-
-
-def _idf(num_docs: int, df: int) -> float:
-    """Tantivy's BM25 IDF."""
-    return math.log(1.0 + (num_docs - df + 0.5) / (df + 0.5))
-
-
-def _blended_idf(per_field: dict[str, dict[str, int]], top: dict[str, int], num_docs: int,
-                 ) -> dict[str, dict[str, float]]:
-    """Per text field and term, the factor that turns the field's own IDF into the term's one IDF: that of
-    the largest document frequency over the fields (what Lucene's ``BlendedTermQuery``, behind
-    Elasticsearch's ``cross_fields``, does). Tantivy computes IDF per field, so a word frequent in
-    descriptions but rare in names ("building", "base", "large" in model names) got a name IDF several
-    times its description IDF, and one accidental name match outranked the description that matched.
-    BM25F (Robertson et al., 2004) has one IDF per term for the same reason. ``top``: :func:`_largest` of
-    ``per_field``."""
-    return {f: {t: _idf(num_docs, top[t]) / _idf(num_docs, df) if 0 < df < top[t] else 1.0 for t, df in dfs.items()}
-            for f, dfs in per_field.items()}
-
-
-def _informative_terms(terms: list[str], df: dict[str, int], num_docs: int) -> list[str]:
-    """The terms found in some documents but in at most ``COMMON_TERM_SHARE`` of them (``df``: from
-    :func:`_doc_freqs`); all the terms when none is (a request whose only matching words are common still
-    finds what they match)."""
-    limit = COMMON_TERM_SHARE * num_docs
-    kept = [t for t in terms if 0 < df[t] <= limit]
-    return kept or terms
-
-
 def _writer_heap(docs: Sequence[LexicalDoc]) -> int:
     chars = sum(len(d.name) + len(d.slug) + len(d.description) + len(d.instructions) + sum(map(len, d.tags)) for d in docs)
     return max(WRITER_HEAP_MIN, min(WRITER_HEAP_MAX, WRITER_HEAP_PER_CHAR * chars))
@@ -274,11 +230,11 @@ class LexicalIndex:
         """Whether the common-term rule leaves out of this request a term that some document matches
         (what ``benchmarks/tuning/common_terms.py`` counts)."""
         terms = sorted(set(self._english.analyze(text.lower())))
-        df = _doc_freqs(terms, searcher)
+        df = doc_freqs(terms, searcher, TEXT_FIELDS)
         matching = {t for t in terms if df[t] > 0}
-        if len(terms) <= SHORT_REQUEST_TERMS or not matching:
+        if len(terms) <= term_weights.SHORT_REQUEST_TERMS or not matching:
             return False
-        return set(_informative_terms(terms, df, searcher.num_docs)) != matching
+        return set(informative_terms(terms, df, searcher.num_docs)) != matching
 
     # -- writes -----------------------------------------------------------------------------------
 
@@ -344,7 +300,7 @@ class LexicalIndex:
         the query is then a plain disjunction of terms, which Tantivy answers with block-max WAND, visiting
         a fraction of the postings; any ``Must`` filter clause turns that pruning off. ``searcher`` gives the
         document frequencies that decide which terms of a long request are too common to search
-        (``COMMON_TERM_SHARE``); without it every term is kept."""
+        (``term_weights.COMMON_TERM_SHARE``); without it every term is kept."""
         words = _NON_WORD.sub(" ", text).strip().lower()
         should: list[tuple[tantivy.Occur, tantivy.Query]] = []
         french = self.french in ("all", "docs") or (self.french in ("detect", "both") and is_french(text))
@@ -357,14 +313,14 @@ class LexicalIndex:
             terms = sorted(set(self._english.analyze(en_words))) if en_words else []
             blend: dict[str, dict[str, float]] = {}
             if searcher is not None:
-                per_field = _field_doc_freqs(terms, searcher)
-                df = _largest(per_field)
-                blend = _blended_idf(per_field, df, searcher.num_docs)
+                per_field = field_doc_freqs(terms, searcher, TEXT_FIELDS)
+                df = largest(per_field)
+                blend = blended_idf(per_field, df, searcher.num_docs)
                 # Terms no document's head holds are looked up in the rest of the instructions (``REST_FIELD``).
                 should.extend((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, REST_FIELD, t))
                               for t in terms if df[t] == 0)
-                if len(terms) > SHORT_REQUEST_TERMS:
-                    terms = _informative_terms(terms, df, searcher.num_docs)
+                if len(terms) > term_weights.SHORT_REQUEST_TERMS:
+                    terms = informative_terms(terms, df, searcher.num_docs)
             for field_name, boost in self.field_boosts.items():
                 if boost <= 0:
                     continue
@@ -409,7 +365,7 @@ class LexicalIndex:
         """Each English term of a request and its BM25 IDF in the ``all`` field (a term no document holds
         gets the highest IDF): what a perfect match of every term would be worth."""
         n = int(searcher.num_docs)
-        return {t: _idf(n, searcher.doc_freq("all", t)) for t in self.terms(text)}
+        return {t: idf(n, searcher.doc_freq("all", t)) for t in self.terms(text)}
 
     def _filter(self, field: str, values: list[str]) -> tantivy.Query:
         return tantivy.Query.const_score_query(tantivy.Query.term_set_query(self.schema, field, values), 0.0)
