@@ -30,7 +30,6 @@ from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, S
 from skillsearch.retrieval.batching import BatchingEncoder, BatchStats, QueryEncoders
 from skillsearch.retrieval.encoder import (
     DEFAULT_ENCODER,
-    CachedQueryEncoder,
     Encoder,
     RoutedEncoder,
     encoder_choice,
@@ -38,6 +37,7 @@ from skillsearch.retrieval.encoder import (
 )
 from skillsearch.retrieval.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex, recorded_encoder
 from skillsearch.retrieval.loading import models_of, start_loading
+from skillsearch.retrieval.query_cache import CachedQueryEncoder
 from skillsearch.retrieval.search import SearchRequest, SearchResult, run_search, search_response
 from skillsearch.sync.config import default_config_path
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall

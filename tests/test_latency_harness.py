@@ -14,8 +14,9 @@ from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.latency import StandInEncoder, _flat_rows, run_latency
 from skillsearch.bench.serving import serve_check
 from skillsearch.bench.synthetic import stand_in_vectors, write_synthetic_bundle, write_synthetic_bundles
-from skillsearch.retrieval.encoder import CachedQueryEncoder, RoutedEncoder
+from skillsearch.retrieval.encoder import RoutedEncoder
 from skillsearch.retrieval.hashing_encoder import HashingEncoder
+from skillsearch.retrieval.query_cache import CachedQueryEncoder
 
 QUERIES = [
     "roll back a bad deploy", "clean a pandas dataframe", "write a changelog entry", "plan a database migration",

@@ -26,8 +26,9 @@ from skillsearch.core.language import is_foreign, is_french
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.calibration import centered_cosines, centering_of
 from skillsearch.retrieval.confidence import packaged_decision
-from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, RoutedEncoder
+from skillsearch.retrieval.encoder import Encoder, RoutedEncoder
 from skillsearch.retrieval.model_files import setting_fingerprint
+from skillsearch.retrieval.query_cache import CachedQueryEncoder
 from skillsearch.retrieval.search import SearchRequest
 from skillsearch.service import Catalog, sample_catalog_dir
 

@@ -14,7 +14,8 @@ import pytest
 
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.retrieval.batching import BatchingEncoder
-from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, HashingEncoder, MiniLMEncoder
+from skillsearch.retrieval.encoder import Encoder, HashingEncoder, MiniLMEncoder
+from skillsearch.retrieval.query_cache import CachedQueryEncoder
 from skillsearch.retrieval.torch_ops import TracedForward
 
 ROOT = Path(__file__).resolve().parents[1]

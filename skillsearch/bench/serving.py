@@ -23,7 +23,8 @@ from skillsearch.catalog.imports import ImportReport
 from skillsearch.catalog.rows import IndexRow
 from skillsearch.core.domain import Principal, SearchMode
 from skillsearch.core.settings import Settings
-from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, make_encoder
+from skillsearch.retrieval.encoder import Encoder, make_encoder
+from skillsearch.retrieval.query_cache import CachedQueryEncoder
 from skillsearch.retrieval.search import QUERY_SENTENCES, Hit, SearchRequest
 from skillsearch.retrieval.search import query_texts as search_texts
 from skillsearch.service import Catalog

@@ -41,7 +41,8 @@ import numpy as np
 
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.core.settings import Settings
-from skillsearch.retrieval.encoder import CachedQueryEncoder, Encoder, ProgressCallback
+from skillsearch.retrieval.encoder import Encoder, ProgressCallback
+from skillsearch.retrieval.query_cache import CachedQueryEncoder
 from skillsearch.retrieval.torch_ops import set_intra_op_threads
 from skillsearch.retrieval.wrapper import Wrapper
 

@@ -31,7 +31,6 @@ import numpy as np
 
 from skillsearch.core.errors import IndexNotReadyError, ValidationError, problem
 from skillsearch.core.language import is_foreign
-from skillsearch.core.lru import LRU
 from skillsearch.retrieval.cosines import normalise
 from skillsearch.retrieval.hashing_encoder import HashingEncoder
 from skillsearch.retrieval.loading import LazyModel
@@ -42,11 +41,11 @@ from skillsearch.retrieval.model_files import (
     minilm_dir,
     routed_fingerprint,
 )
+from skillsearch.retrieval.query_cache import CachedQueryEncoder
 from skillsearch.retrieval.torch_ops import Tokens, TracedForward
-from skillsearch.retrieval.wrapper import Wrapper
 
 __all__ = [
-    "DEFAULT_ENCODER", "ENCODERS", "CachedQueryEncoder", "E5Encoder", "Encoder", "HashingEncoder", "MiniLMEncoder",
+    "DEFAULT_ENCODER", "ENCODERS", "E5Encoder", "Encoder", "HashingEncoder", "MiniLMEncoder",
     "PreparedQuery", "RoutedEncoder",
     "encoder_choice", "make_encoder",
 ]
@@ -296,51 +295,6 @@ class E5Encoder:
             return self.encode_query(query)[None, :]
         texts = [query, *parts]
         return normalise(np.asarray(self.model.query(texts)).reshape(len(texts), -1))
-
-
-class CachedQueryEncoder(Wrapper):
-    """An encoder whose query vectors are kept in a small LRU: a repeated query costs a dict lookup."""
-
-    def __init__(self, inner: Encoder, size: int = 1024, shared: CachedQueryEncoder | None = None) -> None:
-        super().__init__(inner)  # ``shared``: use its very LRU (the batching service over the same model)
-        self._cache: LRU[tuple[str, tuple[str, ...]], np.ndarray] = shared._cache if shared else LRU(size)
-
-    @property
-    def hits(self) -> int:
-        return self._cache.hits
-
-    @property
-    def misses(self) -> int:
-        return self._cache.misses
-
-    def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
-        return self.inner.encode_documents(texts, progress)
-
-    def encode_query(self, text: str) -> np.ndarray:
-        vector: np.ndarray = self.encode_query_parts(text, ())[0]
-        return vector
-
-    def encode_query_parts(self, query: str, parts: Sequence[str]) -> np.ndarray:
-        return self.encode_soon(query, parts)()
-
-    def encode_soon(self, query: str, parts: Sequence[str]) -> Callable[[], np.ndarray]:
-        """``encode_query_parts``, started now when the inner encoder can ``submit`` (the batching service,
-        ``retrieval/batching.py``): a worker encodes while the caller goes on (search runs Tantivy meanwhile),
-        and the returned call waits for it. Any other encoder runs when the call is made."""
-        key = (query, tuple(parts))
-        vectors = self._cache.get(key)
-        if vectors is not None:
-            return lambda: vectors
-        submit = getattr(self.inner, "submit", None)
-        started = submit(query, parts).result if submit else lambda: self.inner.encode_query_parts(query, parts)
-
-        def wait() -> np.ndarray:
-            out: np.ndarray = started()
-            out.setflags(write=False)
-            self._cache.put(key, out)
-            return out
-
-        return wait
 
 
 class RoutedEncoder:
