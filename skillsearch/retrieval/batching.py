@@ -41,7 +41,7 @@ import numpy as np
 
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.core.settings import Settings
-from skillsearch.retrieval.encoder import Encoder, ProgressCallback
+from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.query_cache import CachedQueryEncoder
 from skillsearch.retrieval.torch_ops import set_intra_op_threads
 from skillsearch.retrieval.wrapper import Wrapper
@@ -139,13 +139,6 @@ class BatchingEncoder(Wrapper):
         self._sizes: dict[int, int] = {}
 
     # -- the Encoder protocol ---------------------------------------------------------------------
-
-    def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
-        return self.inner.encode_documents(texts, progress)
-
-    def encode_query(self, text: str) -> np.ndarray:
-        vector: np.ndarray = self.encode_query_parts(text, ())[0]
-        return vector
 
     def encode_query_parts(self, query: str, parts: Sequence[str]) -> np.ndarray:
         return self.submit(query, parts).result()

@@ -13,7 +13,7 @@ from skillsearch.core.lru import LRU
 from skillsearch.retrieval.wrapper import Wrapper
 
 if TYPE_CHECKING:
-    from skillsearch.retrieval.encoder import Encoder, ProgressCallback
+    from skillsearch.retrieval.encoder import Encoder
 
 __all__ = ["CachedQueryEncoder"]
 
@@ -32,13 +32,6 @@ class CachedQueryEncoder(Wrapper):
     @property
     def misses(self) -> int:
         return self._cache.misses
-
-    def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
-        return self.inner.encode_documents(texts, progress)
-
-    def encode_query(self, text: str) -> np.ndarray:
-        vector: np.ndarray = self.encode_query_parts(text, ())[0]
-        return vector
 
     def encode_query_parts(self, query: str, parts: Sequence[str]) -> np.ndarray:
         return self.encode_soon(query, parts)()

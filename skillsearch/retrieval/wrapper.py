@@ -7,17 +7,21 @@ over an inner one, and answers ``name``, ``dim``, ``multilingual``, ``symmetric`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 if TYPE_CHECKING:
-    from skillsearch.retrieval.encoder import Encoder, RoutedEncoder
+    from skillsearch.retrieval.encoder import Encoder, ProgressCallback, RoutedEncoder
 
 __all__ = ["Wrapper"]
 
 
 class Wrapper:
     """The base of an encoder that wraps another (a cache, a timer): it describes itself as the encoder it
-    wraps, so callers never look inside. Subclasses implement the ``encode_*`` methods."""
+    wraps, so callers never look inside. Subclasses implement ``encode_query_parts``; documents go to the
+    inner encoder and one query is the first row of its parts unless a subclass says otherwise."""
 
     def __init__(self, inner: Encoder) -> None:
         self.inner = inner
@@ -41,3 +45,13 @@ class Wrapper:
 
     def fingerprint(self) -> str:
         return self.inner.fingerprint()
+
+    def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
+        return self.inner.encode_documents(texts, progress)
+
+    def encode_query(self, text: str) -> np.ndarray:
+        vector: np.ndarray = self.encode_query_parts(text, ())[0]
+        return vector
+
+    def encode_query_parts(self, query: str, parts: Sequence[str]) -> np.ndarray:
+        raise NotImplementedError
