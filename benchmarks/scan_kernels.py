@@ -6,7 +6,8 @@ stage's own ``vector_stage.scan`` (blocks, scales, :data:`~skillsearch.retrieval
 threads) with each kernel for several vectors, which is what ``vector_stage.packs_queries`` chooses between.
 torch's two int8 kernels (fbgemm's dynamic int8 linear, ``_weight_int8pack_mm``) are timed beside them as the
 alternatives already installed with the model, and numkong's ``cdist`` over int4 codes (two signed values a
-byte: half the bytes of a row, the first pass the docs named as the next step if the scan must halve).
+byte: half the bytes of a row, the first pass the docs named as the next step if the scan must halve), and
+the time to read the codes at all (numpy summing them on one and on two threads): the floor of any scan.
 The kernels differ by instruction set several times over, so the report is named by the core's widest vector
 instructions (``scan-kernels-avx2``, ``scan-kernels-avx512-vnni``, ...) and lists numkong's capabilities.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -53,6 +55,16 @@ def _median_ms(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, f
             fn()
             times[k].append((time.perf_counter() - t) * 1000)
     return {k: round(float(np.median(v)), 3) for k, v in times.items()}
+
+
+def _read_in_two(words: np.ndarray) -> None:
+    """Sum two halves of ``words`` on two threads (numpy releases the GIL): reading the codes once, as a
+    scan on the stage's two threads must."""
+    half = len(words) // 2
+    other = threading.Thread(target=words[half:].sum)
+    other.start()
+    words[:half].sum()
+    other.join()
 
 
 class TorchKernels:
@@ -107,6 +119,9 @@ def _pair(codes: np.ndarray, q: np.ndarray, rounds: int, nk: Any, simsimd: Any, 
     fns["numkong cdist"] = lambda: nk.cdist(codes, q, metric="dot", out_dtype="float32")
     fns["numkong dots_packed"] = lambda: nk.dots_packed(codes, packed)
     fns["numkong cdist int4"] = lambda: nk.cdist(codes4, q4, metric="dot", dtype="int4", out_dtype="float32")
+    words = codes.reshape(-1).view(np.uint64)  # the codes' bytes as 8-byte words: the floor any scan pays
+    fns["memory read, 1 thread"] = lambda: words.sum()
+    fns["memory read, 2 threads"] = lambda: _read_in_two(words)
     fns["torch fbgemm linear_dynamic"] = lambda: tk.fbgemm(qf)
     if codes.shape[0] <= INT8PACK_UP_TO:
         fns["torch _weight_int8pack_mm"] = lambda: tk.int8pack(qf)
@@ -168,6 +183,8 @@ def main() -> None:
                "maximum, torch's two) run on one thread.",
                f"`numkong cdist int4`: the same rows as int4 codes ({DIM // 2} bytes a row, half of int8's), "
                "the query vectors too; the products checked against numpy's on the first rows.",
+               "`memory read, 1 thread` / `2 threads`: numpy summing the int8 codes as 8-byte words, in one "
+               "thread or in two halves on two: the floor of any scan that reads every row once.",
                "`torch fbgemm linear_dynamic`: the codes prepacked once (`fbgemm prepack_s`, a second copy of "
                "them), the float query vectors quantised to 7 bits inside the call; torch deprecates the "
                "quantized tensors it needs. `torch _weight_int8pack_mm`: float query vectors against the "
