@@ -109,7 +109,7 @@ def import_run(data_dir: Path, label: str) -> dict[str, Any]:
 def sync_run(catalog: Catalog, enc: TimedEncoder, config: SyncConfig, label: str) -> tuple[dict[str, Any], Any]:
     before = enc.seconds
     started = time.perf_counter()
-    [full] = catalog.sync_once(config)
+    [full] = catalog.subscriptions.sync_once(config)
     seconds = time.perf_counter() - started
     assert full.error is None, full.error
     return {**timed(label, len(full.outcome.created), seconds, enc.seconds - before), "pages": full.pages}, full
@@ -188,7 +188,7 @@ def main() -> None:
         if SPLIT_MODEL_COST:
             bare = Catalog.open(Settings(data_dir=Path(tmp) / "bare", encoder="hashing", seed_sample=False))
             started = time.perf_counter()
-            bare.sync_once(config(60))
+            bare.subscriptions.sync_once(config(60))
             bare_s = time.perf_counter() - started
             bare.close()
             results["full_sync_without_model"] = {"seconds": round(bare_s, 2),
@@ -200,12 +200,12 @@ def main() -> None:
         for i in range(TRIALS):
             edit(up, ids[i])
             t0 = time.perf_counter()
-            [r] = catalog.sync_once(config(60))
+            [r] = catalog.subscriptions.sync_once(config(60))
             single.append(time.perf_counter() - t0)
             assert r.outcome.updated == [ids[i]] and r.embedded == 1
         results["one_change_sync_once"] = summary(single)
 
-        poller = catalog.make_poller(config(POLL_INTERVAL_S))
+        poller = catalog.subscriptions.make_poller(config(POLL_INTERVAL_S))
         poller.start()
         poll = []
         for i in range(TRIALS):
@@ -216,7 +216,7 @@ def main() -> None:
         results["change_to_searchable_poll"] = {"interval_s": POLL_INTERVAL_S, **summary(poll)}
         print("poll:", results["change_to_searchable_poll"], file=sys.stderr)
 
-        poller = catalog.make_poller(config(3600))
+        poller = catalog.subscriptions.make_poller(config(3600))
         app = FastAPI()
         app.include_router(make_sync_router(catalog, config(3600), poller))
         with serve(app) as app_url:

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources as importlib_resources
 from pathlib import Path
-from threading import Event, RLock
+from threading import RLock
 from typing import TYPE_CHECKING, Any
 
 from skillsearch.catalog.changes import changed_at, visible_mark
@@ -43,20 +43,12 @@ from skillsearch.sync.config import default_config_path
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
 from skillsearch.usecases.skill_files import SkillFiles, legacy_skill_md_note
 from skillsearch.usecases.sources import LocalSourcesUseCase
+from skillsearch.usecases.subscriptions import SubscriptionsUseCase
 
 # What only a write, a sync, a snapshot or tuning needs is imported by the method that does it: a command
 # that only reads (``list``, ``skillsearch mcp`` up to its first answer) then never imports the sync client,
 # runner and poller, the importer (and PyYAML), the snapshot code or the tuner (tests/test_startup.py).
 if TYPE_CHECKING:
-    from skillsearch.sync.client import SubscriptionClient
-    from skillsearch.sync.config import SubscriptionConfig, SyncConfig
-    from skillsearch.sync.contract import WebhookEvent
-    from skillsearch.sync.health import SyncHealth
-    from skillsearch.sync.local import LocalSources
-    from skillsearch.sync.poller import Poller
-    from skillsearch.sync.runner import SyncReport
-    from skillsearch.sync.sources import SourceConfig
-    from skillsearch.sync.status import SyncStatus
     from skillsearch.usecases.restore import RestoreInfo
     from skillsearch.usecases.snapshots import SnapshotInfo
 
@@ -90,6 +82,7 @@ class Catalog:
         self._index: SearchIndex | None = None
         self._lock = RLock()
         self.sources = LocalSourcesUseCase(self)  # local folders and git repositories
+        self.subscriptions = SubscriptionsUseCase(self)  # the subscription platform: pulls, polls, webhooks
         self._results: LRU[tuple[Any, ...], SearchResult] = LRU(settings.result_cache_size)
         self._queries = QueryEncoders(lambda: self.encoder, settings)  # search's, over the batching service
         self.seeded = 0  # skills of the bundled sample that open() seeded an empty directory with
@@ -304,16 +297,6 @@ class Catalog:
         except SkillSearchError:
             return -1
 
-    def sync_health(self, config: SyncConfig | None, sources: Sequence[SourceConfig], since: float) -> list[SyncHealth]:
-        """Per configured subscription and source: the age of its last success, how long it has been failing."""
-        from skillsearch.sync.health import sync_health
-
-        return sync_health(self.store, config, sources, since)
-
-    def last_sync_successes(self) -> list[str | None]:
-        """Per synced subscription, when its last run succeeded (``None``: never)."""
-        return [s.last_success for s in self.store.sync.states()]
-
     def runs_on_sample(self) -> bool:
         """True when every skill came from the bundled sample's sources (and there is one): the only
         catalog on which a server offers the demo principal."""
@@ -434,7 +417,7 @@ class Catalog:
             max_content_bytes=max_content_bytes,
         )
 
-    # -- writes: sync from the subscription platform ----------------------------------------------
+    # -- writes: batches (a sync run, a local source's run) --------------------------------------
 
     @contextmanager
     def writing(self) -> Iterator[None]:
@@ -443,53 +426,6 @@ class Catalog:
         the index itself after each commit."""
         with self._lock:
             yield
-
-    def sync_subscription(
-        self,
-        sub: SubscriptionConfig,
-        client: SubscriptionClient,
-        *,
-        page_limit: int = 100,
-        cancel: Event | None = None,
-        max_pages: int = 1000,
-    ) -> SyncReport:
-        """Pull and apply every waiting change of one subscription (see :mod:`skillsearch.sync.runner`)."""
-        from skillsearch.sync.runner import sync_subscription
-
-        index = self.index()
-        with self.writing():
-            return sync_subscription(self.store, index, client, sub, page_limit=page_limit, cancel=cancel,
-                                     max_pages=max_pages)
-
-    def sync_once(
-        self,
-        config: SyncConfig,
-        subscription_ids: Sequence[str] | None = None,
-        client: SubscriptionClient | None = None,
-    ) -> list[SyncReport]:
-        """One run of each configured subscription (or of those named); see :func:`sync.runs.sync_each`."""
-        from skillsearch.sync.runs import sync_each
-
-        return sync_each(self.sync_subscription, config, subscription_ids, client)
-
-    def sync_status(self, config: SyncConfig | None, poller: Poller | None = None,
-                    sources: Sequence[SourceConfig] = (), keeper: LocalSources | None = None) -> SyncStatus:
-        from skillsearch.sync.status import sync_status
-
-        return sync_status(self.store, config, poller.status() if poller is not None else None,
-                           sources, keeper.status() if keeper is not None else None)
-
-    def receive_webhook_event(self, config: SyncConfig, event: WebhookEvent, now: float) -> str:
-        """Applies a webhook event that :func:`~skillsearch.sync.webhook.verify_webhook` proved."""
-        from skillsearch.sync.webhook import apply_event
-
-        return apply_event(self.store, config, event, now)
-
-    def make_poller(self, config: SyncConfig, client: SubscriptionClient | None = None) -> Poller:
-        """A background poller for ``config`` (not started). Stopping it cuts a retry wait short."""
-        from skillsearch.sync.runs import make_poller
-
-        return make_poller(self.sync_subscription, config, client)
 
     def skill_files(self) -> SkillFiles:
         """Visible skills as files with digests: the MCP Skills extension's reads."""

@@ -42,7 +42,7 @@ def upstream() -> Iterator[tuple[str, Any]]:
 def _run(catalog: Catalog, url: str, *subs: str, **upstream: Any) -> dict[str, dict[str, Any]]:
     values: dict[str, Any] = {"retries": 1, "timeout_s": 5.0, "deadline_s": 5.0}
     values.update(upstream)
-    reports = catalog.sync_once(config_for(url, *subs, **values))
+    reports = catalog.subscriptions.sync_once(config_for(url, *subs, **values))
     return {r.subscription_id: r.to_dict() for r in reports}
 
 
@@ -135,7 +135,7 @@ def test_poller_stop_interrupts_a_request_in_flight(catalog: Catalog, upstream: 
     """``Poller.stop()`` interrupts a request in flight (deadline 10 minutes, timeout_s 10 minutes), instead
     of waiting for the dripping body: the poller thread ends and the server sees the connection cut."""
     url, up = upstream
-    poller = catalog.make_poller(config_for(url, "drip-forever", retries=0, timeout_s=600.0, deadline_s=600.0))
+    poller = catalog.subscriptions.make_poller(config_for(url, "drip-forever", retries=0, timeout_s=600.0, deadline_s=600.0))
     poller.start()
     for _ in range(200):
         if up.events.get("drip-forever.requests"):

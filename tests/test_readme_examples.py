@@ -74,7 +74,7 @@ def synced_starter(tmp_path_factory: pytest.TempPathFactory, routed: RoutedEncod
     into an empty data directory with the default encoder."""
     catalog = Catalog(Settings(data_dir=tmp_path_factory.mktemp("demo") / "data", seed_sample=False), encoder=routed)
     with serve(create_upstream_app(upstream_with_starter("starter-pack"))) as url:
-        [report] = catalog.sync_once(config_for(url, "starter-pack"))
+        [report] = catalog.subscriptions.sync_once(config_for(url, "starter-pack"))
     assert report.error is None
     yield catalog
     catalog.close()

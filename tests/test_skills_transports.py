@@ -121,7 +121,7 @@ async def test_an_upstream_change_reaches_the_listing_and_the_bytes_in_one_batch
     catalog = Catalog.open(Settings(data_dir=tmp_path / "data", seed_sample=False), encoder=encoder)
     try:
         config = config_for(upstream_url, "starter-pack")
-        catalog.sync_once(config)
+        catalog.subscriptions.sync_once(config)
         uri = "skill://sub/starter-pack/git-bisect-regressions/SKILL.md"
         async with Client(build_mcp_server(catalog, Principal.operator())) as client:
             before = (await call(client, "skills/get", {"uri": uri}))["skill"]
@@ -130,7 +130,7 @@ async def test_an_upstream_change_reaches_the_listing_and_the_bytes_in_one_batch
             skill_id = catalog.store.skill_by_slug("sub:starter-pack", "git-bisect-regressions").skill_id  # type: ignore[union-attr]
             old_revision = catalog.store.skill(skill_id).current_revision_id  # type: ignore[union-attr]
             upstream.edit("starter-pack", skill_id, description="Bisect with a script that decides good or bad.")
-            [report] = catalog.sync_once(config)
+            [report] = catalog.subscriptions.sync_once(config)
             assert report.outcome.updated == [skill_id]
             after = (await call(client, "skills/get", {"uri": uri}))["skill"]
             new_bytes = (await verify_entry(client, after))[uri]

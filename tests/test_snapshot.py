@@ -279,7 +279,7 @@ def test_a_restored_replica_syncs_on_from_the_snapshots_cursor(upstream: Referen
         config = config_for(url, "starter-pack")
         first = Catalog.open(Settings(data_dir=tmp_path / "a", encoder="hashing", seed_sample=False),
                              encoder=HashingEncoder())
-        assert first.sync_once(config)[0].error is None
+        assert first.subscriptions.sync_once(config)[0].error is None
         state = first.store.sync.state("upstream:starter-pack")
         first.close()
         snap = Catalog.create_snapshot(Settings(data_dir=tmp_path / "a"), tmp_path / "snap")
@@ -290,7 +290,7 @@ def test_a_restored_replica_syncs_on_from_the_snapshots_cursor(upstream: Referen
         Catalog.restore_snapshot(settings, tmp_path / "snap")
         replica = Catalog.open(settings, encoder=HashingEncoder())
         try:
-            report = replica.sync_once(config)[0]
+            report = replica.subscriptions.sync_once(config)[0]
             assert report.error is None and not report.full
             assert report.to_dict()["updated"] == 1 and report.to_dict()["created"] == 0 and report.embedded == 1
             assert replica.store.skill(skill_id).description.startswith("Edited upstream")  # type: ignore[union-attr]

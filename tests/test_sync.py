@@ -58,7 +58,7 @@ def hit_ids(catalog: Catalog, principal: Principal, query: str) -> list[str]:
 
 def test_first_full_sync_brings_exactly_the_upstream_content(catalog: Catalog, upstream: ReferenceUpstream,
                                                              upstream_url: str) -> None:
-    [report] = catalog.sync_once(config_for(upstream_url, SUB))
+    [report] = catalog.subscriptions.sync_once(config_for(upstream_url, SUB))
     assert report.error is None and report.full
     assert len(report.outcome.created) == len(upstream.feed(SUB).live()) == 18
     assert catalog_content(catalog, SOURCE) == upstream_content(upstream, SUB)
@@ -75,12 +75,12 @@ def test_first_full_sync_brings_exactly_the_upstream_content(catalog: Catalog, u
 def test_incremental_sync_reembeds_only_the_changed_skill(catalog: Catalog, upstream: ReferenceUpstream,
                                                           upstream_url: str) -> None:
     config = config_for(upstream_url, SUB)
-    catalog.sync_once(config)
+    catalog.subscriptions.sync_once(config)
     old_revision = catalog.store.skill(PROFILING).current_revision_id  # type: ignore[union-attr]
     before = catalog.index().embed_count
     upstream.edit(SUB, PROFILING, description="Profile CPU hot spots and flamegraph zebra allocations in Python.")
 
-    [report] = catalog.sync_once(config)
+    [report] = catalog.subscriptions.sync_once(config)
 
     assert not report.full and report.outcome.updated == [PROFILING] and report.pages == 1
     assert catalog.index().embed_count - before == 1
@@ -89,18 +89,18 @@ def test_incremental_sync_reembeds_only_the_changed_skill(catalog: Catalog, upst
     assert catalog.store.revision(old_revision) is not None, "the old revision stays readable for pinned reads"
     assert catalog_content(catalog, SOURCE) == upstream_content(upstream, SUB)
     index_matches_store(catalog)
-    [again] = catalog.sync_once(config)
+    [again] = catalog.subscriptions.sync_once(config)
     assert again.outcome.changed == [] and catalog.index().embed_count - before == 1
 
 
 def test_delete_removes_the_skill_and_its_revisions(catalog: Catalog, upstream: ReferenceUpstream,
                                                     upstream_url: str) -> None:
     config = config_for(upstream_url, SUB)
-    catalog.sync_once(config)
+    catalog.subscriptions.sync_once(config)
     revision = catalog.store.skill(REGEX).current_revision_id  # type: ignore[union-attr]
     upstream.delete(SUB, REGEX)
 
-    [report] = catalog.sync_once(config)
+    [report] = catalog.subscriptions.sync_once(config)
 
     assert report.outcome.deleted == [REGEX]
     assert catalog.store.skill(REGEX) is None and catalog.store.revision(revision) is None
@@ -112,12 +112,12 @@ def test_delete_removes_the_skill_and_its_revisions(catalog: Catalog, upstream: 
 def test_archive_leaves_search_but_keeps_revisions(catalog: Catalog, upstream: ReferenceUpstream,
                                                    upstream_url: str) -> None:
     config = config_for(upstream_url, SUB)
-    catalog.sync_once(config)
+    catalog.subscriptions.sync_once(config)
     assert hit_ids(catalog, MEMBER, "find the commit that introduced a regression")[0] == BISECT
     revision = catalog.store.skill(BISECT).current_revision_id  # type: ignore[union-attr]
     upstream.archive(SUB, BISECT)
 
-    [report] = catalog.sync_once(config)
+    [report] = catalog.subscriptions.sync_once(config)
 
     assert report.outcome.archived == [BISECT]
     assert BISECT not in hit_ids(catalog, MEMBER, "find the commit that introduced a regression")
@@ -131,13 +131,13 @@ def test_archive_leaves_search_but_keeps_revisions(catalog: Catalog, upstream: R
 def test_expired_cursor_resyncs_fully_and_drops_what_was_missed(catalog: Catalog, upstream: ReferenceUpstream,
                                                                  upstream_url: str) -> None:
     config = config_for(upstream_url, SUB, page_limit=4)
-    catalog.sync_once(config)
+    catalog.subscriptions.sync_once(config)
     upstream.delete(SUB, REGEX)
     upstream.edit(SUB, PROFILING, description="Measure where Python spends time with sampling profilers.")
     upstream.expire_cursors(SUB)  # the delete's tombstone is compacted away: only a full listing can tell
     before = catalog.index().embed_count
 
-    [report] = catalog.sync_once(config)
+    [report] = catalog.subscriptions.sync_once(config)
 
     assert report.full and report.error is None
     assert REGEX in report.outcome.deleted and report.outcome.updated == [PROFILING]
@@ -148,13 +148,13 @@ def test_expired_cursor_resyncs_fully_and_drops_what_was_missed(catalog: Catalog
 
 def test_pagination_across_many_pages(catalog: Catalog, upstream: ReferenceUpstream, upstream_url: str) -> None:
     config = config_for(upstream_url, SUB, page_limit=3)
-    [report] = catalog.sync_once(config)
+    [report] = catalog.subscriptions.sync_once(config)
     assert report.pages >= 6
     state = catalog.store.sync.state(SOURCE)
     assert state is not None and state.cursor == report.cursor and state.counts["pages"] == report.pages
     for sid in list(upstream.feed(SUB).live())[:7]:
         upstream.edit(SUB, sid, version="2.0.0")
-    [report] = catalog.sync_once(config)
+    [report] = catalog.subscriptions.sync_once(config)
     assert report.pages == 3 and len(report.outcome.updated) == 7
     assert catalog_content(catalog, SOURCE) == upstream_content(upstream, SUB)
     index_matches_store(catalog)
@@ -183,7 +183,7 @@ def _event(event_id: str, kind: str = "subscription.revoked", sub: str = SUB) ->
 def test_revoke_by_webhook_hides_at_once_then_the_pull_confirms(catalog: Catalog, upstream: ReferenceUpstream,
                                                                 upstream_url: str) -> None:
     config = config_for(upstream_url, SUB)
-    catalog.sync_once(config)
+    catalog.subscriptions.sync_once(config)
     with serve(_app(catalog, upstream_url)) as app_url:
         upstream.webhook = WebhookTarget(f"{app_url}/v1/sync/webhook", SECRET)
         upstream.set_revoked(SUB, True)
@@ -196,14 +196,14 @@ def test_revoke_by_webhook_hides_at_once_then_the_pull_confirms(catalog: Catalog
         with pytest.raises(SkillNotFoundError):
             catalog.get_skill(MEMBER, BISECT)
 
-        [report] = catalog.sync_once(config)
+        [report] = catalog.subscriptions.sync_once(config)
         assert report.revoked and catalog.store.skill(BISECT) is None
         status = httpx.get(f"{app_url}/v1/sync/status").json()["subscriptions"][0]
         assert status["revoked"] and status["skills_active"] == 0 and status["cursor"] is None
         index_matches_store(catalog)
 
         upstream.set_revoked(SUB, False)  # reinstated upstream: the next pull lifts it and brings all back
-        [report] = catalog.sync_once(config)
+        [report] = catalog.subscriptions.sync_once(config)
         assert report.full and not catalog.store.revoked_at(SUB)
         assert catalog_content(catalog, SOURCE) == upstream_content(upstream, SUB)
         assert hit_ids(catalog, MEMBER, "find the commit that introduced a regression")[0] == BISECT
@@ -212,7 +212,7 @@ def test_revoke_by_webhook_hides_at_once_then_the_pull_confirms(catalog: Catalog
 def test_skills_changed_webhook_pulls_now_through_the_poller(catalog: Catalog, upstream: ReferenceUpstream,
                                                              upstream_url: str) -> None:
     config = config_for(upstream_url, SUB, interval_s=3600)
-    poller = catalog.make_poller(config)
+    poller = catalog.subscriptions.make_poller(config)
     poller.start()
     try:
         assert poller.wait_for_runs(SUB, 1, timeout=60), "the first run starts at once"
@@ -228,7 +228,7 @@ def test_skills_changed_webhook_pulls_now_through_the_poller(catalog: Catalog, u
 
 
 def test_bad_stale_unsigned_and_replayed_webhooks_are_refused(catalog: Catalog, upstream_url: str) -> None:
-    catalog.sync_once(config_for(upstream_url, SUB))
+    catalog.subscriptions.sync_once(config_for(upstream_url, SUB))
     body = _event("evt-1")
     with serve(_app(catalog, upstream_url)) as url:
         refused = [
@@ -301,7 +301,7 @@ def test_reference_upstream_contract_errors_and_admin_routes(catalog: Catalog, u
     assert len(first["items"]) == 5 and first["has_more"]
 
     config = config_for(upstream_url, SUB)
-    catalog.sync_once(config)
+    catalog.subscriptions.sync_once(config)
     admin = f"{upstream_url}/admin/subscriptions/{SUB}"
     assert httpx.post(f"{admin}/skills/{PROFILING}/archive").status_code == 401
     assert httpx.post(f"{admin}/skills/{PROFILING}/edit", headers=auth,
@@ -312,7 +312,7 @@ def test_reference_upstream_contract_errors_and_admin_routes(catalog: Catalog, u
     item["skill"] = {"skill_id": "sk_brand_new", "slug": "brand-new"}
     item["revision"]["name"] = "Brand new skill"
     assert httpx.put(f"{admin}/skills", headers=auth, json=item).status_code == 200
-    [report] = catalog.sync_once(config)
+    [report] = catalog.subscriptions.sync_once(config)
     assert (report.outcome.created, report.outcome.updated) == (["sk_brand_new"], [PROFILING])
     assert (report.outcome.archived, report.outcome.deleted) == ([BISECT], [REGEX])
     assert catalog_content(catalog, SOURCE) == upstream_content(upstream, SUB)
@@ -321,7 +321,7 @@ def test_reference_upstream_contract_errors_and_admin_routes(catalog: Catalog, u
     assert httpx.post(f"{admin}/revoke", headers=auth).status_code == 200
     assert httpx.get(feed, headers=auth).json()["error"]["code"] == "SUBSCRIPTION_REVOKED"
     assert httpx.post(f"{admin}/reinstate", headers=auth).status_code == 200
-    [report] = catalog.sync_once(config)
+    [report] = catalog.subscriptions.sync_once(config)
     assert report.full and report.error is None
 
 

@@ -46,7 +46,7 @@ def catalog(empty_catalog: Catalog) -> Catalog:
 def test_searches_during_a_sync_of_1000_changes(catalog: Catalog, upstream: ReferenceUpstream,
                                                 upstream_url: str) -> None:
     config = config_for(upstream_url, "alpha", "beta", page_limit=50)
-    catalog.sync_once(config)
+    catalog.subscriptions.sync_once(config)
     visible_ever = {f"alpha_{i:04d}" for i in range(600)}
     changes = 0
     for i in range(100, 600):
@@ -92,7 +92,7 @@ def test_searches_during_a_sync_of_1000_changes(catalog: Catalog, upstream: Refe
     for t in threads:
         t.start()
     try:
-        reports = catalog.sync_once(config)
+        reports = catalog.subscriptions.sync_once(config)
     finally:
         done.set()
         for t in threads:

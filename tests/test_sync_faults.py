@@ -145,7 +145,7 @@ def assert_consistent_and_complete(catalog: Catalog, upstream: ReferenceUpstream
 
 def test_500s_then_recovery(catalog: Catalog, upstream: ReferenceUpstream, flaky: FlakyUpstream) -> None:
     flaky.script.extend(["500", "500", "ok", "429"])
-    [report] = catalog.sync_once(config_for(flaky.url, SUB, page_limit=5, retries=3))
+    [report] = catalog.subscriptions.sync_once(config_for(flaky.url, SUB, page_limit=5, retries=3))
     assert report.error is None and report.pages == 4
     assert flaky.seen[:5] == ["500", "500", "ok", "429", "ok"]
     assert_consistent_and_complete(catalog, upstream)
@@ -155,18 +155,18 @@ def test_500s_past_the_retries_keep_the_cursor_and_record_the_error(
     catalog: Catalog, upstream: ReferenceUpstream, flaky: FlakyUpstream
 ) -> None:
     config = config_for(flaky.url, SUB, retries=2)
-    catalog.sync_once(config)
+    catalog.subscriptions.sync_once(config)
     cursor = catalog.store.sync.state(SOURCE).cursor  # type: ignore[union-attr]
     upstream.delete(SUB, stable_id("sk", f"sub:{SUB}", "regex-debugging"))
     flaky.script.extend(["500"] * 3)
 
-    [report] = catalog.sync_once(config)
+    [report] = catalog.subscriptions.sync_once(config)
 
     assert report.error is not None and report.error["code"] == "UPSTREAM_UNAVAILABLE"
     state = catalog.store.sync.state(SOURCE)
     assert state is not None and state.cursor == cursor and "after 3 attempts: HTTP 500" in (state.last_error or "")
     index_matches_store(catalog)
-    [report] = catalog.sync_once(config)
+    [report] = catalog.subscriptions.sync_once(config)
     assert report.error is None and len(report.outcome.deleted) == 1
     assert_consistent_and_complete(catalog, upstream)
 
@@ -174,12 +174,12 @@ def test_500s_past_the_retries_keep_the_cursor_and_record_the_error(
 def test_hanging_upstream_hits_the_timeout(catalog: Catalog, upstream: ReferenceUpstream,
                                            flaky: FlakyUpstream) -> None:
     flaky.script.extend(["hang", "hang"])
-    [failed] = catalog.sync_once(config_for(flaky.url, SUB, timeout_s=0.3, retries=1))
+    [failed] = catalog.subscriptions.sync_once(config_for(flaky.url, SUB, timeout_s=0.3, retries=1))
     assert failed.error is not None and "timed out after 0.3s" in failed.error["message"]
     assert catalog.store.count() == 0
     index_matches_store(catalog)
     flaky.script.extend(["hang"])
-    [report] = catalog.sync_once(config_for(flaky.url, SUB, timeout_s=0.3, retries=1))
+    [report] = catalog.subscriptions.sync_once(config_for(flaky.url, SUB, timeout_s=0.3, retries=1))
     assert report.error is None
     assert_consistent_and_complete(catalog, upstream)
 
@@ -188,22 +188,22 @@ def test_connection_dropped_in_the_middle_of_a_page(catalog: Catalog, upstream: 
                                                     flaky: FlakyUpstream) -> None:
     config = config_for(flaky.url, SUB, page_limit=5, retries=0)
     flaky.script.extend(["ok", "drop"])
-    [failed] = catalog.sync_once(config)
+    [failed] = catalog.subscriptions.sync_once(config)
     assert failed.error is not None and "RemoteProtocolError" in failed.error["message"]
     assert catalog.store.count() == 5, "the first page is stored whole, the dropped one not at all"
     assert catalog.store.sync.full_sync_in_progress(SOURCE), "the full sync resumes after the stored page"
     index_matches_store(catalog)
     flaky.script.extend(["ok", "drop"])
-    [failed] = catalog.sync_once(config)
+    [failed] = catalog.subscriptions.sync_once(config)
     assert failed.error is not None and catalog.store.count() == 10
-    [report] = catalog.sync_once(config_for(flaky.url, SUB, page_limit=5, retries=2))
+    [report] = catalog.subscriptions.sync_once(config_for(flaky.url, SUB, page_limit=5, retries=2))
     assert report.error is None
     assert_consistent_and_complete(catalog, upstream)
 
 
 def test_garbage_body_is_retried(catalog: Catalog, upstream: ReferenceUpstream, flaky: FlakyUpstream) -> None:
     flaky.script.extend(["garbage"])
-    [report] = catalog.sync_once(config_for(flaky.url, SUB))
+    [report] = catalog.subscriptions.sync_once(config_for(flaky.url, SUB))
     assert report.error is None and flaky.seen[:2] == ["garbage", "ok"]
     assert_consistent_and_complete(catalog, upstream)
 
@@ -212,7 +212,7 @@ def test_malformed_items_are_rejected_and_the_valid_ones_stored(
     catalog: Catalog, upstream: ReferenceUpstream, flaky: FlakyUpstream
 ) -> None:
     flaky.script.extend(["malformed"])
-    [report] = catalog.sync_once(config_for(flaky.url, SUB))
+    [report] = catalog.subscriptions.sync_once(config_for(flaky.url, SUB))
 
     reasons = {r.skill_id: r.reason for r in report.outcome.rejected}
     assert len(report.outcome.rejected) == len(MALFORMED)
@@ -267,13 +267,13 @@ def test_refusals_are_not_retried() -> None:
 def test_a_slug_clash_inside_a_page_rejects_only_that_item(catalog: Catalog, upstream: ReferenceUpstream,
                                                             flaky: FlakyUpstream) -> None:
     config = config_for(flaky.url, SUB)
-    catalog.sync_once(config)
+    catalog.subscriptions.sync_once(config)
     taken = upstream.feed(SUB).get(stable_id("sk", f"sub:{SUB}", "regex-debugging"))
     assert taken is not None
     upstream.publish(SUB, _upsert("usurper") | {"skill": {"skill_id": "sk_usurper", "slug": taken["skill"]["slug"]}})
     upstream.publish(SUB, _upsert("newcomer"))
 
-    [report] = catalog.sync_once(config)
+    [report] = catalog.subscriptions.sync_once(config)
 
     assert [r.skill_id for r in report.outcome.rejected] == ["sk_usurper"]
     assert "already used" in report.outcome.rejected[0].reason

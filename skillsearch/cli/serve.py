@@ -98,7 +98,7 @@ def build_serve_app(catalog: Catalog, registry: PrincipalRegistry, host: str = "
     if sync is not None or sources:
         from skillsearch.http.sync_routes import make_sync_router
 
-        poller = catalog.make_poller(sync) if sync is not None else None
+        poller = catalog.subscriptions.make_poller(sync) if sync is not None else None
         keeper = catalog.sources.keeper(sources) if sources else None
         duties: list[Duty] = [d for d in (poller, keeper) if d is not None]
         leadership = Leadership(catalog.data_dir, duties, on_pull=poller.trigger if poller is not None else None)
@@ -107,7 +107,7 @@ def build_serve_app(catalog: Catalog, registry: PrincipalRegistry, host: str = "
         lifespans.append(lambda _app: leadership.lifespan())
         started = time.time()
         operations = Operations(writer=lambda: leadership.is_writer,
-                                health=lambda: catalog.sync_health(sync, sources, started),
+                                health=lambda: catalog.subscriptions.sync_health(sync, sources, started),
                                 degraded_after_s=degraded_after_s)
     return create_app(catalog, principals=registry, mounts=[("/mcp", mcp_app)], routers=routers,
                       lifespans=lifespans, operations=operations)

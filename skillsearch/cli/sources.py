@@ -70,7 +70,7 @@ def run_sources(catalog: Catalog, sources: tuple[SourceConfig, ...], names: list
 
 def cmd_sources_list(args: argparse.Namespace, out: TextIO) -> int:
     sources = load_sources(config_path(args))
-    status = Catalog(settings_from_args(args)).sync_status(None, sources=sources)
+    status = Catalog(settings_from_args(args)).subscriptions.sync_status(None, sources=sources)
     emit(out, args, {"sources": [s.model_dump() for s in status.sources]}, lambda: "\n".join(
         f"{s.name} ({s.kind}, {s.grant}): {s.location}\n  active={s.skills_active} archived={s.skills_archived}"
         f" last_success={s.last_success or '-'}" + (f" commit={s.commit[:12]}" if s.commit else "")

@@ -35,7 +35,7 @@ def cmd_sync(args: argparse.Namespace, out: TextIO) -> int:
     config, sources = _sync_config(args)
     catalog = Catalog(settings_from_args(args))  # creates the store before anything is announced
     if args.status:
-        status = catalog.sync_status(config, sources=sources)
+        status = catalog.subscriptions.sync_status(config, sources=sources)
         emit(out, args, status.model_dump(), lambda: "\n".join([
             *(f"{s.subscription_id}: cursor={s.cursor or '-'} last_success={s.last_success or '-'}"
               f" active={s.skills_active} archived={s.skills_archived}{' REVOKED' if s.revoked else ''}"
@@ -47,7 +47,7 @@ def cmd_sync(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     log.info("sync: opening the index in %s", args.data_dir)
     catalog.index(progress_factory(not args.quiet))  # opened (and repaired) before the first page, never seeded
-    reports = catalog.sync_once(config, args.subscription or None) if config is not None else []
+    reports = catalog.subscriptions.sync_once(config, args.subscription or None) if config is not None else []
     if args.subscription and config is None:
         raise ValidationError("no subscriptions are configured", {"unknown": args.subscription})
     for r in reports:

@@ -58,7 +58,7 @@ def create_app(
     metrics = HttpMetrics(
         documents=catalog.indexed_documents,
         skills=catalog.skill_count,
-        sync_age=lambda: sync_age_seconds(catalog.last_sync_successes()),
+        sync_age=lambda: sync_age_seconds(catalog.subscriptions.last_sync_successes()),
         batches=lambda: (stats.to_dict() if (stats := catalog.batch_stats()) else None),
         operations=operations,
         generation=catalog.index_generation,

@@ -86,7 +86,7 @@ def _add_webhook(router: APIRouter, catalog: Catalog, config: SyncConfig, pull: 
                 event = WebhookEvent.model_validate_json(body)
             except pydantic.ValidationError as exc:
                 raise ValidationError(f"malformed webhook event: {exc.errors()[0]['msg']}") from None
-            action = await anyio.to_thread.run_sync(catalog.receive_webhook_event, config, event, now)
+            action = await anyio.to_thread.run_sync(catalog.subscriptions.receive_webhook_event, config, event, now)
         except SkillSearchError as exc:
             log.warning("webhook refused: %s", exc.message)
             return _error(exc)
@@ -112,4 +112,4 @@ def _add_status(router: APIRouter, catalog: Catalog, config: SyncConfig | None, 
                 authenticate(request.headers.get("authorization"))
             except SkillSearchError as exc:
                 return _error(exc)
-        return catalog.sync_status(config, poller, sources, keeper)
+        return catalog.subscriptions.sync_status(config, poller, sources, keeper)

@@ -1,6 +1,6 @@
 """Running several subscriptions: once each (``skillsearch sync``), or on a background poller (``serve``).
 
-Both take ``run_one``, the one-subscription run (``Catalog.sync_subscription``: the store, the index and the
+Both take ``run_one``, the one-subscription run (``Catalog.subscriptions.sync_subscription``: the store, the index and the
 index lock), so this module knows nothing above ``sync``. One subscription's failure never stops the others.
 """
 
