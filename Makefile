@@ -12,7 +12,7 @@ export TOKENIZERS_PARALLELISM := false
 
 .PHONY: serve test venv lint bench bench-multilingual clean browser haproxy screenshot
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile skillsearch/retrieval/_int8dots.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0

@@ -3,7 +3,8 @@ until 2026-12-03; measured only when simsimd is installed, it is no longer a dep
 ``cdist`` for one query vector and ``dots_packed`` (the query vectors packed once) for several, and the
 row-wise maximum over the query vectors as numpy's ``max(axis=1)`` against ``cosines.row_max``; then the
 stage's own ``vector_stage.scan`` (blocks, scales, :data:`~skillsearch.retrieval.vector_stage.SCAN_THREADS`
-threads) with each kernel for several vectors, which is what ``vector_stage.packs_queries`` chooses between.
+threads) with each of its kernels (``vector_stage.KERNELS``: our own ``_int8dots`` beside numkong's two), which
+is what ``vector_stage.scan_kernel`` chooses between.
 torch's two int8 kernels (fbgemm's dynamic int8 linear, ``_weight_int8pack_mm``) are timed beside them as the
 alternatives already installed with the model, and numkong's ``cdist`` over int4 codes (two signed values a
 byte: half the bytes of a row, the first pass the docs named as the next step if the scan must halve), and
@@ -16,7 +17,9 @@ Rows: random int8 codes of 384 dimensions (the kernels' cost does not depend on 
 over the whole matrix in one thread, the alternatives interleaved.
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/scan_kernels.py --sizes 10000 100000 1000000``
-(writes ``benchmarks/results/scan-kernels-<instructions>.{md,json}``). Not collected by pytest.
+(writes ``benchmarks/results/scan-kernels-<instructions>.{md,json}``). ``--numkong-only haswell`` measures, on a
+core with AVX-512, what an AVX2-only core runs (numkong's AVX2 kernels; the stage then picks our own), written
+as ``scan-kernels-<instructions>-numkong-haswell``. Not collected by pytest.
 """
 
 from __future__ import annotations
@@ -36,9 +39,10 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from skillsearch.bench.report import SIMD_LEVELS, machine, write_script_report  # noqa: E402
+from skillsearch.retrieval import _int8dots  # noqa: E402
 from skillsearch.retrieval.compact import BLOCK, Compact  # noqa: E402
 from skillsearch.retrieval.cosines import row_max  # noqa: E402
-from skillsearch.retrieval.vector_stage import SCAN_THREADS, packs_queries, scan  # noqa: E402
+from skillsearch.retrieval.vector_stage import KERNELS, SCAN_THREADS, scan, scan_kernel  # noqa: E402
 
 DIM = 384
 # ``_weight_int8pack_mm`` has no vectorised path here (39 ms for one vector over 100k rows): timed up to this.
@@ -118,6 +122,8 @@ def _pair(codes: np.ndarray, q: np.ndarray, rounds: int, nk: Any, simsimd: Any, 
         fns["simsimd cdist"] = lambda: simsimd.cdist(codes, q, metric="dot", threads=1, out_dtype="float32")
     fns["numkong cdist"] = lambda: nk.cdist(codes, q, metric="dot", out_dtype="float32")
     fns["numkong dots_packed"] = lambda: nk.dots_packed(codes, packed)
+    products = np.empty((codes.shape[0], q.shape[0]), dtype=np.float32)
+    fns["int8dots (ours)"] = lambda: _int8dots.dots(codes, q, products)
     fns["numkong cdist int4"] = lambda: nk.cdist(codes4, q4, metric="dot", dtype="int4", out_dtype="float32")
     words = codes.reshape(-1).view(np.uint64)  # the codes' bytes as 8-byte words: the floor any scan pays
     fns["memory read, 1 thread"] = lambda: words.sum()
@@ -135,9 +141,9 @@ def _pair(codes: np.ndarray, q: np.ndarray, rounds: int, nk: Any, simsimd: Any, 
     row["block_rows"] = int(block.shape[0])
     compact = Compact.of_codes(codes, np.full(codes.shape[0], 1 / 127, np.float32))
     floats = q.astype(np.float32) / np.linalg.norm(q.astype(np.float32), axis=1, keepdims=True)
-    # One vector always goes through cdist: the two columns time the same call.
-    row.update(_median_ms({"stage scan, packed": lambda: scan(compact, None, floats, packed=True),
-                           "stage scan, cdist": lambda: scan(compact, None, floats, packed=False)}, rounds))
+    # One vector always goes through cdist: the two numkong columns time the same call.
+    row.update(_median_ms({f"stage scan, {k}": (lambda k=k: scan(compact, None, floats, kernel=k)) for k in KERNELS},
+                          rounds))
     return row
 
 
@@ -167,20 +173,32 @@ def main() -> None:
     ap.add_argument("--vectors", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6, 7])
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    ap.add_argument("--numkong-only", nargs="+", metavar="CAPABILITY",
+                    help="turn off every numkong capability but these (and 'serial') first: with 'haswell', "
+                         "numkong runs its AVX2 kernels, as on a core without AVX-512, and the stage picks as it "
+                         "would there; the report's name says so")
     args = ap.parse_args()
     command = "PYTHONPATH=. .venv/bin/python benchmarks/scan_kernels.py " + " ".join(sys.argv[1:])
-    rows = measure(args.sizes, args.vectors, args.rounds)
     import numkong as nk
 
+    if args.numkong_only:
+        keep = {*args.numkong_only, "serial"}
+        for name, on in nk.get_capabilities().items():
+            if on and name not in keep:
+                nk.disable_capability(name)
+    rows = measure(args.sizes, args.vectors, args.rounds)
     caps = sorted(k for k, v in nk.get_capabilities().items() if v)
     described = machine()
     simd = next((name for _, name in SIMD_LEVELS if f", {name})" in described), "plain")
+    name = "scan-kernels-" + simd.lower().replace(" ", "-")
+    if args.numkong_only:
+        name += "-numkong-" + "-".join(sorted(args.numkong_only))
     print(write_script_report(
-        args.out, "scan-kernels-" + simd.lower().replace(" ", "-"),
+        args.out, name,
         "The vector stage's scan kernels (ms, median)", command,
         "random int8 codes of 384 dimensions", rows, text_columns=0,
-        notes=("The kernels alone (`simsimd cdist`, `numkong cdist`, `numkong dots_packed`, the row-wise "
-               "maximum, torch's two) run on one thread.",
+        notes=("The kernels alone (`simsimd cdist`, `numkong cdist`, `numkong dots_packed`, ours "
+               "(`int8dots`, `retrieval/_int8dots.c`), the row-wise maximum, torch's two) run on one thread.",
                f"`numkong cdist int4`: the same rows as int4 codes ({DIM // 2} bytes a row, half of int8's), "
                "the query vectors too; the products checked against numpy's on the first rows.",
                "`memory read, 1 thread` / `2 threads`: numpy summing the int8 codes as 8-byte words, in one "
@@ -191,11 +209,12 @@ def main() -> None:
                f"int8 rows and their scales, timed up to {INT8PACK_UP_TO:,} rows.",
                "`max(axis=1)` and `row_max`: the row-wise best over the query vectors of one block of "
                "`dots_packed` products (int32, `block_rows` x `query_vectors`).",
-               f"`stage scan, packed` / `stage scan, cdist`: `vector_stage.scan` over the whole matrix on "
-               f"{SCAN_THREADS} threads, several query vectors through each kernel (one vector always through `cdist`). "
-               f"numkong's capabilities here: "
-               f"{', '.join(caps)}; the stage picks {'packed' if packs_queries() else 'cdist'} for several vectors.",),
-        extra={"machine": described, "numkong_capabilities": caps, "stage_packs_queries": packs_queries()}))
+               f"`stage scan, <kernel>`: `vector_stage.scan` over the whole matrix on {SCAN_THREADS} threads "
+               "with each of `vector_stage.KERNELS` (one vector goes through `cdist` for `numkong-packed`). "
+               f"numkong's capabilities here: {', '.join(caps)}; our kernel's path: {_int8dots.kernel()}; "
+               f"the stage picks `{scan_kernel()}`.",),
+        extra={"machine": described, "numkong_capabilities": caps, "int8dots_path": _int8dots.kernel(),
+               "stage_kernel": scan_kernel()}))
 
 
 if __name__ == "__main__":

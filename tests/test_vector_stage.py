@@ -26,6 +26,7 @@ from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.routing import RequestRoute
 from skillsearch.retrieval.vector_stage import (
     COMPACT_FROM,
+    KERNELS,
     SPLIT_FROM,
     Shift,
     derived_first,
@@ -33,6 +34,7 @@ from skillsearch.retrieval.vector_stage import (
     nearest_compact,
     packs_queries,
     scan,
+    scan_kernel,
 )
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
 
@@ -160,12 +162,13 @@ def test_a_scan_split_over_threads_scores_and_filters_exactly_as_one_thread(
         assert mask[rows].all() and rows.size == 100 and np.isneginf(scores[~mask]).all()
 
 
-def test_both_kernels_score_several_query_vectors_as_the_exact_integer_products(
+def test_every_kernel_scores_several_query_vectors_as_the_exact_integer_products(
     world: tuple[VectorSnapshot, list[np.ndarray]],
 ) -> None:
-    """Several query vectors go through numkong's packed kernel or through ``cdist`` by the core's instruction
-    set (``packs_queries``); whichever runs here, both come to the same bits, which are each row's best
-    exact integer product times the two scales, over all the columns and over one route's part."""
+    """Several query vectors go through our own ``_int8dots``, numkong's packed kernel or its ``cdist`` by the
+    core's instruction set (``scan_kernel``); whichever runs here, all three come to the same bits, which are
+    each row's best exact integer product times the two scales, over all the columns and over one route's
+    part. An unknown kernel name is an error."""
     snapshot, queries = world
     compact = snapshot.compact
     assert compact is not None
@@ -181,11 +184,13 @@ def test_both_kernels_score_several_query_vectors_as_the_exact_integer_products(
         best = (codes.astype(np.int64) @ q_codes.T.astype(np.int64)).max(axis=1).astype(np.float32)
         want = best * q_scales[0] * c.scales
         for threads in (1, 2):
-            packed, _ = scan(c, columns, q, threads=threads, packed=True)
-            plain, _ = scan(c, columns, q, threads=threads, packed=False)
-            assert np.array_equal(packed, plain)
-            np.testing.assert_array_equal(plain, want)
+            for kernel in KERNELS:
+                got, _ = scan(c, columns, q, threads=threads, kernel=kernel)
+                np.testing.assert_array_equal(got, want, err_msg=kernel)
     assert isinstance(packs_queries(), bool)
+    assert scan_kernel() in KERNELS
+    with pytest.raises(ValueError, match="unknown scan kernel 'simsimd'"):
+        scan(compact, None, several, kernel="simsimd")
 
 
 def test_a_requests_first_vector_is_derived_from_its_sentences_within_the_margin(
@@ -217,9 +222,9 @@ def test_a_requests_first_vector_is_derived_from_its_sentences_within_the_margin
     for name, q in (("parts", parts), ("apart", spread_out), ("own", on_its_own)):
         for shift in (None, Shift(np.asarray(q @ centroids.T, np.float32), groups)):
             want = max_cosines(matrix, q) if shift is None else (q @ matrix.T - shift.by[:, groups]).max(axis=0)
-            for threads, packed in ((1, False), (2, True), (2, False)):
-                got, err = scan(compact, None, q, shift, threads=threads, packed=packed)
-                assert np.abs(got - want).max() <= err, (name, threads, packed)
+            for threads, kernel in ((1, "int8dots"), (2, "numkong-packed"), (2, "numkong-cdist"), (2, None)):
+                got, err = scan(compact, None, q, shift, threads=threads, kernel=kernel)
+                assert np.abs(got - want).max() <= err, (name, threads, kernel)
                 margins[name] = err
             rows, scores = nearest_compact(matrix, compact, None, q, 100, None, shift=shift)
             assert recall_at(rows, want, 100) == 1.0
@@ -248,11 +253,12 @@ def test_a_routes_columns_and_language_centering_scan_the_same_way(world: tuple[
             np.testing.assert_allclose(scores[rows], want[rows], atol=1e-5)
 
 
-def test_a_routes_document_languages_come_from_the_int8_copy_as_the_float32_argmax_gives_them(
+def test_a_routes_document_languages_come_from_the_int8_copy_as_the_exact_argmax_gives_them(
     world: tuple[VectorSnapshot, list[np.ndarray]], tmp_path: Path, encoder: Encoder, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A centering route's document languages (each row's nearest reference vector) are the float32 argmax
-    over the route's columns, row for row, close calls included; an opened large index computes them from its
+    """A centering route's document languages (each row's nearest reference vector) are the argmax of the
+    exact products (float64 over the float32 values, :func:`_argmax`) over the route's columns, row for row,
+    close calls included, however many rows each call holds; an opened large index computes them from its
     int8 copy and the few close rows it reads by ``pread``, mapping no page of its float32 matrix (the argmax
     over the matrix read all of it into the process: 3 GB at 1M rows of ``minilm+e5``)."""
     snapshot, _ = world
@@ -266,11 +272,11 @@ def test_a_routes_document_languages_come_from_the_int8_copy_as_the_float32_argm
     reference[3] = reference[2] + 0.02 * rng.standard_normal(dim).astype(np.float32)
     reference /= np.linalg.norm(reference, axis=1, keepdims=True)
     columns = slice(dim, 2 * dim)
-    want = np.argmax(wide[:, columns] @ reference.T, axis=1)
+    want = _argmax(wide[:, columns], reference)
     assert np.unique(want).size == 4
     np.testing.assert_array_equal(routed.nearest_of(reference, columns), want)
     np.testing.assert_array_equal(routed.nearest_of(reference[:, :dim], slice(0, dim)),
-                                  np.argmax(wide[:, :dim] @ reference.T, axis=1))
+                                  _argmax(wide[:, :dim], reference))
     vector_saves.save(routed, tmp_path)
     monkeypatch.setattr(vectors, "PREAD_FROM_BYTES", 0)
     # The close rows (thousands: references 2 and 3 nearly agree) are read and re-scored in many chunks.
@@ -292,11 +298,17 @@ def test_a_routes_document_languages_come_from_the_int8_copy_as_the_float32_argm
     updated = loaded.apply(batch, ["sk_3"])
     assert len(updated.nearest_cache) == 1  # carried, not computed again
     again = updated.nearest_of(reference, columns)
-    np.testing.assert_array_equal(again, np.argmax(np.asarray(updated.matrix)[:, columns] @ reference.T, axis=1))
+    np.testing.assert_array_equal(again, _argmax(np.asarray(updated.matrix)[:, columns], reference))
     assert again[10] == 1 and again[ROWS - 1] == 3  # row 11 moved up by one; the new row last
     plain = RequestRoute("other", encoder, loaded.matrix[:, columns], calibration, columns)
     np.testing.assert_array_equal(plain.language_codes, want)  # the argmax over the matrix, as before
     assert mapped_kib(matrix_file) - before > 64
+
+
+def _argmax(rows: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Each row's nearest reference vector by its exact products (float64: a float32 product's rounding
+    depends on how many rows the BLAS call holds, which can flip a near tie)."""
+    return np.argmax(rows.astype(np.float64) @ reference.astype(np.float64).T, axis=1)
 
 
 def test_a_routed_index_scans_each_routes_int8_columns_as_one_contiguous_part(
@@ -402,7 +414,7 @@ def test_an_update_shares_the_int8_parts_and_scans_exactly_as_a_copy_made_anew()
                 assert err == want_err
         rows = m2 if columns is None else m2[:, columns]
         refs = unit_rows(rng, 4, width)
-        np.testing.assert_array_equal(vector_stage.nearest_of(rows, up, columns, refs), (rows @ refs.T).argmax(axis=1))
+        np.testing.assert_array_equal(vector_stage.nearest_of(rows, up, columns, refs), _argmax(rows, refs))
     # A second update of a patched row replaces its patch entry; the parts are still shared.
     again = up.replaced([1_700], unit_rows(rng, 1))
     assert again.parts is base.parts and again.patch_rows.tolist() == up.patch_rows.tolist()

@@ -85,13 +85,26 @@ def max_cosines(matrix: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return torch_ops.max_cosines(matrix, queries)
 
 
+# Rows per float64 product in :func:`nearest_rows` (12 MB of float64 at 384 columns).
+NEAREST_ROWS = 4_096
+
+
 def nearest_rows(rows: np.ndarray, vectors: np.ndarray) -> np.ndarray:
-    """Each row's index in ``vectors`` of its largest float32 product: the one computation every path to a
+    """Each row's index in ``vectors`` of its largest product: the one computation every path to a
     document's language takes (``calibration.language_codes``, ``VectorSnapshot.nearest_of`` and the int8
-    stage's close calls), so they agree row for row."""
+    stage's close calls), so they agree row for row. The products are taken in float64 over the float32
+    values: a float32 product's rounding depends on how the BLAS blocks the call (how many rows it holds),
+    which flipped a near tie between two reference vectors between a whole-matrix call and the stage's
+    chunks of close calls (numpy 2.4.6's OpenBLAS, 2026-12-06); in float64 a row's answer does not depend
+    on the other rows of the call."""
     if not len(rows):
         return np.zeros(0, np.int64)
-    return np.asarray(np.argmax(rows @ np.asarray(vectors, np.float32).T, axis=1))
+    wide = np.asarray(vectors, np.float32).astype(np.float64).T
+    out = np.empty(len(rows), dtype=np.int64)
+    for start in range(0, len(rows), NEAREST_ROWS):
+        chunk = np.asarray(rows[start : start + NEAREST_ROWS], dtype=np.float64)
+        out[start : start + len(chunk)] = np.argmax(chunk @ wide, axis=1)
+    return out
 
 
 def row_max(m: np.ndarray, out: np.ndarray) -> np.ndarray:

@@ -1,0 +1,317 @@
+/* The vector stage's int8 kernel on AVX2 cores (skillsearch/retrieval/vector_stage.py calls it; docs/benchmarks.md,
+ * "Our own int8 kernel").
+ *
+ * dots(rows, queries, out, portable=False): out[i, j] = sum_k rows[i, k] * queries[j, k], exact, for int8
+ * rows (n, d) and int8 query vectors (q, d), all C-contiguous; out is a writable float32 (n, q) array (the
+ * products are integers of at most 2^24 for d <= 1024, so exact in float32).
+ * best(rows, queries, best, sum=None, portable=False): each row's largest product (exact) and the sum of its
+ * products (rounded to float32), into float32 (n,) arrays: the scan's usual need, without writing and
+ * re-reading every product.
+ * The GIL is released while either runs, so Python threads can share a scan, each over its own rows.
+ *
+ * Why our own: on AVX2 cores the maintained kernels (numkong's cdist and packed kernel) read a row once per
+ * query vector, or pack the vectors at a cost that does not pay there. This one widens each 16 int8 of a row
+ * to int16 once and multiplies them against every query vector (up to 8 at a time, their int16 copies held in
+ * L1) with vpmaddwd, so a request of several vectors costs one pass over the rows.
+ *
+ * Dispatch at run time: the AVX2 path where the core has it (__builtin_cpu_supports), else a portable loop
+ * that gives the same numbers. kernel() names the path a call takes.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#define HAVE_X86 1
+#include <immintrin.h>
+#else
+#define HAVE_X86 0
+#endif
+
+/* Query vectors scored against a row from registers at once; more are done in groups of this many. */
+#define GROUP 8
+/* Above this many columns an int32 sum could overflow and a float32 product lose exactness. */
+#define MAX_DIM 1024
+
+/* Where a row's products with a group of query vectors go: every product (``out``, row stride ``stride``,
+ * from column ``col``), or only their largest and their sum (``best``, ``sum``; sum may be NULL), combined
+ * with what the earlier groups left there unless ``first``. */
+typedef struct {
+    float *out;
+    Py_ssize_t stride, col;
+    float *best, *sum;
+    int first;
+} sink_t;
+
+static inline void emit(const sink_t *sink, Py_ssize_t i, const int32_t *products, int count)
+{
+    if (sink->out != NULL) {
+        for (int j = 0; j < count; j++)
+            sink->out[i * sink->stride + sink->col + j] = (float)products[j];
+        return;
+    }
+    int32_t most = products[0];
+    int64_t total = products[0];
+    for (int j = 1; j < count; j++) {
+        most = products[j] > most ? products[j] : most;
+        total += products[j];
+    }
+    if (sink->first || (float)most > sink->best[i])
+        sink->best[i] = (float)most;
+    if (sink->sum != NULL)
+        sink->sum[i] = sink->first ? (float)total : sink->sum[i] + (float)total;
+}
+
+static void portable_group(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int8_t *queries, int count,
+                           const sink_t *sink)
+{
+    int32_t products[GROUP];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int8_t *r = rows + i * d;
+        for (int j = 0; j < count; j++) {
+            const int8_t *q = queries + j * d;
+            int32_t sum = 0;
+            for (Py_ssize_t k = 0; k < d; k++)
+                sum += (int32_t)r[k] * (int32_t)q[k];
+            products[j] = sum;
+        }
+        emit(sink, i, products, count);
+    }
+}
+
+#if HAVE_X86
+/* Rows times ``count`` query vectors (int16 copies in ``wide``, d each; count a constant in each caller, so
+ * the accumulators stay in registers). */
+__attribute__((target("avx2"), always_inline)) static inline void
+avx2_group(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int16_t *wide, const int8_t *queries,
+           int count, const sink_t *sink)
+{
+    const Py_ssize_t body = d - d % 16;
+    int32_t products[GROUP];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int8_t *r = rows + i * d;
+        __m256i acc[GROUP];
+        for (int j = 0; j < count; j++)
+            acc[j] = _mm256_setzero_si256();
+        for (Py_ssize_t k = 0; k < body; k += 16) {
+            const __m256i a = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(r + k)));
+            for (int j = 0; j < count; j++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(wide + j * d + k));
+                acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(a, q));
+            }
+        }
+        for (int j = 0; j < count; j++) {
+            __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc[j]), _mm256_extracti128_si256(acc[j], 1));
+            s = _mm_hadd_epi32(s, s);
+            s = _mm_hadd_epi32(s, s);
+            int32_t sum = _mm_cvtsi128_si32(s);
+            for (Py_ssize_t k = body; k < d; k++)
+                sum += (int32_t)r[k] * (int32_t)queries[j * d + k];
+            products[j] = sum;
+        }
+        emit(sink, i, products, count);
+    }
+}
+
+#define AVX2_GROUP(COUNT)                                                                                    \
+    __attribute__((target("avx2"))) static void avx2_group##COUNT(                                          \
+        const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int16_t *wide, const int8_t *queries,         \
+        const sink_t *sink)                                                                                  \
+    {                                                                                                        \
+        avx2_group(rows, n, d, wide, queries, COUNT, sink);                                                 \
+    }
+AVX2_GROUP(1)
+AVX2_GROUP(2)
+AVX2_GROUP(3)
+AVX2_GROUP(4)
+AVX2_GROUP(5)
+AVX2_GROUP(6)
+AVX2_GROUP(7)
+AVX2_GROUP(8)
+
+typedef void (*group_fn)(const int8_t *, Py_ssize_t, Py_ssize_t, const int16_t *, const int8_t *,
+                         const sink_t *);
+static const group_fn GROUPS[GROUP] = {avx2_group1, avx2_group2, avx2_group3, avx2_group4,
+                                       avx2_group5, avx2_group6, avx2_group7, avx2_group8};
+#endif
+
+/* Every group of query vectors over all the rows; ``wide`` (room for GROUP * d int16) selects the AVX2 path,
+ * NULL the portable one. */
+static void run(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int8_t *queries, Py_ssize_t nq,
+                sink_t sink, int16_t *wide)
+{
+    for (Py_ssize_t first = 0; first < nq; first += GROUP) {
+        const int count = (int)(nq - first < GROUP ? nq - first : GROUP);
+        const int8_t *q = queries + first * d;
+        sink.col = first;
+        sink.first = first == 0;
+#if HAVE_X86
+        if (wide != NULL) {
+            for (Py_ssize_t t = 0; t < count * d; t++)
+                wide[t] = q[t];
+            GROUPS[count - 1](rows, n, d, wide, q, &sink);
+            continue;
+        }
+#endif
+        portable_group(rows, n, d, q, count, &sink);
+    }
+}
+
+static int has_avx2(void)
+{
+#if HAVE_X86
+    return __builtin_cpu_supports("avx2");
+#else
+    return 0;
+#endif
+}
+
+/* A C-contiguous buffer of ``ndim`` dimensions and the given struct format ("b": int8, "f": float32). */
+static int get_array(PyObject *obj, Py_buffer *view, const char *format, int ndim, int writable, const char *name)
+{
+    const char *type = format[0] == 'b' ? "int8" : "float32";
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s must be a C-contiguous%s array of %s", name, writable ? " writable" : "",
+                     type);
+        return -1;
+    }
+    const char *f = view->format;
+    if (f[0] == '@' || f[0] == '=' || f[0] == '<')
+        f++;
+    if (view->ndim != ndim || strcmp(f, format) != 0) {
+        PyErr_Format(PyExc_TypeError, "%s must be a %d-d array of %s (got %d-d, format '%s')", name, ndim, type,
+                     view->ndim, view->format);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/* The rows and query vectors every call takes, checked; both released on failure. */
+static int get_inputs(PyObject *rows_obj, PyObject *queries_obj, Py_buffer *rows, Py_buffer *queries)
+{
+    if (get_array(rows_obj, rows, "b", 2, 0, "rows") < 0)
+        return -1;
+    if (get_array(queries_obj, queries, "b", 2, 0, "queries") < 0) {
+        PyBuffer_Release(rows);
+        return -1;
+    }
+    const Py_ssize_t d = rows->shape[1];
+    if (queries->shape[1] != d)
+        PyErr_Format(PyExc_ValueError, "rows have %zd columns, queries %zd", d, queries->shape[1]);
+    else if (d > MAX_DIM)
+        PyErr_Format(PyExc_ValueError, "at most %d columns (got %zd): the products would lose exactness", MAX_DIM, d);
+    else
+        return 0;
+    PyBuffer_Release(rows);
+    PyBuffer_Release(queries);
+    return -1;
+}
+
+/* Runs the kernel without the GIL: the AVX2 path unless ``portable`` or the core lacks AVX2. */
+static int run_released(Py_buffer *rows, Py_buffer *queries, sink_t sink, int portable)
+{
+    const Py_ssize_t d = rows->shape[1];
+    int16_t *wide = NULL;
+    if (!portable && has_avx2() && (wide = PyMem_RawMalloc(sizeof(int16_t) * GROUP * (d ? d : 1))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    const int8_t *r = rows->buf, *q = queries->buf;
+    Py_BEGIN_ALLOW_THREADS
+    run(r, rows->shape[0], d, q, queries->shape[0], sink, wide);
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(wide);
+    return 0;
+}
+
+static PyObject *dots(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"rows", "queries", "out", "portable", NULL};
+    PyObject *rows_obj, *queries_obj, *out_obj;
+    int portable = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|$p:dots", keywords, &rows_obj, &queries_obj, &out_obj,
+                                     &portable))
+        return NULL;
+    Py_buffer rows, queries, out;
+    if (get_inputs(rows_obj, queries_obj, &rows, &queries) < 0)
+        return NULL;
+    if (get_array(out_obj, &out, "f", 2, 1, "out") < 0) {
+        PyBuffer_Release(&rows);
+        PyBuffer_Release(&queries);
+        return NULL;
+    }
+    const Py_ssize_t n = rows.shape[0], nq = queries.shape[0];
+    int ok = -1;
+    if (out.shape[0] != n || out.shape[1] != nq)
+        PyErr_Format(PyExc_ValueError, "out must be (%zd, %zd), got (%zd, %zd)", n, nq, out.shape[0], out.shape[1]);
+    else
+        ok = run_released(&rows, &queries, (sink_t){.out = out.buf, .stride = nq}, portable);
+    PyBuffer_Release(&rows);
+    PyBuffer_Release(&queries);
+    PyBuffer_Release(&out);
+    return ok < 0 ? NULL : Py_NewRef(Py_None);
+}
+
+static PyObject *best(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"rows", "queries", "best", "sum", "portable", NULL};
+    PyObject *rows_obj, *queries_obj, *best_obj, *sum_obj = Py_None;
+    int portable = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$p:best", keywords, &rows_obj, &queries_obj, &best_obj,
+                                     &sum_obj, &portable))
+        return NULL;
+    Py_buffer rows, queries, best_view, sum_view;
+    if (get_inputs(rows_obj, queries_obj, &rows, &queries) < 0)
+        return NULL;
+    int have_sum = sum_obj != Py_None, got_best = 0, got_sum = 0, ok = -1;
+    const Py_ssize_t n = rows.shape[0];
+    if (queries.shape[0] == 0)
+        PyErr_SetString(PyExc_ValueError, "at least one query vector");
+    else if ((got_best = get_array(best_obj, &best_view, "f", 1, 1, "best") == 0) &&
+             (!have_sum || (got_sum = get_array(sum_obj, &sum_view, "f", 1, 1, "sum") == 0))) {
+        if (best_view.shape[0] != n || (have_sum && sum_view.shape[0] != n))
+            PyErr_Format(PyExc_ValueError, "best and sum must hold %zd values, one a row", n);
+        else
+            ok = run_released(&rows, &queries,
+                              (sink_t){.best = best_view.buf, .sum = have_sum ? sum_view.buf : NULL}, portable);
+    }
+    if (got_best)
+        PyBuffer_Release(&best_view);
+    if (got_sum)
+        PyBuffer_Release(&sum_view);
+    PyBuffer_Release(&rows);
+    PyBuffer_Release(&queries);
+    return ok < 0 ? NULL : Py_NewRef(Py_None);
+}
+
+static PyObject *kernel(PyObject *self, PyObject *unused)
+{
+    return PyUnicode_FromString(has_avx2() ? "avx2" : "portable");
+}
+
+static PyMethodDef methods[] = {
+    {"dots", (PyCFunction)(void (*)(void))dots, METH_VARARGS | METH_KEYWORDS,
+     "dots(rows, queries, out, *, portable=False)\n--\n\nout[i, j] = rows[i] . queries[j], exact: int8 rows (n, d) "
+     "and queries (q, d), float32 out (n, q), all C-contiguous; d <= 1024. The GIL is released while it runs."},
+    {"best", (PyCFunction)(void (*)(void))best, METH_VARARGS | METH_KEYWORDS,
+     "best(rows, queries, best, sum=None, *, portable=False)\n--\n\nEach row's largest product over the query "
+     "vectors into best (n,), exact, and their sum into sum (n,) when given, both float32: what dots() gives "
+     "without writing every product. At least one query vector."},
+    {"kernel", kernel, METH_NOARGS,
+     "kernel()\n--\n\nThe path dots() takes on this core: 'avx2' or 'portable'."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_int8dots", NULL, 0, methods};
+
+PyMODINIT_FUNC PyInit__int8dots(void)
+{
+#if HAVE_X86
+    __builtin_cpu_init();
+#endif
+    return PyModule_Create(&module);
+}

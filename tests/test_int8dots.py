@@ -1,0 +1,100 @@
+"""The vector stage's own int8 kernel (``skillsearch/retrieval/_int8dots.c``): exact integer products of int8
+rows with several int8 query vectors (every product, or each row's best and their sum), the same from its AVX2
+path and its portable loop, over the whole int8
+range, widths that are not a multiple of its 16-column step and more query vectors than it holds in
+registers at once; bad arguments are typed errors, never a crash or a write out of bounds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from skillsearch.retrieval import _int8dots
+
+
+def _exact(rows: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    return (rows.astype(np.int64) @ queries.T.astype(np.int64)).astype(np.float32)
+
+
+@pytest.mark.parametrize("dim", [1, 7, 16, 33, 384, 1024])
+@pytest.mark.parametrize("vectors", [1, 3, 8, 9, 17])
+def test_both_paths_give_the_exact_integer_products(dim: int, vectors: int) -> None:
+    rng = np.random.default_rng(dim * 100 + vectors)
+    rows = rng.integers(-128, 128, size=(301, dim), dtype=np.int8)
+    queries = rng.integers(-128, 128, size=(vectors, dim), dtype=np.int8)
+    rows[0] = -128  # the extremes: -128 * -128 summed over every column
+    queries[0] = -128
+    want = _exact(rows, queries)
+    for portable in (False, True):
+        out = np.full((301, vectors), np.nan, dtype=np.float32)
+        _int8dots.dots(rows, queries, out, portable=portable)
+        np.testing.assert_array_equal(out, want, err_msg=f"portable={portable}")
+        # Only each row's best and the sum of its products: the best exact, the sum within float32 rounding.
+        best = np.full(301, np.nan, dtype=np.float32)
+        total = np.full(301, np.nan, dtype=np.float32)
+        _int8dots.best(rows, queries, best, total, portable=portable)
+        np.testing.assert_array_equal(best, want.max(axis=1))
+        exact_sum = (rows.astype(np.int64) @ queries.T.astype(np.int64)).sum(axis=1)
+        np.testing.assert_allclose(total, exact_sum, rtol=1e-6, atol=0)
+        alone = np.full(301, np.nan, dtype=np.float32)
+        _int8dots.best(rows, queries, alone, portable=portable)
+        np.testing.assert_array_equal(alone, best)
+
+
+def test_the_path_is_named_and_avx2_on_an_x86_core_that_has_it() -> None:
+    assert _int8dots.kernel() in ("avx2", "portable")
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists() and "avx2" in cpuinfo.read_text().split():
+        assert _int8dots.kernel() == "avx2"
+
+
+def test_empty_inputs_write_nothing_and_views_of_whole_rows_are_read_in_place() -> None:
+    rows = np.ones((0, 384), dtype=np.int8)
+    out = np.empty((0, 2), dtype=np.float32)
+    _int8dots.dots(rows, np.ones((2, 384), dtype=np.int8), out)
+    none = np.empty((5, 0), dtype=np.float32)
+    _int8dots.dots(np.ones((5, 384), dtype=np.int8), np.ones((0, 384), dtype=np.int8), none)
+    many = np.arange(40 * 384, dtype=np.int64).astype(np.int8).reshape(40, 384)
+    block = many[10:20]  # a slice of whole rows is C-contiguous: no copy needed
+    q = many[:2].copy()
+    out = np.zeros((10, 2), dtype=np.float32)
+    _int8dots.dots(block, q, out)
+    np.testing.assert_array_equal(out, _exact(block, q))
+
+
+def test_bad_arguments_are_typed_errors() -> None:
+    rows = np.ones((4, 32), dtype=np.int8)
+    q = np.ones((2, 32), dtype=np.int8)
+    out = np.zeros((4, 2), dtype=np.float32)
+    with pytest.raises(TypeError, match="rows must be a C-contiguous array of int8"):
+        _int8dots.dots(np.ones((4, 64), dtype=np.int8)[:, ::2], q, out)
+    with pytest.raises(TypeError, match="queries must be a 2-d array of int8"):
+        _int8dots.dots(rows, q.astype(np.int16), out)
+    with pytest.raises(TypeError, match="queries must be a 2-d array of int8"):
+        _int8dots.dots(rows, q[0], out)
+    with pytest.raises(TypeError, match="out must be a C-contiguous writable array of float32"):
+        frozen = out.copy()
+        frozen.flags.writeable = False
+        _int8dots.dots(rows, q, frozen)
+    with pytest.raises(TypeError, match="out must be a 2-d array of float32"):
+        _int8dots.dots(rows, q, out.astype(np.float64))
+    with pytest.raises(ValueError, match="rows have 32 columns, queries 16"):
+        _int8dots.dots(rows, np.ones((2, 16), dtype=np.int8), out)
+    with pytest.raises(ValueError, match=r"out must be \(4, 2\), got \(4, 3\)"):
+        _int8dots.dots(rows, q, np.zeros((4, 3), dtype=np.float32))
+    with pytest.raises(ValueError, match="at most 1024 columns"):
+        _int8dots.dots(np.ones((1, 1025), dtype=np.int8), np.ones((1, 1025), dtype=np.int8),
+                       np.zeros((1, 1), dtype=np.float32))
+    best = np.zeros(4, dtype=np.float32)
+    with pytest.raises(ValueError, match="at least one query vector"):
+        _int8dots.best(rows, np.ones((0, 32), dtype=np.int8), best)
+    with pytest.raises(ValueError, match="best and sum must hold 4 values"):
+        _int8dots.best(rows, q, best, np.zeros(3, dtype=np.float32))
+    with pytest.raises(TypeError, match="best must be a 1-d array of float32"):
+        _int8dots.best(rows, q, out)
+    with pytest.raises(TypeError, match="sum must be a C-contiguous writable array of float32"):
+        _int8dots.best(rows, q, best, np.zeros(8, dtype=np.float32)[::2])
+    np.testing.assert_array_equal(out, 0.0)  # nothing was written by a refused call
+    np.testing.assert_array_equal(best, 0.0)
