@@ -207,7 +207,7 @@ def _scan(
             best = scores[start:end]
             total = None if norm is None else np.empty(end - start, dtype=np.float32)
             _int8dots.best(np.ascontiguousarray(pieces[0][0][start:end]), queries[0], best, total)
-            if total is not None:
+            if total is not None and norm is not None:
                 total *= np.float32(1.0 / norm)
                 np.maximum(best, total, out=best)
             best *= q_scales[0]
