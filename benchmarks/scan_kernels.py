@@ -3,8 +3,8 @@ until 2026-12-03; measured only when simsimd is installed, it is no longer a dep
 ``cdist`` for one query vector and ``dots_packed`` (the query vectors packed once) for several, and the
 row-wise maximum over the query vectors as numpy's ``max(axis=1)`` against ``cosines.row_max``; then the
 stage's own ``vector_stage.scan`` (blocks, scales, :data:`~skillsearch.retrieval.vector_stage.SCAN_THREADS`
-threads) with each of its kernels (``vector_stage.KERNELS``: our own ``_int8dots`` beside numkong's two), which
-is what ``vector_stage.scan_kernel`` chooses between.
+threads) with each of its kernels (``int8_kernels.KERNELS``: our own ``_int8dots`` beside numkong's two), which
+is what ``int8_kernels.scan_kernel`` chooses between.
 torch's two int8 kernels (fbgemm's dynamic int8 linear, ``_weight_int8pack_mm``) are timed beside them as the
 alternatives already installed with the model, and numkong's ``cdist`` over int4 codes (two signed values a
 byte: half the bytes of a row, the first pass the docs named as the next step if the scan must halve), and
@@ -42,7 +42,8 @@ from skillsearch.bench.report import SIMD_LEVELS, machine, write_script_report  
 from skillsearch.retrieval import _int8dots  # noqa: E402
 from skillsearch.retrieval.compact import BLOCK, Compact  # noqa: E402
 from skillsearch.retrieval.cosines import row_max  # noqa: E402
-from skillsearch.retrieval.vector_stage import KERNELS, SCAN_THREADS, scan, scan_kernel  # noqa: E402
+from skillsearch.retrieval.int8_kernels import KERNELS, scan_kernel  # noqa: E402
+from skillsearch.retrieval.vector_stage import SCAN_THREADS, scan  # noqa: E402
 
 DIM = 384
 # ``_weight_int8pack_mm`` has no vectorised path here (39 ms for one vector over 100k rows): timed up to this.
@@ -210,7 +211,7 @@ def main() -> None:
                "`max(axis=1)` and `row_max`: the row-wise best over the query vectors of one block of "
                "`dots_packed` products (int32, `block_rows` x `query_vectors`).",
                f"`stage scan, <kernel>`: `vector_stage.scan` over the whole matrix on {SCAN_THREADS} threads "
-               "with each of `vector_stage.KERNELS` (one vector goes through `cdist` for `numkong-packed`). "
+               "with each of `int8_kernels.KERNELS` (one vector goes through `cdist` for `numkong-packed`). "
                f"numkong's capabilities here: {', '.join(caps)}; our kernel's path: {_int8dots.kernel()}; "
                f"the stage picks `{scan_kernel()}`.",),
         extra={"machine": described, "numkong_capabilities": caps, "int8dots_path": _int8dots.kernel(),

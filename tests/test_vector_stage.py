@@ -23,18 +23,16 @@ from skillsearch.retrieval import vector_files, vector_rows, vector_saves, vecto
 from skillsearch.retrieval.compact import Compact, quantise, quantise_together
 from skillsearch.retrieval.cosines import max_cosines, zero_tiny
 from skillsearch.retrieval.encoder import Encoder
+from skillsearch.retrieval.int8_kernels import KERNELS, packs_queries, scan_kernel
 from skillsearch.retrieval.routing import RequestRoute
 from skillsearch.retrieval.vector_stage import (
     COMPACT_FROM,
-    KERNELS,
     SPLIT_FROM,
     Shift,
     derived_first,
     hide,
     nearest_compact,
-    packs_queries,
     scan,
-    scan_kernel,
 )
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
 

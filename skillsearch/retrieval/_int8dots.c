@@ -1,4 +1,4 @@
-/* The vector stage's int8 kernel on AVX2 cores (skillsearch/retrieval/vector_stage.py calls it; docs/benchmarks.md,
+/* The vector stage's int8 kernel on AVX2 cores (skillsearch/retrieval/int8_kernels.py calls it; docs/benchmarks.md,
  * "Our own int8 kernel").
  *
  * dots(rows, queries, out, portable=False): out[i, j] = sum_k rows[i, k] * queries[j, k], exact, for int8

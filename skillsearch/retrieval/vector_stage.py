@@ -5,10 +5,10 @@ From there on every row also has a compact copy, :class:`Compact`: int8 codes an
 (``row ~ scale * codes``, a quarter of float32's bytes, so a quarter of the memory traffic that bounds a scan).
 A search then
 
-1. scores every row approximately with an int8 dot-product kernel (:func:`scan_kernel`: our own
+1. scores every row approximately with an int8 dot-product kernel (``int8_kernels.scan_kernel``: our own
    ``_int8dots`` on AVX2 cores, numkong's packed kernel where the core has AVX-512 VNNI, numkong's ``cdist``
-   elsewhere; this module is numkong's home), in blocks of :data:`BLOCK` rows, all the request's query
-   vectors in one call, the rows shared by :data:`SCAN_THREADS` Python threads (the kernels release the GIL);
+   elsewhere), in blocks of :data:`BLOCK` rows, all the request's query vectors in one call, the rows shared
+   by :data:`SCAN_THREADS` Python threads (the kernels release the GIL);
 2. sets the rows the caller may not see (``mask``) to ``-inf`` without a branch per row (:func:`hide`), so
    filtering stays inside the retriever and ``depth`` rows come back whenever ``depth`` visible rows exist;
 3. takes every visible row whose approximate score is within :func:`margin` (six standard deviations of the
@@ -30,23 +30,17 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
+from skillsearch.retrieval import int8_kernels
 from skillsearch.retrieval.compact import BLOCK, Compact, quantise_together
 from skillsearch.retrieval.cosines import nearest_rows, row_max, row_sum
 
-try:
-    from skillsearch.retrieval import _int8dots
-except ImportError as exc:  # a source checkout whose C extension was never built
-    raise ImportError(
-        "skillsearch's int8 kernel (skillsearch/retrieval/_int8dots.c) is not built: install the package "
-        "(`make venv`, or `pip install -e .`)") from exc
-
 __all__ = [
-    "COMPACT_FROM", "DERIVED_WITHIN", "KERNELS", "SCAN_THREADS", "VNNI_CAPABILITIES", "Shift", "derived_first", "hide",
-    "margin", "nearest_compact", "nearest_of", "packs_queries", "sample_scores", "scan", "scan_kernel", "select",
+    "COMPACT_FROM", "DERIVED_WITHIN", "SCAN_THREADS", "Shift", "derived_first", "hide", "margin", "nearest_compact",
+    "nearest_of", "sample_scores", "scan", "select",
 ]
 
 # Rows from which a search scans the compact copy. Measured at 5k and 10k rows (docs/benchmarks.md, "One pass
@@ -64,13 +58,6 @@ RESCORE_ROWS = 8_192
 # threads per call, which cost more than they saved). Two at most: the
 # machines this runs on have few cores, and the model's encoder shares them.
 SCAN_THREADS = max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
-# The int8 kernels a scan can run (:func:`scan_kernel` picks one per core; each gives the same exact integer
-# products): our own ``_int8dots`` (each row widened once and multiplied against every query vector),
-# numkong's packed kernel (the query vectors packed once) and numkong's ``cdist``.
-KERNELS = ("int8dots", "numkong-packed", "numkong-cdist")
-# numkong's capability names of the x86 cores with AVX-512 VNNI, where its packed int8 kernel pays
-# (:func:`packs_queries`).
-VNNI_CAPABILITIES = ("icelake", "genoa", "sapphire", "sapphireamx", "turin", "graniteamx", "diamond")
 # A request of several sentences is embedded as its sentences and, first, their normalised sum standing in for
 # the whole request (``encoder.encode_query_parts``). That first vector's product with a row is the sum of the
 # sentences' products over the sum's norm, so the scan derives it from their columns instead of scoring a
@@ -133,8 +120,9 @@ def scan(
     asks (no mask yet), and the error margin that applies. The same rows always get the same numbers, so
     statistics read from it (the decision's background) do not depend on the caller. With ``threads`` > 1
     a large scan is cut into that many runs of rows, one per thread (the calling thread takes the first).
-    ``kernel``: one of :data:`KERNELS` (default: :func:`scan_kernel`); every kernel gives the same numbers."""
-    kernel = _kernel(kernel)
+    ``kernel``: one of ``int8_kernels.KERNELS`` (default: ``int8_kernels.scan_kernel``); every kernel gives the
+    same numbers."""
+    kernel = int8_kernels.named(kernel)
     pieces = compact.pieces(columns)
     derived = derived_first(queries)
     q_codes, q_scales = quantise_together(queries[1:] if derived is not None else queries)
@@ -187,7 +175,7 @@ def _scan(
 ) -> None:
     """Rows ``first:last`` of :func:`scan`, a block of rows at a time.
 
-    The integer dot products come from ``kernel`` (:func:`_products`; docs/benchmarks.md, "One pass for
+    The integer dot products come from ``kernel`` (``int8_kernels.products``; docs/benchmarks.md, "One pass for
     several query vectors", "The kernel by instruction set" and "Our own int8 kernel"). Every kernel gives
     the same exact integer products (at most 384 * 127 * 127, exact in float32). The query vectors share
     one scale (:func:`quantise_together`), so the best of a row's integer products is its best score before
@@ -197,7 +185,7 @@ def _scan(
     nq = q_codes.shape[0]
     if kernel == "numkong-packed" and nq == 1:
         kernel = "numkong-cdist"  # nothing to pack
-    queries = _prepared(pieces, q_codes, kernel)
+    queries = int8_kernels.prepared(pieces, q_codes, kernel)
     # Our kernel keeps only what the scan needs of a row's products (the best, and their sum for ``norm``)
     # when one part is scanned without a shift: no block of every product written and read again.
     fused = kernel == "int8dots" and shift is None and len(pieces) == 1
@@ -206,14 +194,14 @@ def _scan(
         if fused:
             best = scores[start:end]
             total = None if norm is None else np.empty(end - start, dtype=np.float32)
-            _int8dots.best(np.ascontiguousarray(pieces[0][0][start:end]), queries[0], best, total)
+            int8_kernels.best(pieces[0][0][start:end], queries[0], best, total)
             if total is not None and norm is not None:
                 total *= np.float32(1.0 / norm)
                 np.maximum(best, total, out=best)
             best *= q_scales[0]
             best *= scales[start:end]
             continue
-        products = _products(pieces, queries, start, end, kernel)
+        products = int8_kernels.products(pieces, queries, start, end, kernel)
         whole: np.ndarray | None = None
         if norm is not None:
             whole = row_sum(products, np.empty(end - start, dtype=np.float32))
@@ -237,79 +225,6 @@ def _scan(
             best = np.maximum(row_max(products, np.empty(end - start, dtype=np.float32)), whole, out=whole)
         np.multiply(best, q_scales[0], out=scores[start:end], casting="unsafe")
         scores[start:end] *= scales[start:end]
-
-
-def _prepared(pieces: list[tuple[np.ndarray, slice]], q_codes: np.ndarray, kernel: str) -> list[Any]:
-    """Each column part's query vectors as ``kernel`` takes them: packed once for numkong's packed kernel,
-    contiguous int8 codes for the others."""
-    queries = [np.ascontiguousarray(q_codes[:, cols]) for _, cols in pieces]
-    if kernel == "numkong-packed":
-        nk = _numkong()
-        return [nk.dots_pack(q, dtype="int8") for q in queries]
-    return queries
-
-
-def _products(
-    pieces: list[tuple[np.ndarray, slice]], queries: list[Any], start: int, end: int, kernel: str,
-) -> np.ndarray:
-    """The integer products of rows ``start:end`` with the query vectors (prepared per column part by
-    :func:`_prepared`), summed over the parts, as float32: (rows, vectors)."""
-    products = None
-    for (part, _), q in zip(pieces, queries, strict=True):
-        block = part[start:end]
-        if kernel == "int8dots":
-            one = np.empty((end - start, q.shape[0]), dtype=np.float32)
-            _int8dots.dots(np.ascontiguousarray(block), q, one)
-        elif kernel == "numkong-packed":
-            one = np.asarray(_numkong().dots_packed(block, q))
-        else:
-            one = np.asarray(_numkong().cdist(block, q, metric="dot", out_dtype="float32"))
-        products = one if products is None else products + one  # a row's dot product, part by part
-    assert products is not None
-    return products
-
-
-@cache
-def scan_kernel() -> str:
-    """The kernel a scan runs on this core, one of :data:`KERNELS` (measured, docs/benchmarks.md, "Our own int8
-    kernel" and "The kernel by instruction set"): numkong's packed kernel where numkong has AVX-512 VNNI
-    (:func:`packs_queries`); else our own ``_int8dots`` where the core has AVX2 (on a Zen 2 core it scanned
-    100k rows for three query vectors in about half numkong's ``cdist`` time, and for one in about 0.8 of it);
-    else numkong's ``cdist`` (its kernels for other instruction sets, such as Arm's, against our portable
-    loop)."""
-    if packs_queries():
-        return "numkong-packed"
-    if _int8dots.kernel() == "avx2":
-        return "int8dots"
-    return "numkong-cdist"
-
-
-def _kernel(name: str | None) -> str:
-    if name is None:
-        return scan_kernel()
-    if name not in KERNELS:
-        raise ValueError(f"unknown scan kernel {name!r}: one of {', '.join(KERNELS)}")
-    return name
-
-
-@cache
-def packs_queries() -> bool:
-    """Whether several query vectors go through numkong's packed kernel rather than ``cdist``: only where
-    numkong runs its AVX-512 VNNI kernels. Measured (docs/benchmarks.md, "The kernel by instruction set"):
-    on a Zen 4 core (numkong's ``genoa``) the packed kernel scanned 100k rows for four vectors in 6.4 ms
-    against 10.7 for ``cdist``; on a Zen 2 core (``haswell``, AVX2 only) the stage's scan of 100k rows is
-    slower with it for every count of vectors (two: 6.1 against 2.9 ms; three: 6.1 against 3.7)."""
-    caps = _numkong().get_capabilities()
-    return any(caps.get(name, False) for name in VNNI_CAPABILITIES)
-
-
-@cache
-def _numkong() -> Any:
-    """numkong, imported on the first scan: loading its kernels takes about 0.14 s, which commands that never
-    scan (``list``, a lexical search) should not pay."""
-    import numkong
-
-    return numkong
 
 
 def sample_scores(
@@ -338,15 +253,15 @@ def nearest_of(matrix: Rows, compact: Compact, columns: slice | None, vectors: n
     pieces = compact.pieces(columns)
     q_codes, q_scales = quantise_together(vectors)
     n = compact.base_rows  # the patch's rows (changed and added since the parts were made) are exact below
-    kernel = "numkong-cdist" if scan_kernel() == "numkong-packed" else scan_kernel()
-    queries = _prepared(pieces, q_codes, kernel)
+    kernel = "numkong-cdist" if int8_kernels.scan_kernel() == "numkong-packed" else int8_kernels.scan_kernel()
+    queries = int8_kernels.prepared(pieces, q_codes, kernel)
     # The row's rounding error meets a vector of this length, not a unit one (margin's e_x.q term).
     longest = float(np.linalg.norm(vectors, axis=1).max())
     err = margin(compact.peak_scale * max(longest, 1.0), q_scales)
     unsure = []
     for start in range(0, n, BLOCK):
         end = min(start + BLOCK, n)
-        products = _products(pieces, queries, start, end, kernel)
+        products = int8_kernels.products(pieces, queries, start, end, kernel)
         products *= q_scales[0]
         products *= compact.scales[start:end, None]
         best = products.argmax(axis=1)
