@@ -6,6 +6,7 @@ registers at once; bad arguments are typed errors, never a crash or a write out 
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -98,3 +99,28 @@ def test_bad_arguments_are_typed_errors() -> None:
         _int8dots.best(rows, q, best, np.zeros(8, dtype=np.float32)[::2])
     np.testing.assert_array_equal(out, 0.0)  # nothing was written by a refused call
     np.testing.assert_array_equal(best, 0.0)
+
+
+def test_a_call_releases_the_gil_so_two_threads_share_a_scan() -> None:
+    """The stage splits a large scan over two Python threads (``vector_stage.SCAN_THREADS``): that only helps
+    if the kernel lets go of the GIL while it runs. Another thread sees the output half written, which it
+    could never see if the call held the GIL from its first product to its last."""
+    rows = np.random.default_rng(5).integers(-128, 128, size=(400_000, 384), dtype=np.int8)
+    queries = np.ones((8, 384), dtype=np.int8)
+    out = np.full((rows.shape[0], 8), np.nan, dtype=np.float32)
+    started, done = threading.Event(), threading.Event()
+
+    def call() -> None:
+        started.set()
+        _int8dots.dots(rows, queries, out, portable=True)  # one long call: rows in order, the last row last
+        done.set()
+
+    worker = threading.Thread(target=call)
+    worker.start()
+    started.wait()
+    half_written = False
+    while not done.is_set() and not half_written:
+        half_written = not np.isnan(out[1_000, 0]) and bool(np.isnan(out[-1, -1]))
+    worker.join()
+    assert half_written
+    np.testing.assert_array_equal(out[-3:], _exact(rows[-3:], queries))
