@@ -272,6 +272,11 @@ def test_a_routes_document_languages_come_from_the_int8_copy_as_the_exact_argmax
     columns = slice(dim, 2 * dim)
     want = _argmax(wide[:, columns], reference)
     assert np.unique(want).size == 4
+    compact = routed.compact
+    assert compact is not None
+    for kernel in KERNELS:  # whichever kernel approximates, the close calls make the answer exact
+        np.testing.assert_array_equal(vector_stage.nearest_of(wide[:, columns], compact, columns, reference, kernel),
+                                      want, err_msg=kernel)
     np.testing.assert_array_equal(routed.nearest_of(reference, columns), want)
     np.testing.assert_array_equal(routed.nearest_of(reference[:, :dim], slice(0, dim)),
                                   _argmax(wide[:, :dim], reference))

@@ -238,11 +238,14 @@ def sample_scores(
     return scan(Compact.of_codes(codes, scales), columns, queries, sub_shift, threads=1)[0]
 
 
-def nearest_of(matrix: Rows, compact: Compact, columns: slice | None, vectors: np.ndarray) -> np.ndarray:
+def nearest_of(
+    matrix: Rows, compact: Compact, columns: slice | None, vectors: np.ndarray, kernel: str | None = None,
+) -> np.ndarray:
     """Each row's index in ``vectors`` (k, dim; any length) of its largest product, as the exact float32
-    argmax gives it, from the int8 copy: the products of every row approximated a block at a time, and the
-    rows whose best two lie within twice the error margin re-scored exactly from ``matrix`` (the route's
-    float32 rows, read as :func:`select` reads them). A route's languages (``routing.RequestRoute``) were an
+    argmax gives it, from the int8 copy: the products of every row approximated a block at a time (``kernel``:
+    one of ``int8_kernels.KERNELS``, default this core's), and the rows whose best two lie within twice the
+    error margin re-scored exactly from ``matrix`` (the route's float32 rows, read as :func:`select` reads
+    them). A route's languages (``routing.RequestRoute``) were an
     argmax over the whole float32 matrix: at 1M rows of ``minilm+e5`` it read 3 GB through the mapping into
     the serving process at the first search after every update (docs/benchmarks.md)."""
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
@@ -253,7 +256,9 @@ def nearest_of(matrix: Rows, compact: Compact, columns: slice | None, vectors: n
     pieces = compact.pieces(columns)
     q_codes, q_scales = quantise_together(vectors)
     n = compact.base_rows  # the patch's rows (changed and added since the parts were made) are exact below
-    kernel = "numkong-cdist" if int8_kernels.scan_kernel() == "numkong-packed" else int8_kernels.scan_kernel()
+    kernel = int8_kernels.named(kernel)
+    if kernel == "numkong-packed":  # its products are what cdist gives; nothing to pack for a one-off
+        kernel = "numkong-cdist"
     queries = int8_kernels.prepared(pieces, q_codes, kernel)
     # The row's rounding error meets a vector of this length, not a unit one (margin's e_x.q term).
     longest = float(np.linalg.norm(vectors, axis=1).max())
