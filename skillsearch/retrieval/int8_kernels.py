@@ -78,8 +78,8 @@ def scan_kernel() -> str:
     """The kernel a scan runs on this core, one of :data:`KERNELS` (measured, docs/benchmarks.md, "Our own int8
     kernel" and "The kernel by instruction set"): numkong's packed kernel where numkong has AVX-512 VNNI
     (:func:`packs_queries`); else our own ``_int8dots`` where the core has AVX2 (with numkong held to its
-    AVX2 kernels, the stage's scan of 100k rows took 0.56-0.80 of ``cdist``'s time for one to seven query
-    vectors); else numkong's ``cdist`` (its kernels for other instruction sets, such as Arm's, rather than
+    AVX2 kernels, the stage's scan of 100k rows took 0.42-0.79 of ``cdist``'s time for one to seven query
+    vectors, 1M rows 0.47-0.92); else numkong's ``cdist`` (its kernels for other instruction sets, such as Arm's, rather than
     our portable loop)."""
     if packs_queries():
         return "numkong-packed"
