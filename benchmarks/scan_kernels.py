@@ -42,7 +42,7 @@ from skillsearch.bench.report import SIMD_LEVELS, machine, write_script_report  
 from skillsearch.retrieval import _int8dots  # noqa: E402
 from skillsearch.retrieval.compact import BLOCK, Compact  # noqa: E402
 from skillsearch.retrieval.cosines import row_max  # noqa: E402
-from skillsearch.retrieval.int8_kernels import KERNELS, scan_kernel  # noqa: E402
+from skillsearch.retrieval.int8_kernels import KERNELS, pin, scan_kernel  # noqa: E402
 from skillsearch.retrieval.vector_stage import SCAN_THREADS, scan  # noqa: E402
 
 DIM = 384
@@ -182,11 +182,7 @@ def main() -> None:
     command = "PYTHONPATH=. .venv/bin/python benchmarks/scan_kernels.py " + " ".join(sys.argv[1:])
     import numkong as nk
 
-    if args.numkong_only:
-        keep = {*args.numkong_only, "serial"}
-        for name, on in nk.get_capabilities().items():
-            if on and name not in keep:
-                nk.disable_capability(name)
+    pin(numkong_only=args.numkong_only or ())
     rows = measure(args.sizes, args.vectors, args.rounds)
     caps = sorted(k for k, v in nk.get_capabilities().items() if v)
     described = machine()

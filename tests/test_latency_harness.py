@@ -5,19 +5,26 @@ checked to be taken and consistent."""
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from skillsearch.bench.cache import BenchEncoder
-from skillsearch.bench.latency import StandInEncoder, _flat_rows, run_latency
+from skillsearch.bench.latency import StandInEncoder, _flat_rows, check_kernel_options, run_latency
 from skillsearch.bench.serving import serve_check
 from skillsearch.bench.synthetic import stand_in_vectors, write_synthetic_bundle, write_synthetic_bundles
+from skillsearch.retrieval import int8_kernels
 from skillsearch.retrieval.encoder import RoutedEncoder
 from skillsearch.retrieval.hashing_encoder import HashingEncoder
 from skillsearch.retrieval.query_cache import CachedQueryEncoder
 
+# What this test process runs: a harness run pins only its search child.
+CAPABILITIES_AT_START = int8_kernels.numkong_capabilities()
 QUERIES = [
     "roll back a bad deploy", "clean a pandas dataframe", "write a changelog entry", "plan a database migration",
     "review a pull request. Check the tests first. Then the docs.", "find flaky tests in CI",
@@ -128,11 +135,48 @@ def test_a_routed_stand_in_encoder_keeps_real_vectors_and_fills_the_rest_per_mod
 
 
 def test_the_harness_builds_updates_and_searches_with_the_default_encoder(tmp_path: Path) -> None:
+    # The search process runs the kernel and the numkong capabilities it is given (pinned there, not here).
     report = run_latency(["40"], data_root=None, cache_dir=tmp_path / "cache", queries=24, stand_in_above=20,
-                         encoder_name="minilm+e5")
+                         encoder_name="minilm+e5", scan_kernel="numkong-cdist", numkong_only=["serial"])
     (row,) = report["catalogs"]
+    assert row["search"]["scan_kernel"] == "numkong-cdist"
+    assert "scan kernel in the search process: numkong-cdist (numkong held to serial)" in " ".join(report["notes"])
+    assert int8_kernels.numkong_capabilities() == CAPABILITIES_AT_START
     assert report["encoder_choice"] == "minilm+e5" and report["encoder"].endswith("+intfloat/multilingual-e5-small")
     assert row["skills"] == 40 and row["import_problems"] == 0
     # The child opened the index with the encoder it was built with (it failed on an encoder mismatch before).
     assert row["search"]["encoder_choice"] == "minilm+e5" and row["search"]["documents"] == 40 + 3  # 3 added
     assert row["search"]["hybrid"]["p50_ms"] > 0 and row["update_to_searchable_ms"] > 0
+
+
+def test_unknown_kernel_or_numkong_names_are_refused_before_anything_is_built() -> None:
+    with pytest.raises(ValueError, match="unknown scan kernel 'simsimd'"):
+        run_latency(["40"], data_root=None, cache_dir=None, scan_kernel="simsimd")
+    with pytest.raises(ValueError, match="unknown numkong capability avx9000"):
+        check_kernel_options(None, ["avx9000"])
+    bad = subprocess.run([sys.executable, "-m", "skillsearch.cli", "-q", "bench", "latency", "--skills", "40",
+                          "--scan-kernel", "simsimd", "--no-save"], capture_output=True, text=True, timeout=120)
+    # A typed error like the command's other checks of its values (--skills), before any catalog is written.
+    assert bad.returncode == 1 and "error: VALIDATION_ERROR: unknown scan kernel 'simsimd'" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_pinning_holds_numkong_to_the_named_kernels_and_the_scan_to_one_kernel() -> None:
+    """In a process of its own (pinning lasts for the process): held to ``serial``, numkong reports no VNNI
+    kernel, so the stage takes ours on an AVX2 core and ``cdist`` elsewhere; a pinned kernel wins over the
+    choice; an unknown name changes nothing."""
+    code = (
+        "import json; from skillsearch.retrieval import int8_kernels as k, _int8dots\n"
+        "k.pin(numkong_only=['serial'])\n"
+        "held = [n for n, on in k.numkong_capabilities().items() if on]\n"
+        "chosen = k.scan_kernel()\n"
+        "try:\n    k.pin('numkong-packed', ['avx9000'])\nexcept ValueError as e:\n    refused = str(e)\n"
+        "after_refusal = k.scan_kernel()\n"
+        "k.pin('numkong-packed')\n"
+        "print(json.dumps([held, chosen, refused, after_refusal, k.scan_kernel(), _int8dots.kernel()]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    held, chosen, refused, after_refusal, pinned, path = json.loads(out.stdout)
+    assert held == ["serial"]
+    assert chosen == ("int8dots" if path == "avx2" else "numkong-cdist") == after_refusal
+    assert "unknown numkong capability avx9000" in refused and pinned == "numkong-packed"

@@ -54,6 +54,7 @@ from skillsearch.bench.report import run_metadata
 from skillsearch.bench.serving import GRANT, SOURCE, changed_entry, import_and_find, peak_rss_mb
 from skillsearch.bench.synthetic import stand_in_vectors, write_synthetic_bundles
 from skillsearch.core.settings import Settings
+from skillsearch.retrieval import int8_kernels
 from skillsearch.retrieval.documents import embedded_text
 from skillsearch.retrieval.encoder import Encoder, ProgressCallback, make_encoder
 from skillsearch.retrieval.wrapper import Wrapper
@@ -163,6 +164,7 @@ def other_language_texts(data_root: Path | None) -> list[str]:
 def _one_catalog(
     label: str, bundles: Sequence[Path], work: Path, encoder: Encoder, cache_dir: Path | None, stand_in: bool,
     queries: Sequence[str], log: Callable[[str], None], encoder_name: str = "minilm", other: Sequence[str] = (),
+    child_options: Sequence[str] = (),
 ) -> dict[str, Any]:
     cached = BenchEncoder(encoder, cache_dir)
     timed = TimedEncoder(StandInEncoder(cached) if stand_in else cached)
@@ -225,13 +227,24 @@ def _one_catalog(
     qfile.write_text(json.dumps({"queries": list(queries), "other": list(other)}), encoding="utf-8")
     # The child opens the index with the encoder it was built with (the choice's name, not the model's).
     child = subprocess.run(
-        [sys.executable, "-m", "skillsearch.bench.serving", str(data_dir), str(qfile), encoder_name],
+        [sys.executable, "-m", "skillsearch.bench.serving", str(data_dir), str(qfile), encoder_name, *child_options],
         capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, check=False,
     )
     if child.returncode != 0:
         raise RuntimeError(f"search check failed for {label}: {child.stderr[-2000:]}")
     row["search"] = json.loads(child.stdout.strip().splitlines()[-1])
     return row
+
+
+def check_kernel_options(scan_kernel: str | None, numkong_only: Sequence[str]) -> None:
+    """``ValueError`` for a kernel or numkong capability name the search process could not pin: found here,
+    not in the child after the build."""
+    if scan_kernel is not None:
+        int8_kernels.named(scan_kernel)
+    caps = int8_kernels.numkong_capabilities()
+    unknown = sorted(set(numkong_only) - set(caps))
+    if unknown:
+        raise ValueError(f"unknown numkong capability {', '.join(unknown)}: one of {', '.join(sorted(caps))}")
 
 
 def run_latency(
@@ -244,8 +257,16 @@ def run_latency(
     encoder_name: str = "minilm",
     command: str | None = None,
     log: Callable[[str], None] = lambda s: None,
+    scan_kernel: str | None = None,
+    numkong_only: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Run every catalog (``"real"`` or a number of synthetic skills) and return the report."""
+    """Run every catalog (``"real"`` or a number of synthetic skills) and return the report. ``scan_kernel``
+    and ``numkong_only``: the search process's vector-stage kernel and numkong's capabilities there
+    (``int8_kernels.pin``; to measure the kernels against each other, or an AVX2-only core's choice on a wider
+    one); this process is left as it is."""
+    check_kernel_options(scan_kernel, numkong_only)
+    child_options = [*(["--scan-kernel", scan_kernel] if scan_kernel else []),
+                     *(["--numkong-only", *numkong_only] if numkong_only else [])]
     encoder = make_encoder(encoder_name)
     texts = query_texts(data_root, queries)
     # A routed pair's other model is timed on real requests in other languages (the skills dev set's).
@@ -265,7 +286,7 @@ def run_latency(
                 log(f"[{label}] writing the synthetic bundle")
                 bundles = write_synthetic_bundles(work / f"synthetic-{n}.jsonl", n, data_root, IMPORT_BATCH)
             rows.append(_one_catalog(label, bundles, work, encoder, cache_dir, n > stand_in_above, texts, log,
-                                     encoder_name, other))
+                                     encoder_name, other, child_options))
             shutil_rmtree(work / f"data-{label}")
     notes = [f"{r['catalog']}: hybrid p50 / the batching service's p50 on the same texts, timed beside each "
              f"search: {r['search']['hybrid_over_paired_encode']:.2f}x"
@@ -274,6 +295,9 @@ def run_latency(
               f"hybrid p50 / that model's p50 on the same texts, timed beside each search: "
               f"{r['search']['hybrid_other_over_paired_encode']:.2f}x"
               for r in rows if "hybrid_other_over_paired_encode" in r["search"]]
+    kernels = sorted({str(r["search"].get("scan_kernel")) for r in rows})
+    notes.append(f"the vector stage's scan kernel in the search process: {', '.join(kernels)}"
+                 + (f" (numkong held to {', '.join(numkong_only)})" if numkong_only else ""))
     return {**run_metadata(command), "kind": "latency", "encoder": encoder.name, "encoder_choice": encoder_name,
             "queries": len(texts), "other_language_queries": len(other),
             "catalogs": rows, "rows": _flat_rows(rows), "notes": notes}

@@ -8,9 +8,9 @@ one-skill import found by its new word) live here.
 
 from __future__ import annotations
 
+import argparse
 import json
 import resource
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +23,7 @@ from skillsearch.catalog.imports import ImportReport
 from skillsearch.catalog.rows import IndexRow
 from skillsearch.core.domain import Principal, SearchMode
 from skillsearch.core.settings import Settings
+from skillsearch.retrieval import int8_kernels
 from skillsearch.retrieval.encoder import Encoder, make_encoder
 from skillsearch.retrieval.query_cache import CachedQueryEncoder
 from skillsearch.retrieval.search import QUERY_SENTENCES, Hit, SearchRequest
@@ -96,7 +97,8 @@ def serve_check(data_dir: Path, queries: Sequence[str], encoder_name: str = "min
     open_s = time.perf_counter() - t
     principal = Principal.operator()
     routed = inner.routed()
-    out: dict[str, Any] = {"encoder_choice": encoder_name}
+    # The vector stage's kernel in this process (``int8_kernels.pin`` may have chosen it for the run).
+    out: dict[str, Any] = {"encoder_choice": encoder_name, "scan_kernel": int8_kernels.scan_kernel()}
     if routed is not None:
         english = [q for q in queries if routed.route(q) == routed.ENGLISH]
         other = [q for q in other_languages if routed.route(q) == routed.OTHER]
@@ -211,6 +213,13 @@ def import_and_find(catalog: Catalog, path: Path, entry: dict[str, Any], word: s
 
 
 if __name__ == "__main__":
-    data, qpath, choice = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
-    asked = json.loads(qpath.read_text(encoding="utf-8"))
-    print(json.dumps(serve_check(data, asked["queries"], choice, asked["other"])))
+    ap = argparse.ArgumentParser(prog="python -m skillsearch.bench.serving")
+    ap.add_argument("data", type=Path)
+    ap.add_argument("queries", type=Path)
+    ap.add_argument("encoder")
+    ap.add_argument("--scan-kernel")
+    ap.add_argument("--numkong-only", nargs="*", default=[])
+    cli = ap.parse_args()
+    int8_kernels.pin(cli.scan_kernel, cli.numkong_only)
+    asked = json.loads(cli.queries.read_text(encoding="utf-8"))
+    print(json.dumps(serve_check(cli.data, asked["queries"], cli.encoder, asked["other"])))

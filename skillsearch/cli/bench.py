@@ -68,19 +68,24 @@ def cmd_bench_relevance(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_bench_latency(args: argparse.Namespace, out: TextIO) -> int:
-    from skillsearch.bench.latency import run_latency
+    from skillsearch.bench.latency import check_kernel_options, run_latency
     from skillsearch.bench.report import to_markdown, write_results
 
     catalogs = [c for chunk in args.skills for c in chunk.split(",") if c]
     bad = [c for c in catalogs if c != "real" and not c.isdigit()]
     if bad:
         raise ValidationError(f"--skills takes a number of synthetic skills or 'real', got {bad}")
+    try:
+        check_kernel_options(args.scan_kernel, args.numkong_only)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
     report = run_latency(
         catalogs, data_root=Path(args.data_root) if args.data_root else None,
         cache_dir=None if args.no_cache else Path(args.cache_dir), queries=args.queries,
         stand_in_above=args.stand_in_above, encoder_name=args.encoder or "minilm",
         command="skillsearch " + " ".join(sys.argv[1:]),
         log=(lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)),
+        scan_kernel=args.scan_kernel, numkong_only=args.numkong_only,
     )
     if not args.no_save:
         stem = "latency" + (f"-{args.tag}" if args.tag else "")
@@ -174,3 +179,9 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--queries", type=int, default=300, help="queries per run (split over the modes)")
     p.add_argument("--stand-in-above", type=int, default=20_000,
                    help="above this size, uncached texts get stand-in vectors instead of being encoded")
+    p.add_argument("--scan-kernel", metavar="KERNEL",
+                   help="the vector stage's int8 kernel in the search process: int8dots, numkong-packed or "
+                        "numkong-cdist (default: this core's choice)")
+    p.add_argument("--numkong-only", nargs="+", metavar="CAPABILITY", default=[],
+                   help="hold numkong to these capabilities in the search process ('haswell': its AVX2 kernels, "
+                        "and the kernel an AVX2-only core would choose)")

@@ -15,6 +15,7 @@ set" and "Our own int8 kernel".
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -27,13 +28,18 @@ except ImportError as exc:  # a source checkout whose C extension was never buil
         "skillsearch's int8 kernel (skillsearch/retrieval/_int8dots.c) is not built: install the package "
         "(`make venv`, or `pip install -e .`)") from exc
 
-__all__ = ["KERNELS", "VNNI_CAPABILITIES", "best", "named", "packs_queries", "prepared", "products", "scan_kernel"]
+__all__ = [
+    "KERNELS", "VNNI_CAPABILITIES", "best", "named", "numkong_capabilities", "packs_queries", "pin", "prepared", "products",
+    "scan_kernel",
+]
 
 # The kernels a scan can run (:func:`scan_kernel` picks one per core).
 KERNELS = ("int8dots", "numkong-packed", "numkong-cdist")
 # numkong's capability names of the x86 cores with AVX-512 VNNI, where its packed int8 kernel pays
 # (:func:`packs_queries`).
 VNNI_CAPABILITIES = ("icelake", "genoa", "sapphire", "sapphireamx", "turin", "graniteamx", "diamond")
+# The kernel every scan of this process runs when a benchmark pinned one (:func:`pin`).
+_pinned: str | None = None
 
 
 def best(rows: np.ndarray, queries: np.ndarray, out: np.ndarray, total: np.ndarray | None) -> None:
@@ -81,6 +87,8 @@ def scan_kernel() -> str:
     AVX2 kernels, the stage's scan of 100k rows took 0.42-0.79 of ``cdist``'s time for one to seven query
     vectors, 1M rows 0.47-0.92); else numkong's ``cdist`` (its kernels for other instruction sets, such as Arm's, rather than
     our portable loop)."""
+    if _pinned is not None:
+        return _pinned
     if packs_queries():
         return "numkong-packed"
     if _int8dots.kernel() == "avx2":
@@ -95,6 +103,32 @@ def named(name: str | None) -> str:
     if name not in KERNELS:
         raise ValueError(f"unknown scan kernel {name!r}: one of {', '.join(KERNELS)}")
     return name
+
+
+def numkong_capabilities() -> dict[str, bool]:
+    """Every instruction-set capability numkong knows, and whether it runs that kernel here."""
+    return dict(_numkong().get_capabilities())
+
+
+def pin(kernel: str | None = None, numkong_only: Sequence[str] = ()) -> None:
+    """For benchmarks: hold numkong to the capabilities ``numkong_only`` (and ``serial``), as on a core that has
+    no wider ones (``["haswell"]``: numkong's AVX2 kernels, and the choice an AVX2-only core makes), and/or
+    make every scan of this process run ``kernel``. Unknown names raise ``ValueError``; nothing changes then."""
+    global _pinned
+    chosen = None if kernel is None else named(kernel)
+    if numkong_only:
+        caps = numkong_capabilities()
+        unknown = sorted(set(numkong_only) - set(caps))
+        if unknown:
+            raise ValueError(f"unknown numkong capability {', '.join(unknown)}: one of {', '.join(sorted(caps))}")
+        keep = {*numkong_only, "serial"}
+        for name, on in caps.items():
+            if on and name not in keep:
+                _numkong().disable_capability(name)
+        packs_queries.cache_clear()
+    if chosen is not None:
+        _pinned = chosen
+    scan_kernel.cache_clear()
 
 
 @cache
