@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from skillsearch.bench.cache import BenchEncoder
-from skillsearch.bench.latency import StandInEncoder, _flat_rows, check_kernel_options, run_latency
+from skillsearch.bench.latency import StandInEncoder, _flat_rows, run_latency
 from skillsearch.bench.serving import serve_check
 from skillsearch.bench.synthetic import stand_in_vectors, write_synthetic_bundle, write_synthetic_bundles
 from skillsearch.retrieval import int8_kernels
@@ -153,7 +153,7 @@ def test_unknown_kernel_or_numkong_names_are_refused_before_anything_is_built() 
     with pytest.raises(ValueError, match="unknown scan kernel 'simsimd'"):
         run_latency(["40"], data_root=None, cache_dir=None, scan_kernel="simsimd")
     with pytest.raises(ValueError, match="unknown numkong capability avx9000"):
-        check_kernel_options(None, ["avx9000"])
+        int8_kernels.check(None, ["avx9000"])
     bad = subprocess.run([sys.executable, "-m", "skillsearch.cli", "-q", "bench", "latency", "--skills", "40",
                           "--scan-kernel", "simsimd", "--no-save"], capture_output=True, text=True, timeout=120)
     # A typed error like the command's other checks of its values (--skills), before any catalog is written.

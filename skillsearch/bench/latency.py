@@ -236,17 +236,6 @@ def _one_catalog(
     return row
 
 
-def check_kernel_options(scan_kernel: str | None, numkong_only: Sequence[str]) -> None:
-    """``ValueError`` for a kernel or numkong capability name the search process could not pin: found here,
-    not in the child after the build."""
-    if scan_kernel is not None:
-        int8_kernels.named(scan_kernel)
-    caps = int8_kernels.numkong_capabilities()
-    unknown = sorted(set(numkong_only) - set(caps))
-    if unknown:
-        raise ValueError(f"unknown numkong capability {', '.join(unknown)}: one of {', '.join(sorted(caps))}")
-
-
 def run_latency(
     catalogs: Sequence[str],
     *,
@@ -264,7 +253,7 @@ def run_latency(
     and ``numkong_only``: the search process's vector-stage kernel and numkong's capabilities there
     (``int8_kernels.pin``; to measure the kernels against each other, or an AVX2-only core's choice on a wider
     one); this process is left as it is."""
-    check_kernel_options(scan_kernel, numkong_only)
+    int8_kernels.check(scan_kernel, numkong_only)  # a bad name fails here, not in the child after the build
     child_options = [*(["--scan-kernel", scan_kernel] if scan_kernel else []),
                      *(["--numkong-only", *numkong_only] if numkong_only else [])]
     encoder = make_encoder(encoder_name)

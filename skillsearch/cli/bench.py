@@ -68,15 +68,16 @@ def cmd_bench_relevance(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_bench_latency(args: argparse.Namespace, out: TextIO) -> int:
-    from skillsearch.bench.latency import check_kernel_options, run_latency
+    from skillsearch.bench.latency import run_latency
     from skillsearch.bench.report import to_markdown, write_results
+    from skillsearch.retrieval import int8_kernels
 
     catalogs = [c for chunk in args.skills for c in chunk.split(",") if c]
     bad = [c for c in catalogs if c != "real" and not c.isdigit()]
     if bad:
         raise ValidationError(f"--skills takes a number of synthetic skills or 'real', got {bad}")
     try:
-        check_kernel_options(args.scan_kernel, args.numkong_only)
+        int8_kernels.check(args.scan_kernel, args.numkong_only)
     except ValueError as exc:
         raise ValidationError(str(exc)) from None
     report = run_latency(

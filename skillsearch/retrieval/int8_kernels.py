@@ -29,8 +29,8 @@ except ImportError as exc:  # a source checkout whose C extension was never buil
         "(`make venv`, or `pip install -e .`)") from exc
 
 __all__ = [
-    "KERNELS", "VNNI_CAPABILITIES", "best", "named", "numkong_capabilities", "packs_queries", "pin", "prepared", "products",
-    "scan_kernel",
+    "KERNELS", "VNNI_CAPABILITIES", "best", "check", "named", "numkong_capabilities", "packs_queries", "pin",
+    "prepared", "products", "scan_kernel",
 ]
 
 # The kernels a scan can run (:func:`scan_kernel` picks one per core).
@@ -110,24 +110,32 @@ def numkong_capabilities() -> dict[str, bool]:
     return dict(_numkong().get_capabilities())
 
 
+def check(kernel: str | None, numkong_only: Sequence[str]) -> None:
+    """``ValueError`` for a kernel or numkong capability name :func:`pin` could not take (a benchmark checks
+    its options with it before it builds anything)."""
+    if kernel is not None:
+        named(kernel)
+    caps = numkong_capabilities()
+    unknown = sorted(set(numkong_only) - set(caps))
+    if unknown:
+        raise ValueError(f"unknown numkong capability {', '.join(unknown)}: one of {', '.join(sorted(caps))}")
+
+
 def pin(kernel: str | None = None, numkong_only: Sequence[str] = ()) -> None:
     """For benchmarks: hold numkong to the capabilities ``numkong_only`` (and ``serial``), as on a core that has
     no wider ones (``["haswell"]``: numkong's AVX2 kernels, and the choice an AVX2-only core makes), and/or
-    make every scan of this process run ``kernel``. Unknown names raise ``ValueError``; nothing changes then."""
+    make every scan of this process run ``kernel``. Unknown names raise ``ValueError`` (:func:`check`);
+    nothing changes then."""
     global _pinned
-    chosen = None if kernel is None else named(kernel)
+    check(kernel, numkong_only)
     if numkong_only:
-        caps = numkong_capabilities()
-        unknown = sorted(set(numkong_only) - set(caps))
-        if unknown:
-            raise ValueError(f"unknown numkong capability {', '.join(unknown)}: one of {', '.join(sorted(caps))}")
         keep = {*numkong_only, "serial"}
-        for name, on in caps.items():
+        for name, on in numkong_capabilities().items():
             if on and name not in keep:
                 _numkong().disable_capability(name)
         packs_queries.cache_clear()
-    if chosen is not None:
-        _pinned = chosen
+    if kernel is not None:
+        _pinned = kernel
     scan_kernel.cache_clear()
 
 
@@ -138,7 +146,7 @@ def packs_queries() -> bool:
     on a Zen 4 core (numkong's ``genoa``) the packed kernel scanned 100k rows for four vectors in 6.4 ms
     against 10.7 for ``cdist``; on a Zen 2 core (``haswell``, AVX2 only) the stage's scan of 100k rows is
     slower with it for every count of vectors (two: 6.1 against 2.9 ms; three: 6.1 against 3.7)."""
-    caps = _numkong().get_capabilities()
+    caps = numkong_capabilities()
     return any(caps.get(name, False) for name in VNNI_CAPABILITIES)
 
 

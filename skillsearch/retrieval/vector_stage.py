@@ -241,8 +241,8 @@ def sample_scores(
 def nearest_of(
     matrix: Rows, compact: Compact, columns: slice | None, vectors: np.ndarray, kernel: str | None = None,
 ) -> np.ndarray:
-    """Each row's index in ``vectors`` (k, dim; any length) of its largest product, as the exact float32
-    argmax gives it, from the int8 copy: the products of every row approximated a block at a time (``kernel``:
+    """Each row's index in ``vectors`` (k, dim; any length) of its largest product, as the exact argmax
+    (``cosines.nearest_rows``) gives it, from the int8 copy: the products of every row approximated a block at a time (``kernel``:
     one of ``int8_kernels.KERNELS``, default this core's), and the rows whose best two lie within twice the
     error margin re-scored exactly from ``matrix`` (the route's float32 rows, read as :func:`select` reads
     them). A route's languages (``routing.RequestRoute``) were an
