@@ -29,7 +29,7 @@ from skillsearch.bench.beir import load_beir
 from skillsearch.bench.cache import BenchEncoder
 from skillsearch.catalog.rows import IndexRow
 from skillsearch.retrieval.documents import embedded_text
-from skillsearch.retrieval.encoder import MiniLMEncoder
+from skillsearch.retrieval.minilm import MiniLMEncoder
 from skillsearch.retrieval.search import QUERY_SENTENCES, query_texts
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -32,7 +32,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from skillsearch.bench.report import run_metadata  # noqa: E402
 from skillsearch.core.settings import Settings  # noqa: E402
-from skillsearch.retrieval.encoder import E5Encoder, MiniLMEncoder, RoutedEncoder  # noqa: E402
+from skillsearch.retrieval.e5 import E5Encoder  # noqa: E402
+from skillsearch.retrieval.minilm import MiniLMEncoder  # noqa: E402
+from skillsearch.retrieval.routed_encoder import RoutedEncoder  # noqa: E402
 from skillsearch.service import Catalog  # noqa: E402
 
 

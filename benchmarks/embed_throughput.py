@@ -40,7 +40,7 @@ def main() -> None:
     from skillsearch.bench.report import write_script_report
     from skillsearch.core.settings import Settings
     from skillsearch.retrieval.documents import embedded_text
-    from skillsearch.retrieval.encoder import MiniLMEncoder
+    from skillsearch.retrieval.minilm import MiniLMEncoder
     from skillsearch.service import Catalog
 
     folder = args.data_root / "skills-catalog"

@@ -66,7 +66,8 @@ def _phase(enc: Any, pool: list[str], workers: int, batch: int, seconds: float) 
 
 def child(threads: int, workers: int, seconds: float) -> None:
     from benchmarks.load_http import request_pool
-    from skillsearch.retrieval.encoder import MiniLMEncoder, set_intra_op_threads
+    from skillsearch.retrieval.minilm import MiniLMEncoder
+    from skillsearch.retrieval.torch_ops import set_intra_op_threads
 
     set_intra_op_threads(threads)
     enc = MiniLMEncoder()

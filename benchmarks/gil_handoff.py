@@ -29,7 +29,7 @@ def main() -> None:
     import torch
 
     from skillsearch.bench.report import median_ms, write_script_report
-    from skillsearch.retrieval.encoder import MiniLMEncoder
+    from skillsearch.retrieval.minilm import MiniLMEncoder
 
     torch.set_num_threads(1)
     encoder = MiniLMEncoder()

@@ -228,7 +228,8 @@ def in_process(data_dir: Path, queries: list[str], mode: str, limit: int, n: int
     sys.path.insert(0, str(ROOT))
     from skillsearch.core.domain import Principal
     from skillsearch.core.settings import Settings
-    from skillsearch.retrieval.search import QUERY_SENTENCES, SearchRequest, query_texts
+    from skillsearch.retrieval.search import QUERY_SENTENCES, query_texts
+    from skillsearch.retrieval.search_types import SearchRequest
     from skillsearch.service import Catalog
 
     settings = Settings.from_env(data_dir=data_dir, seed_sample=False, result_cache_size=0, query_cache_size=0)

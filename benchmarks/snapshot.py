@@ -41,8 +41,8 @@ def child(snapshot: str, target: str) -> None:
     started = time.perf_counter()
     from skillsearch.core.domain import Principal
     from skillsearch.core.settings import Settings
-    from skillsearch.retrieval.encoder import make_encoder
-    from skillsearch.retrieval.search import SearchRequest
+    from skillsearch.retrieval.encoders import make_encoder
+    from skillsearch.retrieval.search_types import SearchRequest
     from skillsearch.service import Catalog
 
     imported = time.perf_counter()
@@ -72,7 +72,7 @@ def build(spec: str) -> tuple[str, Path]:
     from skillsearch.bench.latency import StandInEncoder
     from skillsearch.bench.synthetic import write_synthetic_bundle
     from skillsearch.core.settings import Settings
-    from skillsearch.retrieval.encoder import make_encoder
+    from skillsearch.retrieval.encoders import make_encoder
     from skillsearch.service import Catalog
 
     label = "real-883" if spec == "real" else f"{int(spec) // 1000}k"

@@ -35,7 +35,7 @@ def main() -> None:
 
     from skillsearch.bench.report import write_script_report
     from skillsearch.retrieval.cosines import TINY, zero_tiny
-    from skillsearch.retrieval.encoder import MiniLMEncoder
+    from skillsearch.retrieval.minilm import MiniLMEncoder
     from skillsearch.retrieval.search import query_texts
 
     torch.set_num_threads(1)

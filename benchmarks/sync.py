@@ -41,8 +41,9 @@ from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.http.server import ServerThread
 from skillsearch.http.sync_routes import make_sync_router
-from skillsearch.retrieval.encoder import Encoder, make_encoder
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.retrieval.encoders import make_encoder
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.retrieval.wrapper import Wrapper
 from skillsearch.service import Catalog
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig, UpstreamConfig

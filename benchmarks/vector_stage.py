@@ -47,7 +47,7 @@ def embed(data_root: Path, cache: Path, per_set: int, pool_cache: Path | None) -
 
     from skillsearch.retrieval.cosines import normalise
     from skillsearch.retrieval.documents import split_identifiers
-    from skillsearch.retrieval.encoder import MiniLMEncoder
+    from skillsearch.retrieval.minilm import MiniLMEncoder
     from skillsearch.retrieval.search import QUERY_SENTENCES, query_texts
 
     docs: list[str] = []

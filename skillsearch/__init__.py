@@ -31,7 +31,7 @@ from skillsearch.core.errors import (
     ValidationError,
 )
 from skillsearch.core.settings import Settings
-from skillsearch.retrieval.search import SearchRequest, SearchResult
+from skillsearch.retrieval.search_types import SearchRequest, SearchResult
 from skillsearch.service import Catalog, ImportReport
 
 __version__ = "0.1.0"

@@ -28,17 +28,14 @@ from skillsearch.core.lru import LRU
 from skillsearch.core.settings import Settings
 from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
 from skillsearch.retrieval.batching import BatchingEncoder, BatchStats, QueryEncoders
-from skillsearch.retrieval.encoder import (
-    DEFAULT_ENCODER,
-    Encoder,
-    RoutedEncoder,
-    encoder_choice,
-    make_encoder,
-)
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.retrieval.encoders import DEFAULT_ENCODER, encoder_choice, make_encoder
 from skillsearch.retrieval.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex, recorded_encoder
 from skillsearch.retrieval.loading import models_of, start_loading
 from skillsearch.retrieval.query_cache import CachedQueryEncoder
-from skillsearch.retrieval.search import SearchRequest, SearchResult, run_search, search_response
+from skillsearch.retrieval.routed_encoder import RoutedEncoder
+from skillsearch.retrieval.search import run_search, search_response
+from skillsearch.retrieval.search_types import SearchRequest, SearchResult
 from skillsearch.sync.config import default_config_path
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
 from skillsearch.usecases.skill_files import SkillFiles, legacy_skill_md_note

@@ -23,14 +23,12 @@ from mcp_support import STARTER
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.mcp.server import build_mcp_server
-from skillsearch.retrieval.encoder import (
-    CachedQueryEncoder,
-    E5Encoder,
-    Encoder,
-    HashingEncoder,
-    MiniLMEncoder,
-    RoutedEncoder,
-)
+from skillsearch.retrieval.e5 import E5Encoder
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.retrieval.hashing_encoder import HashingEncoder
+from skillsearch.retrieval.minilm import MiniLMEncoder
+from skillsearch.retrieval.query_cache import CachedQueryEncoder
+from skillsearch.retrieval.routed_encoder import RoutedEncoder
 from skillsearch.service import Catalog
 
 DATA = Path(__file__).parent / "data"

@@ -16,9 +16,10 @@ from skillsearch.core.domain import Principal
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.batching import BatchingEncoder, default_layout
-from skillsearch.retrieval.encoder import Encoder, HashingEncoder
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.retrieval.hashing_encoder import HashingEncoder
 from skillsearch.retrieval.query_cache import CachedQueryEncoder
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 
 OPERATOR = Principal.operator()

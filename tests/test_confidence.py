@@ -14,7 +14,7 @@ from skillsearch.core.errors import ValidationError
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.confidence import FEATURES, Decision, packaged_decision
 from skillsearch.retrieval.encoder import Encoder
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 
 OPERATOR = Principal.operator()

@@ -28,7 +28,7 @@ from skillsearch.core.views import NO_MATCH_MESSAGES
 from skillsearch.http.app import create_app
 from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry, add_principal
 from skillsearch.mcp.server import build_mcp_server
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 
 DEMO = {"Authorization": f"Bearer {DEMO_TOKEN}"}

@@ -23,7 +23,7 @@ from skillsearch.core.confusables import SKELETON_VERSION, _skeleton_of_any, con
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoder import Encoder
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import ValidationError
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 
 

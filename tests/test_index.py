@@ -17,8 +17,9 @@ from skillsearch.retrieval import vector_saves
 from skillsearch.retrieval import vectors as vectors_module
 from skillsearch.retrieval.cosines import TINY, max_cosines, zero_tiny
 from skillsearch.retrieval.documents import embedded_text, split_instructions
-from skillsearch.retrieval.encoder import Encoder, HashingEncoder
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.retrieval.hashing_encoder import HashingEncoder
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
 from skillsearch.service import Catalog
 

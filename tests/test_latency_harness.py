@@ -19,9 +19,9 @@ from skillsearch.bench.latency import StandInEncoder, _flat_rows, run_latency
 from skillsearch.bench.serving import serve_check
 from skillsearch.bench.synthetic import stand_in_vectors, write_synthetic_bundle, write_synthetic_bundles
 from skillsearch.retrieval import int8_kernels
-from skillsearch.retrieval.encoder import RoutedEncoder
 from skillsearch.retrieval.hashing_encoder import HashingEncoder
 from skillsearch.retrieval.query_cache import CachedQueryEncoder
+from skillsearch.retrieval.routed_encoder import RoutedEncoder
 
 # What this test process runs: a harness run pins only its search child.
 CAPABILITIES_AT_START = int8_kernels.numkong_capabilities()

@@ -26,10 +26,11 @@ from skillsearch.core.language import is_foreign, is_french
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.calibration import centered_cosines, centering_of
 from skillsearch.retrieval.confidence import packaged_decision
-from skillsearch.retrieval.encoder import Encoder, RoutedEncoder
-from skillsearch.retrieval.model_files import setting_fingerprint
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.retrieval.encoders import setting_fingerprint
 from skillsearch.retrieval.query_cache import CachedQueryEncoder
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.routed_encoder import RoutedEncoder
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog, sample_catalog_dir
 
 SKILLS = {

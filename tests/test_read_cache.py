@@ -10,7 +10,7 @@ from skillsearch.catalog.read_cache import GenerationReads
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 
 OPERATOR = Principal.operator()

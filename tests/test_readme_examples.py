@@ -22,8 +22,8 @@ from skillsearch.cli.main import build_parser
 from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
 from skillsearch.core.settings import Settings
 from skillsearch.http.routes_page import SAMPLE_EXAMPLES
-from skillsearch.retrieval.encoder import RoutedEncoder
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.routed_encoder import RoutedEncoder
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 from skillsearch.upstream.app import create_upstream_app
 

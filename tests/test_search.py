@@ -14,7 +14,8 @@ from skillsearch.core.errors import ValidationError
 from skillsearch.core.fusion import FUSIONS, adapted_weight, candidates, fusion
 from skillsearch.core.settings import NOT_FROM_ENV, Settings
 from skillsearch.retrieval.encoder import Encoder
-from skillsearch.retrieval.search import LEXICAL_SHARE_SLOPE, SearchRequest
+from skillsearch.retrieval.search import LEXICAL_SHARE_SLOPE
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 
 DATA = Path(__file__).parent / "data"

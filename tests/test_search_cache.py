@@ -5,7 +5,7 @@ from __future__ import annotations
 from skillsearch.core.domain import Principal
 from skillsearch.core.lru import LRU
 from skillsearch.core.settings import Settings
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 
 OPERATOR = Principal.operator()

@@ -22,7 +22,7 @@ from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.core.skill_uri import NAME_PATTERN, skill_name
 from skillsearch.mcp.server import build_mcp_server
-from skillsearch.retrieval.encoder import HashingEncoder
+from skillsearch.retrieval.hashing_encoder import HashingEncoder
 from skillsearch.service import Catalog, ImportReport
 
 SKILLS = SHARED / "data" / "skills-catalog"

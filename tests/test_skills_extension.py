@@ -20,7 +20,7 @@ from skillsearch.catalog.frontmatter import split_front_matter
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.mcp.server import build_mcp_server
-from skillsearch.retrieval.encoder import HashingEncoder
+from skillsearch.retrieval.hashing_encoder import HashingEncoder
 from skillsearch.service import Catalog, sample_catalog_dir
 from skillsearch.usecases.skill_files import SKILL_MD_KEPT, CursorError, entries_page, legacy_skill_md_note
 

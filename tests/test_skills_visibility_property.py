@@ -23,7 +23,7 @@ from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal, SkillContent
 from skillsearch.core.settings import Settings
 from skillsearch.core.skill_uri import skill_uri
 from skillsearch.mcp.server import build_mcp_server
-from skillsearch.retrieval.encoder import HashingEncoder
+from skillsearch.retrieval.hashing_encoder import HashingEncoder
 from skillsearch.service import Catalog
 
 GRANTS = ("sub:alpha", "sub:beta", "team:ops", "user:ana")

@@ -23,10 +23,13 @@ from skillsearch.cli.main import main
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import IndexMismatchError
 from skillsearch.core.settings import Settings
-from skillsearch.retrieval.encoder import Encoder, HashingEncoder, MiniLMEncoder
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.retrieval.encoders import setting_fingerprint
+from skillsearch.retrieval.hashing_encoder import HashingEncoder
 from skillsearch.retrieval.indexer import SearchIndex
-from skillsearch.retrieval.model_files import minilm_dir, setting_fingerprint
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.minilm import MiniLMEncoder
+from skillsearch.retrieval.model_files import minilm_dir
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 from skillsearch.upstream.app import ReferenceUpstream, create_upstream_app
 
@@ -305,7 +308,7 @@ def test_a_restored_replica_syncs_on_from_the_snapshots_cursor(upstream: Referen
 def test_fingerprints_come_from_the_model_files_without_torch(encoder: Encoder) -> None:
     assert encoder.fingerprint() == setting_fingerprint("minilm")
     assert HashingEncoder().fingerprint() == setting_fingerprint("hashing") != setting_fingerprint("minilm")
-    code = ("import sys; from skillsearch.retrieval.model_files import setting_fingerprint as f;"
+    code = ("import sys; from skillsearch.retrieval.encoders import setting_fingerprint as f;"
             " print(f('minilm')); print(f('minilm+e5')); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120)
     minilm, routed, torch_loaded = out.stdout.split()

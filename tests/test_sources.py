@@ -13,7 +13,7 @@ import pytest
 
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import SkillArchivedError, SkillNotFoundError, ValidationError
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 from skillsearch.sync.sources import SourceConfig, add_source, load_sources, remove_source
 

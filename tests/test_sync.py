@@ -28,7 +28,7 @@ from skillsearch.core.errors import SkillNotFoundError
 from skillsearch.core.hashing import stable_id
 from skillsearch.http.auth import PrincipalRegistry, add_principal
 from skillsearch.http.sync_routes import make_sync_router
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 from skillsearch.sync.contract import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign_webhook
 from skillsearch.upstream.app import ReferenceUpstream, WebhookTarget, contract_openapi

@@ -11,7 +11,7 @@ import pytest
 from syncsupport import TOKEN, catalog_content, config_for, index_matches_store, upstream_content
 
 from skillsearch.core.domain import Principal
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 from skillsearch.upstream.app import ReferenceUpstream
 

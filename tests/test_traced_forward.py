@@ -14,7 +14,9 @@ import pytest
 
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.retrieval.batching import BatchingEncoder
-from skillsearch.retrieval.encoder import Encoder, HashingEncoder, MiniLMEncoder
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.retrieval.hashing_encoder import HashingEncoder
+from skillsearch.retrieval.minilm import MiniLMEncoder
 from skillsearch.retrieval.query_cache import CachedQueryEncoder
 from skillsearch.retrieval.torch_ops import TracedForward
 

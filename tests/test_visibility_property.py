@@ -16,7 +16,7 @@ from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.core.visibility import is_visible, visible_grants
 from skillsearch.retrieval.encoder import Encoder
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.retrieval.visible_lexical import visible_lexical_matches
 from skillsearch.service import Catalog
 

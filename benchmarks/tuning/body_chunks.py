@@ -27,8 +27,9 @@ from skillsearch.bench.skills import load_queries, open_skills_catalog
 from skillsearch.core.domain import Principal
 from skillsearch.core.fusion import zscore
 from skillsearch.retrieval.documents import split_identifiers
-from skillsearch.retrieval.encoder import make_encoder
-from skillsearch.retrieval.search import QUERY_SENTENCES, SearchRequest, query_texts
+from skillsearch.retrieval.encoders import make_encoder
+from skillsearch.retrieval.search import QUERY_SENTENCES, query_texts
+from skillsearch.retrieval.search_types import SearchRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 W = 0.6

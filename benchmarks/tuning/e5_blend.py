@@ -31,8 +31,9 @@ from skillsearch.bench.skills import load_queries, open_skills_catalog
 from skillsearch.core.domain import Principal
 from skillsearch.core.fusion import zscore
 from skillsearch.retrieval.documents import embedded_text
-from skillsearch.retrieval.encoder import make_encoder
-from skillsearch.retrieval.search import QUERY_SENTENCES, SearchRequest
+from skillsearch.retrieval.encoders import make_encoder
+from skillsearch.retrieval.search import QUERY_SENTENCES
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 
 ROOT = Path(__file__).resolve().parents[2]

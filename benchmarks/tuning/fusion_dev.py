@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from skillsearch.bench.dev import dev_split, score_requests
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.search_types import SearchRequest
 
 SETTINGS = [("lexical", None, None), ("semantic", None, None)] + [
     ("hybrid", fusion, w) for fusion in ("zscore", "minmax") for w in (0.55, 0.6, 0.65, 0.7, 0.75)

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
-from skillsearch.retrieval.encoder import MiniLMEncoder
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.minilm import MiniLMEncoder
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 
 __all__ = ["main"]

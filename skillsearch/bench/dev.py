@@ -23,8 +23,10 @@ from skillsearch.bench.relevance import DEPTH, open_bench_catalog, search_runs
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval import term_weights
-from skillsearch.retrieval.encoder import Encoder, MiniLMEncoder
-from skillsearch.retrieval.search import QUERY_SENTENCES, SearchRequest
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.retrieval.minilm import MiniLMEncoder
+from skillsearch.retrieval.search import QUERY_SENTENCES
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 
 __all__ = [

@@ -56,7 +56,8 @@ from skillsearch.bench.synthetic import stand_in_vectors, write_synthetic_bundle
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval import int8_kernels
 from skillsearch.retrieval.documents import embedded_text
-from skillsearch.retrieval.encoder import Encoder, ProgressCallback, make_encoder
+from skillsearch.retrieval.encoder import Encoder, ProgressCallback
+from skillsearch.retrieval.encoders import make_encoder
 from skillsearch.retrieval.wrapper import Wrapper
 from skillsearch.service import Catalog
 

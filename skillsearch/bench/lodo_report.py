@@ -17,7 +17,7 @@ from skillsearch.bench.decision import MAX_FALSE_REFUSAL
 from skillsearch.bench.lodo import SHIPPED, TODAY, bm25s_scores, lodo_table, score_plan
 from skillsearch.bench.lodo_data import DATASETS, METATOOL_QUERIES, SetData, collect_set
 from skillsearch.bench.report import run_metadata
-from skillsearch.retrieval.encoder import make_encoder
+from skillsearch.retrieval.encoders import make_encoder
 
 __all__ = ["collect_sets", "lodo_markdown", "run_lodo"]
 

@@ -39,8 +39,11 @@ from skillsearch.bench.report import median_ms
 from skillsearch.core.domain import Principal, SearchMode
 from skillsearch.core.language import is_foreign
 from skillsearch.core.settings import Settings
-from skillsearch.retrieval.encoder import Encoder, RoutedEncoder, make_encoder
-from skillsearch.retrieval.search import QUERY_SENTENCES, SearchRequest
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.retrieval.encoders import make_encoder
+from skillsearch.retrieval.routed_encoder import RoutedEncoder
+from skillsearch.retrieval.search import QUERY_SENTENCES
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 
 __all__ = ["ENCODERS", "LANGS", "Options", "part_beir", "part_devset", "part_matrix", "part_routing",

@@ -28,9 +28,11 @@ from skillsearch.bench.metrics import METRICS, evaluate
 from skillsearch.bench.report import run_metadata
 from skillsearch.core.domain import FUSION_METHODS, FusionMethod, Principal, SearchMode
 from skillsearch.core.settings import Settings
-from skillsearch.retrieval.encoder import Encoder, make_encoder
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.retrieval.encoders import make_encoder
 from skillsearch.retrieval.lexical import FIELD_BOOSTS
-from skillsearch.retrieval.search import QUERY_SENTENCES, SearchRequest
+from skillsearch.retrieval.search import QUERY_SENTENCES
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 
 __all__ = ["ALL_MODES", "RelevanceOptions", "open_bench_catalog", "run_relevance", "search_runs"]

@@ -24,10 +24,12 @@ from skillsearch.catalog.rows import IndexRow
 from skillsearch.core.domain import Principal, SearchMode
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval import int8_kernels
-from skillsearch.retrieval.encoder import Encoder, make_encoder
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.retrieval.encoders import make_encoder
 from skillsearch.retrieval.query_cache import CachedQueryEncoder
-from skillsearch.retrieval.search import QUERY_SENTENCES, Hit, SearchRequest
+from skillsearch.retrieval.search import QUERY_SENTENCES
 from skillsearch.retrieval.search import query_texts as search_texts
+from skillsearch.retrieval.search_types import Hit, SearchRequest
 from skillsearch.service import Catalog
 
 __all__ = ["GRANT", "SOURCE", "changed_entry", "import_and_find", "peak_rss_mb", "serve_check"]

@@ -30,8 +30,10 @@ from skillsearch.bench.cache import BenchEncoder, folder_name
 from skillsearch.bench.report import run_metadata
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
-from skillsearch.retrieval.encoder import Encoder, make_encoder
-from skillsearch.retrieval.search import QUERY_SENTENCES, SearchRequest, SearchResult
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.retrieval.encoders import make_encoder
+from skillsearch.retrieval.search import QUERY_SENTENCES
+from skillsearch.retrieval.search_types import SearchRequest, SearchResult
 from skillsearch.service import Catalog
 
 __all__ = [

@@ -10,14 +10,13 @@ checks, stay with the catalog tables in :mod:`skillsearch.catalog.store`.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from skillsearch.catalog.store import CatalogStore
-
-__all__ = ["SCHEMA", "SyncLedger", "SyncState"]
+__all__ = ["SCHEMA", "Connected", "SyncLedger", "SyncState"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sync_state (
@@ -39,6 +38,15 @@ CREATE TABLE IF NOT EXISTS webhook_events (
 """
 
 
+class Connected(Protocol):
+    """What the ledger needs of the store it lives in (``CatalogStore``): its thread's connection and its
+    write transaction, which a ledger write joins."""
+
+    def connection(self) -> sqlite3.Connection: ...
+
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
+
+
 @dataclass(frozen=True)
 class SyncState:
     source: str
@@ -52,7 +60,7 @@ class SyncLedger:
     """The sync tables of one :class:`~skillsearch.catalog.store.CatalogStore`; writes join the store's
     transaction when one is open."""
 
-    def __init__(self, store: CatalogStore) -> None:
+    def __init__(self, store: Connected) -> None:
         self._store = store
 
     # -- each source's cursor and last run --------------------------------------------------------

@@ -25,7 +25,7 @@ from skillsearch.core.errors import ValidationError
 from skillsearch.core.fusion import FUSIONS
 from skillsearch.core.templates import coerce_text_value
 from skillsearch.core.views import WEAK_CONFIDENCE
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 
 __all__ = ["add_calibrate", "add_commands"]

@@ -27,7 +27,7 @@ from typing import TextIO
 from skillsearch.cli import bench, catalog, mcp, serve, snapshot, sources, sync, tokens
 from skillsearch.cli.common import note_new_data_dir
 from skillsearch.core.errors import SkillSearchError, StartupError, error_body
-from skillsearch.retrieval.encoder import ENCODERS
+from skillsearch.retrieval.encoders import ENCODERS
 
 __all__ = ["build_parser", "main"]
 

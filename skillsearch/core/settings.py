@@ -40,7 +40,7 @@ class Settings:
     data_dir: Path = Path("index")
     # "minilm+e5" (both: English requests answered by MiniLM, the others by multilingual-e5; embeds every
     # document twice), "minilm" (English only, builds faster), "e5" or "hashing" (fast tests only). Empty:
-    # the encoder the data directory's index was built with, else "minilm+e5" (retrieval/encoder.py).
+    # the encoder the data directory's index was built with, else "minilm+e5" (retrieval/encoders.py).
     encoder: str = ""
     # Search constants, each kept by the leave-one-dataset-out ablation (docs/rules.md); set here for the
     # benchmarks, never from the environment (see ``NOT_FROM_ENV``). A request may name its own fusion and

@@ -21,7 +21,7 @@ from skillsearch.core.settings import Settings
 from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
 from skillsearch.http.deps import CatalogDep, MetricsDep, Reader, Recaller
 from skillsearch.http.schemas import Limits, RecallBody, ResolveBody, documented_errors
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.usecases.recall import CloudSkillEnvelope
 
 __all__ = ["get_skill", "recall", "resolve_skill", "skills_router"]

@@ -15,7 +15,7 @@ from pydantic import Field
 from skillsearch.core.domain import SearchMode, SkillKind
 from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
 from skillsearch.mcp.context import ServerState, ToolGroup, run_tool
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.search_types import SearchRequest
 
 __all__ = ["get_skill", "group", "list_skills", "resolve_skill", "search_skills"]
 

@@ -26,7 +26,7 @@ For a multilingual encoder (``encoder.multilingual``) the calibration also holds
 vector of the built-in ``REFERENCE`` passages of each language (see :class:`Centering`); search then scores
 ``q . d - q . centroid[language(d)]`` and every number above is computed in that space.
 
-For a routed encoder (``minilm+e5``, :class:`~skillsearch.retrieval.encoder.RoutedEncoder`) the calibration holds one
+For a routed encoder (``minilm+e5``, :class:`~skillsearch.retrieval.routed_encoder.RoutedEncoder`) the calibration holds one
 calibration per route under ``routes`` (``minilm``, ``e5``), each computed by that route's model against
 its own columns of the index's vectors: a request is scored with its route's numbers only.
 
@@ -44,7 +44,7 @@ import numpy as np
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.confidence import packaged_decision
 from skillsearch.retrieval.cosines import nearest_rows
-from skillsearch.retrieval.encoder import Encoder, RoutedEncoder
+from skillsearch.retrieval.encoder import Encoder, Routed
 
 DEFAULT_WEIGHT = Settings.semantic_weight
 
@@ -286,7 +286,7 @@ def calibrate(encoder: Encoder, catalog_vectors: np.ndarray | None = None) -> di
     return out
 
 
-def _calibrate_routes(routed: RoutedEncoder, catalog_vectors: np.ndarray | None) -> dict[str, Any]:
+def _calibrate_routes(routed: Routed, catalog_vectors: np.ndarray | None) -> dict[str, Any]:
     """Each route's model calibrated on its own columns; the top level only names the whole."""
     catalog = np.zeros((0, routed.dim), np.float32)
     if catalog_vectors is not None and len(catalog_vectors):

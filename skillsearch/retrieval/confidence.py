@@ -34,7 +34,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -42,9 +42,7 @@ from skillsearch.core.fusion import Candidates
 from skillsearch.core.language import is_foreign
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.lexical import LexicalIndex
-
-if TYPE_CHECKING:
-    from skillsearch.retrieval.search import Hit, SearchRequest
+from skillsearch.retrieval.search_types import Hit, SearchRequest
 
 __all__ = [
     "DECISION_VERSION", "FEATURES", "MULTILINGUAL_OFF", "Decision", "card_text", "decision_of", "feature_rows", "judge",

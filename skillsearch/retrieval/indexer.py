@@ -36,7 +36,8 @@ from skillsearch.core.hashing import sha256_hex
 from skillsearch.retrieval import vector_saves
 from skillsearch.retrieval.calibration import calibrate, is_current
 from skillsearch.retrieval.documents import doc_hash, embedded_text, lexical_doc
-from skillsearch.retrieval.encoder import Encoder, encoder_choice
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.retrieval.encoders import encoder_choice
 from skillsearch.retrieval.lexical import HEAD_CHARS, LexicalIndex, Searcher
 from skillsearch.retrieval.routing import Routing
 from skillsearch.retrieval.vector_files import remove_temporaries

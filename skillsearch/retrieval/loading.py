@@ -17,13 +17,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from skillsearch.core.errors import IndexNotReadyError, SkillSearchError
+from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.wrapper import Wrapper
-
-if TYPE_CHECKING:
-    from skillsearch.retrieval.encoder import Encoder
 
 __all__ = ["DEFAULT_WAIT_S", "LazyModel", "ModelEncoder", "models_of", "start_loading"]
 

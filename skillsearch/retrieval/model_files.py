@@ -26,7 +26,6 @@ import os
 import re
 import tempfile
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 from skillsearch.core.errors import IndexNotReadyError
@@ -40,7 +39,6 @@ __all__ = [
     "local_model_dir",
     "minilm_dir",
     "routed_fingerprint",
-    "setting_fingerprint",
 ]
 
 _CHUNK = 1 << 20
@@ -197,25 +195,3 @@ def routed_fingerprint(english: str, other: str) -> str:
 def builtin_fingerprint(name: str) -> str:
     """A model-free encoder (the unit tests' hashing encoder) is its code: its name and version."""
     return f"builtin:{name}"
-
-
-_BY_SETTING: dict[str, Callable[[], str]] = {
-    "minilm": lambda: folder_fingerprint(minilm_dir()),
-    "e5": lambda: file_fingerprint(e5_weights()),
-    "minilm+e5": lambda: routed_fingerprint(folder_fingerprint(minilm_dir()), file_fingerprint(e5_weights())),
-    "hashing": lambda: _hashing_fingerprint(),
-}
-
-
-def _hashing_fingerprint() -> str:
-    from skillsearch.retrieval.hashing_encoder import HashingEncoder
-
-    return HashingEncoder().fingerprint()
-
-
-def setting_fingerprint(setting: str) -> str:
-    """The fingerprint of the encoder a setting (``--encoder``) would load: the same value that encoder's
-    ``fingerprint()`` gives once loaded, computed from its files alone."""
-    if setting not in _BY_SETTING:
-        raise IndexNotReadyError(f"unknown encoder {setting!r}; choose one of {', '.join(sorted(_BY_SETTING))}")
-    return _BY_SETTING[setting]()

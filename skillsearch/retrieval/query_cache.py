@@ -5,15 +5,12 @@ request's encoding can start before the caller waits for it (``encode_soon``, ov
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from skillsearch.core.lru import LRU
+from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.wrapper import Wrapper
-
-if TYPE_CHECKING:
-    from skillsearch.retrieval.encoder import Encoder
 
 __all__ = ["CachedQueryEncoder"]
 

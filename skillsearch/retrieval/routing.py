@@ -3,7 +3,7 @@
 An index snapshot owns its :class:`Routing` (built from the snapshot's vectors, the index's encoder and
 its calibration, all immutable while the snapshot lives). With a single encoder there is one route: that
 encoder, the whole matrix, the index's calibration. With ``minilm+e5`` (the encoder's ``routed()`` pair,
-:class:`~skillsearch.retrieval.encoder.RoutedEncoder`) the request's language picks a route, once per
+:class:`~skillsearch.retrieval.routed_encoder.RoutedEncoder`) the request's language picks a route, once per
 request: an English request is embedded by MiniLM and scored against the MiniLM columns of the matrix with
 MiniLM's numbers (the dev-measured ``no_match`` threshold, no centering); any other request by e5, against
 the e5 columns, with e5's calibration (its threshold and per-language centering). Scoring only the route's

@@ -31,7 +31,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -40,11 +39,7 @@ from skillsearch.catalog.read_cache import SkillReads
 from skillsearch.core.domain import (
     SEARCH_MODES,
     SKILL_KINDS,
-    FusionMethod,
     Principal,
-    SearchMode,
-    Skill,
-    SkillKind,
 )
 from skillsearch.core.errors import ValidationError, problem
 from skillsearch.core.fusion import FUSIONS, Candidates, adapted_weight, candidates, fuse, fusion
@@ -59,10 +54,11 @@ from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.indexer import IndexSnapshot
 from skillsearch.retrieval.lexical import LexicalIndex
 from skillsearch.retrieval.routing import RequestRoute
+from skillsearch.retrieval.search_types import Hit, SearchRequest, SearchResult
 from skillsearch.retrieval.visible_lexical import visible_lexical_matches
 
 __all__ = [
-    "CANDIDATE_DEPTH", "LEXICAL_SHARE_SLOPE", "QUERY_SENTENCES", "Found", "Hit", "SearchRequest", "SearchResult",
+    "CANDIDATE_DEPTH", "LEXICAL_SHARE_SLOPE", "QUERY_SENTENCES", "Found",
     "candidates_stage", "exact_name_first", "fuse_stage", "judge_stage", "named_rows", "order_stage", "query_texts",
     "recheck_stage", "run_search", "search_response", "semantic_scores",
 ]
@@ -73,44 +69,6 @@ CANDIDATE_DEPTH = 100
 QUERY_SENTENCES = 6
 # The semantic weight moves by this much times (0.5 - the candidates' lexical share) (docs/rules.md).
 LEXICAL_SHARE_SLOPE = 1.0
-
-@dataclass(frozen=True)
-class SearchRequest:
-    query: str
-    limit: int = 10
-    mode: SearchMode = "hybrid"
-    kind: SkillKind | None = None
-    tags: tuple[str, ...] = ()
-    fusion: FusionMethod | None = None
-    semantic_weight: float | None = None
-    # Hits whose confidence is under this are left out (hybrid searches of an index with a fitted decision).
-    min_confidence: float | None = None
-
-
-@dataclass(frozen=True)
-class Hit:
-    skill: Skill
-    score: float
-    explanation: dict[str, Any]
-    # Probability that this skill is one the request wants (hybrid mode; None without a fitted decision).
-    confidence: float | None = None
-    features: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    hits: list[Hit]
-    no_match: bool
-    mode: str
-    fusion: str | None
-    took_ms: float
-    timings: dict[str, float] = field(default_factory=dict)
-    # Why the list is empty: "low_confidence" (the fitted decision), "below_min_confidence" (the caller's
-    # cut), "no_good_match" (no lexical match, cosine under the floor), "no_candidates".
-    no_match_reason: str | None = None
-    # Set when the request is in a language the configured encoder cannot read (see ``MULTILINGUAL_OFF``).
-    notice: str | None = None
-
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 

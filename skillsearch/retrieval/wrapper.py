@@ -8,12 +8,10 @@ over an inner one, and answers ``name``, ``dim``, ``multilingual``, ``symmetric`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from skillsearch.retrieval.encoder import Encoder, ProgressCallback, RoutedEncoder
+from skillsearch.retrieval.encoder import Encoder, ProgressCallback, Routed
 
 __all__ = ["Wrapper"]
 
@@ -40,7 +38,7 @@ class Wrapper:
     def no_match_cosine(self) -> float | None:
         return self.inner.no_match_cosine
 
-    def routed(self) -> RoutedEncoder | None:
+    def routed(self) -> Routed | None:
         return self.inner.routed()
 
     def fingerprint(self) -> str:

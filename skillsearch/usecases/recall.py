@@ -43,7 +43,7 @@ from skillsearch.core.skill_uri import skill_uri
 from skillsearch.core.textual import is_text
 from skillsearch.core.views import ParameterView, SearchResponse, StepView
 from skillsearch.core.visibility import is_grant_revoked
-from skillsearch.retrieval.search import SearchRequest
+from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.usecases.recall_models import (
     SCHEMA_VERSION,
     CloudSkillEnvelope,

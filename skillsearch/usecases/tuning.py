@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from skillsearch.retrieval.calibration import tune_weight
-from skillsearch.retrieval.search import SearchRequest, SearchResult
+from skillsearch.retrieval.search_types import SearchRequest, SearchResult
 
 __all__ = ["tuned_weight"]
 

