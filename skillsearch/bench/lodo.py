@@ -25,7 +25,7 @@ import numpy as np
 from skillsearch.bench.lodo_data import SetData
 from skillsearch.core.fusion import Candidates, candidates, fuse
 from skillsearch.retrieval.cosines import top_k
-from skillsearch.retrieval.search import exact_name_first
+from skillsearch.retrieval.exact_name import exact_name_first
 
 __all__ = ["MAX_LOSS", "RULES", "SHIPPED", "Plan", "lodo_table", "rank", "score_plan"]
 

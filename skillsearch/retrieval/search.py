@@ -51,6 +51,7 @@ from skillsearch.retrieval.calibration import centered_cosines
 from skillsearch.retrieval.confidence import decision_of, judge, unreadable_language_notice
 from skillsearch.retrieval.cosines import max_cosines
 from skillsearch.retrieval.encoder import Encoder
+from skillsearch.retrieval.exact_name import exact_name_first, named_rows, same_name
 from skillsearch.retrieval.indexer import IndexSnapshot
 from skillsearch.retrieval.lexical import LexicalIndex
 from skillsearch.retrieval.routing import RequestRoute
@@ -59,7 +60,7 @@ from skillsearch.retrieval.visible_lexical import visible_lexical_matches
 
 __all__ = [
     "CANDIDATE_DEPTH", "LEXICAL_SHARE_SLOPE", "QUERY_SENTENCES", "Found",
-    "candidates_stage", "exact_name_first", "fuse_stage", "judge_stage", "named_rows", "order_stage", "query_texts",
+    "candidates_stage", "fuse_stage", "judge_stage", "order_stage", "query_texts",
     "recheck_stage", "run_search", "search_response", "semantic_scores",
 ]
 
@@ -219,7 +220,7 @@ def candidates_stage(
     named = _NONE
     if request.mode != "semantic":
         by_name = [int(r) for r in lex_rows[: request.limit + 5]
-                   if _same_name(getattr(leaders.get(vectors.rows.skill_id(int(r))), "name", ""), request.query)]
+                   if same_name(getattr(leaders.get(vectors.rows.skill_id(int(r))), "name", ""), request.query)]
         named = np.union1d(named_rows(request.query, store, snapshot, principal, revoked), by_name).astype(np.int64)
     notice = unreadable_language_notice(route.encoder, request.query) if use_sem else None
 
@@ -336,36 +337,6 @@ def semantic_scores(route: RequestRoute, queries: np.ndarray) -> np.ndarray:
         scores = centered_cosines(route.matrix, queries, route.centering, route.language_codes)
         return np.asarray(scores.max(axis=0) if scores.ndim == 2 else scores, dtype=np.float32)
     return max_cosines(route.matrix, queries)
-
-
-def named_rows(
-    query: str, store: SkillReads, snapshot: IndexSnapshot, principal: Principal, revoked: frozenset[str],
-) -> np.ndarray:
-    """The vector rows of the visible skills whose slug is the request written as a slug (``Django Pro``,
-    ``django-pro``). Only short requests are looked up (a slug has 64 characters)."""
-    from skillsearch.catalog.importer import slugify  # the importer's own rule; not imported at start-up
-
-    slug = slugify(query) if len(query) <= 80 else ""
-    if not slug:
-        return _NONE
-    found = [snapshot.vectors.row_of(s.skill_id) for s in store.skills_by_slug(slug)
-             if is_visible(s.status, s.grant, principal, revoked)]
-    return np.asarray([r for r in found if r is not None], np.int64)
-
-
-def _same_name(name: str, query: str) -> bool:
-    return bool(name) and " ".join(name.split()).casefold() == " ".join(query.split()).casefold()
-
-
-def exact_name_first(rows: np.ndarray, fused: np.ndarray, named: np.ndarray) -> np.ndarray:
-    """The one exact-name rule: the candidates among ``named`` (:func:`named_rows`) score above every other
-    candidate; several such skills (one slug in several grants) keep their fused order among themselves."""
-    where = np.flatnonzero(np.isin(rows, named)) if named.size else named
-    if where.size == 0:
-        return fused
-    out = fused.copy()
-    out[where] += float(fused.max() - fused.min()) + 1.0
-    return out
 
 
 def no_match_threshold(settings: Settings, encoder: Encoder, calibration: dict[str, Any] | None) -> float:
