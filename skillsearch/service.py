@@ -30,8 +30,9 @@ from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, S
 from skillsearch.retrieval.batching import BatchingEncoder, BatchStats, QueryEncoders
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.encoders import DEFAULT_ENCODER, encoder_choice, make_encoder
-from skillsearch.retrieval.indexer import TUNED_KEYS, IndexStats, ProgressFactory, SearchIndex, recorded_encoder
+from skillsearch.retrieval.indexer import IndexStats, ProgressFactory, SearchIndex
 from skillsearch.retrieval.loading import models_of, start_loading
+from skillsearch.retrieval.manifest import TUNED_KEYS, recorded_encoder
 from skillsearch.retrieval.query_cache import CachedQueryEncoder
 from skillsearch.retrieval.routed_encoder import RoutedEncoder
 from skillsearch.retrieval.search import run_search, search_response

@@ -16,9 +16,7 @@ rebuilt; another encoder's is refused with the command to run. Searches read a w
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -37,38 +35,22 @@ from skillsearch.retrieval import vector_saves
 from skillsearch.retrieval.calibration import calibrate, is_current
 from skillsearch.retrieval.documents import doc_hash, embedded_text, lexical_doc
 from skillsearch.retrieval.encoder import Encoder
-from skillsearch.retrieval.encoders import encoder_choice
 from skillsearch.retrieval.lexical import HEAD_CHARS, LexicalIndex, Searcher
+from skillsearch.retrieval.manifest import MANIFEST, TUNED_KEYS, built_with, read_manifest, write_manifest
 from skillsearch.retrieval.routing import Routing
 from skillsearch.retrieval.vector_files import remove_temporaries
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
 from skillsearch.retrieval.writelock import WriteLock
 
-__all__ = ["FORMAT_VERSION", "IndexSnapshot", "IndexStats", "SearchIndex", "recorded_encoder"]
+__all__ = ["IndexSnapshot", "IndexStats", "SearchIndex"]
 
-FORMAT_VERSION = 2
 log = logging.getLogger("skillsearch")
 
 # Bumped when the lexical schema gains fields (2: the French fields ``fr`` and ``fr_body``; 3: ``all``; 4:
 # ``rest``, the instructions after their head; 5: words of two characters or more, the name once, in ``name``).
 LEXICAL_FIELDS_VERSION = 5
-MANIFEST = "manifest.json"
-
-# Calibration entries set from labelled requests rather than computed from probes; a rebuild keeps them.
-TUNED_KEYS = ("semantic_weight", "tuned_on")
 
 ProgressFactory = Callable[[int, str], Callable[[int], None]]
-
-
-def recorded_encoder(data_dir: Path) -> str | None:
-    """The name of the encoder the index in ``data_dir`` was built with (None: no readable manifest; opening
-    the index says what is wrong with it)."""
-    try:
-        manifest = json.loads((Path(data_dir) / MANIFEST).read_text(encoding="utf-8"))
-        name = manifest.get("encoder", {}).get("name")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return name if isinstance(name, str) else None
 
 
 @dataclass(frozen=True)
@@ -119,31 +101,17 @@ class SearchIndex:
         return self.data_dir / MANIFEST
 
     def read_manifest(self) -> dict[str, Any] | None:
-        try:
-            return dict(json.loads(self.manifest_path.read_text(encoding="utf-8")))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as exc:
-            raise IndexNotReadyError(
-                f"index manifest {self.manifest_path} is unreadable ({exc}); run `skillsearch reindex`"
-            ) from exc
+        return read_manifest(self.manifest_path)
 
     def _write_manifest(self, generation: int) -> None:
-        manifest = {
-            "format_version": FORMAT_VERSION,
+        self._disk_id = write_manifest(self.manifest_path, {
             "encoder": {"name": self.encoder.name, "dim": self.encoder.dim, "fingerprint": self.encoder.fingerprint()},
             "store_generation": generation,
             "documents": len(self._snapshot.vectors),
             "embedded_text": {"instructions_chars": self.instructions_chars},
             "calibration": self.calibration,
             "lexical": self.lexical_config(),
-            "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "write_id": (write_id := os.urandom(16).hex()),
-        }
-        tmp = self.manifest_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-        os.replace(tmp, self.manifest_path)
-        self._disk_id = write_id
+        })
 
     def _lexical_index(self, create: bool = False) -> LexicalIndex:
         return LexicalIndex(self.data_dir / "lexical", create=create, french=self.french, head_chars=self.head_chars)
@@ -166,23 +134,7 @@ class SearchIndex:
         manifest = self.read_manifest()
         if manifest is None:
             return self.rebuild(store, progress)
-        if manifest.get("format_version") != FORMAT_VERSION:
-            raise IndexMismatchError(
-                f"index format {manifest.get('format_version')} is not {FORMAT_VERSION}; run `skillsearch reindex`"
-            )
-        built = manifest.get("encoder", {})
-        if built.get("name") != self.encoder.name or built.get("dim") != self.encoder.dim:
-            was, now = encoder_choice(str(built.get("name"))), encoder_choice(self.encoder.name)
-            use = f"pass --encoder {was} (or set SKILLSEARCH_ENCODER={was}) to search it as built, or " if was else ""
-            raise IndexMismatchError(
-                f"the index in {self.data_dir} was built with encoder {built.get('name')!r} ({built.get('dim')} dims)"
-                f" but {self.encoder.name!r} ({self.encoder.dim} dims) is configured: {use}run"
-                f" `skillsearch --data-dir {self.data_dir}{f' --encoder {now}' if now else ''} reindex` to rebuild it"
-                f" for {now or self.encoder.name}",
-                {"index_encoder": built.get("name"), "configured_encoder": self.encoder.name,
-                 "index_encoder_option": was},
-            )
-        self._check_fingerprint(built)
+        built = built_with(manifest, self.encoder, self.data_dir)
         embedded = (manifest.get("embedded_text") or {}).get("instructions_chars")
         if embedded is not None and embedded != self.instructions_chars:
             # Every vector embeds another text than the one configured: skills changed from now on would not
@@ -236,19 +188,6 @@ class SearchIndex:
             self._write_manifest(generation)  # written before fingerprints were recorded: record this model's
         self._ensure_calibration()
         return None
-
-    def _check_fingerprint(self, built: dict[str, Any]) -> None:
-        """The model files behind the encoder's name must be the ones the index was built with (a fine-tuned
-        copy or another package version under the same name embeds differently). An index written before
-        fingerprints were recorded is taken as it is, and gets this model's on its next write."""
-        recorded, loaded = built.get("fingerprint"), self.encoder.fingerprint()
-        if recorded and recorded != loaded:
-            raise IndexMismatchError(
-                f"the index in {self.data_dir} was built with other model files under the name {self.encoder.name!r}"
-                f" (fingerprint {recorded}, loaded {loaded});"
-                f" run `skillsearch --data-dir {self.data_dir} reindex` to rebuild it with this model",
-                {"index_fingerprint": recorded, "loaded_fingerprint": loaded, "encoder": self.encoder.name},
-            )
 
     def rebuild(self, store: CatalogStore, progress: ProgressFactory | None = None) -> IndexStats:
         """Build both sides from the store from scratch (``skillsearch reindex``), then calibrate.

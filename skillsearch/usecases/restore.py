@@ -42,7 +42,7 @@ from typing import Any
 from skillsearch.catalog.backup import catalog_generation
 from skillsearch.core.errors import IndexNotReadyError, SnapshotEncoderError, SnapshotInvalidError
 from skillsearch.retrieval.encoders import encoder_choice, setting_fingerprint
-from skillsearch.retrieval.indexer import MANIFEST
+from skillsearch.retrieval.manifest import MANIFEST
 from skillsearch.retrieval.writelock import LOCK_FILE, WriteLock
 from skillsearch.usecases.snapshots import (
     CATALOG,

@@ -36,7 +36,7 @@ from typing import Any
 from skillsearch.catalog.backup import backup_catalog, catalog_generation
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.errors import IndexNotReadyError, ValidationError
-from skillsearch.retrieval.indexer import MANIFEST
+from skillsearch.retrieval.manifest import MANIFEST
 from skillsearch.retrieval.writelock import WriteLock
 
 __all__ = [
