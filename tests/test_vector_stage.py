@@ -19,11 +19,12 @@ import pytest
 from skillsearch.bench.synthetic import stand_in_vectors
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.retrieval import compact as compact_module
-from skillsearch.retrieval import vector_files, vector_rows, vector_saves, vector_stage, vectors
+from skillsearch.retrieval import vector_files, vector_saves, vector_stage, vectors
 from skillsearch.retrieval.compact import Compact, quantise, quantise_together
 from skillsearch.retrieval.cosines import max_cosines, zero_tiny
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.int8_kernels import KERNELS, packs_queries, scan_kernel
+from skillsearch.retrieval.key_index import KeyIndex
 from skillsearch.retrieval.routing import RequestRoute
 from skillsearch.retrieval.vector_stage import (
     COMPACT_FROM,
@@ -485,7 +486,7 @@ def test_a_skill_added_to_an_opened_index_goes_into_its_files_room_and_survives_
     assert {ROWS, ROWS + 1} <= added.overlay and len(loaded) == ROWS  # the opened snapshot is unchanged
     assert added.rows == [*loaded.rows, *(r for r, _ in new)]
     assert added.row_of("sk_new_a") == ROWS and added.row_of("sk_new_b") == ROWS + 1 and added.row_of("sk_9") == 9
-    assert added.key_to_row == vector_rows.KeyIndex(added.keys) and len(added.keys) == ROWS + 2
+    assert added.key_to_row == KeyIndex(added.keys) and len(added.keys) == ROWS + 2
     assert np.flatnonzero(added.mask(["team:new"])).tolist() == [ROWS] and added.tag_rows["fresh"].tolist() == [ROWS]
     whole = Compact.of(np.asarray(added.matrix))
     assert added.compact is not None
@@ -610,7 +611,7 @@ def test_a_removal_from_an_opened_index_copies_the_kept_rows_by_pread_and_the_ne
     np.testing.assert_array_equal(after.compact.codes, whole.codes)
     np.testing.assert_array_equal(after.compact.scales, whole.scales)
     assert after.row_of("sk_7") is None and after.row_of("sk_extra") is None and after.row_of("sk_late") == ROWS - 1
-    assert after.key_to_row == vector_rows.KeyIndex(after.keys) and after.row_of(snapshot.rows.skill_id(5)) == 5
+    assert after.key_to_row == KeyIndex(after.keys) and after.row_of(snapshot.rows.skill_id(5)) == 5
     assert "team:extra" not in after.grant_names and after.rows[8].grant == "team:some"
     assert after.nearest(queries[3], 1)[0][0] == 5 and after.nearest(queries[6], 1)[0][0] == ROWS - 1
     kept = vector_saves.save_changes(after, tmp_path, batch, ["sk_7", "sk_extra"])
@@ -913,7 +914,7 @@ def test_row_metadata_is_kept_as_columns_and_reads_like_a_tuple_of_rows() -> Non
     reads, compares and changes like the tuple of ``VectorRow`` it replaced; ``KeyIndex`` finds a row by its
     id's key like the dict it replaced."""
     from skillsearch.retrieval.lexical import skill_key
-    from skillsearch.retrieval.vector_rows import KeyIndex, RowTable
+    from skillsearch.retrieval.vector_rows import RowTable
 
     rows = [VectorRow(f"sk_{i}" if i % 5 else f"ünï/{i}", "team:a" if i % 3 else "team:b", "knowledge",
                       ("ops", f"t{i % 4}") if i % 2 else (), f"d{i}" * 8, f"e{i}") for i in range(2_000)]

@@ -26,6 +26,7 @@ import numpy as np
 from skillsearch.retrieval import vector_stage
 from skillsearch.retrieval.compact import Compact
 from skillsearch.retrieval.cosines import max_cosines, nearest_rows, top_k, zero_tiny
+from skillsearch.retrieval.key_index import KeyIndex
 from skillsearch.retrieval.lexical import skill_key
 from skillsearch.retrieval.vector_files import (
     MATRIX_FILE,
@@ -35,7 +36,7 @@ from skillsearch.retrieval.vector_files import (
     spare_rows,
     write_kept,
 )
-from skillsearch.retrieval.vector_rows import KeyIndex, RowTable, VectorRow, found_in, runs
+from skillsearch.retrieval.vector_rows import RowTable, VectorRow, found_in, runs
 from skillsearch.retrieval.vector_stage import (
     COMPACT_FROM,
     Shift,
