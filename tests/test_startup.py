@@ -64,15 +64,16 @@ def _tops(modules: set[str]) -> set[str]:
     return {m.split(".")[0] for m in modules}
 
 
-def _imported(args: list[str]) -> tuple[subprocess.CompletedProcess[str], set[str]]:
-    """Run ``skillsearch ARGS`` as its own process; the top-level packages it imported."""
-    proc, modules = _imported_modules(args)
+def _imported(args: list[str], **env: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run ``skillsearch ARGS`` as its own process (``env`` added to its environment); the top-level
+    packages it imported."""
+    proc, modules = _imported_modules(args, **env)
     return proc, _tops(modules)
 
 
-def _imported_modules(args: list[str]) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+def _imported_modules(args: list[str], **env: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "skillsearch.cli", *args],
-                          capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=240)
+                          capture_output=True, text=True, env=_env(**env), cwd=ROOT, timeout=240)
     return proc, _modules(proc.stderr)
 
 
@@ -135,11 +136,20 @@ async def test_mcp_stdio_answers_tools_list_without_the_model_the_http_client_or
     assert modules.isdisjoint(WRITERS), sorted(modules & set(WRITERS))
 
 
-def test_a_hybrid_search_command_does_import_the_model(data_dir: Path) -> None:
-    """The other side of the boundary: the check above would see the model libraries if they came."""
-    proc, imported = _imported(["--data-dir", str(data_dir), "search", "profile python code"])
-    assert proc.returncode == 0, proc.stderr[-2000:]
+def test_a_hybrid_search_command_imports_the_model_and_later_ones_only_torch(data_dir: Path, tmp_path: Path) -> None:
+    """The other side of the boundary (the check above would see the model libraries if they came), and the
+    saved forward (``retrieval/forward_cache.py``): the first process to embed loads sentence-transformers,
+    traces the model and keeps the trace; the next one embeds with torch alone and answers the same."""
+    args, cache = ["--data-dir", str(data_dir), "search", "profile python code", "--json"], str(tmp_path / "cache")
+    first, imported = _imported(args, XDG_CACHE_HOME=cache)
+    assert first.returncode == 0, first.stderr[-2000:]
     assert {"torch", "sentence_transformers"} <= imported
+    assert len(list((tmp_path / "cache" / "skillsearch" / "forward").glob("*/forward.pt"))) == 1
+    later, imported = _imported(args, XDG_CACHE_HOME=cache)
+    assert later.returncode == 0, later.stderr[-2000:]
+    assert "torch" in imported and not {"sentence_transformers", "transformers", "sklearn", "scipy"} & imported
+    hits = [[(h["slug"], h["score"], h["explanation"]) for h in json.loads(p.stdout)["hits"]] for p in (first, later)]
+    assert hits[0] and hits[0] == hits[1]
 
 
 def _server_pid(data_dir: Path) -> int:

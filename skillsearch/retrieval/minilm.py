@@ -9,11 +9,13 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from threading import Lock
 from typing import Any
 
 import numpy as np
 
 from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.retrieval import forward_cache
 from skillsearch.retrieval.cosines import normalise
 from skillsearch.retrieval.encoder import ProgressCallback
 from skillsearch.retrieval.loading import LazyModel
@@ -45,6 +47,8 @@ class MiniLMEncoder:
         self.model_dir = Path(model_dir or minilm_dir())  # a path only: no weights read
         # Read from disk on the first encode, or in the background (``loading.py``): name and dim need no model.
         self.loading: LazyModel[tuple[Any, TracedForward | None]] = LazyModel(self._load, "all-MiniLM-L6-v2")
+        self._eager: Any = None
+        self._eager_lock = Lock()
 
     def _load(self) -> tuple[Any, TracedForward | None]:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -52,17 +56,35 @@ class MiniLMEncoder:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-        try:
-            from sentence_transformers import SentenceTransformer
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise IndexNotReadyError("sentence-transformers is not installed; run `make venv`") from exc
-        model = SentenceTransformer(str(self.model_dir), device="cpu")
+        # The forward another process traced from these model files: no sentence-transformers import at all
+        # (``forward_cache.py``).
+        fingerprint = self.fingerprint()
+        saved = forward_cache.load(fingerprint)
+        if saved is not None:
+            return None, saved
+        model = self._eager_model()
         # The forward as one TorchScript call (why: skillsearch/retrieval/torch_ops.py); None keeps encode.
-        return model, TracedForward.of(model)
+        forward = TracedForward.of(model)
+        if forward is not None:
+            forward_cache.save(fingerprint, forward)
+        return model, forward
+
+    def _eager_model(self) -> Any:
+        """The sentence-transformers model itself, loaded once (what a forward is traced from; search and
+        import never need it once a traced forward exists)."""
+        with self._eager_lock:
+            if self._eager is None:
+                try:
+                    from sentence_transformers import SentenceTransformer
+                except ImportError as exc:  # pragma: no cover - depends on the environment
+                    raise IndexNotReadyError("sentence-transformers is not installed; run `make venv`") from exc
+                self._eager = SentenceTransformer(str(self.model_dir), device="cpu")
+            return self._eager
 
     @property
     def model(self) -> Any:
-        return self.loading.get()[0]
+        """The sentence-transformers model (loaded now if this process took its forward from the cache)."""
+        return self.loading.get()[0] or self._eager_model()
 
     @property
     def forward(self) -> TracedForward | None:

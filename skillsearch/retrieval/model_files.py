@@ -32,6 +32,7 @@ from skillsearch.core.errors import IndexNotReadyError
 
 __all__ = [
     "builtin_fingerprint",
+    "cache_dir",
     "digest_cache_path",
     "e5_weights",
     "file_fingerprint",
@@ -92,10 +93,16 @@ def e5_weights() -> Path:
     return path
 
 
-def digest_cache_path() -> Path:
-    """Where digests are kept across processes (``$XDG_CACHE_HOME``, else ``~/.cache``)."""
+def cache_dir() -> Path:
+    """This package's cache folder (``$XDG_CACHE_HOME/skillsearch``, else ``~/.cache/skillsearch``): what is
+    kept across processes only to save time, never needed."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "skillsearch" / "model-digests.json"
+    return Path(base) / "skillsearch"
+
+
+def digest_cache_path() -> Path:
+    """Where digests are kept across processes."""
+    return cache_dir() / "model-digests.json"
 
 
 def _read_disk() -> dict[Key, str]:
