@@ -6,6 +6,8 @@ never imports sentence-transformers: ``tests/test_startup.py``.)"""
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -110,3 +112,21 @@ def test_an_encoder_that_took_its_forward_from_the_cache_still_reaches_the_model
     eager = fresh.model.encode(TEXTS, batch_size=4, normalize_embeddings=True, convert_to_numpy=True,
                                show_progress_bar=False)
     np.testing.assert_allclose(eager, forward.encode(TEXTS, 4), atol=1e-5, rtol=0)
+
+
+def test_saving_removes_entries_unused_for_a_month_and_leftovers_of_dead_saves(encoder: Encoder, cache: Path) -> None:
+    model, forward = _forward(encoder)
+    old = forward_cache.save("sha256:" + "2" * 64, forward)
+    recent = forward_cache.save("sha256:" + "3" * 64, forward)
+    assert old is not None and recent is not None
+    month_ago = time.time() - 31 * 86400
+    os.utime(old / "check.json", (month_ago, month_ago))
+    os.utime(recent / "check.json", (month_ago, month_ago))
+    leftover = cache / ".deadbeef.123.tmp"
+    leftover.mkdir()
+    os.utime(leftover, (month_ago, month_ago))
+    # Loading an entry marks it used: the recent one was loaded (its check names its own fingerprint).
+    assert forward_cache.load("sha256:" + "3" * 64) is not None
+    saved = forward_cache.save(model.fingerprint(), forward)
+    assert saved is not None and saved.is_dir() and recent.is_dir()
+    assert not old.exists() and not leftover.exists()

@@ -9,13 +9,15 @@ with torch and the Rust tokenizer alone.
 
 An entry lives in ``<cache_dir>/forward/<key>/`` (``model_files.cache_dir``), its key a digest of the model
 files' fingerprint, torch's version and :data:`FORWARD_VERSION`, so other weights, another torch or another
-trace recipe never read it. It also holds two probe texts' vectors, which a load recomputes and compares:
-a damaged or foreign entry is ignored (and written again by the process that then traces the model). The
-cache is only a cache: unreadable or unwritable, the model is loaded and traced as before.
+trace recipe never read it; an entry no process has loaded for 30 days is removed when another is saved. It
+also holds two probe texts' vectors, which a load recomputes and compares: a damaged or foreign entry is
+ignored (and written again by the process that then traces the model). The cache is only a cache:
+unreadable or unwritable, the model is loaded and traced as before.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -42,6 +44,9 @@ _CHECK_FILE = "check.json"
 _TOLERANCE = 1e-5
 # A temporary folder older than this was left by a process that died while saving.
 _STALE_S = 3600.0
+# An entry no process has loaded for this long (another torch, other model files) is removed when a new one
+# is saved, so the folder does not grow by 91 MB with every upgrade.
+_UNUSED_S = 30 * 86400.0
 
 
 def _torch_version() -> str:
@@ -72,6 +77,8 @@ def load(fingerprint: str) -> TracedForward | None:
         got = forward.encode(list(_CHECK_TEXTS), len(_CHECK_TEXTS))
         if got.shape != expected.shape or float(np.abs(got - expected).max()) > _TOLERANCE:
             raise ValueError("its vectors differ from the ones it was saved with")
+        with contextlib.suppress(OSError):  # in use: kept by the pruning in :func:`save`
+            os.utime(folder / _CHECK_FILE)
     except Exception as exc:  # a cache: anything wrong with it means tracing again
         log.warning("the saved forward in %s is not usable (%s: %s); tracing the model again", folder,
                     type(exc).__name__, exc)
@@ -107,10 +114,12 @@ def save(fingerprint: str, forward: TracedForward) -> Path | None:
 
 
 def _remove_stale(root: Path) -> None:
+    """Temporary folders a dead process left, and entries no process has loaded for :data:`_UNUSED_S`."""
     now = time.time()
-    for path in root.glob(".*.tmp"):
+    for path, age in [*((p, _STALE_S) for p in root.glob(".*.tmp")),
+                      *((p.parent, _UNUSED_S) for p in root.glob(f"[!.]*/{_CHECK_FILE}"))]:
         try:
-            if now - path.stat().st_mtime > _STALE_S:
+            if now - (path / _CHECK_FILE if age == _UNUSED_S else path).stat().st_mtime > age:
                 shutil.rmtree(path, ignore_errors=True)
         except OSError:
             continue
