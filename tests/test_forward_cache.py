@@ -130,3 +130,15 @@ def test_saving_removes_entries_unused_for_a_month_and_leftovers_of_dead_saves(e
     saved = forward_cache.save(model.fingerprint(), forward)
     assert saved is not None and saved.is_dir() and recent.is_dir()
     assert not old.exists() and not leftover.exists()
+
+
+def test_a_usable_entry_another_process_saved_is_kept_as_it_is(encoder: Encoder, cache: Path) -> None:
+    """Processes started together on a new machine each trace the model and save it: the later save keeps
+    the entry the first one wrote (a reader may be loading its files) instead of replacing it."""
+    model, forward = _forward(encoder)
+    folder = forward_cache.save(model.fingerprint(), forward)
+    assert folder is not None
+    before = {p.name: p.stat().st_ino for p in folder.iterdir()}
+    assert forward_cache.save(model.fingerprint(), forward) == folder
+    assert {p.name: p.stat().st_ino for p in folder.iterdir()} == before
+    assert not list(cache.glob(".*.tmp"))

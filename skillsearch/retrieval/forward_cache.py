@@ -69,31 +69,50 @@ def load(fingerprint: str) -> TracedForward | None:
     if not (folder / _CHECK_FILE).is_file():
         return None
     try:
-        check = json.loads((folder / _CHECK_FILE).read_text(encoding="utf-8"))
-        if check.get("fingerprint") != fingerprint or check.get("torch") != _torch_version():
-            raise ValueError("the entry was written for another model or torch")
-        forward = TracedForward.load(folder)
-        expected = np.asarray(check["vectors"], dtype=np.float32)
-        got = forward.encode(list(_CHECK_TEXTS), len(_CHECK_TEXTS))
-        if got.shape != expected.shape or float(np.abs(got - expected).max()) > _TOLERANCE:
-            raise ValueError("its vectors differ from the ones it was saved with")
-        with contextlib.suppress(OSError):  # in use: kept by the pruning in :func:`save`
-            os.utime(folder / _CHECK_FILE)
+        forward = _checked(folder, fingerprint)
     except Exception as exc:  # a cache: anything wrong with it means tracing again
         log.warning("the saved forward in %s is not usable (%s: %s); tracing the model again", folder,
                     type(exc).__name__, exc)
         return None
+    with contextlib.suppress(OSError):  # in use: kept by the pruning in :func:`save`
+        os.utime(folder / _CHECK_FILE)
     return forward
+
+
+def _checked(folder: Path, fingerprint: str) -> TracedForward:
+    """The forward saved in ``folder`` if it was saved for this model and torch and still gives its probe
+    vectors; raises otherwise."""
+    check = json.loads((folder / _CHECK_FILE).read_text(encoding="utf-8"))
+    if check.get("fingerprint") != fingerprint or check.get("torch") != _torch_version():
+        raise ValueError("the entry was written for another model or torch")
+    forward = TracedForward.load(folder)
+    expected = np.asarray(check["vectors"], dtype=np.float32)
+    got = forward.encode(list(_CHECK_TEXTS), len(_CHECK_TEXTS))
+    if got.shape != expected.shape or float(np.abs(got - expected).max()) > _TOLERANCE:
+        raise ValueError("its vectors differ from the ones it was saved with")
+    return forward
+
+
+def _usable(folder: Path, fingerprint: str) -> bool:
+    try:
+        _checked(folder, fingerprint)
+    except Exception:
+        return False
+    return True
 
 
 def save(fingerprint: str, forward: TracedForward) -> Path | None:
     """Keep ``forward`` (checked against its model) for later processes; the folder written, or None when
     the cache cannot be written (logged, nothing else changes). Written under a temporary name and renamed,
-    so a reader never sees half an entry."""
+    so a reader never sees half an entry. A usable entry another process saved meanwhile (processes started
+    together on a new machine each trace the model) is kept as it is: a reader may be loading it; only a
+    damaged one is replaced."""
     folder = entry_dir(fingerprint)
     root = folder.parent
     tmp = root / f".{folder.name}.{os.getpid()}.tmp"
     try:
+        if folder.exists() and _usable(folder, fingerprint):
+            return folder
         root.mkdir(parents=True, exist_ok=True)
         _remove_stale(root)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -103,8 +122,11 @@ def save(fingerprint: str, forward: TracedForward) -> Path | None:
         check = {"fingerprint": fingerprint, "torch": _torch_version(), "version": FORWARD_VERSION,
                  "texts": list(_CHECK_TEXTS), "vectors": vectors.tolist()}
         (tmp / _CHECK_FILE).write_text(json.dumps(check), encoding="utf-8")
-        if folder.exists():  # another process saved it first, or a damaged entry: this one replaces it
-            shutil.rmtree(folder, ignore_errors=True)
+        if folder.exists():
+            if _usable(folder, fingerprint):  # saved by another process while this one wrote
+                shutil.rmtree(tmp, ignore_errors=True)
+                return folder
+            shutil.rmtree(folder, ignore_errors=True)  # damaged: this one replaces it
         os.rename(tmp, folder)
     except Exception as exc:  # a full disk surfaces from torch as a RuntimeError: a cache never fails a load
         log.info("the traced forward is not kept for later processes (%s: %s)", type(exc).__name__, exc)
