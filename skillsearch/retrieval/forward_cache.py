@@ -104,15 +104,13 @@ def _usable(folder: Path, fingerprint: str) -> bool:
 def save(fingerprint: str, forward: TracedForward) -> Path | None:
     """Keep ``forward`` (checked against its model) for later processes; the folder written, or None when
     the cache cannot be written (logged, nothing else changes). Written under a temporary name and renamed,
-    so a reader never sees half an entry. A usable entry another process saved meanwhile (processes started
-    together on a new machine each trace the model) is kept as it is: a reader may be loading it; only a
-    damaged one is replaced."""
+    so a reader never sees half an entry. A usable entry found at the rename (processes started together on a
+    new machine each trace and save the model) is kept as it is: a reader may be loading it; only a damaged
+    one is replaced. (The caller found none usable before tracing, so nothing is checked before writing.)"""
     folder = entry_dir(fingerprint)
     root = folder.parent
     tmp = root / f".{folder.name}.{os.getpid()}.tmp"
     try:
-        if folder.exists() and _usable(folder, fingerprint):
-            return folder
         root.mkdir(parents=True, exist_ok=True)
         _remove_stale(root)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -138,10 +136,11 @@ def save(fingerprint: str, forward: TracedForward) -> Path | None:
 def _remove_stale(root: Path) -> None:
     """Temporary folders a dead process left, and entries no process has loaded for :data:`_UNUSED_S`."""
     now = time.time()
-    for path, age in [*((p, _STALE_S) for p in root.glob(".*.tmp")),
-                      *((p.parent, _UNUSED_S) for p in root.glob(f"[!.]*/{_CHECK_FILE}"))]:
+    marks = [(tmp, _STALE_S) for tmp in root.glob(".*.tmp")]
+    marks += [(check, _UNUSED_S) for check in root.glob(f"[!.]*/{_CHECK_FILE}")]
+    for mark, age in marks:
         try:
-            if now - (path / _CHECK_FILE if age == _UNUSED_S else path).stat().st_mtime > age:
-                shutil.rmtree(path, ignore_errors=True)
+            if now - mark.stat().st_mtime > age:
+                shutil.rmtree(mark if mark.is_dir() else mark.parent, ignore_errors=True)
         except OSError:
             continue

