@@ -43,13 +43,8 @@ sys.path.insert(0, str(ROOT))
 QUERY = "profile python code"
 
 
-# The run's own cache folder (model digests, the saved forward: retrieval/forward_cache.py), so what this
-# machine's ~/.cache holds does not change the figures; set in main().
-CACHE: dict[str, str] = {}
-
-
 def _env() -> dict[str, str]:
-    return dict(os.environ) | {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"} | CACHE
+    return dict(os.environ) | {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
 def _cpu() -> float:
@@ -74,7 +69,7 @@ def _process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _mcp_tools_list(data_dir: Path, cwd: Path, env: dict[str, str] | None = None,
+def _mcp_answer(data_dir: Path, cwd: Path, env: dict[str, str] | None = None,
                     search: bool = False) -> tuple[float, float]:
     """Wall seconds from starting ``skillsearch mcp`` (stdio) to its answer to ``tools/list`` (with
     ``search``: to its answer to a ``search_skills`` call sent right after, which waits for the model's
@@ -128,7 +123,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="skillsearch-startup-") as tmp:
         cwd = Path(tmp)
         data_dir = cwd / "data"
-        CACHE["XDG_CACHE_HOME"] = str(cwd / "cache")
+        # The run's own cache folder (model digests, the saved forward: retrieval/forward_cache.py), inherited
+        # by every command, so what this machine's ~/.cache holds does not change the figures.
+        os.environ["XDG_CACHE_HOME"] = str(cwd / "cache")
         if args.data_dir:
             shutil.copytree(args.data_dir, data_dir)
         _run(["--data-dir", str(data_dir), "-q", "list"], cwd)  # seeds and indexes the sample (loads the model)
@@ -149,19 +146,19 @@ def main() -> None:
         times: dict[str, list[float]] = {n: [] for n in names}
         cpu: dict[str, list[float]] = {n: [] for n in names}
         _run(["--help"], cwd)  # warm the file cache (and the model files' digest cache)
-        _mcp_tools_list(data_dir, cwd)
+        _mcp_answer(data_dir, cwd)
         loads = [os.getloadavg()[0]]
         for _ in range(args.rounds):
             order = names[:]
             random.shuffle(order)
             for name in order:
-                env: dict[str, str] = {}
-                cold = Path(tempfile.mkdtemp(prefix="cold-cache-", dir=cwd))
-                if name.endswith("no saved forward"):
-                    env["XDG_CACHE_HOME"] = str(cold)
+                cold = Path(tempfile.mkdtemp(prefix="cold-cache-", dir=cwd)) if name.endswith("no saved forward") \
+                    else None
+                env = {"XDG_CACHE_HOME": str(cold)} if cold else {}
                 wall, used = _run(commands[name], cwd, env) if name in commands else \
-                    _mcp_tools_list(data_dir, cwd, servers[name] | env, search="search_skills" in name)
-                shutil.rmtree(cold)
+                    _mcp_answer(data_dir, cwd, servers[name] | env, search="search_skills" in name)
+                if cold:
+                    shutil.rmtree(cold)
                 times[name].append(wall)
                 cpu[name].append(used)
             loads.append(os.getloadavg()[0])
