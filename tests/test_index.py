@@ -135,9 +135,10 @@ def test_a_corrupt_index_is_a_clear_error_and_the_catalog_is_untouched(fresh_sam
     assert broken.search(OPERATOR, SearchRequest("git bisect")).hits
 
 
-def test_a_garbled_manifest_names_the_file_and_the_fix(fresh_sample: Catalog, encoder: Encoder) -> None:
+@pytest.mark.parametrize("garbled", ["{oops", "[1]", "5"])  # not JSON; JSON, but not an object
+def test_a_garbled_manifest_names_the_file_and_the_fix(fresh_sample: Catalog, encoder: Encoder, garbled: str) -> None:
     fresh_sample.close()
-    (fresh_sample.data_dir / "manifest.json").write_text("{oops", encoding="utf-8")
+    (fresh_sample.data_dir / "manifest.json").write_text(garbled, encoding="utf-8")
     with pytest.raises(IndexNotReadyError, match="manifest.json is unreadable.*reindex"):
         Catalog(Settings(data_dir=fresh_sample.data_dir), encoder=encoder).index()
 

@@ -39,9 +39,13 @@ def recorded_encoder(data_dir: Path) -> str | None:
 
 
 def read_manifest(path: Path) -> dict[str, Any] | None:
-    """The manifest at ``path``; None when there is none (no index yet)."""
+    """The manifest at ``path``; None when there is none (no index yet). Unreadable, not JSON, or JSON that
+    is not an object: ``IndexNotReadyError`` naming the file and the fix."""
     try:
-        return dict(json.loads(path.read_text(encoding="utf-8")))
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(manifest, dict):
+            raise ValueError(f"a JSON {type(manifest).__name__}, not an object")
+        return manifest
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
