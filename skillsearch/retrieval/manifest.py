@@ -31,10 +31,11 @@ def recorded_encoder(data_dir: Path) -> str | None:
     """The name of the encoder the index in ``data_dir`` was built with (None: no readable manifest; opening
     the index says what is wrong with it)."""
     try:
-        manifest = json.loads((Path(data_dir) / MANIFEST).read_text(encoding="utf-8"))
-        name = manifest.get("encoder", {}).get("name")
-    except (OSError, ValueError, AttributeError):
+        manifest = read_manifest(Path(data_dir) / MANIFEST)
+    except IndexNotReadyError:
         return None
+    encoder = (manifest or {}).get("encoder")
+    name = encoder.get("name") if isinstance(encoder, dict) else None
     return name if isinstance(name, str) else None
 
 
