@@ -18,8 +18,8 @@ over the whole matrix in one thread, the alternatives interleaved.
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/scan_kernels.py --sizes 10000 100000 1000000``
 (writes ``benchmarks/results/scan-kernels-<instructions>.{md,json}``). ``--numkong-only haswell`` measures, on a
-core with AVX-512, what an AVX2-only core runs (numkong's AVX2 kernels; the stage then picks our own), written
-as ``scan-kernels-<instructions>-numkong-haswell``. Not collected by pytest.
+core with AVX-512, numkong's AVX2 kernels (our own kernel's AVX2 path is timed in every run), written as
+``scan-kernels-<instructions>-numkong-haswell``. Not collected by pytest.
 """
 
 from __future__ import annotations
@@ -124,7 +124,12 @@ def _pair(codes: np.ndarray, q: np.ndarray, rounds: int, nk: Any, simsimd: Any, 
     fns["numkong cdist"] = lambda: nk.cdist(codes, q, metric="dot", out_dtype="float32")
     fns["numkong dots_packed"] = lambda: nk.dots_packed(codes, packed)
     products = np.empty((codes.shape[0], q.shape[0]), dtype=np.float32)
-    fns["int8dots (ours)"] = lambda: _int8dots.dots(codes, q, products)
+    for path in _int8dots.paths():
+        if path != "portable":
+            fns[f"int8dots (ours, {path})"] = lambda path=path: _int8dots.dots(codes, q, products, path=path)
+    best = np.empty(codes.shape[0], dtype=np.float32)
+    total = np.empty(codes.shape[0], dtype=np.float32)
+    fns["int8dots best+sum (ours)"] = lambda: _int8dots.best(codes, q, best, total)
     fns["numkong cdist int4"] = lambda: nk.cdist(codes4, q4, metric="dot", dtype="int4", out_dtype="float32")
     words = codes.reshape(-1).view(np.uint64)  # the codes' bytes as 8-byte words: the floor any scan pays
     fns["memory read, 1 thread"] = lambda: words.sum()
@@ -176,8 +181,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     ap.add_argument("--numkong-only", nargs="+", metavar="CAPABILITY",
                     help="turn off every numkong capability but these (and 'serial') first: with 'haswell', "
-                         "numkong runs its AVX2 kernels, as on a core without AVX-512, and the stage picks as it "
-                         "would there; the report's name says so")
+                         "numkong runs its AVX2 kernels, as on a core without AVX-512; the report's name says so")
     args = ap.parse_args()
     command = "PYTHONPATH=. .venv/bin/python benchmarks/scan_kernels.py " + " ".join(sys.argv[1:])
     import numkong as nk
@@ -195,7 +199,9 @@ def main() -> None:
         "The vector stage's scan kernels (ms, median)", command,
         "random int8 codes of 384 dimensions", rows, text_columns=0,
         notes=("The kernels alone (`simsimd cdist`, `numkong cdist`, `numkong dots_packed`, ours "
-               "(`int8dots`, `retrieval/_int8dots.c`), the row-wise maximum, torch's two) run on one thread.",
+               "(`int8dots`, `retrieval/_int8dots.c`, each of its vector paths this core runs writing every "
+               "product, and its default path keeping each row's best and the sum of its products, as the "
+               "stage's scan asks), the row-wise maximum, torch's two) run on one thread.",
                f"`numkong cdist int4`: the same rows as int4 codes ({DIM // 2} bytes a row, half of int8's), "
                "the query vectors too; the products checked against numpy's on the first rows.",
                "`memory read, 1 thread` / `2 threads`: numpy summing the int8 codes as 8-byte words, in one "

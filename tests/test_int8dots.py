@@ -1,8 +1,8 @@
 """The vector stage's own int8 kernel (``skillsearch/retrieval/_int8dots.c``): exact integer products of int8
-rows with several int8 query vectors (every product, or each row's best and their sum), the same from its AVX2
-path and its portable loop, over the whole int8
-range, widths that are not a multiple of its 16-column step and more query vectors than it holds in
-registers at once; bad arguments are typed errors, never a crash or a write out of bounds."""
+rows with several int8 query vectors (every product, or each row's best and their sum), the same from each of
+its paths this core runs (AVX-512 VNNI, AVX2, the portable loop), over the whole int8 range, widths that are
+not a multiple of its 16- or 64-column step and more query vectors than it holds in registers at once; bad
+arguments are typed errors, never a crash or a write out of bounds."""
 
 from __future__ import annotations
 
@@ -19,36 +19,54 @@ def _exact(rows: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return (rows.astype(np.int64) @ queries.T.astype(np.int64)).astype(np.float32)
 
 
-@pytest.mark.parametrize("dim", [1, 7, 16, 33, 384, 1024])
+@pytest.mark.parametrize("dim", [1, 7, 16, 33, 63, 64, 65, 384, 1000, 1024])
 @pytest.mark.parametrize("vectors", [1, 3, 8, 9, 17])
-def test_both_paths_give_the_exact_integer_products(dim: int, vectors: int) -> None:
+def test_every_path_gives_the_exact_integer_products(dim: int, vectors: int) -> None:
     rng = np.random.default_rng(dim * 100 + vectors)
     rows = rng.integers(-128, 128, size=(301, dim), dtype=np.int8)
     queries = rng.integers(-128, 128, size=(vectors, dim), dtype=np.int8)
     rows[0] = -128  # the extremes: -128 * -128 summed over every column
     queries[0] = -128
     want = _exact(rows, queries)
-    for portable in (False, True):
+    assert "portable" in _int8dots.paths()
+    for path in (None, *_int8dots.paths()):
         out = np.full((301, vectors), np.nan, dtype=np.float32)
-        _int8dots.dots(rows, queries, out, portable=portable)
-        np.testing.assert_array_equal(out, want, err_msg=f"portable={portable}")
+        _int8dots.dots(rows, queries, out, path=path)
+        np.testing.assert_array_equal(out, want, err_msg=f"path={path}")
         # Only each row's best and the sum of its products: the best exact, the sum within float32 rounding.
         best = np.full(301, np.nan, dtype=np.float32)
         total = np.full(301, np.nan, dtype=np.float32)
-        _int8dots.best(rows, queries, best, total, portable=portable)
+        _int8dots.best(rows, queries, best, total, path=path)
         np.testing.assert_array_equal(best, want.max(axis=1))
         exact_sum = (rows.astype(np.int64) @ queries.T.astype(np.int64)).sum(axis=1)
         np.testing.assert_allclose(total, exact_sum, rtol=1e-6, atol=0)
         alone = np.full(301, np.nan, dtype=np.float32)
-        _int8dots.best(rows, queries, alone, portable=portable)
+        _int8dots.best(rows, queries, alone, path=path)
         np.testing.assert_array_equal(alone, best)
 
 
-def test_the_path_is_named_and_avx2_on_an_x86_core_that_has_it() -> None:
-    assert _int8dots.kernel() in ("avx2", "portable")
+def test_the_default_path_is_the_widest_the_core_has() -> None:
+    """``kernel()`` is the first of ``paths()``: AVX-512 VNNI where the core lists it (with AVX-512 BW), else
+    AVX2 where it lists that, else the portable loop; every listed path runs; an unknown path is refused."""
+    paths = _int8dots.paths()
+    assert _int8dots.kernel() == paths[0] and paths[-1] == "portable"
+    assert set(paths) <= {"avx512vnni", "avx2", "portable"}
     cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists() and "avx2" in cpuinfo.read_text().split():
-        assert _int8dots.kernel() == "avx2"
+    flags = set(cpuinfo.read_text().split()) if cpuinfo.exists() else set()
+    if {"avx512_vnni", "avx512bw", "avx512f"} <= flags:
+        assert paths[0] == "avx512vnni"
+    elif "avx2" in flags:
+        assert paths[0] == "avx2"
+    if "avx2" in flags:
+        assert "avx2" in paths
+    rows = np.ones((3, 8), dtype=np.int8)
+    out = np.zeros((3, 1), dtype=np.float32)
+    for bad in ("sse", 3):
+        with pytest.raises(ValueError, match="unknown path"):
+            _int8dots.dots(rows, rows[:1], out, path=bad)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="unknown path"):
+            _int8dots.best(rows, rows[:1], out[:, 0], path=bad)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(out, 0.0)
 
 
 def test_empty_inputs_write_nothing_and_views_of_whole_rows_are_read_in_place() -> None:
@@ -112,14 +130,14 @@ def test_a_call_releases_the_gil_so_two_threads_share_a_scan() -> None:
 
     def call() -> None:
         started.set()
-        _int8dots.dots(rows, queries, out, portable=True)  # one long call: rows in order, the last row last
+        _int8dots.dots(rows, queries, out, path="portable")  # one long call: rows in order, the last row last
         done.set()
 
     worker = threading.Thread(target=call)
     worker.start()
     started.wait()
     half_written = False
-    while not done.is_set() and not half_written:
+    while worker.is_alive() and not done.is_set() and not half_written:
         half_written = not np.isnan(out[1_000, 0]) and bool(np.isnan(out[-1, -1]))
     worker.join()
     assert half_written

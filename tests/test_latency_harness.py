@@ -162,21 +162,28 @@ def test_unknown_kernel_or_numkong_names_are_refused_before_anything_is_built() 
 
 
 def test_pinning_holds_numkong_to_the_named_kernels_and_the_scan_to_one_kernel() -> None:
-    """In a process of its own (pinning lasts for the process): held to ``serial``, numkong reports no VNNI
-    kernel, so the stage takes ours on an AVX2 core and ``cdist`` elsewhere; a pinned kernel wins over the
+    """In a process of its own (pinning lasts for the process): held to ``serial``, numkong reports no other
+    kernel; the stage takes ours where its widest path is AVX-512 VNNI or AVX2 and ``cdist`` elsewhere, and
+    held to its portable loop (a core with neither) it takes ``cdist``; a pinned kernel wins over the
     choice; an unknown name changes nothing."""
     code = (
         "import json; from skillsearch.retrieval import int8_kernels as k, _int8dots\n"
         "k.pin(numkong_only=['serial'])\n"
         "held = [n for n, on in k.numkong_capabilities().items() if on]\n"
-        "chosen = k.scan_kernel()\n"
+        "chosen, told = k.scan_kernel(), k.described()\n"
         "try:\n    k.pin('numkong-packed', ['avx9000'])\nexcept ValueError as e:\n    refused = str(e)\n"
+        "try:\n    k.pin(path='sse')\nexcept ValueError as e:\n    refused_path = str(e)\n"
         "after_refusal = k.scan_kernel()\n"
+        "k.pin(path='portable')\n"
+        "portable = k.scan_kernel()\n"
         "k.pin('numkong-packed')\n"
-        "print(json.dumps([held, chosen, refused, after_refusal, k.scan_kernel(), _int8dots.kernel()]))\n"
+        "print(json.dumps([held, chosen, told, refused, refused_path, after_refusal, portable, k.scan_kernel(),\n"
+        "                  _int8dots.kernel()]))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
-    held, chosen, refused, after_refusal, pinned, path = json.loads(out.stdout)
+    held, chosen, told, refused, refused_path, after_refusal, portable, pinned, path = json.loads(out.stdout)
     assert held == ["serial"]
-    assert chosen == ("int8dots" if path == "avx2" else "numkong-cdist") == after_refusal
+    assert chosen == ("int8dots" if path in ("avx512vnni", "avx2") else "numkong-cdist") == after_refusal
+    assert told == (f"int8dots ({path})" if chosen == "int8dots" else chosen)
+    assert "our kernel has no 'sse' path on this core" in refused_path and portable == "numkong-cdist"
     assert "unknown numkong capability avx9000" in refused and pinned == "numkong-packed"

@@ -249,14 +249,17 @@ def run_latency(
     log: Callable[[str], None] = lambda s: None,
     scan_kernel: str | None = None,
     numkong_only: Sequence[str] = (),
+    kernel_path: str | None = None,
 ) -> dict[str, Any]:
-    """Run every catalog (``"real"`` or a number of synthetic skills) and return the report. ``scan_kernel``
-    and ``numkong_only``: the search process's vector-stage kernel and numkong's capabilities there
-    (``int8_kernels.pin``; to measure the kernels against each other, or an AVX2-only core's choice on a wider
-    one); this process is left as it is."""
-    int8_kernels.check(scan_kernel, numkong_only)  # a bad name fails here, not in the child after the build
+    """Run every catalog (``"real"`` or a number of synthetic skills) and return the report. ``scan_kernel``,
+    ``numkong_only`` and ``kernel_path``: the search process's vector-stage kernel, numkong's capabilities
+    and our kernel's path there (``int8_kernels.pin``; to measure the kernels against each other, or an
+    AVX2-only core's choice on a wider one); this process is left as it is."""
+    # A bad name fails here, not in the child after the build.
+    int8_kernels.check(scan_kernel, numkong_only, kernel_path)
     child_options = [*(["--scan-kernel", scan_kernel] if scan_kernel else []),
-                     *(["--numkong-only", *numkong_only] if numkong_only else [])]
+                     *(["--numkong-only", *numkong_only] if numkong_only else []),
+                     *(["--kernel-path", kernel_path] if kernel_path else [])]
     encoder = make_encoder(encoder_name)
     texts = query_texts(data_root, queries)
     # A routed pair's other model is timed on real requests in other languages (the skills dev set's).
@@ -287,7 +290,8 @@ def run_latency(
               for r in rows if "hybrid_other_over_paired_encode" in r["search"]]
     kernels = sorted({str(r["search"].get("scan_kernel")) for r in rows})
     notes.append(f"the vector stage's scan kernel in the search process: {', '.join(kernels)}"
-                 + (f" (numkong held to {', '.join(numkong_only)})" if numkong_only else ""))
+                 + (f" (numkong held to {', '.join(numkong_only)})" if numkong_only else "")
+                 + (f" (our kernel held to its {kernel_path} path)" if kernel_path else ""))
     return {**run_metadata(command), "kind": "latency", "encoder": encoder.name, "encoder_choice": encoder_name,
             "queries": len(texts), "other_language_queries": len(other),
             "catalogs": rows, "rows": _flat_rows(rows), "notes": notes}

@@ -100,7 +100,7 @@ def serve_check(data_dir: Path, queries: Sequence[str], encoder_name: str = "min
     principal = Principal.operator()
     routed = inner.routed()
     # The vector stage's kernel in this process (``int8_kernels.pin`` may have chosen it for the run).
-    out: dict[str, Any] = {"encoder_choice": encoder_name, "scan_kernel": int8_kernels.scan_kernel()}
+    out: dict[str, Any] = {"encoder_choice": encoder_name, "scan_kernel": int8_kernels.described()}
     if routed is not None:
         english = [q for q in queries if routed.route(q) == routed.ENGLISH]
         other = [q for q in other_languages if routed.route(q) == routed.OTHER]
@@ -221,7 +221,8 @@ if __name__ == "__main__":
     ap.add_argument("encoder")
     ap.add_argument("--scan-kernel")
     ap.add_argument("--numkong-only", nargs="*", default=[])
+    ap.add_argument("--kernel-path")
     cli = ap.parse_args()
-    int8_kernels.pin(cli.scan_kernel, cli.numkong_only)
+    int8_kernels.pin(cli.scan_kernel, cli.numkong_only, cli.kernel_path)
     asked = json.loads(cli.queries.read_text(encoding="utf-8"))
     print(json.dumps(serve_check(cli.data, asked["queries"], cli.encoder, asked["other"])))

@@ -77,7 +77,7 @@ def cmd_bench_latency(args: argparse.Namespace, out: TextIO) -> int:
     if bad:
         raise ValidationError(f"--skills takes a number of synthetic skills or 'real', got {bad}")
     try:
-        int8_kernels.check(args.scan_kernel, args.numkong_only)
+        int8_kernels.check(args.scan_kernel, args.numkong_only, args.kernel_path)
     except ValueError as exc:
         raise ValidationError(str(exc)) from None
     report = run_latency(
@@ -86,7 +86,7 @@ def cmd_bench_latency(args: argparse.Namespace, out: TextIO) -> int:
         stand_in_above=args.stand_in_above, encoder_name=args.encoder or "minilm",
         command="skillsearch " + " ".join(sys.argv[1:]),
         log=(lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)),
-        scan_kernel=args.scan_kernel, numkong_only=args.numkong_only,
+        scan_kernel=args.scan_kernel, numkong_only=args.numkong_only, kernel_path=args.kernel_path,
     )
     if not args.no_save:
         stem = "latency" + (f"-{args.tag}" if args.tag else "")
@@ -184,5 +184,7 @@ def add_commands(sub: Subparsers) -> None:
                    help="the vector stage's int8 kernel in the search process: int8dots, numkong-packed or "
                         "numkong-cdist (default: this core's choice)")
     p.add_argument("--numkong-only", nargs="+", metavar="CAPABILITY", default=[],
-                   help="hold numkong to these capabilities in the search process ('haswell': its AVX2 kernels, "
-                        "and the kernel an AVX2-only core would choose)")
+                   help="hold numkong to these capabilities in the search process ('haswell': its AVX2 kernels)")
+    p.add_argument("--kernel-path", metavar="PATH",
+                   help="hold our int8 kernel to this path in the search process: avx512vnni, avx2 or portable "
+                        "(with --numkong-only haswell, --kernel-path avx2 runs and chooses as an AVX2-only core)")

@@ -1,21 +1,27 @@
-/* The vector stage's int8 kernel on AVX2 cores (skillsearch/retrieval/int8_kernels.py calls it; docs/benchmarks.md,
- * "Our own int8 kernel").
+/* The vector stage's int8 kernel (skillsearch/retrieval/int8_kernels.py calls it; docs/benchmarks.md,
+ * "Our own int8 kernel" and "Our kernel on AVX-512 VNNI").
  *
- * dots(rows, queries, out, portable=False): out[i, j] = sum_k rows[i, k] * queries[j, k], exact, for int8
+ * dots(rows, queries, out, path=None): out[i, j] = sum_k rows[i, k] * queries[j, k], exact, for int8
  * rows (n, d) and int8 query vectors (q, d), all C-contiguous; out is a writable float32 (n, q) array (the
  * products are integers of at most 2^24 for d <= 1024, so exact in float32).
- * best(rows, queries, best, sum=None, portable=False): each row's largest product (exact) and the sum of its
+ * best(rows, queries, best, sum=None, path=None): each row's largest product (exact) and the sum of its
  * products (rounded to float32), into float32 (n,) arrays: the scan's usual need, without writing and
  * re-reading every product.
  * The GIL is released while either runs, so Python threads can share a scan, each over its own rows.
  *
- * Why our own: on AVX2 cores the maintained kernels (numkong's cdist and packed kernel) read a row once per
- * query vector, or pack the vectors at a cost that does not pay there. This one widens each 16 int8 of a row
- * to int16 once and multiplies them against every query vector (up to 8 at a time, their int16 copies held in
- * L1) with vpmaddwd, so a request of several vectors costs one pass over the rows.
+ * Why our own: the maintained kernels (numkong's cdist and packed kernel) read a row once per query vector,
+ * or write every product for the caller to read again for each row's best and sum. This one reads each row
+ * once and multiplies it against every query vector (up to 8 at a time) from registers, keeping only what the
+ * scan needs:
+ * - AVX-512 VNNI: 64 columns a step with vpdpbusd, which multiplies unsigned by signed bytes, so the row's
+ *   bytes are taken as r + 128 (their sign bit flipped) and 128 * sum(q) is subtracted once per product;
+ * - AVX2: each 16 int8 of a row widened to int16 once, against the query vectors' int16 copies (in L1), with
+ *   vpmaddwd;
+ * - a portable loop elsewhere. Every path gives the same numbers.
  *
- * Dispatch at run time: the AVX2 path where the core has it (__builtin_cpu_supports), else a portable loop
- * that gives the same numbers. kernel() names the path a call takes.
+ * Dispatch at run time: the widest path the core (and the operating system's saved register state) has,
+ * by __builtin_cpu_supports; ``path`` names one for tests and benchmarks. kernel() names the default,
+ * paths() every one this core runs.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -134,12 +140,87 @@ typedef void (*group_fn)(const int8_t *, Py_ssize_t, Py_ssize_t, const int16_t *
                          const sink_t *);
 static const group_fn GROUPS[GROUP] = {avx2_group1, avx2_group2, avx2_group3, avx2_group4,
                                        avx2_group5, avx2_group6, avx2_group7, avx2_group8};
+
+/* The same with AVX-512 VNNI, 64 columns a step: the row's steps are loaded (and their sign bits flipped) once,
+ * then each query vector's products taken over them; the last partial step under a mask (masked-off query
+ * bytes are zero, so whatever the row's are there adds nothing). ``offsets``: 128 * sum(q) of each query
+ * vector. */
+__attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) static inline void
+vnni_group(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int8_t *queries, const int32_t *offsets,
+           int count, const sink_t *sink)
+{
+    const Py_ssize_t steps = (d + 63) / 64;
+    const __mmask64 last = d % 64 ? (((__mmask64)1) << (d % 64)) - 1 : ~(__mmask64)0;
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    int32_t products[GROUP];
+    __m512i a[MAX_DIM / 64];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int8_t *r = rows + i * d;
+        for (Py_ssize_t k = 0; k + 1 < steps; k++)
+            a[k] = _mm512_xor_si512(_mm512_loadu_si512((const void *)(r + 64 * k)), flip);
+        if (steps)
+            a[steps - 1] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(last, r + 64 * (steps - 1)), flip);
+        for (int j = 0; j < count; j++) {
+            const int8_t *q = queries + j * d;
+            __m512i acc = _mm512_setzero_si512();
+            for (Py_ssize_t k = 0; k + 1 < steps; k++)
+                acc = _mm512_dpbusd_epi32(acc, a[k], _mm512_loadu_si512((const void *)(q + 64 * k)));
+            if (steps)
+                acc = _mm512_dpbusd_epi32(acc, a[steps - 1], _mm512_maskz_loadu_epi8(last, q + 64 * (steps - 1)));
+            products[j] = _mm512_reduce_add_epi32(acc) - offsets[j];
+        }
+        emit(sink, i, products, count);
+    }
+}
+
+#define VNNI_GROUP(COUNT)                                                                                    \
+    __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void vnni_group##COUNT(                   \
+        const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int8_t *queries, const int32_t *offsets,      \
+        const sink_t *sink)                                                                                  \
+    {                                                                                                        \
+        vnni_group(rows, n, d, queries, offsets, COUNT, sink);                                              \
+    }
+VNNI_GROUP(1)
+VNNI_GROUP(2)
+VNNI_GROUP(3)
+VNNI_GROUP(4)
+VNNI_GROUP(5)
+VNNI_GROUP(6)
+VNNI_GROUP(7)
+VNNI_GROUP(8)
+
+typedef void (*vnni_fn)(const int8_t *, Py_ssize_t, Py_ssize_t, const int8_t *, const int32_t *, const sink_t *);
+static const vnni_fn VNNI_GROUPS[GROUP] = {vnni_group1, vnni_group2, vnni_group3, vnni_group4,
+                                           vnni_group5, vnni_group6, vnni_group7, vnni_group8};
 #endif
 
-/* Every group of query vectors over all the rows; ``wide`` (room for GROUP * d int16) selects the AVX2 path,
- * NULL the portable one. */
+/* The kernel's paths, widest first: the default is the first this core runs. */
+enum path { PATH_VNNI, PATH_AVX2, PATH_PORTABLE, PATHS };
+static const char *const PATH_NAMES[PATHS] = {"avx512vnni", "avx2", "portable"};
+
+static int runs(enum path path)
+{
+#if HAVE_X86
+    if (path == PATH_VNNI)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vnni");
+    if (path == PATH_AVX2)
+        return __builtin_cpu_supports("avx2");
+#endif
+    return path == PATH_PORTABLE;
+}
+
+static enum path default_path(void)
+{
+    enum path p = PATH_VNNI;
+    while (!runs(p))
+        p++;
+    return p;
+}
+
+/* Every group of query vectors over all the rows on ``path``; ``wide`` (room for GROUP * d int16) for AVX2. */
 static void run(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int8_t *queries, Py_ssize_t nq,
-                sink_t sink, int16_t *wide)
+                sink_t sink, enum path path, int16_t *wide)
 {
     for (Py_ssize_t first = 0; first < nq; first += GROUP) {
         const int count = (int)(nq - first < GROUP ? nq - first : GROUP);
@@ -147,7 +228,18 @@ static void run(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int8_t *qu
         sink.col = first;
         sink.first = first == 0;
 #if HAVE_X86
-        if (wide != NULL) {
+        if (path == PATH_VNNI) {
+            int32_t offsets[GROUP];
+            for (int j = 0; j < count; j++) {
+                int32_t total = 0;
+                for (Py_ssize_t k = 0; k < d; k++)
+                    total += q[j * d + k];
+                offsets[j] = 128 * total;
+            }
+            VNNI_GROUPS[count - 1](rows, n, d, q, offsets, &sink);
+            continue;
+        }
+        if (path == PATH_AVX2) {
             for (Py_ssize_t t = 0; t < count * d; t++)
                 wide[t] = q[t];
             GROUPS[count - 1](rows, n, d, wide, q, &sink);
@@ -158,13 +250,25 @@ static void run(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int8_t *qu
     }
 }
 
-static int has_avx2(void)
+/* ``name`` (a str, or None for this core's default) as a path this core runs; -1 with ValueError otherwise. */
+static int path_of(PyObject *name, enum path *out)
 {
-#if HAVE_X86
-    return __builtin_cpu_supports("avx2");
-#else
-    return 0;
-#endif
+    if (name == Py_None) {
+        *out = default_path();
+        return 0;
+    }
+    for (int p = 0; p < PATHS; p++) {
+        if (PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, PATH_NAMES[p]) == 0) {
+            if (!runs((enum path)p)) {
+                PyErr_Format(PyExc_ValueError, "this core cannot run the %s path", PATH_NAMES[p]);
+                return -1;
+            }
+            *out = (enum path)p;
+            return 0;
+        }
+    }
+    PyErr_Format(PyExc_ValueError, "unknown path %R: one of 'avx512vnni', 'avx2', 'portable'", name);
+    return -1;
 }
 
 /* A C-contiguous buffer of ``ndim`` dimensions and the given struct format ("b": int8, "f": float32). */
@@ -211,18 +315,18 @@ static int get_inputs(PyObject *rows_obj, PyObject *queries_obj, Py_buffer *rows
     return -1;
 }
 
-/* Runs the kernel without the GIL: the AVX2 path unless ``portable`` or the core lacks AVX2. */
-static int run_released(Py_buffer *rows, Py_buffer *queries, sink_t sink, int portable)
+/* Runs the kernel on ``path`` without the GIL. */
+static int run_released(Py_buffer *rows, Py_buffer *queries, sink_t sink, enum path path)
 {
     const Py_ssize_t d = rows->shape[1];
     int16_t *wide = NULL;
-    if (!portable && has_avx2() && (wide = PyMem_RawMalloc(sizeof(int16_t) * GROUP * (d ? d : 1))) == NULL) {
+    if (path == PATH_AVX2 && (wide = PyMem_RawMalloc(sizeof(int16_t) * GROUP * (d ? d : 1))) == NULL) {
         PyErr_NoMemory();
         return -1;
     }
     const int8_t *r = rows->buf, *q = queries->buf;
     Py_BEGIN_ALLOW_THREADS
-    run(r, rows->shape[0], d, q, queries->shape[0], sink, wide);
+    run(r, rows->shape[0], d, q, queries->shape[0], sink, path, wide);
     Py_END_ALLOW_THREADS
     PyMem_RawFree(wide);
     return 0;
@@ -230,11 +334,11 @@ static int run_released(Py_buffer *rows, Py_buffer *queries, sink_t sink, int po
 
 static PyObject *dots(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"rows", "queries", "out", "portable", NULL};
-    PyObject *rows_obj, *queries_obj, *out_obj;
-    int portable = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|$p:dots", keywords, &rows_obj, &queries_obj, &out_obj,
-                                     &portable))
+    static char *keywords[] = {"rows", "queries", "out", "path", NULL};
+    PyObject *rows_obj, *queries_obj, *out_obj, *path_obj = Py_None;
+    enum path path;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|$O:dots", keywords, &rows_obj, &queries_obj, &out_obj,
+                                     &path_obj) || path_of(path_obj, &path) < 0)
         return NULL;
     Py_buffer rows, queries, out;
     if (get_inputs(rows_obj, queries_obj, &rows, &queries) < 0)
@@ -249,7 +353,7 @@ static PyObject *dots(PyObject *self, PyObject *args, PyObject *kwargs)
     if (out.shape[0] != n || out.shape[1] != nq)
         PyErr_Format(PyExc_ValueError, "out must be (%zd, %zd), got (%zd, %zd)", n, nq, out.shape[0], out.shape[1]);
     else
-        ok = run_released(&rows, &queries, (sink_t){.out = out.buf, .stride = nq}, portable);
+        ok = run_released(&rows, &queries, (sink_t){.out = out.buf, .stride = nq}, path);
     PyBuffer_Release(&rows);
     PyBuffer_Release(&queries);
     PyBuffer_Release(&out);
@@ -258,11 +362,11 @@ static PyObject *dots(PyObject *self, PyObject *args, PyObject *kwargs)
 
 static PyObject *best(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"rows", "queries", "best", "sum", "portable", NULL};
-    PyObject *rows_obj, *queries_obj, *best_obj, *sum_obj = Py_None;
-    int portable = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$p:best", keywords, &rows_obj, &queries_obj, &best_obj,
-                                     &sum_obj, &portable))
+    static char *keywords[] = {"rows", "queries", "best", "sum", "path", NULL};
+    PyObject *rows_obj, *queries_obj, *best_obj, *sum_obj = Py_None, *path_obj = Py_None;
+    enum path path;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$O:best", keywords, &rows_obj, &queries_obj, &best_obj,
+                                     &sum_obj, &path_obj) || path_of(path_obj, &path) < 0)
         return NULL;
     Py_buffer rows, queries, best_view, sum_view;
     if (get_inputs(rows_obj, queries_obj, &rows, &queries) < 0)
@@ -277,7 +381,7 @@ static PyObject *best(PyObject *self, PyObject *args, PyObject *kwargs)
             PyErr_Format(PyExc_ValueError, "best and sum must hold %zd values, one a row", n);
         else
             ok = run_released(&rows, &queries,
-                              (sink_t){.best = best_view.buf, .sum = have_sum ? sum_view.buf : NULL}, portable);
+                              (sink_t){.best = best_view.buf, .sum = have_sum ? sum_view.buf : NULL}, path);
     }
     if (got_best)
         PyBuffer_Release(&best_view);
@@ -290,19 +394,36 @@ static PyObject *best(PyObject *self, PyObject *args, PyObject *kwargs)
 
 static PyObject *kernel(PyObject *self, PyObject *unused)
 {
-    return PyUnicode_FromString(has_avx2() ? "avx2" : "portable");
+    return PyUnicode_FromString(PATH_NAMES[default_path()]);
+}
+
+static PyObject *paths(PyObject *self, PyObject *unused)
+{
+    PyObject *out = PyList_New(0);
+    for (int p = 0; out != NULL && p < PATHS; p++) {
+        if (!runs((enum path)p))
+            continue;
+        PyObject *name = PyUnicode_FromString(PATH_NAMES[p]);
+        if (name == NULL || PyList_Append(out, name) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(name);
+    }
+    return out;
 }
 
 static PyMethodDef methods[] = {
     {"dots", (PyCFunction)(void (*)(void))dots, METH_VARARGS | METH_KEYWORDS,
-     "dots(rows, queries, out, *, portable=False)\n--\n\nout[i, j] = rows[i] . queries[j], exact: int8 rows (n, d) "
-     "and queries (q, d), float32 out (n, q), all C-contiguous; d <= 1024. The GIL is released while it runs."},
+     "dots(rows, queries, out, *, path=None)\n--\n\nout[i, j] = rows[i] . queries[j], exact: int8 rows (n, d) "
+     "and queries (q, d), float32 out (n, q), all C-contiguous; d <= 1024. The GIL is released while it runs. "
+     "path: one of paths(), default kernel()."},
     {"best", (PyCFunction)(void (*)(void))best, METH_VARARGS | METH_KEYWORDS,
-     "best(rows, queries, best, sum=None, *, portable=False)\n--\n\nEach row's largest product over the query "
+     "best(rows, queries, best, sum=None, *, path=None)\n--\n\nEach row's largest product over the query "
      "vectors into best (n,), exact, and their sum into sum (n,) when given, both float32: what dots() gives "
      "without writing every product. At least one query vector."},
     {"kernel", kernel, METH_NOARGS,
-     "kernel()\n--\n\nThe path dots() takes on this core: 'avx2' or 'portable'."},
+     "kernel()\n--\n\nThe path dots() and best() take on this core by default: 'avx512vnni', 'avx2' or "
+     "'portable'."},
+    {"paths", paths, METH_NOARGS, "paths()\n--\n\nEvery path this core runs, widest first."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -3,14 +3,15 @@
 Each gives the same exact integer products of int8 rows with a request's int8 query vectors (at most
 384 * 127 * 127 per column part, exact in float32), so the choice changes speed only:
 
-- ``int8dots``: our own C extension (``_int8dots.c``): each row's codes widened to int16 once and multiplied
-  against every query vector from registers (AVX2, chosen at run time; a portable loop elsewhere), and able
-  to keep only each row's best product and their sum (:func:`best`) instead of writing every product;
-- ``numkong-packed``: numkong's packed kernel, the query vectors packed once (AVX-512 VNNI pays for it);
+- ``int8dots``: our own C extension (``_int8dots.c``): each row read once and multiplied against every query
+  vector from registers (AVX-512 VNNI or AVX2, chosen at run time; a portable loop elsewhere), and able to
+  keep only each row's best product and their sum (:func:`best`) instead of writing every product;
+- ``numkong-packed``: numkong's packed kernel, the query vectors packed once (kept for benchmarks: it paid on
+  AVX-512 VNNI cores until our kernel had a path there);
 - ``numkong-cdist``: numkong's ``cdist``, one pass per query vector.
 
 This module is numkong's home and the extension's. Measured: docs/benchmarks.md, "The kernel by instruction
-set" and "Our own int8 kernel".
+set", "Our own int8 kernel" and "Our kernel on AVX-512 VNNI".
 """
 
 from __future__ import annotations
@@ -29,24 +30,23 @@ except ImportError as exc:  # a source checkout whose C extension was never buil
         "(`make venv`, or `pip install -e .`)") from exc
 
 __all__ = [
-    "KERNELS", "VNNI_CAPABILITIES", "best", "check", "named", "numkong_capabilities", "packs_queries", "pin",
-    "prepared", "products", "scan_kernel",
+    "KERNELS", "best", "check", "described", "named", "numkong_capabilities", "pin", "prepared", "products",
+    "scan_kernel",
 ]
 
 # The kernels a scan can run (:func:`scan_kernel` picks one per core).
 KERNELS = ("int8dots", "numkong-packed", "numkong-cdist")
-# numkong's capability names of the x86 cores with AVX-512 VNNI, where its packed int8 kernel pays
-# (:func:`packs_queries`).
-VNNI_CAPABILITIES = ("icelake", "genoa", "sapphire", "sapphireamx", "turin", "graniteamx", "diamond")
 # The kernel every scan of this process runs when a benchmark pinned one (:func:`pin`).
 _pinned: str | None = None
+# Our kernel's path (``_int8dots.paths()``) when a benchmark held it to one (:func:`pin`); None: the widest.
+_path: str | None = None
 
 
 def best(rows: np.ndarray, queries: np.ndarray, out: np.ndarray, total: np.ndarray | None) -> None:
     """Our kernel keeping only what a scan needs of each row's products with ``queries`` (int8, contiguous):
     the largest, exact, into ``out``, and their sum into ``total`` when given (float32 arrays, one value a
     row)."""
-    _int8dots.best(np.ascontiguousarray(rows), queries, out, total)
+    _int8dots.best(np.ascontiguousarray(rows), queries, out, total, path=_path)
 
 
 def prepared(pieces: list[tuple[np.ndarray, slice]], q_codes: np.ndarray, kernel: str) -> list[Any]:
@@ -69,7 +69,7 @@ def products(
         block = part[start:end]
         if kernel == "int8dots":
             one = np.empty((end - start, q.shape[0]), dtype=np.float32)
-            _int8dots.dots(np.ascontiguousarray(block), q, one)
+            _int8dots.dots(np.ascontiguousarray(block), q, one, path=_path)
         elif kernel == "numkong-packed":
             one = np.asarray(_numkong().dots_packed(block, q))
         else:
@@ -82,18 +82,24 @@ def products(
 @cache
 def scan_kernel() -> str:
     """The kernel a scan runs on this core, one of :data:`KERNELS` (measured, docs/benchmarks.md, "Our own int8
-    kernel" and "The kernel by instruction set"): numkong's packed kernel where numkong has AVX-512 VNNI
-    (:func:`packs_queries`); else our own ``_int8dots`` where the core has AVX2 (with numkong held to its
-    AVX2 kernels, the stage's scan of 100k rows took 0.42-0.79 of ``cdist``'s time for one to seven query
-    vectors, 1M rows 0.47-0.92); else numkong's ``cdist`` (its kernels for other instruction sets, such as Arm's, rather than
-    our portable loop)."""
+    kernel" and "Our kernel on AVX-512 VNNI"): our own ``_int8dots`` where the core has AVX-512 VNNI or AVX2
+    (on a Sapphire Rapids core its VNNI path scanned 1M rows for four vectors, keeping each row's best and
+    sum, in 0.80-0.93 of the time numkong's packed kernel took with the best and sum read from its products;
+    with numkong held to its AVX2 kernels, our AVX2 path scanned 100k rows in 0.42-0.79 of ``cdist``'s time
+    for one to seven query vectors, 1M rows 0.47-0.92); else numkong's ``cdist`` (its kernels for other
+    instruction sets, such as Arm's, rather than our portable loop)."""
     if _pinned is not None:
         return _pinned
-    if packs_queries():
-        return "numkong-packed"
-    if _int8dots.kernel() == "avx2":
+    if (_path or _int8dots.kernel()) in ("avx512vnni", "avx2"):
         return "int8dots"
     return "numkong-cdist"
+
+
+def described() -> str:
+    """:func:`scan_kernel`, with our kernel's path when it is ours (``int8dots (avx512vnni)``): what a
+    benchmark's report names."""
+    kernel = scan_kernel()
+    return f"{kernel} ({_path or _int8dots.kernel()})" if kernel == "int8dots" else kernel
 
 
 def named(name: str | None) -> str:
@@ -110,44 +116,36 @@ def numkong_capabilities() -> dict[str, bool]:
     return dict(_numkong().get_capabilities())
 
 
-def check(kernel: str | None, numkong_only: Sequence[str]) -> None:
-    """``ValueError`` for a kernel or numkong capability name :func:`pin` could not take (a benchmark checks
-    its options with it before it builds anything)."""
+def check(kernel: str | None, numkong_only: Sequence[str], path: str | None = None) -> None:
+    """``ValueError`` for a kernel, numkong capability or path name :func:`pin` could not take (a benchmark
+    checks its options with it before it builds anything)."""
     if kernel is not None:
         named(kernel)
+    if path is not None and path not in _int8dots.paths():
+        raise ValueError(f"our kernel has no {path!r} path on this core: one of {', '.join(_int8dots.paths())}")
     caps = numkong_capabilities()
     unknown = sorted(set(numkong_only) - set(caps))
     if unknown:
         raise ValueError(f"unknown numkong capability {', '.join(unknown)}: one of {', '.join(sorted(caps))}")
 
 
-def pin(kernel: str | None = None, numkong_only: Sequence[str] = ()) -> None:
-    """For benchmarks: hold numkong to the capabilities ``numkong_only`` (and ``serial``), as on a core that has
-    no wider ones (``["haswell"]``: numkong's AVX2 kernels, and the choice an AVX2-only core makes), and/or
-    make every scan of this process run ``kernel``. Unknown names raise ``ValueError`` (:func:`check`);
-    nothing changes then."""
-    global _pinned
-    check(kernel, numkong_only)
+def pin(kernel: str | None = None, numkong_only: Sequence[str] = (), path: str | None = None) -> None:
+    """For benchmarks: hold numkong to the capabilities ``numkong_only`` (and ``serial``) and our kernel to
+    ``path``, as on a core that has no wider ones (``["haswell"]`` and ``"avx2"``: what an AVX2-only core
+    runs and chooses), and/or make every scan of this process run ``kernel``. Unknown names raise
+    ``ValueError`` (:func:`check`); nothing changes then."""
+    global _pinned, _path
+    check(kernel, numkong_only, path)
     if numkong_only:
         keep = {*numkong_only, "serial"}
         for name, on in numkong_capabilities().items():
             if on and name not in keep:
                 _numkong().disable_capability(name)
-        packs_queries.cache_clear()
     if kernel is not None:
         _pinned = kernel
+    if path is not None:
+        _path = path
     scan_kernel.cache_clear()
-
-
-@cache
-def packs_queries() -> bool:
-    """Whether several query vectors go through numkong's packed kernel rather than ``cdist``: only where
-    numkong runs its AVX-512 VNNI kernels. Measured (docs/benchmarks.md, "The kernel by instruction set"):
-    on a Zen 4 core (numkong's ``genoa``) the packed kernel scanned 100k rows for four vectors in 6.4 ms
-    against 10.7 for ``cdist``; on a Zen 2 core (``haswell``, AVX2 only) the stage's scan of 100k rows is
-    slower with it for every count of vectors (two: 6.1 against 2.9 ms; three: 6.1 against 3.7)."""
-    caps = numkong_capabilities()
-    return any(caps.get(name, False) for name in VNNI_CAPABILITIES)
 
 
 @cache
