@@ -166,31 +166,48 @@ vnni_group(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int8_t *queries
     const __mmask64 last = d % 64 ? (((__mmask64)1) << (d % 64)) - 1 : ~(__mmask64)0;
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     const int padded = (count + 3) / 4 * 4;
-    int32_t products[GROUP];
-    __m512i a[MAX_DIM / 64];
-    for (Py_ssize_t i = 0; i < n; i++) {
+    int32_t products[2][GROUP];
+    Py_ssize_t i = 0;
+    /* Two rows at a time: each query step loaded once feeds both rows' products. */
+    for (; i + 2 <= n; i += 2) {
+        const int8_t *r0 = rows + i * d, *r1 = r0 + d;
+        __m512i acc0[GROUP], acc1[GROUP];
+        for (int j = 0; j < padded; j++)
+            acc0[j] = acc1[j] = _mm512_setzero_si512();
+        for (Py_ssize_t k = 0; k < steps; k++) {
+            const __mmask64 m = k + 1 < steps ? ~(__mmask64)0 : last;
+            const __m512i a0 = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, r0 + 64 * k), flip);
+            const __m512i a1 = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, r1 + 64 * k), flip);
+            for (int j = 0; j < count; j++) {
+                const __m512i q = _mm512_maskz_loadu_epi8(m, queries + j * d + 64 * k);
+                acc0[j] = _mm512_dpbusd_epi32(acc0[j], a0, q);
+                acc1[j] = _mm512_dpbusd_epi32(acc1[j], a1, q);
+            }
+        }
+        for (int j = 0; j < padded; j += 4) {
+            const __m128i off = _mm_loadu_si128((const __m128i *)(offsets + j));
+            _mm_storeu_si128((__m128i *)(products[0] + j), _mm_sub_epi32(sum4(acc0[j], acc0[j + 1], acc0[j + 2], acc0[j + 3]), off));
+            _mm_storeu_si128((__m128i *)(products[1] + j), _mm_sub_epi32(sum4(acc1[j], acc1[j + 1], acc1[j + 2], acc1[j + 3]), off));
+        }
+        emit(sink, i, products[0], count);
+        emit(sink, i + 1, products[1], count);
+    }
+    for (; i < n; i++) {
         const int8_t *r = rows + i * d;
-        for (Py_ssize_t k = 0; k + 1 < steps; k++)
-            a[k] = _mm512_xor_si512(_mm512_loadu_si512((const void *)(r + 64 * k)), flip);
-        if (steps)
-            a[steps - 1] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(last, r + 64 * (steps - 1)), flip);
         __m512i acc[GROUP];
         for (int j = 0; j < padded; j++)
             acc[j] = _mm512_setzero_si512();
-        for (int j = 0; j < count; j++) {
-            const int8_t *q = queries + j * d;
-            for (Py_ssize_t k = 0; k + 1 < steps; k++)
-                acc[j] = _mm512_dpbusd_epi32(acc[j], a[k], _mm512_loadu_si512((const void *)(q + 64 * k)));
-            if (steps)
-                acc[j] = _mm512_dpbusd_epi32(acc[j], a[steps - 1],
-                                             _mm512_maskz_loadu_epi8(last, q + 64 * (steps - 1)));
+        for (Py_ssize_t k = 0; k < steps; k++) {
+            const __mmask64 m = k + 1 < steps ? ~(__mmask64)0 : last;
+            const __m512i a = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, r + 64 * k), flip);
+            for (int j = 0; j < count; j++)
+                acc[j] = _mm512_dpbusd_epi32(acc[j], a, _mm512_maskz_loadu_epi8(m, queries + j * d + 64 * k));
         }
-        for (int j = 0; j < padded; j += 4) {
-            const __m128i sums = _mm_sub_epi32(sum4(acc[j], acc[j + 1], acc[j + 2], acc[j + 3]),
-                                               _mm_loadu_si128((const __m128i *)(offsets + j)));
-            _mm_storeu_si128((__m128i *)(products + j), sums);
-        }
-        emit(sink, i, products, count);
+        for (int j = 0; j < padded; j += 4)
+            _mm_storeu_si128((__m128i *)(products[0] + j),
+                             _mm_sub_epi32(sum4(acc[j], acc[j + 1], acc[j + 2], acc[j + 3]),
+                                           _mm_loadu_si128((const __m128i *)(offsets + j))));
+        emit(sink, i, products[0], count);
     }
 }
 
