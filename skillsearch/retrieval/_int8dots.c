@@ -37,6 +37,9 @@
 
 /* Query vectors scored against a row from registers at once; more are done in groups of this many. */
 #define GROUP 8
+/* Instantiates M once for each count of query vectors a group holds, 1 to GROUP (each count a constant in its
+ * function, so the accumulators stay in registers). */
+#define FOR_EACH_COUNT(M) M(1) M(2) M(3) M(4) M(5) M(6) M(7) M(8)
 /* Above this many columns an int32 sum could overflow and a float32 product lose exactness. */
 #define MAX_DIM 1024
 
@@ -127,19 +130,12 @@ avx2_group(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int16_t *wide, 
     {                                                                                                        \
         avx2_group(rows, n, d, wide, queries, COUNT, sink);                                                 \
     }
-AVX2_GROUP(1)
-AVX2_GROUP(2)
-AVX2_GROUP(3)
-AVX2_GROUP(4)
-AVX2_GROUP(5)
-AVX2_GROUP(6)
-AVX2_GROUP(7)
-AVX2_GROUP(8)
+FOR_EACH_COUNT(AVX2_GROUP)
+#define AVX2_NAME(COUNT) avx2_group##COUNT,
 
 typedef void (*group_fn)(const int8_t *, Py_ssize_t, Py_ssize_t, const int16_t *, const int8_t *,
                          const sink_t *);
-static const group_fn GROUPS[GROUP] = {avx2_group1, avx2_group2, avx2_group3, avx2_group4,
-                                       avx2_group5, avx2_group6, avx2_group7, avx2_group8};
+static const group_fn GROUPS[GROUP] = {FOR_EACH_COUNT(AVX2_NAME)};
 
 /* The sums of the 16 lanes of each of four accumulators, as the four lanes of one register: pairs of them
  * interleaved and added, then pairs of pairs, then the four 128-bit quarters added (13 instructions for four
@@ -218,18 +214,11 @@ vnni_group(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int8_t *queries
     {                                                                                                        \
         vnni_group(rows, n, d, queries, offsets, COUNT, sink);                                              \
     }
-VNNI_GROUP(1)
-VNNI_GROUP(2)
-VNNI_GROUP(3)
-VNNI_GROUP(4)
-VNNI_GROUP(5)
-VNNI_GROUP(6)
-VNNI_GROUP(7)
-VNNI_GROUP(8)
+FOR_EACH_COUNT(VNNI_GROUP)
+#define VNNI_NAME(COUNT) vnni_group##COUNT,
 
 typedef void (*vnni_fn)(const int8_t *, Py_ssize_t, Py_ssize_t, const int8_t *, const int32_t *, const sink_t *);
-static const vnni_fn VNNI_GROUPS[GROUP] = {vnni_group1, vnni_group2, vnni_group3, vnni_group4,
-                                           vnni_group5, vnni_group6, vnni_group7, vnni_group8};
+static const vnni_fn VNNI_GROUPS[GROUP] = {FOR_EACH_COUNT(VNNI_NAME)};
 #endif
 
 /* The kernel's paths, widest first: the default is the first this core runs. */
