@@ -186,14 +186,14 @@ def card_text(skill: Any) -> str:
 
 def judge(
     hits: list[Hit], c: Candidates, picked: list[int], request: SearchRequest, decision: Decision | None,
-    abstain: bool, *, background: tuple[float, float] | None, lexical: LexicalIndex, searcher: Any,
+    abstain: bool, *, background: tuple[float, float] | None, lexical: LexicalIndex, query_idf: dict[str, float],
 ) -> tuple[list[Hit], str | None]:
     """The hits with their features and confidences, cut by ``min_confidence``, or none with the reason:
     ``low_confidence`` when ``abstain`` and the top hit's fit is under the decision's threshold.
-    ``picked``: each hit's index in the candidate arrays ``c``."""
+    ``picked``: each hit's index in the candidate arrays ``c``; ``query_idf``: the request's terms and their
+    IDF (``LexicalIndex.query_idf``, read while the model embeds the request)."""
     listed = c.lexical_rank[picked] > 0
-    x = hit_features(background, c.semantic[picked], np.where(listed, c.lexical[picked], 0.0),
-                     lexical.query_idf(request.query, searcher),
+    x = hit_features(background, c.semantic[picked], np.where(listed, c.lexical[picked], 0.0), query_idf,
                      [lexical.card_terms(card_text(h.skill)) for h in hits])
     named = [dict(zip(FEATURES, (round(float(v), 4) for v in row), strict=True)) for row in x]
     if decision is None:

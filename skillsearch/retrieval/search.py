@@ -113,8 +113,8 @@ def validate(request: SearchRequest, settings: Settings) -> SearchRequest:
 class Found(NamedTuple):
     """What the candidates stage hands on: the candidates, the mean and spread of the request's cosine over
     the whole index (before any visibility filter, ``VectorSnapshot.background``; None without a semantic
-    side), the rows the request names exactly, the route that scored it and the notice for a request its
-    encoder cannot read."""
+    side), the rows the request names exactly, the route that scored it, the notice for a request its
+    encoder cannot read, and (hybrid) the request's terms and their IDF for the judge's features."""
 
     cands: Candidates
     background: tuple[float, float] | None
@@ -122,6 +122,7 @@ class Found(NamedTuple):
     route: RequestRoute
     notice: str | None
     revoked: frozenset[str]
+    query_idf: dict[str, float]
 
 
 def run_search(
@@ -153,7 +154,7 @@ def run_search(
     timings["recheck_ms"] = (time.perf_counter() - t) * 1000
     reason = None
     if hits:
-        hits, reason = judge_stage(hits, picked, found, request, settings, lexical, snapshot)
+        hits, reason = judge_stage(hits, picked, found, request, settings, lexical)
     return SearchResult(
         hits=hits,
         no_match=not hits,
@@ -214,8 +215,8 @@ def candidates_stage(
 
     # While the model works (a batching worker holds no GIL in its forward pass): the store reads that do
     # not need the query vectors, i.e. the lexical leaders' rows (kept by catalog/read_cache.py for the
-    # re-check), the skills the request names (by slug, or a lexical leader by its name), and whether the
-    # route's model can read the request at all.
+    # re-check), the skills the request names (by slug, or a lexical leader by its name), whether the
+    # route's model can read the request at all, and the IDF of the request's terms (the judge's features).
     leaders = store.skills([vectors.rows.skill_id(int(r)) for r in lex_rows[: request.limit + 5]])
     named = _NONE
     if request.mode != "semantic":
@@ -223,6 +224,7 @@ def candidates_stage(
                    if same_name(getattr(leaders.get(vectors.rows.skill_id(int(r))), "name", ""), request.query)]
         named = np.union1d(named_rows(request.query, store, snapshot, principal, revoked), by_name).astype(np.int64)
     notice = unreadable_language_notice(route.encoder, request.query) if use_sem else None
+    query_idf = lexical.query_idf(request.query, snapshot.searcher) if request.mode == "hybrid" else {}
 
     background: tuple[float, float] | None = None
     sem_all: np.ndarray | None = None
@@ -241,7 +243,7 @@ def candidates_stage(
                                                                        lex_rows, shift)
         timings["vector_ms"] = (time.perf_counter() - t) * 1000
     cands = candidates(lex_rows, lex_scores, sem_rows, sem_all)
-    return Found(cands, background, named, route, notice, revoked)
+    return Found(cands, background, named, route, notice, revoked, query_idf)
 
 
 def semantic_weight(request: SearchRequest, settings: Settings, found: Found, method: str) -> float:
@@ -304,7 +306,7 @@ def recheck_stage(
 
 def judge_stage(
     hits: list[Hit], picked: list[int], found: Found, request: SearchRequest, settings: Settings,
-    lexical: LexicalIndex, snapshot: IndexSnapshot,
+    lexical: LexicalIndex,
 ) -> tuple[list[Hit], str | None]:
     """Whether the top hit is good enough, and each hit's confidence (hybrid; ``retrieval/confidence.py``).
 
@@ -323,7 +325,7 @@ def judge_stage(
         return hits, None
     return judge(hits, c, picked, request, decision_of(found.route.calibration),
                  abstain and not request.kind and not request.tags,
-                 background=found.background, lexical=lexical, searcher=snapshot.searcher)
+                 background=found.background, lexical=lexical, query_idf=found.query_idf)
 
 
 _NONE = np.zeros(0, np.int64)
