@@ -14,7 +14,9 @@ Per method and size: the build time, the bytes it keeps in memory, the median an
 is at least the exact 100th best), unfiltered and with a grant that sees 1% of the rows (scattered).
 
 Run: ``PYTHONPATH=. HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/vector_stage.py --sizes 100000 1000000``
-(writes ``benchmarks/results/vector-stage.{md,json}``). Not collected by pytest.
+(writes ``benchmarks/results/vector-stage.{md,json}``). ``--first-pass`` instead measures how many rows a
+first pass of int8 or int4 codes must hand on to keep the exact top 100 under the stage's error bound
+(:func:`first_pass_pools`; ``first-pass-pools.{md,json}``). Not collected by pytest.
 """
 
 from __future__ import annotations
@@ -271,6 +273,67 @@ def paired_parts(n: int, pool: np.ndarray, queries: list[np.ndarray], requests: 
     return out
 
 
+def _codes(m: np.ndarray, levels: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row rounded to ``levels`` steps each side of zero (127: int8, 7: int4) with one scale per row
+    (``max |x| / levels``), returned as the rounded rows (float32) and their scales."""
+    scales = np.abs(m).max(axis=1) / levels
+    safe = np.where(scales > 0, scales, 1.0)[:, None]
+    return (np.rint(m / safe).clip(-levels, levels) * safe).astype(np.float32), scales.astype(np.float32)
+
+
+def first_pass_pools(n: int, pool: np.ndarray, queries: list[np.ndarray], requests: int,
+                     log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """For int8 and int4 codes of the same ``n`` rows: how many rows each first pass must hand to an exact
+    re-score to keep every request's exact top 100, under two rules, and whether they do.
+
+    - ``shipped rule`` (int8 only, what ``vector_stage.select`` re-scores): every row within twice the margin
+      of the ``DEPTH``-th best approximate score, the margin taken at the largest row scale;
+    - ``per-row bound``: each row's margin from its own scale (``vector_stage.margin``'s six standard
+      deviations); the ``DEPTH``-th largest lower bound (score minus margin) bounds the exact ``DEPTH``-th
+      best from below, so a row whose upper bound (score plus margin) is under it cannot be in the top 100.
+
+    The query vectors are rounded together to int8 as the stage rounds them (``quantise_together``); scores
+    are the best over a request's vectors. Recall: the share of the exact top 100 inside the pool."""
+    from skillsearch.bench.synthetic import stand_in_vectors
+    from skillsearch.retrieval.compact import quantise_together
+
+    rng = np.random.default_rng(n)
+    keys = rng.integers(0, 2**63, n, dtype=np.uint64)
+    matrix = np.concatenate([pool[: min(len(pool), n)], stand_in_vectors(pool, keys[len(pool):])])[:n]
+    out: list[dict[str, Any]] = []
+    for name, levels in (("int8", 127), ("int4", 7)):
+        rounded, scales = _codes(matrix, levels)
+        rules: dict[str, list[tuple[int, float]]] = {"per-row bound": []}
+        if levels == 127:
+            rules["shipped rule"] = []
+        for q in queries[:requests]:
+            q_codes, q_scales = quantise_together(q)
+            q_round = q_codes.astype(np.float32) * q_scales[:, None]
+            exact = (matrix @ q.T).max(axis=1)
+            approx = (rounded @ q_round.T).max(axis=1)
+            top = np.argpartition(-exact, DEPTH - 1)[:DEPTH]
+            sq = float(q_scales.max())
+            own = 6.0 * np.sqrt((sq * sq + scales * scales) / 12.0)
+            lower = np.partition(approx - own, n - DEPTH)[n - DEPTH]
+            kept = np.flatnonzero(approx + own >= lower)
+            rules["per-row bound"].append((kept.size, float(np.isin(top, kept).mean())))
+            if "shipped rule" in rules:
+                err = 6.0 * float(np.sqrt((sq * sq + float(scales.max()) ** 2) / 12.0))
+                kth = np.partition(approx, n - DEPTH)[n - DEPTH]
+                kept = np.flatnonzero(approx >= kth - 2.0 * err)
+                rules["shipped rule"].append((kept.size, float(np.isin(top, kept).mean())))
+        for rule, got in rules.items():
+            sizes = np.asarray([g[0] for g in got])
+            row = {"rows": n, "first pass": f"{name} ({matrix.shape[1] * (8 if levels == 127 else 4) // 8} bytes a row)",
+                   "rule": rule, "requests": len(got),
+                   "pool p50": int(np.percentile(sizes, 50)), "pool p90": int(np.percentile(sizes, 90)),
+                   "pool max": int(sizes.max()), "recall@100 min": round(min(g[1] for g in got), 4),
+                   "recall@100 mean": round(float(np.mean([g[1] for g in got])), 4)}
+            log(json.dumps(row))
+            out.append(row)
+    return out
+
+
 def _rss_mb() -> float:
     return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
@@ -354,6 +417,8 @@ def main() -> None:
     parser.add_argument("--memory", action="store_true",
                         help="serving memory of a saved store in a fresh process (vector-stage-memory)")
     parser.add_argument("--memory-child", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--first-pass", action="store_true",
+                        help="the pools int8 and int4 first passes hand to the exact re-score (first-pass-pools.*)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/skillsearch-vector-stage"),
                         help="folder for the saved snapshot --parts reopens")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
@@ -371,6 +436,15 @@ def main() -> None:
             args.out, args.stem, "Serving memory of the vector store", command,
             "a saved store reopened in a fresh process (RSS from /proc/self/statm, peak VmHWM); "
             f"the vector stage of the first {args.exact_requests} dev requests; shared machine", rows_m))
+        return
+    if args.first_pass:
+        pools = [row for n in args.sizes
+                 for row in first_pass_pools(n, pool, queries, args.exact_requests, lambda s: print(s, flush=True))]
+        print(write_script_report(
+            args.out, "first-pass-pools", "Rows a first pass must hand to the exact re-score", command,
+            f"the first {args.exact_requests} dev requests (their query vectors as search embeds them), stand-in "
+            "rows as the other modes make them; six standard deviations of the rounding error, as the stage",
+            pools, text_columns=3))
         return
     if args.parts:
         parts = [row for n in args.sizes for row in paired_parts(n, pool, queries, args.exact_requests, args.work,
