@@ -221,6 +221,114 @@ typedef void (*vnni_fn)(const int8_t *, Py_ssize_t, Py_ssize_t, const int8_t *, 
 static const vnni_fn VNNI_GROUPS[GROUP] = {FOR_EACH_COUNT(VNNI_NAME)};
 #endif
 
+/* int4 rows (:c:func:`best4`): a row of ``d = 2h`` columns as ``h`` bytes, byte k holding column k in its low
+ * four bits and column h + k in its high four, each as its code + 8 (0..15; codes -7..7). A product with an
+ * int8 query vector q is then sum(low * q[:h]) + sum(high * q[h:]) - 8 * sum(q): ``offsets`` holds the last
+ * term of each vector. Half the bytes of an int8 row, so half the memory a scan reads. */
+static void portable4_group(const uint8_t *rows, Py_ssize_t n, Py_ssize_t h, const int8_t *queries, int count,
+                            const int32_t *offsets, const sink_t *sink)
+{
+    int32_t products[GROUP];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const uint8_t *r = rows + i * h;
+        for (int j = 0; j < count; j++) {
+            const int8_t *q = queries + j * 2 * h;
+            int32_t sum = 0;
+            for (Py_ssize_t k = 0; k < h; k++)
+                sum += (int32_t)(r[k] & 15) * q[k] + (int32_t)(r[k] >> 4) * q[h + k];
+            products[j] = sum - offsets[j];
+        }
+        emit(sink, i, products, count);
+    }
+}
+
+#if HAVE_X86
+/* AVX2: 32 bytes (64 columns) a step, the nibbles times the query bytes with vpmaddubsw (at most 2 * 15 * 128
+ * in magnitude: no saturation), widened to int32 with vpmaddwd. */
+__attribute__((target("avx2"))) static void avx2_nibbles(const uint8_t *rows, Py_ssize_t n, Py_ssize_t h,
+                                                        const int8_t *queries, int count, const int32_t *offsets,
+                                                        const sink_t *sink)
+{
+    const Py_ssize_t body = h - h % 32;
+    const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    int32_t products[GROUP];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const uint8_t *r = rows + i * h;
+        __m256i acc[GROUP];
+        for (int j = 0; j < count; j++)
+            acc[j] = _mm256_setzero_si256();
+        for (Py_ssize_t k = 0; k < body; k += 32) {
+            const __m256i x = _mm256_loadu_si256((const __m256i *)(r + k));
+            const __m256i lo = _mm256_and_si256(x, low), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), low);
+            for (int j = 0; j < count; j++) {
+                const int8_t *q = queries + j * 2 * h;
+                const __m256i a = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(q + k)));
+                const __m256i b = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(q + h + k)));
+                acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(_mm256_add_epi16(a, b), ones));
+            }
+        }
+        for (int j = 0; j < count; j++) {
+            const int8_t *q = queries + j * 2 * h;
+            __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc[j]), _mm256_extracti128_si256(acc[j], 1));
+            s = _mm_hadd_epi32(s, s);
+            s = _mm_hadd_epi32(s, s);
+            int32_t sum = _mm_cvtsi128_si32(s);
+            for (Py_ssize_t k = body; k < h; k++)
+                sum += (int32_t)(r[k] & 15) * q[k] + (int32_t)(r[k] >> 4) * q[h + k];
+            products[j] = sum - offsets[j];
+        }
+        emit(sink, i, products, count);
+    }
+}
+
+/* AVX-512 VNNI: 64 bytes (128 columns) a step, the last partial one under a mask (masked-off bytes read as
+ * zero on both sides). */
+__attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) static inline void
+vnni4_group(const uint8_t *rows, Py_ssize_t n, Py_ssize_t h, const int8_t *queries, const int32_t *offsets,
+            int count, const sink_t *sink)
+{
+    const Py_ssize_t steps = (h + 63) / 64;
+    const __mmask64 last = h % 64 ? (((__mmask64)1) << (h % 64)) - 1 : ~(__mmask64)0;
+    const __m512i low = _mm512_set1_epi8(0x0F);
+    const int padded = (count + 3) / 4 * 4;
+    int32_t products[GROUP];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const uint8_t *r = rows + i * h;
+        __m512i acc[GROUP];
+        for (int j = 0; j < padded; j++)
+            acc[j] = _mm512_setzero_si512();
+        for (Py_ssize_t k = 0; k < steps; k++) {
+            const __mmask64 m = k + 1 < steps ? ~(__mmask64)0 : last;
+            const __m512i x = _mm512_maskz_loadu_epi8(m, r + 64 * k);
+            const __m512i lo = _mm512_and_si512(x, low), hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), low);
+            for (int j = 0; j < count; j++) {
+                const int8_t *q = queries + j * 2 * h + 64 * k;
+                acc[j] = _mm512_dpbusd_epi32(acc[j], lo, _mm512_maskz_loadu_epi8(m, q));
+                acc[j] = _mm512_dpbusd_epi32(acc[j], hi, _mm512_maskz_loadu_epi8(m, q + h));
+            }
+        }
+        for (int j = 0; j < padded; j += 4)
+            _mm_storeu_si128((__m128i *)(products + j),
+                             _mm_sub_epi32(sum4(acc[j], acc[j + 1], acc[j + 2], acc[j + 3]),
+                                           _mm_loadu_si128((const __m128i *)(offsets + j))));
+        emit(sink, i, products, count);
+    }
+}
+
+#define VNNI4_GROUP(COUNT)                                                                                   \
+    __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void vnni4_group##COUNT(                  \
+        const uint8_t *rows, Py_ssize_t n, Py_ssize_t h, const int8_t *queries, const int32_t *offsets,     \
+        const sink_t *sink)                                                                                  \
+    {                                                                                                        \
+        vnni4_group(rows, n, h, queries, offsets, COUNT, sink);                                             \
+    }
+FOR_EACH_COUNT(VNNI4_GROUP)
+#define VNNI4_NAME(COUNT) vnni4_group##COUNT,
+
+typedef void (*vnni4_fn)(const uint8_t *, Py_ssize_t, Py_ssize_t, const int8_t *, const int32_t *, const sink_t *);
+static const vnni4_fn VNNI4_GROUPS[GROUP] = {FOR_EACH_COUNT(VNNI4_NAME)};
+#endif
+
 /* The kernel's paths, widest first: the default is the first this core runs. */
 enum path { PATH_VNNI, PATH_AVX2, PATH_PORTABLE, PATHS };
 static const char *const PATH_NAMES[PATHS] = {"avx512vnni", "avx2", "portable"};
@@ -277,6 +385,36 @@ static void run(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int8_t *qu
     }
 }
 
+/* :c:func:`run` for int4 rows of ``h`` bytes (``2h`` columns). */
+static void run4(const uint8_t *rows, Py_ssize_t n, Py_ssize_t h, const int8_t *queries, Py_ssize_t nq,
+                 sink_t sink, enum path path)
+{
+    for (Py_ssize_t first = 0; first < nq; first += GROUP) {
+        const int count = (int)(nq - first < GROUP ? nq - first : GROUP);
+        const int8_t *q = queries + first * 2 * h;
+        int32_t offsets[GROUP] = {0};
+        for (int j = 0; j < count; j++) {
+            int32_t total = 0;
+            for (Py_ssize_t k = 0; k < 2 * h; k++)
+                total += q[j * 2 * h + k];
+            offsets[j] = 8 * total;
+        }
+        sink.col = first;
+        sink.first = first == 0;
+#if HAVE_X86
+        if (path == PATH_VNNI) {
+            VNNI4_GROUPS[count - 1](rows, n, h, q, offsets, &sink);
+            continue;
+        }
+        if (path == PATH_AVX2) {
+            avx2_nibbles(rows, n, h, q, count, offsets, &sink);
+            continue;
+        }
+#endif
+        portable4_group(rows, n, h, q, count, offsets, &sink);
+    }
+}
+
 /* ``name`` (a str, or None for this core's default) as a path this core runs; -1 with ValueError otherwise. */
 static int path_of(PyObject *name, enum path *out)
 {
@@ -301,7 +439,7 @@ static int path_of(PyObject *name, enum path *out)
 /* A C-contiguous buffer of ``ndim`` dimensions and the given struct format ("b": int8, "f": float32). */
 static int get_array(PyObject *obj, Py_buffer *view, const char *format, int ndim, int writable, const char *name)
 {
-    const char *type = format[0] == 'b' ? "int8" : "float32";
+    const char *type = format[0] == 'b' ? "int8" : format[0] == 'B' ? "uint8" : "float32";
     int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(obj, view, flags) < 0) {
         PyErr_Clear();
@@ -419,6 +557,53 @@ static PyObject *best(PyObject *self, PyObject *args, PyObject *kwargs)
     return ok < 0 ? NULL : Py_NewRef(Py_None);
 }
 
+static PyObject *best4(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"rows", "queries", "best", "sum", "path", NULL};
+    PyObject *rows_obj, *queries_obj, *best_obj, *sum_obj = Py_None, *path_obj = Py_None;
+    enum path path;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$O:best4", keywords, &rows_obj, &queries_obj, &best_obj,
+                                     &sum_obj, &path_obj) || path_of(path_obj, &path) < 0)
+        return NULL;
+    Py_buffer rows, queries, best_view, sum_view;
+    if (get_array(rows_obj, &rows, "B", 2, 0, "rows") < 0)
+        return NULL;
+    if (get_array(queries_obj, &queries, "b", 2, 0, "queries") < 0) {
+        PyBuffer_Release(&rows);
+        return NULL;
+    }
+    int have_sum = sum_obj != Py_None, got_best = 0, got_sum = 0, ok = -1;
+    const Py_ssize_t n = rows.shape[0], h = rows.shape[1], nq = queries.shape[0];
+    if (queries.shape[1] != 2 * h)
+        PyErr_Format(PyExc_ValueError, "rows of %zd bytes hold %zd columns, queries have %zd", h, 2 * h,
+                     queries.shape[1]);
+    else if (2 * h > MAX_DIM)
+        PyErr_Format(PyExc_ValueError, "at most %d columns (got %zd)", MAX_DIM, 2 * h);
+    else if (nq == 0)
+        PyErr_SetString(PyExc_ValueError, "at least one query vector");
+    else if ((got_best = get_array(best_obj, &best_view, "f", 1, 1, "best") == 0) &&
+             (!have_sum || (got_sum = get_array(sum_obj, &sum_view, "f", 1, 1, "sum") == 0))) {
+        if (best_view.shape[0] != n || (have_sum && sum_view.shape[0] != n))
+            PyErr_Format(PyExc_ValueError, "best and sum must hold %zd values, one a row", n);
+        else {
+            const sink_t sink = {.best = best_view.buf, .sum = have_sum ? sum_view.buf : NULL};
+            const uint8_t *r = rows.buf;
+            const int8_t *q = queries.buf;
+            Py_BEGIN_ALLOW_THREADS
+            run4(r, n, h, q, nq, sink, path);
+            Py_END_ALLOW_THREADS
+            ok = 0;
+        }
+    }
+    if (got_best)
+        PyBuffer_Release(&best_view);
+    if (got_sum)
+        PyBuffer_Release(&sum_view);
+    PyBuffer_Release(&rows);
+    PyBuffer_Release(&queries);
+    return ok < 0 ? NULL : Py_NewRef(Py_None);
+}
+
 static PyObject *kernel(PyObject *self, PyObject *unused)
 {
     return PyUnicode_FromString(PATH_NAMES[default_path()]);
@@ -447,6 +632,10 @@ static PyMethodDef methods[] = {
      "best(rows, queries, best, sum=None, *, path=None)\n--\n\nEach row's largest product over the query "
      "vectors into best (n,), exact, and their sum into sum (n,) when given, both float32: what dots() gives "
      "without writing every product. At least one query vector."},
+    {"best4", (PyCFunction)(void (*)(void))best4, METH_VARARGS | METH_KEYWORDS,
+     "best4(rows, queries, best, sum=None, *, path=None)\n--\n\nbest() for int4 rows: uint8 rows (n, h), byte k "
+     "holding column k in its low four bits and column h + k in its high four, each as code + 8 (codes -7..7); "
+     "int8 queries (q, 2h). Exact integer products."},
     {"kernel", kernel, METH_NOARGS,
      "kernel()\n--\n\nThe path dots() and best() take on this core by default: 'avx512vnni', 'avx2' or "
      "'portable'."},
