@@ -45,6 +45,48 @@ def test_every_path_gives_the_exact_integer_products(dim: int, vectors: int) -> 
         np.testing.assert_array_equal(alone, best)
 
 
+def _int4_rows(codes: np.ndarray) -> np.ndarray:
+    """int4 codes (n, 2h) in ``best4``'s layout: column k low, column h + k high, each plus 8."""
+    half = codes.shape[1] // 2
+    return ((codes[:, :half] + 8).astype(np.uint8) | ((codes[:, half:] + 8).astype(np.uint8) << 4))
+
+
+@pytest.mark.parametrize("dim", [2, 14, 62, 64, 66, 128, 130, 384, 1000, 1024])
+@pytest.mark.parametrize("vectors", [1, 3, 8, 9, 17])
+def test_every_path_gives_the_exact_integer_products_of_int4_rows(dim: int, vectors: int) -> None:
+    """``best4``: the same best and sum as ``best`` over int4 rows (two codes a byte), on every path, over the
+    whole int4 range against the whole int8 range, widths around its 32- and 64-byte steps."""
+    rng = np.random.default_rng(dim * 100 + vectors)
+    codes = rng.integers(-7, 8, size=(301, dim)).astype(np.int8)
+    codes[0], codes[1] = -7, 7
+    queries = rng.integers(-128, 128, size=(vectors, dim), dtype=np.int8)
+    queries[0] = -128
+    want = codes.astype(np.int64) @ queries.T.astype(np.int64)
+    for path in (None, *_int8dots.paths()):
+        best = np.full(301, np.nan, dtype=np.float32)
+        total = np.full(301, np.nan, dtype=np.float32)
+        _int8dots.best4(_int4_rows(codes), queries, best, total, path=path)
+        np.testing.assert_array_equal(best, want.max(axis=1).astype(np.float32), err_msg=f"path={path}")
+        np.testing.assert_allclose(total, want.sum(axis=1), rtol=1e-6, atol=0)
+
+
+def test_int4_arguments_are_checked() -> None:
+    rows = np.full((4, 16), 0x88, dtype=np.uint8)  # every code 0
+    q = np.ones((2, 32), dtype=np.int8)
+    best = np.zeros(4, dtype=np.float32)
+    with pytest.raises(TypeError, match="rows must be a 2-d array of uint8"):
+        _int8dots.best4(rows.view(np.int8), q, best)
+    with pytest.raises(ValueError, match="rows of 16 bytes hold 32 columns, queries have 30"):
+        _int8dots.best4(rows, np.ones((2, 30), dtype=np.int8), best)
+    with pytest.raises(ValueError, match="at least one query vector"):
+        _int8dots.best4(rows, np.ones((0, 32), dtype=np.int8), best)
+    with pytest.raises(ValueError, match="best and sum must hold 4 values"):
+        _int8dots.best4(rows, q, best, np.zeros(3, dtype=np.float32))
+    np.testing.assert_array_equal(best, 0.0)
+    _int8dots.best4(rows, q, best)
+    np.testing.assert_array_equal(best, 0.0)  # codes of 0: every product 0
+
+
 def test_the_default_path_is_the_widest_the_core_has() -> None:
     """``kernel()`` is the first of ``paths()``: AVX-512 VNNI where the core lists it (with AVX-512 BW), else
     AVX2 where it lists that, else the portable loop; every listed path runs; an unknown path is refused."""

@@ -19,8 +19,8 @@ import pytest
 from skillsearch.bench.synthetic import stand_in_vectors
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.retrieval import compact as compact_module
-from skillsearch.retrieval import vector_files, vector_saves, vector_stage, vectors
-from skillsearch.retrieval.compact import Compact, quantise, quantise_together
+from skillsearch.retrieval import int8_kernels, vector_files, vector_saves, vector_stage, vectors
+from skillsearch.retrieval.compact import Compact, nibbles, quantise, quantise_together
 from skillsearch.retrieval.cosines import max_cosines, zero_tiny
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.int8_kernels import KERNELS, scan_kernel
@@ -28,12 +28,16 @@ from skillsearch.retrieval.key_index import KeyIndex
 from skillsearch.retrieval.routing import RequestRoute
 from skillsearch.retrieval.vector_stage import (
     COMPACT_FROM,
+    INT4_FROM,
     SPLIT_FROM,
     Shift,
     derived_first,
+    first_pass,
     hide,
+    int4_scan,
     nearest_compact,
     scan,
+    select_kept,
 )
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
 
@@ -95,8 +99,14 @@ def recall_at(got: np.ndarray, scores: np.ndarray, k: int) -> float:
 
 def test_a_large_snapshot_scans_its_int8_copy_and_finds_the_exact_top_100(world: tuple[VectorSnapshot, list[np.ndarray]]
                                                                            ) -> None:
+    """The scan reads the int8 copy (from ``INT4_FROM`` rows with our kernel's VNNI path, its int4 copy
+    first: the next tests). The top 100 are the exact ones, with exact cosines, and every other row's
+    approximate score lies within its error margin."""
     snapshot, queries = world
-    assert snapshot.compact is not None and snapshot.compact.codes.dtype == np.int8
+    compact = snapshot.compact
+    assert compact is not None and compact.codes.dtype == np.int8
+    two_tiers = first_pass(compact, None, queries[0]) is not None
+    assert two_tiers == (ROWS >= INT4_FROM and int8_kernels.scans_int4(scan_kernel()))
     recalls = []
     for q in queries:
         want = exact(snapshot, q)
@@ -106,9 +116,90 @@ def test_a_large_snapshot_scans_its_int8_copy_and_finds_the_exact_top_100(world:
         # What fusion sees is the exact float32 cosine, best first.
         np.testing.assert_allclose(scores[rows], want[rows], rtol=0, atol=1e-6)
         assert (np.diff(scores[rows]) <= 1e-7).all()
-        # Every other row's approximate score is within the quantisation error.
-        assert np.abs(scores - want).max() < 0.02
-    assert np.mean(recalls) >= 0.99 and min(recalls) >= 0.97
+        # Every other row's approximate score is within its error margin: int8's (under 0.02), or int4's.
+        first = first_pass(compact, None, np.ascontiguousarray(q, dtype=np.float32))
+        if first is None:
+            assert np.abs(scores - want).max() < 0.02
+        else:
+            approximate, margins = first
+            assert (np.abs(approximate - want) <= margins).all()
+            assert np.abs(scores - want).max() < margins.max()
+    assert min(recalls) == 1.0
+
+
+@pytest.mark.parametrize("grant", [None, "team:few", "team:some"])
+def test_two_tiers_keep_the_exact_top_100_and_filter_inside(world: tuple[VectorSnapshot, list[np.ndarray]],
+                                                            grant: str | None) -> None:
+    """The int4 tier (``int4_scan``, run here whatever the core; the stage takes it from ``INT4_FROM`` rows on
+    our VNNI path) keeps every row within its own margin of its exact best cosine; ``select_kept`` re-scores
+    in int8 only the rows whose upper bound reaches the 100th best lower bound among the visible ones, and
+    returns the exact top 100 of the rows the caller may see (every one of them when fewer), with exact
+    cosines, the named rows exact too and hidden rows ``-inf``."""
+    snapshot, queries = world
+    compact = snapshot.compact
+    assert compact is not None
+    matrix = np.asarray(snapshot.matrix)
+    mask = None if grant is None else snapshot.mask([grant])
+    named = np.asarray([11, 20_000, ROWS - 1], dtype=np.int64)
+    for q in queries:
+        q = np.ascontiguousarray(q, dtype=np.float32)
+        want = exact(snapshot, q)
+        approximate, margins = int4_scan(compact, None, q)
+        assert (np.abs(approximate - want) <= margins).all()
+        assert margins.max() < 0.1  # far wider than int8's, far narrower than the scores' spread
+        rows, scores = select_kept(matrix, compact, None, approximate.copy(), margins, q, 100, mask, named)
+        visible = want if mask is None else np.where(mask, want, -np.inf)
+        count = min(100, int(np.isfinite(visible).sum()))
+        assert rows.size == count and len(set(rows.tolist())) == count
+        assert recall_at(rows, visible, count) == 1.0
+        np.testing.assert_allclose(scores[rows], want[rows], rtol=0, atol=1e-6)
+        seen = named if mask is None else named[mask[named]]
+        np.testing.assert_allclose(scores[seen], want[seen], rtol=0, atol=1e-6)
+        if mask is not None:
+            assert mask[rows].all() and np.isneginf(scores[~mask]).all()
+
+
+def test_two_tiers_read_an_updated_rows_new_codes(world: tuple[VectorSnapshot, list[np.ndarray]]) -> None:
+    """After a one-skill update the row's codes live in the int8 patch (the int4 copy of the shared part is
+    stale there): the int4 tier scores the patch from int8, so the changed row is found with its new cosine
+    and the int4 copy is made once for the part that both snapshots share."""
+    snapshot, queries = world
+    target = 30_001
+    row = snapshot.rows[target]
+    updated = snapshot.apply([(VectorRow(row.skill_id, row.grant, row.kind, row.tags, "d-new", "e-new"),
+                               queries[0][0])], [])
+    compact, before = updated.compact, snapshot.compact
+    assert compact is not None and before is not None and compact.patch_rows.tolist() == [target]
+    assert compact.parts[0] is before.parts[0]
+    q = np.ascontiguousarray(queries[0], dtype=np.float32)
+    want = exact(updated, q)
+    approximate, margins = int4_scan(compact, None, q)
+    assert (np.abs(approximate - want) <= margins).all()
+    rows, scores = select_kept(np.asarray(updated.matrix), compact, None, approximate, margins, q, 100, None)
+    assert rows[0] == target and abs(float(scores[target]) - float(want[target])) < 1e-6
+    assert recall_at(rows, want, 100) == 1.0
+    assert nibbles(compact.parts[0]) is nibbles(before.parts[0])
+
+
+def test_the_stage_reads_int4_first_only_where_it_was_measured_to_pay() -> None:
+    """``first_pass`` takes the int4 tier from ``INT4_FROM`` rows, over one part, without a shift, with our
+    kernel on its VNNI path; elsewhere None (int8 only)."""
+    rng = np.random.default_rng(3)
+    big = Compact.of_codes(rng.integers(-127, 128, (INT4_FROM, 384), dtype=np.int8),
+                           np.full(INT4_FROM, 1 / 127 / 20, dtype=np.float32))
+    small = Compact.of_codes(np.ascontiguousarray(big.parts[0][: INT4_FROM - 1]), big.scales[: INT4_FROM - 1])
+    q = rng.standard_normal((1, 384)).astype(np.float32)
+    q /= np.linalg.norm(q)
+    ours = int8_kernels.scans_int4(scan_kernel())
+    assert (first_pass(big, None, q) is not None) == ours
+    assert first_pass(small, None, q) is None
+    assert first_pass(big, None, q, kernel="numkong-cdist") is None
+    assert first_pass(big, None, q, Shift(np.zeros((1, 1), np.float32), np.zeros(INT4_FROM, np.int64))) is None
+    wide = Compact.of_codes(np.hstack([big.parts[0], big.parts[0]]), big.scales)
+    assert first_pass(wide, None, np.hstack([q, q]) / np.sqrt(2, dtype=np.float32)) is None  # two parts
+    if ours:
+        scores, margins = first_pass(big, None, q) or (None, None)
+        assert scores is not None and margins is not None and scores.shape == margins.shape == (INT4_FROM,)
 
 
 def test_the_rows_the_caller_names_get_exact_cosines_too(world: tuple[VectorSnapshot, list[np.ndarray]]) -> None:

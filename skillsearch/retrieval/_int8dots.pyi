@@ -19,6 +19,13 @@ def best(
     (n,) when given (rounded to float32): :func:`dots` without writing every product. At least one query
     vector."""
 
+def best4(
+    rows: np.ndarray, queries: np.ndarray, best: np.ndarray, sum: np.ndarray | None = None, *,
+    path: str | None = None,
+) -> None:
+    """:func:`best` for int4 rows: uint8 rows (n, h), byte k holding column k in its low four bits and column
+    h + k in its high four, each as its code + 8 (codes -7..7); int8 queries (q, 2h)."""
+
 def kernel() -> Path:
     """The path :func:`dots` and :func:`best` take on this core by default: the widest it runs."""
 

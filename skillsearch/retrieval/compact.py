@@ -9,13 +9,15 @@ background, and re-quantised one changed or added row at a time.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 
-__all__ = ["BLOCK", "PART_COLUMNS", "Compact", "patch_limit", "quantise", "quantise_together"]
+__all__ = ["BLOCK", "INT4_STEP", "PART_COLUMNS", "Compact", "nibbles", "patch_limit", "quantise", "quantise_together"]
 
 # Columns of one part of the int8 copy (``Compact``): one model's vectors (MiniLM and multilingual-e5-small
 # both have 384), so each route of a routed index is one contiguous part.
@@ -24,6 +26,8 @@ PART_COLUMNS = 384
 BLOCK = 65_536
 # Rows quantised at a time (:func:`quantise`): 12 MB of float32 temporaries at 768 columns.
 QUANTISE_ROWS = 4_096
+# An int4 code's step over an int8 code's (:func:`nibbles`): codes -7..7 for -127..127.
+INT4_STEP = 127.0 / 7.0
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,22 @@ class Compact:
         """The codes of rows ``start:stop``, whole (the parts side by side, the patch applied)."""
         stop = min(stop, len(self))
         return self.rows(np.arange(start, stop, dtype=np.int64))
+
+    def gathered(self, rows: np.ndarray, columns: slice | None) -> Compact:
+        """These rows' codes of ``columns`` (all when None), the patch applied, with their scales: a copy of
+        their own for a scan of a few thousand rows (``vector_stage.select_kept``)."""
+        codes = self.rows(rows)
+        return Compact.of_codes(codes if columns is None else np.ascontiguousarray(codes[:, columns]),
+                                self.scales[rows])
+
+    @cached_property
+    def int4_margins(self) -> np.ndarray:
+        """Each row's part of its int4 error margin (``vector_stage.first_pass``): six standard deviations of
+        its rounding, int8 then int4 (each uniform within half a step: variance ``(s8^2 + s4^2) / 12`` per
+        column for a unit query), taken apart from the query's so that a search adds one number to it
+        (``sqrt(a + b) <= sqrt(a) + sqrt(b)``)."""
+        margins: np.ndarray = (6.0 / np.sqrt(12.0) * np.sqrt(1.0 + INT4_STEP * INT4_STEP) * self.scales)
+        return margins.astype(np.float32)
 
     def rows(self, rows: np.ndarray) -> np.ndarray:
         """The codes of these rows, whole (k, dim), the patch applied."""
@@ -211,6 +231,34 @@ class Compact:
             for part, (a, b) in zip(parts, _bounds(self.dim), strict=True):
                 part[where] = values_codes[:, a:b]
         return Compact._frozen(tuple(parts), scales)
+
+
+_NIBBLES: dict[int, tuple[weakref.ref[np.ndarray], np.ndarray]] = {}
+_NIBBLES_LOCK = threading.Lock()
+
+
+def nibbles(part: np.ndarray) -> np.ndarray:
+    """The int4 copy of an int8 part (n, width), made on first use and kept while the part lives (the copies
+    of a store made by one-skill updates share their parts, so they share this too): each code rounded to
+    ``code * 7 / 127`` (-7..7, so a row's int4 scale is its int8 scale times :data:`INT4_STEP`) and stored
+    plus 8, two a byte, column k in the low four bits and column ``width / 2 + k`` in the high four
+    (``_int8dots.best4``'s layout). A patched row's codes here are stale: a scan scores the patch apart."""
+    key = id(part)
+    with _NIBBLES_LOCK:
+        kept = _NIBBLES.get(key)
+        if kept is not None and kept[0]() is part:
+            return kept[1]
+        n, width = part.shape
+        half = width // 2
+        out = np.empty((n, half), dtype=np.uint8)
+        for start in range(0, n, BLOCK):
+            codes = np.rint(part[start : start + BLOCK].astype(np.float32) * np.float32(1.0 / INT4_STEP))
+            codes += 8
+            low, high = codes[:, :half].astype(np.uint8), codes[:, half : 2 * half].astype(np.uint8)
+            np.bitwise_or(low, np.left_shift(high, 4), out=out[start : start + BLOCK])
+        out.setflags(write=False)
+        _NIBBLES[key] = (weakref.ref(part, lambda _: _NIBBLES.pop(key, None)), out)
+        return out
 
 
 def patch_limit(n: int) -> int:

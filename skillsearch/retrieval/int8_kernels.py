@@ -30,8 +30,8 @@ except ImportError as exc:  # a source checkout whose C extension was never buil
         "(`make venv`, or `pip install -e .`)") from exc
 
 __all__ = [
-    "KERNELS", "best", "check", "described", "named", "numkong_capabilities", "pin", "prepared", "products",
-    "scan_kernel",
+    "KERNELS", "best", "best4", "check", "described", "named", "numkong_capabilities", "pin", "prepared",
+    "products", "scan_kernel", "scans_int4",
 ]
 
 # The kernels a scan can run (:func:`scan_kernel` picks one per core).
@@ -47,6 +47,17 @@ def best(rows: np.ndarray, queries: np.ndarray, out: np.ndarray, total: np.ndarr
     the largest, exact, into ``out``, and their sum into ``total`` when given (float32 arrays, one value a
     row)."""
     _int8dots.best(np.ascontiguousarray(rows), queries, out, total, path=_path)
+
+
+def best4(rows: np.ndarray, queries: np.ndarray, out: np.ndarray, total: np.ndarray | None) -> None:
+    """:func:`best` over int4 rows (``Compact.nibbles``: two codes a byte), half the bytes of int8 ones."""
+    _int8dots.best4(np.ascontiguousarray(rows), queries, out, total, path=_path)
+
+
+def scans_int4(kernel: str) -> bool:
+    """Whether a large scan reads the int4 copy first (``vector_stage.first_pass``): with our kernel on its
+    AVX-512 VNNI path, where it was measured (docs/benchmarks.md, "Two tiers: int4, then int8")."""
+    return kernel == "int8dots" and (_path or _int8dots.kernel()) == "avx512vnni"
 
 
 def prepared(pieces: list[tuple[np.ndarray, slice]], q_codes: np.ndarray, kernel: str) -> list[Any]:

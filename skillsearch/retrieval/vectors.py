@@ -40,11 +40,13 @@ from skillsearch.retrieval.vector_rows import RowTable, VectorRow, found_in, run
 from skillsearch.retrieval.vector_stage import (
     COMPACT_FROM,
     Shift,
+    first_pass,
     hide,
     nearest_compact,
     sample_scores,
     scan,
     select,
+    select_kept,
 )
 
 # Up to this many bytes of float32 matrix, a mapped index re-scores its rows through the mapping (its pages are
@@ -228,10 +230,16 @@ class VectorSnapshot:
             rows, scores = self.nearest(queries, depth, mask, columns, exact_rows, shift)
             return rows, scores, self.background(queries, columns, shift, scores if mask is None else None)
         q = self._queries(queries, columns)
-        approximate, err = scan(self.compact, columns, q, shift)
+        first = first_pass(self.compact, columns, q, shift)
+        approximate, err = first if first is not None else scan(self.compact, columns, q, shift)
         background = self._moments(approximate[self._background_rows] if self._background_rows is not None
                                     else approximate)
-        found, scores = select(self._exact_rows(columns), approximate, err, q, depth, mask, exact_rows, shift)
+        if first is not None:
+            found, scores = select_kept(self._exact_rows(columns), self.compact, columns, approximate, first[1], q,
+                                        depth, mask, exact_rows)
+        else:
+            found, scores = select(self._exact_rows(columns), approximate, float(err), q, depth, mask, exact_rows,
+                                   shift)
         return found, scores, background
 
     def background(
@@ -242,12 +250,18 @@ class VectorSnapshot:
         (the decision's ``cos_bg`` and the scale of ``cos_z``, ``retrieval/confidence.py``): every row up to
         ``BACKGROUND_ROWS``, beyond that a fixed, evenly spaced sample of that many rows, so the cost stays
         flat at a million skills. With an int8 copy (from ``COMPACT_FROM`` rows) the rows are scored from
-        that copy (each cosine within about 1e-3; the mean over the rows far closer), the numbers the vector
-        stage's own scan gives them (:meth:`nearest_and_background`). ``scores``: :meth:`nearest`'s
+        that copy (each cosine within about 1e-3; the mean over the rows far closer), or from its int4 copy
+        where the stage reads that first (``vector_stage.first_pass``: each within about 0.05, the mean
+        unbiased, the spread some 1 % wider), the numbers the vector stage's own scan gives them
+        (:meth:`nearest_and_background`). ``scores``: :meth:`nearest`'s
         unmasked, exact scores, when it has them (below ``COMPACT_FROM``)."""
         n = len(self)
         q = self._queries(queries, columns)
         if self.compact is not None and n >= COMPACT_FROM:
+            first = first_pass(self.compact, columns, q, shift)
+            if first is not None:  # what the stage's int4 tier gives these rows (each within its margin)
+                rows = self._background_rows
+                return self._moments(first[0] if rows is None else first[0][rows])
             if self._background_rows is None:
                 return self._moments(scan(self.compact, columns, q, shift)[0])
             return self._moments(sample_scores(self.compact, BACKGROUND_ROWS, columns, q, shift))
