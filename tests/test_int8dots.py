@@ -70,6 +70,21 @@ def test_every_path_gives_the_exact_integer_products_of_int4_rows(dim: int, vect
         np.testing.assert_allclose(total, want.sum(axis=1), rtol=1e-6, atol=0)
 
 
+def test_int8_codes_become_the_nearest_int4_codes_in_best4s_layout() -> None:
+    """``to_int4``: every int8 code (the whole range, -128 included) rounded to ``code * 7 / 127`` as numpy
+    rounds it, plus 8, column k low and column w / 2 + k high; an odd width or a wrong shape is refused."""
+    codes = np.arange(-128, 128, dtype=np.int16).astype(np.int8).reshape(1, 256)
+    codes = np.vstack([codes, codes[:, ::-1]])
+    out = np.zeros((2, 128), dtype=np.uint8)
+    _int8dots.to_int4(codes, out)
+    nearest = np.clip(np.rint(codes.astype(np.float64) * 7 / 127), -7, 7).astype(np.int64) + 8
+    np.testing.assert_array_equal(out, (nearest[:, :128] | (nearest[:, 128:] << 4)).astype(np.uint8))
+    with pytest.raises(ValueError, match="an even number of columns"):
+        _int8dots.to_int4(np.ones((2, 3), dtype=np.int8), np.zeros((2, 1), dtype=np.uint8))
+    with pytest.raises(ValueError, match=r"out must be \(2, 128\)"):
+        _int8dots.to_int4(codes, np.zeros((2, 127), dtype=np.uint8))
+
+
 def test_int4_arguments_are_checked() -> None:
     rows = np.full((4, 16), 0x88, dtype=np.uint8)  # every code 0
     q = np.ones((2, 32), dtype=np.int8)

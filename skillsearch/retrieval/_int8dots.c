@@ -604,6 +604,54 @@ static PyObject *best4(PyObject *self, PyObject *args, PyObject *kwargs)
     return ok < 0 ? NULL : Py_NewRef(Py_None);
 }
 
+/* int8 codes (n, w), w even, as best4's int4 rows (n, w / 2): each code c rounded to c * 7 / 127 (no code
+ * lies half way: 127 is prime), plus 8, column k in the low four bits and column w / 2 + k in the high four. */
+static void int4_rows(const int8_t *codes, Py_ssize_t n, Py_ssize_t w, uint8_t *out)
+{
+    const Py_ssize_t h = w / 2;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int8_t *c = codes + i * w;
+        uint8_t *o = out + i * h;
+        for (Py_ssize_t k = 0; k < h; k++) {
+            const int32_t a = c[k], b = c[h + k];
+            const int32_t lo = (a * 14 + (a >= 0 ? 127 : -127)) / 254 + 8;
+            const int32_t hi = (b * 14 + (b >= 0 ? 127 : -127)) / 254 + 8;
+            o[k] = (uint8_t)(lo | (hi << 4));
+        }
+    }
+}
+
+static PyObject *to_int4(PyObject *self, PyObject *args)
+{
+    PyObject *codes_obj, *out_obj;
+    if (!PyArg_ParseTuple(args, "OO:to_int4", &codes_obj, &out_obj))
+        return NULL;
+    Py_buffer codes, out;
+    if (get_array(codes_obj, &codes, "b", 2, 0, "codes") < 0)
+        return NULL;
+    if (get_array(out_obj, &out, "B", 2, 1, "out") < 0) {
+        PyBuffer_Release(&codes);
+        return NULL;
+    }
+    const Py_ssize_t n = codes.shape[0], w = codes.shape[1];
+    int ok = -1;
+    if (w % 2)
+        PyErr_Format(PyExc_ValueError, "an even number of columns (got %zd)", w);
+    else if (out.shape[0] != n || out.shape[1] != w / 2)
+        PyErr_Format(PyExc_ValueError, "out must be (%zd, %zd), got (%zd, %zd)", n, w / 2, out.shape[0], out.shape[1]);
+    else {
+        const int8_t *c = codes.buf;
+        uint8_t *o = out.buf;
+        Py_BEGIN_ALLOW_THREADS
+        int4_rows(c, n, w, o);
+        Py_END_ALLOW_THREADS
+        ok = 0;
+    }
+    PyBuffer_Release(&codes);
+    PyBuffer_Release(&out);
+    return ok < 0 ? NULL : Py_NewRef(Py_None);
+}
+
 static PyObject *kernel(PyObject *self, PyObject *unused)
 {
     return PyUnicode_FromString(PATH_NAMES[default_path()]);
@@ -636,6 +684,9 @@ static PyMethodDef methods[] = {
      "best4(rows, queries, best, sum=None, *, path=None)\n--\n\nbest() for int4 rows: uint8 rows (n, h), byte k "
      "holding column k in its low four bits and column h + k in its high four, each as code + 8 (codes -7..7); "
      "int8 queries (q, 2h). Exact integer products."},
+    {"to_int4", to_int4, METH_VARARGS,
+     "to_int4(codes, out)\n--\n\nint8 codes (n, w), w even, as best4's int4 rows into uint8 out (n, w / 2): each "
+     "code rounded to code * 7 / 127, plus 8, column k low and column w / 2 + k high."},
     {"kernel", kernel, METH_NOARGS,
      "kernel()\n--\n\nThe path dots() and best() take on this core by default: 'avx512vnni', 'avx2' or "
      "'portable'."},

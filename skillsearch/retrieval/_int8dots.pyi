@@ -26,6 +26,10 @@ def best4(
     """:func:`best` for int4 rows: uint8 rows (n, h), byte k holding column k in its low four bits and column
     h + k in its high four, each as its code + 8 (codes -7..7); int8 queries (q, 2h)."""
 
+def to_int4(codes: np.ndarray, out: np.ndarray) -> None:
+    """int8 codes (n, w), w even, as :func:`best4`'s int4 rows into ``out`` (n, w / 2), uint8: each code
+    rounded to ``code * 7 / 127``, plus 8."""
+
 def kernel() -> Path:
     """The path :func:`dots` and :func:`best` take on this core by default: the widest it runs."""
 

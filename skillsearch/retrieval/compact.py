@@ -17,6 +17,8 @@ from functools import cached_property
 
 import numpy as np
 
+from skillsearch.retrieval import int8_kernels
+
 __all__ = ["BLOCK", "INT4_STEP", "PART_COLUMNS", "Compact", "nibbles", "patch_limit", "quantise", "quantise_together"]
 
 # Columns of one part of the int8 copy (``Compact``): one model's vectors (MiniLM and multilingual-e5-small
@@ -248,14 +250,8 @@ def nibbles(part: np.ndarray) -> np.ndarray:
         kept = _NIBBLES.get(key)
         if kept is not None and kept[0]() is part:
             return kept[1]
-        n, width = part.shape
-        half = width // 2
-        out = np.empty((n, half), dtype=np.uint8)
-        for start in range(0, n, BLOCK):
-            codes = np.rint(part[start : start + BLOCK].astype(np.float32) * np.float32(1.0 / INT4_STEP))
-            codes += 8
-            low, high = codes[:, :half].astype(np.uint8), codes[:, half : 2 * half].astype(np.uint8)
-            np.bitwise_or(low, np.left_shift(high, 4), out=out[start : start + BLOCK])
+        out = np.empty((part.shape[0], part.shape[1] // 2), dtype=np.uint8)
+        int8_kernels.to_int4(part, out)
         out.setflags(write=False)
         _NIBBLES[key] = (weakref.ref(part, lambda _: _NIBBLES.pop(key, None)), out)
         return out
