@@ -16,6 +16,11 @@ A search then
    (an opened index reads only these rows from its saved file: ``vector_files.FileRows``);
 4. returns the top ``depth`` by exact cosine.
 
+From :data:`INT4_FROM` rows (one part, no language shift, our kernel's AVX-512 VNNI path) steps 1-3 read an
+int4 copy first (:func:`first_pass`: half the bytes, each row with its own margin) and score again from the
+int8 copy only the rows whose upper bound reaches the ``depth``-th best lower bound among the visible rows
+(:func:`select_kept`; a few thousand at 1M rows).
+
 The fusion sees exact float32 cosines only: the candidates', and those of the rows the caller names
 (``exact_rows``: the lexical candidates). Every other visible row keeps its approximate score, which only
 feeds the background's mean and spread (``confidence.Background``), to about 1e-3 per row.
