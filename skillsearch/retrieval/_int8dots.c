@@ -40,6 +40,8 @@
 /* Instantiates M once for each count of query vectors a group holds, 1 to GROUP (each count a constant in its
  * function, so the accumulators stay in registers). */
 #define FOR_EACH_COUNT(M) M(1) M(2) M(3) M(4) M(5) M(6) M(7) M(8)
+/* The same, each with ``A`` as its first argument. */
+#define FOR_EACH_COUNT_OF(M, A) M(A, 1) M(A, 2) M(A, 3) M(A, 4) M(A, 5) M(A, 6) M(A, 7) M(A, 8)
 /* Above this many columns an int32 sum could overflow and a float32 product lose exactness. */
 #define MAX_DIM 1024
 
@@ -207,18 +209,20 @@ vnni_group(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int8_t *queries
     }
 }
 
-#define VNNI_GROUP(COUNT)                                                                                    \
-    __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void vnni_group##COUNT(                   \
-        const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int8_t *queries, const int32_t *offsets,      \
+/* An AVX-512 VNNI group function (``FN``, int8 or int4 rows) instantiated for one count of query vectors, and
+ * its entry in a table by count. */
+#define VNNI_INSTANCE(FN, COUNT)                                                                             \
+    __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void FN##COUNT(                           \
+        const void *rows, Py_ssize_t n, Py_ssize_t width, const int8_t *queries, const int32_t *offsets,    \
         const sink_t *sink)                                                                                  \
     {                                                                                                        \
-        vnni_group(rows, n, d, queries, offsets, COUNT, sink);                                              \
+        FN(rows, n, width, queries, offsets, COUNT, sink);                                                  \
     }
-FOR_EACH_COUNT(VNNI_GROUP)
-#define VNNI_NAME(COUNT) vnni_group##COUNT,
+#define VNNI_ENTRY(FN, COUNT) FN##COUNT,
+FOR_EACH_COUNT_OF(VNNI_INSTANCE, vnni_group)
 
-typedef void (*vnni_fn)(const int8_t *, Py_ssize_t, Py_ssize_t, const int8_t *, const int32_t *, const sink_t *);
-static const vnni_fn VNNI_GROUPS[GROUP] = {FOR_EACH_COUNT(VNNI_NAME)};
+typedef void (*vnni_fn)(const void *, Py_ssize_t, Py_ssize_t, const int8_t *, const int32_t *, const sink_t *);
+static const vnni_fn VNNI_GROUPS[GROUP] = {FOR_EACH_COUNT_OF(VNNI_ENTRY, vnni_group)};
 #endif
 
 /* int4 rows (:c:func:`best4`): a row of ``d = 2h`` columns as ``h`` bytes, byte k holding column k in its low
@@ -315,18 +319,8 @@ vnni4_group(const uint8_t *rows, Py_ssize_t n, Py_ssize_t h, const int8_t *queri
     }
 }
 
-#define VNNI4_GROUP(COUNT)                                                                                   \
-    __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void vnni4_group##COUNT(                  \
-        const uint8_t *rows, Py_ssize_t n, Py_ssize_t h, const int8_t *queries, const int32_t *offsets,     \
-        const sink_t *sink)                                                                                  \
-    {                                                                                                        \
-        vnni4_group(rows, n, h, queries, offsets, COUNT, sink);                                             \
-    }
-FOR_EACH_COUNT(VNNI4_GROUP)
-#define VNNI4_NAME(COUNT) vnni4_group##COUNT,
-
-typedef void (*vnni4_fn)(const uint8_t *, Py_ssize_t, Py_ssize_t, const int8_t *, const int32_t *, const sink_t *);
-static const vnni4_fn VNNI4_GROUPS[GROUP] = {FOR_EACH_COUNT(VNNI4_NAME)};
+FOR_EACH_COUNT_OF(VNNI_INSTANCE, vnni4_group)
+static const vnni_fn VNNI4_GROUPS[GROUP] = {FOR_EACH_COUNT_OF(VNNI_ENTRY, vnni4_group)};
 #endif
 
 /* The kernel's paths, widest first: the default is the first this core runs. */
@@ -525,6 +519,36 @@ static PyObject *dots(PyObject *self, PyObject *args, PyObject *kwargs)
     return ok < 0 ? NULL : Py_NewRef(Py_None);
 }
 
+/* The ``best`` and ``sum`` arrays of best() and best4() (``sum_obj`` may be None), ``n`` values each: 0 with
+ * ``sink`` pointing into the views (release them with release_sinks), or -1 with an exception and nothing held. */
+static int get_sinks(PyObject *best_obj, PyObject *sum_obj, Py_ssize_t n, Py_buffer *best_view, Py_buffer *sum_view,
+                     sink_t *sink)
+{
+    const int have_sum = sum_obj != Py_None;
+    if (get_array(best_obj, best_view, "f", 1, 1, "best") < 0)
+        return -1;
+    if (have_sum && get_array(sum_obj, sum_view, "f", 1, 1, "sum") < 0) {
+        PyBuffer_Release(best_view);
+        return -1;
+    }
+    if (best_view->shape[0] != n || (have_sum && sum_view->shape[0] != n)) {
+        PyErr_Format(PyExc_ValueError, "best and sum must hold %zd values, one a row", n);
+        PyBuffer_Release(best_view);
+        if (have_sum)
+            PyBuffer_Release(sum_view);
+        return -1;
+    }
+    *sink = (sink_t){.best = best_view->buf, .sum = have_sum ? sum_view->buf : NULL};
+    return 0;
+}
+
+static void release_sinks(Py_buffer *best_view, Py_buffer *sum_view, PyObject *sum_obj)
+{
+    PyBuffer_Release(best_view);
+    if (sum_obj != Py_None)
+        PyBuffer_Release(sum_view);
+}
+
 static PyObject *best(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"rows", "queries", "best", "sum", "path", NULL};
@@ -536,22 +560,14 @@ static PyObject *best(PyObject *self, PyObject *args, PyObject *kwargs)
     Py_buffer rows, queries, best_view, sum_view;
     if (get_inputs(rows_obj, queries_obj, &rows, &queries) < 0)
         return NULL;
-    int have_sum = sum_obj != Py_None, got_best = 0, got_sum = 0, ok = -1;
-    const Py_ssize_t n = rows.shape[0];
+    sink_t sink;
+    int ok = -1;
     if (queries.shape[0] == 0)
         PyErr_SetString(PyExc_ValueError, "at least one query vector");
-    else if ((got_best = get_array(best_obj, &best_view, "f", 1, 1, "best") == 0) &&
-             (!have_sum || (got_sum = get_array(sum_obj, &sum_view, "f", 1, 1, "sum") == 0))) {
-        if (best_view.shape[0] != n || (have_sum && sum_view.shape[0] != n))
-            PyErr_Format(PyExc_ValueError, "best and sum must hold %zd values, one a row", n);
-        else
-            ok = run_released(&rows, &queries,
-                              (sink_t){.best = best_view.buf, .sum = have_sum ? sum_view.buf : NULL}, path);
+    else if (get_sinks(best_obj, sum_obj, rows.shape[0], &best_view, &sum_view, &sink) == 0) {
+        ok = run_released(&rows, &queries, sink, path);
+        release_sinks(&best_view, &sum_view, sum_obj);
     }
-    if (got_best)
-        PyBuffer_Release(&best_view);
-    if (got_sum)
-        PyBuffer_Release(&sum_view);
     PyBuffer_Release(&rows);
     PyBuffer_Release(&queries);
     return ok < 0 ? NULL : Py_NewRef(Py_None);
@@ -572,8 +588,9 @@ static PyObject *best4(PyObject *self, PyObject *args, PyObject *kwargs)
         PyBuffer_Release(&rows);
         return NULL;
     }
-    int have_sum = sum_obj != Py_None, got_best = 0, got_sum = 0, ok = -1;
     const Py_ssize_t n = rows.shape[0], h = rows.shape[1], nq = queries.shape[0];
+    sink_t sink;
+    int ok = -1;
     if (queries.shape[1] != 2 * h)
         PyErr_Format(PyExc_ValueError, "rows of %zd bytes hold %zd columns, queries have %zd", h, 2 * h,
                      queries.shape[1]);
@@ -581,24 +598,15 @@ static PyObject *best4(PyObject *self, PyObject *args, PyObject *kwargs)
         PyErr_Format(PyExc_ValueError, "at most %d columns (got %zd)", MAX_DIM, 2 * h);
     else if (nq == 0)
         PyErr_SetString(PyExc_ValueError, "at least one query vector");
-    else if ((got_best = get_array(best_obj, &best_view, "f", 1, 1, "best") == 0) &&
-             (!have_sum || (got_sum = get_array(sum_obj, &sum_view, "f", 1, 1, "sum") == 0))) {
-        if (best_view.shape[0] != n || (have_sum && sum_view.shape[0] != n))
-            PyErr_Format(PyExc_ValueError, "best and sum must hold %zd values, one a row", n);
-        else {
-            const sink_t sink = {.best = best_view.buf, .sum = have_sum ? sum_view.buf : NULL};
-            const uint8_t *r = rows.buf;
-            const int8_t *q = queries.buf;
-            Py_BEGIN_ALLOW_THREADS
-            run4(r, n, h, q, nq, sink, path);
-            Py_END_ALLOW_THREADS
-            ok = 0;
-        }
+    else if (get_sinks(best_obj, sum_obj, n, &best_view, &sum_view, &sink) == 0) {
+        const uint8_t *r = rows.buf;
+        const int8_t *q = queries.buf;
+        Py_BEGIN_ALLOW_THREADS
+        run4(r, n, h, q, nq, sink, path);
+        Py_END_ALLOW_THREADS
+        release_sinks(&best_view, &sum_view, sum_obj);
+        ok = 0;
     }
-    if (got_best)
-        PyBuffer_Release(&best_view);
-    if (got_sum)
-        PyBuffer_Release(&sum_view);
     PyBuffer_Release(&rows);
     PyBuffer_Release(&queries);
     return ok < 0 ? NULL : Py_NewRef(Py_None);
