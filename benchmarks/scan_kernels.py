@@ -40,7 +40,7 @@ import numpy as np  # noqa: E402
 
 from skillsearch.bench.report import SIMD_LEVELS, machine, write_script_report  # noqa: E402
 from skillsearch.retrieval import _int8dots  # noqa: E402
-from skillsearch.retrieval.compact import BLOCK, Compact  # noqa: E402
+from skillsearch.retrieval.compact import BLOCK, Compact, nibbles  # noqa: E402
 from skillsearch.retrieval.cosines import row_max  # noqa: E402
 from skillsearch.retrieval.int8_kernels import KERNELS, pin, scan_kernel  # noqa: E402
 from skillsearch.retrieval.vector_stage import SCAN_THREADS, scan  # noqa: E402
@@ -110,7 +110,7 @@ def int4_pairs(codes: np.ndarray) -> np.ndarray:
 
 
 def _pair(codes: np.ndarray, q: np.ndarray, rounds: int, nk: Any, simsimd: Any, tk: TorchKernels,
-          codes4: np.ndarray) -> dict[str, Any]:
+          codes4: np.ndarray, nibbles4: np.ndarray) -> dict[str, Any]:
     """One size and count of query vectors: the kernels, then the row-wise maximum of one block."""
     packed = nk.dots_pack(q, dtype="int8")
     q4 = int4_pairs(q)
@@ -130,6 +130,7 @@ def _pair(codes: np.ndarray, q: np.ndarray, rounds: int, nk: Any, simsimd: Any, 
     best = np.empty(codes.shape[0], dtype=np.float32)
     total = np.empty(codes.shape[0], dtype=np.float32)
     fns["int8dots best+sum (ours)"] = lambda: _int8dots.best(codes, q, best, total)
+    fns["int4 best+sum (ours, best4)"] = lambda: _int8dots.best4(nibbles4, q, best, total)
     fns["numkong cdist int4"] = lambda: nk.cdist(codes4, q4, metric="dot", dtype="int4", out_dtype="float32")
     words = codes.reshape(-1).view(np.uint64)  # the codes' bytes as 8-byte words: the floor any scan pays
     fns["memory read, 1 thread"] = lambda: words.sum()
@@ -166,9 +167,10 @@ def measure(sizes: list[int], vectors: list[int], rounds: int) -> list[dict[str,
         codes = rng.integers(-127, 128, (n, DIM), dtype=np.int8)
         tk = TorchKernels(codes)
         codes4 = int4_pairs(codes)
+        nibbles4 = nibbles(codes)  # the stage's own int4 copy (``compact.nibbles``)
         for nq in vectors:
             q = rng.integers(-127, 128, (nq, DIM), dtype=np.int8)
-            rows.append(_pair(codes, q, rounds, nk, simsimd, tk, codes4))
+            rows.append(_pair(codes, q, rounds, nk, simsimd, tk, codes4, nibbles4))
             print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -203,7 +205,9 @@ def main() -> None:
                "product, and its default path keeping each row's best and the sum of its products, as the "
                "stage's scan asks), the row-wise maximum, torch's two) run on one thread.",
                f"`numkong cdist int4`: the same rows as int4 codes ({DIM // 2} bytes a row, half of int8's), "
-               "the query vectors too; the products checked against numpy's on the first rows.",
+               "the query vectors too; the products checked against numpy's on the first rows. `int4 best+sum "
+               "(ours, best4)`: the stage's own int4 copy of the rows (`compact.nibbles`) against the int8 "
+               "query vectors, the best and the sum kept, our kernel's default path.",
                "`memory read, 1 thread` / `2 threads`: numpy summing the int8 codes as 8-byte words, in one "
                "thread or in two halves on two: the floor of any scan that reads every row once.",
                "`torch fbgemm linear_dynamic`: the codes prepacked once (`fbgemm prepack_s`, a second copy of "
