@@ -30,8 +30,8 @@ except ImportError as exc:  # a source checkout whose C extension was never buil
         "(`make venv`, or `pip install -e .`)") from exc
 
 __all__ = [
-    "KERNELS", "best", "best4", "check", "described", "named", "numkong_capabilities", "pin", "prepared",
-    "products", "scan_kernel", "scans_int4", "to_int4",
+    "KERNELS", "best", "best4", "check", "described", "named", "numkong_capabilities", "our_path", "pin",
+    "prepared", "products", "scan_kernel", "scans_int4", "to_int4",
 ]
 
 # The kernels a scan can run (:func:`scan_kernel` picks one per core).
@@ -63,7 +63,7 @@ def to_int4(codes: np.ndarray, out: np.ndarray) -> None:
 def scans_int4(kernel: str) -> bool:
     """Whether a large scan reads the int4 copy first (``vector_stage.first_pass``): with our kernel on its
     AVX-512 VNNI path, where it was measured (docs/benchmarks.md, "Two tiers: int4, then int8")."""
-    return kernel == "int8dots" and (_path or _int8dots.kernel()) == "avx512vnni"
+    return kernel == "int8dots" and our_path() == "avx512vnni"
 
 
 def prepared(pieces: list[tuple[np.ndarray, slice]], q_codes: np.ndarray, kernel: str) -> list[Any]:
@@ -107,16 +107,22 @@ def scan_kernel() -> str:
     instruction sets, such as Arm's, rather than our portable loop)."""
     if _pinned is not None:
         return _pinned
-    if (_path or _int8dots.kernel()) in ("avx512vnni", "avx2"):
+    if our_path() in ("avx512vnni", "avx2"):
         return "int8dots"
     return "numkong-cdist"
+
+
+def our_path() -> str:
+    """The path our kernel runs in this process: the one a benchmark held it to (:func:`pin`), else the widest
+    this core has (``_int8dots.kernel()``)."""
+    return _path or _int8dots.kernel()
 
 
 def described() -> str:
     """:func:`scan_kernel`, with our kernel's path when it is ours (``int8dots (avx512vnni)``): what a
     benchmark's report names."""
     kernel = scan_kernel()
-    return f"{kernel} ({_path or _int8dots.kernel()})" if kernel == "int8dots" else kernel
+    return f"{kernel} ({our_path()})" if kernel == "int8dots" else kernel
 
 
 def named(name: str | None) -> str:
