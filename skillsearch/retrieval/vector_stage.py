@@ -32,6 +32,7 @@ catalog; int8 needs about 100).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
@@ -44,8 +45,9 @@ from skillsearch.retrieval.compact import BLOCK, INT4_STEP, Compact, nibbles, qu
 from skillsearch.retrieval.cosines import nearest_rows, row_max, row_sum
 
 __all__ = [
-    "COMPACT_FROM", "DERIVED_WITHIN", "INT4_FROM", "SCAN_THREADS", "Shift", "derived_first", "first_pass", "hide",
-    "int4_scan", "margin", "nearest_compact", "nearest_of", "sample_scores", "scan", "select", "select_kept",
+    "COMPACT_FROM", "DERIVED_WITHIN", "INT4_FROM", "SCAN_THREADS", "Shift", "approximate_scores", "choose",
+    "derived_first", "first_pass", "hide", "int4_scan", "margin", "nearest_compact", "nearest_of", "sample_scores",
+    "scan", "select", "select_kept",
 ]
 
 # Rows from which a search scans the compact copy. Measured at 5k and 10k rows (docs/benchmarks.md, "One pass
@@ -122,6 +124,21 @@ def _pool(threads: int, pid: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=threads, thread_name_prefix="vector-scan")
 
 
+def _in_runs(n: int, threads: int, run: Callable[[int, int], None]) -> None:
+    """``run(first, last)`` over rows ``0:n``: on the calling thread with one thread or under
+    :data:`SPLIT_FROM` rows, else cut into ``threads`` runs (at multiples of 64 rows), one per thread, the
+    calling thread taking the first."""
+    if threads <= 1 or n < SPLIT_FROM:
+        run(0, n)
+        return
+    cuts = [n * i // threads // 64 * 64 for i in range(threads)] + [n]
+    runs = [(cuts[i], cuts[i + 1]) for i in range(threads) if cuts[i] < cuts[i + 1]]
+    futures = [_pool(threads - 1, os.getpid()).submit(run, first, last) for first, last in runs[1:]]
+    run(*runs[0])
+    for f in futures:
+        f.result()
+
+
 def scan(
     compact: Compact, columns: slice | None, queries: np.ndarray, shift: Shift | None = None,
     threads: int = SCAN_THREADS, kernel: str | None = None,
@@ -140,28 +157,24 @@ def scan(
     n = compact.base_rows  # the parts' rows; the patch (changed and added rows) is scored after them
     args = (pieces, compact.scales, q_codes, q_scales, shift, scores)
     norm = None if derived is None else derived[0]
-    if threads <= 1 or n < SPLIT_FROM:
-        _scan(*args, 0, n, kernel, norm)
-    else:
-        cuts = [n * i // threads // 64 * 64 for i in range(threads)] + [n]
-        runs = [(cuts[i], cuts[i + 1]) for i in range(threads) if cuts[i] < cuts[i + 1]]
-        pool = _pool(threads - 1, os.getpid())
-        futures = [pool.submit(_scan, *args, a, b, kernel, norm) for a, b in runs[1:]]
-        _scan(*args, *runs[0], kernel, norm)
-        for f in futures:
-            f.result()
+    _in_runs(n, threads, lambda first, last: _scan(*args, first, last, kernel, norm))
     if compact.patch_rows.size:
         rows = compact.patch_rows
         sub_shift = None if shift is None else Shift(shift.by, shift.groups[rows])
         scores[rows] = scan(compact.patched, columns, queries, sub_shift, threads=1, kernel=kernel)[0]
     err = margin(compact.peak_scale, q_scales)
     if derived is not None:
-        # The derived score's error: the sentences' rounding errors summed over the norm (variance m / N^2
-        # times one's), the row's as for any unit vector, and the first vector's distance from the sum.
-        total_norm, distance = derived
-        spread = float(np.sqrt(len(q_scales))) / total_norm
+        spread, distance = _derived_error(derived, len(q_scales))
         err = max(err, margin(compact.peak_scale, q_scales * spread) + distance)
     return scores, err
+
+
+def _derived_error(derived: tuple[float, float], sentences: int) -> tuple[float, float]:
+    """What the derived first vector (:func:`derived_first`) does to a margin: the factor on the query's
+    rounding term (the sentences' rounding errors summed over the norm: variance m / N^2 times one's; the
+    row's term is as for any unit vector) and the distance to add (the first vector's from the sum)."""
+    total_norm, distance = derived
+    return float(np.sqrt(sentences)) / total_norm, distance
 
 
 def first_pass(
@@ -202,14 +215,7 @@ def int4_scan(
         int8_kernels.best4(packed[first:last], q_codes, scores[first:last],
                            None if total is None else total[first:last])
 
-    if threads <= 1 or n < SPLIT_FROM:
-        run(0, n)
-    else:
-        cuts = [n * i // threads // 64 * 64 for i in range(threads)] + [n]
-        futures = [_pool(threads - 1, os.getpid()).submit(run, cuts[i], cuts[i + 1]) for i in range(1, threads)]
-        run(cuts[0], cuts[1])
-        for f in futures:
-            f.result()
+    _in_runs(n, threads, run)
     if total is not None and derived is not None:
         total *= np.float32(1.0 / derived[0])
         np.maximum(scores[:n], total, out=scores[:n])
@@ -219,7 +225,8 @@ def int4_scan(
     # each (their sum bounds the joint one); the derived first vector's query term as :func:`scan` takes it.
     query_term = 6.0 * float(q_scales[0]) / np.sqrt(12.0)
     if derived is not None:
-        query_term = max(query_term, query_term * float(np.sqrt(len(q_scales))) / derived[0] + derived[1])
+        spread, distance = _derived_error(derived, len(q_scales))
+        query_term = max(query_term, query_term * spread + distance)
     margins = compact.int4_margins + np.float32(query_term)
     if compact.patch_rows.size:
         rows = compact.patch_rows
@@ -395,10 +402,29 @@ def nearest_compact(
     the whole matrix's compact copy; ``queries`` (q, dim) normalised; ``shift`` a per-row offset of each
     query vector's score (exact, so the margin is the same)."""
     queries = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, matrix.shape[1])
+    scores, err = approximate_scores(compact, columns, queries, shift, threads)
+    return choose(matrix, compact, columns, scores, err, queries, depth, mask, exact_rows, shift)
+
+
+def approximate_scores(
+    compact: Compact, columns: slice | None, queries: np.ndarray, shift: Shift | None = None,
+    threads: int = SCAN_THREADS,
+) -> tuple[np.ndarray, float | np.ndarray]:
+    """Every row's approximate score, whoever asks, and the error margin: the int4 tier's, one per row
+    (:func:`first_pass`), where it applies, else the int8 scan's, one for all rows (:func:`scan`)."""
     first = first_pass(compact, columns, queries, shift, threads)
-    if first is not None:
-        return select_kept(matrix, compact, columns, *first, queries, depth, mask, exact_rows)
-    scores, err = scan(compact, columns, queries, shift, threads)
+    return first if first is not None else scan(compact, columns, queries, shift, threads)
+
+
+def choose(
+    matrix: Rows, compact: Compact, columns: slice | None, scores: np.ndarray, err: float | np.ndarray,
+    queries: np.ndarray, depth: int, mask: np.ndarray | None, exact_rows: np.ndarray | None = None,
+    shift: Shift | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Steps 2-4 over :func:`approximate_scores`'s ``scores`` (changed in place) and margin: the two tiers'
+    choice for per-row margins (:func:`select_kept`), else the int8 stage's (:func:`select`)."""
+    if isinstance(err, np.ndarray):
+        return select_kept(matrix, compact, columns, scores, err, queries, depth, mask, exact_rows)
     return select(matrix, scores, err, queries, depth, mask, exact_rows, shift)
 
 

@@ -40,13 +40,13 @@ from skillsearch.retrieval.vector_rows import RowTable, VectorRow, found_in, run
 from skillsearch.retrieval.vector_stage import (
     COMPACT_FROM,
     Shift,
+    approximate_scores,
+    choose,
     first_pass,
     hide,
     nearest_compact,
     sample_scores,
     scan,
-    select,
-    select_kept,
 )
 
 # Up to this many bytes of float32 matrix, a mapped index re-scores its rows through the mapping (its pages are
@@ -230,16 +230,11 @@ class VectorSnapshot:
             rows, scores = self.nearest(queries, depth, mask, columns, exact_rows, shift)
             return rows, scores, self.background(queries, columns, shift, scores if mask is None else None)
         q = self._queries(queries, columns)
-        first = first_pass(self.compact, columns, q, shift)
-        approximate, err = first if first is not None else scan(self.compact, columns, q, shift)
+        approximate, err = approximate_scores(self.compact, columns, q, shift)
         background = self._moments(approximate[self._background_rows] if self._background_rows is not None
                                     else approximate)
-        if first is not None:
-            found, scores = select_kept(self._exact_rows(columns), self.compact, columns, approximate, first[1], q,
-                                        depth, mask, exact_rows)
-        else:
-            found, scores = select(self._exact_rows(columns), approximate, float(err), q, depth, mask, exact_rows,
-                                   shift)
+        found, scores = choose(self._exact_rows(columns), self.compact, columns, approximate, err, q, depth, mask,
+                               exact_rows, shift)
         return found, scores, background
 
     def background(
