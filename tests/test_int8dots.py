@@ -1,8 +1,9 @@
 """The vector stage's own int8 kernel (``skillsearch/retrieval/_int8dots.c``): exact integer products of int8
 rows with several int8 query vectors (every product, or each row's best and their sum), the same from each of
 its paths this core runs (AVX-512 VNNI, AVX2, the portable loop), over the whole int8 range, widths that are
-not a multiple of its 16- or 64-column step and more query vectors than it holds in registers at once; bad
-arguments are typed errors, never a crash or a write out of bounds."""
+not a multiple of its 16- or 64-column step, row counts that are not a multiple of the rows it takes at once,
+more query vectors than it holds in registers at once, and rows picked by number; bad arguments are typed
+errors, never a crash or a read or write out of bounds."""
 
 from __future__ import annotations
 
@@ -43,6 +44,13 @@ def test_every_path_gives_the_exact_integer_products(dim: int, vectors: int) -> 
         alone = np.full(301, np.nan, dtype=np.float32)
         _int8dots.best(rows, queries, alone, path=path)
         np.testing.assert_array_equal(alone, best)
+        # Rows picked by number, out of order and repeated, read in place: the same numbers as those rows'.
+        at = np.asarray([300, 0, 7, 7, 150, *range(1, 300, 13)], dtype=np.int64)
+        picked = np.full(at.size, np.nan, dtype=np.float32)
+        picked_sum = np.full(at.size, np.nan, dtype=np.float32)
+        _int8dots.best(rows, queries, picked, picked_sum, at=at, path=path)
+        np.testing.assert_array_equal(picked, best[at])
+        np.testing.assert_array_equal(picked_sum, total[at])
 
 
 def _int4_rows(codes: np.ndarray) -> np.ndarray:
@@ -172,6 +180,16 @@ def test_bad_arguments_are_typed_errors() -> None:
         _int8dots.best(rows, q, out)
     with pytest.raises(TypeError, match="sum must be a C-contiguous writable array of float32"):
         _int8dots.best(rows, q, best, np.zeros(8, dtype=np.float32)[::2])
+    # ``at`` names rows of ``rows``: a number outside them would read outside the array.
+    for bad in ([4], [-1], [0, 1, 2**40]):
+        with pytest.raises(IndexError, match="is not a row of the 4 rows"):
+            _int8dots.best(rows, q, np.zeros(len(bad), dtype=np.float32), at=np.asarray(bad, dtype=np.int64))
+    with pytest.raises(TypeError, match="at must be a 1-d array of int64"):
+        _int8dots.best(rows, q, best, at=np.arange(4, dtype=np.int32))
+    with pytest.raises(TypeError, match="at must be a 1-d array of int64"):
+        _int8dots.best(rows, q, best, at=np.zeros((2, 2), dtype=np.int64))
+    with pytest.raises(ValueError, match="best and sum must hold 2 values"):
+        _int8dots.best(rows, q, best, at=np.asarray([0, 1], dtype=np.int64))
     np.testing.assert_array_equal(out, 0.0)  # nothing was written by a refused call
     np.testing.assert_array_equal(best, 0.0)
 

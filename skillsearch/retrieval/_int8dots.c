@@ -4,9 +4,10 @@
  * dots(rows, queries, out, path=None): out[i, j] = sum_k rows[i, k] * queries[j, k], exact, for int8
  * rows (n, d) and int8 query vectors (q, d), all C-contiguous; out is a writable float32 (n, q) array (the
  * products are integers of at most 2^24 for d <= 1024, so exact in float32).
- * best(rows, queries, best, sum=None, path=None): each row's largest product (exact) and the sum of its
- * products (rounded to float32), into float32 (n,) arrays: the scan's usual need, without writing and
- * re-reading every product.
+ * best(rows, queries, best, sum=None, at=None, path=None): each row's largest product (exact) and the sum
+ * of its products (rounded to float32), into float32 (n,) arrays: the scan's usual need, without writing and
+ * re-reading every product. With ``at`` (int64 row numbers, m of them) only those rows, read in place, into
+ * (m,) arrays.
  * The GIL is released while either runs, so Python threads can share a scan, each over its own rows.
  *
  * Why our own: the maintained kernels (numkong's cdist and packed kernel) read a row once per query vector,
@@ -47,13 +48,22 @@
 
 /* Where a row's products with a group of query vectors go: every product (``out``, row stride ``stride``,
  * from column ``col``), or only their largest and their sum (``best``, ``sum``; sum may be NULL), combined
- * with what the earlier groups left there unless ``first``. */
+ * with what the earlier groups left there unless ``first``. ``at``: the int8 rows read, output i from row
+ * at[i] (best() with ``at``: a few thousand rows picked from a large matrix, read in place), or NULL for
+ * every row in order. */
 typedef struct {
     float *out;
     Py_ssize_t stride, col;
     float *best, *sum;
     int first;
+    const int64_t *at;
 } sink_t;
+
+/* Output i's int8 row of ``d`` columns (:c:type:`sink_t`'s ``at``). */
+static inline const int8_t *row_of(const int8_t *rows, Py_ssize_t d, const sink_t *sink, Py_ssize_t i)
+{
+    return rows + (sink->at != NULL ? sink->at[i] : i) * d;
+}
 
 static inline void emit(const sink_t *sink, Py_ssize_t i, const int32_t *products, int count)
 {
@@ -79,7 +89,7 @@ static void portable_group(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const
 {
     int32_t products[GROUP];
     for (Py_ssize_t i = 0; i < n; i++) {
-        const int8_t *r = rows + i * d;
+        const int8_t *r = row_of(rows, d, sink, i);
         for (int j = 0; j < count; j++) {
             const int8_t *q = queries + j * d;
             int32_t sum = 0;
@@ -92,6 +102,18 @@ static void portable_group(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const
 }
 
 #if HAVE_X86
+/* Rows picked by ``at`` are read out of order, where the hardware cannot guess the next: each is asked
+ * for this many rows ahead of its turn. */
+#define AHEAD 8
+
+/* Asks for ``count`` rows (``d`` int8 each) named by ``at`` to be loaded into the cache, a line at a time. */
+static inline void prefetch_rows(const int8_t *rows, Py_ssize_t d, const int64_t *at, int count)
+{
+    for (int r = 0; r < count; r++)
+        for (Py_ssize_t b = 0; b < d; b += 64)
+            _mm_prefetch((const char *)(rows + at[r] * d + b), _MM_HINT_T0);
+}
+
 /* Rows times ``count`` query vectors (int16 copies in ``wide``, d each; count a constant in each caller, so
  * the accumulators stay in registers). */
 __attribute__((target("avx2"), always_inline)) static inline void
@@ -101,8 +123,10 @@ avx2_group(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int16_t *wide, 
     const Py_ssize_t body = d - d % 16;
     int32_t products[GROUP];
     for (Py_ssize_t i = 0; i < n; i++) {
-        const int8_t *r = rows + i * d;
+        const int8_t *r = row_of(rows, d, sink, i);
         __m256i acc[GROUP];
+        if (sink->at != NULL && i + AHEAD < n)
+            prefetch_rows(rows, d, sink->at + i + AHEAD, 1);
         for (int j = 0; j < count; j++)
             acc[j] = _mm256_setzero_si256();
         for (Py_ssize_t k = 0; k < body; k += 16) {
@@ -168,7 +192,9 @@ vnni_group(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int8_t *queries
     Py_ssize_t i = 0;
     /* Two rows at a time: each query step loaded once feeds both rows' products. */
     for (; i + 2 <= n; i += 2) {
-        const int8_t *r0 = rows + i * d, *r1 = r0 + d;
+        const int8_t *r0 = row_of(rows, d, sink, i), *r1 = row_of(rows, d, sink, i + 1);
+        if (sink->at != NULL && i + AHEAD + 2 <= n)
+            prefetch_rows(rows, d, sink->at + i + AHEAD, 2);
         __m512i acc0[GROUP], acc1[GROUP];
         for (int j = 0; j < padded; j++)
             acc0[j] = acc1[j] = _mm512_setzero_si512();
@@ -191,7 +217,7 @@ vnni_group(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int8_t *queries
         emit(sink, i + 1, products[1], count);
     }
     for (; i < n; i++) {
-        const int8_t *r = rows + i * d;
+        const int8_t *r = row_of(rows, d, sink, i);
         __m512i acc[GROUP];
         for (int j = 0; j < padded; j++)
             acc[j] = _mm512_setzero_si512();
@@ -285,38 +311,70 @@ __attribute__((target("avx2"))) static void avx2_nibbles(const uint8_t *rows, Py
     }
 }
 
-/* AVX-512 VNNI: 64 bytes (128 columns) a step, the last partial one under a mask (masked-off bytes read as
- * zero on both sides). */
+/* Rows the int4 VNNI path takes at once for ``count`` query vectors: one row's products with one vector form
+ * a chain of six dependent vpdpbusd (for 384 columns), so one row at a time left the core waiting on their
+ * latency; four rows give four chains, and two from three vectors on keep the accumulators and the rows'
+ * nibbles in the 32 registers. Measured against one row at a time on 100k rows, two threads (docs/benchmarks.md,
+ * "Four int4 rows at a time, kept rows read in place"): 6-17 % faster from cache, from memory 14 % for one
+ * vector and even for more (the read bounds it there). The int8 path's two rows at a time stay: four were
+ * as fast for one vector and some 7 % slower from two on. */
+#define INT4_ROWS(count) ((count) <= 2 ? 4 : 2)
+
+/* A block's accumulators, ``acc[j * rows + r]`` for query vector j and row r (zero past ``count * rows`` up
+ * to a multiple of 4), summed four at a time (:c:func:`sum4`), each vector's offset subtracted, and emitted
+ * for rows i to i + rows - 1. */
+__attribute__((target("avx512f,avx512bw"), always_inline)) static inline void
+vnni_emit(const __m512i *acc, int count, int rows, const int32_t *offsets, const sink_t *sink, Py_ssize_t i)
+{
+    int32_t flat[4 * GROUP], products[GROUP];
+    for (int t = 0; t < count * rows; t += 4)
+        _mm_storeu_si128((__m128i *)(flat + t), sum4(acc[t], acc[t + 1], acc[t + 2], acc[t + 3]));
+    for (int r = 0; r < rows; r++) {
+        for (int j = 0; j < count; j++)
+            products[j] = flat[j * rows + r] - offsets[j];
+        emit(sink, i + r, products, count);
+    }
+}
+
+/* AVX-512 VNNI: rows i to i + rows - 1, 64 bytes (128 columns) a step, the last partial step under a mask
+ * (masked-off bytes read as zero on both sides). */
 __attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) static inline void
-vnni4_group(const uint8_t *rows, Py_ssize_t n, Py_ssize_t h, const int8_t *queries, const int32_t *offsets,
-            int count, const sink_t *sink)
+vnni4_block(const uint8_t *rows_, Py_ssize_t i, int rows, Py_ssize_t h, const int8_t *queries,
+            const int32_t *offsets, int count, const sink_t *sink)
 {
     const Py_ssize_t steps = (h + 63) / 64;
     const __mmask64 last = h % 64 ? (((__mmask64)1) << (h % 64)) - 1 : ~(__mmask64)0;
     const __m512i low = _mm512_set1_epi8(0x0F);
-    const int padded = (count + 3) / 4 * 4;
-    int32_t products[GROUP];
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const uint8_t *r = rows + i * h;
-        __m512i acc[GROUP];
-        for (int j = 0; j < padded; j++)
-            acc[j] = _mm512_setzero_si512();
-        for (Py_ssize_t k = 0; k < steps; k++) {
-            const __mmask64 m = k + 1 < steps ? ~(__mmask64)0 : last;
-            const __m512i x = _mm512_maskz_loadu_epi8(m, r + 64 * k);
-            const __m512i lo = _mm512_and_si512(x, low), hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), low);
-            for (int j = 0; j < count; j++) {
-                const int8_t *q = queries + j * 2 * h + 64 * k;
-                acc[j] = _mm512_dpbusd_epi32(acc[j], lo, _mm512_maskz_loadu_epi8(m, q));
-                acc[j] = _mm512_dpbusd_epi32(acc[j], hi, _mm512_maskz_loadu_epi8(m, q + h));
-            }
+    __m512i acc[4 * GROUP], lo[4], hi[4];
+    for (int t = 0; t < (count * rows + 3) / 4 * 4; t++)
+        acc[t] = _mm512_setzero_si512();
+    for (Py_ssize_t k = 0; k < steps; k++) {
+        const __mmask64 m = k + 1 < steps ? ~(__mmask64)0 : last;
+        for (int r = 0; r < rows; r++) {
+            const __m512i x = _mm512_maskz_loadu_epi8(m, rows_ + (i + r) * h + 64 * k);
+            lo[r] = _mm512_and_si512(x, low);
+            hi[r] = _mm512_and_si512(_mm512_srli_epi16(x, 4), low);
         }
-        for (int j = 0; j < padded; j += 4)
-            _mm_storeu_si128((__m128i *)(products + j),
-                             _mm_sub_epi32(sum4(acc[j], acc[j + 1], acc[j + 2], acc[j + 3]),
-                                           _mm_loadu_si128((const __m128i *)(offsets + j))));
-        emit(sink, i, products, count);
+        for (int j = 0; j < count; j++) {
+            const int8_t *q = queries + j * 2 * h + 64 * k;
+            const __m512i ql = _mm512_maskz_loadu_epi8(m, q), qh = _mm512_maskz_loadu_epi8(m, q + h);
+            for (int r = 0; r < rows; r++)
+                acc[j * rows + r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc[j * rows + r], lo[r], ql), hi[r], qh);
+        }
     }
+    vnni_emit(acc, count, rows, offsets, sink, i);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) static inline void
+vnni4_group(const uint8_t *rows, Py_ssize_t n, Py_ssize_t h, const int8_t *queries, const int32_t *offsets,
+            int count, const sink_t *sink)
+{
+    const int block = INT4_ROWS(count);
+    Py_ssize_t i = 0;
+    for (; i + block <= n; i += block)
+        vnni4_block(rows, i, block, h, queries, offsets, count, sink);
+    for (; i < n; i++)
+        vnni4_block(rows, i, 1, h, queries, offsets, count, sink);
 }
 
 FOR_EACH_COUNT_OF(VNNI_INSTANCE, vnni4_group)
@@ -474,8 +532,8 @@ static int get_inputs(PyObject *rows_obj, PyObject *queries_obj, Py_buffer *rows
     return -1;
 }
 
-/* Runs the kernel on ``path`` without the GIL. */
-static int run_released(Py_buffer *rows, Py_buffer *queries, sink_t sink, enum path path)
+/* Runs the kernel on ``path`` without the GIL, for ``n`` outputs (every row, or the ``at`` rows). */
+static int run_released(Py_buffer *rows, Py_ssize_t n, Py_buffer *queries, sink_t sink, enum path path)
 {
     const Py_ssize_t d = rows->shape[1];
     int16_t *wide = NULL;
@@ -485,7 +543,7 @@ static int run_released(Py_buffer *rows, Py_buffer *queries, sink_t sink, enum p
     }
     const int8_t *r = rows->buf, *q = queries->buf;
     Py_BEGIN_ALLOW_THREADS
-    run(r, rows->shape[0], d, q, queries->shape[0], sink, path, wide);
+    run(r, n, d, q, queries->shape[0], sink, path, wide);
     Py_END_ALLOW_THREADS
     PyMem_RawFree(wide);
     return 0;
@@ -512,7 +570,7 @@ static PyObject *dots(PyObject *self, PyObject *args, PyObject *kwargs)
     if (out.shape[0] != n || out.shape[1] != nq)
         PyErr_Format(PyExc_ValueError, "out must be (%zd, %zd), got (%zd, %zd)", n, nq, out.shape[0], out.shape[1]);
     else
-        ok = run_released(&rows, &queries, (sink_t){.out = out.buf, .stride = nq}, path);
+        ok = run_released(&rows, n, &queries, (sink_t){.out = out.buf, .stride = nq}, path);
     PyBuffer_Release(&rows);
     PyBuffer_Release(&queries);
     PyBuffer_Release(&out);
@@ -549,24 +607,59 @@ static void release_sinks(Py_buffer *best_view, Py_buffer *sum_view, PyObject *s
         PyBuffer_Release(sum_view);
 }
 
+/* best()'s ``at``: a 1-d int64 array of row numbers, each checked against the ``n`` rows (a number out of
+ * range would read outside them); 0, or -1 with an exception and nothing held. */
+static int get_at(PyObject *obj, Py_ssize_t n, Py_buffer *view)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "at must be a C-contiguous array of int64");
+        return -1;
+    }
+    const char *f = view->format;
+    if (f[0] == '@' || f[0] == '=' || f[0] == '<')
+        f++;
+    if (view->ndim != 1 || view->itemsize != 8 || (strcmp(f, "q") != 0 && strcmp(f, "l") != 0)) {
+        PyErr_Format(PyExc_TypeError, "at must be a 1-d array of int64 (got %d-d, format '%s')", view->ndim,
+                     view->format);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    const int64_t *at = view->buf;
+    for (Py_ssize_t i = 0; i < view->shape[0]; i++)
+        if (at[i] < 0 || at[i] >= n) {
+            PyErr_Format(PyExc_IndexError, "at[%zd] = %lld is not a row of the %zd rows", i, (long long)at[i], n);
+            PyBuffer_Release(view);
+            return -1;
+        }
+    return 0;
+}
+
 static PyObject *best(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"rows", "queries", "best", "sum", "path", NULL};
-    PyObject *rows_obj, *queries_obj, *best_obj, *sum_obj = Py_None, *path_obj = Py_None;
+    static char *keywords[] = {"rows", "queries", "best", "sum", "at", "path", NULL};
+    PyObject *rows_obj, *queries_obj, *best_obj, *sum_obj = Py_None, *at_obj = Py_None, *path_obj = Py_None;
     enum path path;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$O:best", keywords, &rows_obj, &queries_obj, &best_obj,
-                                     &sum_obj, &path_obj) || path_of(path_obj, &path) < 0)
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$OO:best", keywords, &rows_obj, &queries_obj, &best_obj,
+                                     &sum_obj, &at_obj, &path_obj) || path_of(path_obj, &path) < 0)
         return NULL;
-    Py_buffer rows, queries, best_view, sum_view;
+    Py_buffer rows, queries, best_view, sum_view, at_view;
     if (get_inputs(rows_obj, queries_obj, &rows, &queries) < 0)
         return NULL;
+    const int have_at = at_obj != Py_None;
     sink_t sink;
     int ok = -1;
     if (queries.shape[0] == 0)
         PyErr_SetString(PyExc_ValueError, "at least one query vector");
-    else if (get_sinks(best_obj, sum_obj, rows.shape[0], &best_view, &sum_view, &sink) == 0) {
-        ok = run_released(&rows, &queries, sink, path);
-        release_sinks(&best_view, &sum_view, sum_obj);
+    else if (!have_at || get_at(at_obj, rows.shape[0], &at_view) == 0) {
+        const Py_ssize_t n = have_at ? at_view.shape[0] : rows.shape[0];
+        if (get_sinks(best_obj, sum_obj, n, &best_view, &sum_view, &sink) == 0) {
+            sink.at = have_at ? at_view.buf : NULL;
+            ok = run_released(&rows, n, &queries, sink, path);
+            release_sinks(&best_view, &sum_view, sum_obj);
+        }
+        if (have_at)
+            PyBuffer_Release(&at_view);
     }
     PyBuffer_Release(&rows);
     PyBuffer_Release(&queries);
@@ -685,9 +778,10 @@ static PyMethodDef methods[] = {
      "and queries (q, d), float32 out (n, q), all C-contiguous; d <= 1024. The GIL is released while it runs. "
      "path: one of paths(), default kernel()."},
     {"best", (PyCFunction)(void (*)(void))best, METH_VARARGS | METH_KEYWORDS,
-     "best(rows, queries, best, sum=None, *, path=None)\n--\n\nEach row's largest product over the query "
-     "vectors into best (n,), exact, and their sum into sum (n,) when given, both float32: what dots() gives "
-     "without writing every product. At least one query vector."},
+     "best(rows, queries, best, sum=None, *, at=None, path=None)\n--\n\nEach row's largest product over the "
+     "query vectors into best (n,), exact, and their sum into sum (n,) when given, both float32: what dots() "
+     "gives without writing every product. at: an int64 array of row numbers (m,): only those rows, in that "
+     "order, into best and sum (m,). At least one query vector."},
     {"best4", (PyCFunction)(void (*)(void))best4, METH_VARARGS | METH_KEYWORDS,
      "best4(rows, queries, best, sum=None, *, path=None)\n--\n\nbest() for int4 rows: uint8 rows (n, h), byte k "
      "holding column k in its low four bits and column h + k in its high four, each as code + 8 (codes -7..7); "

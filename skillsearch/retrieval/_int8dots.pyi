@@ -13,11 +13,12 @@ def dots(rows: np.ndarray, queries: np.ndarray, out: np.ndarray, *, path: str | 
 
 def best(
     rows: np.ndarray, queries: np.ndarray, best: np.ndarray, sum: np.ndarray | None = None, *,
-    path: str | None = None,
+    at: np.ndarray | None = None, path: str | None = None,
 ) -> None:
     """Each row's largest product over the query vectors into ``best`` (n,), exact, and their sum into ``sum``
-    (n,) when given (rounded to float32): :func:`dots` without writing every product. At least one query
-    vector."""
+    (n,) when given (rounded to float32): :func:`dots` without writing every product. ``at``: int64 row
+    numbers (m,), each checked (IndexError outside the rows): only those rows, read in place, into ``best``
+    and ``sum`` (m,). At least one query vector."""
 
 def best4(
     rows: np.ndarray, queries: np.ndarray, best: np.ndarray, sum: np.ndarray | None = None, *,

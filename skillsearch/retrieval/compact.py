@@ -122,13 +122,6 @@ class Compact:
         stop = min(stop, len(self))
         return self.rows(np.arange(start, stop, dtype=np.int64))
 
-    def gathered(self, rows: np.ndarray, columns: slice | None) -> Compact:
-        """These rows' codes of ``columns`` (all when None), the patch applied, with their scales: a copy of
-        their own for a scan of a few thousand rows (``vector_stage.select_kept``)."""
-        codes = self.rows(rows)
-        return Compact.of_codes(codes if columns is None else np.ascontiguousarray(codes[:, columns]),
-                                self.scales[rows])
-
     @cached_property
     def int4_margins(self) -> np.ndarray:
         """Each row's part of its int4 error margin (``vector_stage.first_pass``): six standard deviations of

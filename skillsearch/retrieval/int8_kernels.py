@@ -42,11 +42,13 @@ _pinned: str | None = None
 _path: str | None = None
 
 
-def best(rows: np.ndarray, queries: np.ndarray, out: np.ndarray, total: np.ndarray | None) -> None:
+def best(rows: np.ndarray, queries: np.ndarray, out: np.ndarray, total: np.ndarray | None,
+         at: np.ndarray | None = None) -> None:
     """Our kernel keeping only what a scan needs of each row's products with ``queries`` (int8, contiguous):
     the largest, exact, into ``out``, and their sum into ``total`` when given (float32 arrays, one value a
-    row)."""
-    _int8dots.best(np.ascontiguousarray(rows), queries, out, total, path=_path)
+    row). ``at``: int64 row numbers; only those rows, read in place (each asked for a few rows ahead, as
+    they come out of order), one value each."""
+    _int8dots.best(np.ascontiguousarray(rows), queries, out, total, at=at, path=_path)
 
 
 def best4(rows: np.ndarray, queries: np.ndarray, out: np.ndarray, total: np.ndarray | None) -> None:

@@ -6,8 +6,8 @@ From there on every row also has a compact copy, :class:`Compact`: int8 codes an
 A search then
 
 1. scores every row approximately with an int8 dot-product kernel (``int8_kernels.scan_kernel``: our own
-   ``_int8dots`` on AVX2 cores, numkong's packed kernel where the core has AVX-512 VNNI, numkong's ``cdist``
-   elsewhere), in blocks of :data:`BLOCK` rows, all the request's query vectors in one call, the rows shared
+   ``_int8dots`` on x86 cores with AVX-512 VNNI or AVX2, numkong's ``cdist`` elsewhere), in blocks of
+   :data:`BLOCK` rows, all the request's query vectors in one call, the rows shared
    by :data:`SCAN_THREADS` Python threads (the kernels release the GIL);
 2. sets the rows the caller may not see (``mask``) to ``-inf`` without a branch per row (:func:`hide`), so
    filtering stays inside the retriever and ``depth`` rows come back whenever ``depth`` visible rows exist;
@@ -18,8 +18,8 @@ A search then
 
 From :data:`INT4_FROM` rows (one part, no language shift, our kernel's AVX-512 VNNI path) steps 1-3 read an
 int4 copy first (:func:`first_pass`: half the bytes, each row with its own margin) and score again from the
-int8 copy only the rows whose upper bound reaches the ``depth``-th best lower bound among the visible rows
-(:func:`select_kept`; a few thousand at 1M rows).
+int8 copy, read in place, only the rows whose upper bound reaches the ``depth``-th best lower bound among the
+visible rows (:func:`select_kept`, :func:`rescan`; one or two thousand at 100k rows, a few thousand at 1M).
 
 The fusion sees exact float32 cosines only: the candidates', and those of the rows the caller names
 (``exact_rows``: the lexical candidates). Every other visible row keeps its approximate score, which only
@@ -46,8 +46,8 @@ from skillsearch.retrieval.cosines import nearest_rows, row_max, row_sum
 
 __all__ = [
     "COMPACT_FROM", "DERIVED_WITHIN", "INT4_FROM", "SCAN_THREADS", "Shift", "approximate_scores", "choose",
-    "derived_first", "first_pass", "hide", "int4_scan", "margin", "nearest_compact", "nearest_of", "sample_scores",
-    "scan", "select", "select_kept",
+    "derived_first", "first_pass", "hide", "int4_scan", "margin", "nearest_compact", "nearest_of", "rescan",
+    "sample_scores", "scan", "select", "select_kept",
 ]
 
 # Rows from which a search scans the compact copy. Measured at 5k and 10k rows (docs/benchmarks.md, "One pass
@@ -76,9 +76,9 @@ DERIVED_WITHIN = 1e-4
 SPLIT_FROM = 32_768
 # Rows from which a scan reads the int4 copy first and re-scores in int8 only the rows that can still be in the
 # top ``depth`` (:func:`first_pass`, :func:`select_kept`): half the bytes of the int8 copy. Measured with cold
-# caches over 120 dev requests (docs/benchmarks.md, "Two tiers: int4, then int8"): the whole stage at 100k
-# rows 4.23 against 4.08 ms, at 300k 9.18 against 10.3, at 1M 24.6 against 30.9.
-INT4_FROM = 200_000
+# caches over 80 requests (docs/benchmarks.md, "Four int4 rows at a time, kept rows read in place"): the
+# whole stage at 50k rows 2.77 against 2.75 ms for the int8 scan alone, at 100k 4.12 against 4.71.
+INT4_FROM = 100_000
 
 
 class Rows(Protocol):
@@ -162,11 +162,53 @@ def scan(
         rows = compact.patch_rows
         sub_shift = None if shift is None else Shift(shift.by, shift.groups[rows])
         scores[rows] = scan(compact.patched, columns, queries, sub_shift, threads=1, kernel=kernel)[0]
-    err = margin(compact.peak_scale, q_scales)
+    return scores, _scan_error(compact.peak_scale, q_scales, derived)
+
+
+def _scan_error(peak_scale: float, q_scales: np.ndarray, derived: tuple[float, float] | None) -> float:
+    """:func:`scan`'s error margin for rows of at most ``peak_scale``, the derived first vector's included."""
+    err = margin(peak_scale, q_scales)
     if derived is not None:
         spread, distance = _derived_error(derived, len(q_scales))
-        err = max(err, margin(compact.peak_scale, q_scales * spread) + distance)
-    return scores, err
+        err = max(err, margin(peak_scale, q_scales * spread) + distance)
+    return err
+
+
+def rescan(compact: Compact, columns: slice | None, rows: np.ndarray, scores: np.ndarray,
+           queries: np.ndarray) -> float:
+    """:func:`scan`'s numbers for ``rows`` only, into ``scores`` (every row's) at those rows, and the error
+    margin for them: the parts' rows read in place by our kernel (``int8_kernels.best`` with ``at``: no copy
+    of them made), for one part and no shift as :func:`first_pass` reads. The patch's rows keep what
+    ``scores`` holds: :func:`int4_scan` gave them their int8 scores already."""
+    pieces = compact.pieces(columns)
+    if len(pieces) != 1:
+        raise ValueError("a rescan reads one part")
+    derived = derived_first(queries)
+    q_codes, q_scales = quantise_together(queries[1:] if derived is not None else queries)
+    base = rows[rows < compact.base_rows]
+    if compact.patch_rows.size:
+        base = base[~np.isin(base, compact.patch_rows, assume_unique=True)]
+    best = np.empty(base.size, dtype=np.float32)
+    total = None if derived is None else np.empty(base.size, dtype=np.float32)
+    if base.size:
+        part, cols = pieces[0]
+        int8_kernels.best(part, np.ascontiguousarray(q_codes[:, cols]), best, total,
+                          at=base.astype(np.int64, copy=False))
+    scores[base] = _finished(best, total, None if derived is None else derived[0], q_scales, compact.scales[base])
+    peak = float(compact.scales[rows].max()) if rows.size else 0.0
+    return _scan_error(peak, q_scales, derived)
+
+
+def _finished(best: np.ndarray, total: np.ndarray | None, norm: float | None, q_scales: np.ndarray,
+              scales: np.ndarray) -> np.ndarray:
+    """Rows' scores from our kernel's best products and their sums (``best``, changed in place and
+    returned): the derived first vector's (``total`` over ``norm``) where it is better, then both scales."""
+    if total is not None and norm is not None:
+        total *= np.float32(1.0 / norm)
+        np.maximum(best, total, out=best)
+    best *= q_scales[0]
+    best *= scales
+    return best
 
 
 def _derived_error(derived: tuple[float, float], sentences: int) -> tuple[float, float]:
@@ -275,11 +317,7 @@ def _scan(
             best = scores[start:end]
             total = None if norm is None else np.empty(end - start, dtype=np.float32)
             int8_kernels.best(pieces[0][0][start:end], queries[0], best, total)
-            if total is not None and norm is not None:
-                total *= np.float32(1.0 / norm)
-                np.maximum(best, total, out=best)
-            best *= q_scales[0]
-            best *= scales[start:end]
+            _finished(best, total, norm, q_scales, scales[start:end])
             continue
         products = int8_kernels.products(pieces, queries, start, end, kernel)
         whole: np.ndarray | None = None
@@ -473,8 +511,8 @@ def select_kept(
         kept = np.flatnonzero(scores + margins >= lowest)
     else:  # fewer than ``depth`` visible rows: all of them
         kept = np.flatnonzero(np.isfinite(scores))
-    again, err = scan(compact.gathered(kept, columns), None, queries, threads=1)
-    scores[kept] = again
+    err = rescan(compact, columns, kept, scores, queries)
+    again = scores[kept]
     threshold = _depth_threshold(again, depth)
     picked = kept[again >= threshold - 2.0 * err] if np.isfinite(threshold) else kept
     return _rescored(matrix, scores, picked, queries, depth, exact_rows, None)
