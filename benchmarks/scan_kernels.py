@@ -2,7 +2,7 @@
 until 2026-12-03; measured only when simsimd is installed, it is no longer a dependency) against numkong's
 ``cdist`` for one query vector and ``dots_packed`` (the query vectors packed once) for several, and the
 row-wise maximum over the query vectors as numpy's ``max(axis=1)`` against ``cosines.row_max``; then the
-stage's own ``vector_stage.scan`` (blocks, scales, :data:`~skillsearch.retrieval.vector_stage.SCAN_THREADS`
+stage's own ``vector_scan.scan`` (blocks, scales, :data:`~skillsearch.retrieval.vector_scan.SCAN_THREADS`
 threads) with each of its kernels (``int8_kernels.KERNELS``: our own ``_int8dots`` beside numkong's two), which
 is what ``int8_kernels.scan_kernel`` chooses between.
 torch's two int8 kernels (fbgemm's dynamic int8 linear, ``_weight_int8pack_mm``) are timed beside them as the
@@ -43,7 +43,7 @@ from skillsearch.retrieval import _int8dots  # noqa: E402
 from skillsearch.retrieval.compact import BLOCK, Compact, nibbles  # noqa: E402
 from skillsearch.retrieval.cosines import row_max  # noqa: E402
 from skillsearch.retrieval.int8_kernels import KERNELS, pin, scan_kernel  # noqa: E402
-from skillsearch.retrieval.vector_stage import SCAN_THREADS, scan  # noqa: E402
+from skillsearch.retrieval.vector_scan import SCAN_THREADS, scan  # noqa: E402
 
 DIM = 384
 # ``_weight_int8pack_mm`` has no vectorised path here (39 ms for one vector over 100k rows): timed up to this.
@@ -216,7 +216,7 @@ def main() -> None:
                f"int8 rows and their scales, timed up to {INT8PACK_UP_TO:,} rows.",
                "`max(axis=1)` and `row_max`: the row-wise best over the query vectors of one block of "
                "`dots_packed` products (int32, `block_rows` x `query_vectors`).",
-               f"`stage scan, <kernel>`: `vector_stage.scan` over the whole matrix on {SCAN_THREADS} threads "
+               f"`stage scan, <kernel>`: `vector_scan.scan` over the whole matrix on {SCAN_THREADS} threads "
                "with each of `int8_kernels.KERNELS` (one vector goes through `cdist` for `numkong-packed`). "
                f"numkong's capabilities here: {', '.join(caps)}; our kernel's path: {_int8dots.kernel()}; "
                f"the stage picks `{scan_kernel()}`.",),

@@ -227,6 +227,7 @@ def paired_parts(n: int, pool: np.ndarray, queries: list[np.ndarray], requests: 
 
     from skillsearch.bench.synthetic import stand_in_vectors
     from skillsearch.retrieval import vector_saves
+    from skillsearch.retrieval import vector_scan as vsc
     from skillsearch.retrieval import vector_stage as vs
     from skillsearch.retrieval.cosines import max_cosines
     from skillsearch.retrieval.vectors import BACKGROUND_ROWS, VectorRow, VectorSnapshot
@@ -248,13 +249,13 @@ def paired_parts(n: int, pool: np.ndarray, queries: list[np.ndarray], requests: 
         scores[~half] = -np.inf
 
     parts: dict[str, Callable[[np.ndarray], Any]] = {
-        "int8 scan, 1 thread": lambda q: vs.scan(compact, None, q, threads=1),
-        "int8 scan, 2 threads": lambda q: vs.scan(compact, None, q, threads=2),
+        "int8 scan, 1 thread": lambda q: vsc.scan(compact, None, q, threads=1),
+        "int8 scan, 2 threads": lambda q: vsc.scan(compact, None, q, threads=2),
         "hide half the rows: scores[~mask] = -inf": lambda q: boolean(np.zeros(n, np.float32)),
         "hide half the rows: branch-free (vector_stage.hide)": lambda q: vs.hide(np.zeros(n, np.float32), half),
         "background: float32 rows of the mapped matrix": lambda q: max_cosines(
             np.ascontiguousarray(snapshot.matrix[sample_rows]), q),
-        "background: int8 copy (vector_stage.sample_scores)": lambda q: vs.sample_scores(
+        "background: int8 copy (vector_scan.sample_scores)": lambda q: vsc.sample_scores(
             compact, BACKGROUND_ROWS, None, q, None),
         "whole stage, unfiltered": lambda q: (snapshot.nearest(q, DEPTH), snapshot.background(q)),
         "whole stage, half visible": lambda q: (snapshot.nearest(q, DEPTH, half), snapshot.background(q)),
@@ -288,7 +289,7 @@ def first_pass_pools(n: int, pool: np.ndarray, queries: list[np.ndarray], reques
 
     - ``shipped rule`` (int8 only, what ``vector_stage.select`` re-scores): every row within twice the margin
       of the ``DEPTH``-th best approximate score, the margin taken at the largest row scale;
-    - ``per-row bound``: each row's margin from its own scale (``vector_stage.margin``'s six standard
+    - ``per-row bound``: each row's margin from its own scale (``vector_scan.margin``'s six standard
       deviations); the ``DEPTH``-th largest lower bound (score minus margin) bounds the exact ``DEPTH``-th
       best from below, so a row whose upper bound (score plus margin) is under it cannot be in the top 100.
 

@@ -195,7 +195,7 @@ def test_bad_arguments_are_typed_errors() -> None:
 
 
 def test_a_call_releases_the_gil_so_two_threads_share_a_scan() -> None:
-    """The stage splits a large scan over two Python threads (``vector_stage.SCAN_THREADS``): that only helps
+    """The stage splits a large scan over two Python threads (``vector_scan.SCAN_THREADS``): that only helps
     if the kernel lets go of the GIL while it runs. Another thread sees the output half written, which it
     could never see if the call held the GIL from its first product to its last."""
     rows = np.random.default_rng(5).integers(-128, 128, size=(400_000, 384), dtype=np.int8)

@@ -26,19 +26,16 @@ from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.int8_kernels import KERNELS, scan_kernel
 from skillsearch.retrieval.key_index import KeyIndex
 from skillsearch.retrieval.routing import RequestRoute
-from skillsearch.retrieval.vector_stage import (
-    COMPACT_FROM,
+from skillsearch.retrieval.vector_scan import (
     INT4_FROM,
     SPLIT_FROM,
     Shift,
     derived_first,
     first_pass,
-    hide,
     int4_scan,
-    nearest_compact,
     scan,
-    select_kept,
 )
+from skillsearch.retrieval.vector_stage import COMPACT_FROM, hide, nearest_compact, select_kept
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
 
 # Past the int8 copy's threshold, the background's sample size and the two-thread split.

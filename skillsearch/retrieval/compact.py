@@ -1,4 +1,4 @@
-"""The int8 copy of a large vector matrix that the vector stage scans (``retrieval/vector_stage.py``).
+"""The int8 copy of a large vector matrix that the vector stage scans (``retrieval/vector_scan.py``).
 
 Each row is kept as int8 codes and one float32 scale (``max |x| / 127``, so ``row ~ scale * codes``): a
 quarter of float32's bytes, so a quarter of the memory traffic that bounds a scan. The codes are kept as
@@ -124,7 +124,7 @@ class Compact:
 
     @cached_property
     def int4_margins(self) -> np.ndarray:
-        """Each row's part of its int4 error margin (``vector_stage.first_pass``): six standard deviations of
+        """Each row's part of its int4 error margin (``vector_scan.first_pass``): six standard deviations of
         its rounding, int8 then int4 (each uniform within half a step: variance ``(s8^2 + s4^2) / 12`` per
         column for a unit query), taken apart from the query's so that a search adds one number to it
         (``sqrt(a + b) <= sqrt(a) + sqrt(b)``)."""

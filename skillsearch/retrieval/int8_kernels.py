@@ -1,4 +1,4 @@
-"""The int8 dot-product kernels of the vector stage's scan (``vector_stage.scan``), and the one this core runs.
+"""The int8 dot-product kernels of the vector stage's scan (``vector_scan.scan``), and the one this core runs.
 
 Each gives the same exact integer products of int8 rows with a request's int8 query vectors (at most
 384 * 127 * 127 per column part, exact in float32), so the choice changes speed only:
@@ -63,7 +63,7 @@ def to_int4(codes: np.ndarray, out: np.ndarray) -> None:
 
 
 def scans_int4(kernel: str) -> bool:
-    """Whether a large scan reads the int4 copy first (``vector_stage.first_pass``): with our kernel on its
+    """Whether a large scan reads the int4 copy first (``vector_scan.first_pass``): with our kernel on its
     AVX-512 VNNI path, where it was measured (docs/benchmarks.md, "Two tiers: int4, then int8")."""
     return kernel == "int8dots" and our_path() == "avx512vnni"
 

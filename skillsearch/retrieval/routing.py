@@ -24,7 +24,7 @@ import numpy as np
 
 from skillsearch.retrieval.calibration import Centering, centering_of, language_codes
 from skillsearch.retrieval.encoder import Encoder
-from skillsearch.retrieval.vector_stage import Shift
+from skillsearch.retrieval.vector_scan import Shift
 
 __all__ = ["NearestOf", "RequestRoute", "Routing"]
 

@@ -37,17 +37,8 @@ from skillsearch.retrieval.vector_files import (
     write_kept,
 )
 from skillsearch.retrieval.vector_rows import RowTable, VectorRow, found_in, runs
-from skillsearch.retrieval.vector_stage import (
-    COMPACT_FROM,
-    Shift,
-    approximate_scores,
-    choose,
-    first_pass,
-    hide,
-    nearest_compact,
-    sample_scores,
-    scan,
-)
+from skillsearch.retrieval.vector_scan import Shift, approximate_scores, first_pass, sample_scores, scan
+from skillsearch.retrieval.vector_stage import COMPACT_FROM, choose, hide, nearest_compact
 
 # Up to this many bytes of float32 matrix, a mapped index re-scores its rows through the mapping (its pages are
 # the page cache's, shared by every process that maps the file): about 0.1 ms for 250 rows at 100k, against
@@ -246,7 +237,7 @@ class VectorSnapshot:
         ``BACKGROUND_ROWS``, beyond that a fixed, evenly spaced sample of that many rows, so the cost stays
         flat at a million skills. With an int8 copy (from ``COMPACT_FROM`` rows) the rows are scored from
         that copy (each cosine within about 1e-3; the mean over the rows far closer), or from its int4 copy
-        where the stage reads that first (``vector_stage.first_pass``: each within about 0.05, the mean
+        where the stage reads that first (``vector_scan.first_pass``: each within about 0.05, the mean
         unbiased, the spread some 1 % wider), the numbers the vector stage's own scan gives them
         (:meth:`nearest_and_background`). ``scores``: :meth:`nearest`'s
         unmasked, exact scores, when it has them (below ``COMPACT_FROM``)."""

@@ -1,0 +1,330 @@
+"""Step 1 of the vector stage (``retrieval/vector_stage.py``): every row's approximate best score over a
+request's query vectors, read from the compact copy (``compact.Compact``), and the error margin that bounds
+the difference from its exact cosine.
+
+- :func:`scan`: the int8 copy, with an int8 dot-product kernel (``int8_kernels.scan_kernel``: our own
+  ``_int8dots`` on x86 cores with AVX-512 VNNI or AVX2, numkong's ``cdist`` elsewhere) in blocks of ``BLOCK``
+  rows, all the request's query vectors in one call, the rows shared by :data:`SCAN_THREADS` Python threads
+  (the kernels release the GIL); one margin for every row (:func:`margin`, six standard deviations of the
+  quantisation error).
+- :func:`first_pass`: from :data:`INT4_FROM` rows (one part, no language shift, our kernel's AVX-512 VNNI
+  path) the int4 copy first (:func:`int4_scan`: half the bytes, each row with its own margin); the stage
+  then scores some rows again from the int8 copy where they lie (:func:`rescan`).
+- :func:`approximate_scores`: which of the two a search reads; :func:`sample_scores`: a fixed sample's, for
+  the decision's background.
+
+No caller's mask applies here: the same rows always get the same numbers, so what is read from them (the
+background's mean and spread) does not depend on who asks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from skillsearch.retrieval import int8_kernels
+from skillsearch.retrieval.compact import BLOCK, INT4_STEP, Compact, nibbles, quantise_together
+from skillsearch.retrieval.cosines import row_max, row_sum
+
+__all__ = [
+    "DERIVED_WITHIN", "INT4_FROM", "SCAN_THREADS", "SPLIT_FROM", "Shift", "approximate_scores", "derived_first",
+    "first_pass", "int4_scan", "margin", "rescan", "sample_scores", "scan",
+]
+
+# Python threads that share a scan, each over its own blocks: numkong's kernels release the GIL (a
+# spinning Python thread kept its pace beside them; simsimd's own ``threads`` argument, before, started
+# threads per call, which cost more than they saved). Two at most: the
+# machines this runs on have few cores, and the model's encoder shares them.
+SCAN_THREADS = max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
+
+
+# A request of several sentences is embedded as its sentences and, first, their normalised sum standing in for
+# the whole request (``encoder.encode_query_parts``). That first vector's product with a row is the sum of the
+# sentences' products over the sum's norm, so the scan derives it from their columns instead of scoring a
+# column of its own (:func:`derived_first`): one vector fewer to scan, a third of the kernel's work for a
+# request of two sentences. Derived when the first vector is within this distance of the sentences' sum
+# normalised (float32 rounding is some 1e-7); the distance is added to the error margin.
+DERIVED_WITHIN = 1e-4
+
+
+# A scan shorter than this many rows runs on the calling thread (a hand-off costs tens of microseconds).
+SPLIT_FROM = 32_768
+
+
+# Rows from which a scan reads the int4 copy first and re-scores in int8 only the rows that can still be in the
+# top ``depth`` (:func:`first_pass`, ``vector_stage.select_kept``): half the bytes of the int8 copy. Measured with cold
+# caches over 80 requests (docs/benchmarks.md, "Four int4 rows at a time, kept rows read in place"): the
+# whole stage at 50k rows 2.77 against 2.75 ms for the int8 scan alone, at 100k 4.12 against 4.71.
+INT4_FROM = 100_000
+
+
+def margin(row_scale: float, query_scales: np.ndarray) -> float:
+    """Six standard deviations of ``exact - approximate`` for one unit row and unit query, both rounded to
+    int8: ``x.q - s_x s_q (c_x.c_q) = s_x c_x.e_q + e_x.q``, each component of ``e`` uniform within half a
+    step, so its variance is at most ``(s_q^2 + s_x^2) / 12`` (the largest row scale bounds every row's; a
+    route's columns of a routed row are a unit vector too)."""
+    sq = float(np.max(query_scales)) if np.size(query_scales) else 0.0
+    return 6.0 * float(np.sqrt((sq * sq + row_scale * row_scale) / 12.0))
+
+
+@dataclass(frozen=True)
+class Shift:
+    """A per-row offset subtracted from each query vector's score before the best is taken: row ``i`` loses
+    ``by[j, groups[i]]`` for query vector ``j`` (language centering: ``calibration.centered_cosines``)."""
+
+    by: np.ndarray
+    groups: np.ndarray
+
+
+@cache
+def _pool(threads: int, pid: int) -> ThreadPoolExecutor:
+    """The scan's helper threads, one pool per process (a forked child inherits no threads: a pool made
+    before the fork would never run its work there)."""
+    return ThreadPoolExecutor(max_workers=threads, thread_name_prefix="vector-scan")
+
+
+def _in_runs(n: int, threads: int, run: Callable[[int, int], None]) -> None:
+    """``run(first, last)`` over rows ``0:n``: on the calling thread with one thread or under
+    :data:`SPLIT_FROM` rows, else cut into ``threads`` runs (at multiples of 64 rows), one per thread, the
+    calling thread taking the first."""
+    if threads <= 1 or n < SPLIT_FROM:
+        run(0, n)
+        return
+    cuts = [n * i // threads // 64 * 64 for i in range(threads)] + [n]
+    runs = [(cuts[i], cuts[i + 1]) for i in range(threads) if cuts[i] < cuts[i + 1]]
+    futures = [_pool(threads - 1, os.getpid()).submit(run, first, last) for first, last in runs[1:]]
+    run(*runs[0])
+    for f in futures:
+        f.result()
+
+
+def scan(
+    compact: Compact, columns: slice | None, queries: np.ndarray, shift: Shift | None = None,
+    threads: int = SCAN_THREADS, kernel: str | None = None,
+) -> tuple[np.ndarray, float]:
+    """Step 1: every row's best approximate score over ``queries`` (normalised, (q, dim) float32), whoever
+    asks (no mask yet), and the error margin that applies. The same rows always get the same numbers, so
+    statistics read from it (the decision's background) do not depend on the caller. With ``threads`` > 1
+    a large scan is cut into that many runs of rows, one per thread (the calling thread takes the first).
+    ``kernel``: one of ``int8_kernels.KERNELS`` (default: ``int8_kernels.scan_kernel``); every kernel gives the
+    same numbers."""
+    kernel = int8_kernels.named(kernel)
+    pieces = compact.pieces(columns)
+    derived = derived_first(queries)
+    q_codes, q_scales = quantise_together(queries[1:] if derived is not None else queries)
+    scores = np.empty(len(compact), dtype=np.float32)
+    n = compact.base_rows  # the parts' rows; the patch (changed and added rows) is scored after them
+    args = (pieces, compact.scales, q_codes, q_scales, shift, scores)
+    norm = None if derived is None else derived[0]
+    _in_runs(n, threads, lambda first, last: _scan(*args, first, last, kernel, norm))
+    if compact.patch_rows.size:
+        rows = compact.patch_rows
+        sub_shift = None if shift is None else Shift(shift.by, shift.groups[rows])
+        scores[rows] = scan(compact.patched, columns, queries, sub_shift, threads=1, kernel=kernel)[0]
+    return scores, _scan_error(compact.peak_scale, q_scales, derived)
+
+
+def _scan_error(peak_scale: float, q_scales: np.ndarray, derived: tuple[float, float] | None) -> float:
+    """:func:`scan`'s error margin for rows of at most ``peak_scale``, the derived first vector's included."""
+    err = margin(peak_scale, q_scales)
+    if derived is not None:
+        spread, distance = _derived_error(derived, len(q_scales))
+        err = max(err, margin(peak_scale, q_scales * spread) + distance)
+    return err
+
+
+def rescan(compact: Compact, columns: slice | None, rows: np.ndarray, scores: np.ndarray,
+           queries: np.ndarray) -> float:
+    """:func:`scan`'s numbers for ``rows`` only, into ``scores`` (every row's) at those rows, and the error
+    margin for them: the parts' rows read in place by our kernel (``int8_kernels.best`` with ``at``: no copy
+    of them made), for one part and no shift as :func:`first_pass` reads. The patch's rows keep what
+    ``scores`` holds: :func:`int4_scan` gave them their int8 scores already."""
+    pieces = compact.pieces(columns)
+    if len(pieces) != 1:
+        raise ValueError("a rescan reads one part")
+    derived = derived_first(queries)
+    q_codes, q_scales = quantise_together(queries[1:] if derived is not None else queries)
+    base = rows[rows < compact.base_rows]
+    if compact.patch_rows.size:
+        base = base[~np.isin(base, compact.patch_rows, assume_unique=True)]
+    best = np.empty(base.size, dtype=np.float32)
+    total = None if derived is None else np.empty(base.size, dtype=np.float32)
+    if base.size:
+        part, cols = pieces[0]
+        int8_kernels.best(part, np.ascontiguousarray(q_codes[:, cols]), best, total,
+                          at=base.astype(np.int64, copy=False))
+    scores[base] = _finished(best, total, None if derived is None else derived[0], q_scales, compact.scales[base])
+    peak = float(compact.scales[rows].max()) if rows.size else 0.0
+    return _scan_error(peak, q_scales, derived)
+
+
+def _finished(best: np.ndarray, total: np.ndarray | None, norm: float | None, q_scales: np.ndarray,
+              scales: np.ndarray) -> np.ndarray:
+    """Rows' scores from our kernel's best products and their sums (``best``, changed in place and
+    returned): the derived first vector's (``total`` over ``norm``) where it is better, then both scales."""
+    if total is not None and norm is not None:
+        total *= np.float32(1.0 / norm)
+        np.maximum(best, total, out=best)
+    best *= q_scales[0]
+    best *= scales
+    return best
+
+
+def _derived_error(derived: tuple[float, float], sentences: int) -> tuple[float, float]:
+    """What the derived first vector (:func:`derived_first`) does to a margin: the factor on the query's
+    rounding term (the sentences' rounding errors summed over the norm: variance m / N^2 times one's; the
+    row's term is as for any unit vector) and the distance to add (the first vector's from the sum)."""
+    total_norm, distance = derived
+    return float(np.sqrt(sentences)) / total_norm, distance
+
+
+def first_pass(
+    compact: Compact, columns: slice | None, queries: np.ndarray, shift: Shift | None = None,
+    threads: int = SCAN_THREADS, kernel: str | None = None,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The int4 tier (:func:`int4_scan`) where the stage reads it first: from :data:`INT4_FROM` rows, one
+    part, no ``shift``, and our kernel on its AVX-512 VNNI path (``int8_kernels.scans_int4``, where it was
+    measured); None elsewhere (the stage scans int8 only)."""
+    kernel = int8_kernels.named(kernel)
+    pieces = compact.pieces(columns)
+    if (shift is not None or len(pieces) != 1 or compact.base_rows < INT4_FROM or pieces[0][0].shape[1] % 2
+            or not int8_kernels.scans_int4(kernel)):
+        return None
+    return int4_scan(compact, columns, queries, threads, kernel)
+
+
+def int4_scan(
+    compact: Compact, columns: slice | None, queries: np.ndarray, threads: int = SCAN_THREADS,
+    kernel: str | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every row's best approximate score over ``queries`` from the int4 copy of its part
+    (``compact.nibbles``; the patch's rows from their int8 codes, ``kernel`` as :func:`scan`) and each row's
+    error margin: six standard deviations as :func:`margin`, but with the row's own scale. ``columns`` must
+    be one part of even width. Whoever asks gets the same numbers."""
+    kernel = int8_kernels.named(kernel)
+    pieces = compact.pieces(columns)
+    if len(pieces) != 1 or pieces[0][0].shape[1] % 2:
+        raise ValueError("the int4 tier reads one part of even width")
+    packed = nibbles(pieces[0][0])
+    derived = derived_first(queries)
+    q_codes, q_scales = quantise_together(queries[1:] if derived is not None else queries)
+    n = compact.base_rows
+    scores = np.empty(len(compact), dtype=np.float32)
+    total = None if derived is None else np.empty(n, dtype=np.float32)
+
+    def run(first: int, last: int) -> None:
+        int8_kernels.best4(packed[first:last], q_codes, scores[first:last],
+                           None if total is None else total[first:last])
+
+    _in_runs(n, threads, run)
+    if total is not None and derived is not None:
+        total *= np.float32(1.0 / derived[0])
+        np.maximum(scores[:n], total, out=scores[:n])
+    scores[:n] *= np.float32(q_scales[0] * INT4_STEP)
+    scores[:n] *= compact.scales[:n]
+    # Each row's margin: its own rounding (``Compact.int4_margins``) plus the query's, six standard deviations
+    # each (their sum bounds the joint one); the derived first vector's query term as :func:`scan` takes it.
+    query_term = 6.0 * float(q_scales[0]) / np.sqrt(12.0)
+    if derived is not None:
+        spread, distance = _derived_error(derived, len(q_scales))
+        query_term = max(query_term, query_term * spread + distance)
+    margins = compact.int4_margins + np.float32(query_term)
+    if compact.patch_rows.size:
+        rows = compact.patch_rows
+        scores[rows], margins[rows] = scan(compact.patched, columns, queries, None, threads=1, kernel=kernel)
+    return scores, margins
+
+
+def derived_first(queries: np.ndarray) -> tuple[float, float] | None:
+    """When ``queries[0]`` is the normalised sum of the rest (a request and its sentences, two or more, as
+    search embeds them; within :data:`DERIVED_WITHIN`): the norm of that sum and the distance between the
+    two, so :func:`scan` derives the first vector's scores from the others' instead of scanning it. None
+    otherwise (one vector, or a first vector embedded on its own)."""
+    if queries.shape[0] < 3:
+        return None
+    total = queries[1:].sum(axis=0, dtype=np.float64)
+    norm = float(np.linalg.norm(total))
+    if norm == 0.0:
+        return None
+    distance = float(np.linalg.norm(total / norm - queries[0]))
+    return (norm, distance) if distance <= DERIVED_WITHIN else None
+
+
+def _scan(
+    pieces: list[tuple[np.ndarray, slice]], scales: np.ndarray, q_codes: np.ndarray, q_scales: np.ndarray,
+    shift: Shift | None, scores: np.ndarray, first: int, last: int, kernel: str, norm: float | None = None,
+) -> None:
+    """Rows ``first:last`` of :func:`scan`, a block of rows at a time.
+
+    The integer dot products come from ``kernel`` (``int8_kernels.products``; docs/benchmarks.md, "One pass for
+    several query vectors", "The kernel by instruction set" and "Our own int8 kernel"). Every kernel gives
+    the same exact integer products (at most 384 * 127 * 127, exact in float32). The query vectors share
+    one scale (``compact.quantise_together``), so the best of a row's integer products is its best score before
+    scaling. ``norm``: the query vectors scored are a request's sentences, and its first vector (not among
+    them) is their sum over ``norm`` (:func:`derived_first`): each row's sum of their products over ``norm``
+    competes too, and a ``shift`` holds that first vector's offsets in its first row."""
+    nq = q_codes.shape[0]
+    if kernel == "numkong-packed" and nq == 1:
+        kernel = "numkong-cdist"  # nothing to pack
+    queries = int8_kernels.prepared(pieces, q_codes, kernel)
+    # Our kernel keeps only what the scan needs of a row's products (the best, and their sum for ``norm``)
+    # when one part is scanned without a shift: no block of every product written and read again.
+    fused = kernel == "int8dots" and shift is None and len(pieces) == 1
+    for start in range(first, last, BLOCK):
+        end = min(start + BLOCK, last)
+        if fused:
+            best = scores[start:end]
+            total = None if norm is None else np.empty(end - start, dtype=np.float32)
+            int8_kernels.best(pieces[0][0][start:end], queries[0], best, total)
+            _finished(best, total, norm, q_scales, scales[start:end])
+            continue
+        products = int8_kernels.products(pieces, queries, start, end, kernel)
+        whole: np.ndarray | None = None
+        if norm is not None:
+            whole = row_sum(products, np.empty(end - start, dtype=np.float32))
+            whole *= np.float32(1.0 / norm)
+        if shift is not None:
+            groups = shift.groups[start:end]
+            shifted = products.astype(np.float32)
+            shifted *= q_scales[0]
+            shifted *= scales[start:end, None]
+            shifted -= shift.by[0 if whole is None else 1 :, groups].T
+            row_max(shifted, scores[start:end])
+            if whole is not None:
+                whole *= q_scales[0]
+                whole *= scales[start:end]
+                whole -= shift.by[0, groups]
+                np.maximum(scores[start:end], whole, out=scores[start:end])
+            continue
+        if whole is None:
+            best = products[:, 0] if nq == 1 else row_max(products, np.empty(end - start, dtype=products.dtype))
+        else:
+            best = np.maximum(row_max(products, np.empty(end - start, dtype=np.float32)), whole, out=whole)
+        np.multiply(best, q_scales[0], out=scores[start:end], casting="unsafe")
+        scores[start:end] *= scales[start:end]
+
+
+def sample_scores(
+    compact: Compact, count: int, columns: slice | None, queries: np.ndarray, shift: Shift | None,
+) -> np.ndarray:
+    """The approximate best score over ``queries`` of ``count`` evenly spaced rows (``Compact.sample``), each
+    within about 1e-3 of its float32 cosine: the decision's background at a large index, read from the
+    resident int8 copy instead of gathering rows of a mapped float32 matrix (page faults)."""
+    rows, codes, scales = compact.sample(count)
+    sub_shift = None if shift is None else Shift(shift.by, shift.groups[rows])
+    return scan(Compact.of_codes(codes, scales), columns, queries, sub_shift, threads=1)[0]
+
+
+def approximate_scores(
+    compact: Compact, columns: slice | None, queries: np.ndarray, shift: Shift | None = None,
+    threads: int = SCAN_THREADS,
+) -> tuple[np.ndarray, float | np.ndarray]:
+    """Every row's approximate score, whoever asks, and the error margin: the int4 tier's, one per row
+    (:func:`first_pass`), where it applies, else the int8 scan's, one for all rows (:func:`scan`)."""
+    first = first_pass(compact, columns, queries, shift, threads)
+    return first if first is not None else scan(compact, columns, queries, shift, threads)
