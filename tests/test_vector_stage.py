@@ -33,6 +33,7 @@ from skillsearch.retrieval.vector_scan import (
     derived_first,
     first_pass,
     int4_scan,
+    rescan,
     scan,
 )
 from skillsearch.retrieval.vector_stage import COMPACT_FROM, hide, nearest_compact, select_kept
@@ -176,6 +177,34 @@ def test_two_tiers_read_an_updated_rows_new_codes(world: tuple[VectorSnapshot, l
     assert rows[0] == target and abs(float(scores[target]) - float(want[target])) < 1e-6
     assert recall_at(rows, want, 100) == 1.0
     assert nibbles(compact.parts[0]) is nibbles(before.parts[0])
+
+
+def test_a_rescan_gives_the_rows_it_reads_the_scans_own_numbers(world: tuple[VectorSnapshot, list[np.ndarray]]
+                                                                 ) -> None:
+    """``rescan`` (the kept rows read in place, ``_int8dots.best`` with ``at``) writes into ``scores`` exactly
+    what ``scan`` gives those rows, for one vector and for a request whose first vector is derived from its
+    sentences, leaves every other row alone (the patch's rows included: ``int4_scan`` scored them in int8
+    already), and returns the margin a scan of just those rows would have."""
+    snapshot, queries = world
+    target = 30_001
+    row = snapshot.rows[target]
+    updated = snapshot.apply([(VectorRow(row.skill_id, row.grant, row.kind, row.tags, "d-new", "e-new"),
+                               queries[0][0])], [])
+    compact = updated.compact
+    assert compact is not None and compact.patch_rows.tolist() == [target]
+    rows = np.asarray([0, 5, 7, 999, target, 20_000, ROWS - 1], dtype=np.int64)
+    several = [q for q in queries if len(q) >= 3 and derived_first(np.ascontiguousarray(q, np.float32))]
+    assert several, "the world's requests include one with its first vector derived"
+    for q in (queries[0][:1], several[0]):
+        q = np.ascontiguousarray(q, dtype=np.float32)
+        want, _ = scan(compact, None, q, threads=1)
+        scores = np.full(len(compact), np.nan, dtype=np.float32)
+        scores[target] = want[target]  # as int4_scan leaves the patch's rows
+        err = rescan(compact, None, rows, scores, q)
+        np.testing.assert_array_equal(scores[rows], want[rows])
+        assert np.isnan(np.delete(scores, rows)).all()
+        sub = Compact.of_codes(compact.rows(rows), compact.scales[rows])
+        assert err == scan(sub, None, q, threads=1)[1]
 
 
 def test_the_stage_reads_int4_first_only_where_it_was_measured_to_pay() -> None:
