@@ -158,19 +158,21 @@ def rescan(compact: Compact, columns: slice | None, rows: np.ndarray, scores: np
         part, cols = pieces[0]
         int8_kernels.best(part, np.ascontiguousarray(q_codes[:, cols]), best, total,
                           at=base.astype(np.int64, copy=False))
-    scores[base] = _finished(best, total, None if derived is None else derived[0], q_scales, compact.scales[base])
+    scores[base] = _finished(best, total, None if derived is None else derived[0], q_scales[0],
+                             compact.scales[base])
     peak = float(compact.scales[rows].max()) if rows.size else 0.0
     return _scan_error(peak, q_scales, derived)
 
 
-def _finished(best: np.ndarray, total: np.ndarray | None, norm: float | None, q_scales: np.ndarray,
+def _finished(best: np.ndarray, total: np.ndarray | None, norm: float | None, factor: np.floating,
               scales: np.ndarray) -> np.ndarray:
     """Rows' scores from our kernel's best products and their sums (``best``, changed in place and
-    returned): the derived first vector's (``total`` over ``norm``) where it is better, then both scales."""
+    returned): the derived first vector's (``total`` over ``norm``) where it is better, times the query
+    vectors' ``factor`` (their scale; for int4 rows times the int4 step), times each row's scale."""
     if total is not None and norm is not None:
         total *= np.float32(1.0 / norm)
         np.maximum(best, total, out=best)
-    best *= q_scales[0]
+    best *= factor
     best *= scales
     return best
 
@@ -214,26 +216,27 @@ def int4_scan(
     derived = derived_first(queries)
     q_codes, q_scales = quantise_together(queries[1:] if derived is not None else queries)
     n = compact.base_rows
-    scores = np.empty(len(compact), dtype=np.float32)
-    total = None if derived is None else np.empty(n, dtype=np.float32)
-
-    def run(first: int, last: int) -> None:
-        int8_kernels.best4(packed[first:last], q_codes, scores[first:last],
-                           None if total is None else total[first:last])
-
-    _in_runs(n, threads, run)
-    if total is not None and derived is not None:
-        total *= np.float32(1.0 / derived[0])
-        np.maximum(scores[:n], total, out=scores[:n])
-    scores[:n] *= np.float32(q_scales[0] * INT4_STEP)
-    scores[:n] *= compact.scales[:n]
     # Each row's margin: its own rounding (``Compact.int4_margins``) plus the query's, six standard deviations
     # each (their sum bounds the joint one); the derived first vector's query term as :func:`scan` takes it.
     query_term = 6.0 * float(q_scales[0]) / np.sqrt(12.0)
     if derived is not None:
         spread, distance = _derived_error(derived, len(q_scales))
         query_term = max(query_term, query_term * spread + distance)
-    margins = compact.int4_margins + np.float32(query_term)
+    row_margins = compact.int4_margins  # made once per part's copy, before the threads share it
+    factor = np.float32(q_scales[0] * INT4_STEP)
+    norm = None if derived is None else derived[0]
+    scores = np.empty(len(compact), dtype=np.float32)
+    margins = np.empty(len(compact), dtype=np.float32)
+
+    def run(first: int, last: int) -> None:
+        # Each thread finishes its own rows while they are in its cache: scaled, and their margins.
+        best = scores[first:last]
+        total = None if norm is None else np.empty(last - first, dtype=np.float32)
+        int8_kernels.best4(packed[first:last], q_codes, best, total)
+        _finished(best, total, norm, factor, compact.scales[first:last])
+        np.add(row_margins[first:last], np.float32(query_term), out=margins[first:last])
+
+    _in_runs(n, threads, run)
     if compact.patch_rows.size:
         rows = compact.patch_rows
         scores[rows], margins[rows] = scan(compact.patched, columns, queries, None, threads=1, kernel=kernel)
@@ -281,7 +284,7 @@ def _scan(
             best = scores[start:end]
             total = None if norm is None else np.empty(end - start, dtype=np.float32)
             int8_kernels.best(pieces[0][0][start:end], queries[0], best, total)
-            _finished(best, total, norm, q_scales, scales[start:end])
+            _finished(best, total, norm, q_scales[0], scales[start:end])
             continue
         products = int8_kernels.products(pieces, queries, start, end, kernel)
         whole: np.ndarray | None = None

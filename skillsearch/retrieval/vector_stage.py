@@ -42,6 +42,9 @@ __all__ = ["COMPACT_FROM", "choose", "hide", "nearest_compact", "nearest_of", "s
 # against 0.84-1.67 ms at 5k; 0.66-0.87 against 2.3-2.7 ms at 10k). Every relevance dev set (at most 4,076
 # rows) stays on the exact product, so no relevance report moves.
 COMPACT_FROM = 5_000
+# Added to the reach of :func:`select_kept`'s first filter so that float32 rounding of a bound (some 1e-7)
+# can never leave out a row the exact arithmetic keeps.
+BOUND_SLACK = 1e-5
 # At most this many rows per requested one are re-scored exactly (ties of equal stand-in vectors aside,
 # the margin admits far fewer).
 MAX_RESCORE_FACTOR = 8
@@ -207,9 +210,16 @@ def select_kept(
     re-scored exactly as :func:`select` does. Every other visible row keeps its int4 score."""
     if mask is not None:
         hide(scores, mask)
-    lowest = _depth_threshold(scores - margins, depth)
-    if np.isfinite(lowest):
-        kept = np.flatnonzero(scores + margins >= lowest)
+    # Both bounds are taken only over the rows within twice the widest margin ``w`` of the ``depth``-th best
+    # score ``s`` (one pass over the scores, no array of bounds): the ``depth`` best rows have lower bounds of
+    # at least ``s - w``, so the ``depth``-th best lower bound ``l`` is at least that, and every row whose
+    # lower or upper bound reaches ``l`` scores at least ``l - w >= s - 2w``.
+    best = _depth_threshold(scores, depth)
+    if np.isfinite(best):
+        near = np.flatnonzero(scores >= best - 2.0 * float(margins.max()) - BOUND_SLACK)
+        near_scores, near_margins = scores[near], margins[near]
+        lowest = _depth_threshold(near_scores - near_margins, depth)
+        kept = near[near_scores + near_margins >= lowest]
     else:  # fewer than ``depth`` visible rows: all of them
         kept = np.flatnonzero(np.isfinite(scores))
     err = rescan(compact, columns, kept, scores, queries)
