@@ -157,6 +157,32 @@ def test_two_tiers_keep_the_exact_top_100_and_filter_inside(world: tuple[VectorS
             assert mask[rows].all() and np.isneginf(scores[~mask]).all()
 
 
+@pytest.mark.parametrize("grant", [None, "team:some"])
+def test_two_tiers_rescore_exactly_the_rows_whose_upper_bound_reaches_the_100th_lower_bound(
+        world: tuple[VectorSnapshot, list[np.ndarray]], grant: str | None) -> None:
+    """``select_kept`` scores again (int8, then float32 for the chosen) exactly the visible rows whose int4
+    score plus margin reaches the 100th largest score minus margin among the visible rows, written out here
+    over every row; every other row keeps its int4 score."""
+    snapshot, queries = world
+    compact = snapshot.compact
+    assert compact is not None
+    matrix = np.asarray(snapshot.matrix)
+    mask = None if grant is None else snapshot.mask([grant])
+    for q in queries:
+        q = np.ascontiguousarray(q, dtype=np.float32)
+        approximate, margins = int4_scan(compact, None, q)
+        visible = approximate if mask is None else np.where(mask, approximate, -np.inf)
+        lower = np.sort(visible - margins)[::-1][99]
+        want_kept = np.flatnonzero(visible + margins >= lower)
+        int8_scores = scan(compact, None, q, threads=1)[0]
+        _, scores = select_kept(matrix, compact, None, approximate.copy(), margins, q, 100, mask)
+        rest = np.setdiff1d(np.flatnonzero(np.isfinite(visible)), want_kept)
+        np.testing.assert_array_equal(scores[rest], approximate[rest])
+        redone = (scores[want_kept] == int8_scores[want_kept]) | np.isclose(
+            scores[want_kept], exact(snapshot, q)[want_kept], rtol=0, atol=1e-6)
+        assert redone.all() and want_kept.size > 100
+
+
 def test_two_tiers_read_an_updated_rows_new_codes(world: tuple[VectorSnapshot, list[np.ndarray]]) -> None:
     """After a one-skill update the row's codes live in the int8 patch (the int4 copy of the shared part is
     stale there): the int4 tier scores the patch from int8, so the changed row is found with its new cosine
