@@ -30,7 +30,7 @@ from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, S
 from skillsearch.retrieval.batching import BatchingEncoder, BatchStats, QueryEncoders
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.encoders import DEFAULT_ENCODER, encoder_choice, make_encoder
-from skillsearch.retrieval.indexer import IndexStats, ProgressFactory, SearchIndex
+from skillsearch.retrieval.indexer import IndexStats, ProgressFactory, SearchIndex, warm_in_background
 from skillsearch.retrieval.loading import models_of, start_loading
 from skillsearch.retrieval.manifest import TUNED_KEYS, recorded_encoder
 from skillsearch.retrieval.query_cache import CachedQueryEncoder
@@ -140,10 +140,16 @@ class Catalog:
             self._encoder = CachedQueryEncoder(self._encoder, self.settings.query_cache_size)
         return self._encoder
 
-    def load_model_in_background(self) -> None:
-        """Servers call this once open: the embedding model loads in a background thread while the protocol
-        is already answered; a search that needs it meanwhile waits up to ``settings.model_wait_s``."""
+    def prepare_in_background(self) -> None:
+        """Servers call this once open, and answer the protocol at once: the embedding model loads in a
+        background thread (a search that needs it meanwhile waits up to ``settings.model_wait_s``), and each
+        index snapshot, this one and every later one, makes in another what its first search would make
+        otherwise (``IndexSnapshot.warm``: at 1M rows the int4 copy, 0.34 s, and the document languages of
+        the e5 route)."""
         start_loading(self.encoder, self.settings.model_wait_s, self.settings.model_load_delay_s)
+        idx = self.index()
+        idx.warm_snapshots = True
+        warm_in_background(idx.snapshot())
 
     def check_model(self) -> None:
         """``INDEX_NOT_READY`` while a model behind the encoder is loading, or when its load failed."""

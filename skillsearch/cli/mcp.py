@@ -118,7 +118,7 @@ def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
     seed = None if no_sources or not load_sources(default_config_path(Path(args.data_dir))) else False
     catalog = Catalog.open(settings_from_args(args), progress=progress_factory(not args.quiet), seed=seed)
     note_new_data_dir(args, catalog.seeded)
-    catalog.load_model_in_background()  # answers at once; a search that needs the model waits for it
+    catalog.prepare_in_background()  # answers at once; a search that needs the model waits for it
     try:
         server = mcp_server_from_args(args, catalog=catalog)
 

@@ -129,7 +129,7 @@ def _compose(args: argparse.Namespace) -> tuple[Catalog, PrincipalRegistry, Fast
     from skillsearch.http.auth import PrincipalRegistry
 
     catalog, sync, sources = _open(args)
-    catalog.load_model_in_background()  # answers at once; a search that needs the model waits for it
+    catalog.prepare_in_background()  # answers at once; a search that needs the model waits for it
     registry = PrincipalRegistry.for_catalog(catalog, principals_path(args))
     app = build_serve_app(catalog, registry, args.host, sync, sources, degraded_after_s=args.degraded_after)
     return catalog, registry, app

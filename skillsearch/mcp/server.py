@@ -149,7 +149,7 @@ def build_mcp_server(
                 yield ServerState(opened, policy, failure)
             else:
                 # The protocol is answered from now on; a search that needs the model waits for this load.
-                opened.load_model_in_background()
+                opened.prepare_in_background()
                 async with serving_changes(opened, notifier, while_open):
                     yield ServerState(opened, policy, failure)
         finally:

@@ -20,7 +20,9 @@ import numpy as np
 
 from skillsearch.retrieval import int8_kernels
 
-__all__ = ["BLOCK", "INT4_STEP", "PART_COLUMNS", "Compact", "nibbles", "patch_limit", "quantise", "quantise_together"]
+__all__ = [
+    "BLOCK", "INT4_STEP", "PART_COLUMNS", "Compact", "nibbles", "nibbles_made", "patch_limit", "quantise", "quantise_together",
+]
 
 # Columns of one part of the int8 copy (``Compact``): one model's vectors (MiniLM and multilingual-e5-small
 # both have 384), so each route of a routed index is one contiguous part.
@@ -249,6 +251,13 @@ def nibbles(part: np.ndarray) -> np.ndarray:
         out.setflags(write=False)
         _NIBBLES[key] = (weakref.ref(part, lambda _: _NIBBLES.pop(key, None)), out)
         return out
+
+
+def nibbles_made(part: np.ndarray) -> bool:
+    """Whether :func:`nibbles` has made the int4 copy of ``part`` (and keeps it)."""
+    with _NIBBLES_LOCK:
+        kept = _NIBBLES.get(id(part))
+        return kept is not None and kept[0]() is part
 
 
 def patch_limit(n: int) -> int:

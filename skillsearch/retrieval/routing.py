@@ -92,6 +92,10 @@ class Routing:
                 for key, part in self._pair.parts.items()
             }
 
+    def routes(self) -> list[RequestRoute]:
+        """Every route of the snapshot (one for a single encoder)."""
+        return [self._single] if self._single is not None else list(self._routes.values())
+
     def route(self, query: str) -> RequestRoute:
         """The route of ``query``: the whole request decides, so all its sentences use the same model."""
         if self._pair is None:
