@@ -97,6 +97,7 @@ def serve_check(data_dir: Path, queries: Sequence[str], encoder_name: str = "min
     t = time.perf_counter()
     catalog = Catalog.open(Settings(data_dir=data_dir, seed_sample=False, encoder=encoder_name), encoder=inner)
     open_s = time.perf_counter() - t
+    catalog.prepare_in_background()  # as a server does once open: the snapshot warmed while the searches below start
     principal = Principal.operator()
     routed = inner.routed()
     # The vector stage's kernel in this process (``int8_kernels.pin`` may have chosen it for the run).
