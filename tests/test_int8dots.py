@@ -53,6 +53,69 @@ def test_every_path_gives_the_exact_integer_products(dim: int, vectors: int) -> 
         np.testing.assert_array_equal(picked_sum, total[at])
 
 
+@pytest.mark.parametrize("dim", [1, 33, 64, 65, 384, 1024])
+@pytest.mark.parametrize("vectors", [1, 3, 8])
+def test_every_path_scores_a_language_shift_as_numpy_does(dim: int, vectors: int) -> None:
+    """``best_shifted``: each row's best of ``p * factor * scale - by[j, group]`` and, with ``whole_by``, of
+    the products' sum over the norm shifted the same way: bit for bit what numpy gives step by step in
+    float32 (the extension is built without fused multiply-adds), on every path."""
+    rng = np.random.default_rng(dim * 10 + vectors)
+    n, groups_n = 301, 4
+    rows = rng.integers(-128, 128, size=(n, dim), dtype=np.int8)
+    queries = rng.integers(-128, 128, size=(vectors, dim), dtype=np.int8)
+    rows[0], queries[0] = -128, -128
+    scales = rng.uniform(0.5, 1.5, n).astype(np.float32) / 127
+    groups = rng.integers(0, groups_n, n).astype(np.int64)
+    by = (rng.standard_normal((vectors, groups_n)) * 0.01).astype(np.float32)
+    whole_by = (rng.standard_normal(groups_n) * 0.01).astype(np.float32)
+    factor, inv_norm = np.float32(1 / 127 / 3), np.float32(1 / 1.7)
+    exact = rows.astype(np.int64) @ queries.T.astype(np.int64)
+    shifted = exact.astype(np.float32) * factor
+    shifted *= scales[:, None]
+    shifted -= by[:, groups].T
+    want = shifted.max(axis=1)
+    whole = exact.sum(axis=1).astype(np.float32) * inv_norm
+    whole *= factor
+    whole *= scales
+    whole -= whole_by[groups]
+    for path in (None, *_int8dots.paths()):
+        got = np.full(n, np.nan, dtype=np.float32)
+        _int8dots.best_shifted(rows, queries, got, scales, float(factor), groups, by, path=path)
+        np.testing.assert_array_equal(got, want, err_msg=f"path={path}")
+        _int8dots.best_shifted(rows, queries, got, scales, float(factor), groups, by, whole_by, float(inv_norm),
+                               path=path)
+        np.testing.assert_array_equal(got, np.maximum(want, whole), err_msg=f"path={path}")
+
+
+def test_a_shifts_arguments_are_checked() -> None:
+    rows = np.ones((4, 32), dtype=np.int8)
+    q = np.ones((2, 32), dtype=np.int8)
+    best = np.zeros(4, dtype=np.float32)
+    scales = np.ones(4, dtype=np.float32)
+    groups = np.zeros(4, dtype=np.int64)
+    by = np.zeros((2, 3), dtype=np.float32)
+    with pytest.raises(IndexError, match=r"groups\[2\] = 3 is not one of the 3 groups"):
+        _int8dots.best_shifted(rows, q, best, scales, 1.0, np.asarray([0, 1, 3, 0], dtype=np.int64), by)
+    with pytest.raises(IndexError, match="is not one of the 3 groups"):
+        _int8dots.best_shifted(rows, q, best, scales, 1.0, np.asarray([0, -1, 0, 0], dtype=np.int64), by)
+    with pytest.raises(ValueError, match="between 1 and 8 query vectors"):
+        _int8dots.best_shifted(rows, np.ones((9, 32), dtype=np.int8), best, scales, 1.0, groups,
+                               np.zeros((9, 3), dtype=np.float32))
+    with pytest.raises(ValueError, match=r"by must be \(2, groups\), got \(3, 3\)"):
+        _int8dots.best_shifted(rows, q, best, scales, 1.0, groups, np.zeros((3, 3), dtype=np.float32))
+    with pytest.raises(ValueError, match="best and scales must hold 4 values"):
+        _int8dots.best_shifted(rows, q, best, np.ones(3, dtype=np.float32), 1.0, groups, by)
+    with pytest.raises(ValueError, match="groups must hold 4 values"):
+        _int8dots.best_shifted(rows, q, best, scales, 1.0, np.zeros(5, dtype=np.int64), by)
+    with pytest.raises(ValueError, match="whole_by must hold 3 values"):
+        _int8dots.best_shifted(rows, q, best, scales, 1.0, groups, by, np.zeros(2, dtype=np.float32), 1.0)
+    with pytest.raises(TypeError, match="groups must be a 1-d array of int64"):
+        _int8dots.best_shifted(rows, q, best, scales, 1.0, groups.astype(np.int32), by)
+    with pytest.raises(TypeError, match="scales must be a 1-d array of float32"):
+        _int8dots.best_shifted(rows, q, best, scales.astype(np.float64), 1.0, groups, by)
+    np.testing.assert_array_equal(best, 0.0)  # nothing was written by a refused call
+
+
 def _int4_rows(codes: np.ndarray) -> np.ndarray:
     """int4 codes (n, 2h) in ``best4``'s layout: column k low, column h + k high, each plus 8."""
     half = codes.shape[1] // 2
@@ -182,7 +245,7 @@ def test_bad_arguments_are_typed_errors() -> None:
         _int8dots.best(rows, q, best, np.zeros(8, dtype=np.float32)[::2])
     # ``at`` names rows of ``rows``: a number outside them would read outside the array.
     for bad in ([4], [-1], [0, 1, 2**40]):
-        with pytest.raises(IndexError, match="is not a row of the 4 rows"):
+        with pytest.raises(IndexError, match="is not one of the 4 rows"):
             _int8dots.best(rows, q, np.zeros(len(bad), dtype=np.float32), at=np.asarray(bad, dtype=np.int64))
     with pytest.raises(TypeError, match="at must be a 1-d array of int64"):
         _int8dots.best(rows, q, best, at=np.arange(4, dtype=np.int32))

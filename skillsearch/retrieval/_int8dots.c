@@ -8,7 +8,14 @@
  * of its products (rounded to float32), into float32 (n,) arrays: the scan's usual need, without writing and
  * re-reading every product. With ``at`` (int64 row numbers, m of them) only those rows, read in place, into
  * (m,) arrays.
- * The GIL is released while either runs, so Python threads can share a scan, each over its own rows.
+ * best_shifted(rows, queries, best, scales, factor, groups, by, whole_by=None, inv_norm=0.0, path=None): best()
+ * under a language shift (the e5 route's centering), each product scaled and shifted per row's language
+ * group before the best is taken, for up to 8 query vectors: the scan's need there, without a block of
+ * products for numpy to scale, shift and reduce. Built without fused multiply-adds (``-ffp-contract=off``),
+ * so each step rounds as numpy's does.
+ * best4(rows, queries, best, sum=None, path=None) and to_int4(codes, out): the same best and sum over int4
+ * rows, and the int4 rows made from int8 codes.
+ * The GIL is released while any of them runs, so Python threads can share a scan, each over its own rows.
  *
  * Why our own: the maintained kernels (numkong's cdist and packed kernel) read a row once per query vector,
  * or write every product for the caller to read again for each row's best and sum. This one reads each row
@@ -46,6 +53,17 @@
 /* Above this many columns an int32 sum could overflow and a float32 product lose exactness. */
 #define MAX_DIM 1024
 
+/* A language shift (best_shifted()): query vector j scores row i as ``p * factor * scales[i] - by[j * n_groups +
+ * groups[i]]`` (p the exact product; each step rounded to float32 as numpy takes them), and with
+ * ``whole_by`` the sum of the row's products over the norm, ``sum * inv_norm * factor * scales[i] -
+ * whole_by[groups[i]]``, competes too (the request's first vector, derived from its sentences). */
+typedef struct {
+    const float *scales, *by, *whole_by;
+    const int64_t *groups;
+    Py_ssize_t n_groups;
+    float factor, inv_norm;
+} shift_t;
+
 /* Where a row's products with a group of query vectors go: every product (``out``, row stride ``stride``,
  * from column ``col``), or only their largest and their sum (``best``, ``sum``; sum may be NULL), combined
  * with what the earlier groups left there unless ``first``. ``at``: the int8 rows read, output i from row
@@ -57,6 +75,7 @@ typedef struct {
     float *best, *sum;
     int first;
     const int64_t *at;
+    const shift_t *shift;
 } sink_t;
 
 /* Output i's int8 row of ``d`` columns (:c:type:`sink_t`'s ``at``). */
@@ -70,6 +89,24 @@ static inline void emit(const sink_t *sink, Py_ssize_t i, const int32_t *product
     if (sink->out != NULL) {
         for (int j = 0; j < count; j++)
             sink->out[i * sink->stride + sink->col + j] = (float)products[j];
+        return;
+    }
+    if (sink->shift != NULL) {  /* one group only (best_shifted() holds it to GROUP vectors) */
+        const shift_t *sh = sink->shift;
+        const float scale = sh->scales[i];
+        const Py_ssize_t g = sh->groups[i];
+        float best = (float)products[0] * sh->factor * scale - sh->by[g];
+        int64_t total = products[0];
+        for (int j = 1; j < count; j++) {
+            const float v = (float)products[j] * sh->factor * scale - sh->by[j * sh->n_groups + g];
+            best = v > best ? v : best;
+            total += products[j];
+        }
+        if (sh->whole_by != NULL) {
+            const float whole = (float)total * sh->inv_norm * sh->factor * scale - sh->whole_by[g];
+            best = whole > best ? whole : best;
+        }
+        sink->best[i] = best;
         return;
     }
     int32_t most = products[0];
@@ -607,28 +644,30 @@ static void release_sinks(Py_buffer *best_view, Py_buffer *sum_view, PyObject *s
         PyBuffer_Release(sum_view);
 }
 
-/* best()'s ``at``: a 1-d int64 array of row numbers, each checked against the ``n`` rows (a number out of
- * range would read outside them); 0, or -1 with an exception and nothing held. */
-static int get_at(PyObject *obj, Py_ssize_t n, Py_buffer *view)
+/* A 1-d int64 array of indices (best()'s ``at``, best_shifted()'s ``groups``), each checked against ``bound``
+ * (an index out of range would read outside the array it indexes); 0, or -1 with an exception and nothing
+ * held. ``what``: the things indexed, for the message. */
+static int get_indices(PyObject *obj, Py_ssize_t bound, Py_buffer *view, const char *name, const char *what)
 {
     if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
         PyErr_Clear();
-        PyErr_SetString(PyExc_TypeError, "at must be a C-contiguous array of int64");
+        PyErr_Format(PyExc_TypeError, "%s must be a C-contiguous array of int64", name);
         return -1;
     }
     const char *f = view->format;
     if (f[0] == '@' || f[0] == '=' || f[0] == '<')
         f++;
     if (view->ndim != 1 || view->itemsize != 8 || (strcmp(f, "q") != 0 && strcmp(f, "l") != 0)) {
-        PyErr_Format(PyExc_TypeError, "at must be a 1-d array of int64 (got %d-d, format '%s')", view->ndim,
+        PyErr_Format(PyExc_TypeError, "%s must be a 1-d array of int64 (got %d-d, format '%s')", name, view->ndim,
                      view->format);
         PyBuffer_Release(view);
         return -1;
     }
     const int64_t *at = view->buf;
     for (Py_ssize_t i = 0; i < view->shape[0]; i++)
-        if (at[i] < 0 || at[i] >= n) {
-            PyErr_Format(PyExc_IndexError, "at[%zd] = %lld is not a row of the %zd rows", i, (long long)at[i], n);
+        if (at[i] < 0 || at[i] >= bound) {
+            PyErr_Format(PyExc_IndexError, "%s[%zd] = %lld is not one of the %zd %s", name, i, (long long)at[i],
+                         bound, what);
             PyBuffer_Release(view);
             return -1;
         }
@@ -651,7 +690,7 @@ static PyObject *best(PyObject *self, PyObject *args, PyObject *kwargs)
     int ok = -1;
     if (queries.shape[0] == 0)
         PyErr_SetString(PyExc_ValueError, "at least one query vector");
-    else if (!have_at || get_at(at_obj, rows.shape[0], &at_view) == 0) {
+    else if (!have_at || get_indices(at_obj, rows.shape[0], &at_view, "at", "rows") == 0) {
         const Py_ssize_t n = have_at ? at_view.shape[0] : rows.shape[0];
         if (get_sinks(best_obj, sum_obj, n, &best_view, &sum_view, &sink) == 0) {
             sink.at = have_at ? at_view.buf : NULL;
@@ -661,6 +700,82 @@ static PyObject *best(PyObject *self, PyObject *args, PyObject *kwargs)
         if (have_at)
             PyBuffer_Release(&at_view);
     }
+    PyBuffer_Release(&rows);
+    PyBuffer_Release(&queries);
+    return ok < 0 ? NULL : Py_NewRef(Py_None);
+}
+
+/* best() under a language shift (:c:type:`shift_t`), for at most GROUP query vectors: each row's best shifted
+ * score into ``best``, scaled as numpy scales it, so the stage writes no block of products to shift. */
+static PyObject *best_shifted(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"rows", "queries", "best", "scales", "factor", "groups", "by", "whole_by", "inv_norm",
+                               "path", NULL};
+    PyObject *rows_obj, *queries_obj, *best_obj, *scales_obj, *groups_obj, *by_obj, *whole_obj = Py_None,
+        *path_obj = Py_None;
+    float factor, inv_norm = 0.0f;
+    enum path path;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOfOO|Of$O:best_shifted", keywords, &rows_obj, &queries_obj,
+                                     &best_obj, &scales_obj, &factor, &groups_obj, &by_obj, &whole_obj, &inv_norm,
+                                     &path_obj) || path_of(path_obj, &path) < 0)
+        return NULL;
+    Py_buffer rows, queries, best_view, scales, groups, by, whole;
+    int held = 0, ok = -1;  /* held: how many of best_view, scales, by, groups, whole are held, in that order */
+    if (get_inputs(rows_obj, queries_obj, &rows, &queries) < 0)
+        return NULL;
+    const Py_ssize_t n = rows.shape[0], nq = queries.shape[0];
+    if (nq < 1 || nq > GROUP) {
+        PyErr_Format(PyExc_ValueError, "between 1 and %d query vectors (got %zd)", GROUP, nq);
+        goto done;
+    }
+    if (get_array(best_obj, &best_view, "f", 1, 1, "best") < 0)
+        goto done;
+    held = 1;
+    if (get_array(scales_obj, &scales, "f", 1, 0, "scales") < 0)
+        goto done;
+    held = 2;
+    if (get_array(by_obj, &by, "f", 2, 0, "by") < 0)
+        goto done;
+    held = 3;
+    if (best_view.shape[0] != n || scales.shape[0] != n) {
+        PyErr_Format(PyExc_ValueError, "best and scales must hold %zd values, one a row", n);
+        goto done;
+    }
+    if (by.shape[0] != nq || by.shape[1] < 1) {
+        PyErr_Format(PyExc_ValueError, "by must be (%zd, groups), got (%zd, %zd)", nq, by.shape[0], by.shape[1]);
+        goto done;
+    }
+    if (get_indices(groups_obj, by.shape[1], &groups, "groups", "groups") < 0)
+        goto done;
+    held = 4;
+    if (groups.shape[0] != n) {
+        PyErr_Format(PyExc_ValueError, "groups must hold %zd values, one a row", n);
+        goto done;
+    }
+    if (whole_obj != Py_None) {
+        if (get_array(whole_obj, &whole, "f", 1, 0, "whole_by") < 0)
+            goto done;
+        held = 5;
+        if (whole.shape[0] != by.shape[1]) {
+            PyErr_Format(PyExc_ValueError, "whole_by must hold %zd values, one a group", by.shape[1]);
+            goto done;
+        }
+    }
+    shift_t shift = {.scales = scales.buf, .by = by.buf, .whole_by = held == 5 ? whole.buf : NULL,
+                     .groups = groups.buf, .n_groups = by.shape[1], .factor = factor, .inv_norm = inv_norm};
+    sink_t sink = {.best = best_view.buf, .first = 1, .shift = &shift};
+    ok = run_released(&rows, n, &queries, sink, path);
+done:
+    if (held >= 5)
+        PyBuffer_Release(&whole);
+    if (held >= 4)
+        PyBuffer_Release(&groups);
+    if (held >= 3)
+        PyBuffer_Release(&by);
+    if (held >= 2)
+        PyBuffer_Release(&scales);
+    if (held >= 1)
+        PyBuffer_Release(&best_view);
     PyBuffer_Release(&rows);
     PyBuffer_Release(&queries);
     return ok < 0 ? NULL : Py_NewRef(Py_None);
@@ -782,6 +897,12 @@ static PyMethodDef methods[] = {
      "query vectors into best (n,), exact, and their sum into sum (n,) when given, both float32: what dots() "
      "gives without writing every product. at: an int64 array of row numbers (m,): only those rows, in that "
      "order, into best and sum (m,). At least one query vector."},
+    {"best_shifted", (PyCFunction)(void (*)(void))best_shifted, METH_VARARGS | METH_KEYWORDS,
+     "best_shifted(rows, queries, best, scales, factor, groups, by, whole_by=None, inv_norm=0.0, *, path=None)\n--\n\n"
+     "best() under a language shift, for 1 to 8 query vectors: each row's largest of "
+     "p * factor * scales[i] - by[j, groups[i]] over the query vectors j (p the exact product), and with whole_by "
+     "also sum(p) * inv_norm * factor * scales[i] - whole_by[groups[i]], each step rounded to float32, into best "
+     "(n,). scales float32 (n,), groups int64 (n,) each in 0..G-1, by float32 (q, G), whole_by float32 (G,)."},
     {"best4", (PyCFunction)(void (*)(void))best4, METH_VARARGS | METH_KEYWORDS,
      "best4(rows, queries, best, sum=None, *, path=None)\n--\n\nbest() for int4 rows: uint8 rows (n, h), byte k "
      "holding column k in its low four bits and column h + k in its high four, each as code + 8 (codes -7..7); "

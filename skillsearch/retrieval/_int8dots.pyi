@@ -20,6 +20,17 @@ def best(
     numbers (m,), each checked (IndexError outside the rows): only those rows, read in place, into ``best``
     and ``sum`` (m,). At least one query vector."""
 
+def best_shifted(
+    rows: np.ndarray, queries: np.ndarray, best: np.ndarray, scales: np.ndarray, factor: float, groups: np.ndarray,
+    by: np.ndarray, whole_by: np.ndarray | None = None, inv_norm: float = 0.0, *, path: str | None = None,
+) -> None:
+    """:func:`best` under a language shift, for 1 to 8 query vectors: each row's largest of
+    ``p * factor * scales[i] - by[j, groups[i]]`` over the vectors ``j`` (``p`` the exact product) and, with
+    ``whole_by``, of ``sum(p) * inv_norm * factor * scales[i] - whole_by[groups[i]]``, each step rounded to
+    float32, into ``best`` (n,). ``scales`` float32 (n,), ``groups`` int64 (n,) each in ``0..G-1`` (checked:
+    IndexError), ``by`` float32 (q, G), ``whole_by`` float32 (G,)."""
+
+
 def best4(
     rows: np.ndarray, queries: np.ndarray, best: np.ndarray, sum: np.ndarray | None = None, *,
     path: str | None = None,

@@ -30,12 +30,14 @@ except ImportError as exc:  # a source checkout whose C extension was never buil
         "(`make venv`, or `pip install -e .`)") from exc
 
 __all__ = [
-    "KERNELS", "best", "best4", "check", "described", "named", "numkong_capabilities", "our_path", "pin",
-    "prepared", "products", "scan_kernel", "scans_int4", "to_int4",
+    "KERNELS", "SHIFTED_VECTORS", "best", "best4", "best_shifted", "check", "described", "named",
+    "numkong_capabilities", "our_path", "pin", "prepared", "products", "scan_kernel", "scans_int4", "to_int4",
 ]
 
 # The kernels a scan can run (:func:`scan_kernel` picks one per core).
 KERNELS = ("int8dots", "numkong-packed", "numkong-cdist")
+# The most query vectors :func:`best_shifted` takes in one call (our kernel's group held in registers).
+SHIFTED_VECTORS = 8
 # The kernel every scan of this process runs when a benchmark pinned one (:func:`pin`).
 _pinned: str | None = None
 # Our kernel's path (``_int8dots.paths()``) when a benchmark held it to one (:func:`pin`); None: the widest.
@@ -49,6 +51,18 @@ def best(rows: np.ndarray, queries: np.ndarray, out: np.ndarray, total: np.ndarr
     row). ``at``: int64 row numbers; only those rows, read in place (each asked for a few rows ahead, as
     they come out of order), one value each."""
     _int8dots.best(np.ascontiguousarray(rows), queries, out, total, at=at, path=_path)
+
+
+def best_shifted(
+    rows: np.ndarray, queries: np.ndarray, out: np.ndarray, scales: np.ndarray, factor: float, groups: np.ndarray,
+    by: np.ndarray, whole_by: np.ndarray | None, inv_norm: float,
+) -> None:
+    """:func:`best` under a language shift (``vector_scan.Shift``) for at most :data:`SHIFTED_VECTORS` query
+    vectors: each row's best of ``p * factor * scales[i] - by[j, groups[i]]``, and with ``whole_by`` also of
+    ``sum(p) * inv_norm * factor * scales[i] - whole_by[groups[i]]``, each step rounded to float32 as numpy
+    rounds it, into ``out``: no block of products written for numpy to scale, shift and reduce."""
+    _int8dots.best_shifted(np.ascontiguousarray(rows), queries, out, scales, factor, groups, by, whole_by, inv_norm,
+                           path=_path)
 
 
 def best4(rows: np.ndarray, queries: np.ndarray, out: np.ndarray, total: np.ndarray | None) -> None:

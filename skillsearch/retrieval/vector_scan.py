@@ -293,8 +293,21 @@ def _scan(
         kernel = "numkong-cdist"  # nothing to pack
     queries = int8_kernels.prepared(pieces, q_codes, kernel)
     # Our kernel keeps only what the scan needs of a row's products (the best, and their sum for ``norm``)
-    # when one part is scanned without a shift: no block of every product written and read again.
-    fused = kernel == "int8dots" and shift is None and len(pieces) == 1
+    # when one part is scanned: no block of every product written and read again. Under a shift it scales
+    # and shifts each product itself (up to ``SHIFTED_VECTORS`` vectors; docs/benchmarks.md, "The language
+    # shift in our kernel").
+    fused = kernel == "int8dots" and len(pieces) == 1
+    if fused and shift is not None and nq <= int8_kernels.SHIFTED_VECTORS:
+        groups = np.ascontiguousarray(shift.groups, dtype=np.int64)
+        by = np.ascontiguousarray(shift.by[0 if norm is None else 1 :], dtype=np.float32)
+        whole_by = None if norm is None else np.ascontiguousarray(shift.by[0], dtype=np.float32)
+        inv_norm = 0.0 if norm is None else float(np.float32(1.0 / norm))
+        for start in range(first, last, BLOCK):
+            end = min(start + BLOCK, last)
+            int8_kernels.best_shifted(pieces[0][0][start:end], queries[0], scores[start:end], scales[start:end],
+                                      float(q_scales[0]), groups[start:end], by, whole_by, inv_norm)
+        return
+    fused = fused and shift is None
     for start in range(first, last, BLOCK):
         end = min(start + BLOCK, last)
         if fused:
