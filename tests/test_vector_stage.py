@@ -334,6 +334,31 @@ def test_every_kernel_scores_several_query_vectors_as_the_exact_integer_products
         scan(compact, None, several, kernel="simsimd")
 
 
+def test_our_kernel_scores_a_language_shift_as_the_numpy_steps_do(world: tuple[VectorSnapshot, list[np.ndarray]]
+                                                                    ) -> None:
+    """Under a language shift the stage's scan on our kernel (``best_shifted``: each product scaled and shifted
+    in the kernel) gives the same numbers as the products shifted by numpy (numkong's ``cdist``): the same bits
+    for vectors scanned each on its own, and within float32 rounding of the sum for a first vector derived
+    from its sentences (our kernel sums the exact integers); more than 8 vectors take numpy's steps."""
+    snapshot, queries = world
+    compact = snapshot.compact
+    assert compact is not None
+    groups = (np.arange(ROWS) % 3).astype(np.int64)
+    rng = np.random.default_rng(12)
+    many = rng.standard_normal((9, snapshot.dim)).astype(np.float32)
+    many /= np.linalg.norm(many, axis=1, keepdims=True)
+    for q in (queries[0][:1], queries[0], queries[-1], many):
+        q = np.ascontiguousarray(q, dtype=np.float32)
+        shift = Shift((rng.standard_normal((len(q), 3)) * 0.05).astype(np.float32), groups)
+        ours, err = scan(compact, None, q, shift, threads=2, kernel="int8dots")
+        theirs, err_theirs = scan(compact, None, q, shift, threads=2, kernel="numkong-cdist")
+        assert err == err_theirs
+        if derived_first(q) is None:
+            np.testing.assert_array_equal(ours, theirs)
+        else:
+            np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-6)
+
+
 def test_a_requests_first_vector_is_derived_from_its_sentences_within_the_margin(
     world: tuple[VectorSnapshot, list[np.ndarray]],
 ) -> None:
