@@ -5,7 +5,8 @@ quarter of float32's bytes, so a quarter of the memory traffic that bounds a sca
 contiguous parts of :data:`PART_COLUMNS` columns, so each route of a routed index (both models' columns side
 by side in a row) scans one array; the copy is made a block of rows at a time, sampled for the decision's
 background, and re-quantised one changed or added row at a time. A large part also gets an int4 copy
-(:func:`nibbles`, half the bytes again), which the vector stage reads first from 200,000 rows.
+(:func:`nibbles`, half the bytes again), which the vector stage reads first from ``vector_scan.INT4_FROM``
+rows.
 """
 
 from __future__ import annotations

@@ -115,8 +115,7 @@ def scan(
     same numbers."""
     kernel = int8_kernels.named(kernel)
     pieces = compact.pieces(columns)
-    derived = derived_first(queries)
-    q_codes, q_scales = quantise_together(queries[1:] if derived is not None else queries)
+    derived, q_codes, q_scales = _quantised(queries)
     scores = np.empty(len(compact), dtype=np.float32)
     n = compact.base_rows  # the parts' rows; the patch (changed and added rows) is scored after them
     args = (pieces, compact.scales, q_codes, q_scales, shift, scores)
@@ -127,6 +126,14 @@ def scan(
         sub_shift = None if shift is None else Shift(shift.by, shift.groups[rows])
         scores[rows] = scan(compact.patched, columns, queries, sub_shift, threads=1, kernel=kernel)[0]
     return scores, _scan_error(compact.peak_scale, q_scales, derived)
+
+
+def _quantised(queries: np.ndarray) -> tuple[tuple[float, float] | None, np.ndarray, np.ndarray]:
+    """What every scan scores: whether the first vector is derived from the others (:func:`derived_first`),
+    and the int8 codes and shared scale of the vectors scanned (all of them, or the others when it is)."""
+    derived = derived_first(queries)
+    q_codes, q_scales = quantise_together(queries[1:] if derived is not None else queries)
+    return derived, q_codes, q_scales
 
 
 def _scan_error(peak_scale: float, q_scales: np.ndarray, derived: tuple[float, float] | None) -> float:
@@ -147,16 +154,14 @@ def rescan(compact: Compact, columns: slice | None, rows: np.ndarray, scores: np
     pieces = compact.pieces(columns)
     if len(pieces) != 1:
         raise ValueError("a rescan reads one part")
-    derived = derived_first(queries)
-    q_codes, q_scales = quantise_together(queries[1:] if derived is not None else queries)
+    derived, q_codes, q_scales = _quantised(queries)
     base = rows[rows < compact.base_rows]
     if compact.patch_rows.size:
         base = base[~np.isin(base, compact.patch_rows, assume_unique=True)]
     best = np.empty(base.size, dtype=np.float32)
     total = None if derived is None else np.empty(base.size, dtype=np.float32)
     if base.size:
-        part, cols = pieces[0]
-        int8_kernels.best(part, np.ascontiguousarray(q_codes[:, cols]), best, total,
+        int8_kernels.best(pieces[0][0], int8_kernels.prepared(pieces, q_codes, "int8dots")[0], best, total,
                           at=base.astype(np.int64, copy=False))
     scores[base] = _finished(best, total, None if derived is None else derived[0], q_scales[0],
                              compact.scales[base])
@@ -230,8 +235,7 @@ def int4_scan(
     if len(pieces) != 1 or pieces[0][0].shape[1] % 2:
         raise ValueError("the int4 tier reads one part of even width")
     packed = nibbles(pieces[0][0])
-    derived = derived_first(queries)
-    q_codes, q_scales = quantise_together(queries[1:] if derived is not None else queries)
+    derived, q_codes, q_scales = _quantised(queries)
     n = compact.base_rows
     # Each row's margin: its own rounding (``Compact.int4_margins``) plus the query's, six standard deviations
     # each (their sum bounds the joint one); the derived first vector's query term as :func:`scan` takes it.
@@ -296,8 +300,8 @@ def _scan(
     # when one part is scanned: no block of every product written and read again. Under a shift it scales
     # and shifts each product itself (up to ``SHIFTED_VECTORS`` vectors; docs/benchmarks.md, "The language
     # shift in our kernel").
-    fused = kernel == "int8dots" and len(pieces) == 1
-    if fused and shift is not None and nq <= int8_kernels.SHIFTED_VECTORS:
+    ours = kernel == "int8dots" and len(pieces) == 1
+    if ours and shift is not None and nq <= int8_kernels.SHIFTED_VECTORS:
         groups = np.ascontiguousarray(shift.groups, dtype=np.int64)
         by = np.ascontiguousarray(shift.by[0 if norm is None else 1 :], dtype=np.float32)
         whole_by = None if norm is None else np.ascontiguousarray(shift.by[0], dtype=np.float32)
@@ -307,7 +311,7 @@ def _scan(
             int8_kernels.best_shifted(pieces[0][0][start:end], queries[0], scores[start:end], scales[start:end],
                                       float(q_scales[0]), groups[start:end], by, whole_by, inv_norm)
         return
-    fused = fused and shift is None
+    fused = ours and shift is None
     for start in range(first, last, BLOCK):
         end = min(start + BLOCK, last)
         if fused:

@@ -24,6 +24,7 @@ Measured alternatives and the choice: docs/benchmarks.md, "The vector stage at 1
 projections and IVF lists needed pools of thousands of rows to keep the exact top 100 on the synthetic
 catalog; int8 needs about 100).
 """
+
 from __future__ import annotations
 
 from typing import Protocol
