@@ -30,13 +30,14 @@ from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, S
 from skillsearch.retrieval.batching import BatchingEncoder, BatchStats, QueryEncoders
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.encoders import DEFAULT_ENCODER, encoder_choice, make_encoder
-from skillsearch.retrieval.indexer import IndexStats, ProgressFactory, SearchIndex, warm_in_background
+from skillsearch.retrieval.indexer import IndexStats, ProgressFactory, SearchIndex
 from skillsearch.retrieval.loading import models_of, start_loading
 from skillsearch.retrieval.manifest import TUNED_KEYS, recorded_encoder
 from skillsearch.retrieval.query_cache import CachedQueryEncoder
 from skillsearch.retrieval.routed_encoder import RoutedEncoder
 from skillsearch.retrieval.search import run_search, search_response
 from skillsearch.retrieval.search_types import SearchRequest, SearchResult
+from skillsearch.retrieval.warming import warm_in_background
 from skillsearch.sync.config import default_config_path
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
 from skillsearch.usecases.skill_files import SkillFiles, legacy_skill_md_note
@@ -144,7 +145,7 @@ class Catalog:
         """Servers call this once open, and answer the protocol at once: the embedding model loads in a
         background thread (a search that needs it meanwhile waits up to ``settings.model_wait_s``), and each
         index snapshot, this one and every later one, makes in another what its first search would make
-        otherwise (``IndexSnapshot.warm``: at 1M rows the int4 copy, 0.34 s, and the document languages of
+        otherwise (``warming.warm``: at 1M rows the int4 copy, 0.34 s, and the document languages of
         the e5 route)."""
         start_loading(self.encoder, self.settings.model_wait_s, self.settings.model_load_delay_s)
         idx = self.index()

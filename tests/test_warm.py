@@ -1,5 +1,5 @@
 """Servers warm each index snapshot in the background (``Catalog.prepare_in_background``,
-``IndexSnapshot.warm``): what the first search over a snapshot would otherwise make is made as soon as the
+``retrieval/warming.py``): what the first search over a snapshot would otherwise make is made as soon as the
 snapshot is, for the snapshot the server opens and for each one a write brings: the int4 copy that a large
 index's scan reads first (``vector_scan.prepare``) and the document languages of a centered route."""
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from threading import RLock, Thread
+from threading import RLock
 from typing import Any
 
 import numpy as np
@@ -39,9 +39,8 @@ from skillsearch.retrieval.lexical import HEAD_CHARS, LexicalIndex, Searcher
 from skillsearch.retrieval.manifest import MANIFEST, TUNED_KEYS, built_with, read_manifest, write_manifest
 from skillsearch.retrieval.routing import Routing
 from skillsearch.retrieval.vector_files import remove_temporaries
-from skillsearch.retrieval.vector_scan import prepare
-from skillsearch.retrieval.vector_stage import COMPACT_FROM
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
+from skillsearch.retrieval.warming import warm_in_background
 from skillsearch.retrieval.writelock import WriteLock
 
 __all__ = ["IndexSnapshot", "IndexStats", "SearchIndex"]
@@ -64,31 +63,6 @@ class IndexSnapshot:
     vectors: VectorSnapshot
     generation: int
     routing: Routing
-
-    def warm(self) -> None:
-        """Makes now what the first search over this snapshot would make otherwise: each centered route's
-        document languages (``RequestRoute.language_codes``: a scan of the int8 copy at a large index, carried
-        to later snapshots) and the int4 copy that an uncentered route scans first (``vector_scan.prepare``:
-        0.34 s at 1M rows, made again when a removal makes new parts)."""
-        compact = self.vectors.compact
-        for route in self.routing.routes():
-            if route.centering is not None:
-                _ = route.language_codes
-            elif compact is not None and len(self.vectors) >= COMPACT_FROM:
-                prepare(compact, route.columns)
-
-
-def warm_in_background(snapshot: IndexSnapshot) -> None:
-    """:meth:`IndexSnapshot.warm` in a daemon thread; a failure there is logged, and the first search makes
-    what it needs as it would have."""
-
-    def run() -> None:
-        try:
-            snapshot.warm()
-        except Exception:  # the searches still work without it
-            log.exception("warming index generation %s failed; its first search does the work", snapshot.generation)
-
-    Thread(target=run, name="index-warm", daemon=True).start()
 
 
 @dataclass(frozen=True)
@@ -121,7 +95,7 @@ class SearchIndex:
         self.lexical: LexicalIndex
         self._snapshot: IndexSnapshot
         # Set by servers (``Catalog.prepare_in_background``): every snapshot made from then on is warmed in the
-        # background (:func:`warm_in_background`), those of this process's writes and of catching up with others.
+        # background (``warming.warm_in_background``), those of this process's writes and of catching up with others.
         self.warm_snapshots = False
 
     # -- paths and manifest -----------------------------------------------------------------------
