@@ -116,10 +116,16 @@ def test_a_shifts_arguments_are_checked() -> None:
     np.testing.assert_array_equal(best, 0.0)  # nothing was written by a refused call
 
 
-def _int4_rows(codes: np.ndarray) -> np.ndarray:
-    """int4 codes (n, 2h) in ``best4``'s layout: column k low, column h + k high, each plus 8."""
-    half = codes.shape[1] // 2
-    return ((codes[:, :half] + 8).astype(np.uint8) | ((codes[:, half:] + 8).astype(np.uint8) << 4))
+def _int4_tiles(codes: np.ndarray) -> np.ndarray:
+    """int4 codes (n, 2h) in ``best4``'s layout, made here by numpy: row byte k holds column k low and column
+    h + k high, each plus 8, padded with 0x88 to a multiple of 4 bytes; sixteen rows a tile (the last padded
+    with rows of 0x88), each tile's rows interleaved four bytes at a time."""
+    n, half = codes.shape[0], codes.shape[1] // 2
+    padded = -(-half // 4) * 4
+    tiles = -(-n // 16)
+    rows = np.full((tiles * 16, padded), 0x88, dtype=np.uint8)
+    rows[:n, :half] = (codes[:, :half] + 8).astype(np.uint8) | ((codes[:, half:] + 8).astype(np.uint8) << 4)
+    return np.ascontiguousarray(rows.reshape(tiles, 16, padded // 4, 4).transpose(0, 2, 1, 3).reshape(tiles, -1))
 
 
 @pytest.mark.parametrize("dim", [2, 14, 62, 64, 66, 128, 130, 384, 1000, 1024])
@@ -136,40 +142,53 @@ def test_every_path_gives_the_exact_integer_products_of_int4_rows(dim: int, vect
     for path in (None, *_int8dots.paths()):
         best = np.full(301, np.nan, dtype=np.float32)
         total = np.full(301, np.nan, dtype=np.float32)
-        _int8dots.best4(_int4_rows(codes), queries, best, total, path=path)
+        _int8dots.best4(_int4_tiles(codes), queries, best, total, path=path)
         np.testing.assert_array_equal(best, want.max(axis=1).astype(np.float32), err_msg=f"path={path}")
         np.testing.assert_allclose(total, want.sum(axis=1), rtol=1e-6, atol=0)
+        # A run of rows starting at a tile's first row reads its tiles only (a scan thread's share).
+        run = np.full(301 - 32, np.nan, dtype=np.float32)
+        _int8dots.best4(_int4_tiles(codes)[2:], queries, run, path=path)
+        np.testing.assert_array_equal(run, best[32:], err_msg=f"path={path}")
 
 
 def test_int8_codes_become_the_nearest_int4_codes_in_best4s_layout() -> None:
     """``to_int4``: every int8 code (the whole range, -128 included) rounded to ``code * 7 / 127`` as numpy
-    rounds it, plus 8, column k low and column w / 2 + k high; an odd width or a wrong shape is refused."""
+    rounds it, plus 8, column k low and column w / 2 + k high, in the tiles numpy makes of them (17 rows: a
+    second tile of one row); an odd width or a wrong shape is refused."""
     codes = np.arange(-128, 128, dtype=np.int16).astype(np.int8).reshape(1, 256)
-    codes = np.vstack([codes, codes[:, ::-1]])
-    out = np.zeros((2, 128), dtype=np.uint8)
+    codes = np.vstack([codes, codes[:, ::-1]] * 8 + [codes[:, ::3].repeat(3, axis=1)[:, :256]])
+    assert _int8dots.tile_shape(17, 256) == (2, 16 * 128)
+    out = np.zeros(_int8dots.tile_shape(17, 256), dtype=np.uint8)
     _int8dots.to_int4(codes, out)
-    nearest = np.clip(np.rint(codes.astype(np.float64) * 7 / 127), -7, 7).astype(np.int64) + 8
-    np.testing.assert_array_equal(out, (nearest[:, :128] | (nearest[:, 128:] << 4)).astype(np.uint8))
+    nearest = np.clip(np.rint(codes.astype(np.float64) * 7 / 127), -7, 7).astype(np.int8)
+    np.testing.assert_array_equal(out, _int4_tiles(nearest))
+    assert _int8dots.tile_shape(5, 14) == (1, 16 * 8)  # 7 bytes a row, padded to 8
     with pytest.raises(ValueError, match="an even number of columns"):
-        _int8dots.to_int4(np.ones((2, 3), dtype=np.int8), np.zeros((2, 1), dtype=np.uint8))
-    with pytest.raises(ValueError, match=r"out must be \(2, 128\)"):
-        _int8dots.to_int4(codes, np.zeros((2, 127), dtype=np.uint8))
+        _int8dots.to_int4(np.ones((2, 3), dtype=np.int8), np.zeros((1, 32), dtype=np.uint8))
+    with pytest.raises(ValueError, match=r"out must be \(2, 2048\)"):
+        _int8dots.to_int4(codes, np.zeros((17, 128), dtype=np.uint8))
+    with pytest.raises(ValueError, match="an even number of columns"):
+        _int8dots.tile_shape(4, 3)
 
 
 def test_int4_arguments_are_checked() -> None:
-    rows = np.full((4, 16), 0x88, dtype=np.uint8)  # every code 0
+    tiles = np.full((1, 16 * 16), 0x88, dtype=np.uint8)  # every code 0
     q = np.ones((2, 32), dtype=np.int8)
     best = np.zeros(4, dtype=np.float32)
-    with pytest.raises(TypeError, match="rows must be a 2-d array of uint8"):
-        _int8dots.best4(rows.view(np.int8), q, best)
-    with pytest.raises(ValueError, match="rows of 16 bytes hold 32 columns, queries have 30"):
-        _int8dots.best4(rows, np.ones((2, 30), dtype=np.int8), best)
+    with pytest.raises(TypeError, match="tiles must be a 2-d array of uint8"):
+        _int8dots.best4(tiles.view(np.int8), q, best)
+    with pytest.raises(ValueError, match="an even number of columns"):
+        _int8dots.best4(tiles, np.ones((2, 31), dtype=np.int8), best)
+    with pytest.raises(ValueError, match=r"4 rows of 22 columns are \(1, 192\) tiles, got \(1, 256\)"):
+        _int8dots.best4(tiles, np.ones((2, 22), dtype=np.int8), best)
+    with pytest.raises(ValueError, match=r"17 rows of 32 columns are \(2, 256\) tiles"):
+        _int8dots.best4(tiles, q, np.zeros(17, dtype=np.float32))
     with pytest.raises(ValueError, match="at least one query vector"):
-        _int8dots.best4(rows, np.ones((0, 32), dtype=np.int8), best)
+        _int8dots.best4(tiles, np.ones((0, 32), dtype=np.int8), best)
     with pytest.raises(ValueError, match="best and sum must hold 4 values"):
-        _int8dots.best4(rows, q, best, np.zeros(3, dtype=np.float32))
+        _int8dots.best4(tiles, q, best, np.zeros(3, dtype=np.float32))
     np.testing.assert_array_equal(best, 0.0)
-    _int8dots.best4(rows, q, best)
+    _int8dots.best4(tiles, q, best)
     np.testing.assert_array_equal(best, 0.0)  # codes of 0: every product 0
 
 

@@ -288,21 +288,48 @@ typedef void (*vnni_fn)(const void *, Py_ssize_t, Py_ssize_t, const int8_t *, co
 static const vnni_fn VNNI_GROUPS[GROUP] = {FOR_EACH_COUNT_OF(VNNI_ENTRY, vnni_group)};
 #endif
 
-/* int4 rows (:c:func:`best4`): a row of ``d = 2h`` columns as ``h`` bytes, byte k holding column k in its low
- * four bits and column h + k in its high four, each as its code + 8 (0..15; codes -7..7). A product with an
- * int8 query vector q is then sum(low * q[:h]) + sum(high * q[h:]) - 8 * sum(q): ``offsets`` holds the last
- * term of each vector. Half the bytes of an int8 row, so half the memory a scan reads. */
-static void portable4_group(const uint8_t *rows, Py_ssize_t n, Py_ssize_t h, const int8_t *queries, int count,
-                            const int32_t *offsets, const sink_t *sink)
+/* int4 rows (:c:func:`best4`) in tiles of TILE rows: a row of ``d = 2h`` columns is ``h`` bytes, byte k holding
+ * column k in its low four bits and column h + k in its high four, each as its code + 8 (0..15; codes -7..7),
+ * and a tile interleaves its rows four bytes at a time: word g of row r (bytes 4g..4g+3) lies at 64 g + 4 r
+ * (``hp``, h rounded up to a multiple of 4, bytes a row; the padding bytes and the rows past the last are
+ * 0x88, codes 0). One 64-byte load so holds four columns of sixteen rows, and vpdpbusd against the query's
+ * four bytes broadcast adds each row's products into its own lane: no sums across lanes, which cost more than
+ * the products when a row's were summed one row at a time. A product with an int8 query vector q is
+ * sum(low * q[:h]) + sum(high * q[h:]) - 8 * sum(q): ``offsets`` holds the last term of each vector. Half the
+ * bytes of an int8 row, so half the memory a scan reads. */
+#define TILE 16
+
+/* Row i's byte k in the tiles of rows of ``hp`` bytes. */
+static inline Py_ssize_t tile_at(Py_ssize_t i, Py_ssize_t k, Py_ssize_t hp)
+{
+    return (i / TILE) * TILE * hp + (k / 4) * 64 + (i % TILE) * 4 + k % 4;
+}
+
+/* ``queries`` (count, 2h) as the words the tiles are multiplied by: vector j's low half in words[j][0][g]
+ * and its high half in words[j][1][g], four query bytes a word, zero past h. */
+static void query_words(const int8_t *queries, int count, Py_ssize_t h, Py_ssize_t hp, int32_t *words)
+{
+    const Py_ssize_t groups = hp / 4;
+    for (int j = 0; j < count; j++)
+        for (int half = 0; half < 2; half++) {
+            int8_t bytes[MAX_DIM / 2] = {0};
+            memcpy(bytes, queries + j * 2 * h + half * h, (size_t)h);
+            memcpy(words + (2 * j + half) * groups, bytes, (size_t)hp);
+        }
+}
+
+static void portable4_group(const uint8_t *tiles, Py_ssize_t n, Py_ssize_t h, Py_ssize_t hp, const int8_t *queries,
+                            int count, const int32_t *offsets, const sink_t *sink)
 {
     int32_t products[GROUP];
     for (Py_ssize_t i = 0; i < n; i++) {
-        const uint8_t *r = rows + i * h;
         for (int j = 0; j < count; j++) {
             const int8_t *q = queries + j * 2 * h;
             int32_t sum = 0;
-            for (Py_ssize_t k = 0; k < h; k++)
-                sum += (int32_t)(r[k] & 15) * q[k] + (int32_t)(r[k] >> 4) * q[h + k];
+            for (Py_ssize_t k = 0; k < h; k++) {
+                const uint8_t b = tiles[tile_at(i, k, hp)];
+                sum += (int32_t)(b & 15) * q[k] + (int32_t)(b >> 4) * q[h + k];
+            }
             products[j] = sum - offsets[j];
         }
         emit(sink, i, products, count);
@@ -310,112 +337,120 @@ static void portable4_group(const uint8_t *rows, Py_ssize_t n, Py_ssize_t h, con
 }
 
 #if HAVE_X86
-/* AVX2: 32 bytes (64 columns) a step, the nibbles times the query bytes with vpmaddubsw (at most 2 * 15 * 128
- * in magnitude: no saturation), widened to int32 with vpmaddwd. */
-__attribute__((target("avx2"))) static void avx2_nibbles(const uint8_t *rows, Py_ssize_t n, Py_ssize_t h,
-                                                        const int8_t *queries, int count, const int32_t *offsets,
+/* AVX2: half a tile (eight rows) a step, the nibbles times the query's four bytes broadcast with vpmaddubsw (at
+ * most 2 * 15 * 128 in magnitude, two of them added: no saturation), widened to int32 with vpmaddwd. */
+__attribute__((target("avx2"))) static void avx2_nibbles(const uint8_t *tiles, Py_ssize_t n, Py_ssize_t hp,
+                                                        const int32_t *words, int count, const int32_t *offsets,
                                                         const sink_t *sink)
 {
-    const Py_ssize_t body = h - h % 32;
+    const Py_ssize_t groups = hp / 4;
     const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    int32_t products[GROUP];
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const uint8_t *r = rows + i * h;
+    int32_t products[GROUP][8];
+    for (Py_ssize_t i = 0; i < n; i += 8) {
+        const uint8_t *t = tiles + (i / TILE) * TILE * hp + (i % TILE) * 4;
         __m256i acc[GROUP];
         for (int j = 0; j < count; j++)
             acc[j] = _mm256_setzero_si256();
-        for (Py_ssize_t k = 0; k < body; k += 32) {
-            const __m256i x = _mm256_loadu_si256((const __m256i *)(r + k));
+        for (Py_ssize_t g = 0; g < groups; g++) {
+            const __m256i x = _mm256_loadu_si256((const __m256i *)(t + 64 * g));
             const __m256i lo = _mm256_and_si256(x, low), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), low);
             for (int j = 0; j < count; j++) {
-                const int8_t *q = queries + j * 2 * h;
-                const __m256i a = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(q + k)));
-                const __m256i b = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(q + h + k)));
+                const __m256i a = _mm256_maddubs_epi16(lo, _mm256_set1_epi32(words[2 * j * groups + g]));
+                const __m256i b = _mm256_maddubs_epi16(hi, _mm256_set1_epi32(words[(2 * j + 1) * groups + g]));
                 acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(_mm256_add_epi16(a, b), ones));
             }
         }
-        for (int j = 0; j < count; j++) {
-            const int8_t *q = queries + j * 2 * h;
-            __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc[j]), _mm256_extracti128_si256(acc[j], 1));
-            s = _mm_hadd_epi32(s, s);
-            s = _mm_hadd_epi32(s, s);
-            int32_t sum = _mm_cvtsi128_si32(s);
-            for (Py_ssize_t k = body; k < h; k++)
-                sum += (int32_t)(r[k] & 15) * q[k] + (int32_t)(r[k] >> 4) * q[h + k];
-            products[j] = sum - offsets[j];
-        }
-        emit(sink, i, products, count);
-    }
-}
-
-/* Rows the int4 VNNI path takes at once for ``count`` query vectors: one row's products with one vector form
- * a chain of six dependent vpdpbusd (for 384 columns), so one row at a time left the core waiting on their
- * latency; four rows give four chains, and two from three vectors on keep the accumulators and the rows'
- * nibbles in the 32 registers. Measured against one row at a time on 100k rows, two threads (docs/benchmarks.md,
- * "Four int4 rows at a time, kept rows read in place"): 6-17 % faster from cache, from memory 14 % for one
- * vector and even for more (the read bounds it there). The int8 path's two rows at a time stay: four were
- * as fast for one vector and some 7 % slower from two on. */
-#define INT4_ROWS(count) ((count) <= 2 ? 4 : 2)
-
-/* A block's accumulators, ``acc[j * rows + r]`` for query vector j and row r (zero past ``count * rows`` up
- * to a multiple of 4), summed four at a time (:c:func:`sum4`), each vector's offset subtracted, and emitted
- * for rows i to i + rows - 1. */
-__attribute__((target("avx512f,avx512bw"), always_inline)) static inline void
-vnni_emit(const __m512i *acc, int count, int rows, const int32_t *offsets, const sink_t *sink, Py_ssize_t i)
-{
-    int32_t flat[4 * GROUP], products[GROUP];
-    for (int t = 0; t < count * rows; t += 4)
-        _mm_storeu_si128((__m128i *)(flat + t), sum4(acc[t], acc[t + 1], acc[t + 2], acc[t + 3]));
-    for (int r = 0; r < rows; r++) {
         for (int j = 0; j < count; j++)
-            products[j] = flat[j * rows + r] - offsets[j];
-        emit(sink, i + r, products, count);
+            _mm256_storeu_si256((__m256i *)products[j], _mm256_sub_epi32(acc[j], _mm256_set1_epi32(offsets[j])));
+        int32_t row[GROUP];
+        for (Py_ssize_t r = 0; r < 8 && i + r < n; r++) {
+            for (int j = 0; j < count; j++)
+                row[j] = products[j][r];
+            emit(sink, i + r, row, count);
+        }
     }
 }
 
-/* AVX-512 VNNI: rows i to i + rows - 1, 64 bytes (128 columns) a step, the last partial step under a mask
- * (masked-off bytes read as zero on both sides). */
-__attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) static inline void
-vnni4_block(const uint8_t *rows_, Py_ssize_t i, int rows, Py_ssize_t h, const int8_t *queries,
-            const int32_t *offsets, int count, const sink_t *sink)
+/* Sixteen rows' best product and sum of products (``p``, one register a query vector) into ``sink`` from
+ * row i, ``rows`` of them: what :c:func:`emit` does a row at a time, as the same float32 numbers. */
+__attribute__((target("avx512f,avx512bw"), always_inline)) static inline void
+emit16(const sink_t *sink, Py_ssize_t i, Py_ssize_t rows, const __m512i *p, int count)
 {
-    const Py_ssize_t steps = (h + 63) / 64;
-    const __mmask64 last = h % 64 ? (((__mmask64)1) << (h % 64)) - 1 : ~(__mmask64)0;
-    const __m512i low = _mm512_set1_epi8(0x0F);
-    __m512i acc[4 * GROUP], lo[4], hi[4];
-    for (int t = 0; t < (count * rows + 3) / 4 * 4; t++)
-        acc[t] = _mm512_setzero_si512();
-    for (Py_ssize_t k = 0; k < steps; k++) {
-        const __mmask64 m = k + 1 < steps ? ~(__mmask64)0 : last;
-        for (int r = 0; r < rows; r++) {
-            const __m512i x = _mm512_maskz_loadu_epi8(m, rows_ + (i + r) * h + 64 * k);
-            lo[r] = _mm512_and_si512(x, low);
-            hi[r] = _mm512_and_si512(_mm512_srli_epi16(x, 4), low);
-        }
-        for (int j = 0; j < count; j++) {
-            const int8_t *q = queries + j * 2 * h + 64 * k;
-            const __m512i ql = _mm512_maskz_loadu_epi8(m, q), qh = _mm512_maskz_loadu_epi8(m, q + h);
-            for (int r = 0; r < rows; r++)
-                acc[j * rows + r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc[j * rows + r], lo[r], ql), hi[r], qh);
-        }
+    const __mmask16 m = rows >= TILE ? (__mmask16)0xFFFF : (__mmask16)((1u << rows) - 1);
+    __m512i most = p[0], total = p[0];
+    for (int j = 1; j < count; j++) {
+        most = _mm512_max_epi32(most, p[j]);
+        total = _mm512_add_epi32(total, p[j]);
     }
-    vnni_emit(acc, count, rows, offsets, sink, i);
+    __m512 best = _mm512_cvtepi32_ps(most);
+    if (!sink->first)
+        best = _mm512_max_ps(best, _mm512_maskz_loadu_ps(m, sink->best + i));
+    _mm512_mask_storeu_ps(sink->best + i, m, best);
+    if (sink->sum != NULL) {
+        __m512 sum = _mm512_cvtepi32_ps(total);
+        if (!sink->first)
+            sum = _mm512_add_ps(_mm512_maskz_loadu_ps(m, sink->sum + i), sum);
+        _mm512_mask_storeu_ps(sink->sum + i, m, sum);
+    }
 }
 
+/* AVX-512 VNNI: a tile a step, each of its 64-byte loads (four columns of sixteen rows) split into its low and
+ * high nibbles and multiplied (vpdpbusd) against each query vector's four bytes broadcast, one accumulator per
+ * vector and half. One or two vectors take two loads at a time into two sets of accumulators, so that four
+ * chains of dependent vpdpbusd run side by side, not two. */
 __attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) static inline void
-vnni4_group(const uint8_t *rows, Py_ssize_t n, Py_ssize_t h, const int8_t *queries, const int32_t *offsets,
+vnni4_group(const void *tiles_, Py_ssize_t n, Py_ssize_t hp, const int32_t *words, const int32_t *offsets,
             int count, const sink_t *sink)
 {
-    const int block = INT4_ROWS(count);
-    Py_ssize_t i = 0;
-    for (; i + block <= n; i += block)
-        vnni4_block(rows, i, block, h, queries, offsets, count, sink);
-    for (; i < n; i++)
-        vnni4_block(rows, i, 1, h, queries, offsets, count, sink);
+    const uint8_t *tiles = tiles_;
+    const Py_ssize_t groups = hp / 4;
+    const __m512i low = _mm512_set1_epi8(0x0F);
+    const int pairs = count <= 2;
+    for (Py_ssize_t i = 0; i < n; i += TILE) {
+        const uint8_t *t = tiles + i * hp;
+        __m512i acc[2][2][GROUP];
+        for (int s = 0; s < 2; s++)
+            for (int j = 0; j < count; j++)
+                acc[s][0][j] = acc[s][1][j] = _mm512_setzero_si512();
+        Py_ssize_t g = 0;
+        if (pairs)
+            for (; g + 2 <= groups; g += 2)
+                for (int s = 0; s < 2; s++) {
+                    const __m512i x = _mm512_loadu_si512(t + 64 * (g + s));
+                    const __m512i lo = _mm512_and_si512(x, low), hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), low);
+                    for (int j = 0; j < count; j++) {
+                        acc[s][0][j] = _mm512_dpbusd_epi32(acc[s][0][j], lo, _mm512_set1_epi32(words[2 * j * groups + g + s]));
+                        acc[s][1][j] = _mm512_dpbusd_epi32(acc[s][1][j], hi, _mm512_set1_epi32(words[(2 * j + 1) * groups + g + s]));
+                    }
+                }
+        for (; g < groups; g++) {
+            const __m512i x = _mm512_loadu_si512(t + 64 * g);
+            const __m512i lo = _mm512_and_si512(x, low), hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), low);
+            for (int j = 0; j < count; j++) {
+                acc[0][0][j] = _mm512_dpbusd_epi32(acc[0][0][j], lo, _mm512_set1_epi32(words[2 * j * groups + g]));
+                acc[0][1][j] = _mm512_dpbusd_epi32(acc[0][1][j], hi, _mm512_set1_epi32(words[(2 * j + 1) * groups + g]));
+            }
+        }
+        __m512i p[GROUP];
+        for (int j = 0; j < count; j++) {
+            p[j] = _mm512_sub_epi32(_mm512_add_epi32(acc[0][0][j], acc[0][1][j]), _mm512_set1_epi32(offsets[j]));
+            if (pairs)
+                p[j] = _mm512_add_epi32(p[j], _mm512_add_epi32(acc[1][0][j], acc[1][1][j]));
+        }
+        emit16(sink, i, n - i, p, count);
+    }
 }
 
-FOR_EACH_COUNT_OF(VNNI_INSTANCE, vnni4_group)
-static const vnni_fn VNNI4_GROUPS[GROUP] = {FOR_EACH_COUNT_OF(VNNI_ENTRY, vnni4_group)};
+typedef void (*vnni4_fn)(const void *, Py_ssize_t, Py_ssize_t, const int32_t *, const int32_t *, const sink_t *);
+#define VNNI4_INSTANCE(FN, COUNT)                                                                            \
+    __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void FN##COUNT(                           \
+        const void *tiles, Py_ssize_t n, Py_ssize_t hp, const int32_t *words, const int32_t *offsets,       \
+        const sink_t *sink)                                                                                  \
+    {                                                                                                        \
+        FN(tiles, n, hp, words, offsets, COUNT, sink);                                                      \
+    }
+FOR_EACH_COUNT_OF(VNNI4_INSTANCE, vnni4_group)
+static const vnni4_fn VNNI4_GROUPS[GROUP] = {FOR_EACH_COUNT_OF(VNNI_ENTRY, vnni4_group)};
 #endif
 
 /* The kernel's paths, widest first: the default is the first this core runs. */
@@ -474,9 +509,9 @@ static void run(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int8_t *qu
     }
 }
 
-/* :c:func:`run` for int4 rows of ``h`` bytes (``2h`` columns). */
-static void run4(const uint8_t *rows, Py_ssize_t n, Py_ssize_t h, const int8_t *queries, Py_ssize_t nq,
-                 sink_t sink, enum path path)
+/* :c:func:`run` for int4 rows of ``h`` bytes (``2h`` columns) in tiles of rows of ``hp`` bytes. */
+static void run4(const uint8_t *tiles, Py_ssize_t n, Py_ssize_t h, Py_ssize_t hp, const int8_t *queries,
+                 Py_ssize_t nq, sink_t sink, enum path path)
 {
     for (Py_ssize_t first = 0; first < nq; first += GROUP) {
         const int count = (int)(nq - first < GROUP ? nq - first : GROUP);
@@ -491,16 +526,17 @@ static void run4(const uint8_t *rows, Py_ssize_t n, Py_ssize_t h, const int8_t *
         sink.col = first;
         sink.first = first == 0;
 #if HAVE_X86
-        if (path == PATH_VNNI) {
-            VNNI4_GROUPS[count - 1](rows, n, h, q, offsets, &sink);
-            continue;
-        }
-        if (path == PATH_AVX2) {
-            avx2_nibbles(rows, n, h, q, count, offsets, &sink);
+        if (path == PATH_VNNI || path == PATH_AVX2) {
+            int32_t words[GROUP * 2 * (MAX_DIM / 8)];
+            query_words(q, count, h, hp, words);
+            if (path == PATH_VNNI)
+                VNNI4_GROUPS[count - 1](tiles, n, hp, words, offsets, &sink);
+            else
+                avx2_nibbles(tiles, n, hp, words, count, offsets, &sink);
             continue;
         }
 #endif
-        portable4_group(rows, n, h, q, count, offsets, &sink);
+        portable4_group(tiles, n, h, hp, q, count, offsets, &sink);
     }
 }
 
@@ -781,58 +817,74 @@ done:
     return ok < 0 ? NULL : Py_NewRef(Py_None);
 }
 
+/* Bytes a row of ``d`` columns takes in int4 tiles: d / 2 rounded up to a multiple of 4. */
+static Py_ssize_t tile_row_bytes(Py_ssize_t d)
+{
+    return (d / 2 + 3) / 4 * 4;
+}
+
 static PyObject *best4(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"rows", "queries", "best", "sum", "path", NULL};
-    PyObject *rows_obj, *queries_obj, *best_obj, *sum_obj = Py_None, *path_obj = Py_None;
+    static char *keywords[] = {"tiles", "queries", "best", "sum", "path", NULL};
+    PyObject *tiles_obj, *queries_obj, *best_obj, *sum_obj = Py_None, *path_obj = Py_None;
     enum path path;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$O:best4", keywords, &rows_obj, &queries_obj, &best_obj,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$O:best4", keywords, &tiles_obj, &queries_obj, &best_obj,
                                      &sum_obj, &path_obj) || path_of(path_obj, &path) < 0)
         return NULL;
-    Py_buffer rows, queries, best_view, sum_view;
-    if (get_array(rows_obj, &rows, "B", 2, 0, "rows") < 0)
+    Py_buffer tiles, queries, best_view, sum_view;
+    if (get_array(tiles_obj, &tiles, "B", 2, 0, "tiles") < 0)
         return NULL;
     if (get_array(queries_obj, &queries, "b", 2, 0, "queries") < 0) {
-        PyBuffer_Release(&rows);
+        PyBuffer_Release(&tiles);
         return NULL;
     }
-    const Py_ssize_t n = rows.shape[0], h = rows.shape[1], nq = queries.shape[0];
+    const Py_ssize_t d = queries.shape[1], nq = queries.shape[0], hp = tile_row_bytes(d);
+    Py_ssize_t n = -1;
+    if (PyObject_GetBuffer(best_obj, &best_view, PyBUF_ND) == 0) {  /* the rows scored: one best a row */
+        n = best_view.ndim == 1 ? best_view.shape[0] : -1;
+        PyBuffer_Release(&best_view);
+    }
+    else
+        PyErr_Clear();
     sink_t sink;
     int ok = -1;
-    if (queries.shape[1] != 2 * h)
-        PyErr_Format(PyExc_ValueError, "rows of %zd bytes hold %zd columns, queries have %zd", h, 2 * h,
-                     queries.shape[1]);
-    else if (2 * h > MAX_DIM)
-        PyErr_Format(PyExc_ValueError, "at most %d columns (got %zd)", MAX_DIM, 2 * h);
+    if (d % 2)
+        PyErr_Format(PyExc_ValueError, "queries must have an even number of columns (got %zd)", d);
+    else if (d > MAX_DIM)
+        PyErr_Format(PyExc_ValueError, "at most %d columns (got %zd)", MAX_DIM, d);
     else if (nq == 0)
         PyErr_SetString(PyExc_ValueError, "at least one query vector");
-    else if (get_sinks(best_obj, sum_obj, n, &best_view, &sum_view, &sink) == 0) {
-        const uint8_t *r = rows.buf;
+    else if (n >= 0 && (tiles.shape[0] != (n + TILE - 1) / TILE || tiles.shape[1] != TILE * hp))
+        PyErr_Format(PyExc_ValueError, "%zd rows of %zd columns are (%zd, %zd) tiles, got (%zd, %zd)", n, d,
+                     (n + TILE - 1) / TILE, TILE * hp, tiles.shape[0], tiles.shape[1]);
+    else if (get_sinks(best_obj, sum_obj, n < 0 ? 0 : n, &best_view, &sum_view, &sink) == 0) {
+        const uint8_t *t = tiles.buf;
         const int8_t *q = queries.buf;
         Py_BEGIN_ALLOW_THREADS
-        run4(r, n, h, q, nq, sink, path);
+        run4(t, n, d / 2, hp, q, nq, sink, path);
         Py_END_ALLOW_THREADS
         release_sinks(&best_view, &sum_view, sum_obj);
         ok = 0;
     }
-    PyBuffer_Release(&rows);
+    PyBuffer_Release(&tiles);
     PyBuffer_Release(&queries);
     return ok < 0 ? NULL : Py_NewRef(Py_None);
 }
 
-/* int8 codes (n, w), w even, as best4's int4 rows (n, w / 2): each code c rounded to c * 7 / 127 (no code
- * lies half way: 127 is prime), plus 8, column k in the low four bits and column w / 2 + k in the high four. */
-static void int4_rows(const int8_t *codes, Py_ssize_t n, Py_ssize_t w, uint8_t *out)
+/* int8 codes (n, w), w even, as best4's int4 tiles (ceil(n / TILE), TILE * hp): each code c rounded to
+ * c * 7 / 127 (no code lies half way: 127 is prime), plus 8, column k in the low four bits and column w / 2 + k
+ * in the high four of row byte k; the padding 0x88. */
+static void int4_tiles(const int8_t *codes, Py_ssize_t n, Py_ssize_t w, uint8_t *out)
 {
-    const Py_ssize_t h = w / 2;
+    const Py_ssize_t h = w / 2, hp = tile_row_bytes(w);
+    memset(out, 0x88, (size_t)((n + TILE - 1) / TILE * TILE * hp));
     for (Py_ssize_t i = 0; i < n; i++) {
         const int8_t *c = codes + i * w;
-        uint8_t *o = out + i * h;
         for (Py_ssize_t k = 0; k < h; k++) {
             const int32_t a = c[k], b = c[h + k];
             const int32_t lo = (a * 14 + (a >= 0 ? 127 : -127)) / 254 + 8;
             const int32_t hi = (b * 14 + (b >= 0 ? 127 : -127)) / 254 + 8;
-            o[k] = (uint8_t)(lo | (hi << 4));
+            out[tile_at(i, k, hp)] = (uint8_t)(lo | (hi << 4));
         }
     }
 }
@@ -849,23 +901,38 @@ static PyObject *to_int4(PyObject *self, PyObject *args)
         PyBuffer_Release(&codes);
         return NULL;
     }
-    const Py_ssize_t n = codes.shape[0], w = codes.shape[1];
+    const Py_ssize_t n = codes.shape[0], w = codes.shape[1], tiles = (n + TILE - 1) / TILE;
     int ok = -1;
     if (w % 2)
         PyErr_Format(PyExc_ValueError, "an even number of columns (got %zd)", w);
-    else if (out.shape[0] != n || out.shape[1] != w / 2)
-        PyErr_Format(PyExc_ValueError, "out must be (%zd, %zd), got (%zd, %zd)", n, w / 2, out.shape[0], out.shape[1]);
+    else if (w > MAX_DIM)
+        PyErr_Format(PyExc_ValueError, "at most %d columns (got %zd)", MAX_DIM, w);
+    else if (out.shape[0] != tiles || out.shape[1] != TILE * tile_row_bytes(w))
+        PyErr_Format(PyExc_ValueError, "out must be (%zd, %zd), got (%zd, %zd)", tiles, TILE * tile_row_bytes(w),
+                     out.shape[0], out.shape[1]);
     else {
         const int8_t *c = codes.buf;
         uint8_t *o = out.buf;
         Py_BEGIN_ALLOW_THREADS
-        int4_rows(c, n, w, o);
+        int4_tiles(c, n, w, o);
         Py_END_ALLOW_THREADS
         ok = 0;
     }
     PyBuffer_Release(&codes);
     PyBuffer_Release(&out);
     return ok < 0 ? NULL : Py_NewRef(Py_None);
+}
+
+static PyObject *tile_shape(PyObject *self, PyObject *args)
+{
+    Py_ssize_t n, w;
+    if (!PyArg_ParseTuple(args, "nn:tile_shape", &n, &w))
+        return NULL;
+    if (n < 0 || w < 0 || w % 2) {
+        PyErr_Format(PyExc_ValueError, "a row count and an even number of columns (got %zd, %zd)", n, w);
+        return NULL;
+    }
+    return Py_BuildValue("(nn)", (n + TILE - 1) / TILE, TILE * tile_row_bytes(w));
 }
 
 static PyObject *kernel(PyObject *self, PyObject *unused)
@@ -904,12 +971,16 @@ static PyMethodDef methods[] = {
      "also sum(p) * inv_norm * factor * scales[i] - whole_by[groups[i]], each step rounded to float32, into best "
      "(n,). scales float32 (n,), groups int64 (n,) each in 0..G-1, by float32 (q, G), whole_by float32 (G,)."},
     {"best4", (PyCFunction)(void (*)(void))best4, METH_VARARGS | METH_KEYWORDS,
-     "best4(rows, queries, best, sum=None, *, path=None)\n--\n\nbest() for int4 rows: uint8 rows (n, h), byte k "
-     "holding column k in its low four bits and column h + k in its high four, each as code + 8 (codes -7..7); "
-     "int8 queries (q, 2h). Exact integer products."},
+     "best4(tiles, queries, best, sum=None, *, path=None)\n--\n\nbest() for int4 rows in to_int4()'s tiles: "
+     "uint8 tiles (ceil(n / 16), 16 * hp) of n rows, n = len(best); int8 queries (q, d), d even. Exact integer "
+     "products."},
     {"to_int4", to_int4, METH_VARARGS,
-     "to_int4(codes, out)\n--\n\nint8 codes (n, w), w even, as best4's int4 rows into uint8 out (n, w / 2): each "
-     "code rounded to code * 7 / 127, plus 8, column k low and column w / 2 + k high."},
+     "to_int4(codes, out)\n--\n\nint8 codes (n, w), w even, as best4's int4 tiles into uint8 out, of "
+     "tile_shape(n, w): each code rounded to code * 7 / 127, plus 8, column k in the low four bits and column "
+     "w / 2 + k in the high four of a row's byte k; sixteen rows a tile, interleaved four bytes at a time."},
+    {"tile_shape", tile_shape, METH_VARARGS,
+     "tile_shape(n, w)\n--\n\nThe shape of the int4 tiles of n rows of w columns: (ceil(n / 16), 16 * hp), "
+     "hp = w / 2 rounded up to a multiple of 4."},
     {"kernel", kernel, METH_NOARGS,
      "kernel()\n--\n\nThe path dots() and best() take on this core by default: 'avx512vnni', 'avx2' or "
      "'portable'."},

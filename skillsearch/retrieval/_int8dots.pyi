@@ -32,15 +32,20 @@ def best_shifted(
 
 
 def best4(
-    rows: np.ndarray, queries: np.ndarray, best: np.ndarray, sum: np.ndarray | None = None, *,
+    tiles: np.ndarray, queries: np.ndarray, best: np.ndarray, sum: np.ndarray | None = None, *,
     path: str | None = None,
 ) -> None:
-    """:func:`best` for int4 rows: uint8 rows (n, h), byte k holding column k in its low four bits and column
-    h + k in its high four, each as its code + 8 (codes -7..7); int8 queries (q, 2h)."""
+    """:func:`best` for int4 rows in :func:`to_int4`'s tiles: uint8 tiles (ceil(n / 16), 16 * hp) of the
+    ``n = len(best)`` rows; int8 queries (q, d), d even."""
 
 def to_int4(codes: np.ndarray, out: np.ndarray) -> None:
-    """int8 codes (n, w), w even, as :func:`best4`'s int4 rows into ``out`` (n, w / 2), uint8: each code
-    rounded to ``code * 7 / 127``, plus 8."""
+    """int8 codes (n, w), w even, as :func:`best4`'s int4 tiles into uint8 ``out`` of :func:`tile_shape`
+    ``(n, w)``: each code rounded to ``code * 7 / 127``, plus 8; row byte k holds column k in its low four bits
+    and column w / 2 + k in its high four; sixteen rows a tile, interleaved four bytes at a time (row r's
+    bytes 4g..4g+3 at 64 g + 4 r), the padding 0x88."""
+
+def tile_shape(rows: int, width: int) -> tuple[int, int]:
+    """``(ceil(rows / 16), 16 * hp)``, ``hp`` = ``width / 2`` rounded up to a multiple of 4."""
 
 def kernel() -> Path:
     """The path :func:`dots` and :func:`best` take on this core by default: the widest it runs."""

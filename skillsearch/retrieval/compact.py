@@ -240,14 +240,15 @@ def nibbles(part: np.ndarray) -> np.ndarray:
     """The int4 copy of an int8 part (n, width), made on first use and kept while the part lives (the copies
     of a store made by one-skill updates share their parts, so they share this too): each code rounded to
     ``code * 7 / 127`` (-7..7, so a row's int4 scale is its int8 scale times :data:`INT4_STEP`) and stored
-    plus 8, two a byte, column k in the low four bits and column ``width / 2 + k`` in the high four
-    (``_int8dots.best4``'s layout). A patched row's codes here are stale: a scan scores the patch apart."""
+    plus 8, two a byte, column k in the low four bits and column ``width / 2 + k`` in the high four, in tiles
+    of :data:`int8_kernels.TILE` rows interleaved four bytes at a time (``int8_kernels.to_int4``: the layout
+    ``_int8dots.best4`` reads). A patched row's codes here are stale: a scan scores the patch apart."""
     key = id(part)
     with _NIBBLES_LOCK:
         kept = _NIBBLES.get(key)
         if kept is not None and kept[0]() is part:
             return kept[1]
-        out = np.empty((part.shape[0], part.shape[1] // 2), dtype=np.uint8)
+        out = np.empty(int8_kernels.tile_shape(*part.shape), dtype=np.uint8)
         int8_kernels.to_int4(part, out)
         out.setflags(write=False)
         _NIBBLES[key] = (weakref.ref(part, lambda _: _NIBBLES.pop(key, None)), out)

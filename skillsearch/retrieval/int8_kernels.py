@@ -30,14 +30,17 @@ except ImportError as exc:  # a source checkout whose C extension was never buil
         "(`make venv`, or `pip install -e .`)") from exc
 
 __all__ = [
-    "KERNELS", "SHIFTED_VECTORS", "best", "best4", "best_shifted", "check", "described", "named",
-    "numkong_capabilities", "our_path", "pin", "prepared", "products", "scan_kernel", "scans_int4", "to_int4",
+    "KERNELS", "SHIFTED_VECTORS", "TILE", "best", "best4", "best_shifted", "check", "described", "named",
+    "numkong_capabilities", "our_path", "pin", "prepared", "products", "scan_kernel", "scans_int4", "tile_shape",
+    "to_int4",
 ]
 
 # The kernels a scan can run (:func:`scan_kernel` picks one per core).
 KERNELS = ("int8dots", "numkong-packed", "numkong-cdist")
 # The most query vectors :func:`best_shifted` takes in one call (our kernel's group held in registers).
 SHIFTED_VECTORS = 8
+# Rows an int4 tile holds (:func:`to_int4`): a scan's runs of rows start at multiples of it.
+TILE = 16
 # The kernel every scan of this process runs when a benchmark pinned one (:func:`pin`).
 _pinned: str | None = None
 # Our kernel's path (``_int8dots.paths()``) when a benchmark held it to one (:func:`pin`); None: the widest.
@@ -65,15 +68,22 @@ def best_shifted(
                            path=_path)
 
 
-def best4(rows: np.ndarray, queries: np.ndarray, out: np.ndarray, total: np.ndarray | None) -> None:
-    """:func:`best` over int4 rows (``Compact.nibbles``: two codes a byte), half the bytes of int8 ones."""
-    _int8dots.best4(np.ascontiguousarray(rows), queries, out, total, path=_path)
+def best4(tiles: np.ndarray, queries: np.ndarray, out: np.ndarray, total: np.ndarray | None) -> None:
+    """:func:`best` over the int4 tiles of ``len(out)`` rows (``compact.nibbles``: two codes a byte), half the
+    bytes of int8 rows. Rows ``a:b`` of a part are its tiles ``a // TILE : ceil(b / TILE)``, ``a`` a multiple of
+    :data:`TILE`."""
+    _int8dots.best4(np.ascontiguousarray(tiles), queries, out, total, path=_path)
 
 
 def to_int4(codes: np.ndarray, out: np.ndarray) -> None:
-    """int8 codes (n, w) as :func:`best4`'s int4 rows into ``out`` (n, w / 2): each rounded to
+    """int8 codes (n, w) as :func:`best4`'s int4 tiles into ``out`` (:func:`tile_shape`): each rounded to
     ``code * 7 / 127`` (0.34 s for 1M rows of 384 columns, where numpy's table look-ups took 1.4 s)."""
     _int8dots.to_int4(np.ascontiguousarray(codes), out)
+
+
+def tile_shape(rows: int, width: int) -> tuple[int, int]:
+    """The shape of the int4 tiles of ``rows`` rows of ``width`` columns (:func:`to_int4`)."""
+    return _int8dots.tile_shape(rows, width)
 
 
 def scans_int4(kernel: str) -> bool:

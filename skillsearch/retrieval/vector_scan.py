@@ -253,7 +253,8 @@ def int4_scan(
         # Each thread finishes its own rows while they are in its cache: scaled, and their margins.
         best = scores[first:last]
         total = None if norm is None else np.empty(last - first, dtype=np.float32)
-        int8_kernels.best4(packed[first:last], q_codes, best, total)
+        tiles = packed[first // int8_kernels.TILE : -(-last // int8_kernels.TILE)]  # first: a multiple of 64
+        int8_kernels.best4(tiles, q_codes, best, total)
         _finished(best, total, norm, factor, compact.scales[first:last])
         np.add(row_margins[first:last], np.float32(query_term), out=margins[first:last])
 
