@@ -151,6 +151,36 @@ def test_every_path_gives_the_exact_integer_products_of_int4_rows(dim: int, vect
         np.testing.assert_array_equal(run, best[32:], err_msg=f"path={path}")
 
 
+@pytest.mark.parametrize("vectors", [1, 2, 3, 8])
+@pytest.mark.parametrize("derived", [False, True])
+def test_best4_finishes_each_rows_score_as_numpy_does(vectors: int, derived: bool) -> None:
+    """``best4`` with ``scales``: the scan's score of each row, bit for bit what numpy makes of the kernel's best
+    and sum (``vector_scan._finished``: the sum times ``inv_norm`` where larger, times ``factor``, times the
+    row's scale, each a float32 step), on every path; nine vectors or scales of the wrong length are refused."""
+    rng = np.random.default_rng(vectors * 10 + derived)
+    codes = rng.integers(-7, 8, size=(301, 384)).astype(np.int8)
+    queries = rng.integers(-127, 128, size=(vectors, 384), dtype=np.int8)
+    scales = rng.uniform(0.001, 0.02, 301).astype(np.float32)
+    factor, inv_norm = np.float32(0.0123 * 127 / 7), (float(np.float32(1 / 2.37)) if derived else 0.0)
+    best = np.empty(301, dtype=np.float32)
+    total = np.empty(301, dtype=np.float32)
+    _int8dots.best4(_int4_tiles(codes), queries, best, total)
+    if derived:
+        total *= np.float32(inv_norm)
+        np.maximum(best, total, out=best)
+    best *= factor
+    best *= scales
+    for path in (None, *_int8dots.paths()):
+        got = np.full(301, np.nan, dtype=np.float32)
+        _int8dots.best4(_int4_tiles(codes), queries, got, scales=scales, factor=float(factor), inv_norm=inv_norm,
+                        path=path)
+        np.testing.assert_array_equal(got, best, err_msg=f"path={path}")
+    with pytest.raises(ValueError, match="at most 8 query vectors with scales"):
+        _int8dots.best4(_int4_tiles(codes), np.ones((9, 384), dtype=np.int8), got, scales=scales)
+    with pytest.raises(ValueError, match="scales must hold 301 values"):
+        _int8dots.best4(_int4_tiles(codes), queries, got, scales=scales[:300])
+
+
 def test_int8_codes_become_the_nearest_int4_codes_in_best4s_layout() -> None:
     """``to_int4``: every int8 code (the whole range, -128 included) rounded to ``code * 7 / 127`` as numpy
     rounds it, plus 8, column k low and column w / 2 + k high, in the tiles numpy makes of them (17 rows: a

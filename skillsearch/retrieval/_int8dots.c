@@ -64,6 +64,14 @@ typedef struct {
     float factor, inv_norm;
 } shift_t;
 
+/* A row's best finished as the scan scores it (best4() with ``scales``): ``b * factor * scales[i]``, b the
+ * best product or, with ``inv_norm``, the sum of the products times ``inv_norm`` where that is larger (the
+ * request's first vector derived from its sentences), each step rounded to float32 as numpy takes them. */
+typedef struct {
+    const float *scales;
+    float factor, inv_norm;
+} finish_t;
+
 /* Where a row's products with a group of query vectors go: every product (``out``, row stride ``stride``,
  * from column ``col``), or only their largest and their sum (``best``, ``sum``; sum may be NULL), combined
  * with what the earlier groups left there unless ``first``. ``at``: the int8 rows read, output i from row
@@ -76,6 +84,7 @@ typedef struct {
     int first;
     const int64_t *at;
     const shift_t *shift;
+    const finish_t *finish;  /* one group only (best4() holds it to GROUP vectors) */
 } sink_t;
 
 /* Output i's int8 row of ``d`` columns (:c:type:`sink_t`'s ``at``). */
@@ -115,7 +124,17 @@ static inline void emit(const sink_t *sink, Py_ssize_t i, const int32_t *product
         most = products[j] > most ? products[j] : most;
         total += products[j];
     }
-    if (sink->first || (float)most > sink->best[i])
+    if (sink->finish != NULL) {
+        const finish_t *f = sink->finish;
+        float best = (float)most;
+        if (f->inv_norm != 0.0f) {
+            const float whole = (float)total * f->inv_norm;
+            best = whole > best ? whole : best;
+        }
+        best = best * f->factor;
+        sink->best[i] = best * f->scales[i];
+    }
+    else if (sink->first || (float)most > sink->best[i])
         sink->best[i] = (float)most;
     if (sink->sum != NULL)
         sink->sum[i] = sink->first ? (float)total : sink->sum[i] + (float)total;
@@ -383,7 +402,13 @@ emit16(const sink_t *sink, Py_ssize_t i, Py_ssize_t rows, const __m512i *p, int 
         total = _mm512_add_epi32(total, p[j]);
     }
     __m512 best = _mm512_cvtepi32_ps(most);
-    if (!sink->first)
+    if (sink->finish != NULL) {
+        const finish_t *f = sink->finish;
+        if (f->inv_norm != 0.0f)
+            best = _mm512_max_ps(best, _mm512_mul_ps(_mm512_cvtepi32_ps(total), _mm512_set1_ps(f->inv_norm)));
+        best = _mm512_mul_ps(_mm512_mul_ps(best, _mm512_set1_ps(f->factor)), _mm512_maskz_loadu_ps(m, f->scales + i));
+    }
+    else if (!sink->first)
         best = _mm512_max_ps(best, _mm512_maskz_loadu_ps(m, sink->best + i));
     _mm512_mask_storeu_ps(sink->best + i, m, best);
     if (sink->sum != NULL) {
@@ -825,13 +850,16 @@ static Py_ssize_t tile_row_bytes(Py_ssize_t d)
 
 static PyObject *best4(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"tiles", "queries", "best", "sum", "path", NULL};
-    PyObject *tiles_obj, *queries_obj, *best_obj, *sum_obj = Py_None, *path_obj = Py_None;
+    static char *keywords[] = {"tiles", "queries", "best", "sum", "scales", "factor", "inv_norm", "path", NULL};
+    PyObject *tiles_obj, *queries_obj, *best_obj, *sum_obj = Py_None, *scales_obj = Py_None, *path_obj = Py_None;
+    float factor = 1.0f, inv_norm = 0.0f;
     enum path path;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$O:best4", keywords, &tiles_obj, &queries_obj, &best_obj,
-                                     &sum_obj, &path_obj) || path_of(path_obj, &path) < 0)
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$OffO:best4", keywords, &tiles_obj, &queries_obj, &best_obj,
+                                     &sum_obj, &scales_obj, &factor, &inv_norm, &path_obj) ||
+        path_of(path_obj, &path) < 0)
         return NULL;
-    Py_buffer tiles, queries, best_view, sum_view;
+    Py_buffer tiles, queries, best_view, sum_view, scales;
+    int have_scales = 0;
     if (get_array(tiles_obj, &tiles, "B", 2, 0, "tiles") < 0)
         return NULL;
     if (get_array(queries_obj, &queries, "b", 2, 0, "queries") < 0) {
@@ -854,18 +882,28 @@ static PyObject *best4(PyObject *self, PyObject *args, PyObject *kwargs)
         PyErr_Format(PyExc_ValueError, "at most %d columns (got %zd)", MAX_DIM, d);
     else if (nq == 0)
         PyErr_SetString(PyExc_ValueError, "at least one query vector");
+    else if (scales_obj != Py_None && nq > GROUP)
+        PyErr_Format(PyExc_ValueError, "at most %d query vectors with scales (got %zd)", GROUP, nq);
+    else if (scales_obj != Py_None && (have_scales = get_array(scales_obj, &scales, "f", 1, 0, "scales") == 0) == 0)
+        ;
+    else if (have_scales && scales.shape[0] != n)
+        PyErr_Format(PyExc_ValueError, "scales must hold %zd values, one a row", n);
     else if (n >= 0 && (tiles.shape[0] != (n + TILE - 1) / TILE || tiles.shape[1] != TILE * hp))
         PyErr_Format(PyExc_ValueError, "%zd rows of %zd columns are (%zd, %zd) tiles, got (%zd, %zd)", n, d,
                      (n + TILE - 1) / TILE, TILE * hp, tiles.shape[0], tiles.shape[1]);
     else if (get_sinks(best_obj, sum_obj, n < 0 ? 0 : n, &best_view, &sum_view, &sink) == 0) {
         const uint8_t *t = tiles.buf;
         const int8_t *q = queries.buf;
+        const finish_t finish = {.scales = have_scales ? scales.buf : NULL, .factor = factor, .inv_norm = inv_norm};
+        sink.finish = have_scales ? &finish : NULL;
         Py_BEGIN_ALLOW_THREADS
         run4(t, n, d / 2, hp, q, nq, sink, path);
         Py_END_ALLOW_THREADS
         release_sinks(&best_view, &sum_view, sum_obj);
         ok = 0;
     }
+    if (have_scales)
+        PyBuffer_Release(&scales);
     PyBuffer_Release(&tiles);
     PyBuffer_Release(&queries);
     return ok < 0 ? NULL : Py_NewRef(Py_None);
@@ -971,9 +1009,11 @@ static PyMethodDef methods[] = {
      "also sum(p) * inv_norm * factor * scales[i] - whole_by[groups[i]], each step rounded to float32, into best "
      "(n,). scales float32 (n,), groups int64 (n,) each in 0..G-1, by float32 (q, G), whole_by float32 (G,)."},
     {"best4", (PyCFunction)(void (*)(void))best4, METH_VARARGS | METH_KEYWORDS,
-     "best4(tiles, queries, best, sum=None, *, path=None)\n--\n\nbest() for int4 rows in to_int4()'s tiles: "
-     "uint8 tiles (ceil(n / 16), 16 * hp) of n rows, n = len(best); int8 queries (q, d), d even. Exact integer "
-     "products."},
+     "best4(tiles, queries, best, sum=None, *, scales=None, factor=1.0, inv_norm=0.0, path=None)\n--\n\nbest() "
+     "for int4 rows in to_int4()'s tiles: uint8 tiles (ceil(n / 16), 16 * hp) of n rows, n = len(best); int8 "
+     "queries (q, d), d even. Exact integer products. With float32 scales (n,), for at most 8 query vectors, "
+     "each row's best finished as the scan scores it: b * factor * scales[i], b the best product or, when "
+     "inv_norm is not 0, the sum of the products times inv_norm where larger, each step rounded to float32."},
     {"to_int4", to_int4, METH_VARARGS,
      "to_int4(codes, out)\n--\n\nint8 codes (n, w), w even, as best4's int4 tiles into uint8 out, of "
      "tile_shape(n, w): each code rounded to code * 7 / 127, plus 8, column k in the low four bits and column "

@@ -30,15 +30,16 @@ except ImportError as exc:  # a source checkout whose C extension was never buil
         "(`make venv`, or `pip install -e .`)") from exc
 
 __all__ = [
-    "KERNELS", "SHIFTED_VECTORS", "TILE", "best", "best4", "best_shifted", "check", "described", "named",
+    "GROUP_VECTORS", "KERNELS", "TILE", "best", "best4", "best_shifted", "check", "described", "named",
     "numkong_capabilities", "our_path", "pin", "prepared", "products", "scan_kernel", "scans_int4", "tile_shape",
     "to_int4",
 ]
 
 # The kernels a scan can run (:func:`scan_kernel` picks one per core).
 KERNELS = ("int8dots", "numkong-packed", "numkong-cdist")
-# The most query vectors :func:`best_shifted` takes in one call (our kernel's group held in registers).
-SHIFTED_VECTORS = 8
+# The most query vectors our kernel holds in registers at once: :func:`best_shifted` and :func:`best4`, which
+# finish each row's score themselves, take at most this many.
+GROUP_VECTORS = 8
 # Rows an int4 tile holds (:func:`to_int4`): a scan's runs of rows start at multiples of it.
 TILE = 16
 # The kernel every scan of this process runs when a benchmark pinned one (:func:`pin`).
@@ -60,7 +61,7 @@ def best_shifted(
     rows: np.ndarray, queries: np.ndarray, out: np.ndarray, scales: np.ndarray, factor: float, groups: np.ndarray,
     by: np.ndarray, whole_by: np.ndarray | None, inv_norm: float,
 ) -> None:
-    """:func:`best` under a language shift (``vector_scan.Shift``) for at most :data:`SHIFTED_VECTORS` query
+    """:func:`best` under a language shift (``vector_scan.Shift``) for at most :data:`GROUP_VECTORS` query
     vectors: each row's best of ``p * factor * scales[i] - by[j, groups[i]]``, and with ``whole_by`` also of
     ``sum(p) * inv_norm * factor * scales[i] - whole_by[groups[i]]``, each step rounded to float32 as numpy
     rounds it, into ``out``: no block of products written for numpy to scale, shift and reduce."""
@@ -68,11 +69,18 @@ def best_shifted(
                            path=_path)
 
 
-def best4(tiles: np.ndarray, queries: np.ndarray, out: np.ndarray, total: np.ndarray | None) -> None:
-    """:func:`best` over the int4 tiles of ``len(out)`` rows (``compact.nibbles``: two codes a byte), half the
-    bytes of int8 rows. Rows ``a:b`` of a part are its tiles ``a // TILE : ceil(b / TILE)``, ``a`` a multiple of
-    :data:`TILE`."""
-    _int8dots.best4(np.ascontiguousarray(tiles), queries, out, total, path=_path)
+def best4(
+    tiles: np.ndarray, queries: np.ndarray, out: np.ndarray, scales: np.ndarray, factor: np.float32,
+    inv_norm: float,
+) -> None:
+    """Each row's score over the query vectors (at most :data:`GROUP_VECTORS`) from the int4 tiles of
+    ``len(out)`` rows (``compact.nibbles``: two codes a byte, half the bytes of int8 rows), finished in the
+    kernel as ``vector_scan`` finishes an int8 row's best: the best product, or with ``inv_norm`` (not 0) the
+    sum of the products times it where larger, times ``factor``, times the row's scale, each step rounded to
+    float32 as numpy rounds it. Rows ``a:b`` of a part are its tiles ``a // TILE : ceil(b / TILE)``, ``a`` a
+    multiple of :data:`TILE`."""
+    _int8dots.best4(np.ascontiguousarray(tiles), queries, out, scales=scales, factor=float(factor),
+                    inv_norm=inv_norm, path=_path)
 
 
 def to_int4(codes: np.ndarray, out: np.ndarray) -> None:

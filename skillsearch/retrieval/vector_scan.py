@@ -196,9 +196,10 @@ def first_pass(
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """The int4 tier (:func:`int4_scan`) where the stage reads it first: from :data:`INT4_FROM` rows, one
     part, no ``shift``, and our kernel on its AVX-512 VNNI path (``int8_kernels.scans_int4``, where it was
-    measured); None elsewhere (the stage scans int8 only)."""
+    measured), for at most ``int8_kernels.GROUP_VECTORS`` query vectors (a request embeds at most seven); None
+    elsewhere (the stage scans int8 only)."""
     kernel = int8_kernels.named(kernel)
-    if not reads_int4(compact, columns, shift, kernel):
+    if not reads_int4(compact, columns, shift, kernel) or len(queries) > int8_kernels.GROUP_VECTORS:
         return None
     return int4_scan(compact, columns, queries, threads, kernel)
 
@@ -229,7 +230,8 @@ def int4_scan(
     """Every row's best approximate score over ``queries`` from the int4 copy of its part
     (``compact.nibbles``; the patch's rows from their int8 codes, ``kernel`` as :func:`scan`) and each row's
     error margin: six standard deviations as :func:`margin`, but with the row's own scale. ``columns`` must
-    be one part of even width. Whoever asks gets the same numbers."""
+    be one part of even width, and at most ``int8_kernels.GROUP_VECTORS`` vectors scanned (the kernel finishes
+    each row's score). Whoever asks gets the same numbers."""
     kernel = int8_kernels.named(kernel)
     pieces = compact.pieces(columns)
     if len(pieces) != 1 or pieces[0][0].shape[1] % 2:
@@ -245,17 +247,14 @@ def int4_scan(
         query_term = max(query_term, query_term * spread + distance)
     row_margins = compact.int4_margins  # made once per part's copy, before the threads share it
     factor = np.float32(q_scales[0] * INT4_STEP)
-    norm = None if derived is None else derived[0]
+    inv_norm = 0.0 if derived is None else float(np.float32(1.0 / derived[0]))
     scores = np.empty(len(compact), dtype=np.float32)
     margins = np.empty(len(compact), dtype=np.float32)
 
     def run(first: int, last: int) -> None:
-        # Each thread finishes its own rows while they are in its cache: scaled, and their margins.
-        best = scores[first:last]
-        total = None if norm is None else np.empty(last - first, dtype=np.float32)
+        # The kernel finishes each row's score as :func:`_finished` would; the thread writes its rows' margins.
         tiles = packed[first // int8_kernels.TILE : -(-last // int8_kernels.TILE)]  # first: a multiple of 64
-        int8_kernels.best4(tiles, q_codes, best, total)
-        _finished(best, total, norm, factor, compact.scales[first:last])
+        int8_kernels.best4(tiles, q_codes, scores[first:last], compact.scales[first:last], factor, inv_norm)
         np.add(row_margins[first:last], np.float32(query_term), out=margins[first:last])
 
     _in_runs(n, threads, run)
@@ -299,10 +298,10 @@ def _scan(
     queries = int8_kernels.prepared(pieces, q_codes, kernel)
     # Our kernel keeps only what the scan needs of a row's products (the best, and their sum for ``norm``)
     # when one part is scanned: no block of every product written and read again. Under a shift it scales
-    # and shifts each product itself (up to ``SHIFTED_VECTORS`` vectors; docs/benchmarks.md, "The language
+    # and shifts each product itself (up to ``GROUP_VECTORS`` vectors; docs/benchmarks.md, "The language
     # shift in our kernel").
     ours = kernel == "int8dots" and len(pieces) == 1
-    if ours and shift is not None and nq <= int8_kernels.SHIFTED_VECTORS:
+    if ours and shift is not None and nq <= int8_kernels.GROUP_VECTORS:
         groups = np.ascontiguousarray(shift.groups, dtype=np.int64)
         by = np.ascontiguousarray(shift.by[0 if norm is None else 1 :], dtype=np.float32)
         whole_by = None if norm is None else np.ascontiguousarray(shift.by[0], dtype=np.float32)
