@@ -33,10 +33,13 @@ def best_shifted(
 
 def best4(
     tiles: np.ndarray, queries: np.ndarray, best: np.ndarray, sum: np.ndarray | None = None, *,
-    path: str | None = None,
+    scales: np.ndarray | None = None, factor: float = 1.0, inv_norm: float = 0.0, path: str | None = None,
 ) -> None:
     """:func:`best` for int4 rows in :func:`to_int4`'s tiles: uint8 tiles (ceil(n / 16), 16 * hp) of the
-    ``n = len(best)`` rows; int8 queries (q, d), d even."""
+    ``n = len(best)`` rows; int8 queries (q, d), d even. With float32 ``scales`` (n,), for at most 8 query
+    vectors, each row's best finished as the scan scores it: ``b * factor * scales[i]``, ``b`` the best product
+    or, when ``inv_norm`` is not 0, the sum of the products times ``inv_norm`` where larger, each step rounded
+    to float32."""
 
 def to_int4(codes: np.ndarray, out: np.ndarray) -> None:
     """int8 codes (n, w), w even, as :func:`best4`'s int4 tiles into uint8 ``out`` of :func:`tile_shape`
