@@ -13,8 +13,9 @@
  * group before the best is taken, for up to 8 query vectors: the scan's need there, without a block of
  * products for numpy to scale, shift and reduce. Built without fused multiply-adds (``-ffp-contract=off``),
  * so each step rounds as numpy's does.
- * best4(rows, queries, best, sum=None, path=None) and to_int4(codes, out): the same best and sum over int4
- * rows, and the int4 rows made from int8 codes.
+ * best4(tiles, queries, best, sum=None, scales=None, factor=1.0, inv_norm=0.0, path=None), to_int4(codes, out)
+ * and tile_shape(n, w): the same best and sum over int4 rows in tiles of sixteen (or, with ``scales``, each
+ * row's score finished as the scan finishes it), the int4 tiles made from int8 codes, and their shape.
  * The GIL is released while any of them runs, so Python threads can share a scan, each over its own rows.
  *
  * Why our own: the maintained kernels (numkong's cdist and packed kernel) read a row once per query vector,
@@ -311,7 +312,7 @@ static const vnni_fn VNNI_GROUPS[GROUP] = {FOR_EACH_COUNT_OF(VNNI_ENTRY, vnni_gr
  * column k in its low four bits and column h + k in its high four, each as its code + 8 (0..15; codes -7..7),
  * and a tile interleaves its rows four bytes at a time: word g of row r (bytes 4g..4g+3) lies at 64 g + 4 r
  * (``hp``, h rounded up to a multiple of 4, bytes a row; the padding bytes and the rows past the last are
- * 0x88, codes 0). One 64-byte load so holds four columns of sixteen rows, and vpdpbusd against the query's
+ * 0x88, codes 0). One 64-byte load so holds four bytes (eight columns) of each of sixteen rows, and vpdpbusd against the query's
  * four bytes broadcast adds each row's products into its own lane: no sums across lanes, which cost more than
  * the products when a row's were summed one row at a time. A product with an int8 query vector q is
  * sum(low * q[:h]) + sum(high * q[h:]) - 8 * sum(q): ``offsets`` holds the last term of each vector. Half the
@@ -419,9 +420,9 @@ emit16(const sink_t *sink, Py_ssize_t i, Py_ssize_t rows, const __m512i *p, int 
     }
 }
 
-/* AVX-512 VNNI: a tile a step, each of its 64-byte loads (four columns of sixteen rows) split into its low and
- * high nibbles and multiplied (vpdpbusd) against each query vector's four bytes broadcast, one accumulator per
- * vector and half. One or two vectors take two loads at a time into two sets of accumulators, so that four
+/* AVX-512 VNNI: a tile a step, each of its 64-byte loads (four bytes of each of sixteen rows) split into its
+ * low and high nibbles and multiplied (vpdpbusd) against each query vector's four bytes broadcast, one
+ * accumulator per vector and half. One or two vectors take two loads at a time into two sets of accumulators, so that four
  * chains of dependent vpdpbusd run side by side, not two. */
 __attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) static inline void
 vnni4_group(const void *tiles_, Py_ssize_t n, Py_ssize_t hp, const int32_t *words, const int32_t *offsets,
