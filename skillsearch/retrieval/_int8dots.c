@@ -311,10 +311,10 @@ static const vnni_fn VNNI_GROUPS[GROUP] = {FOR_EACH_COUNT_OF(VNNI_ENTRY, vnni_gr
 /* int4 rows (:c:func:`best4`) in tiles of TILE rows: a row of ``d = 2h`` columns is ``h`` bytes, byte k holding
  * column k in its low four bits and column h + k in its high four, each as its code + 8 (0..15; codes -7..7),
  * and a tile interleaves its rows four bytes at a time: word g of row r (bytes 4g..4g+3) lies at 64 g + 4 r
- * (``hp``, h rounded up to a multiple of 4, bytes a row; the padding bytes and the rows past the last are
- * 0x88, codes 0). One 64-byte load so holds four bytes (eight columns) of each of sixteen rows, and vpdpbusd against the query's
- * four bytes broadcast adds each row's products into its own lane: no sums across lanes, which cost more than
- * the products when a row's were summed one row at a time. A product with an int8 query vector q is
+ * (``hp``, h rounded up to a multiple of 4, bytes a row; the padding bytes and the rows past the last are 0x88,
+ * codes 0). One 64-byte load so holds four bytes (eight columns) of each of sixteen rows, and vpdpbusd against
+ * the query's four bytes broadcast adds each row's products into its own lane: no sums across lanes, which cost
+ * more than the products when a row's were summed one row at a time. A product with an int8 query vector q is
  * sum(low * q[:h]) + sum(high * q[h:]) - 8 * sum(q): ``offsets`` holds the last term of each vector. Half the
  * bytes of an int8 row, so half the memory a scan reads. */
 #define TILE 16
@@ -420,9 +420,9 @@ emit16(const sink_t *sink, Py_ssize_t i, Py_ssize_t rows, const __m512i *p, int 
     }
 }
 
-/* AVX-512 VNNI: a tile a step, each of its 64-byte loads (four bytes of each of sixteen rows) split into its
- * low and high nibbles and multiplied (vpdpbusd) against each query vector's four bytes broadcast, one
- * accumulator per vector and half. One or two vectors take two loads at a time into two sets of accumulators, so that four
+/* AVX-512 VNNI: a tile a step, each of its 64-byte loads (four bytes of each of sixteen rows) split into its low
+ * and high nibbles and multiplied (vpdpbusd) against each query vector's four bytes broadcast, one accumulator
+ * per vector and half. One or two vectors take two loads at a time into two sets of accumulators, so that four
  * chains of dependent vpdpbusd run side by side, not two. */
 __attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) static inline void
 vnni4_group(const void *tiles_, Py_ssize_t n, Py_ssize_t hp, const int32_t *words, const int32_t *offsets,
@@ -445,16 +445,18 @@ vnni4_group(const void *tiles_, Py_ssize_t n, Py_ssize_t hp, const int32_t *word
                     const __m512i x = _mm512_loadu_si512(t + 64 * (g + s));
                     const __m512i lo = _mm512_and_si512(x, low), hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), low);
                     for (int j = 0; j < count; j++) {
-                        acc[s][0][j] = _mm512_dpbusd_epi32(acc[s][0][j], lo, _mm512_set1_epi32(words[2 * j * groups + g + s]));
-                        acc[s][1][j] = _mm512_dpbusd_epi32(acc[s][1][j], hi, _mm512_set1_epi32(words[(2 * j + 1) * groups + g + s]));
+                        const int32_t *w = words + 2 * j * groups + g + s;  /* the vector's low half, then its high */
+                        acc[s][0][j] = _mm512_dpbusd_epi32(acc[s][0][j], lo, _mm512_set1_epi32(w[0]));
+                        acc[s][1][j] = _mm512_dpbusd_epi32(acc[s][1][j], hi, _mm512_set1_epi32(w[groups]));
                     }
                 }
         for (; g < groups; g++) {
             const __m512i x = _mm512_loadu_si512(t + 64 * g);
             const __m512i lo = _mm512_and_si512(x, low), hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), low);
             for (int j = 0; j < count; j++) {
-                acc[0][0][j] = _mm512_dpbusd_epi32(acc[0][0][j], lo, _mm512_set1_epi32(words[2 * j * groups + g]));
-                acc[0][1][j] = _mm512_dpbusd_epi32(acc[0][1][j], hi, _mm512_set1_epi32(words[(2 * j + 1) * groups + g]));
+                const int32_t *w = words + 2 * j * groups + g;
+                acc[0][0][j] = _mm512_dpbusd_epi32(acc[0][0][j], lo, _mm512_set1_epi32(w[0]));
+                acc[0][1][j] = _mm512_dpbusd_epi32(acc[0][1][j], hi, _mm512_set1_epi32(w[groups]));
             }
         }
         __m512i p[GROUP];
