@@ -120,8 +120,8 @@ def test_a_large_snapshot_scans_its_int8_copy_and_finds_the_exact_top_100(world:
             assert np.abs(scores - want).max() < 0.02
         else:
             approximate, margins = first
-            assert (np.abs(approximate - want) <= margins).all()
-            assert np.abs(scores - want).max() < margins.max()
+            assert (np.abs(approximate - want) <= margins.every()).all()
+            assert np.abs(scores - want).max() < margins.widest()
     assert min(recalls) == 1.0
 
 
@@ -143,8 +143,8 @@ def test_two_tiers_keep_the_exact_top_100_and_filter_inside(world: tuple[VectorS
         q = np.ascontiguousarray(q, dtype=np.float32)
         want = exact(snapshot, q)
         approximate, margins = int4_scan(compact, None, q)
-        assert (np.abs(approximate - want) <= margins).all()
-        assert margins.max() < 0.1  # far wider than int8's, far narrower than the scores' spread
+        assert (np.abs(approximate - want) <= margins.every()).all()
+        assert margins.widest() == margins.every().max() < 0.1  # far wider than int8's, narrower than the spread
         rows, scores = select_kept(matrix, compact, None, approximate.copy(), margins, q, 100, mask, named)
         visible = want if mask is None else np.where(mask, want, -np.inf)
         count = min(100, int(np.isfinite(visible).sum()))
@@ -172,8 +172,8 @@ def test_two_tiers_rescore_exactly_the_rows_whose_upper_bound_reaches_the_100th_
         q = np.ascontiguousarray(q, dtype=np.float32)
         approximate, margins = int4_scan(compact, None, q)
         visible = approximate if mask is None else np.where(mask, approximate, -np.inf)
-        lower = np.sort(visible - margins)[::-1][99]
-        want_kept = np.flatnonzero(visible + margins >= lower)
+        lower = np.sort(visible - margins.every())[::-1][99]
+        want_kept = np.flatnonzero(visible + margins.every() >= lower)
         int8_scores = scan(compact, None, q, threads=1)[0]
         _, scores = select_kept(matrix, compact, None, approximate.copy(), margins, q, 100, mask)
         rest = np.setdiff1d(np.flatnonzero(np.isfinite(visible)), want_kept)
@@ -198,7 +198,11 @@ def test_two_tiers_read_an_updated_rows_new_codes(world: tuple[VectorSnapshot, l
     q = np.ascontiguousarray(queries[0], dtype=np.float32)
     want = exact(updated, q)
     approximate, margins = int4_scan(compact, None, q)
-    assert (np.abs(approximate - want) <= margins).all()
+    every = margins.every()
+    assert (np.abs(approximate - want) <= every).all()
+    # The patch's row, scored from its int8 codes, has the int8 scan's margin, far under its int4 one.
+    assert every[target] == np.float32(margins.patch) < compact.int4_margins[target]
+    assert margins.widest() >= every.max()
     rows, scores = select_kept(np.asarray(updated.matrix), compact, None, approximate, margins, q, 100, None)
     assert rows[0] == target and abs(float(scores[target]) - float(want[target])) < 1e-6
     assert recall_at(rows, want, 100) == 1.0
@@ -251,7 +255,8 @@ def test_the_stage_reads_int4_first_only_where_it_was_measured_to_pay() -> None:
     assert first_pass(wide, None, np.hstack([q, q]) / np.sqrt(2, dtype=np.float32)) is None  # two parts
     if ours:
         scores, margins = first_pass(big, None, q) or (None, None)
-        assert scores is not None and margins is not None and scores.shape == margins.shape == (INT4_FROM,)
+        assert scores is not None and margins is not None
+        assert scores.shape == margins.every().shape == (INT4_FROM,)
 
 
 def test_the_rows_the_caller_names_get_exact_cosines_too(world: tuple[VectorSnapshot, list[np.ndarray]]) -> None:

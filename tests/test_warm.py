@@ -33,7 +33,7 @@ def test_prepare_makes_the_int4_copy_exactly_where_a_scan_reads_one() -> None:
     assert prepare(big, None, kernel="numkong-cdist") is False and not nibbles_made(big.parts[0])
     assert prepare(small, None) is False and not nibbles_made(small.parts[0])
     assert prepare(big, None) is ours and nibbles_made(big.parts[0]) is ours
-    assert ("int4_margins" in vars(big)) is ours and "int4_margins" not in vars(small)
+    assert ("int4_widest" in vars(big)) is ours and "int4_widest" not in vars(small)
     if ours:  # the scan then reads the copy made here, not a new one
         made = nibbles(big.parts[0])
         q = rng.standard_normal((1, 384)).astype(np.float32)

@@ -134,6 +134,11 @@ class Compact:
         margins: np.ndarray = (6.0 / np.sqrt(12.0) * np.sqrt(1.0 + INT4_STEP * INT4_STEP) * self.scales)
         return margins.astype(np.float32)
 
+    @cached_property
+    def int4_widest(self) -> float:
+        """The largest of :attr:`int4_margins` (0 without rows)."""
+        return float(self.int4_margins.max()) if len(self.int4_margins) else 0.0
+
     def rows(self, rows: np.ndarray) -> np.ndarray:
         """The codes of these rows, whole (k, dim), the patch applied."""
         rows = np.asarray(rows, dtype=np.int64)

@@ -32,7 +32,7 @@ from skillsearch.retrieval.compact import BLOCK, INT4_STEP, Compact, nibbles, qu
 from skillsearch.retrieval.cosines import row_max, row_sum
 
 __all__ = [
-    "DERIVED_WITHIN", "INT4_FROM", "SCAN_THREADS", "SPLIT_FROM", "Shift", "approximate_scores", "derived_first",
+    "DERIVED_WITHIN", "INT4_FROM", "SCAN_THREADS", "SPLIT_FROM", "Margins", "Shift", "approximate_scores", "derived_first",
     "first_pass", "int4_scan", "margin", "prepare", "reads_int4", "rescan", "sample_scores", "scan",
 ]
 
@@ -79,6 +79,36 @@ class Shift:
 
     by: np.ndarray
     groups: np.ndarray
+
+
+@dataclass(frozen=True)
+class Margins:
+    """The int4 tier's error margin of each row (:func:`int4_scan`), made only for the rows asked about: a
+    search needs the widest and those of the few thousand rows near its ``depth``-th best, not an array over
+    every row. A row's margin is its own part (``Compact.int4_margins``) plus the query's (``query``), as
+    float32; the patch's rows, scored from their int8 codes, have the int8 scan's margin (``patch``)."""
+
+    rows: np.ndarray
+    widest_row: float
+    query: float
+    patch_rows: np.ndarray
+    patch: float
+
+    def at(self, rows: np.ndarray) -> np.ndarray:
+        """The margins of ``rows`` (row numbers), float32."""
+        out: np.ndarray = self.rows[rows] + np.float32(self.query)
+        if self.patch_rows.size:
+            out[np.isin(rows, self.patch_rows)] = self.patch
+        return out
+
+    def widest(self) -> float:
+        """The largest margin of any row."""
+        widest = float(np.float32(self.widest_row) + np.float32(self.query))
+        return max(widest, float(np.float32(self.patch))) if self.patch_rows.size else widest
+
+    def every(self) -> np.ndarray:
+        """Every row's margin (for tests and reports; a search asks :meth:`at` for the rows it reads)."""
+        return self.at(np.arange(len(self.rows)))
 
 
 @cache
@@ -193,7 +223,7 @@ def _derived_error(derived: tuple[float, float], sentences: int) -> tuple[float,
 def first_pass(
     compact: Compact, columns: slice | None, queries: np.ndarray, shift: Shift | None = None,
     threads: int = SCAN_THREADS, kernel: str | None = None,
-) -> tuple[np.ndarray, np.ndarray] | None:
+) -> tuple[np.ndarray, Margins] | None:
     """The int4 tier (:func:`int4_scan`) where the stage reads it first: from :data:`INT4_FROM` rows, one
     part, no ``shift``, and our kernel on its AVX-512 VNNI path (``int8_kernels.scans_int4``, where it was
     measured), for at most ``int8_kernels.GROUP_VECTORS`` query vectors (a request embeds at most seven); None
@@ -214,22 +244,24 @@ def reads_int4(compact: Compact, columns: slice | None, shift: Shift | None = No
 
 def prepare(compact: Compact, columns: slice | None, kernel: str | None = None) -> bool:
     """Makes the int4 copy (``compact.nibbles``) that a scan of ``columns`` without a shift reads first, and the
-    rows' int4 margins (``Compact.int4_margins``), where it reads one: what the first search after an open or a
-    removal would make otherwise (0.34 s at 1M rows). Whether it does."""
+    rows' int4 margins and the widest of them (``Compact.int4_margins``, ``Compact.int4_widest``), where it
+    reads one: what the first search after an open or a removal would make otherwise (0.34 s at 1M rows).
+    Whether it does."""
     if not reads_int4(compact, columns, None, kernel):
         return False
     nibbles(compact.pieces(columns)[0][0])
-    _ = compact.int4_margins
+    _ = compact.int4_widest
     return True
 
 
 def int4_scan(
     compact: Compact, columns: slice | None, queries: np.ndarray, threads: int = SCAN_THREADS,
     kernel: str | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, Margins]:
     """Every row's best approximate score over ``queries`` from the int4 copy of its part
-    (``compact.nibbles``; the patch's rows from their int8 codes, ``kernel`` as :func:`scan`) and each row's
-    error margin: six standard deviations as :func:`margin`, but with the row's own scale. ``columns`` must
+    (``compact.nibbles``; the patch's rows from their int8 codes, ``kernel`` as :func:`scan`) and their error
+    margins (:class:`Margins`, made for the rows a search asks about): six standard deviations as
+    :func:`margin`, but with the row's own scale. ``columns`` must
     be one part of even width, and at most ``int8_kernels.GROUP_VECTORS`` vectors scanned (the kernel finishes
     each row's score). Whoever asks gets the same numbers."""
     kernel = int8_kernels.named(kernel)
@@ -245,23 +277,20 @@ def int4_scan(
     if derived is not None:
         spread, distance = _derived_error(derived, len(q_scales))
         query_term = max(query_term, query_term * spread + distance)
-    row_margins = compact.int4_margins  # made once per part's copy, before the threads share it
     factor = np.float32(q_scales[0] * INT4_STEP)
     inv_norm = 0.0 if derived is None else float(np.float32(1.0 / derived[0]))
     scores = np.empty(len(compact), dtype=np.float32)
-    margins = np.empty(len(compact), dtype=np.float32)
 
     def run(first: int, last: int) -> None:
-        # The kernel finishes each row's score as :func:`_finished` would; the thread writes its rows' margins.
+        # The kernel finishes each row's score as :func:`_finished` would.
         tiles = packed[first // int8_kernels.TILE : -(-last // int8_kernels.TILE)]  # first: a multiple of 64
         int8_kernels.best4(tiles, q_codes, scores[first:last], compact.scales[first:last], factor, inv_norm)
-        np.add(row_margins[first:last], np.float32(query_term), out=margins[first:last])
 
     _in_runs(n, threads, run)
+    patch = 0.0
     if compact.patch_rows.size:
-        rows = compact.patch_rows
-        scores[rows], margins[rows] = scan(compact.patched, columns, queries, None, threads=1, kernel=kernel)
-    return scores, margins
+        scores[compact.patch_rows], patch = scan(compact.patched, columns, queries, None, threads=1, kernel=kernel)
+    return scores, Margins(compact.int4_margins, compact.int4_widest, query_term, compact.patch_rows, patch)
 
 
 def derived_first(queries: np.ndarray) -> tuple[float, float] | None:
@@ -360,7 +389,7 @@ def sample_scores(
 def approximate_scores(
     compact: Compact, columns: slice | None, queries: np.ndarray, shift: Shift | None = None,
     threads: int = SCAN_THREADS,
-) -> tuple[np.ndarray, float | np.ndarray]:
+) -> tuple[np.ndarray, float | Margins]:
     """Every row's approximate score, whoever asks, and the error margin: the int4 tier's, one per row
     (:func:`first_pass`), where it applies, else the int8 scan's, one for all rows (:func:`scan`)."""
     first = first_pass(compact, columns, queries, shift, threads)

@@ -34,7 +34,7 @@ import numpy as np
 from skillsearch.retrieval import int8_kernels
 from skillsearch.retrieval.compact import BLOCK, Compact, quantise_together
 from skillsearch.retrieval.cosines import nearest_rows, row_max
-from skillsearch.retrieval.vector_scan import SCAN_THREADS, Shift, approximate_scores, margin, rescan
+from skillsearch.retrieval.vector_scan import SCAN_THREADS, Margins, Shift, approximate_scores, margin, rescan
 
 __all__ = ["COMPACT_FROM", "choose", "hide", "nearest_compact", "nearest_of", "select", "select_kept"]
 
@@ -160,13 +160,13 @@ def nearest_compact(
 
 
 def choose(
-    matrix: Rows, compact: Compact, columns: slice | None, scores: np.ndarray, err: float | np.ndarray,
+    matrix: Rows, compact: Compact, columns: slice | None, scores: np.ndarray, err: float | Margins,
     queries: np.ndarray, depth: int, mask: np.ndarray | None, exact_rows: np.ndarray | None = None,
     shift: Shift | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Steps 2-4 over ``vector_scan.approximate_scores``'s ``scores`` (changed in place) and margin: the two tiers'
     choice for per-row margins (:func:`select_kept`), else the int8 stage's (:func:`select`)."""
-    if isinstance(err, np.ndarray):
+    if isinstance(err, Margins):
         return select_kept(matrix, compact, columns, scores, err, queries, depth, mask, exact_rows)
     return select(matrix, scores, err, queries, depth, mask, exact_rows, shift)
 
@@ -198,7 +198,7 @@ def select_kept(
     compact: Compact,
     columns: slice | None,
     scores: np.ndarray,
-    margins: np.ndarray,
+    margins: Margins,
     queries: np.ndarray,
     depth: int,
     mask: np.ndarray | None,
@@ -217,8 +217,8 @@ def select_kept(
     # lower or upper bound reaches ``l`` scores at least ``l - w >= s - 2w``.
     best = _depth_threshold(scores, depth)
     if np.isfinite(best):
-        near = np.flatnonzero(scores >= best - 2.0 * float(margins.max()) - BOUND_SLACK)
-        near_scores, near_margins = scores[near], margins[near]
+        near = np.flatnonzero(scores >= best - 2.0 * margins.widest() - BOUND_SLACK)
+        near_scores, near_margins = scores[near], margins.at(near)
         lowest = _depth_threshold(near_scores - near_margins, depth)
         kept = near[near_scores + near_margins >= lowest]
     else:  # fewer than ``depth`` visible rows: all of them
