@@ -36,7 +36,7 @@ from skillsearch.retrieval.vector_scan import (
     rescan,
     scan,
 )
-from skillsearch.retrieval.vector_stage import COMPACT_FROM, hide, nearest_compact, select_kept
+from skillsearch.retrieval.vector_stage import BOUND_SLACK, COMPACT_FROM, _depth_and_near, hide, nearest_compact, select_kept
 from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
 
 # Past the int8 copy's threshold, the background's sample size and the two-thread split.
@@ -1179,3 +1179,22 @@ def test_the_int8_scan_leaves_nones_reference_count_alone(world: tuple[VectorSna
         scan(compact, None, queries[0], threads=1)
         scan(compact, None, queries[-1], threads=1)
     assert sys.getrefcount(None) >= before
+
+
+@pytest.mark.parametrize("n", [50, 1_000, 100_000])
+@pytest.mark.parametrize("hidden", [0.0, 0.5, 0.999, 1.0])
+def test_the_depth_and_the_rows_near_it_are_found_in_one_pass(n: int, hidden: float) -> None:
+    """``_depth_and_near``: the ``k``-th largest score and exactly the rows within twice the widest margin of
+    it, as the sort of every score gives them, whatever share of rows is hidden (``-inf``), fewer than ``k``
+    visible rows included (then no rows), with the sample's estimate (large arrays) and without (small)."""
+    rng = np.random.default_rng(n + int(hidden * 1000))
+    for widest in (0.0, 0.004, 0.05):
+        scores = rng.normal(0.2, 0.08, n).astype(np.float32)
+        scores[rng.random(n) < hidden] = -np.inf
+        finite = np.sort(scores[np.isfinite(scores)])[::-1]
+        best, near = _depth_and_near(scores, 100, widest)
+        if finite.size < 100:
+            assert best == -np.inf and near.size == 0
+            continue
+        assert best == float(finite[99])
+        np.testing.assert_array_equal(near, np.flatnonzero(scores >= best - 2.0 * widest - BOUND_SLACK))

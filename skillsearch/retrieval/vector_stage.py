@@ -137,6 +137,30 @@ def _depth_threshold(scores: np.ndarray, k: int) -> float:
     return float(np.partition(finite, finite.size - k)[finite.size - k])
 
 
+def _depth_and_near(scores: np.ndarray, k: int, widest: float) -> tuple[float, np.ndarray]:
+    """:func:`_depth_threshold`'s ``k``-th largest score and the rows whose score is at least that minus twice
+    ``widest`` (and :data:`BOUND_SLACK`), in one pass over ``scores`` after the sample's estimate instead of
+    two: the rows within that reach of the estimate, which is at most the ``k``-th largest, hold both the
+    ``k`` best and every row within the reach of the ``k``-th. No rows when the ``k``-th is ``-inf``."""
+    n = scores.size
+    step = n // 8_192
+    if step >= 2 and k * 4 < n:
+        sample = scores[::step]
+        rank = min(sample.size, 2 * (k // step) + 16)
+        low = float(np.partition(sample, sample.size - rank)[sample.size - rank])
+        if np.isfinite(low):
+            rows = np.flatnonzero(scores >= low - 2.0 * widest - BOUND_SLACK)
+            found = scores[rows]
+            above = found[found >= low]
+            if above.size >= k:
+                best = float(np.partition(above, above.size - k)[above.size - k])
+                return best, rows[found >= best - 2.0 * widest - BOUND_SLACK]
+    best = _depth_threshold(scores, k)
+    if not np.isfinite(best):
+        return best, np.zeros(0, np.int64)
+    return best, np.flatnonzero(scores >= best - 2.0 * widest - BOUND_SLACK)
+
+
 def nearest_compact(
     matrix: Rows,
     compact: Compact,
@@ -215,9 +239,8 @@ def select_kept(
     # score ``s`` (one pass over the scores, no array of bounds): the ``depth`` best rows have lower bounds of
     # at least ``s - w``, so the ``depth``-th best lower bound ``l`` is at least that, and every row whose
     # lower or upper bound reaches ``l`` scores at least ``l - w >= s - 2w``.
-    best = _depth_threshold(scores, depth)
+    best, near = _depth_and_near(scores, depth, margins.widest())
     if np.isfinite(best):
-        near = np.flatnonzero(scores >= best - 2.0 * margins.widest() - BOUND_SLACK)
         near_scores, near_margins = scores[near], margins.at(near)
         lowest = _depth_threshold(near_scores - near_margins, depth)
         kept = near[near_scores + near_margins >= lowest]
