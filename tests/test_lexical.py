@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from conftest import SHARED
 from skillsearch.bench.dev import common_term_rule
 from skillsearch.retrieval.documents import LexicalDoc, split_instructions
 from skillsearch.retrieval.lexical import LexicalIndex, skill_key
@@ -138,3 +139,31 @@ def test_a_word_rare_in_names_but_common_in_descriptions_weighs_its_one_idf(tmp_
     keys = index.search("we are building a video app", None, 3).keys
     assert int(keys[0]) == skill_key("sk_1")
     index.close()
+
+
+def test_a_text_analysed_a_word_at_a_time_has_the_analysers_terms(tmp_path: Path) -> None:
+    """``terms`` analyses each distinct word once per index (cached) and must give exactly what the English
+    analyser gives the whole text: underscores split words, one-letter pieces and stop words drop out, a word
+    over 40 characters is left out, stems match, and repeated words and a second call change nothing. The
+    real skills' instructions are checked the same way (every SKILL.md of the 883)."""
+    from skillsearch.retrieval.lexical import _NON_WORD, _english_analyzer
+
+    index = LexicalIndex(tmp_path / "lexical", create=True)
+    analyser = _english_analyzer()
+    samples = [
+        "Deploying the deployments: deploy_now, re-deploy (x9 9x) I'd say user's",
+        "Größe straße ÉCOLE naïve café résumé",
+        "证书 証明書の期限 deploy",
+        "a" * 41 + " " + "b" * 40 + " and the of",
+        "",
+        "Running runs ran RUNNER runners' run-time",
+    ]
+    root = SHARED / "data" / "skills-catalog"
+    samples += [p.read_text(encoding="utf-8", errors="replace") for p in sorted(root.glob("*/SKILL.md"))]
+    assert len(samples) > 800
+    for text in samples:
+        want = set(analyser.analyze(_NON_WORD.sub(" ", text).lower()))
+        assert index.terms(text) == want
+        assert index.terms(text) == want  # from the word cache
+    assert index.terms(samples[0]) >= {"deploy", "now", "x9", "9x", "say", "user"}
+    assert not index.terms("I a the of")
