@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import SHARED
+
 from skillsearch.bench.dev import common_term_rule
 from skillsearch.retrieval.documents import LexicalDoc, split_instructions
 from skillsearch.retrieval.lexical import LexicalIndex, skill_key
