@@ -292,15 +292,16 @@ vnni_group(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int8_t *queries
     }
 }
 
-/* An AVX-512 VNNI group function (``FN``, int8 or int4 rows) instantiated for one count of query vectors, and
- * its entry in a table by count. */
-#define VNNI_INSTANCE(FN, COUNT)                                                                             \
+/* An AVX-512 VNNI group function (``FN``: int8 rows, or int4 tiles) instantiated for one count of query
+ * vectors (given as ``QT``: int8 codes, or the tiles' words), and its entry in a table by count. */
+#define VNNI_FUNCTION(FN, COUNT, QT)                                                                         \
     __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void FN##COUNT(                           \
-        const void *rows, Py_ssize_t n, Py_ssize_t width, const int8_t *queries, const int32_t *offsets,    \
+        const void *rows, Py_ssize_t n, Py_ssize_t width, const QT *queries, const int32_t *offsets,        \
         const sink_t *sink)                                                                                  \
     {                                                                                                        \
         FN(rows, n, width, queries, offsets, COUNT, sink);                                                  \
     }
+#define VNNI_INSTANCE(FN, COUNT) VNNI_FUNCTION(FN, COUNT, int8_t)
 #define VNNI_ENTRY(FN, COUNT) FN##COUNT,
 FOR_EACH_COUNT_OF(VNNI_INSTANCE, vnni_group)
 
@@ -470,13 +471,7 @@ vnni4_group(const void *tiles_, Py_ssize_t n, Py_ssize_t hp, const int32_t *word
 }
 
 typedef void (*vnni4_fn)(const void *, Py_ssize_t, Py_ssize_t, const int32_t *, const int32_t *, const sink_t *);
-#define VNNI4_INSTANCE(FN, COUNT)                                                                            \
-    __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void FN##COUNT(                           \
-        const void *tiles, Py_ssize_t n, Py_ssize_t hp, const int32_t *words, const int32_t *offsets,       \
-        const sink_t *sink)                                                                                  \
-    {                                                                                                        \
-        FN(tiles, n, hp, words, offsets, COUNT, sink);                                                      \
-    }
+#define VNNI4_INSTANCE(FN, COUNT) VNNI_FUNCTION(FN, COUNT, int32_t)
 FOR_EACH_COUNT_OF(VNNI4_INSTANCE, vnni4_group)
 static const vnni4_fn VNNI4_GROUPS[GROUP] = {FOR_EACH_COUNT_OF(VNNI_ENTRY, vnni4_group)};
 #endif
