@@ -102,7 +102,8 @@ class Margins:
         return out
 
     def widest(self) -> float:
-        """The largest margin of any row."""
+        """At least the largest margin of any row (a patched row's int4 part counts, though its margin is
+        the int8 scan's)."""
         widest = float(np.float32(self.widest_row) + np.float32(self.query))
         return max(widest, float(np.float32(self.patch))) if self.patch_rows.size else widest
 
@@ -261,9 +262,9 @@ def int4_scan(
     """Every row's best approximate score over ``queries`` from the int4 copy of its part
     (``compact.nibbles``; the patch's rows from their int8 codes, ``kernel`` as :func:`scan`) and their error
     margins (:class:`Margins`, made for the rows a search asks about): six standard deviations as
-    :func:`margin`, but with the row's own scale. ``columns`` must
-    be one part of even width, and at most ``int8_kernels.GROUP_VECTORS`` vectors scanned (the kernel finishes
-    each row's score). Whoever asks gets the same numbers."""
+    :func:`margin`, but with the row's own scale. ``columns`` must be one part of even width, and at most
+    ``int8_kernels.GROUP_VECTORS`` vectors are scanned (the kernel finishes each row's score). Whoever asks
+    gets the same numbers."""
     kernel = int8_kernels.named(kernel)
     pieces = compact.pieces(columns)
     if len(pieces) != 1 or pieces[0][0].shape[1] % 2:
