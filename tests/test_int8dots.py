@@ -179,6 +179,8 @@ def test_best4_finishes_each_rows_score_as_numpy_does(vectors: int, derived: boo
         _int8dots.best4(_int4_tiles(codes), np.ones((9, 384), dtype=np.int8), got, scales=scales)
     with pytest.raises(ValueError, match="scales must hold 301 values"):
         _int8dots.best4(_int4_tiles(codes), queries, got, scales=scales[:300])
+    with pytest.raises(TypeError, match="best must be a 1-d array of float32"):  # not "scales must hold -1"
+        _int8dots.best4(_int4_tiles(codes), queries, got.reshape(301, 1), scales=scales)
 
 
 def test_int8_codes_become_the_nearest_int4_codes_in_best4s_layout() -> None:

@@ -884,7 +884,7 @@ static PyObject *best4(PyObject *self, PyObject *args, PyObject *kwargs)
         PyErr_Format(PyExc_ValueError, "at most %d query vectors with scales (got %zd)", GROUP, nq);
     else if (scales_obj != Py_None && (have_scales = get_array(scales_obj, &scales, "f", 1, 0, "scales") == 0) == 0)
         ;
-    else if (have_scales && scales.shape[0] != n)
+    else if (have_scales && n >= 0 && scales.shape[0] != n)  /* a best that is not 1-d: get_sinks says so */
         PyErr_Format(PyExc_ValueError, "scales must hold %zd values, one a row", n);
     else if (n >= 0 && (tiles.shape[0] != (n + TILE - 1) / TILE || tiles.shape[1] != TILE * hp))
         PyErr_Format(PyExc_ValueError, "%zd rows of %zd columns are (%zd, %zd) tiles, got (%zd, %zd)", n, d,

@@ -85,18 +85,18 @@ class Shift:
 class Margins:
     """The int4 tier's error margin of each row (:func:`int4_scan`), made only for the rows asked about: a
     search needs the widest and those of the few thousand rows near its ``depth``-th best, not an array over
-    every row. A row's margin is its own part (``Compact.int4_margins``) plus the query's (``query``), as
-    float32; the patch's rows, scored from their int8 codes, have the int8 scan's margin (``patch``)."""
+    every row. A row's margin is its own part (``own``: ``Compact.int4_margins``) plus the query's (``query``),
+    as float32; the patch's rows, scored from their int8 codes, have the int8 scan's margin (``patch``)."""
 
-    rows: np.ndarray
-    widest_row: float
+    own: np.ndarray
+    widest_own: float
     query: float
     patch_rows: np.ndarray
     patch: float
 
     def at(self, rows: np.ndarray) -> np.ndarray:
         """The margins of ``rows`` (row numbers), float32."""
-        out: np.ndarray = self.rows[rows] + np.float32(self.query)
+        out: np.ndarray = self.own[rows] + np.float32(self.query)
         if self.patch_rows.size:
             out[np.isin(rows, self.patch_rows)] = self.patch
         return out
@@ -104,12 +104,12 @@ class Margins:
     def widest(self) -> float:
         """At least the largest margin of any row (a patched row's int4 part counts, though its margin is
         the int8 scan's)."""
-        widest = float(np.float32(self.widest_row) + np.float32(self.query))
+        widest = float(np.float32(self.widest_own) + np.float32(self.query))
         return max(widest, float(np.float32(self.patch))) if self.patch_rows.size else widest
 
     def every(self) -> np.ndarray:
         """Every row's margin (for tests and reports; a search asks :meth:`at` for the rows it reads)."""
-        return self.at(np.arange(len(self.rows)))
+        return self.at(np.arange(len(self.own)))
 
 
 @cache
