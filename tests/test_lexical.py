@@ -147,7 +147,8 @@ def test_a_text_analysed_a_word_at_a_time_has_the_analysers_terms(tmp_path: Path
     analyser gives the whole text: underscores split words, one-letter pieces and stop words drop out, a word
     over 40 characters is left out, stems match, and repeated words and a second call change nothing. The
     real skills' instructions are checked the same way (every SKILL.md of the 883)."""
-    from skillsearch.retrieval.lexical import _NON_WORD, _english_analyzer
+    from skillsearch.retrieval.lexical import _english_analyzer
+    from skillsearch.retrieval.text_terms import NON_WORD
 
     index = LexicalIndex(tmp_path / "lexical", create=True)
     analyser = _english_analyzer()
@@ -163,7 +164,7 @@ def test_a_text_analysed_a_word_at_a_time_has_the_analysers_terms(tmp_path: Path
     samples += [p.read_text(encoding="utf-8", errors="replace") for p in sorted(root.glob("*/SKILL.md"))]
     assert len(samples) > 800
     for text in samples:
-        want = set(analyser.analyze(_NON_WORD.sub(" ", text).lower()))
+        want = set(analyser.analyze(NON_WORD.sub(" ", text).lower()))
         assert index.terms(text) == want
         assert index.terms(text) == want  # from the word cache
     assert index.terms(samples[0]) >= {"deploy", "now", "x9", "9x", "say", "user"}

@@ -36,7 +36,6 @@ This is the one module that imports ``tantivy``; its errors become ours here. De
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import shutil
@@ -62,6 +61,7 @@ from skillsearch.retrieval.term_weights import (
     informative_terms,
     largest,
 )
+from skillsearch.retrieval.text_terms import NON_WORD, TextTerms
 
 __all__ = [
     "FIELD_BOOSTS", "FRENCH_BOOSTS", "FRENCH_MODES", "LexicalHits", "LexicalIndex", "Searcher", "skill_key",
@@ -102,18 +102,11 @@ WRITER_HEAP_PER_CHAR = 4
 #   detect: French documents / French-looking requests    both: every document / French-looking requests
 #   docs:   French documents / every request              all:  every document / every request
 FRENCH_MODES = ("detect", "both", "docs", "all", "off")
-# Analysed hit cards kept per index (a card is a few hundred bytes; 8,192 covers a 10k catalog's usual hits).
-CARD_TERMS_CACHE = 8192
-# Analysed words kept per index. A text is analysed a distinct word at a time (the analyser's filters act on
-# one token at a time, and its tokens never cross a space), and a card's words are mostly ones other cards
-# hold: a card of 150 words took 0.34 ms through the analyser whole, its words' look-ups a fraction of that.
-WORD_TERMS_CACHE = 32_768
 
 # What one search reads (a point-in-time view of the index), for modules that hold one without using tantivy.
 Searcher = tantivy.Searcher
 
 _HIRAGANA = re.compile(r"[\u3040-\u309f]+")
-_NON_WORD = re.compile(r"[^\w]+", re.UNICODE)
 
 
 def skill_key(skill_id: str) -> int:
@@ -223,10 +216,9 @@ class LexicalIndex:
         _register_analyzers(self.index)
         self._english = _english_analyzer()
         self._french = _french_analyzer()
-        # Every search analyses the card of each hit it returns (the ``coverage`` feature of
-        # ``retrieval/confidence.py``): the same few hundred cards again and again, so they are cached by text.
-        self.card_terms = functools.lru_cache(maxsize=CARD_TERMS_CACHE)(self._frozen_terms)
-        self._word_terms = functools.lru_cache(maxsize=WORD_TERMS_CACHE)(self._analysed_word)
+        # A request's and each hit's card's terms for the judge (``retrieval/text_terms.py``), cached per index.
+        self._terms = TextTerms(self._english.analyze)
+        self.card_terms = self._terms.card
         self.field_boosts: dict[str, float] = dict(FIELD_BOOSTS)
         self._writer: Any = None
         self._lock = Lock()
@@ -306,7 +298,7 @@ class LexicalIndex:
         a fraction of the postings; any ``Must`` filter clause turns that pruning off. ``searcher`` gives the
         document frequencies that decide which terms of a long request are too common to search
         (``term_weights.COMMON_TERM_SHARE``); without it every term is kept."""
-        words = _NON_WORD.sub(" ", text).strip().lower()
+        words = NON_WORD.sub(" ", text).strip().lower()
         should: list[tuple[tantivy.Occur, tantivy.Query]] = []
         french = self.french in ("all", "docs") or (self.french in ("detect", "both") and is_french(text))
         if words:
@@ -360,15 +352,8 @@ class LexicalIndex:
         return tantivy.Query.boolean_query(must)
 
     def terms(self, text: str) -> set[str]:
-        """The English-analysed terms of ``text`` (what the ``all`` field holds of it), each distinct word
-        analysed once per index (:data:`WORD_TERMS_CACHE`): the same terms as the analyser gives the text."""
-        return {t for word in set(_NON_WORD.sub(" ", text).lower().split()) for t in self._word_terms(word)}
-
-    def _analysed_word(self, word: str) -> tuple[str, ...]:
-        return tuple(self._english.analyze(word))
-
-    def _frozen_terms(self, text: str) -> frozenset[str]:
-        return frozenset(self.terms(text))
+        """The English-analysed terms of ``text`` (what the ``all`` field holds of it; ``text_terms.TextTerms``)."""
+        return self._terms.of(text)
 
     def query_idf(self, text: str, searcher: tantivy.Searcher) -> dict[str, float]:
         """Each English term of a request and its BM25 IDF in the ``all`` field (a term no document holds

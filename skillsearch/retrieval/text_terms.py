@@ -1,0 +1,40 @@
+"""A text's English terms as the lexical side's analyser gives them (what the ``all`` field holds of it), for
+the judge's features (``retrieval/confidence.py``: the terms of a request and of each hit's card).
+
+Each distinct word of a text is analysed once per index and kept (:data:`WORD_TERMS_CACHE`): the analyser's
+filters act on one token at a time and its tokens never cross a space, so the terms are the same as the
+analyser gives the whole text (the 31,360 texts of the dev sets compared; ``tests/test_lexical.py``), and a
+card's words are mostly ones other cards hold. A card of 70 words took 0.196 ms through the analyser whole,
+0.049 ms once its words were known (docs/benchmarks.md). The cards themselves are kept too
+(:data:`CARD_TERMS_CACHE`): every search analyses the card of each hit it returns, the same few hundred cards
+again and again. The analyser comes from ``lexical.py``, the one module that imports tantivy.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+
+__all__ = ["CARD_TERMS_CACHE", "NON_WORD", "WORD_TERMS_CACHE", "TextTerms"]
+
+# Analysed hit cards kept per index (a card is a few hundred bytes; 8,192 covers a 10k catalog's usual hits).
+CARD_TERMS_CACHE = 8192
+# Analysed words kept per index.
+WORD_TERMS_CACHE = 32_768
+# What separates words before a text is analysed (anything but letters, digits and the underscore).
+NON_WORD = re.compile(r"[^\w]+", re.UNICODE)
+
+
+class TextTerms:
+    """The English terms of texts through ``analyse`` (the lexical side's English analyser), cached per
+    index: :meth:`of` any text, :attr:`card` a hit's card (a frozenset, kept by text)."""
+
+    def __init__(self, analyse: Callable[[str], list[str]]) -> None:
+        self._word = functools.lru_cache(maxsize=WORD_TERMS_CACHE)(lambda word: tuple(analyse(word)))
+        self.card: Callable[[str], frozenset[str]] = functools.lru_cache(maxsize=CARD_TERMS_CACHE)(
+            lambda text: frozenset(self.of(text)))
+
+    def of(self, text: str) -> set[str]:
+        """The analyser's terms of ``text``, each distinct word analysed once per index."""
+        return {t for word in set(NON_WORD.sub(" ", text).lower().split()) for t in self._word(word)}
