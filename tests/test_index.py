@@ -13,7 +13,7 @@ from skillsearch.catalog.rows import IndexRow
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError
 from skillsearch.core.settings import Settings
-from skillsearch.retrieval import vector_saves
+from skillsearch.retrieval import vector_saves, vector_updates
 from skillsearch.retrieval import vectors as vectors_module
 from skillsearch.retrieval.cosines import TINY, max_cosines, zero_tiny
 from skillsearch.retrieval.documents import embedded_text, split_instructions
@@ -238,7 +238,7 @@ def test_a_skill_removed_from_a_mapped_index_is_gone_at_once_and_after_a_reopen(
     which the save names. The skill is gone from the answers at once, every other vector is what it was,
     no temporary file is left, and a reopened index answers the same."""
     monkeypatch.setattr(vector_saves, "MAPPED_FROM", 10)
-    for module in (vectors_module, vector_saves):
+    for module in (vectors_module, vector_updates, vector_saves):
         monkeypatch.setattr(module, "COMPACT_FROM", 10)
     fresh_sample.close()
     catalog = Catalog.open(Settings(data_dir=fresh_sample.data_dir), encoder=encoder)

@@ -19,7 +19,7 @@ import pytest
 from skillsearch.bench.synthetic import stand_in_vectors
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.retrieval import compact as compact_module
-from skillsearch.retrieval import int8_kernels, vector_files, vector_saves, vector_stage, vectors
+from skillsearch.retrieval import int8_kernels, vector_files, vector_saves, vector_stage, vector_updates, vectors
 from skillsearch.retrieval.compact import Compact, nibbles, quantise, quantise_together
 from skillsearch.retrieval.cosines import max_cosines, zero_tiny
 from skillsearch.retrieval.encoder import Encoder
@@ -680,7 +680,7 @@ def test_more_added_rows_than_the_room_copy_the_matrix_once_and_the_next_save_ma
     world: tuple[VectorSnapshot, list[np.ndarray]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     snapshot, queries = world
-    for module in (vectors, vector_saves):
+    for module in (vector_updates, vector_saves):
         monkeypatch.setattr(module, "spare_rows", lambda rows: 2)
     vector_saves.save(snapshot, tmp_path)
     loaded = vector_saves.load(tmp_path)
@@ -703,7 +703,7 @@ def test_the_writers_growth_past_the_room_writes_the_next_file_instead_of_copyin
     matrix comes into memory (a large import's batches held 3 GB more at 1M rows of ``minilm+e5``), and the
     result is the in-memory growth's."""
     snapshot, queries = world
-    for module in (vectors, vector_saves):
+    for module in (vector_updates, vector_saves):
         monkeypatch.setattr(module, "spare_rows", lambda rows: 2)
     vector_saves.save(snapshot, tmp_path)
     loaded = vector_saves.load(tmp_path)

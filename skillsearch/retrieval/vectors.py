@@ -8,10 +8,8 @@ exact matrix product; from ``vector_stage.COMPACT_FROM`` rows on, its int8 copy 
 rows re-scored exactly (``retrieval/vector_stage.py``); a loaded matrix stays a file mapping whose
 re-scored rows are read with ``pread`` (``vector_files.FileRows``), and the row metadata are numpy columns
 (``retrieval/vector_rows.py``), so serving memory is the int8 copy's quarter of the matrix and about
-130 bytes a row beside it. An update writes only its rows into the mapping's private pages, an added one
-into the spare rows the saved file keeps after its own, and a removal its kept rows into the next matrix
-file, copied from file to file (:meth:`VectorSnapshot.apply`). Saving a snapshot and opening it again are
-``retrieval/vector_saves.py``'s.
+130 bytes a row beside it. The next snapshot after an update is ``retrieval/vector_updates.py``'s
+(:meth:`VectorSnapshot.apply`); saving a snapshot and opening it again are ``retrieval/vector_saves.py``'s.
 """
 
 from __future__ import annotations
@@ -28,17 +26,11 @@ from skillsearch.retrieval.compact import Compact
 from skillsearch.retrieval.cosines import max_cosines, nearest_rows, top_k, zero_tiny
 from skillsearch.retrieval.key_index import KeyIndex
 from skillsearch.retrieval.lexical import skill_key
-from skillsearch.retrieval.vector_files import (
-    MATRIX_FILE,
-    FileRows,
-    MappedFile,
-    read_into,
-    spare_rows,
-    write_kept,
-)
-from skillsearch.retrieval.vector_rows import RowTable, VectorRow, found_in, runs
+from skillsearch.retrieval.vector_files import FileRows, MappedFile
+from skillsearch.retrieval.vector_rows import RowTable, VectorRow
 from skillsearch.retrieval.vector_scan import Shift, approximate_scores, first_pass, sample_scores, scan
 from skillsearch.retrieval.vector_stage import COMPACT_FROM, choose, hide, nearest_compact
+from skillsearch.retrieval.vector_updates import applied
 
 # Up to this many bytes of float32 matrix, a mapped index re-scores its rows through the mapping (its pages are
 # the page cache's, shared by every process that maps the file): about 0.1 ms for 250 rows at 100k, against
@@ -283,121 +275,9 @@ class VectorSnapshot:
     def _moments(sample: np.ndarray) -> tuple[float, float]:
         return float(sample.mean(dtype=np.float64)), float(sample.std(dtype=np.float64))
 
-    # -- updates ----------------------------------------------------------------------------------
-
     def apply(
         self, upserts: Sequence[tuple[VectorRow, np.ndarray]], deletes: Iterable[str], folder: Path | None = None,
     ) -> VectorSnapshot:
-        """A new snapshot with rows replaced, added or removed; this one is unchanged.
-
-        A batch that removes nothing (the usual update) re-quantises only its rows and over a mapped base
-        writes only its rows into a fresh private mapping, added rows into the room the saved file keeps
-        after its own (``vector_files.spare_rows``), the row table and key index extended; a batch that
-        only replaces rows keeps the key index. A removal from a mapped base, given the store's ``folder``
-        (the writer's, which saves next), writes the kept rows as the next matrix file there, copied from
-        file to file (``vector_files.write_kept``; :func:`vector_saves.save` names it), and so do more added rows than the
-        file's room holds (a large import: at 1M rows of ``minilm+e5`` the copy in memory was 3 GB). A removal
-        or a growth otherwise (replaying a log, a matrix in memory) costs one copy of the kept rows into memory
-        (the next ``vector_saves.save_changes`` folds it into a new file). The int8 copy and the row table are
-        gathered, never made again from the matrix."""
-        gone = {self.key_to_row[k] for k in (skill_key(s) for s in deletes) if k in self.key_to_row}
-        replace: dict[int, tuple[VectorRow, np.ndarray]] = {}
-        new: dict[str, tuple[VectorRow, np.ndarray]] = {}  # by id: an id upserted twice is added once
-        for row, vec in upserts:
-            i = self.row_of(row.skill_id)
-            if i is not None and i not in gone:
-                replace[i] = (row, vec)
-            else:
-                new[row.skill_id] = (row, vec)
-        return self._changed(replace, list(new.values()), gone, folder)
-
-    def _changed(
-        self, replace: dict[int, tuple[VectorRow, np.ndarray]], added: Sequence[tuple[VectorRow, np.ndarray]],
-        gone: set[int], folder: Path | None,
-    ) -> VectorSnapshot:
-        """:meth:`apply` of ``replace`` (by row), ``added`` (new ids) and the rows ``gone``."""
-        n, dim = len(self), self.dim
-        keep = np.setdiff1d(np.arange(n, dtype=np.int64), np.fromiter(gone, np.int64, len(gone))) if gone else None
-        kept = n if keep is None else int(keep.size)
-        moved = replace if keep is None else {int(np.searchsorted(keep, i)): rv for i, rv in replace.items()}
-        changed = sorted(moved)
-
-        def stacked(vectors: Sequence[np.ndarray]) -> np.ndarray:
-            # Filled in place: a list of row copies, then their stack, held a batch's vectors twice (307 MB
-            # for 100k rows of ``minilm+e5``).
-            out = np.empty((len(vectors), dim), np.float32)
-            for k, v in enumerate(vectors):
-                out[k] = np.asarray(v, np.float32).reshape(dim)
-            return zero_tiny(out)
-
-        vectors, fresh = stacked([moved[i][1] for i in changed]), stacked([v for _, v in added])
-        size, base, overlay = kept + len(fresh), self.base, self.overlay
-        if keep is None and base is not None and size <= base.capacity:
-            matrix = base.view(size)
-            carried = sorted(self.overlay - set(changed))
-            if carried:
-                matrix[carried] = self.matrix[carried]
-            overlay = self.overlay | set(changed) | set(range(n, size))
-        elif base is not None and folder is not None:  # a removal, or more rows than the room: file to file
-            every = keep if keep is not None else np.arange(n, dtype=np.int64)
-            base = write_kept(base, self.matrix, self.overlay, every, folder / (MATRIX_FILE + ".tmp"), size,
-                              spare_rows(size))
-            matrix = base.view(size)
-            overlay = frozenset(changed) | frozenset(range(kept, size))
-        else:  # in memory: no saved file, or replaying its log (no folder to write a new file in)
-            matrix = np.empty((size, dim), dtype=np.float32)
-            self._gather(keep, matrix[:kept])
-            base, overlay = None, frozenset()
-        matrix[changed] = vectors
-        matrix[kept:] = fresh
-        compact = self.compact.replaced(changed, vectors, fresh, keep) if self.compact is not None else None
-        if compact is None and size >= COMPACT_FROM:
-            compact = Compact.of(matrix)
-        table = self.rows if keep is None else self.rows.take(keep)
-        rows = table.replaced({i: moved[i][0] for i in changed}).extended([r for r, _ in added])
-        extra = np.fromiter((skill_key(r.skill_id) for r, _ in added), dtype=np.uint64, count=len(added))
-        keys = self.keys if keep is None else self.keys[keep]
-        if keep is not None:
-            keys = np.concatenate([keys, extra])
-            key_to_row = KeyIndex(keys)
-        elif added:
-            key_to_row, keys = self.key_to_row.extended(extra), np.concatenate([keys, extra])
-        else:
-            key_to_row = self.key_to_row
-        matrix.setflags(write=False)
-        keys.setflags(write=False)
-        # Each kept row's nearest vector is what it was; the batch's rows are computed from their vectors.
-        nearest_cache = {}
-        for key, (near, cols, codes) in self.nearest_cache.items():
-            moved_codes = np.empty(size, dtype=codes.dtype)
-            moved_codes[:kept] = codes if keep is None else codes[keep]
-            for at, written in ((changed, vectors), (slice(kept, size), fresh)):
-                if len(written):
-                    moved_codes[at] = nearest_rows(written if cols is None else written[:, cols], near)
-            moved_codes.setflags(write=False)
-            nearest_cache[key] = (near, cols, moved_codes)
-        return VectorSnapshot(
-            dim=dim, matrix=matrix, rows=rows, key_to_row=key_to_row, keys=keys, grant_names=rows.grant_names,
-            grant_codes=rows.grant_codes, kind_names=rows.kind_names, kind_codes=rows.kind_codes, compact=compact,
-            base=base, overlay=overlay, nearest_cache=nearest_cache,
-        )
-
-    def _gather(self, keep: np.ndarray | None, out: np.ndarray) -> None:
-        """``out[:] = self.matrix[keep]`` (every row when None) with no temporary of the matrix: from memory
-        by ``np.take``; from a mapped base by ``pread``, a run of consecutive rows at a time, so the old
-        file's pages never map into the process (1.5 GB at 1M rows), then the rows written over the mapping."""
-        if self.base is None:
-            if keep is None:
-                out[:] = self.matrix
-            else:
-                np.take(self.matrix, keep, axis=0, out=out)
-            return
-        rows = np.arange(len(self), dtype=np.int64) if keep is None else keep
-        if rows.size == 0:
-            return
-        for a, b in runs(rows):
-            read_into(self.base, int(rows[a]), out[a:b])
-        if self.overlay:
-            mine = np.fromiter(sorted(self.overlay), np.int64, len(self.overlay))
-            hit, at = found_in(rows, mine)
-            out[at[hit]] = self.matrix[mine[hit]]
+        """A new snapshot with rows replaced, added or removed; this one is unchanged
+        (``vector_updates.applied``)."""
+        return applied(self, upserts, deletes, folder)
