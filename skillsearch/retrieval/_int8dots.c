@@ -162,13 +162,41 @@ static void portable_group(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const
 /* Rows picked by ``at`` are read out of order, where the hardware cannot guess the next: each is asked
  * for this many rows ahead of its turn. */
 #define AHEAD 8
+/* A scan in order asks for the bytes this far ahead of those it reads (int8 rows: sixteen of 384 bytes; int4
+ * tiles: two of 3,072). The first scan of a search finds its copy out of the caches (the model's forward
+ * pass has just read some 90 MB of weights), and the hardware's own prefetching left the kernel waiting on
+ * memory: asked ahead, that scan took 2.5 ms instead of 3.8 (int8) and 1.4 instead of 1.9 (int4) at 100k rows
+ * with two threads, and a scan of 1M rows a third less (docs/benchmarks.md, "Asking for the rows ahead"). */
+#define SCAN_AHEAD 6144
 
-/* Asks for ``count`` rows (``d`` int8 each) named by ``at`` to be loaded into the cache, a line at a time. */
-static inline void prefetch_rows(const int8_t *rows, Py_ssize_t d, const int64_t *at, int count)
+/* Asks for ``bytes`` from ``p`` to be loaded into the cache, a line at a time. Always inlined, as are its
+ * callers: left to GCC, they were not inlined into the kernels (whose target options differ) and neither a
+ * call nor a prefetch was left in the kernels' code (a prefetch changes no value). */
+__attribute__((always_inline)) static inline void prefetch_span(const void *p, Py_ssize_t bytes)
+{
+    for (Py_ssize_t b = 0; b < bytes; b += 64)
+        _mm_prefetch((const char *)p + b, _MM_HINT_T0);
+}
+
+/* Asks for ``count`` rows (``d`` int8 each) named by ``at`` to be loaded into the cache. */
+__attribute__((always_inline)) static inline void
+prefetch_rows(const int8_t *rows, Py_ssize_t d, const int64_t *at, int count)
 {
     for (int r = 0; r < count; r++)
-        for (Py_ssize_t b = 0; b < d; b += 64)
-            _mm_prefetch((const char *)(rows + at[r] * d + b), _MM_HINT_T0);
+        prefetch_span(rows + at[r] * d, d);
+}
+
+/* Rows i.. of ``n`` asked for SCAN_AHEAD bytes ahead when read in order (``at`` NULL), ``count`` of them
+ * (``d`` bytes each); picked rows ``at`` AHEAD rows ahead. */
+__attribute__((always_inline)) static inline void
+prefetch_ahead(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int64_t *at, Py_ssize_t i, int count)
+{
+    if (at != NULL) {
+        if (i + AHEAD + count <= n)
+            prefetch_rows(rows, d, at + i + AHEAD, count);
+    }
+    else if ((i + count) * d + SCAN_AHEAD <= n * d)
+        prefetch_span(rows + i * d + SCAN_AHEAD, count * d);
 }
 
 /* Rows times ``count`` query vectors (int16 copies in ``wide``, d each; count a constant in each caller, so
@@ -182,8 +210,7 @@ avx2_group(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int16_t *wide, 
     for (Py_ssize_t i = 0; i < n; i++) {
         const int8_t *r = row_of(rows, d, sink, i);
         __m256i acc[GROUP];
-        if (sink->at != NULL && i + AHEAD < n)
-            prefetch_rows(rows, d, sink->at + i + AHEAD, 1);
+        prefetch_ahead(rows, n, d, sink->at, i, 1);
         for (int j = 0; j < count; j++)
             acc[j] = _mm256_setzero_si256();
         for (Py_ssize_t k = 0; k < body; k += 16) {
@@ -250,8 +277,7 @@ vnni_group(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int8_t *queries
     /* Two rows at a time: each query step loaded once feeds both rows' products. */
     for (; i + 2 <= n; i += 2) {
         const int8_t *r0 = row_of(rows, d, sink, i), *r1 = row_of(rows, d, sink, i + 1);
-        if (sink->at != NULL && i + AHEAD + 2 <= n)
-            prefetch_rows(rows, d, sink->at + i + AHEAD, 2);
+        prefetch_ahead(rows, n, d, sink->at, i, 2);
         __m512i acc0[GROUP], acc1[GROUP];
         for (int j = 0; j < padded; j++)
             acc0[j] = acc1[j] = _mm512_setzero_si512();
@@ -369,6 +395,8 @@ __attribute__((target("avx2"))) static void avx2_nibbles(const uint8_t *tiles, P
     int32_t products[GROUP][8];
     for (Py_ssize_t i = 0; i < n; i += 8) {
         const uint8_t *t = tiles + (i / TILE) * TILE * hp + (i % TILE) * 4;
+        if (i % TILE == 0 && (i + TILE) * hp + SCAN_AHEAD <= n * hp)
+            prefetch_span(t + SCAN_AHEAD, TILE * hp);
         __m256i acc[GROUP];
         for (int j = 0; j < count; j++)
             acc[j] = _mm256_setzero_si256();
@@ -435,6 +463,8 @@ vnni4_group(const void *tiles_, Py_ssize_t n, Py_ssize_t hp, const int32_t *word
     const int pairs = count <= 2;
     for (Py_ssize_t i = 0; i < n; i += TILE) {
         const uint8_t *t = tiles + i * hp;
+        if ((i + TILE) * hp + SCAN_AHEAD <= n * hp)
+            prefetch_span(t + SCAN_AHEAD, TILE * hp);
         __m512i acc[2][2][GROUP];
         for (int s = 0; s < 2; s++)
             for (int j = 0; j < count; j++)
