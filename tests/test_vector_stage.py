@@ -1174,6 +1174,8 @@ def test_the_int8_scan_leaves_nones_reference_count_alone(world: tuple[VectorSna
     snapshot, queries = world
     compact = snapshot.compact
     assert compact is not None
+    for q in (queries[0], queries[-1]):  # their codes kept (vector_scan._quantised) before counting
+        scan(compact, None, q, threads=1)
     before = sys.getrefcount(None)
     for _ in range(50):
         scan(compact, None, queries[0], threads=1)

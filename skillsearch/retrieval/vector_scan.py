@@ -23,7 +23,7 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 import numpy as np
 
@@ -61,6 +61,10 @@ SPLIT_FROM = 32_768
 # caches over 80 requests (docs/benchmarks.md, "Four int4 rows at a time, kept rows read in place"): the
 # whole stage at 50k rows 2.77 against 2.75 ms for the int8 scan alone, at 100k 4.12 against 4.71.
 INT4_FROM = 100_000
+
+# Requests' query vectors whose codes are kept (:func:`_quantised`): a search's scans ask within a millisecond,
+# a few searches may run at once.
+QUANTISED_KEPT = 16
 
 
 def margin(row_scale: float, query_scales: np.ndarray) -> float:
@@ -159,11 +163,25 @@ def scan(
     return scores, _scan_error(compact.peak_scale, q_scales, derived)
 
 
-def _quantised(queries: np.ndarray) -> tuple[tuple[float, float] | None, np.ndarray, np.ndarray]:
+Quantised = tuple[tuple[float, float] | None, np.ndarray, np.ndarray]
+
+
+def _quantised(queries: np.ndarray) -> Quantised:
     """What every scan scores: whether the first vector is derived from the others (:func:`derived_first`),
-    and the int8 codes and shared scale of the vectors scanned (all of them, or the others when it is)."""
+    and the int8 codes and shared scale of the vectors scanned (all of them, or the others when it is); read
+    only. Kept for the last few requests' vectors (:data:`QUANTISED_KEPT`): the int4 tier's scan and the
+    rescan of the same search both ask, and the dozen numpy calls cost 0.1 ms after a forward pass."""
+    queries = np.ascontiguousarray(queries)
+    return _quantised_of(queries.tobytes(), queries.dtype.str, queries.shape)
+
+
+@lru_cache(maxsize=QUANTISED_KEPT)
+def _quantised_of(data: bytes, dtype: str, shape: tuple[int, ...]) -> Quantised:
+    queries = np.frombuffer(data, dtype=dtype).reshape(shape)
     derived = derived_first(queries)
     q_codes, q_scales = quantise_together(queries[1:] if derived is not None else queries)
+    q_codes.setflags(write=False)
+    q_scales.setflags(write=False)
     return derived, q_codes, q_scales
 
 
