@@ -187,7 +187,8 @@ prefetch_rows(const int8_t *rows, Py_ssize_t d, const int64_t *at, int count)
 }
 
 /* Rows i.. of ``n`` asked for SCAN_AHEAD bytes ahead when read in order (``at`` NULL), ``count`` of them
- * (``d`` bytes each); picked rows ``at`` AHEAD rows ahead. */
+ * (``d`` bytes each; an int4 tile is TILE rows of its row bytes, in order); picked rows ``at`` AHEAD rows
+ * ahead. */
 __attribute__((always_inline)) static inline void
 prefetch_ahead(const int8_t *rows, Py_ssize_t n, Py_ssize_t d, const int64_t *at, Py_ssize_t i, int count)
 {
@@ -395,8 +396,8 @@ __attribute__((target("avx2"))) static void avx2_nibbles(const uint8_t *tiles, P
     int32_t products[GROUP][8];
     for (Py_ssize_t i = 0; i < n; i += 8) {
         const uint8_t *t = tiles + (i / TILE) * TILE * hp + (i % TILE) * 4;
-        if (i % TILE == 0 && (i + TILE) * hp + SCAN_AHEAD <= n * hp)
-            prefetch_span(t + SCAN_AHEAD, TILE * hp);
+        if (i % TILE == 0)  /* a tile of TILE rows of hp bytes: asked for as TILE rows in order */
+            prefetch_ahead((const int8_t *)tiles, n, hp, NULL, i, TILE);
         __m256i acc[GROUP];
         for (int j = 0; j < count; j++)
             acc[j] = _mm256_setzero_si256();
@@ -463,8 +464,7 @@ vnni4_group(const void *tiles_, Py_ssize_t n, Py_ssize_t hp, const int32_t *word
     const int pairs = count <= 2;
     for (Py_ssize_t i = 0; i < n; i += TILE) {
         const uint8_t *t = tiles + i * hp;
-        if ((i + TILE) * hp + SCAN_AHEAD <= n * hp)
-            prefetch_span(t + SCAN_AHEAD, TILE * hp);
+        prefetch_ahead((const int8_t *)tiles, n, hp, NULL, i, TILE);
         __m512i acc[2][2][GROUP];
         for (int s = 0; s < 2; s++)
             for (int j = 0; j < count; j++)
