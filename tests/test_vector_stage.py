@@ -25,12 +25,12 @@ from skillsearch.retrieval.cosines import max_cosines, zero_tiny
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.int8_kernels import KERNELS, scan_kernel
 from skillsearch.retrieval.key_index import KeyIndex
+from skillsearch.retrieval.query_codes import derived_first
 from skillsearch.retrieval.routing import RequestRoute
 from skillsearch.retrieval.vector_scan import (
     INT4_FROM,
     SPLIT_FROM,
     Shift,
-    derived_first,
     first_pass,
     int4_scan,
     rescan,
@@ -1174,7 +1174,7 @@ def test_the_int8_scan_leaves_nones_reference_count_alone(world: tuple[VectorSna
     snapshot, queries = world
     compact = snapshot.compact
     assert compact is not None
-    for q in (queries[0], queries[-1]):  # their codes kept (vector_scan._quantised) before counting
+    for q in (queries[0], queries[-1]):  # their codes kept (query_codes.quantised) before counting
         scan(compact, None, q, threads=1)
     before = sys.getrefcount(None)
     for _ in range(50):

@@ -13,6 +13,9 @@ the difference from its exact cosine.
 - :func:`approximate_scores`: which of the two a search reads; :func:`sample_scores`: a fixed sample's, for
   the decision's background.
 
+What each scan scores of the request's vectors (a derived first vector, the int8 codes) is
+``retrieval/query_codes.py``'s.
+
 No caller's mask applies here: the same rows always get the same numbers, so what is read from them (the
 background's mean and spread) does not depend on who asks.
 """
@@ -23,17 +26,18 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache
 
 import numpy as np
 
 from skillsearch.retrieval import int8_kernels
-from skillsearch.retrieval.compact import BLOCK, INT4_STEP, Compact, nibbles, quantise_together
+from skillsearch.retrieval.compact import BLOCK, INT4_STEP, Compact, nibbles
 from skillsearch.retrieval.cosines import row_max, row_sum
+from skillsearch.retrieval.query_codes import derived_error, quantised
 
 __all__ = [
-    "DERIVED_WITHIN", "INT4_FROM", "SCAN_THREADS", "SPLIT_FROM", "Margins", "Shift", "approximate_scores", "derived_first",
-    "first_pass", "int4_scan", "margin", "prepare", "reads_int4", "rescan", "sample_scores", "scan",
+    "INT4_FROM", "SCAN_THREADS", "SPLIT_FROM", "Margins", "Shift", "approximate_scores", "first_pass", "int4_scan",
+    "margin", "prepare", "reads_int4", "rescan", "sample_scores", "scan",
 ]
 
 # Python threads that share a scan, each over its own blocks: numkong's kernels release the GIL (a
@@ -41,15 +45,6 @@ __all__ = [
 # threads per call, which cost more than they saved). Two at most: the
 # machines this runs on have few cores, and the model's encoder shares them.
 SCAN_THREADS = max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1))
-
-
-# A request of several sentences is embedded as its sentences and, first, their normalised sum standing in for
-# the whole request (``encoder.encode_query_parts``). That first vector's product with a row is the sum of the
-# sentences' products over the sum's norm, so the scan derives it from their columns instead of scoring a
-# column of its own (:func:`derived_first`): one vector fewer to scan, a third of the kernel's work for a
-# request of two sentences. Derived when the first vector is within this distance of the sentences' sum
-# normalised (float32 rounding is some 1e-7); the distance is added to the error margin.
-DERIVED_WITHIN = 1e-4
 
 
 # A scan shorter than this many rows runs on the calling thread (a hand-off costs tens of microseconds).
@@ -61,10 +56,6 @@ SPLIT_FROM = 32_768
 # caches over 80 requests (docs/benchmarks.md, "Four int4 rows at a time, kept rows read in place"): the
 # whole stage at 50k rows 2.77 against 2.75 ms for the int8 scan alone, at 100k 4.12 against 4.71.
 INT4_FROM = 100_000
-
-# Requests' query vectors whose codes are kept (:func:`_quantised`): a search's scans ask within a millisecond,
-# a few searches may run at once.
-QUANTISED_KEPT = 16
 
 
 def margin(row_scale: float, query_scales: np.ndarray) -> float:
@@ -150,7 +141,7 @@ def scan(
     same numbers."""
     kernel = int8_kernels.named(kernel)
     pieces = compact.pieces(columns)
-    derived, q_codes, q_scales = _quantised(queries)
+    derived, q_codes, q_scales = quantised(queries)
     scores = np.empty(len(compact), dtype=np.float32)
     n = compact.base_rows  # the parts' rows; the patch (changed and added rows) is scored after them
     args = (pieces, compact.scales, q_codes, q_scales, shift, scores)
@@ -163,33 +154,11 @@ def scan(
     return scores, _scan_error(compact.peak_scale, q_scales, derived)
 
 
-Quantised = tuple[tuple[float, float] | None, np.ndarray, np.ndarray]
-
-
-def _quantised(queries: np.ndarray) -> Quantised:
-    """What every scan scores: whether the first vector is derived from the others (:func:`derived_first`),
-    and the int8 codes and shared scale of the vectors scanned (all of them, or the others when it is); read
-    only. Kept for the last few requests' vectors (:data:`QUANTISED_KEPT`): the int4 tier's scan and the
-    rescan of the same search both ask, and the dozen numpy calls cost 0.1 ms after a forward pass."""
-    queries = np.ascontiguousarray(queries)
-    return _quantised_of(queries.tobytes(), queries.dtype.str, queries.shape)
-
-
-@lru_cache(maxsize=QUANTISED_KEPT)
-def _quantised_of(data: bytes, dtype: str, shape: tuple[int, ...]) -> Quantised:
-    queries = np.frombuffer(data, dtype=dtype).reshape(shape)
-    derived = derived_first(queries)
-    q_codes, q_scales = quantise_together(queries[1:] if derived is not None else queries)
-    q_codes.setflags(write=False)
-    q_scales.setflags(write=False)
-    return derived, q_codes, q_scales
-
-
 def _scan_error(peak_scale: float, q_scales: np.ndarray, derived: tuple[float, float] | None) -> float:
     """:func:`scan`'s error margin for rows of at most ``peak_scale``, the derived first vector's included."""
     err = margin(peak_scale, q_scales)
     if derived is not None:
-        spread, distance = _derived_error(derived, len(q_scales))
+        spread, distance = derived_error(derived, len(q_scales))
         err = max(err, margin(peak_scale, q_scales * spread) + distance)
     return err
 
@@ -203,7 +172,7 @@ def rescan(compact: Compact, columns: slice | None, rows: np.ndarray, scores: np
     pieces = compact.pieces(columns)
     if len(pieces) != 1:
         raise ValueError("a rescan reads one part")
-    derived, q_codes, q_scales = _quantised(queries)
+    derived, q_codes, q_scales = quantised(queries)
     base = rows[rows < compact.base_rows]
     if compact.patch_rows.size:
         base = base[~np.isin(base, compact.patch_rows, assume_unique=True)]
@@ -229,14 +198,6 @@ def _finished(best: np.ndarray, total: np.ndarray | None, norm: float | None, fa
     best *= factor
     best *= scales
     return best
-
-
-def _derived_error(derived: tuple[float, float], sentences: int) -> tuple[float, float]:
-    """What the derived first vector (:func:`derived_first`) does to a margin: the factor on the query's
-    rounding term (the sentences' rounding errors summed over the norm: variance m / N^2 times one's; the
-    row's term is as for any unit vector) and the distance to add (the first vector's from the sum)."""
-    total_norm, distance = derived
-    return float(np.sqrt(sentences)) / total_norm, distance
 
 
 def first_pass(
@@ -288,13 +249,13 @@ def int4_scan(
     if len(pieces) != 1 or pieces[0][0].shape[1] % 2:
         raise ValueError("the int4 tier reads one part of even width")
     packed = nibbles(pieces[0][0])
-    derived, q_codes, q_scales = _quantised(queries)
+    derived, q_codes, q_scales = quantised(queries)
     n = compact.base_rows
     # Each row's margin: its own rounding (``Compact.int4_margins``) plus the query's, six standard deviations
     # each (their sum bounds the joint one); the derived first vector's query term as :func:`scan` takes it.
     query_term = 6.0 * float(q_scales[0]) / np.sqrt(12.0)
     if derived is not None:
-        spread, distance = _derived_error(derived, len(q_scales))
+        spread, distance = derived_error(derived, len(q_scales))
         query_term = max(query_term, query_term * spread + distance)
     factor = np.float32(q_scales[0] * INT4_STEP)
     inv_norm = 0.0 if derived is None else float(np.float32(1.0 / derived[0]))
@@ -312,21 +273,6 @@ def int4_scan(
     return scores, Margins(compact.int4_margins, compact.int4_widest, query_term, compact.patch_rows, patch)
 
 
-def derived_first(queries: np.ndarray) -> tuple[float, float] | None:
-    """When ``queries[0]`` is the normalised sum of the rest (a request and its sentences, two or more, as
-    search embeds them; within :data:`DERIVED_WITHIN`): the norm of that sum and the distance between the
-    two, so :func:`scan` derives the first vector's scores from the others' instead of scanning it. None
-    otherwise (one vector, or a first vector embedded on its own)."""
-    if queries.shape[0] < 3:
-        return None
-    total = queries[1:].sum(axis=0, dtype=np.float64)
-    norm = float(np.linalg.norm(total))
-    if norm == 0.0:
-        return None
-    distance = float(np.linalg.norm(total / norm - queries[0]))
-    return (norm, distance) if distance <= DERIVED_WITHIN else None
-
-
 def _scan(
     pieces: list[tuple[np.ndarray, slice]], scales: np.ndarray, q_codes: np.ndarray, q_scales: np.ndarray,
     shift: Shift | None, scores: np.ndarray, first: int, last: int, kernel: str, norm: float | None = None,
@@ -338,7 +284,7 @@ def _scan(
     the same exact integer products (at most 384 * 127 * 127, exact in float32). The query vectors share
     one scale (``compact.quantise_together``), so the best of a row's integer products is its best score before
     scaling. ``norm``: the query vectors scored are a request's sentences, and its first vector (not among
-    them) is their sum over ``norm`` (:func:`derived_first`): each row's sum of their products over ``norm``
+    them) is their sum over ``norm`` (``query_codes.derived_first``): each row's sum of their products over ``norm``
     competes too, and a ``shift`` holds that first vector's offsets in its first row."""
     nq = q_codes.shape[0]
     if kernel == "numkong-packed" and nq == 1:
