@@ -10,7 +10,8 @@ alternatives already installed with the model, and numkong's ``cdist`` over int4
 byte: half the bytes of a row, the first pass the docs named as the next step if the scan must halve), and
 the time to read the codes at all (numpy summing them on one and on two threads): the floor of any scan.
 The kernels differ by instruction set several times over, so the report is named by the core's widest vector
-instructions (``scan-kernels-avx2``, ``scan-kernels-avx512-vnni``, ...) and lists numkong's capabilities.
+instructions (``scan-kernels-avx2``, ``scan-kernels-avx-512-vnni``, ...; the Zen 4 run of 2026-12-03 was
+written as ``scan-kernels-avx512-vnni``) and lists numkong's capabilities.
 
 Rows: random int8 codes of 384 dimensions (the kernels' cost does not depend on the values); query vectors
 1 to 7 (a request and up to six of its sentences). Each timing is the median of ``--rounds`` calls
