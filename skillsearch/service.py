@@ -96,15 +96,20 @@ class Catalog:
         encoder: Encoder | None = None,
         seed: bool | None = None,
         progress: ProgressFactory | None = None,
+        index: bool = True,
     ) -> Catalog:
         """Open a data directory for reading: seed the sample catalog into an empty one (when enabled) and
         open the index, building or repairing it as needed. A directory with a sync configuration
-        (``sync.toml``: subscriptions or sources) is never seeded, whichever command opens it first."""
+        (``sync.toml``: subscriptions or sources) is never seeded, whichever command opens it first.
+        ``index=False``: the caller only reads the store (list, get, resolve), so an index behind the store
+        (an import killed half way) is left for the next search or write to bring up, with the model it
+        needs, instead of this read."""
         catalog = cls(settings, encoder)
         if (settings.seed_sample if seed is None else seed) and catalog.is_empty() \
                 and not default_config_path(catalog.data_dir).exists():
             catalog.seeded = sum(len(r.created) for r in catalog.import_sample(progress))
-        catalog.index(progress)
+        if index:
+            catalog.index(progress)
         if note := legacy_skill_md_note(catalog.store):
             log.warning("%s", note)
         return catalog

@@ -24,6 +24,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp_support import ROOT, error, ok
 
+from skillsearch.catalog.importer import parse_path
+from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.mcp.server import TOOL_NAMES
 from skillsearch.retrieval.loading import LazyModel
@@ -105,6 +107,40 @@ def test_commands_that_do_not_embed_never_import_the_model_libraries(data_dir: P
     assert "Traceback" not in proc.stderr
     assert "skillsearch" in imported  # the check sees the process's imports at all
     assert imported.isdisjoint(HEAVY), sorted(imported & set(HEAVY))
+
+
+def test_reads_leave_an_index_behind_the_store_to_the_next_search(data_dir: Path, tmp_path: Path) -> None:
+    """An import killed between its store commit and its index update leaves the index behind the store.
+    ``list``, ``get`` and ``resolve`` read the store alone: they load no model and write no index (they
+    embedded the whole backlog before, 10 s for 100 skills); the next search brings the index up."""
+    behind = tmp_path / "behind"
+    shutil.copytree(data_dir, behind)
+    bundle = tmp_path / "one.json"
+    bundle.write_text(json.dumps([{"slug": "feed-the-llamas", "name": "Feed the llamas",
+                                   "description": "Feed the llamas every morning."}]))
+    store = CatalogStore.in_dir(behind)
+    for content in parse_path(bundle, "extra", "user:me").skills:
+        store.upsert(content)  # the commit an import makes before it updates the index
+    store.close()
+    manifest = (behind / "manifest.json").read_text()
+    flow = _first_id(behind, "flow_template")
+    outputs = {}
+    for command in (["list", "--json"], ["get", "feed-the-llamas", "--json"],
+                    ["resolve", flow, "--param", "nothing=1", "--json"]):
+        proc, imported = _imported(["--data-dir", str(behind), *command])
+        assert "Traceback" not in proc.stderr
+        assert imported.isdisjoint(HEAVY), (command, sorted(imported & set(HEAVY)))
+        outputs[command[0]] = json.loads(proc.stdout)
+    assert "Feed the llamas" in {item["name"] for item in outputs["list"]["items"]}
+    assert outputs["get"]["slug"] == "feed-the-llamas"
+    assert outputs["resolve"]["error"]["code"] == "VALIDATION_ERROR"  # the flow's own schema, read from the store
+    assert (behind / "manifest.json").read_text() == manifest  # no read wrote the index
+    found = subprocess.run([sys.executable, "-m", "skillsearch.cli", "--data-dir", str(behind), "search", "--mode",
+                            "lexical", "llamas", "--json"], capture_output=True, text=True, env=_env(), cwd=ROOT,
+                           timeout=240)
+    assert found.returncode == 0, found.stderr[-2000:]
+    assert [h["slug"] for h in json.loads(found.stdout)["hits"]][:1] == ["feed-the-llamas"]
+    assert (behind / "manifest.json").read_text() != manifest
 
 
 def test_list_imports_neither_the_surfaces_nor_what_writes_or_syncs(data_dir: Path) -> None:

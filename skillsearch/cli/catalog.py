@@ -84,7 +84,7 @@ def shown(confidence: float) -> str:
 
 
 def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
-    catalog = open_catalog(args)
+    catalog = open_catalog(args, index=False)  # the store alone: no index, no model
     page = catalog.list_skills(
         principal_from_args(args), kind=args.kind, tags=args.tag or (), cursor=args.cursor, limit=args.limit
     )
@@ -96,7 +96,7 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_get(args: argparse.Namespace, out: TextIO) -> int:
-    catalog = open_catalog(args)
+    catalog = open_catalog(args, index=False)  # the store alone: no index, no model
     detail = catalog.get_skill(principal_from_args(args), args.skill_id)
 
     def text() -> str:
@@ -134,7 +134,7 @@ def _parse_params(catalog: Catalog, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_resolve(args: argparse.Namespace, out: TextIO) -> int:
-    catalog = open_catalog(args)
+    catalog = open_catalog(args, index=False)  # the store alone: no index, no model
     values = _parse_params(catalog, args)
     flow = catalog.resolve(principal_from_args(args), args.skill_id, values)
     emit(out, args, flow.model_dump(), lambda: "\n".join(

@@ -68,8 +68,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings.from_env(data_dir=args.data_dir, encoder=args.encoder)
 
 
-def open_catalog(args: argparse.Namespace, seed: bool | None = None) -> Catalog:
-    catalog = Catalog.open(settings_from_args(args), seed=seed, progress=progress_factory(not args.quiet))
+def open_catalog(args: argparse.Namespace, seed: bool | None = None, index: bool = True) -> Catalog:
+    """The data directory's catalog; ``index=False`` for commands that read only the store."""
+    catalog = Catalog.open(settings_from_args(args), seed=seed, progress=progress_factory(not args.quiet), index=index)
     note_new_data_dir(args, catalog.seeded)
     return catalog
 
