@@ -36,7 +36,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, InputRequiredResult
 
 from skillsearch.core.domain import Principal
-from skillsearch.core.errors import SkillSearchError, ValidationError, error_body, invalid_input
+from skillsearch.core.errors import SkillSearchError, ValidationError, echo, error_body, invalid_input, problem
 from skillsearch.mcp import skills_extension, tools_catalog, tools_recall
 from skillsearch.mcp.changes import ChangeNotifier, WhileOpen, serving_changes
 from skillsearch.mcp.context import ErrorShape, PrincipalProvider, ServerState, ToolGroup, ToolPolicy, error_result
@@ -99,7 +99,9 @@ class SkillSearchMCP(MCPServer[ServerState]):
                 errors = exc.__cause__.errors(include_input=False, include_url=False)
                 return self._error(name, invalid_input(errors, "invalid arguments: "))
             if name not in self.error_shapes:
-                return self._error(name, ValidationError(f"unknown tool {name!r}", {"tools": list(self.error_shapes)}))
+                return self._error(name, ValidationError(
+                    f"unknown tool {echo(name)!r}: call one of {', '.join(self.error_shapes)}",
+                    {"problems": [problem("name", "no tool of this name")], "tools": list(self.error_shapes)}))
             raise
 
 
@@ -162,10 +164,11 @@ def build_mcp_server(
     hint = CacheHint(ttl_ms=skills_extension.TTL_MS, scope=skills.cache_scope)
     server = SkillSearchMCP(name=name, instructions=INSTRUCTIONS, lifespan=lifespan, log_level=log_level,
                             extensions=[skills, *extensions], cache_hints={m: hint for m in _HINTED},
+                            tools=[tool for group in TOOL_GROUPS for tool in group.build()],
                             subscriptions=notifier.bus if notifier is not None else None)
     if notifier is not None:
         server.middleware.append(notifier.middleware)
     for group in TOOL_GROUPS:
-        server.error_shapes.update(group.register(server))
+        server.error_shapes.update(group.shapes)
     skills_extension.register(server, skills)
     return server
