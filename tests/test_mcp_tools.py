@@ -10,8 +10,11 @@ from typing import Any
 
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp_types import METHOD_NOT_FOUND
 from mcp_support import DATA_TEAM, STARTER, error, ok
 
+import skillsearch
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import UnauthenticatedError
 from skillsearch.core.settings import Settings
@@ -46,6 +49,14 @@ async def test_exactly_five_read_only_tools_with_schemas(operator: Client) -> No
     names = " ".join(t.name for t in tools)
     for verb in ("execute", "run", "write", "save", "create", "update", "delete"):
         assert verb not in names
+
+
+async def test_the_server_names_its_version_and_offers_no_prompts(operator: Client) -> None:
+    assert operator.server_info is not None and operator.server_info.version == skillsearch.__version__
+    assert operator.server_capabilities.prompts is None  # there are none: not advertised, not served
+    with pytest.raises(MCPError) as unserved:
+        await operator.list_prompts()
+    assert unserved.value.error.code == METHOD_NOT_FOUND
 
 
 async def test_output_schemas_name_the_contract_fields(operator: Client) -> None:

@@ -25,14 +25,17 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
+from importlib import metadata
 from typing import Any, Literal
 
 import anyio
 import pydantic
+from mcp.server import NotificationOptions
 from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.server.extension import Extension
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.stdio import stdio_server
 from mcp_types import CallToolResult, InputRequiredResult
 
 from skillsearch.core.domain import Principal
@@ -55,10 +58,17 @@ __all__ = [
 
 log = logging.getLogger("skillsearch.mcp")
 
+try:
+    VERSION = metadata.version("skillsearch")
+except metadata.PackageNotFoundError:  # a checkout run from its folder, never installed
+    VERSION = "0+unknown"
+
 TOOL_GROUPS: tuple[ToolGroup, ...] = (tools_catalog.group, tools_recall.group)
 TOOL_NAMES = tuple(name for group in TOOL_GROUPS for name in group.names)
 # Cacheable list methods the SDK's own handlers answer: they get the Skills extension's ttlMs/cacheScope.
-_HINTED: tuple[CacheableMethod, ...] = ("tools/list", "prompts/list", "resources/templates/list")
+_HINTED: tuple[CacheableMethod, ...] = ("tools/list", "resources/templates/list")
+# MCPServer always serves these; we have no prompts, so they go and the ``prompts`` capability with them.
+_UNSERVED = ("prompts/list", "prompts/get")
 
 CatalogSource = Catalog | Callable[[], Catalog]
 """An open catalog (shared, left open) or a factory the lifespan calls once and closes at shutdown."""
@@ -77,11 +87,20 @@ which skills/get describes (front matter, files with sha256 digests) and resourc
 
 class SkillSearchMCP(MCPServer[ServerState]):
     """Turns the SDK's own argument-validation and crash errors into our ``{code, message, details}``, in
-    the error shape of the tool that was called."""
+    the error shape of the tool that was called; and says over stdio what it really sends (``notifications``:
+    ``resources.listChanged`` in the ``initialize`` result when a :class:`ChangeNotifier` runs)."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, notifications: NotificationOptions | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.error_shapes: dict[str, ErrorShape] = {}
+        self.notifications = notifications or NotificationOptions()
+
+    async def run_stdio_async(self) -> None:
+        """As the SDK's, with our notification options: its own passes none, so ``initialize`` would say
+        ``listChanged: false`` while the notifier sends ``notifications/resources/list_changed``."""
+        lowlevel = self._lowlevel_server
+        async with stdio_server() as (read_stream, write_stream):
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options(self.notifications))
 
     def _error(self, name: str, exc: SkillSearchError) -> CallToolResult:
         return error_result(exc, self.error_shapes.get(name, error_body))
@@ -162,13 +181,20 @@ def build_mcp_server(
                                          fixed_principal=isinstance(principal_provider, Principal),
                                          catalog_scope=catalog_scope)
     hint = CacheHint(ttl_ms=skills_extension.TTL_MS, scope=skills.cache_scope)
-    server = SkillSearchMCP(name=name, instructions=INSTRUCTIONS, lifespan=lifespan, log_level=log_level,
-                            extensions=[skills, *extensions], cache_hints={m: hint for m in _HINTED},
+    # Change notifications are advertised where they are sent: with a notifier (stdio), `initialize` says
+    # resources.listChanged and `subscriptions/listen` is served (server/discover derives its flags from
+    # that); without one (HTTP, stateless: nothing would ever publish) neither is.
+    server = SkillSearchMCP(name=name, version=VERSION, instructions=INSTRUCTIONS, lifespan=lifespan,
+                            log_level=log_level, extensions=[skills, *extensions],
+                            cache_hints={m: hint for m in _HINTED},
                             tools=[tool for group in TOOL_GROUPS for tool in group.build()],
-                            subscriptions=notifier.bus if notifier is not None else None)
+                            subscriptions=notifier.bus if notifier is not None else False,
+                            notifications=NotificationOptions(resources_changed=notifier is not None))
     if notifier is not None:
         server.middleware.append(notifier.middleware)
     for group in TOOL_GROUPS:
         server.error_shapes.update(group.shapes)
+    for method in _UNSERVED:  # the SDK has no public way to stop serving a spec method
+        server._lowlevel_server._request_handlers.pop(method, None)
     skills_extension.register(server, skills)
     return server
