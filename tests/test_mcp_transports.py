@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
+import httpx
 import httpx2
 import pytest
 import uvicorn
@@ -22,7 +23,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_support import STARTER, error, ok, stdio_params
-from mcp_types import METHOD_NOT_FOUND
+from mcp_types import INVALID_REQUEST, METHOD_NOT_FOUND
 from starlette.routing import Route
 from test_sources import TIMEOUT, write_skill
 
@@ -266,6 +267,18 @@ async def test_streamable_http_advertises_no_change_notifications(http_url: str,
                 async with session.listen(resources_list_changed=True):
                     pass
             assert unserved.value.error.code == METHOD_NOT_FOUND
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE", "PUT"])
+def test_streamable_http_answers_only_post(http_url: str, method: str) -> None:
+    """Stateless: a GET would open an SSE stream on which nothing can ever come; it is 405 at once."""
+    answer = httpx.request(method, http_url, headers={"Authorization": "Bearer tok-starter",
+                                                      "Accept": "text/event-stream, application/json"}, timeout=30)
+    assert answer.status_code == 405 and answer.headers["allow"] == "POST"
+    assert answer.headers["content-type"] == "application/json"
+    body = answer.json()
+    assert body["jsonrpc"] == "2.0" and body["error"]["code"] == INVALID_REQUEST
+    assert "POST" in body["error"]["message"]
 
 
 @pytest.mark.anyio
