@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from mcp_types import METHOD_NOT_FOUND
 from mcp_support import DATA_TEAM, STARTER, error, ok
+from mcp_types import METHOD_NOT_FOUND
 
 import skillsearch
 from skillsearch.core.domain import Principal
