@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import socket
+import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -174,6 +175,33 @@ def test_named_principal_without_a_principals_file_fails_clearly(
 ) -> None:
     assert main(["mcp", "--data-dir", str(tmp_path), "--principal", "ops"]) == 1
     assert f"no principals file at {tmp_path / 'principals.toml'}" in capsys.readouterr().err
+
+
+def _unusable(tmp_path: Path, kind: str) -> Path:
+    (tmp_path / "file").write_text("x", encoding="utf-8")
+    return {"a file": tmp_path / "file", "under a file": tmp_path / "file" / "data",
+            "under a missing folder": tmp_path / "missing" / "data",
+            "impossible to create": Path("/proc/skillsearch-no-such-dir")}[kind]
+
+
+@pytest.mark.parametrize("kind", ["a file", "under a file", "under a missing folder", "impossible to create"])
+@pytest.mark.parametrize("transport", [[], ["--http", "--port", "0"]])
+def test_mcp_with_an_unusable_data_dir_is_one_line_and_exit_code_3(
+    tmp_path: Path, kind: str, transport: list[str]
+) -> None:
+    """README "The command line": a server whose data directory is unusable says so in one line and exits
+    3, before anything is opened (not argparse's usage banner, nor an ExceptionGroup over stdio)."""
+    if kind == "impossible to create" and not Path("/proc/self").is_dir():
+        pytest.skip("needs Linux's /proc, where no folder can be made")
+    data = _unusable(tmp_path, kind)
+    params = stdio_params(data)
+    done = subprocess.run([params.command, *params.args, *transport], input="", capture_output=True, text=True,
+                          env=params.env, cwd=params.cwd, timeout=TIMEOUT, check=False)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == ""
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"error: data directory {data} ") and "Traceback" not in line
+    assert not (tmp_path / "missing").exists()
 
 
 # -- streamable HTTP ------------------------------------------------------------------------------
