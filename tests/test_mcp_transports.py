@@ -98,7 +98,7 @@ async def test_stdio_advertises_list_changed_and_sends_it_after_another_process_
             caps = client.server_capabilities
             assert caps.resources is not None and caps.resources.list_changed is True
             assert caps.resources.subscribe is False  # no resources/subscribe: only the list is announced
-            assert caps.tools is not None and caps.tools.list_changed is False and caps.prompts is None
+            assert caps.tools is not None and caps.tools.list_changed is False
             assert client.server_info is not None and client.server_info.version == skillsearch.__version__
             ok(await client.call_tool("list_skills", {}))  # the notifier runs once the catalog is open
             write_skill(tmp_path / "new", "fresh-import-skill", "A skill imported while a host is connected.")
@@ -118,7 +118,7 @@ async def test_stdio_2026_era_discover_says_list_changed_too(data_dir: Path, tmp
     with (tmp_path / "stderr.txt").open("w") as stderr:
         async with Client(stdio_client(stdio_params(data_dir), errlog=stderr), read_timeout_seconds=TIMEOUT) as client:
             caps = client.server_capabilities
-    assert caps.resources is not None and caps.resources.list_changed is True and caps.prompts is None
+    assert caps.resources is not None and caps.resources.list_changed is True
 
 
 @pytest.mark.parametrize(
@@ -288,7 +288,7 @@ async def test_streamable_http_advertises_no_change_notifications(http_url: str,
         assert caps.resources is not None
         assert (caps.resources.list_changed, caps.resources.subscribe) == (False, False)
         assert caps.tools is not None and caps.tools.list_changed is False
-        assert caps.prompts is None
+        assert caps.prompts is not None and caps.prompts.list_changed is False
         assert session.server_info is not None and session.server_info.version == skillsearch.__version__
         if mode == "auto":
             with pytest.raises(MCPError) as unserved:

@@ -126,7 +126,7 @@ async def test_serve_mcp_is_stateless_and_says_so(serve_url: tuple[str, dict[str
     async with _as(url, tokens["ops"]) as client:
         caps = client.server_capabilities
     assert caps.resources is not None and (caps.resources.list_changed, caps.resources.subscribe) == (False, False)
-    assert caps.prompts is None
+    assert caps.prompts is not None and caps.prompts.list_changed is False
 
 
 async def test_another_callers_cursor_is_refused(sample: Catalog) -> None:

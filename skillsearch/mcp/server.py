@@ -66,9 +66,9 @@ except metadata.PackageNotFoundError:  # a checkout run from its folder, never i
 TOOL_GROUPS: tuple[ToolGroup, ...] = (tools_catalog.group, tools_recall.group)
 TOOL_NAMES = tuple(name for group in TOOL_GROUPS for name in group.names)
 # Cacheable list methods the SDK's own handlers answer: they get the Skills extension's ttlMs/cacheScope.
-_HINTED: tuple[CacheableMethod, ...] = ("tools/list", "resources/templates/list")
-# MCPServer always serves these; we have no prompts, so they go and the ``prompts`` capability with them.
-_UNSERVED = ("prompts/list", "prompts/get")
+# prompts/list stays served (an empty list, so the prompts capability is advertised): the MCP conformance
+# suite's `caching` scenario, which benchmarks/skills_conformance.py requires to pass, fails a server without it.
+_HINTED: tuple[CacheableMethod, ...] = ("tools/list", "prompts/list", "resources/templates/list")
 
 CatalogSource = Catalog | Callable[[], Catalog]
 """An open catalog (shared, left open) or a factory the lifespan calls once and closes at shutdown."""
@@ -194,7 +194,5 @@ def build_mcp_server(
         server.middleware.append(notifier.middleware)
     for group in TOOL_GROUPS:
         server.error_shapes.update(group.shapes)
-    for method in _UNSERVED:  # the SDK has no public way to stop serving a spec method
-        server._lowlevel_server._request_handlers.pop(method, None)
     skills_extension.register(server, skills)
     return server
