@@ -86,7 +86,7 @@ def python_env() -> dict[str, str]:
 
 
 def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 900) -> None:
-    """Until ``POST url`` answers at all (a GET would open a stream that never ends)."""
+    """Until ``POST url`` answers at all (a ping; GET is 405 on a stateless server)."""
     deadline = time.monotonic() + timeout
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
     while time.monotonic() < deadline:

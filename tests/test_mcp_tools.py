@@ -12,6 +12,7 @@ import pytest
 from mcp import Client
 from mcp_support import DATA_TEAM, STARTER, error, ok
 
+import skillsearch
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import UnauthenticatedError
 from skillsearch.core.settings import Settings
@@ -46,6 +47,12 @@ async def test_exactly_five_read_only_tools_with_schemas(operator: Client) -> No
     names = " ".join(t.name for t in tools)
     for verb in ("execute", "run", "write", "save", "create", "update", "delete"):
         assert verb not in names
+
+
+async def test_the_server_names_its_version_and_lists_no_prompts(operator: Client) -> None:
+    assert operator.server_info is not None and operator.server_info.version == skillsearch.__version__
+    prompts = await operator.list_prompts()  # served (the conformance suite's caching scenario needs it), empty
+    assert prompts.prompts == [] and prompts.ttl_ms is not None and prompts.ttl_ms > 0
 
 
 async def test_output_schemas_name_the_contract_fields(operator: Client) -> None:
@@ -206,16 +213,65 @@ async def test_arguments_outside_the_schema_are_validation_errors(
 
 
 @pytest.mark.parametrize(
-    ("tool", "args"),
+    ("tool", "args", "field"),
     [
-        ("search_skills", {"query": "   "}),
-        ("search_skills", {"query": "a" * 5000}),
-        ("list_skills", {"cursor": "not-a-cursor!"}),
-        ("get_skill", {"skill_id": ""}),
+        ("search_skills", {"query": "x", "limit": "3"}, "limit"),
+        ("search_skills", {"query": "x", "limit": True}, "limit"),
+        ("search_skills", {"query": "x", "limit": 2.0}, "limit"),
+        ("search_skills", {"query": "x", "min_confidence": "0.5"}, "min_confidence"),
+        ("list_skills", {"limit": "10"}, "limit"),
+        ("get_skill", {"skill_id": True}, "skill_id"),
+        ("recall_cloud_skill", {"query": 7}, "query"),
     ],
 )
-async def test_bad_values_are_validation_errors(operator: Client, tool: str, args: dict[str, Any]) -> None:
-    assert error(await operator.call_tool(tool, args))["code"] == "VALIDATION_ERROR"
+async def test_arguments_are_not_coerced_past_their_schema(
+    operator: Client, tool: str, args: dict[str, Any], field: str
+) -> None:
+    """``type: integer`` means an integer: "3", true and 2.0 are refused, not taken as 3, 1 and 2."""
+    problem = error(await operator.call_tool(tool, args))
+    assert problem["code"] == "VALIDATION_ERROR"
+    assert [p["field"] for p in problem["details"]["problems"]] == [field]
+
+
+async def test_an_argument_the_schema_does_not_name_is_refused(operator: Client) -> None:
+    tools = (await operator.list_tools()).tools
+    assert all(t.input_schema.get("additionalProperties") is False for t in tools)
+    for tool in TOOL_NAMES:
+        args: dict[str, Any] = {"query": "x"} if tool in ("search_skills", "recall_cloud_skill") else {}
+        if tool in ("get_skill", "resolve_skill"):
+            args["skill_id"] = "sk_x"
+        problem = error(await operator.call_tool(tool, {**args, "unknown_arg": "secret-value"}))
+        assert problem["code"] == "VALIDATION_ERROR", tool
+        assert problem["details"]["problems"] == [{"field": "unknown_arg", "message": "Extra inputs are not permitted"}]
+        assert "secret-value" not in json.dumps(problem)
+    wide = error(await operator.call_tool("search_skills", {"query": "x", "k" * 100_000: 1}))
+    assert len(json.dumps(wide)) < 2_000
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "field"),
+    [
+        ("search_skills", {"query": "   "}, "query"),
+        ("search_skills", {"query": "a" * 5000}, "query"),
+        ("list_skills", {"cursor": "not-a-cursor!"}, "cursor"),
+        ("list_skills", {"cursor": "garbage"}, "cursor"),
+        ("get_skill", {"skill_id": ""}, "skill_id"),
+        ("get_skill", {"skill_id": "s" * 100_000}, "skill_id"),
+        ("resolve_skill", {"skill_id": ""}, "skill_id"),
+        ("resolve_skill", {"skill_id": "s" * 100_000}, "skill_id"),
+    ],
+)
+async def test_bad_values_are_validation_errors_of_the_one_shape(
+    operator: Client, tool: str, args: dict[str, Any], field: str
+) -> None:
+    """README: every VALIDATION_ERROR has details.problems of {field, message}, never the rejected value."""
+    problem = error(await operator.call_tool(tool, args))
+    assert problem["code"] == "VALIDATION_ERROR"
+    assert [p["field"] for p in problem["details"]["problems"]] == [field]
+    assert all(set(p) == {"field", "message"} and p["message"] for p in problem["details"]["problems"])
+    rejected = args[field]
+    assert rejected.strip() == "" or rejected not in json.dumps(problem)
+    assert len(json.dumps(problem)) < 2_000
 
 
 async def test_unknown_skill_is_not_found(operator: Client) -> None:
@@ -227,6 +283,9 @@ async def test_unknown_skill_is_not_found(operator: Client) -> None:
 async def test_unknown_tool_is_an_error_result(operator: Client) -> None:
     problem = error(await operator.call_tool("execute_skill", {"skill_id": "x"}))
     assert problem["code"] == "VALIDATION_ERROR" and sorted(problem["details"]["tools"]) == sorted(TOOL_NAMES)
+    assert problem["details"]["problems"] == [{"field": "name", "message": "no tool of this name"}]
+    huge = error(await operator.call_tool("t" * 100_000, {}))
+    assert huge["code"] == "VALIDATION_ERROR" and len(json.dumps(huge)) < 2_000
 
 
 async def test_archived_and_revoked_skills_are_not_found_in_the_catalog_tools(fresh_sample: Catalog) -> None:
@@ -248,11 +307,12 @@ async def test_failing_principal_provider_gives_unauthenticated(sample: Catalog)
     def provider(headers: object) -> Principal:
         raise UnauthenticatedError("a bearer token is required")
 
+    args: dict[str, dict[str, Any]] = {"search_skills": {"query": "x"}, "list_skills": {},
+                                       "get_skill": {"skill_id": "x"}, "resolve_skill": {"skill_id": "x"},
+                                       "recall_cloud_skill": {"query": "x"}}
     async with Client(build_mcp_server(sample, provider)) as client:
         for tool in TOOL_NAMES:
-            assert error(await client.call_tool(tool, {"query": "x", "skill_id": "x"} if tool != "list_skills" else {}))[
-                "code"
-            ] == "UNAUTHENTICATED"
+            assert error(await client.call_tool(tool, args[tool]))["code"] == "UNAUTHENTICATED"
 
 
 async def test_an_index_built_for_another_model_is_index_not_ready_not_a_dead_server(

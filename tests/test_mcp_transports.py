@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import anyio
+import httpx
 import httpx2
 import pytest
 import uvicorn
@@ -18,9 +22,13 @@ from fastapi import FastAPI
 from mcp import Client
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from mcp_support import STARTER, error, ok, stdio_params
+from mcp_types import INVALID_REQUEST, METHOD_NOT_FOUND
 from starlette.routing import Route
+from test_sources import TIMEOUT, write_skill
 
+import skillsearch
 from skillsearch.cli import build_parser, main, mcp_principal_from_args, mcp_server_from_args
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import UnauthenticatedError
@@ -67,6 +75,50 @@ async def test_stdio_subprocess_speaks_only_protocol_on_stdout(data_dir: Path, t
     assert hidden["code"] == "SKILL_NOT_FOUND"
     assert stray == []
     assert "Traceback" not in stderr_path.read_text()
+
+
+@pytest.mark.anyio
+async def test_stdio_advertises_list_changed_and_sends_it_after_another_process_imports(
+    sample_dir: Path, tmp_path: Path
+) -> None:
+    """The handshake's resources.listChanged is true because the stdio server does send
+    notifications/resources/list_changed: here after `skillsearch import` into its data directory, from
+    another process."""
+    data = tmp_path / "data"
+    shutil.copytree(sample_dir, data)
+    seen = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if getattr(getattr(message, "root", message), "method", None) == "notifications/resources/list_changed":
+            seen.set()
+
+    with (tmp_path / "stderr.txt").open("w") as stderr:
+        async with Client(stdio_client(stdio_params(data), errlog=stderr), mode="legacy",
+                          message_handler=on_message, read_timeout_seconds=TIMEOUT) as client:
+            caps = client.server_capabilities
+            assert caps.resources is not None and caps.resources.list_changed is True
+            assert caps.resources.subscribe is False  # no resources/subscribe: only the list is announced
+            assert caps.tools is not None and caps.tools.list_changed is False
+            assert client.server_info is not None and client.server_info.version == skillsearch.__version__
+            ok(await client.call_tool("list_skills", {}))  # the notifier runs once the catalog is open
+            write_skill(tmp_path / "new", "fresh-import-skill", "A skill imported while a host is connected.")
+            imported = await anyio.run_process(
+                [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data), "-q", "import",
+                 str(tmp_path / "new"), "--source", "elsewhere", "--grant", "user:me"],
+                env=stdio_params(data).env, check=False)
+            assert imported.returncode == 0, imported.stderr
+            with anyio.fail_after(TIMEOUT):
+                await seen.wait()
+            page = ok(await client.call_tool("list_skills", {"limit": 200}))
+    assert "fresh-import-skill" in {i["name"] for i in page["items"]}
+
+
+@pytest.mark.anyio
+async def test_stdio_2026_era_discover_says_list_changed_too(data_dir: Path, tmp_path: Path) -> None:
+    with (tmp_path / "stderr.txt").open("w") as stderr:
+        async with Client(stdio_client(stdio_params(data_dir), errlog=stderr), read_timeout_seconds=TIMEOUT) as client:
+            caps = client.server_capabilities
+    assert caps.resources is not None and caps.resources.list_changed is True
 
 
 @pytest.mark.parametrize(
@@ -123,6 +175,33 @@ def test_named_principal_without_a_principals_file_fails_clearly(
 ) -> None:
     assert main(["mcp", "--data-dir", str(tmp_path), "--principal", "ops"]) == 1
     assert f"no principals file at {tmp_path / 'principals.toml'}" in capsys.readouterr().err
+
+
+def _unusable(tmp_path: Path, kind: str) -> Path:
+    (tmp_path / "file").write_text("x", encoding="utf-8")
+    return {"a file": tmp_path / "file", "under a file": tmp_path / "file" / "data",
+            "under a missing folder": tmp_path / "missing" / "data",
+            "impossible to create": Path("/proc/skillsearch-no-such-dir")}[kind]
+
+
+@pytest.mark.parametrize("kind", ["a file", "under a file", "under a missing folder", "impossible to create"])
+@pytest.mark.parametrize("transport", [[], ["--http", "--port", "0"]])
+def test_mcp_with_an_unusable_data_dir_is_one_line_and_exit_code_3(
+    tmp_path: Path, kind: str, transport: list[str]
+) -> None:
+    """README "The command line": a server whose data directory is unusable says so in one line and exits
+    3, before anything is opened (not argparse's usage banner, nor an ExceptionGroup over stdio)."""
+    if kind == "impossible to create" and not Path("/proc/self").is_dir():
+        pytest.skip("needs Linux's /proc, where no folder can be made")
+    data = _unusable(tmp_path, kind)
+    params = stdio_params(data)
+    done = subprocess.run([params.command, *params.args, *transport], input="", capture_output=True, text=True,
+                          env=params.env, cwd=params.cwd, timeout=TIMEOUT, check=False)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == ""
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"error: data directory {data} ") and "Traceback" not in line
+    assert not (tmp_path / "missing").exists()
 
 
 # -- streamable HTTP ------------------------------------------------------------------------------
@@ -196,6 +275,38 @@ async def test_streamable_http_serves_the_tools_under_the_tokens_principal(http_
         found = ok(await session.call_tool("search_skills", {"query": "postgres failover replica promotion"}))
         recalled = ok(await session.call_tool("recall_cloud_skill", {"slug": "postgres-failover"}))
     assert found["hits"][0]["slug"] == "postgres-failover" and recalled["kind"] == "root"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_streamable_http_advertises_no_change_notifications(http_url: str, mode: Literal["auto", "legacy"]) -> None:
+    """Stateless HTTP never publishes a change, so neither era's capabilities promise one, and
+    subscriptions/listen is not served."""
+    http = httpx2.AsyncClient(headers={"Authorization": "Bearer tok-starter"}, timeout=60)
+    async with http, Client(streamable_http_client(http_url, http_client=http), mode=mode) as session:
+        caps = session.server_capabilities
+        assert caps.resources is not None
+        assert (caps.resources.list_changed, caps.resources.subscribe) == (False, False)
+        assert caps.tools is not None and caps.tools.list_changed is False
+        assert caps.prompts is not None and caps.prompts.list_changed is False
+        assert session.server_info is not None and session.server_info.version == skillsearch.__version__
+        if mode == "auto":
+            with pytest.raises(MCPError) as unserved:
+                async with session.listen(resources_list_changed=True):
+                    pass
+            assert unserved.value.error.code == METHOD_NOT_FOUND
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE", "PUT"])
+def test_streamable_http_answers_only_post(http_url: str, method: str) -> None:
+    """Stateless: a GET would open an SSE stream on which nothing can ever come; it is 405 at once."""
+    answer = httpx.request(method, http_url, headers={"Authorization": "Bearer tok-starter",
+                                                      "Accept": "text/event-stream, application/json"}, timeout=30)
+    assert answer.status_code == 405 and answer.headers["allow"] == "POST"
+    assert answer.headers["content-type"] == "application/json"
+    body = answer.json()
+    assert body["jsonrpc"] == "2.0" and body["error"]["code"] == INVALID_REQUEST
+    assert "POST" in body["error"]["message"]
 
 
 @pytest.mark.anyio

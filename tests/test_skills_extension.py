@@ -170,6 +170,19 @@ async def test_unknown_and_malformed_uris_are_invalid_params(operator: Client, u
         assert uri in await invalid_params(operator, method, {"uri": uri})
 
 
+async def test_a_huge_unknown_uri_is_not_echoed_in_full(operator: Client) -> None:
+    """A 100,000-character URI gets an error of bounded size: the URI shown back is cut, in the message and
+    in the data, and says how much was left out."""
+    uri = "skill://sub/starter-pack/" + "a" * 100_000 + "/SKILL.md"
+    for method in ("resources/read", "skills/get", "resources/directory/read"):
+        with pytest.raises(MCPError) as caught:
+            await call(operator, method, {"uri": uri})
+        error = caught.value.error
+        assert error.code == -32602 and uri[:100] in error.message
+        assert len(error.message) < 400 and "more characters" in error.message
+        assert len(json.dumps(error.data)) < 400
+
+
 async def test_skills_get_names_a_skill_md_only(operator: Client) -> None:
     await invalid_params(operator, "skills/get",
                          {"uri": "skill://sub/ops-pro/tls-certificate-renewal/scripts/check_cert_expiry.py"})

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import httpx
 import httpx2
 import pytest
 from mcp import Client
@@ -16,6 +17,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_support import ok, stdio_params
+from mcp_types import INVALID_REQUEST
 from skills_support import EXTENSION_ID, call, list_all, verify_entry
 from syncsupport import config_for, upstream_with_starter
 
@@ -26,7 +28,7 @@ from skillsearch.core.settings import Settings
 from skillsearch.http.auth import PrincipalRegistry, add_principal
 from skillsearch.http.server import ServerThread
 from skillsearch.mcp.server import build_mcp_server
-from skillsearch.mcp.skills_extension import SkillsExtension
+from skillsearch.mcp.skills_extension import ACCESS_DENIED_CODE, SkillsExtension
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.service import Catalog
 from skillsearch.upstream.app import ReferenceUpstream
@@ -88,10 +90,43 @@ async def test_serve_mcp_answers_each_token_with_its_principals_skills_only(
         with pytest.raises(MCPError) as hidden:
             await call(ops, "skills/get", {"uri": "skill://team/data-science/ab-test-analysis/SKILL.md"})
         assert hidden.value.error.code == -32602
+
+
+async def test_serve_mcp_refuses_a_token_without_skills_read_with_a_stable_code(
+    serve_url: tuple[str, dict[str, str]]
+) -> None:
+    """Not -32603 "Internal error": a refusal of this caller, ACCESS_DENIED_CODE with data.code ACCESS_DENIED
+    (the tools' code) and the scope it needs."""
+    url, tokens = serve_url
+    uri = "skill://sub/ops-pro/postgres-failover/SKILL.md"
     async with _as(url, tokens["recall-only"]) as recall_only:
-        with pytest.raises(MCPError) as denied:
-            await call(recall_only, "skills/list")
-        assert "skills:read" in denied.value.error.message
+        for method, params in (("skills/list", {}), ("resources/list", {}), ("resources/read", {"uri": uri}),
+                               ("skills/get", {"uri": uri})):
+            with pytest.raises(MCPError) as denied:
+                await call(recall_only, method, params)
+            assert denied.value.error.code == ACCESS_DENIED_CODE, method
+            assert denied.value.error.message == f"{method} needs the skills:read scope"
+            assert denied.value.error.data == {"code": "ACCESS_DENIED", "message": denied.value.error.message,
+                                               "details": {"required_scope": "skills:read"}}
+        recalled = ok(await recall_only.call_tool("recall_cloud_skill", {"slug": "postgres-failover"}))
+    assert recalled["kind"] == "root"  # memory:read alone still recalls
+    async with _as(url, tokens["ops"]) as ops:
+        assert (await call(ops, "resources/read", {"uri": uri}))["contents"]
+
+
+async def test_serve_mcp_is_stateless_and_says_so(serve_url: tuple[str, dict[str, str]]) -> None:
+    """GET /mcp would open an SSE stream on which nothing ever comes: 405 with Allow: POST; and no change
+    notifications are advertised."""
+    url, tokens = serve_url
+    auth = {"Authorization": f"Bearer {tokens['ops']}"}
+    answer = httpx.get(url, headers={**auth, "Accept": "text/event-stream"}, timeout=30)
+    assert answer.status_code == 405 and answer.headers["allow"] == "POST"
+    assert answer.json()["error"]["code"] == INVALID_REQUEST
+    assert httpx.get(url, timeout=30).status_code == 401  # the token is still checked first
+    async with _as(url, tokens["ops"]) as client:
+        caps = client.server_capabilities
+    assert caps.resources is not None and (caps.resources.list_changed, caps.resources.subscribe) == (False, False)
+    assert caps.prompts is not None and caps.prompts.list_changed is False
 
 
 async def test_another_callers_cursor_is_refused(sample: Catalog) -> None:

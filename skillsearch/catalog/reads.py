@@ -14,7 +14,7 @@ from typing import Any
 
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.domain import MAX_NESTING, SKILL_KINDS, SLUG_PATTERN, Principal, Revision, Skill
-from skillsearch.core.errors import SkillInvalidError, SkillNotFoundError, ValidationError
+from skillsearch.core.errors import SkillInvalidError, SkillNotFoundError, ValidationError, problem
 from skillsearch.core.skill_uri import skill_uri
 from skillsearch.core.templates import resolve_steps
 from skillsearch.core.views import (
@@ -47,7 +47,8 @@ def _decode_cursor(cursor: str) -> tuple[str, str]:
             raise ValueError
         return name, skill_id
     except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
-        raise ValidationError("invalid cursor: pass the next_cursor of a previous page", {"cursor": cursor}) from None
+        raise ValidationError("invalid cursor: pass the next_cursor of a previous page",
+                              {"problems": [problem("cursor", "not a next_cursor this server gave")]}) from None
 
 
 def list_page(
@@ -60,9 +61,11 @@ def list_page(
     limit: int = 50,
 ) -> ListResponse:
     if not 1 <= limit <= MAX_PAGE:
-        raise ValidationError(f"limit must be between 1 and {MAX_PAGE}", {"limit": limit})
+        message = f"limit must be between 1 and {MAX_PAGE}"
+        raise ValidationError(message, {"problems": [problem("limit", message)]})
     if kind is not None and kind not in SKILL_KINDS:
-        raise ValidationError(f"kind must be {' or '.join(SKILL_KINDS)}", {"kind": kind})
+        message = f"kind must be {' or '.join(SKILL_KINDS)}"
+        raise ValidationError(message, {"problems": [problem("kind", message)]})
     after = _decode_cursor(cursor) if cursor else None
     grants = visible_grants(principal, store.grants(), store.revoked_subscriptions())
     page = store.list_page(sorted(grants), kind=kind, tags=tags, after=after, limit=limit + 1)
@@ -81,7 +84,8 @@ def visible_skill(store: CatalogStore, principal: Principal, skill_id: str) -> S
     caller of several grants may see two): agents and people type the slug they read. Only visible skills
     are looked at, so the answer says nothing about the others."""
     if not isinstance(skill_id, str) or not skill_id or len(skill_id) > 200:
-        raise ValidationError("skill_id must be a non-empty string of at most 200 characters")
+        message = "skill_id must be a non-empty string of at most 200 characters"
+        raise ValidationError(message, {"problems": [problem("skill_id", message)]})
     revoked = store.revoked_subscriptions()
     skill = store.skill(skill_id)
     if skill is not None and is_visible(skill.status, skill.grant, principal, revoked):
@@ -152,11 +156,12 @@ def resolve_flow(
             {"skill_id": skill_id, "kind": skill.kind},
         )
     if not isinstance(values, Mapping):
-        raise ValidationError("parameters must be an object of name to value")
+        message = "parameters must be an object of name to value"
+        raise ValidationError(message, {"problems": [problem("parameters", message)]})
     try:
         check_wellformed(dict(values), "parameters", MAX_NESTING)
     except ValueError as exc:
-        raise ValidationError(str(exc)) from None
+        raise ValidationError(str(exc), {"problems": [problem("parameters", str(exc))]}) from None
     rev = _current_revision(store, skill)
     steps, effective = resolve_steps(rev.steps, rev.parameters, values, known_tools)
     return ResolvedFlow(

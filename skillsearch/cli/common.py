@@ -137,6 +137,15 @@ def check_data_dir(path: Path) -> None:
                                {"data_dir": str(path)})
         return
     parent = path.absolute().parent
+    if parent.exists() and not parent.is_dir():
+        raise StartupError(f"data directory {path} cannot be created: {parent} is a file, not a folder",
+                           {"data_dir": str(path)})
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise StartupError(f"data directory {path} does not exist and cannot be created in {parent}",
                            {"data_dir": str(path)})
+    try:  # os.access passes for root where the folder still cannot be made (/proc): try it
+        path.mkdir()
+        path.rmdir()
+    except OSError as exc:
+        raise StartupError(f"data directory {path} cannot be created: {exc.strerror or exc}",
+                           {"data_dir": str(path)}) from None

@@ -4,8 +4,8 @@ Contract relied on by scripts: a global ``--data-dir`` (env ``SKILLSEARCH_DATA_D
 ``--json`` prints exactly one JSON object on stdout; errors in ``--json`` mode are
 ``{"error": {"code", "message", "details"}}``; the exit code is 0 on success, 1 on an error (or an import
 with invalid entries), 2 on a usage error (also a ``--data-dir`` that is a file or whose parent folder does
-not exist, and an unknown ``--encoder``), 3 when a server cannot start (port in use, unusable data directory),
-4 on a snapshot that ``snapshot restore`` refused. Progress bars and logs go to stderr. A data directory
+not exist, but for a server, and an unknown ``--encoder``), 3 when a server cannot start (port in use,
+unusable data directory), 4 on a snapshot that ``snapshot restore`` refused. Progress bars and logs go to stderr. A data directory
 the command had to create is said on stderr. With one or more ``--grant`` the caller sees only those
 grants; without any, the CLI is the local operator.
 
@@ -64,9 +64,10 @@ def _check_globals(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     does not exist yet is created by the command, and said (``note_new_data_dir``): a typo would otherwise
     be a new catalog, silently."""
     path = Path(args.data_dir)
-    if path.exists() and not path.is_dir():
+    # A server (``server=True``) checks its own data directory: one line and exit code 3 (``check_data_dir``).
+    if path.exists() and not path.is_dir() and not getattr(args, "server", False):
         parser.error(f"--data-dir {args.data_dir}: not a folder (a data directory is a folder)")
-    if not path.exists() and not path.absolute().parent.is_dir():
+    if not path.exists() and not path.absolute().parent.is_dir() and not getattr(args, "server", False):
         parser.error(f"--data-dir {args.data_dir}: the folder {path.absolute().parent} does not exist;"
                      " create it first, or check the path")
     args.fresh_data_dir = not path.exists()

@@ -107,7 +107,12 @@ def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
     """Serve the MCP tools over stdio (stdout carries nothing but protocol) or streamable HTTP."""
     check_data_dir(Path(args.data_dir))
     if not args.http:
-        mcp_server_from_args(args).run("stdio")
+        try:
+            mcp_server_from_args(args).run("stdio")
+        except BaseExceptionGroup as group:  # the SDK's task groups wrap what stopped the server: say that
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
         return 0
     from skillsearch.http.server import listen_socket, serve
     from skillsearch.mcp.transport import streamable_http_app
@@ -133,6 +138,7 @@ def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
 
 def add_commands(sub: Subparsers) -> None:
     p = add_command(sub, "mcp", cmd_mcp, "serve the MCP tools over stdio (default) or streamable HTTP (--http)")
+    p.set_defaults(server=True)  # an unusable data directory: one line, exit code 3 (check_data_dir)
     p.add_argument("--data-dir", default=argparse.SUPPRESS, help="data directory (same as the global option)")
     p.add_argument("--principal", metavar="NAME", help="run as this principal of <data-dir>/principals.toml")
     add_grants(p)

@@ -194,6 +194,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
 
 def add_commands(sub: Subparsers) -> None:
     p = add_command(sub, "serve", cmd_serve, "serve the HTTP API, metrics and the search page (FastAPI + uvicorn)")
+    p.set_defaults(server=True)  # an unusable data directory: one line, exit code 3 (check_data_dir)
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     p.add_argument("--principals", help="principals file (default <data-dir>/principals.toml)")

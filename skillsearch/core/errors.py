@@ -47,6 +47,7 @@ __all__ = [
     "UnauthenticatedError",
     "UpstreamUnavailableError",
     "ValidationError",
+    "echo",
     "error_body",
     "invalid_input",
     "problem",
@@ -157,6 +158,17 @@ def error_body(exc: SkillSearchError) -> dict[str, Any]:
     return {"error": exc.to_dict()}
 
 
+ECHO_CHARS = 120
+
+
+def echo(value: str, limit: int = ECHO_CHARS) -> str:
+    """``value`` as an error message may show it back: at most ``limit`` characters, a longer one cut with
+    how much was left out, so a huge input never makes a huge error."""
+    if len(value) <= limit:
+        return value
+    return f"{value[:limit]}... ({len(value) - limit} more characters)"
+
+
 def problem(field: str, message: str, code: str | None = None) -> dict[str, str]:
     """One entry of ``details.problems``: ``field`` names the input at fault (dotted: ``limit``,
     ``parameters.end_date``, ``query.limit`` over HTTP; ``""`` for the request as a whole), ``message`` says
@@ -171,8 +183,9 @@ def problem(field: str, message: str, code: str | None = None) -> dict[str, str]
 def invalid_input(errors: Iterable[Mapping[str, Any]], lead: str = "") -> ValidationError:
     """The one shape of a schema validation failure, for HTTP and MCP alike: ``details.problems`` is a list
     of ``{"field", "message"}`` (``field`` is the location joined by dots, e.g. ``query.limit``), built from
-    pydantic-style error dicts. The rejected values are never echoed."""
-    problems = [problem(".".join(str(p) for p in e.get("loc", ())), str(e.get("msg", ""))) for e in errors]
+    pydantic-style error dicts. The rejected values are never echoed, and a field name (an unknown argument's
+    own) is cut by :func:`echo`."""
+    problems = [problem(echo(".".join(str(p) for p in e.get("loc", ()))), str(e.get("msg", ""))) for e in errors]
     text = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
     return ValidationError(lead + text if problems else "invalid request", {"problems": problems})
 

@@ -14,9 +14,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, ContentBlock, TextContent, ToolAnnotations
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import AccessDeniedError, SkillSearchError, error_body
@@ -32,6 +33,7 @@ __all__ = [
     "ToolPolicy",
     "error_result",
     "run_tool",
+    "strict_arguments",
 ]
 
 PrincipalProvider = Callable[[Mapping[str, str] | None], Principal]
@@ -100,10 +102,26 @@ def run_tool(
         return error_result(exc, shape)
 
 
+def strict_arguments(tool: Tool) -> Tool:
+    """``tool`` whose arguments are taken as its input schema says, and no other way: no coercion (``"3"``
+    or ``true`` for an integer is refused, as the schema's ``type: integer`` says) and no argument the
+    schema does not name (``additionalProperties: false``). Both fail as ``VALIDATION_ERROR``, like any
+    other schema error. The SDK builds lax, extra-ignoring argument models and offers no switch, so the
+    model it built is subclassed once, here, with the stricter config."""
+    lax = tool.fn_metadata.arg_model
+    strict: type[BaseModel] = type(lax.__name__, (lax,), {
+        "__module__": lax.__module__,
+        "model_config": ConfigDict(strict=True, extra="forbid", arbitrary_types_allowed=True),
+    })
+    metadata = tool.fn_metadata.model_copy(update={"arg_model": strict})
+    return tool.model_copy(update={"fn_metadata": metadata, "parameters": strict.model_json_schema(by_alias=True)})
+
+
 @dataclass
 class ToolGroup:
     """Tools defined at module level with ``@group.tool(name, title)``: read-only, idempotent, described
-    by their dedented docstrings; :meth:`register` adds them to a server."""
+    by their dedented docstrings, their arguments strict (:func:`strict_arguments`); :meth:`build` makes
+    them for a server (``MCPServer(tools=...)``) and :attr:`shapes` gives each one's error shape."""
 
     tools: list[tuple[Callable[..., Any], str, str, ErrorShape]] = field(default_factory=list)
 
@@ -118,9 +136,13 @@ class ToolGroup:
     def names(self) -> tuple[str, ...]:
         return tuple(name for _, name, _, _ in self.tools)
 
-    def register(self, server: MCPServer[ServerState]) -> dict[str, ErrorShape]:
-        """Adds every tool of the group to ``server``; returns each tool's error shape by name."""
-        for fn, name, title, _ in self.tools:
-            server.add_tool(fn, name=name, title=title, description=inspect.cleandoc(fn.__doc__ or ""),
-                            annotations=READ_ONLY)
+    @property
+    def shapes(self) -> dict[str, ErrorShape]:
+        """Each tool's error shape by name."""
         return {name: shape for _, name, _, shape in self.tools}
+
+    def build(self) -> list[Tool]:
+        """Every tool of the group, as a server takes them."""
+        return [strict_arguments(Tool.from_function(fn, name=name, title=title, annotations=READ_ONLY,
+                                                    description=inspect.cleandoc(fn.__doc__ or "")))
+                for fn, name, title, _ in self.tools]

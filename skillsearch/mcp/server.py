@@ -25,18 +25,21 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
+from importlib import metadata
 from typing import Any, Literal
 
 import anyio
 import pydantic
+from mcp.server import NotificationOptions
 from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.server.extension import Extension
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.stdio import stdio_server
 from mcp_types import CallToolResult, InputRequiredResult
 
 from skillsearch.core.domain import Principal
-from skillsearch.core.errors import SkillSearchError, ValidationError, error_body, invalid_input
+from skillsearch.core.errors import SkillSearchError, ValidationError, echo, error_body, invalid_input, problem
 from skillsearch.mcp import skills_extension, tools_catalog, tools_recall
 from skillsearch.mcp.changes import ChangeNotifier, WhileOpen, serving_changes
 from skillsearch.mcp.context import ErrorShape, PrincipalProvider, ServerState, ToolGroup, ToolPolicy, error_result
@@ -55,9 +58,16 @@ __all__ = [
 
 log = logging.getLogger("skillsearch.mcp")
 
+try:
+    VERSION = metadata.version("skillsearch")
+except metadata.PackageNotFoundError:  # a checkout run from its folder, never installed
+    VERSION = "0+unknown"
+
 TOOL_GROUPS: tuple[ToolGroup, ...] = (tools_catalog.group, tools_recall.group)
 TOOL_NAMES = tuple(name for group in TOOL_GROUPS for name in group.names)
 # Cacheable list methods the SDK's own handlers answer: they get the Skills extension's ttlMs/cacheScope.
+# prompts/list stays served (an empty list, so the prompts capability is advertised): the MCP conformance
+# suite's `caching` scenario, which benchmarks/skills_conformance.py requires to pass, fails a server without it.
 _HINTED: tuple[CacheableMethod, ...] = ("tools/list", "prompts/list", "resources/templates/list")
 
 CatalogSource = Catalog | Callable[[], Catalog]
@@ -77,11 +87,20 @@ which skills/get describes (front matter, files with sha256 digests) and resourc
 
 class SkillSearchMCP(MCPServer[ServerState]):
     """Turns the SDK's own argument-validation and crash errors into our ``{code, message, details}``, in
-    the error shape of the tool that was called."""
+    the error shape of the tool that was called; and says over stdio what it really sends (``notifications``:
+    ``resources.listChanged`` in the ``initialize`` result when a :class:`ChangeNotifier` runs)."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, notifications: NotificationOptions | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.error_shapes: dict[str, ErrorShape] = {}
+        self.notifications = notifications or NotificationOptions()
+
+    async def run_stdio_async(self) -> None:
+        """As the SDK's, with our notification options: its own passes none, so ``initialize`` would say
+        ``listChanged: false`` while the notifier sends ``notifications/resources/list_changed``."""
+        lowlevel = self._lowlevel_server
+        async with stdio_server() as (read_stream, write_stream):
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options(self.notifications))
 
     def _error(self, name: str, exc: SkillSearchError) -> CallToolResult:
         return error_result(exc, self.error_shapes.get(name, error_body))
@@ -99,7 +118,9 @@ class SkillSearchMCP(MCPServer[ServerState]):
                 errors = exc.__cause__.errors(include_input=False, include_url=False)
                 return self._error(name, invalid_input(errors, "invalid arguments: "))
             if name not in self.error_shapes:
-                return self._error(name, ValidationError(f"unknown tool {name!r}", {"tools": list(self.error_shapes)}))
+                return self._error(name, ValidationError(
+                    f"unknown tool {echo(name)!r}: call one of {', '.join(self.error_shapes)}",
+                    {"problems": [problem("name", "no tool of this name")], "tools": list(self.error_shapes)}))
             raise
 
 
@@ -160,12 +181,18 @@ def build_mcp_server(
                                          fixed_principal=isinstance(principal_provider, Principal),
                                          catalog_scope=catalog_scope)
     hint = CacheHint(ttl_ms=skills_extension.TTL_MS, scope=skills.cache_scope)
-    server = SkillSearchMCP(name=name, instructions=INSTRUCTIONS, lifespan=lifespan, log_level=log_level,
-                            extensions=[skills, *extensions], cache_hints={m: hint for m in _HINTED},
-                            subscriptions=notifier.bus if notifier is not None else None)
+    # Change notifications are advertised where they are sent: with a notifier (stdio), `initialize` says
+    # resources.listChanged and `subscriptions/listen` is served (server/discover derives its flags from
+    # that); without one (HTTP, stateless: nothing would ever publish) neither is.
+    server = SkillSearchMCP(name=name, version=VERSION, instructions=INSTRUCTIONS, lifespan=lifespan,
+                            log_level=log_level, extensions=[skills, *extensions],
+                            cache_hints={m: hint for m in _HINTED},
+                            tools=[tool for group in TOOL_GROUPS for tool in group.build()],
+                            subscriptions=notifier.bus if notifier is not None else False,
+                            notifications=NotificationOptions(resources_changed=notifier is not None))
     if notifier is not None:
         server.middleware.append(notifier.middleware)
     for group in TOOL_GROUPS:
-        server.error_shapes.update(group.register(server))
+        server.error_shapes.update(group.shapes)
     skills_extension.register(server, skills)
     return server

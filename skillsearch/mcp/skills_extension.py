@@ -51,11 +51,15 @@ from skillsearch.usecases.skill_files import (
     UnknownUriError,
 )
 
-__all__ = ["EXTENSION_ID", "SkillsExtension", "for_server", "register", "request_headers"]
+__all__ = ["ACCESS_DENIED_CODE", "EXTENSION_ID", "SkillsExtension", "for_server", "register", "request_headers"]
 
 log = logging.getLogger("skillsearch.mcp.skills")
 
 EXTENSION_ID = "io.modelcontextprotocol/skills"
+ACCESS_DENIED_CODE = -32003
+"""JSON-RPC code of a caller without the scope these methods need (``data.code`` is ``ACCESS_DENIED``): a
+refusal of this caller, in the implementation-defined server range, neither -32602 (the request is
+well-formed) nor -32603 (nothing is broken)."""
 TTL_MS = 30_000
 PAGE = 50
 
@@ -113,13 +117,16 @@ class SkillsExtension(Extension):
         return handler
 
     async def run(self, ctx: ServerRequestContext[Any, Any], work: Callable[[Catalog, Principal], Any]) -> Any:
-        """Our errors as JSON-RPC errors: unknown/invisible URIs and bad cursors -32602, the rest -32603."""
+        """Our errors as JSON-RPC errors: unknown/invisible URIs and bad cursors -32602, a missing scope
+        :data:`ACCESS_DENIED_CODE`, the rest -32603."""
         try:
             principal = self.principal_of(ctx)
             catalog = self.catalog_of(ctx)
             return await anyio.to_thread.run_sync(lambda: work(catalog, principal))
         except (UnknownUriError, CursorError) as exc:
             raise MCPError(code=INVALID_PARAMS, message=exc.message, data=exc.details or None) from None
+        except AccessDeniedError as exc:
+            raise MCPError(code=ACCESS_DENIED_CODE, message=exc.message, data=exc.to_dict()) from None
         except ContentIntegrityError as exc:
             log.error("integrity: %s", exc.message)
             raise MCPError(code=INTERNAL_ERROR, message=exc.message, data=exc.details or None) from None

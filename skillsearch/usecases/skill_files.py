@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from skillsearch.catalog.skill_md import served_skill_md, template_json
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.domain import Principal, Resource, Revision, Skill
-from skillsearch.core.errors import SkillSearchError
+from skillsearch.core.errors import SkillSearchError, echo
 from skillsearch.core.hashing import canonical_hash, sha256_hex
 from skillsearch.core.skill_uri import SKILL_MD, SkillAddress, parse_skill_uri, skill_name, skill_uri
 from skillsearch.core.visibility import is_visible, visible_grants
@@ -114,8 +114,14 @@ class DirectoryEntry:
 # -- finding the skill -------------------------------------------------------------------------------------
 
 
+def _unknown(template: str, uri: str) -> UnknownUriError:
+    """``template`` with ``{uri}``: the URI shown back cut to a bounded length (a 100 kB URI, a short error)."""
+    shown = echo(uri)
+    return UnknownUriError(template.format(uri=shown), {"uri": shown})
+
+
 def _not_served(uri: str) -> UnknownUriError:
-    return UnknownUriError(f"No skill is served at {uri}", {"uri": uri})
+    return _unknown("No skill is served at {uri}", uri)
 
 
 def _resolve(store: CatalogStore, grant: str, name: str) -> Skill | None:
@@ -196,7 +202,7 @@ def read_file(store: CatalogStore, principal: Principal, uri: str) -> tuple[Skil
     """``resources/read``: one file's exact bytes, checked against its digest first."""
     address = parse_skill_uri(uri)
     if address is None or not address.path:
-        raise UnknownUriError(f"No resource is served at {uri}", {"uri": uri})
+        raise _unknown("No resource is served at {uri}", uri)
     skill = _visible(store, principal, address, uri)
     revision, resources = _current(store, skill)
     stored = {r.path for r in resources if r.path != SKILL_MD}
@@ -207,7 +213,7 @@ def read_file(store: CatalogStore, principal: Principal, uri: str) -> tuple[Skil
         return SkillFile(address.path, media, len(data), sha256_hex(data)), data
     resource = store.resource(revision.revision_id, address.path) if address.path in stored else None
     if resource is None or resource.path != address.path:
-        raise UnknownUriError(f"No resource is served at {uri}", {"uri": uri})
+        raise _unknown("No resource is served at {uri}", uri)
     data = resource.content
     if len(data) != resource.size or hashlib.sha256(data).hexdigest() != resource.sha256:
         raise ContentIntegrityError(
@@ -222,7 +228,7 @@ def directory_children(store: CatalogStore, principal: Principal, uri: str) -> l
     """``resources/directory/read``: the direct children of a skill directory (files and sub-directories)."""
     address = parse_skill_uri(uri)
     if address is None:
-        raise UnknownUriError(f"{uri} is not a directory resource", {"uri": uri})
+        raise _unknown("{uri} is not a directory resource", uri)
     skill = _visible(store, principal, address, uri)
     revision, resources = _current(store, skill)
     entry = _entry(skill, revision, resources)
@@ -238,7 +244,7 @@ def directory_children(store: CatalogStore, principal: Principal, uri: str) -> l
         else:
             children[child] = DirectoryEntry(entry.file_uri(child), head, f.media_type)
     if not children:  # a file, or nothing at all
-        raise UnknownUriError(f"{uri} is not a directory resource", {"uri": uri})
+        raise _unknown("{uri} is not a directory resource", uri)
     return [children[k] for k in sorted(children)]
 
 
