@@ -12,6 +12,7 @@ from typing import TextIO
 
 from skillsearch.cli.common import Subparsers, add_command, emit, progress_factory, settings_from_args
 from skillsearch.cli.sources import report_text, run_sources
+from skillsearch.cli.usage import port_arg
 from skillsearch.core.errors import ValidationError
 from skillsearch.service import Catalog
 from skillsearch.sync.config import SyncConfig, default_config_path, load_config, load_subscriptions
@@ -80,8 +81,11 @@ def cmd_upstream(args: argparse.Namespace, out: TextIO) -> int:
     tokens = args.token or [os.environ.get("SKILLSEARCH_UPSTREAM_TOKEN", "demo-token")]
     app = load_upstream_app(args.sources, tokens=tokens, webhook_url=args.webhook_url,
                             webhook_secret=args.webhook_secret or os.environ.get("SKILLSEARCH_WEBHOOK_SECRET"))
-    print(f"upstream: serving on http://{args.host}:{args.port}/v1/subscriptions/{{id}}/skills", file=sys.stderr)
-    serve(app, host=args.host, port=args.port)
+
+    def started(url: str) -> None:  # the port it listens on (``--port 0`` picks one)
+        print(f"upstream: serving on {url}/v1/subscriptions/{{id}}/skills", file=sys.stderr, flush=True)
+
+    serve(app, host=args.host, port=args.port, on_started=started)
     return 0
 
 
@@ -96,7 +100,7 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--from", dest="sources", action="append", required=True, metavar="[ID=]PATH",
                    help="a folder of Agent Skills or a JSON/JSONL bundle, served as subscription ID (repeatable)")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--port", type=port_arg, default=8765, help="port, 0-65535 (default 8765; 0 picks a free one)")
     p.add_argument("--token", action="append", help="accepted bearer token (env SKILLSEARCH_UPSTREAM_TOKEN,"
                    " default demo-token)")
     p.add_argument("--webhook-url", help="where to POST signed webhooks, e.g. http://127.0.0.1:8000/v1/sync/webhook")
