@@ -239,3 +239,30 @@ def test_a_global_usage_error_under_json_is_an_error_object_in_a_real_process(tm
     # Without --json: argparse's usage and error lines on stderr, nothing on stdout.
     done = _cli("--data-dir", str(tmp_path / "nonexist" / "x"), "list")
     assert done.returncode == 2 and done.stdout == b"" and done.stderr.startswith(b"usage: skillsearch")
+
+
+def test_an_empty_lexical_search_says_whether_a_filter_or_the_words_left_nothing(data_dir: Path) -> None:
+    for query in ("xyzzyq", "証明書"):
+        code, text = run(data_dir, "search", query, "--mode", "lexical")
+        assert code == 0 and "No skill you can see shares a word with this request" in text, text
+        assert "(no_shared_word)" in text and "filters" not in text and "grants" not in text
+    code, payload = run(data_dir, "search", "xyzzyq", "--mode", "lexical", "--json")
+    assert payload["no_match"] and payload["no_match_reason"] == "no_shared_word"
+    # A kind, a tag or a caller's grants can be what leaves nothing: the answer says so.
+    for extra in (("--kind", "flow_template"), ("--tag", "kubernetes"), ("--grant", "team:data-science")):
+        code, payload = run(data_dir, "search", "xyzzyq", "--mode", "lexical", *extra, "--json")
+        assert code == 0 and payload["no_match_reason"] == "no_candidates", extra
+        assert "filters, or your grants" in payload["no_match_message"]
+
+
+def test_list_says_when_nothing_is_listed_and_resolve_points_to_get(data_dir: Path) -> None:
+    code, text = run(data_dir, "list", "--tag", "no-such-tag")
+    assert code == 0 and text == "(no skills you can see with that kind or tag)\n"
+    code, text = run(data_dir, "list", "--grant", "user:nobody")
+    assert code == 0 and text == "(no skills you can see)\n"
+    code, payload = run(data_dir, "get", "git-bisect-regressions", "--json")
+    assert code == 0 and payload["kind"] == "knowledge"
+    code, err = run(data_dir, "resolve", "git-bisect-regressions", "--json")
+    assert code == 1 and err["error"]["code"] == "SKILL_INVALID"
+    assert "read it with `skillsearch get git-bisect-regressions`" in err["error"]["message"]
+    assert "get_skill" not in err["error"]["message"]

@@ -2,13 +2,13 @@
 
 Contract relied on by scripts: a global ``--data-dir`` (env ``SKILLSEARCH_DATA_DIR``, default ``./index``);
 ``--json`` prints exactly one JSON object on stdout; errors in ``--json`` mode are
-``{"error": {"code", "message", "details"}}``, usage errors included (``cli/usage.py``); the exit code is 0 on success, 1 on an error (or an import
-with invalid entries), 2 on a usage error (also a ``--data-dir`` that is a file or whose parent folder does
-not exist, and an unknown ``--encoder``), 3 when a server cannot start (port in use, unusable data directory),
-4 on a snapshot that ``snapshot restore`` refused. A usage error is also a ``--port`` outside 0-65535, a
-``--limit`` out of range and any argument that is not valid UTF-8 text. Progress bars and logs go to stderr. A data directory
-the command had to create is said on stderr. With one or more ``--grant`` the caller sees only those
-grants; without any, the CLI is the local operator.
+``{"error": {"code", "message", "details"}}``, usage errors included (``cli/usage.py``); the exit code is 0
+on success, 1 on an error (or an import with invalid entries), 2 on a usage error (also a ``--data-dir``
+that is a file or whose parent folder does not exist, an unknown ``--encoder``, a ``--port`` outside
+0-65535, a ``--limit`` out of range and any argument that is not valid UTF-8 text), 3 when a server cannot
+start (port in use, unusable data directory), 4 on a snapshot that ``snapshot restore`` refused. Progress
+bars and logs go to stderr. A data directory the command had to create is said on stderr. With one or more
+``--grant`` the caller sees only those grants; without any, the CLI is the local operator.
 
 The commands live in one module per group (``catalog``, ``sync``, ``mcp``, ``serve``, ``tokens``,
 ``snapshot``, ``bench``), each with an ``add_commands(sub)`` that declares its sub-commands.
