@@ -101,13 +101,21 @@ def test_import_exit_code_says_whether_anything_failed(tmp_path: Path) -> None:
     (good / "SKILL.md").write_text("---\nname: ok\ndescription: Fine.\n---\nbody\n")
     code, payload = run(tmp_path / "d", "import", str(tmp_path / "skills"), "--source", "s", "--grant", "user:u",
                         "--json")
-    assert code == 0 and payload["created"] == 1
+    # The first import into a new data directory builds its index: what it embedded is reported.
+    assert code == 0 and payload["created"] == 1 and payload["embedded"] == 1
     bad = tmp_path / "skills" / "bad"
     bad.mkdir()
     (bad / "SKILL.md").write_text("---\nname: bad\n---\n")
     code, payload = run(tmp_path / "d", "import", str(tmp_path / "skills"), "--source", "s", "--grant", "user:u",
                         "--json")
     assert code == 1 and payload["unchanged"] == 1 and payload["problems"][0]["reason"] == "missing description"
+    assert payload["embedded"] == 0  # nothing changed, nothing embedded
+    more = tmp_path / "more"
+    for name in ("one", "two"):
+        (more / name).mkdir(parents=True)
+        (more / name / "SKILL.md").write_text(f"---\nname: {name}\ndescription: Skill {name}.\n---\nbody\n")
+    code, payload = run(tmp_path / "d2", "import", str(more), "--source", "m", "--grant", "user:u", "--json")
+    assert code == 0 and payload["created"] == 2 and payload["embedded"] == 2
 
 
 def test_reindex_rebuilds_from_the_store(data_dir: Path) -> None:
