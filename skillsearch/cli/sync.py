@@ -23,17 +23,25 @@ __all__ = ["add_commands"]
 log = logging.getLogger("skillsearch")
 
 
-def _sync_config(args: argparse.Namespace) -> tuple[SyncConfig | None, tuple[SourceConfig, ...]]:
-    """The subscriptions and the local sources of the sync file; refused when it configures neither."""
+def _sync_config(args: argparse.Namespace) -> tuple[Path, SyncConfig | None, tuple[SourceConfig, ...]]:
+    """The sync file, its subscriptions and its local sources. No file is refused with what to write; a file
+    that configures neither (``sources remove`` took out the last source) is nothing to do."""
     path = Path(args.config) if args.config else default_config_path(Path(args.data_dir))
     config, sources = load_subscriptions(path), load_sources(path)
-    if config is None and not sources:
-        load_config(path)  # raises with the reason (no file, or no [upstream] table)
-    return config, sources
+    if config is None and not sources and not path.exists():
+        load_config(path)  # raises with the reason and what to write
+    return path, config, sources
 
 
 def cmd_sync(args: argparse.Namespace, out: TextIO) -> int:
-    config, sources = _sync_config(args)
+    path, config, sources = _sync_config(args)
+    nothing = (f"nothing configured in {path}: no [upstream] subscriptions and no [[sources]]; add a source with"
+               " `skillsearch sources add`, or an [upstream] table (README: \"Sync from a subscription platform\")")
+    if config is None and not sources and not args.status:
+        if args.subscription:
+            raise ValidationError(f"no subscriptions are configured in {path}", {"unknown": args.subscription})
+        emit(out, args, {"subscriptions": [], "sources": []}, lambda: nothing)
+        return 0
     catalog = Catalog(settings_from_args(args))  # creates the store before anything is announced
     if args.status:
         status = catalog.subscriptions.sync_status(config, sources=sources)
@@ -44,7 +52,7 @@ def cmd_sync(args: argparse.Namespace, out: TextIO) -> int:
             *(f"source {s.name} ({s.kind}): last_success={s.last_success or '-'} active={s.skills_active}"
               f" archived={s.skills_archived}" + (f" commit={s.commit[:12]}" if s.commit else "")
               + (f"\n  last error: {s.last_error}" if s.last_error else "") for s in status.sources),
-        ]) or "no subscriptions or sources configured")
+        ]) or nothing)
         return 0
     log.info("sync: opening the index in %s", args.data_dir)
     catalog.index(progress_factory(not args.quiet))  # opened (and repaired) before the first page, never seeded
