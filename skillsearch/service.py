@@ -206,15 +206,21 @@ class Catalog:
                 self._lock.release()
         with self._lock:
             if self._index is None:
-                idx = SearchIndex(
-                    self.data_dir, self.encoder, self.settings.embed_instructions_chars, self.settings.french_analysis,
-                    self.settings.lexical_instructions_chars,
-                )
-                idx.open(self.store, progress)
-                log.info("index open in %s: %d documents, %d embedded", self.data_dir, len(idx.snapshot().vectors),
-                         idx.embed_count)
-                self._index = idx
+                self._open_index(progress)
+            assert self._index is not None
             return self._index
+
+    def _open_index(self, progress: ProgressFactory | None) -> IndexStats | None:
+        """Open (build, repair) the index; what that embedded, None when it was current. Under ``_lock``."""
+        idx = SearchIndex(
+            self.data_dir, self.encoder, self.settings.embed_instructions_chars, self.settings.french_analysis,
+            self.settings.lexical_instructions_chars,
+        )
+        stats = idx.open(self.store, progress)
+        log.info("index open in %s: %d documents, %d embedded", self.data_dir, len(idx.snapshot().vectors),
+                 idx.embed_count)
+        self._index = idx
+        return stats
 
     def reindex(self, progress: ProgressFactory | None = None) -> IndexStats:
         with self._lock:
@@ -338,7 +344,9 @@ class Catalog:
         if self._index is not None:
             report.index = self._index.refresh(self.store, changed, report.span) if changed else None
         elif changed:
-            self.index(progress)
+            with self._lock:  # the first index of this data directory: built now, its embedding reported
+                if self._index is None:  # (else another thread opened it meanwhile, with this import's skills)
+                    report.index = self._open_index(progress)
         return report
 
     def import_sample(self, progress: ProgressFactory | None = None) -> list[ImportReport]:

@@ -101,13 +101,21 @@ def test_import_exit_code_says_whether_anything_failed(tmp_path: Path) -> None:
     (good / "SKILL.md").write_text("---\nname: ok\ndescription: Fine.\n---\nbody\n")
     code, payload = run(tmp_path / "d", "import", str(tmp_path / "skills"), "--source", "s", "--grant", "user:u",
                         "--json")
-    assert code == 0 and payload["created"] == 1
+    # The first import into a new data directory builds its index: what it embedded is reported.
+    assert code == 0 and payload["created"] == 1 and payload["embedded"] == 1
     bad = tmp_path / "skills" / "bad"
     bad.mkdir()
     (bad / "SKILL.md").write_text("---\nname: bad\n---\n")
     code, payload = run(tmp_path / "d", "import", str(tmp_path / "skills"), "--source", "s", "--grant", "user:u",
                         "--json")
     assert code == 1 and payload["unchanged"] == 1 and payload["problems"][0]["reason"] == "missing description"
+    assert payload["embedded"] == 0  # nothing changed, nothing embedded
+    more = tmp_path / "more"
+    for name in ("one", "two"):
+        (more / name).mkdir(parents=True)
+        (more / name / "SKILL.md").write_text(f"---\nname: {name}\ndescription: Skill {name}.\n---\nbody\n")
+    code, payload = run(tmp_path / "d2", "import", str(more), "--source", "m", "--grant", "user:u", "--json")
+    assert code == 0 and payload["created"] == 2 and payload["embedded"] == 2
 
 
 def test_reindex_rebuilds_from_the_store(data_dir: Path) -> None:
@@ -139,3 +147,130 @@ def test_a_corrupt_catalog_file_is_a_clear_error(tmp_path: Path) -> None:
     assert code == 1 and payload["error"]["code"] == "INDEX_NOT_READY"
     assert "catalog.sqlite3 cannot be opened" in payload["error"]["message"]
     assert (data / "catalog.sqlite3").read_bytes() == b"this is not a database" * 100
+
+
+# -- usage errors: checked before anything is opened, exit 2, shown as JSON under --json ---------------------
+
+
+def _cli(*argv: bytes | str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """The console entry point as a real process, its arguments given as bytes (as a terminal passes them)."""
+    return subprocess.run([sys.executable, "-m", "skillsearch.cli", "-q", *argv], capture_output=True,
+                          env={**os.environ, **(env or {})}, timeout=120)
+
+
+@pytest.mark.parametrize(("argv", "named"), [
+    ((b"search", b"revue de code caf\xe9"), b"argument query: 'revue de code caf\\xe9'"),
+    ((b"search", b"abc\xffdef", b"--mode", b"lexical"), b"argument query: 'abc\\xffdef'"),
+    ((b"get", b"caf\xe9"), b"argument SKILL_ID|SLUG: 'caf\\xe9'"),
+    ((b"resolve", b"caf\xe9"), b"argument SKILL_ID|SLUG: 'caf\\xe9'"),
+    ((b"resolve", b"some-slug", b"--param", b"service=caf\xe9"), b"argument --param: 'service=caf\\xe9'"),
+    ((b"list", b"--tag", b"caf\xe9"), b"argument --tag: 'caf\\xe9'"),
+    ((b"import", b"skills", b"--source", b"abc\xff", b"--grant", b"team:a"), b"argument --source: 'abc\\xff'"),
+])
+def test_text_that_is_not_utf8_is_a_usage_error_naming_the_argument(tmp_path: Path, argv: tuple[bytes, ...],
+                                                                    named: bytes) -> None:
+    data = tmp_path / "d"
+    done = _cli(b"--data-dir", bytes(data), *argv)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == b""
+    lines = done.stderr.splitlines()
+    errors = [line for line in lines if b"error:" in line]
+    assert len(errors) == 1 and named + b" is not valid UTF-8 text" in errors[0], done.stderr
+    assert b"Traceback" not in done.stderr and b"INTERNAL" not in done.stderr
+    assert not data.exists()  # refused before the data directory is created or opened
+    as_json = _cli(b"--data-dir", bytes(data), *argv, b"--json")
+    assert as_json.returncode == 2 and as_json.stderr == b""
+    error = json.loads(as_json.stdout)["error"]
+    assert error["code"] == "VALIDATION_ERROR" and named.decode("ascii") + " is not valid UTF-8" in error["message"]
+
+
+def test_a_data_dir_that_is_not_utf8_is_refused_before_it_is_created(tmp_path: Path) -> None:
+    data = bytes(tmp_path) + b"/abc\xff"
+    done = _cli(b"--data-dir", data, b"list")
+    assert done.returncode == 2 and b"argument --data-dir:" in done.stderr and b"not valid UTF-8" in done.stderr
+    assert os.listdir(bytes(tmp_path)) == []
+    from_env = _cli(b"list", env={"SKILLSEARCH_DATA_DIR": os.fsdecode(data)})
+    assert from_env.returncode == 2 and b"argument --data-dir:" in from_env.stderr
+    assert os.listdir(bytes(tmp_path)) == []
+
+
+@pytest.mark.parametrize("argv", [
+    ("serve", "--port", "99999"),
+    ("serve", "--port", "-1"),
+    ("upstream", "--from", "skills", "--port", "99999"),
+    ("upstream", "--from", "skills", "--port", "65536"),
+    ("mcp", "--http", "--port", "70000"),
+    ("mcp", "--http", "--port", "-1"),
+])
+def test_a_port_out_of_range_is_a_usage_error_on_every_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]
+) -> None:
+    code, text = run(tmp_path / "d", *argv)
+    err = capsys.readouterr().err
+    assert code == 2 and text == ""
+    assert f"argument --port: {argv[-1]} is out of range: give a port number between 0 and 65535" in err
+    assert "serving on" not in err and not (tmp_path / "d").exists()
+    code, payload = run(tmp_path / "d", *argv, "--json")
+    assert code == 2 and payload["error"]["code"] == "VALIDATION_ERROR"
+    assert "--port" in payload["error"]["message"] and "usage:" in payload["error"]["details"]["usage"]
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (("search", "foo", "--grant", "starter-pack"), "did you mean sub:starter-pack?"),
+    (("get",), "the following arguments are required: SKILL_ID|SLUG"),
+    (("search", "foo", "--mode", "fuzzy"), "invalid choice: 'fuzzy'"),
+    (("search", "foo", "--limit", "0"), "argument --limit: 0 is out of range"),
+    (("search", "foo", "--limit", "101"), "argument --limit: 101 is out of range: give a whole number between 1"
+                                          " and 100 (SKILLSEARCH_MAX_LIMIT)"),
+    (("list", "--limit", "201"), "argument --limit: 201 is out of range: give a whole number between 1 and 200"),
+    (("resolve", "some-slug", "--param", "service"), "argument --param: takes NAME=VALUE, got 'service'"),
+    (("resolve", "some-slug", "--param", "a=1", "--param", "a=2"), "argument --param: a is given twice"),
+    (("import", "skills", "--source", "", "--grant", "team:a"), "argument --source: must not be empty"),
+])
+def test_usage_errors_print_the_error_object_on_stdout_under_json(
+    data_dir: Path, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], said: str
+) -> None:
+    code, text = run(data_dir, *argv)
+    assert code == 2 and text == "" and said in capsys.readouterr().err
+    for where in (len(argv), 1):  # --json at the end, or right after the command
+        code, payload = run(data_dir, *argv[:where], "--json", *argv[where:])
+        assert code == 2 and capsys.readouterr().err == ""
+        assert payload["error"]["code"] == "VALIDATION_ERROR" and said in payload["error"]["message"]
+        assert set(payload["error"]) == {"code", "message", "details"}
+
+
+def test_a_global_usage_error_under_json_is_an_error_object_in_a_real_process(tmp_path: Path) -> None:
+    done = _cli("--data-dir", str(tmp_path / "nonexist" / "x"), "list", "--json")
+    assert done.returncode == 2 and done.stderr == b""
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "VALIDATION_ERROR" and "the folder" in error["message"] and "does not exist" in error["message"]
+    # Without --json: argparse's usage and error lines on stderr, nothing on stdout.
+    done = _cli("--data-dir", str(tmp_path / "nonexist" / "x"), "list")
+    assert done.returncode == 2 and done.stdout == b"" and done.stderr.startswith(b"usage: skillsearch")
+
+
+def test_an_empty_lexical_search_says_whether_a_filter_or_the_words_left_nothing(data_dir: Path) -> None:
+    for query in ("xyzzyq", "証明書"):
+        code, text = run(data_dir, "search", query, "--mode", "lexical")
+        assert code == 0 and "No skill you can see shares a word with this request" in text, text
+        assert "(no_shared_word)" in text and "filters" not in text and "grants" not in text
+    code, payload = run(data_dir, "search", "xyzzyq", "--mode", "lexical", "--json")
+    assert payload["no_match"] and payload["no_match_reason"] == "no_shared_word"
+    # A kind, a tag or a caller's grants can be what leaves nothing: the answer says so.
+    for extra in (("--kind", "flow_template"), ("--tag", "kubernetes"), ("--grant", "team:data-science")):
+        code, payload = run(data_dir, "search", "xyzzyq", "--mode", "lexical", *extra, "--json")
+        assert code == 0 and payload["no_match_reason"] == "no_candidates", extra
+        assert "filters, or your grants" in payload["no_match_message"]
+
+
+def test_list_says_when_nothing_is_listed_and_resolve_points_to_get(data_dir: Path) -> None:
+    code, text = run(data_dir, "list", "--tag", "no-such-tag")
+    assert code == 0 and text == "(no skills you can see with that kind or tag)\n"
+    code, text = run(data_dir, "list", "--grant", "user:nobody")
+    assert code == 0 and text == "(no skills you can see)\n"
+    code, payload = run(data_dir, "get", "git-bisect-regressions", "--json")
+    assert code == 0 and payload["kind"] == "knowledge"
+    code, err = run(data_dir, "resolve", "git-bisect-regressions", "--json")
+    assert code == 1 and err["error"]["code"] == "SKILL_INVALID"
+    assert "read it with `skillsearch get git-bisect-regressions`" in err["error"]["message"]
+    assert "get_skill" not in err["error"]["message"]

@@ -43,10 +43,10 @@ def data_dir(sample_dir: Path, tmp_path: Path) -> Path:
 
 def usage_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     """Run the CLI expecting a usage error: exit 2, one ``error:`` line on stderr; return that line."""
-    with pytest.raises(SystemExit) as exited:
-        main(list(argv), out=io.StringIO())
-    assert exited.value.code == 2
+    out = io.StringIO()
+    assert main(list(argv), out=out) == 2
     err = capsys.readouterr().err
+    assert out.getvalue() == ""
     assert "Traceback" not in err
     return next(line for line in err.splitlines() if "error:" in line)
 

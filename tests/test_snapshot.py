@@ -218,6 +218,22 @@ def test_a_partial_altered_or_foreign_snapshot_is_refused_and_the_target_is_unch
     assert sorted(target.parent.iterdir()) == siblings  # no staging folder left beside it
 
 
+def test_restore_into_a_new_folder_says_once_that_it_created_it(
+    hashing_snapshot: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    new, existing = tmp_path / "new-replica", tmp_path / "existing"
+    existing.mkdir()
+    code, _ = run("--encoder", "hashing", "--data-dir", str(existing), "snapshot", "restore", str(hashing_snapshot),
+                  "--data-dir", str(new))
+    err = capsys.readouterr().err
+    assert code == 0 and err.splitlines() == [f"note: {new} did not exist: created it"], err
+    # The global --data-dir was new and the target exists: nothing was created, nothing is said.
+    code, _ = run("--encoder", "hashing", "--data-dir", str(tmp_path / "never"), "snapshot", "restore",
+                  str(hashing_snapshot), "--data-dir", str(new))
+    assert code == 0 and "did not exist" not in capsys.readouterr().err
+    assert not (tmp_path / "never").exists()
+
+
 def test_another_encoders_snapshot_is_refused_with_one_line(hashing_snapshot: Path, target: Path) -> None:
     """The hashing encoder's snapshot restored by a replica configured for MiniLM."""
     before = tree_digest(target)

@@ -195,6 +195,20 @@ def test_a_half_written_skill_is_refused_and_its_last_good_revision_still_served
     assert state is not None and state.last_error is not None and "tls-renew" in state.last_error
 
 
+def test_the_last_error_counts_the_refusals_it_does_not_list(empty_catalog: Catalog, tmp_path: Path) -> None:
+    root = tmp_path / "skills"
+    write_skill(root, "good-one", "A skill that parses.")
+    for i in range(5):
+        (root / f"broken-{i}").mkdir()
+        (root / f"broken-{i}" / "SKILL.md").write_text("---\nname: x\n", encoding="utf-8")
+    report = empty_catalog.sources.sync(SourceConfig("mine", "user:me", path=root))
+    assert len(report.refused) == 5
+    state = empty_catalog.store.sync.state("mine")
+    assert state is not None and state.last_error is not None
+    assert " refused 5: " in state.last_error and state.last_error.endswith("; and 2 more")
+    assert state.last_error.count("broken-") == 3
+
+
 def test_a_missing_folder_keeps_the_last_good_state(empty_catalog: Catalog, tmp_path: Path) -> None:
     catalog = empty_catalog
     root = tmp_path / "skills"
@@ -331,7 +345,9 @@ def test_an_unreachable_repository_or_missing_subdir_keeps_the_last_good_state(
     assert missing.error is not None and "not a folder" in missing.error and not missing.removed
     shutil.move(repo, tmp_path / "gone")
     unreachable = catalog.sources.sync(source)
-    assert unreachable.error is not None and "git fetch failed" in unreachable.error
+    # git's own reason, whole (it was cut to its last line: "git fetch failed: and the repository exists.").
+    assert unreachable.error == (f"git fetch failed: '{repo}' does not appear to be a git repository;"
+                                 " Could not read from remote repository."), unreachable.error
     wrong_ref = catalog.sources.sync(SourceConfig("team", "team:eng", git=f"file://{tmp_path / 'gone'}", ref="nope",
                                                  subdir="skills"))
     assert wrong_ref.error is not None

@@ -79,10 +79,29 @@ def test_the_sources_commands(tmp_path: Path, repo_with_skill: Path) -> None:
     code, err = run_cli("--data-dir", str(data), "-q", "sources", "add", "team", "--path", str(tmp_path),
                         "--grant", "team:eng")
     assert code == 1 and err["error"]["code"] == "VALIDATION_ERROR"
+    # A path given as --git: the new source is at fault (not the file, which is left as it was), and the
+    # URL to give instead is said.
+    before = (data / "sync.toml").read_text(encoding="utf-8")
+    code, err = run_cli("--data-dir", str(data), "-q", "sources", "add", "local", "--git", str(repo_with_skill),
+                        "--grant", "team:eng")
+    assert code == 1 and err["error"]["message"] == (
+        f"not added to {data / 'sync.toml'}: source 'local': git must be an https:// or file:// URL"
+        f" (a repository on this machine: file://{repo_with_skill.resolve()})")
+    assert (data / "sync.toml").read_text(encoding="utf-8") == before
     code, removed = run_cli("--data-dir", str(data), "-q", "sources", "remove", "team")
     assert code == 0 and len(removed["archived"]) == 1
     code, listed = run_cli("--data-dir", str(data), "-q", "sources", "list")
     assert listed["sources"] == []
+    # sync.toml is there and configures nothing now: that is said, not blamed on a missing [upstream] table.
+    for argv in (("sync", "--status"), ("sync",)):
+        out = io.StringIO()
+        assert main(["--data-dir", str(data), "-q", *argv], out=out) == 0, argv
+        assert out.getvalue().startswith(f"nothing configured in {data / 'sync.toml'}: no [upstream] subscriptions"
+                                         " and no [[sources]]"), out.getvalue()
+    code, status = run_cli("--data-dir", str(data), "-q", "sync", "--status")
+    assert code == 0 and status["subscriptions"] == [] and status["sources"] == []
+    code, synced = run_cli("--data-dir", str(data), "-q", "sync")
+    assert code == 0 and synced == {"subscriptions": [], "sources": []}
 
 
 @pytest.fixture

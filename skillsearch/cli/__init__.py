@@ -1,6 +1,7 @@
 """The ``skillsearch`` command line (the entry layer): it composes the surfaces, which never import each
 other. ``main.py`` holds the parser and ``main()``; one module per command group holds its commands;
-``serve.py`` is the composition of the serve process."""
+``serve.py`` is the composition of the serve process; ``usage.py`` what the command line refuses before a
+command runs (usage errors, exit code 2) and how."""
 
 from __future__ import annotations
 

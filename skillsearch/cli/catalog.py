@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from skillsearch.catalog.reads import MAX_PAGE
 from skillsearch.cli.common import (
     Subparsers,
     add_command,
@@ -20,8 +21,9 @@ from skillsearch.cli.common import (
     progress_factory,
     settings_from_args,
 )
+from skillsearch.cli.usage import UsageError, int_range, non_empty
 from skillsearch.core.domain import SEARCH_MODES, SKILL_KINDS, Parameter
-from skillsearch.core.errors import ValidationError
+from skillsearch.core.errors import SkillInvalidError, ValidationError
 from skillsearch.core.fusion import FUSIONS
 from skillsearch.core.templates import coerce_text_value
 from skillsearch.core.views import WEAK_CONFIDENCE
@@ -45,6 +47,10 @@ def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
+    most = settings_from_args(args).max_limit
+    if args.limit > most:
+        raise UsageError("skillsearch search", f"argument --limit: {args.limit} is out of range: give a whole"
+                         f" number between 1 and {most} (SKILLSEARCH_MAX_LIMIT)")
     catalog = open_catalog(args)
     request = SearchRequest(
         query=args.query, limit=args.limit, mode=args.mode, kind=args.kind, tags=tuple(args.tag or ()),
@@ -88,10 +94,11 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
     page = catalog.list_skills(
         principal_from_args(args), kind=args.kind, tags=args.tag or (), cursor=args.cursor, limit=args.limit
     )
+    filtered = " with that kind or tag" if args.kind or args.tag else ""
     emit(out, args, page.model_dump(), lambda: "\n".join(
         [f"{s.skill_id}  {s.kind:<13}  {s.name}" for s in page.items]
         + ([f"(more: --cursor {page.next_cursor})"] if page.next_cursor else [])
-    ))
+    ) or f"(no skills you can see{filtered})")
     return 0
 
 
@@ -120,14 +127,30 @@ def cmd_get(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def param_arg(item: str) -> str:
+    """``type=`` of ``--param``: ``NAME=VALUE`` with a name (the value may be empty)."""
+    name, sep, _ = item.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"takes NAME=VALUE, got {item!r}")
+    return item
+
+
 def _parse_params(catalog: Catalog, args: argparse.Namespace) -> dict[str, Any]:
+    given: dict[str, str] = {}
+    for item in args.param or []:
+        name, _, text = item.partition("=")
+        if name in given and given[name] != text:
+            raise UsageError("skillsearch resolve", f"argument --param: {name} is given twice"
+                             f" ({given[name]!r} and {text!r}); give it once")
+        given[name] = text
     detail = catalog.get_skill(principal_from_args(args), args.skill_id)
+    if detail.kind != "flow_template":  # said here in the command line's words (the MCP tool is get_skill)
+        raise SkillInvalidError(
+            f"skill {args.skill_id!r} is a {detail.kind} skill, not a flow_template: nothing to resolve;"
+            f" read it with `skillsearch get {args.skill_id}`", {"skill_id": args.skill_id, "kind": detail.kind})
     schema = {p.name: p for p in (detail.parameters or [])}
     values: dict[str, Any] = {}
-    for item in args.param or []:
-        name, sep, text = item.partition("=")
-        if not sep or not name:
-            raise ValidationError(f"--param takes NAME=VALUE, got {item!r}")
+    for name, text in given.items():
         p = schema.get(name)
         values[name] = coerce_text_value(Parameter(**p.model_dump()) if p else None, text)
     return values
@@ -177,7 +200,8 @@ def cmd_calibrate(args: argparse.Namespace, out: TextIO) -> int:
 def add_commands(sub: Subparsers) -> None:
     p = add_command(sub, "import", cmd_import, "import a folder of Agent Skills or a JSON/JSONL bundle")
     p.add_argument("path")
-    p.add_argument("--source", required=True, help="name of the local source the skills belong to")
+    p.add_argument("--source", required=True, type=non_empty,
+                   help="name of the local source the skills belong to")
     p.add_argument("--grant", required=True, type=grant_arg, help="grant key: sub:<id>, team:<id> or user:<id>")
 
     p = add_command(sub, "search", cmd_search, "search skills (hybrid by default)")
@@ -186,7 +210,8 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--mode", default="hybrid", choices=SEARCH_MODES)
     p.add_argument("--kind", choices=SKILL_KINDS)
     p.add_argument("--tag", action="append", metavar="T", help="require this tag (repeatable)")
-    p.add_argument("--limit", type=int, default=10)
+    p.add_argument("--limit", type=int_range(1), default=10, metavar="N",
+                   help="hits to return, 1 to SKILLSEARCH_MAX_LIMIT (100 unless set; default 10)")
     p.add_argument("--fusion", choices=list(FUSIONS), help="fusion method (hybrid mode)")
     p.add_argument("--semantic-weight", type=float, help="weight of the semantic side in [0, 1]")
     p.add_argument("--min-confidence", type=float,
@@ -195,8 +220,9 @@ def add_commands(sub: Subparsers) -> None:
     p = add_command(sub, "list", cmd_list, "list visible skills, paged")
     add_grants(p)
     p.add_argument("--kind", choices=SKILL_KINDS)
-    p.add_argument("--tag", action="append", metavar="T")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--tag", action="append", metavar="T", help="require this tag (repeatable)")
+    p.add_argument("--limit", type=int_range(1, MAX_PAGE), default=50, metavar="N",
+                   help=f"skills per page, 1 to {MAX_PAGE} (default 50)")
     p.add_argument("--cursor")
 
     p = add_command(sub, "get", cmd_get, "show a skill: instructions, or steps and parameters")
@@ -206,9 +232,11 @@ def add_commands(sub: Subparsers) -> None:
 
     p = add_command(sub, "resolve", cmd_resolve,
                     "resolve a flow template's steps with parameter values (never runs them)")
-    p.add_argument("skill_id")
+    p.add_argument("skill_id", metavar="SKILL_ID|SLUG",
+                   help="a flow template's skill_id from search or list, or a slug only one skill you can see has")
     add_grants(p)
-    p.add_argument("--param", action="append", metavar="NAME=VALUE")
+    p.add_argument("--param", action="append", metavar="NAME=VALUE", type=param_arg,
+                   help="a parameter's value (repeatable; the same NAME twice is a usage error)")
 
     add_command(sub, "reindex", cmd_reindex, "rebuild the search index from the catalog")
 

@@ -2,12 +2,14 @@
 
 Contract relied on by scripts: a global ``--data-dir`` (env ``SKILLSEARCH_DATA_DIR``, default ``./index``);
 ``--json`` prints exactly one JSON object on stdout; errors in ``--json`` mode are
-``{"error": {"code", "message", "details"}}``; the exit code is 0 on success, 1 on an error (or an import
-with invalid entries), 2 on a usage error (also a ``--data-dir`` that is a file or whose parent folder does
-not exist, but for a server, and an unknown ``--encoder``), 3 when a server cannot start (port in use,
-unusable data directory), 4 on a snapshot that ``snapshot restore`` refused. Progress bars and logs go to stderr. A data directory
-the command had to create is said on stderr. With one or more ``--grant`` the caller sees only those
-grants; without any, the CLI is the local operator.
+``{"error": {"code", "message", "details"}}``, usage errors included (``cli/usage.py``); the exit code is 0
+on success, 1 on an error (or an import with invalid entries), 2 on a usage error (also a ``--data-dir``
+that is a file or whose parent folder does not exist, but for a server, an unknown ``--encoder``, a
+``--port`` outside 0-65535, a ``--limit`` out of range and any argument that is not valid UTF-8 text), 3
+when a server cannot start (port in use, unusable data directory), 4 on a snapshot that ``snapshot
+restore`` refused. Progress bars and logs go to stderr. A data directory the command had to create is said
+on stderr. With one or more ``--grant`` the caller sees only those grants; without any, the CLI is the
+local operator.
 
 The commands live in one module per group (``catalog``, ``sync``, ``mcp``, ``serve``, ``tokens``,
 ``snapshot``, ``bench``), each with an ``add_commands(sub)`` that declares its sub-commands.
@@ -26,6 +28,7 @@ from typing import TextIO
 
 from skillsearch.cli import bench, catalog, mcp, serve, snapshot, sources, sync, tokens
 from skillsearch.cli.common import note_new_data_dir
+from skillsearch.cli.usage import EXIT_USAGE, CliParser, UsageError, check_text, show_usage_error, wants_json
 from skillsearch.core.errors import SkillSearchError, StartupError, error_body
 from skillsearch.retrieval.encoders import ENCODERS
 
@@ -37,7 +40,7 @@ log = logging.getLogger("skillsearch")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="skillsearch", description="Search-first skill catalog for LLM agents.")
+    parser = CliParser(prog="skillsearch", description="Search-first skill catalog for LLM agents.")
     parser.add_argument("--data-dir", default=os.environ.get("SKILLSEARCH_DATA_DIR", "index"),
                         help="data directory (env SKILLSEARCH_DATA_DIR, default ./index)")
     parser.add_argument("--encoder", default=None, choices=sorted(ENCODERS),
@@ -84,15 +87,26 @@ def _print_error(out: TextIO, args: argparse.Namespace, exc: SkillSearchError, t
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """Run one command; its exit code. A usage error is shown (on stdout as a JSON error object when
+    ``--json`` is on the command line) and is exit code 2; only ``--help`` exits (``SystemExit(0)``)."""
     out = out or sys.stdout
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
-    _check_globals(parser, args)
+    try:
+        args = parser.parse_args(argv)
+        check_text(parser, args)
+        _check_globals(parser, args)
+    except UsageError as exc:
+        show_usage_error(exc, out, wants_json(argv), sys.stderr)
+        return EXIT_USAGE
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         return int(args.func(args, out))
+    except UsageError as exc:  # a command's own check of its arguments
+        show_usage_error(exc, out, wants_json(argv), sys.stderr)
+        return EXIT_USAGE
     except StartupError as exc:
         _print_error(out, args, exc, f"error: {exc.message}")
         return 3

@@ -18,6 +18,7 @@ from skillsearch.cli.common import (
     progress_factory,
     settings_from_args,
 )
+from skillsearch.cli.usage import port_arg
 from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
 from skillsearch.core.errors import ValidationError
 from skillsearch.core.grants import check_grants
@@ -149,6 +150,6 @@ def add_commands(sub: Subparsers) -> None:
                         " tool is SKILL_INVALID; default: no check")
     p.add_argument("--http", action="store_true", help="streamable HTTP on --host/--port at /mcp instead of stdio")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--port", type=port_arg, default=8765, help="port for --http, 0-65535 (default 8765; 0 picks a free one)")
     p.add_argument("--no-sources", action="store_true",
                    help="do not mirror and watch the [[sources]] of <data-dir>/sync.toml")

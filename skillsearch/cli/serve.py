@@ -34,6 +34,7 @@ from skillsearch.cli.common import (
     progress_factory,
     settings_from_args,
 )
+from skillsearch.cli.usage import port_arg
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import ValidationError
 from skillsearch.service import Catalog
@@ -196,7 +197,7 @@ def add_commands(sub: Subparsers) -> None:
     p = add_command(sub, "serve", cmd_serve, "serve the HTTP API, metrics and the search page (FastAPI + uvicorn)")
     p.set_defaults(server=True)  # an unusable data directory: one line, exit code 3 (check_data_dir)
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p.add_argument("--port", type=port_arg, default=8000, help="port, 0-65535 (default 8000; 0 picks a free one)")
     p.add_argument("--principals", help="principals file (default <data-dir>/principals.toml)")
     p.add_argument("--sync-config", help="sync settings (TOML); default <data-dir>/sync.toml when it exists")
     p.add_argument("--no-sync", action="store_true", help="do not poll the subscription platform nor keep the local sources")

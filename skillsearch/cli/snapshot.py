@@ -40,6 +40,7 @@ def cmd_create(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_restore(args: argparse.Namespace, out: TextIO) -> int:
     if args.target_dir:
         args.data_dir = args.target_dir
+        args.fresh_data_dir = not Path(args.target_dir).exists()  # said of the target, not the global --data-dir
     try:
         info = Catalog.restore_snapshot(settings_from_args(args), Path(args.path))
     except SnapshotInvalidError as exc:

@@ -12,6 +12,7 @@ from typing import TextIO
 
 from skillsearch.cli.common import Subparsers, add_command, emit, progress_factory, settings_from_args
 from skillsearch.cli.sources import report_text, run_sources
+from skillsearch.cli.usage import port_arg
 from skillsearch.core.errors import ValidationError
 from skillsearch.service import Catalog
 from skillsearch.sync.config import SyncConfig, default_config_path, load_config, load_subscriptions
@@ -22,17 +23,25 @@ __all__ = ["add_commands"]
 log = logging.getLogger("skillsearch")
 
 
-def _sync_config(args: argparse.Namespace) -> tuple[SyncConfig | None, tuple[SourceConfig, ...]]:
-    """The subscriptions and the local sources of the sync file; refused when it configures neither."""
+def _sync_config(args: argparse.Namespace) -> tuple[Path, SyncConfig | None, tuple[SourceConfig, ...]]:
+    """The sync file, its subscriptions and its local sources. No file is refused with what to write; a file
+    that configures neither (``sources remove`` took out the last source) is nothing to do."""
     path = Path(args.config) if args.config else default_config_path(Path(args.data_dir))
     config, sources = load_subscriptions(path), load_sources(path)
-    if config is None and not sources:
-        load_config(path)  # raises with the reason (no file, or no [upstream] table)
-    return config, sources
+    if config is None and not sources and not path.exists():
+        load_config(path)  # raises with the reason and what to write
+    return path, config, sources
 
 
 def cmd_sync(args: argparse.Namespace, out: TextIO) -> int:
-    config, sources = _sync_config(args)
+    path, config, sources = _sync_config(args)
+    nothing = (f"nothing configured in {path}: no [upstream] subscriptions and no [[sources]]; add a source with"
+               " `skillsearch sources add`, or an [upstream] table (README: \"Sync from a subscription platform\")")
+    if config is None and not sources and not args.status:
+        if args.subscription:
+            raise ValidationError(f"no subscriptions are configured in {path}", {"unknown": args.subscription})
+        emit(out, args, {"subscriptions": [], "sources": []}, lambda: nothing)
+        return 0
     catalog = Catalog(settings_from_args(args))  # creates the store before anything is announced
     if args.status:
         status = catalog.subscriptions.sync_status(config, sources=sources)
@@ -43,7 +52,7 @@ def cmd_sync(args: argparse.Namespace, out: TextIO) -> int:
             *(f"source {s.name} ({s.kind}): last_success={s.last_success or '-'} active={s.skills_active}"
               f" archived={s.skills_archived}" + (f" commit={s.commit[:12]}" if s.commit else "")
               + (f"\n  last error: {s.last_error}" if s.last_error else "") for s in status.sources),
-        ]) or "no subscriptions or sources configured")
+        ]) or nothing)
         return 0
     log.info("sync: opening the index in %s", args.data_dir)
     catalog.index(progress_factory(not args.quiet))  # opened (and repaired) before the first page, never seeded
@@ -80,8 +89,11 @@ def cmd_upstream(args: argparse.Namespace, out: TextIO) -> int:
     tokens = args.token or [os.environ.get("SKILLSEARCH_UPSTREAM_TOKEN", "demo-token")]
     app = load_upstream_app(args.sources, tokens=tokens, webhook_url=args.webhook_url,
                             webhook_secret=args.webhook_secret or os.environ.get("SKILLSEARCH_WEBHOOK_SECRET"))
-    print(f"upstream: serving on http://{args.host}:{args.port}/v1/subscriptions/{{id}}/skills", file=sys.stderr)
-    serve(app, host=args.host, port=args.port)
+
+    def started(url: str) -> None:  # the port it listens on (``--port 0`` picks one)
+        print(f"upstream: serving on {url}/v1/subscriptions/{{id}}/skills", file=sys.stderr, flush=True)
+
+    serve(app, host=args.host, port=args.port, on_started=started)
     return 0
 
 
@@ -96,7 +108,7 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--from", dest="sources", action="append", required=True, metavar="[ID=]PATH",
                    help="a folder of Agent Skills or a JSON/JSONL bundle, served as subscription ID (repeatable)")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--port", type=port_arg, default=8765, help="port, 0-65535 (default 8765; 0 picks a free one)")
     p.add_argument("--token", action="append", help="accepted bearer token (env SKILLSEARCH_UPSTREAM_TOKEN,"
                    " default demo-token)")
     p.add_argument("--webhook-url", help="where to POST signed webhooks, e.g. http://127.0.0.1:8000/v1/sync/webhook")

@@ -39,6 +39,8 @@ NO_MATCH_MESSAGES: dict[str, str] = {
                      "Rephrase it in plain words, or list the skills to see what the catalog holds.",
     "below_min_confidence": "There were hits, but none reached your min_confidence. Lower it, or leave it out to see "
                             "them with their confidence.",
+    "no_shared_word": "No skill you can see shares a word with this request, and a lexical search matches words "
+                      "only. Rephrase it, or search by meaning (hybrid or semantic mode).",
     "no_candidates": "Nothing you can see matched: the kind or tag filters, or your grants, leave nothing to rank. "
                      "Remove a filter, or check your grants.",
 }
@@ -94,7 +96,7 @@ class SearchResponse(BaseModel):
                            "no promise of a fit: read the top hit's confidence.")
     no_match_reason: str | None = Field(
         None, description="Why the list is empty: low_confidence (nothing fits), below_min_confidence (the "
-        "caller's min_confidence), no_good_match, no_candidates. Null when there are hits.")
+        "caller's min_confidence), no_good_match, no_shared_word (lexical mode), no_candidates. Null when there are hits.")
     no_match_message: str | None = Field(
         default=None, description="One sentence for a person or an agent: what no_match_reason means and what to do "
         "about it. Null when there are hits.")

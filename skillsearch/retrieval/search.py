@@ -158,13 +158,22 @@ def run_search(
     return SearchResult(
         hits=hits,
         no_match=not hits,
-        no_match_reason=(reason or "no_candidates") if not hits else None,
+        no_match_reason=(reason or empty_reason(request, principal)) if not hits else None,
         notice=found.notice,
         mode=request.mode,
         fusion=method if request.mode == "hybrid" else None,
         took_ms=(time.perf_counter() - started) * 1000,
         timings=timings,
     )
+
+
+def empty_reason(request: SearchRequest, principal: Principal) -> str:
+    """Why nothing came back when no stage refused a hit: ``no_shared_word`` when a lexical search of a
+    caller who sees every grant and asked for no kind or tag found no skill holding any of its words (no
+    filter to blame), else ``no_candidates`` (the filters or the caller's grants left nothing to rank)."""
+    if request.mode == "lexical" and principal.grants is None and not request.kind and not request.tags:
+        return "no_shared_word"
+    return "no_candidates"
 
 
 def fusion_of(request: SearchRequest, settings: Settings) -> str:

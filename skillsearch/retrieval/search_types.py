@@ -43,7 +43,8 @@ class SearchResult:
     took_ms: float
     timings: dict[str, float] = field(default_factory=dict)
     # Why the list is empty: "low_confidence" (the fitted decision), "below_min_confidence" (the caller's
-    # cut), "no_good_match" (no lexical match, cosine under the floor), "no_candidates".
+    # cut), "no_good_match" (no lexical match, cosine under the floor), "no_shared_word" (lexical mode, no
+    # filter: no skill holds a word of the request), "no_candidates" (the filters or grants left nothing).
     no_match_reason: str | None = None
     # Set when the request is in a language the configured encoder cannot read (see ``MULTILINGUAL_OFF``).
     notice: str | None = None

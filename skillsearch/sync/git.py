@@ -107,7 +107,7 @@ class GitCache:
         except subprocess.TimeoutExpired:
             raise UpstreamUnavailableError(f"git {args[0]} took longer than {self.timeout_s:.0f} s") from None
         if check and proc.returncode != 0:
-            raise UpstreamUnavailableError(f"git {args[0]} failed: {_last_line(proc.stderr, proc.returncode)}")
+            raise UpstreamUnavailableError(f"git {args[0]} failed: {_git_message(proc.stderr, proc.returncode)}")
         return proc
 
     def _stream(self, args: list[str], consume: Callable[[IO[bytes]], T]) -> T:
@@ -142,14 +142,14 @@ class GitCache:
                 if isinstance(exc, SkillSearchError) or not isinstance(exc, Exception):
                     raise
                 err.seek(0)
-                raise UpstreamUnavailableError(f"git {args[0]} failed: {_last_line(err.read(), None) or exc}") from None
+                raise UpstreamUnavailableError(f"git {args[0]} failed: {_git_message(err.read(), None) or exc}") from None
             finally:
                 timer.cancel()
             if expired.is_set():
                 raise UpstreamUnavailableError(f"git {args[0]} took longer than {self.timeout_s:.0f} s")
             if proc.returncode != 0:
                 err.seek(0)
-                raise UpstreamUnavailableError(f"git {args[0]} failed: {_last_line(err.read(), proc.returncode)}")
+                raise UpstreamUnavailableError(f"git {args[0]} failed: {_git_message(err.read(), proc.returncode)}")
             return result
 
     def fetch(self, url: str, ref: str) -> str:
@@ -188,7 +188,7 @@ class GitCache:
         """``True`` when ``older`` is in ``newer``'s history (equal commits included)."""
         proc = self._git("merge-base", "--is-ancestor", older, newer, check=False)
         if proc.returncode not in (0, 1):
-            raise UpstreamUnavailableError(f"git merge-base failed: {proc.stderr.decode('utf-8', 'replace')[-200:]}")
+            raise UpstreamUnavailableError(f"git merge-base failed: {_git_message(proc.stderr, proc.returncode)}")
         return proc.returncode == 0
 
     def keep(self, sha: str) -> None:
@@ -312,10 +312,25 @@ def export_folder(parent: Path) -> Iterator[Path]:
         os.close(fd)
 
 
-def _last_line(stderr: bytes, returncode: int | None) -> str:
-    lines = stderr.decode("utf-8", "replace").strip().splitlines()
-    if lines:
-        return lines[-1]
+MAX_MESSAGE_CHARS = 600
+
+
+def _git_message(stderr: bytes, returncode: int | None) -> str:
+    """What git said went wrong, whole: its ``fatal:``/``error:`` lines (``'/x' does not appear to be a git
+    repository; Could not read from remote repository.``), else everything it wrote but hints, as one line
+    of whole sentences (at most ``MAX_MESSAGE_CHARS``; what is left out is counted); else how it ended."""
+    lines = [line.strip() for line in stderr.decode("utf-8", "replace").splitlines() if line.strip()]
+    errors = [line.split(": ", 1)[1] for line in lines if line.startswith(("fatal: ", "error: "))]
+    pieces = errors or [line for line in lines if not line.startswith("hint:")]
+    if pieces:
+        kept: list[str] = []
+        for piece in pieces:
+            if kept and sum(len(k) + 2 for k in kept) + len(piece) > MAX_MESSAGE_CHARS:
+                break
+            kept.append(piece if len(piece) <= MAX_MESSAGE_CHARS else piece[:MAX_MESSAGE_CHARS] + "...")
+        more = len(pieces) - len(kept)
+        text = ("; " if errors else " ").join(kept)
+        return text + (f" (and {more} more line{'s' if more > 1 else ''})" if more else "")
     if returncode is None:
         return ""
     if returncode < 0:

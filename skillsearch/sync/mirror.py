@@ -328,8 +328,10 @@ def apply_source(store: CatalogStore, index: SearchIndex | None, read: SourceRea
             counts["changed"] += len(report.changed)
             counts["removed"] += len(report.removed)
             counts["refused"] += len(report.refused)
+            more = len(report.refused) - 3
             last_error = (f"{now} refused {len(report.refused)}: " + "; ".join(
-                f"{r.file}: {r.reason}" for r in report.refused[:3])) if report.refused else None
+                f"{r.file}: {r.reason}" for r in report.refused[:3]) + (f"; and {more} more" if more > 0 else "")
+            ) if report.refused else None
             new_cursor = json.dumps({"commit": read.commit, "folders": kept_folders}, sort_keys=True)
             store.sync.save(SyncState(source.name, new_cursor, now, last_error, counts))
     if report.error:

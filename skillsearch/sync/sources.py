@@ -130,7 +130,9 @@ def _one(raw: Any, i: int, base: Path, problems: list[str]) -> SourceConfig | No
     ref, subdir = "HEAD", None
     if git is not None:
         if not isinstance(git, str) or not git.startswith(("https://", "file://")) or any(c.isspace() for c in git):
-            problems.append(f"{at}: git must be an https:// or file:// URL")
+            local = isinstance(git, str) and git.startswith(("/", "~", "."))
+            problems.append(f"{at}: git must be an https:// or file:// URL" + (
+                f" (a repository on this machine: file://{Path(git).expanduser().resolve()})" if local else ""))
         ref = raw.get("ref", "HEAD")
         if not isinstance(ref, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}", ref) or ".." in ref:
             problems.append(f"{at}: ref must be a branch, tag or commit name")
@@ -183,6 +185,9 @@ def load_sources(path: Path) -> tuple[SourceConfig, ...]:
 def add_source(path: Path, source: SourceConfig) -> None:
     """Append ``source`` to the file (created when missing), keeping everything else in it as it was."""
     path = Path(path)
+    fields = {k: v for k, v in source.to_dict().items() if k != "kind"}
+    # The new source's own problems name it as not added (the file is not at fault; nothing is written).
+    parse_sources({"sources": [fields]}, f"not added to {path}", path.parent)
     existing = load_sources(path)
     if any(s.name == source.name for s in existing):
         raise ValidationError(f"a source named {source.name!r} is already configured in {path}",
@@ -192,9 +197,8 @@ def add_source(path: Path, source: SourceConfig) -> None:
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     doc = tomlkit.parse(text)
     table = tomlkit.table()
-    for key, value in source.to_dict().items():
-        if key != "kind":
-            table[key] = value
+    for key, value in fields.items():
+        table[key] = value
     sources = doc.get("sources")
     if sources is None:
         sources = tomlkit.aot()
