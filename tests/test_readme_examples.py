@@ -21,6 +21,7 @@ from syncsupport import config_for, serve, upstream_with_starter
 from skillsearch.cli.main import build_parser
 from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
 from skillsearch.core.settings import Settings
+from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry
 from skillsearch.http.routes_page import SAMPLE_EXAMPLES
 from skillsearch.retrieval.routed_encoder import RoutedEncoder
 from skillsearch.retrieval.search_types import SearchRequest
@@ -30,6 +31,9 @@ from skillsearch.upstream.app import create_upstream_app
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 WALKTHROUGH_DIR = "/tmp/demo"  # the sync walk-through's data directory
+# Below it the page puts a "Weak match" line above the first hit (the page script's WEAK_CONFIDENCE).
+PAGE_WEAK_CONFIDENCE = float(re.search(r"const WEAK_CONFIDENCE = ([0-9.]+);", (  # type: ignore[union-attr]
+    ROOT / "skillsearch" / "http" / "static" / "app.js").read_text(encoding="utf-8")).group(1))
 
 # The top skill each example's request must get (the query, as the README writes it).
 EXPECTED = {
@@ -42,7 +46,7 @@ EXPECTED = {
     # the search page's first-screen examples (``http/routes_page.SAMPLE_EXAMPLES``)
     "profile slow python code": "python-profiling",
     "clean a messy dataset with pandas": "pandas-data-cleaning",
-    "write a postmortem": "write-postmortem",
+    "detect drift in model features": "feature-drift-detection",
     "cut a tagged release": "cut-release-tag",
 }
 
@@ -109,8 +113,12 @@ def test_readme_example_returns_the_skill_it_shows(
 
 @pytest.mark.parametrize("query", page_examples())
 def test_search_page_example_returns_the_skill_it_suggests(query: str, default_sample: Catalog) -> None:
-    result = default_sample.search(Principal.operator(), SearchRequest(query, limit=5))
+    """As the page runs it: the demo token's caller (not every grant), whose first hit is the skill the
+    example names and confident enough that the page shows no "Weak match" line above it."""
+    demo = PrincipalRegistry(None, demo=True).authenticate(DEMO_TOKEN)
+    result = default_sample.search(demo, SearchRequest(query, limit=5))
     assert not result.no_match and result.hits[0].skill.slug == EXPECTED[query]
+    assert result.hits[0].confidence is not None and result.hits[0].confidence >= PAGE_WEAK_CONFIDENCE
 
 
 @pytest.mark.parametrize("query", ["find the commit that broke it", "which commit broke the build?"])
