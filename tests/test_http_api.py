@@ -418,6 +418,63 @@ async def test_validation_problems_have_the_mcp_shape(client: httpx.AsyncClient)
     assert "secret-value" not in resp.text
 
 
+@pytest.fixture(scope="module")
+def release_flow(sample: Catalog) -> str:
+    """The skill_id of the sample's "cut a tagged release" flow (parameters version, repo, branch)."""
+    demo = PrincipalRegistry(None, demo=True).authenticate(DEMO_TOKEN)
+    return next(s.skill_id for s in sample.list_skills(demo, kind="flow_template", limit=200).items
+                if s.name == "Cut a tagged release")
+
+
+JSON = {"Content-Type": "application/json"}
+SECRET = "my-secret-value"  # a rejected value no answer may echo
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("method", "url", "kwargs", "fields"), [
+    ("GET", "/v1/skills", {"params": {"cursor": SECRET}}, {"query.cursor"}),
+    ("GET", "/v1/search", {"params": {"q": ""}}, {"query.q"}),
+    ("GET", "/v1/search", {"params": {"q": "   "}}, {"query.q"}),
+    ("GET", "/v1/search", {"params": {"q": "x", "mode": SECRET}}, {"query.mode"}),
+    ("POST", "/v1/recall", {"json": {"query": 5}}, {"body.query"}),
+    ("POST", "/v1/recall", {"json": {}}, {"body.query"}),
+    ("POST", "/v1/recall", {"json": {"slug": "Bad Slug"}}, {"body.slug"}),
+    ("POST", "/v1/recall", {"json": {"revision_id": "rev_1"}}, {"body.skill_id"}),
+    ("POST", "/v1/recall", {"content": b'{"query": "x",', "headers": JSON}, {"body"}),
+    ("POST", "/v1/recall", {"content": b'{"query": "\xff"}', "headers": JSON}, {"body"}),
+    ("POST", "/v1/recall", {"content": b"[" * 5000 + b"]" * 5000, "headers": JSON}, {"body"}),
+    ("POST", "/v1/skills/{flow}/resolve", {"content": b'{"parameters": {"version": "\\ud800", "repo": "a/b"}}',
+                                           "headers": JSON}, {"body.parameters.version"}),
+    ("POST", "/v1/skills/{flow}/resolve", {"json": {"parameters": {"version": "1.0", "nope": SECRET}}},
+     {"body.parameters.repo", "body.parameters.nope"}),
+])
+async def test_every_validation_error_has_problems_located_in_the_request(
+    client: httpx.AsyncClient, release_flow: str, method: str, url: str, kwargs: dict[str, Any], fields: set[str]
+) -> None:
+    """The README's one shape: ``details.problems`` of ``{field, message}`` (``code`` where resolve gives
+    one), each field the input's location in the HTTP request joined by dots, the same location whether
+    FastAPI or the catalog refused it, and never the rejected value."""
+    headers = {**DEMO, **kwargs.pop("headers", {})}
+    resp = await client.request(method, url.format(flow=release_flow), headers=headers, **kwargs)
+    err = assert_error(resp, 400, "VALIDATION_ERROR")
+    problems = err["details"]["problems"]
+    assert all({"field", "message"} <= set(p) <= {"field", "message", "code"} and p["message"] for p in problems)
+    assert {p["field"] for p in problems} == fields
+    assert SECRET not in resp.text
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("content_type", ["text/plain", None])
+async def test_json_without_a_json_content_type_is_415_naming_the_header(
+    client: httpx.AsyncClient, content_type: str | None
+) -> None:
+    headers = {**DEMO, **({"Content-Type": content_type} if content_type else {})}
+    resp = await client.post("/v1/recall", content=b'{"query": "profile python"}', headers=headers)
+    err = assert_error(resp, 415, "VALIDATION_ERROR")
+    assert err["details"]["problems"] == [{"field": "header.content-type", "message": "must be application/json"}]
+    assert "application/json" in err["message"]
+
+
 @pytest.mark.anyio
 async def test_unknown_routes_and_methods(client: httpx.AsyncClient) -> None:
     assert_error(await client.get("/v2/nothing", headers=DEMO), 404, "NOT_FOUND")
@@ -432,7 +489,8 @@ async def test_body_size_limit(sample: Catalog) -> None:
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
         big = {"parameters": {"text": "x" * 2000}}
         err = assert_error(await c.post("/v1/skills/sk_x/resolve", json=big, headers=DEMO), 413, "VALIDATION_ERROR")
-        assert err["details"] == {"max_body_bytes": 1024}
+        assert err["details"] == {"problems": [{"field": "body", "message": "larger than 1024 bytes"}],
+                                  "max_body_bytes": 1024}
 
         async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: the limit counts streamed bytes
             yield b'{"parameters": {"text": "'

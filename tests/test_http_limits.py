@@ -91,7 +91,9 @@ def test_a_head_over_the_bound_gets_431_with_a_json_body(url: str) -> None:
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 431")
     error = json.loads(body)["error"]
-    assert error["code"] == "VALIDATION_ERROR" and error["details"] == {"max_header_bytes": SMALL.max_header_bytes}
+    assert error["code"] == "VALIDATION_ERROR" and error["details"]["max_header_bytes"] == SMALL.max_header_bytes
+    assert [p["field"] for p in error["details"]["problems"]] == ["header"]
+    assert b"x-request-id: " in head.lower()
 
 
 @pytest.mark.parametrize("finished", [True, False])

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from skillsearch.core.errors import SkillSearchError, ValidationError, error_body
+from skillsearch.core.errors import SkillSearchError, ValidationError, error_body, problem
 from skillsearch.http.body_deadline import BodyTimeout, body_timeout_error
 from skillsearch.http.metrics import HttpMetrics
 
@@ -146,8 +146,9 @@ class RequestContextMiddleware:
                                     (REQUEST_ID_HEADER.encode(), request_id.encode()), *closing]})
             await send({"type": "http.response.body", "body": body})
 
-        too_large = error_bytes(ValidationError(f"request body is larger than {self.max_body_bytes} bytes",
-                                                {"max_body_bytes": self.max_body_bytes}))
+        too_large = error_bytes(ValidationError(f"request body is larger than {self.max_body_bytes} bytes", {
+            "problems": [problem("body", f"larger than {self.max_body_bytes} bytes")],
+            "max_body_bytes": self.max_body_bytes}))
         try:
             declared = headers.get("content-length", "")
             if declared.isdigit() and int(declared) > self.max_body_bytes:

@@ -35,6 +35,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
@@ -45,7 +46,7 @@ from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 from uvicorn.supervisors import Multiprocess
 
-from skillsearch.core.errors import StartupError
+from skillsearch.core.errors import StartupError, ValidationError, error_body, problem
 from skillsearch.core.settings import Settings
 from skillsearch.http.body_deadline import BodyDeadline
 from skillsearch.http.one_write import OneWrite
@@ -79,14 +80,22 @@ class ConnectionLimits:
 
 
 def _too_large_body(limit: int) -> bytes:
-    return json.dumps({"error": {"code": "VALIDATION_ERROR", "message": f"request head larger than {limit} bytes",
-                                 "details": {"max_header_bytes": limit}}}).encode()
+    return json.dumps(error_body(ValidationError(f"request head larger than {limit} bytes", {
+        "problems": [problem("header", f"the request line and header fields together are over {limit} bytes")],
+        "max_header_bytes": limit}))).encode()
+
+
+def _too_large_headers(body: bytes) -> list[tuple[bytes, bytes]]:
+    """The 431's header fields: it carries a request id like every other response (the app's middleware,
+    which adds it elsewhere, never sees this request)."""
+    return [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+            (b"x-request-id", uuid.uuid4().hex.encode()), (b"connection", b"close")]
 
 
 def _head_too_large(limit: int) -> bytes:
     body = _too_large_body(limit)
-    return (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
-            b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n" + body)
+    fields = b"".join(name + b": " + value + b"\r\n" for name, value in _too_large_headers(body))
+    return b"HTTP/1.1 431 Request Header Fields Too Large\r\n" + fields + b"\r\n" + body
 
 
 class HeadSize:
@@ -105,9 +114,7 @@ class HeadSize:
             if size > self.limit:
                 if scope["type"] == "http":
                     body = _too_large_body(self.limit)
-                    await send({"type": "http.response.start", "status": 431,
-                                "headers": [(b"content-type", b"application/json"), (b"connection", b"close"),
-                                            (b"content-length", str(len(body)).encode())]})
+                    await send({"type": "http.response.start", "status": 431, "headers": _too_large_headers(body)})
                     await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)

@@ -347,8 +347,9 @@ function flowSection(d) {
       problems.replaceChildren(...errorContent(err));
       problems.hidden = false;
       for (const p of (err.details && err.details.problems) || []) {
-        const name = typeof p === "object" && String(p.field || "").startsWith("parameters.")
-          ? p.field.slice("parameters.".length) : null;
+        // Over HTTP a parameter's problem is located in the body: body.parameters.<name>.
+        const name = typeof p === "object" && String(p.field || "").startsWith("body.parameters.")
+          ? p.field.slice("body.parameters.".length) : null;
         const input = name ? form.querySelector(`[name="${CSS.escape(name)}"]`) : null;
         if (input) input.setAttribute("aria-invalid", "true");
       }
