@@ -476,6 +476,29 @@ async def test_json_without_a_json_content_type_is_415_naming_the_header(
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize(("url", "auth"), [("/", False), ("/healthz", False), ("/readyz", False),
+                                           ("/metrics", False), ("/ui/config", False), ("/openapi.json", False),
+                                           ("/v1/skills", True), ("/v1/search?q=python", True)])
+async def test_head_answers_as_get_without_the_body(client: httpx.AsyncClient, url: str, auth: bool) -> None:
+    """Uptime checkers probe with HEAD: the GET's status and header fields, no body."""
+    headers = DEMO if auth else {}
+    got, head = await client.get(url, headers=headers), await client.head(url, headers=headers)
+    assert got.status_code == head.status_code == 200
+    assert head.content == b"" and got.content
+    assert head.headers["content-type"] == got.headers["content-type"]
+    if url != "/metrics":  # a scrape counts the one before it, so its length moves
+        assert head.headers["content-length"] == got.headers["content-length"]
+    assert head.headers["x-request-id"]
+
+
+@pytest.mark.anyio
+async def test_head_keeps_the_routes_auth_and_methods(client: httpx.AsyncClient) -> None:
+    refused = await client.head("/v1/skills")
+    assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer" and refused.content == b""
+    assert (await client.head("/v1/recall", headers=DEMO)).status_code == 405  # a POST route: no GET to mirror
+
+
+@pytest.mark.anyio
 async def test_unknown_routes_and_methods(client: httpx.AsyncClient) -> None:
     assert_error(await client.get("/v2/nothing", headers=DEMO), 404, "NOT_FOUND")
     resp = await client.delete("/v1/skills", headers=DEMO)
@@ -537,8 +560,15 @@ def _metric(text: str, name: str, **labels: str) -> float:
 
 @pytest.mark.anyio
 async def test_metrics(fresh_sample: Catalog) -> None:
-    app = create_app(fresh_sample, principals=PrincipalRegistry(None, demo=True))
+    async def mounted(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    app = create_app(fresh_sample, principals=PrincipalRegistry(None, demo=True), mounts=[("/mcp", mounted)])
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        await c.head("/v1/skills", headers=DEMO)
+        for headers in (DEMO, DEMO, {}):
+            await c.post("/mcp", headers=headers)
         text = (await c.get("/metrics")).text
         assert math.isnan(_metric(text, "skillsearch_last_sync_age_seconds"))
         for mode in ("hybrid", "lexical", "lexical"):
@@ -555,6 +585,9 @@ async def test_metrics(fresh_sample: Catalog) -> None:
     assert _metric(text, "skillsearch_http_requests_total", route="/v1/skills/{skill_id}", status="404") == 1
     assert _metric(text, "skillsearch_http_requests_total", route="/v1/skills", status="401") == 1
     assert _metric(text, "skillsearch_http_requests_total", route="unmatched", status="404") == 2
+    assert _metric(text, "skillsearch_http_requests_total", route="/v1/skills", method="HEAD", status="200") == 1
+    assert _metric(text, "skillsearch_http_requests_total", route="/mcp", method="POST", status="200") == 2
+    assert _metric(text, "skillsearch_http_requests_total", route="/mcp", method="POST", status="401") == 1
     assert _metric(text, "skillsearch_http_request_duration_seconds_count", route="/v1/search", status="200") == 3
     assert _metric(text, "skillsearch_search_duration_seconds_count", mode="lexical") == 2
     assert _metric(text, "skillsearch_search_duration_seconds_count", mode="hybrid") == 1
