@@ -135,15 +135,15 @@ def flow_id(catalog: Catalog) -> str:
 async def test_problems_have_one_shape_over_http(http: httpx.AsyncClient, sample: Catalog) -> None:
     blank = await http.get("/v1/search", params={"q": "   "}, headers=DEMO)
     assert blank.status_code == 400
-    assert_problems(blank.json()["error"]["details"], {"query"})
+    assert_problems(blank.json()["error"]["details"], {"query.q"})  # over HTTP, fields are request locations
     recall = await http.post("/v1/recall", json={"revision_id": "rev_1"}, headers=DEMO)
     assert recall.status_code == 400
-    assert_problems(recall.json()["error"]["details"], {"skill_id"})
+    assert_problems(recall.json()["error"]["details"], {"body.skill_id"})
     resolve = await http.post(f"/v1/skills/{flow_id(sample)}/resolve", headers=DEMO,
                               json={"parameters": RESOLVE_VALUES})
     assert resolve.status_code == 400
-    assert resolve_codes(assert_problems(resolve.json()["error"]["details"],
-                                         {f for f, _ in RESOLVE_PROBLEMS})) == RESOLVE_PROBLEMS
+    in_body = {(f"body.{field}", code) for field, code in RESOLVE_PROBLEMS}
+    assert resolve_codes(assert_problems(resolve.json()["error"]["details"], {f for f, _ in in_body})) == in_body
 
 
 @pytest.mark.anyio

@@ -418,6 +418,86 @@ async def test_validation_problems_have_the_mcp_shape(client: httpx.AsyncClient)
     assert "secret-value" not in resp.text
 
 
+@pytest.fixture(scope="module")
+def release_flow(sample: Catalog) -> str:
+    """The skill_id of the sample's "cut a tagged release" flow (parameters version, repo, branch)."""
+    demo = PrincipalRegistry(None, demo=True).authenticate(DEMO_TOKEN)
+    return next(s.skill_id for s in sample.list_skills(demo, kind="flow_template", limit=200).items
+                if s.name == "Cut a tagged release")
+
+
+JSON = {"Content-Type": "application/json"}
+SECRET = "my-secret-value"  # a rejected value no answer may echo
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("method", "url", "kwargs", "fields"), [
+    ("GET", "/v1/skills", {"params": {"cursor": SECRET}}, {"query.cursor"}),
+    ("GET", "/v1/search", {"params": {"q": ""}}, {"query.q"}),
+    ("GET", "/v1/search", {"params": {"q": "   "}}, {"query.q"}),
+    ("GET", "/v1/search", {"params": {"q": "x", "mode": SECRET}}, {"query.mode"}),
+    ("POST", "/v1/recall", {"json": {"query": 5}}, {"body.query"}),
+    ("POST", "/v1/recall", {"json": {}}, {"body.query"}),
+    ("POST", "/v1/recall", {"json": {"slug": "Bad Slug"}}, {"body.slug"}),
+    ("POST", "/v1/recall", {"json": {"revision_id": "rev_1"}}, {"body.skill_id"}),
+    ("POST", "/v1/recall", {"content": b'{"query": "x",', "headers": JSON}, {"body"}),
+    ("POST", "/v1/recall", {"content": b'{"query": "\xff"}', "headers": JSON}, {"body"}),
+    ("POST", "/v1/recall", {"content": b"[" * 5000 + b"]" * 5000, "headers": JSON}, {"body"}),
+    ("POST", "/v1/skills/{flow}/resolve", {"content": b'{"parameters": {"version": "\\ud800", "repo": "a/b"}}',
+                                           "headers": JSON}, {"body.parameters.version"}),
+    ("POST", "/v1/skills/{flow}/resolve", {"json": {"parameters": {"version": "1.0", "nope": SECRET}}},
+     {"body.parameters.repo", "body.parameters.nope"}),
+])
+async def test_every_validation_error_has_problems_located_in_the_request(
+    client: httpx.AsyncClient, release_flow: str, method: str, url: str, kwargs: dict[str, Any], fields: set[str]
+) -> None:
+    """The README's one shape: ``details.problems`` of ``{field, message}`` (``code`` where resolve gives
+    one), each field the input's location in the HTTP request joined by dots, the same location whether
+    FastAPI or the catalog refused it, and never the rejected value."""
+    headers = {**DEMO, **kwargs.pop("headers", {})}
+    resp = await client.request(method, url.format(flow=release_flow), headers=headers, **kwargs)
+    err = assert_error(resp, 400, "VALIDATION_ERROR")
+    problems = err["details"]["problems"]
+    assert all({"field", "message"} <= set(p) <= {"field", "message", "code"} and p["message"] for p in problems)
+    assert {p["field"] for p in problems} == fields
+    assert SECRET not in resp.text
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("content_type", ["text/plain", None])
+async def test_json_without_a_json_content_type_is_415_naming_the_header(
+    client: httpx.AsyncClient, content_type: str | None
+) -> None:
+    headers = {**DEMO, **({"Content-Type": content_type} if content_type else {})}
+    resp = await client.post("/v1/recall", content=b'{"query": "profile python"}', headers=headers)
+    err = assert_error(resp, 415, "VALIDATION_ERROR")
+    assert err["details"]["problems"] == [{"field": "header.content-type", "message": "must be application/json"}]
+    assert "application/json" in err["message"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("url", "auth"), [("/", False), ("/healthz", False), ("/readyz", False),
+                                           ("/metrics", False), ("/ui/config", False), ("/openapi.json", False),
+                                           ("/v1/skills", True), ("/v1/search?q=python", True)])
+async def test_head_answers_as_get_without_the_body(client: httpx.AsyncClient, url: str, auth: bool) -> None:
+    """Uptime checkers probe with HEAD: the GET's status and header fields, no body."""
+    headers = DEMO if auth else {}
+    got, head = await client.get(url, headers=headers), await client.head(url, headers=headers)
+    assert got.status_code == head.status_code == 200
+    assert head.content == b"" and got.content
+    assert head.headers["content-type"] == got.headers["content-type"]
+    if url != "/metrics":  # a scrape counts the one before it, so its length moves
+        assert head.headers["content-length"] == got.headers["content-length"]
+    assert head.headers["x-request-id"]
+
+
+@pytest.mark.anyio
+async def test_head_keeps_the_routes_auth_and_methods(client: httpx.AsyncClient) -> None:
+    refused = await client.head("/v1/skills")
+    assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer" and refused.content == b""
+    assert (await client.head("/v1/recall", headers=DEMO)).status_code == 405  # a POST route: no GET to mirror
+
+
 @pytest.mark.anyio
 async def test_unknown_routes_and_methods(client: httpx.AsyncClient) -> None:
     assert_error(await client.get("/v2/nothing", headers=DEMO), 404, "NOT_FOUND")
@@ -432,7 +512,8 @@ async def test_body_size_limit(sample: Catalog) -> None:
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
         big = {"parameters": {"text": "x" * 2000}}
         err = assert_error(await c.post("/v1/skills/sk_x/resolve", json=big, headers=DEMO), 413, "VALIDATION_ERROR")
-        assert err["details"] == {"max_body_bytes": 1024}
+        assert err["details"] == {"problems": [{"field": "body", "message": "larger than 1024 bytes"}],
+                                  "max_body_bytes": 1024}
 
         async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: the limit counts streamed bytes
             yield b'{"parameters": {"text": "'
@@ -479,8 +560,15 @@ def _metric(text: str, name: str, **labels: str) -> float:
 
 @pytest.mark.anyio
 async def test_metrics(fresh_sample: Catalog) -> None:
-    app = create_app(fresh_sample, principals=PrincipalRegistry(None, demo=True))
+    async def mounted(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    app = create_app(fresh_sample, principals=PrincipalRegistry(None, demo=True), mounts=[("/mcp", mounted)])
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        await c.head("/v1/skills", headers=DEMO)
+        for headers in (DEMO, DEMO, {}):
+            await c.post("/mcp", headers=headers)
         text = (await c.get("/metrics")).text
         assert math.isnan(_metric(text, "skillsearch_last_sync_age_seconds"))
         for mode in ("hybrid", "lexical", "lexical"):
@@ -497,6 +585,9 @@ async def test_metrics(fresh_sample: Catalog) -> None:
     assert _metric(text, "skillsearch_http_requests_total", route="/v1/skills/{skill_id}", status="404") == 1
     assert _metric(text, "skillsearch_http_requests_total", route="/v1/skills", status="401") == 1
     assert _metric(text, "skillsearch_http_requests_total", route="unmatched", status="404") == 2
+    assert _metric(text, "skillsearch_http_requests_total", route="/v1/skills", method="HEAD", status="200") == 1
+    assert _metric(text, "skillsearch_http_requests_total", route="/mcp", method="POST", status="200") == 2
+    assert _metric(text, "skillsearch_http_requests_total", route="/mcp", method="POST", status="401") == 1
     assert _metric(text, "skillsearch_http_request_duration_seconds_count", route="/v1/search", status="200") == 3
     assert _metric(text, "skillsearch_search_duration_seconds_count", mode="lexical") == 2
     assert _metric(text, "skillsearch_search_duration_seconds_count", mode="hybrid") == 1

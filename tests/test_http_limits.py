@@ -1,9 +1,9 @@
 """Issue 32, security item 4: every HTTP server bounds a connection before any request handling runs.
 
 Real uvicorn servers on 127.0.0.1 (both of its HTTP parsers) and raw sockets, as an attacker would send:
-an oversized head (whole, or never finished), a head trickled slower than the bound, idle connections,
-connections beyond the limit; and ``skillsearch upstream`` as a real process taking its bounds from the
-``SKILLSEARCH_HTTP_*`` settings. The bounds are small here so that the tests stay fast.
+an oversized head (whole, or never finished), a head trickled slower than the bound, a body sent in part
+or never, idle connections, connections beyond the limit; and ``skillsearch upstream`` as a real process
+taking its bounds from the ``SKILLSEARCH_HTTP_*`` settings. The bounds are small here so that the tests stay fast.
 """
 
 from __future__ import annotations
@@ -24,15 +24,19 @@ from mcp_support import ROOT
 from skillsearch.http.server import ConnectionLimits, ServerThread
 
 PARSERS = ["h11", "httptools"]
-SMALL = ConnectionLimits(max_header_bytes=8 * 1024, head_timeout_s=0.5, keep_alive_s=5, max_connections=4)
+SMALL = ConnectionLimits(max_header_bytes=8 * 1024, head_timeout_s=0.5, keep_alive_s=5, max_connections=4,
+                         body_timeout_s=0.5)
 
 
 async def hello(scope: Any, receive: Any, send: Any) -> None:
+    """Reads the whole request body (as FastAPI does before any authentication), then answers ``ok``."""
     if scope["type"] == "lifespan":
         while (await receive())["type"] != "lifespan.shutdown":
             await send({"type": "lifespan.startup.complete"})
         await send({"type": "lifespan.shutdown.complete"})
         return
+    while (await receive()).get("more_body"):
+        pass
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
     await send({"type": "http.response.body", "body": b"ok"})
 
@@ -87,7 +91,9 @@ def test_a_head_over_the_bound_gets_431_with_a_json_body(url: str) -> None:
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 431")
     error = json.loads(body)["error"]
-    assert error["code"] == "VALIDATION_ERROR" and error["details"] == {"max_header_bytes": SMALL.max_header_bytes}
+    assert error["code"] == "VALIDATION_ERROR" and error["details"]["max_header_bytes"] == SMALL.max_header_bytes
+    assert [p["field"] for p in error["details"]["problems"]] == ["header"]
+    assert b"x-request-id: " in head.lower()
 
 
 @pytest.mark.parametrize("finished", [True, False])
@@ -128,6 +134,41 @@ def test_a_head_trickled_slower_than_the_bound_is_closed_unanswered(url: str) ->
         answer = b"" if closed else _read_until_closed(sock)
     assert sent < len(head)
     assert b"200" not in answer
+
+
+def _post_head(length: int) -> bytes:
+    return (b"POST /anything HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % length)
+
+
+@pytest.mark.parametrize("part", [b"", b'{"q'], ids=["no-body", "part-of-the-body"])
+def test_a_body_not_whole_within_the_bound_gets_408_and_the_connection_closed(url: str, part: bytes) -> None:
+    """A head declaring 20 bytes, then nothing more (or 3 of them): no Authorization header, and the server
+    answers and closes the connection once the body bound (0.5 s) passes; a connection held open would fail
+    on the socket's 30 s timeout."""
+    with _connect(url) as sock:
+        sock.sendall(_post_head(20) + part)
+        answer = _read_until_closed(sock)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408")
+    assert b"connection: close" in head.lower()
+    error = json.loads(body)["error"]
+    assert error["code"] == "VALIDATION_ERROR"
+    assert [p["field"] for p in error["details"]["problems"]] == ["body"]
+
+
+def test_a_whole_body_is_served_and_the_connection_kept(url: str) -> None:
+    """The bound does not touch a body that arrives: the request is answered and the connection serves a
+    second one."""
+    with _connect(url) as sock:
+        sock.sendall(_post_head(2) + b"{}")
+        first = b""
+        while not first.endswith(b"ok"):
+            first += sock.recv(65536)
+        sock.sendall(_request())
+        second = _read_until_closed(sock)
+    assert first.startswith(b"HTTP/1.1 200")
+    assert second.startswith(b"HTTP/1.1 200")
 
 
 def test_idle_connections_are_closed_and_none_beyond_the_limit_is_kept(url: str) -> None:

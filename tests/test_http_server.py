@@ -30,7 +30,7 @@ from mcp_support import STARTER
 from skillsearch.cli import build_serve_app
 from skillsearch.http.app import Limits, create_app
 from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry, add_principal
-from skillsearch.http.server import ServerThread
+from skillsearch.http.server import ConnectionLimits, ServerThread
 from skillsearch.mcp.server import build_mcp_server
 from skillsearch.mcp.transport import streamable_http_app
 from skillsearch.service import Catalog
@@ -113,6 +113,29 @@ def test_real_http_concurrency_and_streamed_limits(sample: Catalog) -> None:
             resp = c.post("/v1/skills/sk_x/resolve", content=body(), headers={"Content-Type": "application/json"})
             assert_error(resp, 413, "VALIDATION_ERROR")
             assert c.get("/healthz").status_code == 200
+
+
+@pytest.mark.parametrize("parser", ["h11", "httptools"])
+def test_a_body_sent_in_part_without_a_token_is_answered_408_closed_and_counted(sample: Catalog, parser: str) -> None:
+    """The app reads a body before it authenticates (FastAPI): a client without a token that declares a
+    body and sends a part of it gets the JSON 408 (with its request id) once the body bound passes, the
+    connection closes, and ``/metrics`` counts it under its route."""
+    app = create_app(sample, principals=PrincipalRegistry(None, demo=True))
+    with ServerThread(app, http=parser, limits=ConnectionLimits(body_timeout_s=0.5)) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            sock.sendall(b"POST /v1/recall HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 20\r\nX-Request-ID: slow-body-1\r\n\r\n{")
+            answer = b""
+            while chunk := sock.recv(65536):  # a connection kept open fails on the 30 s socket timeout
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408")
+        assert b"x-request-id: slow-body-1" in head.lower()
+        error = json.loads(body)["error"]
+        assert error["code"] == "VALIDATION_ERROR" and error["details"]["problems"][0]["field"] == "body"
+        metrics = httpx.get(url + "/metrics", timeout=30).text
+    assert 'route="/v1/recall",status="408"} 1.0' in metrics
 
 
 # -- header values: RFC 9110 section 5.5 strips the whitespace around them ---------------------------------------

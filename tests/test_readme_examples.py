@@ -21,6 +21,8 @@ from syncsupport import config_for, serve, upstream_with_starter
 from skillsearch.cli.main import build_parser
 from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
 from skillsearch.core.settings import Settings
+from skillsearch.core.views import WEAK_CONFIDENCE
+from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry
 from skillsearch.http.routes_page import SAMPLE_EXAMPLES
 from skillsearch.retrieval.routed_encoder import RoutedEncoder
 from skillsearch.retrieval.search_types import SearchRequest
@@ -42,7 +44,7 @@ EXPECTED = {
     # the search page's first-screen examples (``http/routes_page.SAMPLE_EXAMPLES``)
     "profile slow python code": "python-profiling",
     "clean a messy dataset with pandas": "pandas-data-cleaning",
-    "write a postmortem": "write-postmortem",
+    "detect drift in model features": "feature-drift-detection",
     "cut a tagged release": "cut-release-tag",
 }
 
@@ -109,8 +111,13 @@ def test_readme_example_returns_the_skill_it_shows(
 
 @pytest.mark.parametrize("query", page_examples())
 def test_search_page_example_returns_the_skill_it_suggests(query: str, default_sample: Catalog) -> None:
-    result = default_sample.search(Principal.operator(), SearchRequest(query, limit=5))
+    """As the page runs it: the demo token's caller (not every grant), whose first hit is the skill the
+    example names and confident enough that the page shows no "Weak match" line above it."""
+    demo = PrincipalRegistry(None, demo=True).authenticate(DEMO_TOKEN)
+    result = default_sample.search(demo, SearchRequest(query, limit=5))
     assert not result.no_match and result.hits[0].skill.slug == EXPECTED[query]
+    # Under WEAK_CONFIDENCE the page puts a "Weak match" line above the first hit (test_search_page ties the two).
+    assert result.hits[0].confidence is not None and result.hits[0].confidence >= WEAK_CONFIDENCE
 
 
 @pytest.mark.parametrize("query", ["find the commit that broke it", "which commit broke the build?"])

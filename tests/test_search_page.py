@@ -252,3 +252,25 @@ def test_a_resolve_error_shows_beside_the_form_readably(page: Page) -> None:
     button.click()
     page.wait_for_selector("[data-testid=resolved] li")
     assert box.is_hidden() and page.locator("#param-version").get_attribute("aria-invalid") is None
+
+
+@pytest.mark.parametrize(("fragment", "shown"), [
+    ("#/?q=test&mode=%22%5D", "VALIDATION_ERROR"),  # the mode once went into a CSS selector
+    ("#/skill/%E0%A4%A", "INVALID_LINK"),  # malformed percent-encoding: decodeURIComponent threw
+])
+def test_a_crafted_link_shows_the_error_state_not_a_blank_page(
+    browser: Browser, server: str, fragment: str, shown: str
+) -> None:
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    p = context.new_page()
+    errors: list[str] = []
+    p.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        p.goto(server + "/" + fragment)
+        p.wait_for_selector("body[data-ready=true]")  # a script that threw never set it
+        box = p.locator("#error")
+        assert box.is_visible() and shown in box.inner_text()
+        assert p.locator("[data-testid=result]").count() == 0
+    finally:
+        context.close()
+    assert not errors, errors

@@ -28,7 +28,7 @@ from skillsearch.core.views import (
     StepView,
 )
 from skillsearch.core.visibility import is_visible, visible_grants
-from skillsearch.core.wellformed import check_wellformed
+from skillsearch.core.wellformed import IllFormedError, check_wellformed
 
 __all__ = ["get_detail", "list_page", "resolve_flow", "resource_infos", "visible_skill"]
 
@@ -47,8 +47,9 @@ def _decode_cursor(cursor: str) -> tuple[str, str]:
             raise ValueError
         return name, skill_id
     except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
-        raise ValidationError("invalid cursor: pass the next_cursor of a previous page",
-                              {"problems": [problem("cursor", "not a next_cursor this server gave")]}) from None
+        # The cursor is not echoed: details name the input at fault, never its value.
+        raise ValidationError("invalid cursor: pass the next_cursor of a previous page", {"problems": [
+            problem("cursor", "not a next_cursor this catalog gave: pass the next_cursor of a previous page")]}) from None
 
 
 def list_page(
@@ -156,12 +157,12 @@ def resolve_flow(
             {"skill_id": skill_id, "kind": skill.kind},
         )
     if not isinstance(values, Mapping):
-        message = "parameters must be an object of name to value"
-        raise ValidationError(message, {"problems": [problem("parameters", message)]})
+        raise ValidationError("parameters must be an object of name to value",
+                              {"problems": [problem("parameters", "must be an object of name to value")]})
     try:
         check_wellformed(dict(values), "parameters", MAX_NESTING)
-    except ValueError as exc:
-        raise ValidationError(str(exc), {"problems": [problem("parameters", str(exc))]}) from None
+    except IllFormedError as exc:
+        raise ValidationError(str(exc), {"problems": [problem(exc.where, exc.reason)]}) from None
     rev = _current_revision(store, skill)
     steps, effective = resolve_steps(rev.steps, rev.parameters, values, known_tools)
     return ResolvedFlow(

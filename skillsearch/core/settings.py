@@ -93,6 +93,9 @@ class Settings:
     # the whole head received within this many seconds of the connection opening or the last response,
     # else the connection is closed (an idle or slowly trickling client holds nothing);
     http_head_timeout_s: float = 10.0
+    # the whole body a request declared received within this many seconds of its head, else 408 and the
+    # connection is closed (the body is read before authentication);
+    http_body_timeout_s: float = 30.0
     # an idle keep-alive connection closed after this many seconds; at most this many open connections
     # (at the limit requests get 503; a connection beyond it is closed at once).
     http_keep_alive_s: int = 5

@@ -11,7 +11,17 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["check_wellformed", "printable"]
+__all__ = ["IllFormedError", "check_wellformed", "printable"]
+
+
+class IllFormedError(ValueError):
+    """What :func:`check_wellformed` refuses: ``where`` names the entry (``parameters.version``), ``reason``
+    says what is wrong with it, never its value."""
+
+    def __init__(self, where: str, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.where = where
+        self.reason = reason
 
 
 def _bad_text(value: str) -> bool:
@@ -23,21 +33,24 @@ def _bad_text(value: str) -> bool:
 
 
 def check_wellformed(value: Any, where: str, max_depth: int = 32) -> None:
-    """Raise ``ValueError`` when a string in ``value`` (keys included) is not valid Unicode, or when
-    lists and mappings nest deeper than ``max_depth``."""
+    """Raise :class:`IllFormedError` (a ``ValueError``) when a string in ``value`` (keys included) is not
+    valid Unicode, or when lists and mappings nest deeper than ``max_depth``."""
     stack: list[tuple[Any, str, int]] = [(value, where, 0)]
     while stack:
         item, at, depth = stack.pop()
         if isinstance(item, str):
             if _bad_text(item):
-                raise ValueError(f"{at} is not valid Unicode text (a lone surrogate)")
+                raise IllFormedError(at, "not valid Unicode text (a lone surrogate)",
+                                    f"{at} is not valid Unicode text (a lone surrogate)")
         elif isinstance(item, dict | list | tuple):
             if depth >= max_depth:
-                raise ValueError(f"{at} nests deeper than {max_depth} levels")
+                raise IllFormedError(at, f"nested deeper than {max_depth} levels",
+                                    f"{at} nests deeper than {max_depth} levels")
             if isinstance(item, dict):
                 for key, child in item.items():
                     if isinstance(key, str) and _bad_text(key):
-                        raise ValueError(f"a key of {at} is not valid Unicode text (a lone surrogate)")
+                        raise IllFormedError(at, "a key is not valid Unicode text (a lone surrogate)",
+                                        f"a key of {at} is not valid Unicode text (a lone surrogate)")
                     name = f"{at}.{key}" if isinstance(key, str) and len(key) < 40 and len(at) < 60 else at
                     stack.append((child, name, depth + 1))
             else:

@@ -21,12 +21,14 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
-from starlette.routing import Route
+from starlette.routing import Match, Route
+from starlette.types import Scope
 
 from skillsearch.http import routes_health, routes_page
 from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry
 from skillsearch.http.errors import install_error_handlers
 from skillsearch.http.guard import BearerGuard, require_bearer
+from skillsearch.http.head import HeadAsGet
 from skillsearch.http.metrics import HttpMetrics, Operations, sync_age_seconds
 from skillsearch.http.middleware import ASGIApp, RequestContextMiddleware
 from skillsearch.http.openapi import install_openapi
@@ -37,6 +39,17 @@ from skillsearch.service import Catalog
 __all__ = ["BearerGuard", "ErrorBody", "Lifespan", "Limits", "Operations", "create_app", "require_bearer"]
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[Any]]
+
+
+class _MountRoute(Route):
+    """A mounted app's exact route that, as FastAPI's routes do, puts itself in the scope: the request
+    metrics and the access log label its requests with its path (``/mcp``), not ``other``."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child = super().matches(scope)
+        if match is not Match.NONE:
+            child["route"] = self
+        return match, child
 
 
 def create_app(
@@ -83,14 +96,16 @@ def create_app(
     app.state.principals = registry
     app.state.metrics = metrics
     app.state.operations = operations
+    # Inside the request middleware, which sees (and logs) HEAD as sent; not for the mounts (MCP's GET is a stream).
+    app.add_middleware(HeadAsGet, exclude=frozenset(path for path, _ in mounts))
     app.add_middleware(RequestContextMiddleware, metrics=metrics, max_body_bytes=limits.max_body_bytes)
     app.include_router(skills_router(limits, catalog.settings))
     for router in routers:
         app.include_router(router)
     for path, sub_app in mounts:
         # An exact route, not a Mount: a Mount would first redirect every POST to "<path>/".
-        app.router.routes.append(Route(path, endpoint=require_bearer(sub_app, registry),
-                                       methods=["GET", "POST", "DELETE"], include_in_schema=False))
+        app.router.routes.append(_MountRoute(path, endpoint=require_bearer(sub_app, registry),
+                                             methods=["GET", "POST", "DELETE"], include_in_schema=False))
     app.include_router(routes_health.router)
     routes_page.install_page(app)
     install_error_handlers(app)

@@ -1,20 +1,31 @@
 """How the HTTP app answers errors: every one is ``{"error": {code, message, details}}`` (built by
 ``core.errors.error_body``) with the error's status. Request validation failures are ``400
 VALIDATION_ERROR`` whose ``details.problems`` are ``{"field", "message"}`` (as MCP's), not FastAPI's 422,
-which this API reserves for ``SKILL_INVALID``; routing failures keep their status with a stable code."""
+which this API reserves for ``SKILL_INVALID``; routing failures keep their status with a stable code.
+
+Every ``VALIDATION_ERROR`` leaves here with ``details.problems`` whose fields are locations in the HTTP
+request, joined by dots (``query.q``, ``body.parameters.end_date``; ``""`` for the request as a whole):
+the catalog names its inputs (``query``, ``cursor``, ``parameters.end_date``), and each route says where
+those came from with :func:`located`. A body that is not JSON at all (not UTF-8, nested past the parser's
+depth, a syntax error) is a problem of ``body``; a body sent without a JSON content type (FastAPI does not
+read it as JSON) is 415 with a problem on ``header.content-type``.
+"""
 
 from __future__ import annotations
 
-from typing import ClassVar
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, ClassVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from skillsearch.core.errors import SkillSearchError, ValidationError, error_body, invalid_input
+from skillsearch.core.errors import SkillSearchError, ValidationError, error_body, invalid_input, problem
 
-__all__ = ["error_response", "install_error_handlers"]
+__all__ = ["error_response", "install_error_handlers", "located"]
 
 
 class _RoutingError(SkillSearchError):
@@ -31,7 +42,36 @@ class _MethodNotAllowed(_RoutingError):
     code = "METHOD_NOT_ALLOWED"
 
 
-_ROUTING: dict[int, type[SkillSearchError]] = {400: ValidationError, 404: _NotFound, 405: _MethodNotAllowed}
+_ROUTING: dict[int, type[SkillSearchError]] = {404: _NotFound, 405: _MethodNotAllowed}
+
+
+@contextmanager
+def located(where: str, rename: Mapping[str, str] | None = None) -> Iterator[None]:
+    """Inside it, a ``ValidationError`` of the catalog has its problems' fields moved under ``where``
+    (``query``, ``body``, ``path``), each first name renamed by ``rename`` (search's ``query`` is the HTTP
+    ``q``): the same names as FastAPI's own validation gives for that input."""
+    try:
+        yield
+    except ValidationError as exc:
+        problems = exc.details.get("problems")
+        if isinstance(problems, list):
+            exc.details = {**exc.details, "problems": [_moved(p, where, rename or {}) for p in problems]}
+        raise
+
+
+def _moved(entry: Mapping[str, Any], where: str, rename: Mapping[str, str]) -> dict[str, Any]:
+    field = str(entry.get("field", ""))
+    if not field:
+        return dict(entry)
+    head, dot, rest = field.partition(".")
+    return {**entry, "field": f"{where}.{rename.get(head, head)}{dot}{rest}"}
+
+
+def _shaped(exc: SkillSearchError) -> SkillSearchError:
+    """A ``VALIDATION_ERROR`` with no ``details.problems`` gets one, on the request as a whole."""
+    if exc.code == ValidationError.code and not isinstance(exc.details.get("problems"), list):
+        exc.details = {**exc.details, "problems": [problem("", exc.message)]}
+    return exc
 
 
 def error_response(exc: SkillSearchError, status: int | None = None,
@@ -39,7 +79,31 @@ def error_response(exc: SkillSearchError, status: int | None = None,
     status = exc.http_status if status is None else status
     if status == 401:
         headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
-    return JSONResponse(error_body(exc), status_code=status, headers=headers)
+    return JSONResponse(error_body(_shaped(exc)), status_code=status, headers=headers)
+
+
+def _is_json(content_type: str | None) -> bool:
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+def _body_problem(error: Mapping[str, Any]) -> dict[str, Any]:
+    """FastAPI's JSON syntax error is located at ``("body", character offset)``: it is a problem of the body."""
+    if error.get("type") == "json_invalid":
+        why = (error.get("ctx") or {}).get("error")
+        return {**error, "loc": ("body",), "msg": f"not valid JSON ({why})" if why else "not valid JSON"}
+    return dict(error)
+
+
+def _unparsed(cause: BaseException | None) -> str:
+    """Why FastAPI could not read a body as JSON (it says only "There was an error parsing the body")."""
+    if isinstance(cause, UnicodeDecodeError):
+        return "not valid JSON: the body is not UTF-8 text"
+    if isinstance(cause, RecursionError):
+        return "not valid JSON: arrays or objects nest too deeply"
+    if isinstance(cause, json.JSONDecodeError | ValueError):
+        return "not valid JSON"
+    return "the body could not be read as JSON"
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -48,10 +112,20 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(exc)
 
     @app.exception_handler(RequestValidationError)
-    async def on_invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(invalid_input(exc.errors()))
+    async def on_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [_body_problem(e) for e in exc.errors()]
+        content_type = request.headers.get("content-type")
+        if any(tuple(e.get("loc", ()))[:1] == ("body",) for e in errors) and not _is_json(content_type):
+            return error_response(ValidationError(
+                "the request body must be JSON, sent with Content-Type: application/json",
+                {"problems": [problem("header.content-type", "must be application/json")]}), 415)
+        return error_response(invalid_input(errors))
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        error = _ROUTING.get(exc.status_code, _RoutingError)(str(exc.detail))
+        if exc.status_code == 400:  # FastAPI: a body it could not parse
+            reason = _unparsed(exc.__cause__)
+            error: SkillSearchError = ValidationError(f"body: {reason}", {"problems": [problem("body", reason)]})
+        else:
+            error = _ROUTING.get(exc.status_code, _RoutingError)(str(exc.detail))
         return error_response(error, exc.status_code, getattr(exc, "headers", None))

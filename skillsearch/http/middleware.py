@@ -1,4 +1,5 @@
-"""What wraps every HTTP request: a request id, the body-size limit, metrics and one JSON log line.
+"""What wraps every HTTP request: a request id, the body-size limit (and the body deadline's answer), metrics
+and one JSON log line.
 
 It is a plain ASGI middleware (not Starlette's ``BaseHTTPMiddleware``) so that it also wraps mounted
 streaming apps, such as MCP's streamable HTTP transport, without buffering them. It is also the last
@@ -20,7 +21,8 @@ import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from skillsearch.core.errors import SkillSearchError, ValidationError, error_body
+from skillsearch.core.errors import SkillSearchError, ValidationError, error_body, problem
+from skillsearch.http.body_deadline import BodyTimeout, body_timeout_error
 from skillsearch.http.metrics import HttpMetrics
 
 __all__ = ["JsonLogFormatter", "RequestContextMiddleware", "configure_json_logging", "error_bytes"]
@@ -74,8 +76,9 @@ def configure_json_logging(level: int = logging.INFO, stream: Any = None) -> Non
     logging.getLogger("uvicorn.access").disabled = True
 
 
-class _BodyTooLarge(Exception):
-    pass
+class _Refused(Exception):
+    """The body went over the size limit or past its deadline: the caller gets the refusal, whatever the
+    app answers."""
 
 
 class RequestContextMiddleware:
@@ -98,54 +101,63 @@ class RequestContextMiddleware:
         state["request_id"] = request_id
         status = 500
         response_started = False
-        exceeded = False  # the body went over the limit; whatever the app answers, the caller gets 413
+        # The body went over the limit (413) or past its deadline (408, http/body_deadline.py): whatever
+        # the app answers (FastAPI turns a failed body read into a 400), the caller gets this, and the
+        # connection is closed with it, as the rest of the body is never read.
+        refusal: tuple[int, bytes] | None = None
 
         async def send_with_id(message: Message) -> None:
             nonlocal status, response_started
             if message["type"] == "http.response.start":
-                if exceeded:
-                    await reply(413, too_large)
+                if refusal is not None:
+                    await reply(*refusal)
                     return
                 status = int(message["status"])
                 response_started = True
                 message["headers"] = [*message.get("headers", []),
                                       (REQUEST_ID_HEADER.encode(), request_id.encode())]
-            elif exceeded and status == 413:
+            elif refusal is not None and status == refusal[0]:
                 return
             await send(message)
 
         received = 0
 
         async def limited_receive() -> Message:
-            nonlocal received, exceeded
-            message = await receive()
+            nonlocal received, refusal
+            try:
+                message = await receive()
+            except BodyTimeout as exc:
+                refusal = (408, error_bytes(body_timeout_error(exc.seconds)))
+                raise _Refused from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_body_bytes:
-                    exceeded = True
-                    raise _BodyTooLarge
+                    refusal = (413, too_large)
+                    raise _Refused
             return message
 
         async def reply(code: int, body: bytes) -> None:
             nonlocal status, response_started
             status, response_started = code, True
+            closing = [(b"connection", b"close")] if code in (408, 413) else []
             await send({"type": "http.response.start", "status": code,
                         "headers": [(b"content-type", b"application/json"),
                                     (b"content-length", str(len(body)).encode()),
-                                    (REQUEST_ID_HEADER.encode(), request_id.encode())]})
+                                    (REQUEST_ID_HEADER.encode(), request_id.encode()), *closing]})
             await send({"type": "http.response.body", "body": body})
 
-        too_large = error_bytes(ValidationError(f"request body is larger than {self.max_body_bytes} bytes",
-                                                {"max_body_bytes": self.max_body_bytes}))
+        too_large = error_bytes(ValidationError(f"request body is larger than {self.max_body_bytes} bytes", {
+            "problems": [problem("body", f"larger than {self.max_body_bytes} bytes")],
+            "max_body_bytes": self.max_body_bytes}))
         try:
             declared = headers.get("content-length", "")
             if declared.isdigit() and int(declared) > self.max_body_bytes:
                 await reply(413, too_large)
             else:
                 await self.app(scope, limited_receive, send_with_id)
-        except _BodyTooLarge:
-            if not response_started:
-                await reply(413, too_large)
+        except _Refused:
+            if not response_started and refusal is not None:
+                await reply(*refusal)
         except Exception:
             access_log.exception("unhandled error", extra={"request_id": request_id})
             if not response_started:

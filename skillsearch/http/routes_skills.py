@@ -20,6 +20,7 @@ from skillsearch.core.domain import FusionMethod, SearchMode, SkillKind
 from skillsearch.core.settings import Settings
 from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
 from skillsearch.http.deps import CatalogDep, MetricsDep, Reader, Recaller
+from skillsearch.http.errors import located
 from skillsearch.http.schemas import Limits, RecallBody, ResolveBody, documented_errors
 from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.usecases.recall import CloudSkillEnvelope
@@ -31,18 +32,21 @@ SkillId = Annotated[str, PathParam(min_length=1, max_length=200, description="A 
 
 
 def get_skill(principal: Reader, catalog: CatalogDep, skill_id: SkillId) -> SkillDetail:
-    return catalog.get_skill(principal, skill_id)
+    with located("path"):
+        return catalog.get_skill(principal, skill_id)
 
 
 def resolve_skill(
     principal: Reader, catalog: CatalogDep, skill_id: SkillId,
     body: Annotated[ResolveBody, Body()] = ResolveBody(),  # noqa: B008
 ) -> ResolvedFlow:
-    return catalog.resolve(principal, skill_id, body.parameters)
+    with located("body"):
+        return catalog.resolve(principal, skill_id, body.parameters)
 
 
 def recall(principal: Recaller, catalog: CatalogDep, body: RecallBody) -> CloudSkillEnvelope:
-    return catalog.recall(principal, **body.model_dump())
+    with located("body"):
+        return catalog.recall(principal, **body.model_dump())
 
 
 def skills_router(limits: Limits, settings: Settings) -> APIRouter:
@@ -59,7 +63,8 @@ def skills_router(limits: Limits, settings: Settings) -> APIRouter:
         cursor: Annotated[str | None, Query(max_length=1000, description="next_cursor of the previous page.")] = None,
         limit: Annotated[int, Query(ge=1, le=limits.max_list_page)] = 50,
     ) -> ListResponse:
-        return catalog.list_skills(principal, kind=kind, tags=tag, cursor=cursor, limit=limit)
+        with located("query", {"tags": "tag"}):
+            return catalog.list_skills(principal, kind=kind, tags=tag, cursor=cursor, limit=limit)
 
     @v1.get("/search", response_model=SearchResponse, responses=documented_errors(400, 401, 403, 503),
             operation_id="search_skills",
@@ -82,10 +87,11 @@ def skills_router(limits: Limits, settings: Settings) -> APIRouter:
     ) -> SearchResponse:
         started = time.perf_counter()
         try:
-            return catalog.search_view(principal, SearchRequest(
-                query=q, limit=limit, mode=mode, kind=kind, tags=tuple(tag), fusion=fusion,
-                semantic_weight=semantic_weight, min_confidence=min_confidence,
-            ))
+            with located("query", {"query": "q", "tags": "tag"}):
+                return catalog.search_view(principal, SearchRequest(
+                    query=q, limit=limit, mode=mode, kind=kind, tags=tuple(tag), fusion=fusion,
+                    semantic_weight=semantic_weight, min_confidence=min_confidence,
+                ))
         finally:
             metrics.observe_search(mode, time.perf_counter() - started)
 
@@ -93,10 +99,12 @@ def skills_router(limits: Limits, settings: Settings) -> APIRouter:
                      responses=documented_errors(400, 401, 403, 404), operation_id="get_skill",
                      summary="One skill: instructions (knowledge) or steps and parameters (flow template).")
     v1.add_api_route("/skills/{skill_id}/resolve", resolve_skill, methods=["POST"], response_model=ResolvedFlow,
-                     responses=documented_errors(400, 401, 403, 404, 413, 422), operation_id="resolve_skill",
+                     responses=documented_errors(400, 401, 403, 404, 408, 413, 415, 422),
+                     operation_id="resolve_skill",
                      summary="Substitute parameter values into a flow template's steps (nothing is executed).")
     v1.add_api_route("/recall", recall, methods=["POST"], response_model=CloudSkillEnvelope,
-                     responses=documented_errors(400, 401, 403, 404, 410, 413), operation_id="recall_cloud_skill",
+                     responses=documented_errors(400, 401, 403, 404, 408, 410, 413, 415),
+                     operation_id="recall_cloud_skill",
                      summary="Progressive disclosure: descriptors (query), a revision's root manifest (skill_id or"
                              " slug), or one resource of a pinned revision (resource + revision_id).")
     return v1

@@ -92,7 +92,9 @@ STATUS_TEXT = {400: "Invalid request (VALIDATION_ERROR, REVISION_PINNING_VIOLATI
                403: "The token lacks the scope this route needs (ACCESS_DENIED)",
                404: "No such skill visible to you (SKILL_NOT_FOUND and friends)",
                410: "The skill is archived (SKILL_ARCHIVED)",
+               408: "The request body did not arrive in time (VALIDATION_ERROR); the connection is closed",
                413: "Request body too large (VALIDATION_ERROR)",
+               415: "The request body was not sent as application/json (VALIDATION_ERROR)",
                422: "The skill cannot serve this request (SKILL_INVALID)",
                503: "The index is not loaded or is inconsistent (INDEX_NOT_READY)"}
 

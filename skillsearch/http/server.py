@@ -11,7 +11,9 @@ Every connection is bounded before any authentication runs (:class:`ConnectionLi
 ``SKILLSEARCH_HTTP_*`` settings): a request head larger than ``max_header_bytes`` gets 431 (h11 and httptools
 alike; uvicorn bounds neither by default under httptools) and the connection is closed; a head not
 received within ``head_timeout_s`` of the connection opening (or of the previous response) closes the
-connection, so neither an idle connection nor one trickling its head a byte at a time is held; at most
+connection, so neither an idle connection nor one trickling its head a byte at a time is held; a request
+body not whole within ``body_timeout_s`` of its head gets a JSON 408 and the connection is closed
+(:class:`~skillsearch.http.body_deadline.BodyDeadline`: FastAPI reads a body before authentication); at most
 ``max_connections`` connections are open (uvicorn's ``limit_concurrency``: at the limit a request gets
 503, and a connection beyond it is closed at once); an idle keep-alive connection is closed after
 ``keep_alive_s``.
@@ -33,6 +35,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
@@ -43,8 +46,9 @@ from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 from uvicorn.supervisors import Multiprocess
 
-from skillsearch.core.errors import StartupError
+from skillsearch.core.errors import StartupError, ValidationError, error_body, problem
 from skillsearch.core.settings import Settings
+from skillsearch.http.body_deadline import BodyDeadline
 from skillsearch.http.one_write import OneWrite
 
 __all__ = ["WORKER_FACTORY_ENV", "ConnectionLimits", "FieldValues", "HeadSize", "ServerThread", "listen_socket", "serve",
@@ -62,22 +66,36 @@ class ConnectionLimits:
     head_timeout_s: float = 10.0  # from the connection opening (or the last response) to a whole head
     keep_alive_s: int = 5  # seconds an idle connection is kept after a response (uvicorn takes whole seconds)
     max_connections: int = 1000
+    body_timeout_s: float = 30.0  # from a whole head to the whole body it declared
 
     @classmethod
     def of(cls, settings: Settings) -> ConnectionLimits:
         return cls(settings.http_max_header_bytes, settings.http_head_timeout_s, settings.http_keep_alive_s,
-                   settings.http_max_connections)
+                   settings.http_max_connections, settings.http_body_timeout_s)
+
+    def wrap(self, app: Any) -> Any:
+        """``app`` as every server here serves it: header values without surrounding whitespace, the head's
+        size and the body's time bounded."""
+        return HeadSize(BodyDeadline(FieldValues(app), self.body_timeout_s), self.max_header_bytes)
 
 
 def _too_large_body(limit: int) -> bytes:
-    return json.dumps({"error": {"code": "VALIDATION_ERROR", "message": f"request head larger than {limit} bytes",
-                                 "details": {"max_header_bytes": limit}}}).encode()
+    return json.dumps(error_body(ValidationError(f"request head larger than {limit} bytes", {
+        "problems": [problem("header", f"the request line and header fields together are over {limit} bytes")],
+        "max_header_bytes": limit}))).encode()
+
+
+def _too_large_headers(body: bytes) -> list[tuple[bytes, bytes]]:
+    """The 431's header fields: it carries a request id like every other response (the app's middleware,
+    which adds it elsewhere, never sees this request)."""
+    return [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+            (b"x-request-id", uuid.uuid4().hex.encode()), (b"connection", b"close")]
 
 
 def _head_too_large(limit: int) -> bytes:
     body = _too_large_body(limit)
-    return (b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
-            b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n" + body)
+    fields = b"".join(name + b": " + value + b"\r\n" for name, value in _too_large_headers(body))
+    return b"HTTP/1.1 431 Request Header Fields Too Large\r\n" + fields + b"\r\n" + body
 
 
 class HeadSize:
@@ -96,9 +114,7 @@ class HeadSize:
             if size > self.limit:
                 if scope["type"] == "http":
                     body = _too_large_body(self.limit)
-                    await send({"type": "http.response.start", "status": 431,
-                                "headers": [(b"content-type", b"application/json"), (b"connection", b"close"),
-                                            (b"content-length", str(len(body)).encode())]})
+                    await send({"type": "http.response.start", "status": 431, "headers": _too_large_headers(body)})
                     await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
@@ -227,7 +243,7 @@ def _config(app: Any, host: str, port: int, limits: ConnectionLimits | None = No
     if isinstance(app, str):  # the workers of serve_workers: worker_app wraps, the protocol is found by name
         wrapped, http = app, f"{__name__}:WorkerProtocol"
     else:
-        wrapped = HeadSize(FieldValues(app), limits.max_header_bytes)
+        wrapped = limits.wrap(app)
         http = _guarded(_protocol(kwargs.pop("http", "auto")), limits)
     return uvicorn.Config(
         wrapped, host=host, port=port, access_log=False, log_config=None, http=http,
@@ -284,10 +300,9 @@ def serve(app: Any, host: str = "127.0.0.1", port: int = 8000, on_started: Calla
 
 def worker_app() -> Any:
     """What each worker of :func:`serve_workers` imports: the app built by the factory named in
-    ``SKILLSEARCH_WORKER_FACTORY`` (``module:function``), seen through :class:`FieldValues`."""
+    ``SKILLSEARCH_WORKER_FACTORY`` (``module:function``), wrapped as :meth:`ConnectionLimits.wrap` does."""
     module, _, name = os.environ[WORKER_FACTORY_ENV].partition(":")
-    app = FieldValues(getattr(importlib.import_module(module), name)())
-    return HeadSize(app, ConnectionLimits.of(Settings.from_env()).max_header_bytes)
+    return ConnectionLimits.of(Settings.from_env()).wrap(getattr(importlib.import_module(module), name)())
 
 
 class _Supervisor(Multiprocess):

@@ -228,7 +228,9 @@ function formState() {
 
 function applyState(state) {
   $("#q").value = state.q || "";
-  const radio = document.querySelector(`input[name=mode][value="${state.mode || "hybrid"}"]`);
+  // Compared as a value, never put into a selector: the hash is anyone's text (#/?mode=%22%5D).
+  const mode = state.mode || "hybrid";
+  const radio = [...document.querySelectorAll("input[name=mode]")].find((r) => r.value === mode);
   if (radio) radio.checked = true;
   $("#kind").value = state.kind || "";
 }
@@ -347,8 +349,9 @@ function flowSection(d) {
       problems.replaceChildren(...errorContent(err));
       problems.hidden = false;
       for (const p of (err.details && err.details.problems) || []) {
-        const name = typeof p === "object" && String(p.field || "").startsWith("parameters.")
-          ? p.field.slice("parameters.".length) : null;
+        // Over HTTP a parameter's problem is located in the body: body.parameters.<name>.
+        const name = typeof p === "object" && String(p.field || "").startsWith("body.parameters.")
+          ? p.field.slice("body.parameters.".length) : null;
         const input = name ? form.querySelector(`[name="${CSS.escape(name)}"]`) : null;
         if (input) input.setAttribute("aria-invalid", "true");
       }
@@ -387,13 +390,34 @@ async function showSkill(skillId) {
 
 // -- routing: #/?q=...&mode=...&kind=... and #/skill/<id> -------------------------------------------------
 
+// A link's skill id, or null when its percent-encoding is malformed (#/skill/%E0%A4%A).
+function linkedSkillId(encoded) {
+  try { return decodeURIComponent(encoded); } catch (_) { return null; }
+}
+
+function showBadLink(message) {
+  $("#results-view").hidden = true;
+  $("#detail-view").hidden = false;
+  $("#detail-view").replaceChildren();
+  showError({ code: "INVALID_LINK", message });
+}
+
 function route() {
   const hash = location.hash.replace(/^#/, "") || "/";
-  if (hash.startsWith("/skill/")) return showSkill(decodeURIComponent(hash.slice("/skill/".length)));
+  if (hash.startsWith("/skill/")) {
+    const skillId = linkedSkillId(hash.slice("/skill/".length));
+    if (skillId === null) return showBadLink("this link's skill id is not valid percent-encoded text.");
+    return showSkill(skillId);
+  }
   const query = hash.includes("?") ? hash.slice(hash.indexOf("?") + 1) : "";
   const p = new URLSearchParams(query);
   document.title = "skillsearch";
   return runSearch({ q: p.get("q") || "", mode: p.get("mode") || "hybrid", kind: p.get("kind") || "" });
+}
+
+// route(), with anything it did not expect shown as the page's error rather than left blank.
+async function safeRoute() {
+  try { await route(); } catch (err) { showError({ code: "ERROR", message: String((err && err.message) || err) }); }
 }
 
 function setToken(value, hint) {
@@ -415,22 +439,22 @@ async function init() {
   } catch (_) { /* the page still works with a pasted token */ }
   setToken(token, $("#token-hint").textContent || "Create one with: skillsearch token add NAME --grant sub:<id>");
   $("#token-form").addEventListener("submit", (ev) => { ev.preventDefault(); $("#token").blur(); });
-  $("#token").addEventListener("change", (ev) => { setToken(ev.target.value); route(); });
+  $("#token").addEventListener("change", (ev) => { setToken(ev.target.value); safeRoute(); });
   $("#search-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const s = formState();
     const p = new URLSearchParams({ q: s.q, mode: s.mode });
     if (s.kind) p.set("kind", s.kind);
     const target = "#/?" + p;
-    if (location.hash === target) route(); else location.hash = target;
+    if (location.hash === target) safeRoute(); else location.hash = target;
   });
   for (const radio of document.querySelectorAll("input[name=mode]")) {
     radio.addEventListener("change", () => { if ($("#q").value.trim()) $("#search-form").requestSubmit(); });
   }
   $("#kind").addEventListener("change", () => { if ($("#q").value.trim()) $("#search-form").requestSubmit(); });
-  window.addEventListener("hashchange", route);
+  window.addEventListener("hashchange", safeRoute);
   await showChanged();
-  await route();
+  await safeRoute();
   document.body.dataset.ready = "true";
 }
 
