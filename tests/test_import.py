@@ -49,17 +49,24 @@ def test_invalid_entries_are_reported_one_per_line_and_valid_ones_still_import(
     write_skill(root, "bad-yaml", "name: bad-yaml\ndescription: [unclosed")
     write_skill(root, "long-name", f"name: {'x' * 65}\ndescription: Too long a name.")
     write_skill(root, "no-desc", "name: no-desc")
+    write_skill(root, "list-desc", "name: list-desc\ndescription: [a, b]")
+    write_skill(root, "yes-desc", "name: yes-desc\ndescription: yes")
+    write_skill(root, "2048", "name: 2048\ndescription: 2024-01-31")  # YAML's number and date, kept as written
     (root / "no-front").mkdir()
     (root / "no-front" / "SKILL.md").write_text("# just markdown\n", encoding="utf-8")
     report = empty_catalog.import_path(root, "local", "user:me")
     reasons = {Path(p.file).parent.name: p.reason for p in report.problems}
-    assert set(reasons) == {"bad-yaml", "long-name", "no-desc", "no-front"}
+    assert set(reasons) == {"bad-yaml", "long-name", "no-desc", "no-front", "list-desc", "yes-desc"}
+    assert reasons["list-desc"] == "front matter 'description' must be text, not a list (quote it if it is meant as text)"
+    assert "not true/false" in reasons["yes-desc"]
     assert "bad front matter" in reasons["bad-yaml"]
     assert "over the limit of 64" in reasons["long-name"]
     assert reasons["no-desc"] == "missing description"
     assert "no YAML front matter" in reasons["no-front"]
-    assert len(report.created) == 1 and not report.ok
-    assert empty_catalog.store.count() == 1
+    assert len(report.created) == 2 and not report.ok
+    assert empty_catalog.store.count() == 2
+    numbered = empty_catalog.get_skill(Principal.operator(), "2048")
+    assert (numbered.name, numbered.description) == ("2048", "2024-01-31")
 
 
 def test_bundle_duplicates_and_undeclared_placeholders_are_rejected(empty_catalog: Catalog, tmp_path: Path) -> None:

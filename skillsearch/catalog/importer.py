@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import datetime
 import json
 import mimetypes
 import re
@@ -190,8 +191,8 @@ def _parse_skill_dir(root: Path, name: str, source: str, grant: str, limits: Lim
     folder_slug = folder_name if SLUG_PATTERN.match(folder_name) else None
     extra = {k: v for k, v in meta.items() if k in ("license", "allowed-tools", "metadata") and v is not None}
     entry = {
-        "name": meta.get("name") if meta.get("name") is None else str(meta.get("name")),
-        "description": meta.get("description") if meta.get("description") is None else str(meta["description"]),
+        "name": _front_text(meta, "name"),
+        "description": _front_text(meta, "description"),
         "slug": folder_slug or (slugify(str(meta.get("name") or "")) or None),
         "kind": "knowledge",
         "tags": tags,
@@ -202,6 +203,19 @@ def _parse_skill_dir(root: Path, name: str, source: str, grant: str, limits: Lim
         "frontmatter": meta,
     }
     return _content(entry, source, grant, _folder_resources(folder.files))
+
+
+def _front_text(meta: dict[str, Any], key: str) -> str | None:
+    """A front matter field that is text: a string, or a number or date YAML read from unquoted text (``name:
+    2048``), as written. A list, a mapping or a yes/no (``description: [a, b]`` would have been stored as
+    ``"['a', 'b']"``) refuses the skill, saying so."""
+    value = meta.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float, datetime.date)):
+        kind = {list: "a list", dict: "a mapping", bool: "true/false"}.get(type(value), type(value).__name__)
+        raise ValueError(f"front matter {key!r} must be text, not {kind} (quote it if it is meant as text)")
+    return str(value)
 
 
 # -- bundles ------------------------------------------------------------------------------------------
