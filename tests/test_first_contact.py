@@ -211,6 +211,20 @@ def test_an_unknown_encoder_is_a_usage_error_listing_the_encoders(
     assert not (tmp_path / "d").exists()
 
 
+def test_a_setting_in_the_environment_that_is_not_a_number_is_a_usage_error_naming_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It was ``INTERNAL: ValueError: invalid literal for int()`` on every command (audit)."""
+    monkeypatch.setenv("SKILLSEARCH_MAX_LIMIT", "abc")
+    line = usage_error(capsys, "--data-dir", str(tmp_path / "d"), "list")
+    assert line.endswith("SKILLSEARCH_MAX_LIMIT='abc': not an integer")
+    monkeypatch.delenv("SKILLSEARCH_MAX_LIMIT")
+    monkeypatch.setenv("SKILLSEARCH_MODEL_WAIT_S", "soon")
+    assert usage_error(capsys, "--data-dir", str(tmp_path / "d"), "search", "x").endswith(
+        "SKILLSEARCH_MODEL_WAIT_S='soon': not a number")
+    assert not (tmp_path / "d").exists()
+
+
 def test_bench_without_its_extra_says_what_to_install(tmp_path: Path) -> None:
     """A real process in which the bench extra's pytrec_eval is not importable, as in an install without
     ``[bench]``."""

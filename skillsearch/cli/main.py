@@ -30,6 +30,7 @@ from skillsearch.cli import bench, catalog, mcp, serve, snapshot, sources, sync,
 from skillsearch.cli.common import note_new_data_dir
 from skillsearch.cli.usage import EXIT_USAGE, CliParser, UsageError, check_text, show_usage_error, wants_json
 from skillsearch.core.errors import SkillSearchError, StartupError, error_body
+from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoders import ENCODERS
 
 __all__ = ["build_parser", "main"]
@@ -77,6 +78,10 @@ def _check_globals(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     encoder = args.encoder or os.environ.get("SKILLSEARCH_ENCODER")
     if encoder and encoder not in ENCODERS:
         parser.error(f"SKILLSEARCH_ENCODER={encoder}: unknown encoder; choose one of {', '.join(sorted(ENCODERS))}")
+    try:  # every command reads its settings from the environment: a value that is not one is a usage error
+        Settings.from_env()
+    except ValueError as exc:
+        parser.error(str(exc))
 
 
 def _print_error(out: TextIO, args: argparse.Namespace, exc: SkillSearchError, text: str) -> None:

@@ -18,14 +18,18 @@ def _env_default(name: str, default: Any) -> Any:
     raw = os.environ.get(f"SKILLSEARCH_{name.upper()}")
     if raw is None:
         return default
-    if default is None:
-        return float(raw) if raw.strip() else None
-    if isinstance(default, bool):
-        return raw.strip().lower() in ("1", "true", "yes", "on")
-    if isinstance(default, int):
-        return int(raw)
-    if isinstance(default, float):
-        return float(raw)
+    try:
+        if default is None:
+            return float(raw) if raw.strip() else None
+        if isinstance(default, bool):
+            return raw.strip().lower() in ("1", "true", "yes", "on")
+        if isinstance(default, int):
+            return int(raw)
+        if isinstance(default, float):
+            return float(raw)
+    except ValueError:
+        kind = "an integer" if isinstance(default, int) else "a number"
+        raise ValueError(f"SKILLSEARCH_{name.upper()}={raw[:40]!r}: not {kind}") from None
     if isinstance(default, Path):
         return Path(raw)
     return raw
