@@ -296,3 +296,5 @@ async def test_bad_identifiers_and_conflicts_are_validation_errors(client: Clien
 async def test_skill_id_and_slug_of_different_skills_conflict(client: Client, revised: Revised) -> None:
     problem = error(await client.call_tool(RECALL, {"skill_id": revised.skill_id, "slug": "postgres-failover"}))
     assert problem["code"] == "VALIDATION_ERROR" and "different skills" in problem["message"]
+    # The one shape of a VALIDATION_ERROR: the field at fault, never the values sent back.
+    assert problem["details"] == {"problems": [{"field": "slug", "message": "names another skill than skill_id"}]}

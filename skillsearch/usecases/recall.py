@@ -192,7 +192,7 @@ def _skill_of(store: CatalogStore, principal: Principal, req: RecallRequest) -> 
             raise SkillNotFoundError(f"no skill {req.skill_id!r} in your grants", {"skill_id": req.skill_id})
         if req.slug and by_id.slug != req.slug:
             raise ValidationError("skill_id and slug name different skills: pass one of them",
-                                  {"skill_id": req.skill_id, "slug": req.slug})
+                                  {"problems": [problem("slug", "names another skill than skill_id")]})
         skill = by_id
     else:
         mine = [s for s in store.skills_by_slug(req.slug) if _in_grants(s, principal, revoked)]
@@ -200,7 +200,8 @@ def _skill_of(store: CatalogStore, principal: Principal, req: RecallRequest) -> 
         if len(active) > 1:
             raise ValidationError(
                 f"slug {req.slug!r} names several skills in your grants: pass skill_id",
-                {"slug": req.slug, "skill_ids": [s.skill_id for s in active]},
+                {"problems": [problem("slug", "names several skills in your grants: pass skill_id")],
+                 "skill_ids": [s.skill_id for s in active]},
             )
         if not mine:
             raise SkillNotFoundError(f"no skill with slug {req.slug!r} in your grants", {"slug": req.slug})
