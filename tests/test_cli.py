@@ -194,6 +194,17 @@ def test_a_data_dir_that_is_not_utf8_is_refused_before_it_is_created(tmp_path: P
     assert os.listdir(bytes(tmp_path)) == []
 
 
+def test_upstream_from_a_path_that_does_not_exist_is_refused_before_it_serves(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It served an empty subscription from a mistyped path (audit)."""
+    missing = tmp_path / "no-such-folder"
+    code, payload = run(tmp_path / "d", "upstream", "--from", f"team={missing}", "--port", "0", "--json")
+    assert code == 1 and payload["error"]["code"] == "VALIDATION_ERROR"
+    assert payload["error"]["message"] == f"--from team={missing}: no such folder or bundle"
+    assert "serving on" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv", [
     ("serve", "--port", "99999"),
     ("serve", "--port", "-1"),

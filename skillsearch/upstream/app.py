@@ -34,7 +34,7 @@ from skillsearch.catalog.frontmatter import split_front_matter
 from skillsearch.catalog.importer import parse_path
 from skillsearch.catalog.store import utc_now
 from skillsearch.core.domain import SkillContent
-from skillsearch.core.errors import UpstreamUnavailableError, ValidationError
+from skillsearch.core.errors import UpstreamUnavailableError, ValidationError, problem
 from skillsearch.core.textual import is_text_media_type
 from skillsearch.sync.client import send_webhook
 from skillsearch.sync.contract import SUBSCRIPTION_ID_PATTERN, ChangePage, ErrorBody, UpsertItem, WebhookEvent
@@ -338,10 +338,15 @@ def load_upstream_app(sources: Sequence[str], *, tokens: Sequence[str], webhook_
         raise ValidationError("--webhook-url and --webhook-secret go together")
     upstream = ReferenceUpstream(tokens, WebhookTarget(webhook_url, webhook_secret) if webhook_url and webhook_secret
                                  else None)
-    for sid, path in parse_sources(sources):
+    parsed = parse_sources(sources)
+    for sid, path in parsed:  # a mistyped path would otherwise serve an empty subscription
+        if not Path(path).exists():
+            raise ValidationError(f"--from {sid}={path}: no such folder or bundle",
+                                  {"problems": [problem("from", "no such folder or bundle")]})
+    for sid, path in parsed:
         before = len(upstream.feeds[sid].live()) if sid in upstream.feeds else 0
-        for problem in upstream.load(sid, path):
-            print(f"upstream {sid}: invalid skill {problem}", file=sys.stderr)
+        for invalid in upstream.load(sid, path):
+            print(f"upstream {sid}: invalid skill {invalid}", file=sys.stderr)
         print(f"upstream {sid}: {len(upstream.feed(sid).live()) - before} skills from {path}", file=sys.stderr)
     return create_upstream_app(upstream)
 
