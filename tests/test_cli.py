@@ -285,3 +285,14 @@ def test_list_says_when_nothing_is_listed_and_resolve_points_to_get(data_dir: Pa
     assert code == 1 and err["error"]["code"] == "SKILL_INVALID"
     assert "read it with `skillsearch get git-bisect-regressions`" in err["error"]["message"]
     assert "get_skill" not in err["error"]["message"]
+
+
+def test_calibrate_prints_a_line_per_number_and_counts_the_vectors(data_dir: Path) -> None:
+    """The text view printed the calibration's nested dicts whole: 68 KB, two lines of centroids (audit)."""
+    code, text = run(data_dir, "calibrate")
+    assert code == 0
+    lines = text.splitlines()
+    assert any(line.startswith("no_match_cosine: ") or ".no_match_cosine: " in line for line in lines), text
+    assert max(len(line) for line in lines) < 200, max(lines, key=len)[:200]
+    code, payload = run(data_dir, "calibrate", "--json")
+    assert code == 0 and "decision" in json.dumps(payload)

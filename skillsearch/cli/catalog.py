@@ -193,8 +193,24 @@ def cmd_calibrate(args: argparse.Namespace, out: TextIO) -> int:
             except (ValueError, KeyError, TypeError) as exc:
                 raise ValidationError(f"{args.queries}:{lineno}: expected {{query, expected: [slugs]}} ({exc})") from None
     calibration = catalog.calibrate(labelled)
-    emit(out, args, calibration, lambda: "\n".join(f"{k}: {v}" for k, v in calibration.items()))
+    emit(out, args, calibration, lambda: "\n".join(_calibration_lines(calibration)))
     return 0
+
+
+def _calibration_lines(values: dict[str, Any], prefix: str = "") -> list[str]:
+    """The calibration as ``key.sub: value`` lines for a reader: nested routes flattened, long lists (the
+    per-language centroids, hundreds of numbers each) counted instead of printed; ``--json`` has them all."""
+    lines = []
+    for key, value in values.items():
+        if isinstance(value, dict):
+            lines += _calibration_lines(value, f"{prefix}{key}.")
+        elif isinstance(value, list) and value and isinstance(value[0], list):
+            lines.append(f"{prefix}{key}: [{len(value)} vectors of {len(value[0])}; --json prints them]")
+        elif isinstance(value, list) and len(value) > 8:
+            lines.append(f"{prefix}{key}: [{len(value)} values; --json prints them]")
+        else:
+            lines.append(f"{prefix}{key}: {round(value, 4) if isinstance(value, float) else value}")
+    return lines
 
 
 def add_commands(sub: Subparsers) -> None:
