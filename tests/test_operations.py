@@ -134,14 +134,18 @@ def test_a_busy_port_is_one_line_and_exit_code_3(command: list[str], busy_port: 
 
 
 @pytest.mark.parametrize("command", [["serve"], ["mcp", "--http"], ["mcp"]])
-def test_a_data_dir_that_is_a_file_is_a_usage_error_of_every_server(command: list[str], tmp_path: Path) -> None:
+def test_a_data_dir_that_is_a_file_is_one_line_and_exit_code_3_of_every_server(command: list[str], tmp_path: Path) -> None:
+    """A server's data directory that cannot be one is a server that cannot start (README: exit code 3, one
+    ``error:`` line), not a usage error with argparse's banner as for the other commands."""
     data = tmp_path / "data"
     data.write_text("not a folder")
     done = _run("--data-dir", str(data), "--encoder", "hashing", "-q", *command, "--port", "0")
-    assert done.returncode == 2, done.stderr
-    assert done.stderr.strip().endswith(f"--data-dir {data}: not a folder (a data directory is a folder)")
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.strip() == f"error: data directory {data} is not a directory"
     done = _run("--data-dir", str(tmp_path / "missing" / "data"), "-q", *command, "--port", "0")
-    assert done.returncode == 2 and f"the folder {tmp_path / 'missing'} does not exist; create it first" in done.stderr
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.strip() == (f"error: data directory {tmp_path / 'missing' / 'data'} does not exist and cannot be"
+                                   f" created in {tmp_path / 'missing'}")
 
 
 @pytest.mark.parametrize("command", [["serve"], ["serve", "--workers", "2"], ["mcp", "--http"]])
