@@ -79,6 +79,16 @@ def test_the_sources_commands(tmp_path: Path, repo_with_skill: Path) -> None:
     code, err = run_cli("--data-dir", str(data), "-q", "sources", "add", "team", "--path", str(tmp_path),
                         "--grant", "team:eng")
     assert code == 1 and err["error"]["code"] == "VALIDATION_ERROR"
+    # An import under a mirrored source's name would replace its skills until its next sync put them back.
+    bundle = tmp_path / "one.json"
+    bundle.write_text(json.dumps([{"slug": "stray", "name": "Stray", "description": "Not from the repository."}]))
+    for source in ("team", "upstream:starter-pack"):
+        code, err = run_cli("--data-dir", str(data), "-q", "import", str(bundle), "--source", source, "--grant",
+                            "team:eng", "--json")
+        assert code == 1 and err["error"]["code"] == "VALIDATION_ERROR", err
+        assert err["error"]["details"]["problems"][0]["field"] == "source"
+    code, listed = run_cli("--data-dir", str(data), "-q", "sources", "list")
+    assert listed["sources"][0]["skills_active"] == 1
     # A path given as --git: the new source is at fault (not the file, which is left as it was), and the
     # URL to give instead is said.
     before = (data / "sync.toml").read_text(encoding="utf-8")

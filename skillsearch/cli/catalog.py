@@ -23,7 +23,7 @@ from skillsearch.cli.common import (
 )
 from skillsearch.cli.usage import UsageError, int_range, non_empty
 from skillsearch.core.domain import SEARCH_MODES, SKILL_KINDS, Parameter
-from skillsearch.core.errors import SkillInvalidError, ValidationError
+from skillsearch.core.errors import SkillInvalidError, ValidationError, problem
 from skillsearch.core.fusion import FUSIONS
 from skillsearch.core.templates import coerce_text_value
 from skillsearch.core.views import WEAK_CONFIDENCE
@@ -34,16 +34,34 @@ __all__ = ["add_calibrate", "add_commands"]
 
 
 def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
+    _check_not_a_mirrored_source(Path(args.data_dir), args.source)
     catalog = Catalog(settings_from_args(args))
     report = catalog.import_path(Path(args.path), args.source, args.grant, progress_factory(not args.quiet))
-    for problem in report.problems:
-        print(f"invalid: {problem}", file=sys.stderr)
+    for invalid in report.problems:
+        print(f"invalid: {invalid}", file=sys.stderr)
     payload = report.to_dict()
     emit(out, args, payload, lambda: (
         f"imported into {report.source} ({report.grant}): {len(report.created)} created, "
         f"{len(report.updated)} updated, {len(report.unchanged)} unchanged, {len(report.problems)} invalid"
     ))
     return 0 if report.ok else 1
+
+
+def _check_not_a_mirrored_source(data_dir: Path, source: str) -> None:
+    """A source that sync mirrors (a configured folder or git source, or a subscription's ``upstream:ID``)
+    is not one to import into: the import would replace its skills and the next sync would silently put
+    them back."""
+    from skillsearch.sync.config import default_config_path
+    from skillsearch.sync.sources import load_sources
+
+    config = default_config_path(data_dir)
+    configured = {s.name for s in load_sources(config)}
+    if source in configured or source.startswith("upstream:"):
+        what = f"a source configured in {config}" if source in configured else "the name of a synced subscription"
+        raise ValidationError(
+            f"--source {source!r} is {what}: sync keeps its skills in step with where they come from, so an"
+            f" import would be undone by its next run; import under another --source, or change the source"
+            f" itself", {"problems": [problem("source", "names a source that sync mirrors")]})
 
 
 def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
