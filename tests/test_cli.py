@@ -296,3 +296,13 @@ def test_calibrate_prints_a_line_per_number_and_counts_the_vectors(data_dir: Pat
     assert max(len(line) for line in lines) < 200, max(lines, key=len)[:200]
     code, payload = run(data_dir, "calibrate", "--json")
     assert code == 0 and "decision" in json.dumps(payload)
+
+
+def test_calibrate_refuses_labelled_queries_that_name_no_skill(data_dir: Path, tmp_path: Path) -> None:
+    """A mistyped expected slug scored as a miss everywhere (MRR 0) and tuned the weight against nothing."""
+    queries = tmp_path / "labelled.jsonl"
+    queries.write_text(json.dumps({"query": "profile python code", "expected": ["python-profiling"]}) + "\n"
+                       + json.dumps({"query": "rotate certificates", "expected": ["tls-cert-rotaton"]}) + "\n")
+    code, payload = run(data_dir, "calibrate", "--queries", str(queries), "--json")
+    assert code == 1 and payload["error"]["code"] == "VALIDATION_ERROR"
+    assert payload["error"]["message"] == f"{queries}:2: no skill has the slug(s) tls-cert-rotaton"

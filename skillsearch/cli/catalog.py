@@ -210,6 +210,10 @@ def cmd_calibrate(args: argparse.Namespace, out: TextIO) -> int:
                 labelled.append((str(entry["query"]), [str(s) for s in entry["expected"]]))
             except (ValueError, KeyError, TypeError) as exc:
                 raise ValidationError(f"{args.queries}:{lineno}: expected {{query, expected: [slugs]}} ({exc})") from None
+            unknown = [slug for slug in labelled[-1][1] if not catalog.store.skills_by_slug(slug)]
+            if unknown:  # a typo would score as a miss and tune the weight against nothing
+                raise ValidationError(f"{args.queries}:{lineno}: no skill has the slug(s) {', '.join(unknown)}",
+                                      {"problems": [problem(f"line {lineno}.expected", "names no skill")]})
     calibration = catalog.calibrate(labelled)
     emit(out, args, calibration, lambda: "\n".join(_calibration_lines(calibration)))
     return 0
