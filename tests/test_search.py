@@ -87,6 +87,29 @@ def test_filters_kind_and_tags_apply_in_every_mode(sample: Catalog) -> None:
         assert tagged and all("sql" in h.skill.tags for h in tagged)
 
 
+def test_a_tag_filter_ignores_case_in_every_mode_and_in_list(fresh_sample: Catalog, tmp_path: Path) -> None:
+    """Agents write ``Kubernetes`` for the tag ``kubernetes``: it found nothing (audit). A catalog may hold
+    both spellings; a filter by either finds both, in the index's three filters (vector mask, Tantivy's tag
+    terms, the store's list) and in the re-check."""
+    bundle = tmp_path / "tagged.json"
+    bundle.write_text(json.dumps([
+        {"slug": "helm-upgrade-k8s", "name": "Helm upgrade", "description": "Upgrade a Helm release on a cluster.",
+         "tags": ["Zephyrcloud", "Helm"]},
+        {"slug": "drain-a-node", "name": "Drain a node", "description": "Drain a cluster node before maintenance.",
+         "tags": ["zephyrcloud"]},
+    ]))
+    assert fresh_sample.import_path(bundle, "extra", "team:ops").ok
+    both = {"helm-upgrade-k8s", "drain-a-node"}
+    for spelling in ("zephyrcloud", "ZEPHYRCLOUD", "Zephyrcloud"):
+        for mode in ("lexical", "semantic", "hybrid"):
+            hits = fresh_sample.search(OPERATOR, SearchRequest("cluster", mode=mode, tags=(spelling,))).hits
+            assert {h.skill.slug for h in hits} == both, (spelling, mode)
+        listed = fresh_sample.list_skills(OPERATOR, tags=[spelling])
+        assert {s.name for s in listed.items} == {"Helm upgrade", "Drain a node"}, spelling
+    helm = fresh_sample.search(OPERATOR, SearchRequest("cluster", mode="hybrid", tags=("zephyrcloud", "helm"))).hits
+    assert [h.skill.slug for h in helm] == ["helm-upgrade-k8s"]
+
+
 def test_each_hit_explains_itself(sample: Catalog) -> None:
     hit = sample.search(OPERATOR, SearchRequest("find the commit that broke the build")).hits[0]
     e = hit.explanation

@@ -103,6 +103,7 @@ class CatalogStore:
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
             conn.row_factory = sqlite3.Row
+            conn.create_function("casefold", 1, _casefold, deterministic=True)  # tag filters ignore case
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
@@ -344,8 +345,8 @@ class CatalogStore:
             clauses.append("kind = ?")
             params.append(kind)
         for tag in tags:
-            clauses.append("EXISTS (SELECT 1 FROM json_each(skills.tags) WHERE json_each.value = ?)")
-            params.append(tag)
+            clauses.append("EXISTS (SELECT 1 FROM json_each(skills.tags) WHERE casefold(json_each.value) = ?)")
+            params.append(tag.casefold())
         if after is not None:
             clauses.append("(name, skill_id) > (?, ?)")
             params.extend(after)
@@ -394,3 +395,8 @@ class CatalogStore:
             params = list(skill_ids)
         for row in self.connection().execute(sql + " ORDER BY s.skill_id", params):
             yield index_row_from_row(row)
+
+
+def _casefold(value: str | int | float | bytes | None) -> str | int | float | bytes | None:
+    """SQLite's ``casefold()``: Python's, for text (SQLite's own ``lower`` folds ASCII only)."""
+    return value.casefold() if isinstance(value, str) else value

@@ -288,7 +288,7 @@ class LexicalIndex:
         return self.index.searcher()
 
     def build_query(
-        self, text: str, grants: Sequence[str] | None, kind: str | None = None, tags: Sequence[str] = (),
+        self, text: str, grants: Sequence[str] | None, kind: str | None = None, tags: Sequence[Sequence[str]] = (),
         searcher: tantivy.Searcher | None = None,
     ) -> tantivy.Query | None:
         """The whole lexical query, filters included, or ``None`` when the text has no searchable word.
@@ -347,8 +347,8 @@ class LexicalIndex:
         ]
         if kind:
             must.append((tantivy.Occur.Must, self._filter("kind", [kind])))
-        for tag in tags:
-            must.append((tantivy.Occur.Must, self._filter("tag", [tag])))
+        for spellings in tags:  # each requested tag, as the spellings of it the index holds
+            must.append((tantivy.Occur.Must, self._filter("tag", list(spellings))))
         return tantivy.Query.boolean_query(must)
 
     def terms(self, text: str) -> set[str]:
@@ -370,7 +370,7 @@ class LexicalIndex:
         grants: Sequence[str] | None,
         limit: int,
         kind: str | None = None,
-        tags: Sequence[str] = (),
+        tags: Sequence[Sequence[str]] = (),
         searcher: tantivy.Searcher | None = None,
     ) -> LexicalHits:
         if grants is None and (kind or tags):

@@ -304,7 +304,7 @@ def recheck_stage(
             skill = skills.get(skill_id)
             if skill is None or not (is_visible(skill.status, skill.grant, principal, found.revoked)
                                      and (not request.kind or skill.kind == request.kind)
-                                     and set(request.tags) <= set(skill.tags)):
+                                     and {t.casefold() for t in request.tags} <= {t.casefold() for t in skill.tags}):
                 continue
             hits.append(Hit(skill, float(fused[i]), _explain(found.cands, int(i), fused, method, weight, request.mode)))
             picked.append(int(i))

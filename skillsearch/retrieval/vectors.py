@@ -117,15 +117,29 @@ class VectorSnapshot:
 
     @cached_property
     def tag_rows(self) -> dict[str, np.ndarray]:
-        """Rows of each tag, built on the first search that filters by tag (most snapshots never need it)."""
+        """Rows of each tag, by its case-folded spelling (a filter by ``Kubernetes`` finds ``kubernetes``),
+        built on the first search that filters by tag (most snapshots never need it)."""
         table = self.rows
         order = np.argsort(table.tag_codes, kind="stable")
         bounds = np.searchsorted(table.tag_codes[order], np.arange(len(table.tag_sets) + 1))
         lists: dict[str, list[np.ndarray]] = {}
         for code, tags in enumerate(table.tag_sets):
-            for t in tags:
+            for t in {t.casefold() for t in tags}:
                 lists.setdefault(t, []).append(order[bounds[code] : bounds[code + 1]])
-        return {t: np.sort(np.concatenate(v)).astype(np.int64) for t, v in lists.items()}
+        return {t: np.unique(np.concatenate(v)).astype(np.int64) for t, v in lists.items()}
+
+    @cached_property
+    def _tag_spellings(self) -> dict[str, list[str]]:
+        spellings: dict[str, set[str]] = {}
+        for tags in self.rows.tag_sets:
+            for t in tags:
+                spellings.setdefault(t.casefold(), set()).add(t)
+        return {k: sorted(v) for k, v in spellings.items()}
+
+    def tag_spellings(self, tag: str) -> list[str]:
+        """The spellings of ``tag`` the index holds, whatever their case (the lexical side's tag terms are
+        exact); ``[tag]`` when it holds none."""
+        return self._tag_spellings.get(tag.casefold()) or [tag]
 
     # -- search -----------------------------------------------------------------------------------
 
@@ -138,7 +152,7 @@ class VectorSnapshot:
             m &= self.kind_codes == (self.kind_names.index(kind) if kind in self.kind_names else -1)
         for t in tags:
             tag_mask = np.zeros(len(self.rows), dtype=bool)
-            tag_mask[self.tag_rows.get(t, np.zeros(0, np.int64))] = True
+            tag_mask[self.tag_rows.get(t.casefold(), np.zeros(0, np.int64))] = True
             m &= tag_mask
         return m
 

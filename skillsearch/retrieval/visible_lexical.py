@@ -44,4 +44,5 @@ def visible_lexical_matches(
     visible = mask[rows]
     if int(visible.sum()) >= depth or keys.size < wide:
         return rows[visible][:depth], scores[visible][:depth]
-    return rows_of(*lexical.search(query, grants, depth, kind, tags, searcher=snapshot.searcher))
+    spellings = [snapshot.vectors.tag_spellings(t) for t in tags]  # a tag matches whatever its case
+    return rows_of(*lexical.search(query, grants, depth, kind, spellings, searcher=snapshot.searcher))
