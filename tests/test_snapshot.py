@@ -406,3 +406,51 @@ def test_a_catalog_ahead_of_its_index_is_waited_for_then_snapshotted_as_behind(t
         assert replica.embedded_documents() == 2 and replica.readiness().documents == 47
     finally:
         replica.close()
+
+
+# -- a writer holding the lock, a server using the target, stale hidden folders ------------------------------
+
+
+def hashing_data(path: Path) -> Path:
+    """A data directory of the sample catalog indexed with the hashing encoder."""
+    Catalog.open(Settings(data_dir=path, encoder="hashing"), encoder=HashingEncoder()).close()
+    return path
+
+
+def hold_write_lock(data: Path) -> subprocess.Popen[str]:
+    """Another process holding ``data``'s write lock, as an import does for its whole run, until its stdin
+    closes."""
+    code = ("import sys; from pathlib import Path; from skillsearch.retrieval.writelock import WriteLock\n"
+            "with WriteLock(Path(sys.argv[1])).hold():\n    print('held', flush=True); sys.stdin.read()\n")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(data)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, env=ENV)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def release(holder: subprocess.Popen[str]) -> None:
+    assert holder.stdin is not None and holder.stdout is not None
+    holder.stdin.close()
+    holder.wait(timeout=60)
+    holder.stdout.close()
+
+
+def test_create_waits_for_a_writer_only_within_wait_then_fails_naming_it(tmp_path: Path) -> None:
+    """The write lock is waited for within ``--wait`` too (not the lock's own 300 s): a writer that holds it
+    all that time fails the snapshot with the writer's pid, and nothing is written."""
+    data = hashing_data(tmp_path / "d")
+    holder = hold_write_lock(data)
+    try:
+        # the lock's own timeout is far above the subprocess's: only --wait can end this in time
+        out = subprocess.run([sys.executable, "-m", "skillsearch.cli", "-q", "--data-dir", str(data), "snapshot",
+                              "create", str(tmp_path / "s"), "--wait", "1", "--json"], capture_output=True, text=True,
+                             env={**ENV, "SKILLSEARCH_WRITE_LOCK_TIMEOUT_S": "3600"}, timeout=120)
+    finally:
+        release(holder)
+    assert out.returncode == 1, out.stdout + out.stderr
+    error = json.loads(out.stdout)["error"]
+    assert error["code"] == "INDEX_NOT_READY" and f"process {holder.pid} " in error["message"], error
+    assert error["details"]["holder_pid"] == holder.pid
+    assert not (tmp_path / "s").exists() and [p.name for p in tmp_path.iterdir()] == ["d"]  # no partial folder
+    code, body = run("--data-dir", str(data), "snapshot", "create", str(tmp_path / "s"), "--wait", "1")
+    assert code == 0 and body["consistent"]  # the writer gone, the same command takes it

@@ -65,7 +65,9 @@ def add_commands(sub: Subparsers) -> None:
     create.add_argument("path", metavar="PATH")
     create.add_argument("--wait", type=float, default=60.0, metavar="S",
                         help="seconds to wait for the index to catch up with a catalog that is being written"
-                             " (default 60); past that the snapshot's index is behind and says so")
+                             " (default 60); past that the snapshot's index is behind and says so. It bounds"
+                             " the wait for the write lock too: a writer holding it all that time fails the"
+                             " snapshot (INDEX_NOT_READY, naming its pid)")
     restore = add_command(actions, "restore", cmd_restore,
                           "verify the snapshot PATH and swap it into the data directory D (D unchanged if refused)")
     restore.add_argument("path", metavar="PATH")

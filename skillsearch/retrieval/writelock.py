@@ -48,12 +48,19 @@ class WriteLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
 
-    def _holder(self) -> str:
+    def holder_pid(self) -> int | None:
+        """The process id the holder wrote into the lock file (``None``: none recorded). Advisory, for
+        messages: only the ``flock`` itself decides."""
         try:
             text = self.path.read_text(encoding="ascii").strip()
         except (OSError, UnicodeDecodeError):
-            return "another process"
-        return f"process {text}" if text.isdigit() else "another process"
+            return None
+        return int(text) if text.isdigit() else None
+
+    def holder(self) -> str:
+        """Who holds it, for a message: ``process N``, else ``another process``."""
+        pid = self.holder_pid()
+        return f"process {pid}" if pid is not None else "another process"
 
     def _take(self, blocking: bool) -> bool:
         fd = self._open()
@@ -64,7 +71,7 @@ class WriteLock:
                 break
             except BlockingIOError:
                 if not blocking or time.monotonic() >= deadline:
-                    holder = self._holder()
+                    holder = self.holder()
                     os.close(fd)
                     if not blocking:
                         return False

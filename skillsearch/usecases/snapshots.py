@@ -13,7 +13,10 @@ process writes them meanwhile; the catalog is copied under the same hold, and th
 the catalog's generation is the one the index reflects, so a restored replica opens it without embedding
 anything. While imports or a sync move the catalog ahead of its index, create waits for the index to catch
 up (``wait_s``); past that it keeps a pair whose index is behind and says so (``consistent: false``: the
-restored replica then embeds the skills changed in between, as any replica repairs a stale index).
+restored replica then embeds the skills changed in between, as any replica repairs a stale index). The
+write lock is waited for within the same ``wait_s``: a writer changes the index files in place, so while one
+holds the lock for the whole wait (an import or a ``reindex`` holds it for its whole run) no generation can
+be copied, and create fails with ``INDEX_NOT_READY`` naming the holder's pid, having written nothing.
 
 Everything is written into a hidden temporary folder beside ``PATH`` and renamed to ``PATH`` at the end,
 so a folder named ``PATH`` is always a whole snapshot. Restoring is :mod:`skillsearch.usecases.restore`.
@@ -198,22 +201,35 @@ def _read_index_manifest(data_dir: Path) -> dict[str, Any]:
 
 def _take(data_dir: Path, tmp: Path, wait_s: float) -> tuple[dict[str, Any], Any, list[FileEntry], bool, float]:
     """Under the write lock: the index files of one generation and the catalog at that generation, when the
-    catalog stops moving ahead of the index within ``wait_s``; else the last pair tried."""
+    catalog stops moving ahead of the index within ``wait_s``; else the last pair tried. The whole wait,
+    for the lock included, is ``wait_s``: a writer that holds the lock all that time (an import or a
+    reindex holds it for its whole run) fails the snapshot, since a writer changes the index files in
+    place (``vectors.npy`` rows, ``changes.log``, Tantivy's segments) and no whole generation can be
+    copied beside it."""
     lock = WriteLock(data_dir)
     catalog = data_dir / CATALOG
     started = time.monotonic()
     while True:
-        with lock.hold():
-            manifest = _read_index_manifest(data_dir)
-            index_generation = int(manifest.get("store_generation", -1))
-            last_try = time.monotonic() - started >= wait_s
-            if last_try or catalog_generation(catalog) == index_generation:
-                (tmp / CATALOG).unlink(missing_ok=True)
-                copy = backup_catalog(catalog, tmp / CATALOG)
-                if copy.generation == index_generation or last_try:
-                    files = [_copy_file(data_dir, rel, tmp) for rel in _index_files(data_dir)]
-                    return manifest, copy, files, copy.generation == index_generation, time.monotonic() - started
-        time.sleep(0.05)  # an import or a sync page is between its catalog commit and its index refresh
+        with lock.try_hold() as got:
+            if got:
+                manifest = _read_index_manifest(data_dir)
+                index_generation = int(manifest.get("store_generation", -1))
+                last_try = time.monotonic() - started >= wait_s
+                if last_try or catalog_generation(catalog) == index_generation:
+                    (tmp / CATALOG).unlink(missing_ok=True)
+                    copy = backup_catalog(catalog, tmp / CATALOG)
+                    if copy.generation == index_generation or last_try:
+                        files = [_copy_file(data_dir, rel, tmp) for rel in _index_files(data_dir)]
+                        return manifest, copy, files, copy.generation == index_generation, time.monotonic() - started
+        if not got and time.monotonic() - started >= wait_s:
+            pid = lock.holder_pid()
+            raise IndexNotReadyError(
+                f"{lock.holder()} held the write lock of {data_dir} for the whole wait ({wait_s:g}s): an import, a"
+                " sync or a reindex is writing the index files, which a snapshot copies only under that lock; no"
+                " snapshot was written: try again when it has finished, or wait longer (--wait)",
+                {"data_dir": str(data_dir), "lock": str(lock.path), "holder_pid": pid, "wait_s": wait_s},
+            )
+        time.sleep(0.05)  # a writer holds the lock, or an import is between its catalog commit and its refresh
 
 
 def create_snapshot(data_dir: Path, dest: Path, *, wait_s: float = 60.0) -> SnapshotInfo:
