@@ -454,3 +454,78 @@ def test_create_waits_for_a_writer_only_within_wait_then_fails_naming_it(tmp_pat
     assert not (tmp_path / "s").exists() and [p.name for p in tmp_path.iterdir()] == ["d"]  # no partial folder
     code, body = run("--data-dir", str(data), "snapshot", "create", str(tmp_path / "s"), "--wait", "1")
     assert code == 0 and body["consistent"]  # the writer gone, the same command takes it
+
+
+def test_restore_into_a_served_directory_is_refused_naming_the_server(hashing_snapshot: Path, target: Path) -> None:
+    """A running ``serve`` keeps the files it opened: a restore into its directory is refused (exit 4, the
+    target unchanged) with the server's pid; once it stops, the same restore goes through."""
+    before = {name: (target / name).stat().st_ino for name in ("catalog.sqlite3", "manifest.json")}
+    server = subprocess.Popen([sys.executable, "-m", "skillsearch.cli", "-q", "--encoder", "hashing", "--data-dir",
+                               str(target), "serve", "--host", "127.0.0.1", "--port", "0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=ENV)
+    try:
+        assert server.stdout is not None
+        url = next(line.split("serving on ")[1].split()[0] for line in server.stdout if "serving on " in line)
+        refused = cli("--encoder", "hashing", "snapshot", "restore", str(hashing_snapshot), "--data-dir", str(target),
+                      "--json", timeout=120)
+        assert httpx.get(url + "/readyz", timeout=30).status_code == 200  # still serving its own files
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        if server.stdout:
+            server.stdout.close()
+    assert refused.returncode == 4, refused.stdout + refused.stderr
+    error = json.loads(refused.stdout)["error"]
+    assert error["code"] == "INDEX_NOT_READY" and error["details"]["reason"] == "in_use", error
+    assert error["details"]["pids"] == [server.pid] and f"process {server.pid}" in error["message"]
+    assert {name: (target / name).stat().st_ino for name in before} == before  # nothing swapped
+    assert not [p.name for p in target.parent.iterdir() if ".restore-" in p.name]
+    done = cli("--encoder", "hashing", "snapshot", "restore", str(hashing_snapshot), "--data-dir", str(target),
+               timeout=120)
+    assert done.returncode == 0, done.stderr  # the server gone, nothing holds the directory
+    assert (target / "catalog.sqlite3").stat().st_ino != before["catalog.sqlite3"]
+
+
+def test_restore_while_another_process_writes_the_directory_is_refused_naming_it(
+    hashing_snapshot: Path, target: Path
+) -> None:
+    holder = hold_write_lock(target)
+    try:
+        code, body = run("--encoder", "hashing", "snapshot", "restore", str(hashing_snapshot), "--data-dir",
+                         str(target))
+    finally:
+        release(holder)
+    assert code == 4 and body["error"]["details"]["pids"] == [holder.pid], body
+
+
+def test_the_next_create_or_restore_deletes_the_hidden_folders_killed_runs_left(
+    hashing_snapshot: Path, tmp_path: Path
+) -> None:
+    """A killed run leaves its snapshot-sized hidden folder; the next run into the same place deletes the ones
+    whose process is gone (and an older version's, without a pid, from before it started) and says so;
+    a live process's folder and another target's are kept."""
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True, timeout=60)
+    dead, live = int(gone.stdout), os.getpid()  # that process has exited; this one (the test) lives on
+
+    def leave(name: str) -> Path:
+        folder = tmp_path / name
+        (folder / "vectors").mkdir(parents=True)
+        (folder / "vectors" / "vectors.npy").write_bytes(b"\0" * 4096)
+        return folder
+
+    stale = [leave(f".r.restore-{dead}-ab_cd123"), leave(".r.restore-zqpieh36"), leave(f".s.partial-{dead}-d1y7hwut")]
+    os.utime(stale[1], (1, 1))  # an older version's name: no pid, from long before this run
+    kept = [leave(f".r.restore-{live}-krts2a9s"), leave(f".rr.restore-{dead}-krts2a9s"), leave(f".s.partial-{live}-x")]
+    restored = cli("--encoder", "hashing", "snapshot", "restore", str(hashing_snapshot), "--data-dir",
+                   str(tmp_path / "r"), "--json", timeout=120)
+    assert restored.returncode == 0, restored.stderr
+    assert sorted(json.loads(restored.stdout)["removed_stale"]) == sorted(map(str, stale[:2]))
+    for folder in stale[:2]:
+        assert f"note: removed {folder}, the hidden folder of a snapshot restore that was killed" in restored.stderr
+    created = cli("--data-dir", str(tmp_path / "r"), "snapshot", "create", str(tmp_path / "s"), "--json", timeout=120)
+    assert created.returncode == 0, created.stderr
+    assert json.loads(created.stdout)["removed_stale"] == [str(stale[2])] and str(stale[2]) in created.stderr
+    assert "removed_stale" not in json.loads((tmp_path / "s" / "snapshot.json").read_text(encoding="utf-8"))
+    assert not any(folder.exists() for folder in stale) and all(folder.is_dir() for folder in kept)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == sorted(p.name for p in kept)

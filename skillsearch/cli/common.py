@@ -126,6 +126,15 @@ def principals_path(args: argparse.Namespace) -> Path:
     return Path(args.principals) if args.principals else Path(args.data_dir) / PRINCIPALS_FILE
 
 
+def in_use(path: Path) -> None:
+    """Mark the data directory used by this long-lived process (``serve``, ``mcp``) before anything in it
+    is opened, so ``snapshot restore`` refuses to swap it under us (``retrieval/inuse.py``)."""
+    from skillsearch.retrieval.inuse import hold_in_use
+
+    path.mkdir(parents=True, exist_ok=True)
+    hold_in_use(path)
+
+
 def check_data_dir(path: Path) -> None:
     """A server's data directory must be a readable, writable folder, or a new one it can create:
     :class:`StartupError` (one line, exit code 3) otherwise, before anything is opened."""

@@ -14,6 +14,7 @@ from skillsearch.cli.common import (
     add_command,
     add_grants,
     check_data_dir,
+    in_use,
     note_new_data_dir,
     progress_factory,
     settings_from_args,
@@ -107,6 +108,7 @@ def _http_banner(url: str, principal: Principal, catalog: Catalog) -> str:
 def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
     """Serve the MCP tools over stdio (stdout carries nothing but protocol) or streamable HTTP."""
     check_data_dir(Path(args.data_dir))
+    in_use(Path(args.data_dir))
     if not args.http:
         try:
             mcp_server_from_args(args).run("stdio")

@@ -29,6 +29,7 @@ from skillsearch.cli.common import (
     Subparsers,
     add_command,
     check_data_dir,
+    in_use,
     note_new_data_dir,
     principals_path,
     progress_factory,
@@ -119,6 +120,7 @@ def _open(args: argparse.Namespace) -> tuple[Catalog, SyncConfig | None, Sequenc
     use = not args.no_sync and (args.sync_config or sync_path.exists())
     sync = (load_config(sync_path) if args.sync_config else load_subscriptions(sync_path)) if use else None
     sources = load_sources(sync_path) if use else ()
+    in_use(Path(args.data_dir))  # before any file is opened: a restore refuses this directory while we live
     # A synced catalog is not seeded with the sample: its demo subscriptions would collide with real ones.
     catalog = Catalog.open(settings_from_args(args), seed=False if sync or sources else None,
                            progress=progress_factory(not args.quiet))

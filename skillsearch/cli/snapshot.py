@@ -4,9 +4,10 @@
 takes its target as ``--data-dir`` after the action too (``--data-dir`` before ``snapshot`` works as well),
 and checks the snapshot against the model files of the global ``--encoder`` (env ``SKILLSEARCH_ENCODER``;
 without one, of the encoder the snapshot's index was built with, as the restored replica will open it).
-Neither loads a model. Exit codes: 0 done; 4 the snapshot was refused (incomplete, altered or built with
-another model; ``error.code`` ``SNAPSHOT_INVALID`` or ``SNAPSHOT_ENCODER_MISMATCH``) and the target is
-unchanged; 1 any other error.
+Neither loads a model. Exit codes: 0 done; 4 the restore was refused and the target is unchanged: the
+snapshot is incomplete, altered or built with another model (``error.code`` ``SNAPSHOT_INVALID`` or
+``SNAPSHOT_ENCODER_MISMATCH``), or a live process serves or writes the target (``INDEX_NOT_READY`` with
+``details.reason`` ``in_use`` and its ``pids``); 1 any other error.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import TextIO
 
 from skillsearch.cli.common import Subparsers, add_command, emit, settings_from_args
-from skillsearch.core.errors import SnapshotInvalidError, error_body
+from skillsearch.core.errors import DataDirInUseError, SnapshotInvalidError, error_body
 from skillsearch.service import Catalog
 
 __all__ = ["EXIT_REFUSED", "add_commands"]
@@ -26,8 +27,14 @@ __all__ = ["EXIT_REFUSED", "add_commands"]
 EXIT_REFUSED = 4
 
 
+def _say_removed(paths: list[str], action: str) -> None:
+    for path in paths:
+        print(f"note: removed {path}, the hidden folder of a snapshot {action} that was killed", file=sys.stderr)
+
+
 def cmd_create(args: argparse.Namespace, out: TextIO) -> int:
     info = Catalog.create_snapshot(settings_from_args(args), Path(args.path), wait_s=args.wait)
+    _say_removed(info.removed_stale, "create")
     for note in info.notes:
         print(f"note: {note}", file=sys.stderr)
     emit(out, args, info.to_dict(), lambda: (
@@ -43,12 +50,13 @@ def cmd_restore(args: argparse.Namespace, out: TextIO) -> int:
         args.fresh_data_dir = not Path(args.target_dir).exists()  # said of the target, not the global --data-dir
     try:
         info = Catalog.restore_snapshot(settings_from_args(args), Path(args.path))
-    except SnapshotInvalidError as exc:
+    except (SnapshotInvalidError, DataDirInUseError) as exc:
         if args.json:
             out.write(json.dumps(error_body(exc), ensure_ascii=False, default=str) + "\n")
         else:
             print(f"error: {exc.code}: {exc.message} ({args.data_dir} is unchanged)", file=sys.stderr)
         return EXIT_REFUSED
+    _say_removed(info.removed_stale, "restore")
     emit(out, args, info.to_dict(), lambda: (
         f"restored {info.snapshot} into {info.data_dir}: catalog generation {info.store_generation},"
         f" {info.skills} skills, {info.documents} indexed, {info.files} files verified in {info.seconds:.1f}s"

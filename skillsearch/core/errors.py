@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "AccessDeniedError",
+    "DataDirInUseError",
     "IndexMismatchError",
     "IndexNotReadyError",
     "ResourceNotFoundError",
@@ -131,6 +132,11 @@ class IndexNotReadyError(SkillSearchError):
 
 class IndexMismatchError(IndexNotReadyError):
     """The index on disk was built for another model or store; the message says what to run."""
+
+
+class DataDirInUseError(IndexNotReadyError):
+    """A data directory a live process serves or writes (``details.pids``), refused as a restore's target:
+    that process would go on with the replaced files. Nothing was replaced."""
 
 
 class SnapshotInvalidError(SkillSearchError):

@@ -9,7 +9,8 @@ Nothing in ``D`` changes until the snapshot is proven whole and right for this r
 2. Its model fingerprint must be the one of the encoder this replica would load (``--encoder``, else the
    one the snapshot's index records), computed from the model's files here without loading it
    (``retrieval/model_files.py``): ``SNAPSHOT_ENCODER_MISMATCH``.
-3. Every file is copied into a new folder beside ``D`` while its sha256 is computed, reading at most its
+3. Every file is copied into a new folder beside ``D`` (``.NAME.restore-PID-XXXXXXXX``; such folders that
+   killed restores left, their process gone, are deleted first) while its sha256 is computed, reading at most its
    recorded size plus one byte, never through a link; a missing or short file is ``incomplete``, a digest
    that differs ``altered``. The copied index manifest and catalog must say what ``snapshot.json`` says.
 4. The files of ``D`` that are the replica's own (``principals.toml``, ``sync.toml``, local sources' git
@@ -18,9 +19,11 @@ Nothing in ``D`` changes until the snapshot is proven whole and right for this r
    ``renameat2(RENAME_EXCHANGE)`` (where the kernel lacks it: two renames, undone if the second fails).
    The old contents are deleted only after the swap.
 
-A refusal deletes the new folder and leaves ``D`` exactly as it was. Stop a server on ``D`` before
-restoring into it (or restore into a new folder and start the server there): a running process keeps the
-files it had open. The restored catalog holds the sync cursors, so the replica's first sync resumes from
+A refusal deletes the new folder and leaves ``D`` exactly as it was. A ``D`` that a live process serves
+(``serve``, ``mcp``: the shared lock of ``retrieval/inuse.py``) or writes (the write lock) is refused before
+anything is copied, and again at the swap, which holds that lock alone (``DataDirInUseError``, naming the
+pids): a running process would keep the files it had open. Stop it first, or restore into a new folder and
+start the server there. The restored catalog holds the sync cursors, so the replica's first sync resumes from
 them; its index is the snapshot's, so it serves without embedding anything.
 """
 
@@ -33,15 +36,15 @@ import os
 import re
 import shutil
 import stat
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from skillsearch.catalog.backup import catalog_generation
-from skillsearch.core.errors import IndexNotReadyError, SnapshotEncoderError, SnapshotInvalidError
+from skillsearch.core.errors import DataDirInUseError, IndexNotReadyError, SnapshotEncoderError, SnapshotInvalidError
 from skillsearch.retrieval.encoders import encoder_choice, setting_fingerprint
+from skillsearch.retrieval.inuse import IN_USE_FILE, exclusive
 from skillsearch.retrieval.manifest import MANIFEST
 from skillsearch.retrieval.writelock import LOCK_FILE, WriteLock
 from skillsearch.usecases.snapshots import (
@@ -53,6 +56,8 @@ from skillsearch.usecases.snapshots import (
     copy_hashed,
     default_dir_mode,
     fsync_dir,
+    remove_stale,
+    work_folder,
 )
 
 __all__ = ["RestoreInfo", "read_snapshot", "restore_snapshot"]
@@ -64,7 +69,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 # What a restore replaces in D; the rest of D is the replica's own and is kept. SQLite's side files of the
 # old catalog and the old lock go with the old contents.
 _REPLACED = {CATALOG, MANIFEST, *INDEX_DIRS, f"{CATALOG}-wal", f"{CATALOG}-shm", f"{CATALOG}-journal", LOCK_FILE,
-             "manifest.tmp"}
+             IN_USE_FILE, "manifest.tmp"}
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,7 @@ class RestoreInfo:
     bytes: int
     kept: list[str]
     seconds: float
+    removed_stale: list[str]  # hidden folders of killed restores into the same D, deleted first
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -257,17 +263,36 @@ def _swap(stage: Path, data_dir: Path) -> None:
     os.rename(old, stage)
 
 
+def _in_use(data_dir: Path, pids: list[int]) -> DataDirInUseError:
+    who = (f"process {pids[0]}" if len(pids) == 1 else "processes " + ", ".join(map(str, pids))) if pids \
+        else "another process"
+    return DataDirInUseError(
+        f"{data_dir} is in use by {who} (a server or a writer); stop it before restoring into that folder"
+        " (or restore into a new folder and start the server there)",
+        {"reason": "in_use", "data_dir": str(data_dir), "pids": pids})
+
+
+def _refuse_if_in_use(data_dir: Path) -> None:
+    """Fail fast, before copying anything, when a live process serves or writes ``data_dir``."""
+    if data_dir.is_dir():
+        with exclusive(data_dir, create=False) as users:
+            if users is not None:
+                raise _in_use(data_dir, users)
+
+
 def restore_snapshot(src: Path, data_dir: Path, encoder: str) -> RestoreInfo:
     """Verify the snapshot at ``src`` against this replica's ``encoder`` setting and swap it into
     ``data_dir``; any refusal leaves ``data_dir`` as it was."""
-    started = time.perf_counter()
+    started, run_started = time.perf_counter(), time.time()
     src, data_dir = Path(src).absolute(), Path(data_dir).absolute()
     manifest, entries = read_snapshot(src)
     _check_encoder(manifest, encoder)
     if data_dir.is_symlink() or (data_dir.exists() and not data_dir.is_dir()):
         raise IndexNotReadyError(f"{data_dir} is not a folder", {"data_dir": str(data_dir)})
+    _refuse_if_in_use(data_dir)
     data_dir.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{data_dir.name}.restore-", dir=data_dir.parent))
+    removed = remove_stale(data_dir, "restore", run_started)
+    stage = work_folder(data_dir, "restore")
     try:
         for entry in entries:
             _stage_file(src, entry, stage)
@@ -279,11 +304,16 @@ def restore_snapshot(src: Path, data_dir: Path, encoder: str) -> RestoreInfo:
         if not data_dir.exists():
             os.rename(stage, data_dir)
         else:
-            with WriteLock(data_dir).try_hold() as got:
+            # Held through the swap: no server starts on the old files meanwhile (one waits, then opens the new).
+            created = not (data_dir / IN_USE_FILE).exists()
+            with exclusive(data_dir) as users, WriteLock(data_dir).try_hold() as got:
+                if users is not None:
+                    raise _in_use(data_dir, users)
                 if not got:
-                    raise IndexNotReadyError(
-                        f"another process is writing to {data_dir}; stop it before restoring into that folder",
-                        {"data_dir": str(data_dir)})
+                    if created:  # a refusal leaves D as it was (a server opening it meanwhile retries)
+                        (data_dir / IN_USE_FILE).unlink(missing_ok=True)
+                    pid = WriteLock(data_dir).holder_pid()
+                    raise _in_use(data_dir, [pid] if pid is not None else [])
                 kept = _keep_own_files(data_dir, stage)
                 _swap(stage, data_dir)
         fsync_dir(data_dir.parent)
@@ -294,4 +324,5 @@ def restore_snapshot(src: Path, data_dir: Path, encoder: str) -> RestoreInfo:
         skills=int(manifest.get("skills", 0)), documents=int(manifest.get("documents", 0)),
         encoder=dict(manifest["encoder"]), cursors=dict(manifest.get("cursors") or {}), files=len(entries),
         bytes=sum(e.size for e in entries), kept=kept, seconds=round(time.perf_counter() - started, 3),
+        removed_stale=removed,
     )

@@ -18,8 +18,9 @@ write lock is waited for within the same ``wait_s``: a writer changes the index 
 holds the lock for the whole wait (an import or a ``reindex`` holds it for its whole run) no generation can
 be copied, and create fails with ``INDEX_NOT_READY`` naming the holder's pid, having written nothing.
 
-Everything is written into a hidden temporary folder beside ``PATH`` and renamed to ``PATH`` at the end,
-so a folder named ``PATH`` is always a whole snapshot. Restoring is :mod:`skillsearch.usecases.restore`.
+Everything is written into a hidden temporary folder beside ``PATH`` (``.NAME.partial-PID-XXXXXXXX``) and
+renamed to ``PATH`` at the end, so a folder named ``PATH`` is always a whole snapshot; such a folder left by a
+killed create (its process gone) is deleted by the next create of ``PATH``. Restoring is :mod:`skillsearch.usecases.restore`.
 Configuration is per replica and never in a snapshot: ``principals.toml``, ``sync.toml`` (its secrets),
 local sources' git caches.
 """
@@ -29,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -53,6 +55,8 @@ __all__ = [
     "create_snapshot",
     "default_dir_mode",
     "fsync_dir",
+    "remove_stale",
+    "work_folder",
 ]
 
 FORMAT = "skillsearch.snapshot.v1"
@@ -90,6 +94,7 @@ class SnapshotInfo:
     created_at: str = ""
     waited_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    removed_stale: list[str] = field(default_factory=list)  # hidden folders of killed creates, deleted first
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()}
@@ -135,6 +140,52 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def work_folder(dest: Path, kind: str) -> Path:
+    """A new hidden folder beside ``dest`` for a ``kind`` (``partial``: a create; ``restore``) to write into,
+    named ``.NAME.KIND-PID-XXXXXXXX`` so that a later run can tell when its owner is gone."""
+    return Path(tempfile.mkdtemp(prefix=f".{dest.name}.{kind}-{os.getpid()}-", dir=dest.parent))
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def remove_stale(dest: Path, kind: str, started: float) -> list[str]:
+    """Delete the hidden folders of ``dest``'s earlier ``kind`` runs that were killed (``kill -9``, a power
+    cut) before they could delete their own: a name ``.NAME.KIND-PID-XXXXXXXX`` whose process is gone, and
+    one of an older version, ``.NAME.KIND-XXXXXXXX`` (no pid), last changed before ``started`` (this run's
+    ``time.time()``). Returns the folders deleted."""
+    pattern = re.compile(rf"\.{re.escape(dest.name)}\.{re.escape(kind)}-(?:(\d+)-)?[A-Za-z0-9_]{{8}}")
+    removed = []
+    try:
+        names = sorted(os.listdir(dest.parent))
+    except FileNotFoundError:
+        return []
+    for name in names:
+        match = pattern.fullmatch(name)
+        path = dest.parent / name
+        if match is None or path.is_symlink() or not path.is_dir():
+            continue
+        pid = match.group(1)
+        try:
+            stale = not _alive(int(pid)) if pid is not None else path.stat().st_mtime < started
+        except (OSError, OverflowError):
+            continue
+        if stale:
+            shutil.rmtree(path, ignore_errors=True)
+            if not path.exists():
+                removed.append(str(path))
+    return removed
 
 
 def _hash_file(root: Path, rel: str) -> FileEntry:
@@ -234,7 +285,7 @@ def _take(data_dir: Path, tmp: Path, wait_s: float) -> tuple[dict[str, Any], Any
 
 def create_snapshot(data_dir: Path, dest: Path, *, wait_s: float = 60.0) -> SnapshotInfo:
     """Write a snapshot of ``data_dir`` to ``dest`` (a new folder, or an empty one)."""
-    started = time.perf_counter()
+    started, run_started = time.perf_counter(), time.time()
     data_dir, dest = Path(data_dir).absolute(), Path(dest).absolute()
     if dest.is_symlink() or (dest.exists() and (not dest.is_dir() or any(dest.iterdir()))):
         raise ValidationError(f"{dest} already exists; a snapshot is written into a new (or empty) folder",
@@ -244,7 +295,8 @@ def create_snapshot(data_dir: Path, dest: Path, *, wait_s: float = 60.0) -> Snap
     if not (data_dir / CATALOG).is_file():
         raise IndexNotReadyError(f"there is no catalog in {data_dir}", {"data_dir": str(data_dir)})
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=dest.parent))
+    removed = remove_stale(dest, "partial", run_started)
+    tmp = work_folder(dest, "partial")
     try:
         manifest, copy, files, consistent, waited = _take(data_dir, tmp, wait_s)
         files.insert(0, _hash_file(tmp, CATALOG))
@@ -260,10 +312,11 @@ def create_snapshot(data_dir: Path, dest: Path, *, wait_s: float = 60.0) -> Snap
             documents=int(manifest.get("documents", 0)), encoder=encoder, cursors=copy.cursors, files=len(files),
             bytes=sum(f.size for f in files), seconds=round(time.perf_counter() - started, 3),
             created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), waited_s=round(waited, 3), notes=notes,
+            removed_stale=removed,
         )
         body = {"format": FORMAT, **info.to_dict(), "index_write_id": manifest.get("write_id"),
                 "files": [f.to_dict() for f in files]}
-        for key in ("path", "seconds", "waited_s"):
+        for key in ("path", "seconds", "waited_s", "removed_stale"):
             body.pop(key)
         (tmp / SNAPSHOT_MANIFEST).write_text(json.dumps(body, indent=1), encoding="utf-8")
         with (tmp / SNAPSHOT_MANIFEST).open("rb") as f:
