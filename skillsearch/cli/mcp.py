@@ -108,8 +108,8 @@ def _http_banner(url: str, principal: Principal, catalog: Catalog) -> str:
 def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
     """Serve the MCP tools over stdio (stdout carries nothing but protocol) or streamable HTTP."""
     check_data_dir(Path(args.data_dir))
-    in_use(Path(args.data_dir))
     if not args.http:
+        in_use(Path(args.data_dir))
         try:
             mcp_server_from_args(args).run("stdio")
         except BaseExceptionGroup as group:  # the SDK's task groups wrap what stopped the server: say that
@@ -122,6 +122,7 @@ def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
 
     principal = mcp_principal_from_args(args)
     listen_socket(args.host, args.port).close()  # a busy port fails before the catalog is opened
+    in_use(Path(args.data_dir))  # after the port: a server that cannot start leaves no data directory behind
     no_sources = getattr(args, "no_sources", False)
     seed = None if no_sources or not load_sources(default_config_path(Path(args.data_dir))) else False
     catalog = Catalog.open(settings_from_args(args), progress=progress_factory(not args.quiet), seed=seed)
