@@ -26,6 +26,7 @@ from skillsearch.cli import build_serve_app
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import SkillNotFoundError
 from skillsearch.core.hashing import stable_id
+from skillsearch.http.app import create_app
 from skillsearch.http.auth import PrincipalRegistry, add_principal
 from skillsearch.http.sync_routes import make_sync_router
 from skillsearch.retrieval.search_types import SearchRequest
@@ -170,9 +171,11 @@ def _app(catalog: Catalog, url: str, poller: object = None) -> FastAPI:
 
 
 def _post(url: str, body: bytes, timestamp: int | None = None, secret: str = SECRET,
-          signature: str | None = None) -> httpx.Response:
+          signature: str | None = None, content_type: str | None = "application/json") -> httpx.Response:
     ts = int(time.time()) if timestamp is None else timestamp
     headers = {TIMESTAMP_HEADER: str(ts), SIGNATURE_HEADER: signature or sign_webhook(secret, ts, body)}
+    if content_type is not None:
+        headers["Content-Type"] = content_type
     return httpx.post(f"{url}/v1/sync/webhook", content=body, headers=headers)
 
 
@@ -254,6 +257,94 @@ def test_bad_stale_unsigned_and_replayed_webhooks_are_refused(catalog: Catalog, 
         malformed = b'{"id": "evt-2", "type": "skills.changed"}'
         response = _post(url, malformed)
         assert response.status_code == 400 and response.json()["error"]["code"] == "VALIDATION_ERROR"
+
+
+def _metric(text: str, name: str, **labels: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return 0.0
+
+
+def test_a_webhook_not_sent_as_json_is_415_after_its_signature_and_pulls_nothing(
+        catalog: Catalog, upstream: ReferenceUpstream, upstream_url: str) -> None:
+    """The README's body rule holds for the webhook too: a signed event sent as text/plain, or with no
+    Content-Type, is 415 with a problem on ``header.content-type``, changes nothing (its id is not spent,
+    no pull is scheduled) and is counted under the webhook's route. The signature is still checked first."""
+    config = config_for(upstream_url, SUB, interval_s=3600)
+    poller = catalog.subscriptions.make_poller(config)
+    poller.start()
+    try:
+        assert poller.wait_for_runs(SUB, 1, timeout=60), "the first run starts at once"
+        app = create_app(catalog, routers=[make_sync_router(catalog, config, poller)])
+        body = _event("evt-ctype", "skills.changed")
+        with serve(app) as url:
+            for content_type in ("text/plain", None):
+                response = _post(url, body, content_type=content_type)
+                assert response.status_code == 415, response.text
+                error = response.json()["error"]
+                assert error["code"] == "VALIDATION_ERROR"
+                assert [p["field"] for p in error["details"]["problems"]] == ["header.content-type"]
+            unsigned = httpx.post(f"{url}/v1/sync/webhook", content=body, headers={"Content-Type": "text/plain"})
+            assert unsigned.status_code == 401 and unsigned.json()["error"]["code"] == "UNAUTHENTICATED"
+            state = poller.status()[SUB]
+            # A pull scheduled by either would have moved the next run to now (or run it already).
+            assert state["runs"] == 1 and not state["running"] and state["next_run_in_s"] > 60, state
+
+            metrics = httpx.get(f"{url}/metrics").text
+            assert _metric(metrics, "skillsearch_http_requests_total", route="/v1/sync/webhook", status="415") == 2
+            assert _metric(metrics, "skillsearch_http_requests_total", route="/v1/sync/webhook", status="401") == 1
+
+            accepted = _post(url, body)  # the same event id, sent right: it was never recorded
+            assert accepted.status_code == 202 and accepted.json()["action"] == "pull_scheduled", accepted.text
+            assert poller.wait_for_runs(SUB, 2, timeout=60), "the accepted webhook moved the next pull to now"
+    finally:
+        poller.stop()
+
+
+def test_webhook_refusals_have_the_one_error_shape_and_are_counted_under_its_route(
+        catalog: Catalog, upstream_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Malformed events and an undeclared length are 400 with ``details.problems`` located in the request
+    (never the value sent); a body over 64 KiB is 413 on ``body``; each is counted and logged under
+    ``/v1/sync/webhook``, not ``other``."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="skillsearch.http")
+    app = create_app(catalog, routers=[make_sync_router(catalog, config_for(upstream_url, SUB))])
+    with serve(app) as url:
+        def problems(response: httpx.Response, status: int) -> list[str]:
+            assert response.status_code == status, response.text
+            error = response.json()["error"]
+            assert error["code"] == "VALIDATION_ERROR"
+            return [p["field"] for p in error["details"]["problems"]]
+
+        assert problems(_post(url, b"{not json"), 400) == ["body"]
+        wrong = json.dumps({"id": "evt-3", "type": "skills.changed", "subscription_id": "no spaces SEEKRIT"}).encode()
+        response = _post(url, wrong)
+        assert problems(response, 400) == ["body.subscription_id"] and "SEEKRIT" not in response.text
+        assert problems(_post(url, b'{"type": "skills.changed", "subscription_id": "x"}'), 400) == ["body.id"]
+
+        chunked = httpx.post(f"{url}/v1/sync/webhook", content=iter([_event("evt-4")]),
+                             headers={"Content-Type": "application/json"})
+        assert problems(chunked, 400) == ["header.content-length"]
+
+        big = json.dumps({"id": "evt-5", "type": "skills.changed", "subscription_id": SUB,
+                          "data": {"pad": "x" * 70_000}}).encode()
+        response = _post(url, big)
+        assert problems(response, 413) == ["body"]
+        assert response.json()["error"]["details"]["max_body_bytes"] == 64 * 1024
+        assert response.content.startswith(b'{"error":{"code":"VALIDATION_ERROR"')  # spaced as every other error
+
+        metrics = httpx.get(f"{url}/metrics").text
+    assert _metric(metrics, "skillsearch_http_requests_total", route="/v1/sync/webhook", status="400") == 4
+    assert _metric(metrics, "skillsearch_http_requests_total", route="/v1/sync/webhook", status="413") == 1
+    assert _metric(metrics, "skillsearch_http_requests_total", route="other", status="413") == 0
+    logged = [(getattr(r, "route", None), getattr(r, "status", None)) for r in caplog.records
+              if r.name == "skillsearch.http" and getattr(r, "path", "") == "/v1/sync/webhook"]
+    assert ("/v1/sync/webhook", 413) in logged and all(route == "/v1/sync/webhook" for route, _ in logged)
 
 
 def test_cli_sync_and_status(catalog: Catalog, upstream: ReferenceUpstream, upstream_url: str,
