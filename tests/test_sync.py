@@ -6,6 +6,7 @@ import io
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -31,7 +32,7 @@ from skillsearch.http.auth import PrincipalRegistry, add_principal
 from skillsearch.http.sync_routes import make_sync_router
 from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
-from skillsearch.sync.contract import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign_webhook
+from skillsearch.sync.contract import SIGNATURE_HEADER, TIMESTAMP_HEADER, ErrorBody, sign_webhook
 from skillsearch.upstream.app import ReferenceUpstream, WebhookTarget, contract_openapi
 
 SUB = "starter-pack"
@@ -377,6 +378,50 @@ def test_openapi_file_is_the_reference_upstreams_contract() -> None:
     committed = json.loads((Path(__file__).parents[1] / "docs" / "upstream-openapi.json").read_text("utf-8"))
     assert committed == contract_openapi(), "regenerate: python -m skillsearch.upstream.app > docs/upstream-openapi.json"
     assert set(committed["webhooks"]) == {"skills.changed", "subscription.revoked"}
+
+
+def test_the_contract_file_declares_the_errors_each_side_sends(catalog: Catalog, upstream: ReferenceUpstream,
+                                                               upstream_url: str) -> None:
+    """``docs/upstream-openapi.json`` declares what the feed and the webhook receiver answer: every error
+    status either sends is declared there with the one error body, and nothing they never send (FastAPI's
+    422 ``HTTPValidationError``) is."""
+    committed = json.loads((Path(__file__).parents[1] / "docs" / "upstream-openapi.json").read_text("utf-8"))
+    assert "HTTPValidationError" not in json.dumps(committed)
+
+    def declared(operation: dict[str, Any]) -> set[int]:
+        errors = {int(code): spec for code, spec in operation["responses"].items() if int(code) >= 400}
+        for spec in errors.values():
+            assert spec["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
+        return set(errors)
+
+    def sent(response: httpx.Response) -> int:
+        assert response.status_code >= 400, response.text
+        ErrorBody.model_validate_json(response.content)
+        return response.status_code
+
+    feed = f"{upstream_url}/v1/subscriptions/{SUB}/skills"
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    bad_limit = httpx.get(feed, headers=auth, params={"limit": 0})
+    assert [p["field"] for p in bad_limit.json()["error"]["details"]["problems"]] == ["query.limit"]
+    feed_sent = {sent(bad_limit), sent(httpx.get(feed)),
+                 sent(httpx.get(f"{upstream_url}/v1/subscriptions/nope/skills", headers=auth)),
+                 sent(httpx.get(feed, headers=auth, params={"since": "stale.1"}))}
+    upstream.set_revoked(SUB, True)
+    feed_sent.add(sent(httpx.get(feed, headers=auth)))
+    feed_declared = declared(committed["paths"]["/v1/subscriptions/{subscription_id}/skills"]["get"])
+    # 429 and 503 are a platform's to send (the catalog honours them); the reference upstream never does.
+    assert feed_sent == feed_declared - {429, 503} == {400, 401, 403, 404, 410}
+
+    with serve(create_app(catalog, routers=[make_sync_router(catalog, config_for(upstream_url, SUB))])) as url:
+        webhook_sent = {
+            sent(_post(url, b"{not json")),
+            sent(httpx.post(f"{url}/v1/sync/webhook", content=_event("evt-unsigned"),
+                            headers={"Content-Type": "application/json"})),
+            sent(_post(url, b"{" + b" " * 70_000 + b"}")),
+            sent(_post(url, _event("evt-plain"), content_type="text/plain")),
+        }
+    for event_type in ("skills.changed", "subscription.revoked"):
+        assert declared(committed["webhooks"][event_type]["post"]) == webhook_sent == {400, 401, 413, 415}
 
 
 def test_reference_upstream_contract_errors_and_admin_routes(catalog: Catalog, upstream: ReferenceUpstream,
