@@ -206,7 +206,10 @@ def test_revoke_by_webhook_hides_at_once_then_the_pull_confirms(catalog: Catalog
         assert status["revoked"] and status["skills_active"] == 0 and status["cursor"] is None
         index_matches_store(catalog)
 
-        upstream.set_revoked(SUB, False)  # reinstated upstream: the next pull lifts it and brings all back
+        # Reinstated upstream, announced: the webhook is sent, and the pull it calls for lifts it.
+        reinstated = httpx.post(f"{upstream_url}/admin/subscriptions/{SUB}/reinstate", params={"notify": "true"},
+                                headers={"Authorization": f"Bearer {TOKEN}"})
+        assert reinstated.json() == {"revoked": False, "seq": 0, "webhook_status": 202}, reinstated.text
         [report] = catalog.subscriptions.sync_once(config)
         assert report.full and not catalog.store.revoked_at(SUB)
         assert catalog_content(catalog, SOURCE) == upstream_content(upstream, SUB)

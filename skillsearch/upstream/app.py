@@ -334,9 +334,10 @@ def create_upstream_app(upstream: ReferenceUpstream) -> FastAPI:
         return {"revoked": True, **await _changed(0, notify, subscription_id, "subscription.revoked")}
 
     @app.post("/admin/subscriptions/{subscription_id}/reinstate", include_in_schema=False, dependencies=auth)
-    def reinstate(subscription_id: SubPath) -> dict[str, Any]:
+    async def reinstate(subscription_id: SubPath, notify: bool = False) -> dict[str, Any]:
+        """With ``notify``, a ``skills.changed``: the catalog's pull then lifts the revocation at once."""
         upstream.set_revoked(subscription_id, False)
-        return {"revoked": False}
+        return {"revoked": False, **await _changed(0, notify, subscription_id)}
 
     @app.post("/admin/subscriptions/{subscription_id}/expire-cursors", include_in_schema=False,
               dependencies=auth)
