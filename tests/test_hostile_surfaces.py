@@ -101,7 +101,8 @@ def test_a_revocation_for_an_unconfigured_subscription_is_ignored(catalog: Catal
     ts = int(time.time())
     with serve(app) as url:
         resp = httpx.post(f"{url}/v1/sync/webhook", content=body, headers={
-            TIMESTAMP_HEADER: str(ts), SIGNATURE_HEADER: sign_webhook(SECRET, ts, body)})
+            "Content-Type": "application/json", TIMESTAMP_HEADER: str(ts),
+            SIGNATURE_HEADER: sign_webhook(SECRET, ts, body)})
     assert resp.status_code < 300, resp.text
     assert "other" not in catalog.store.revoked_subscriptions()
     assert [s.name for s in catalog.list_skills(Principal("p", frozenset({"sub:other"}))).items] == ["local one"]

@@ -85,6 +85,49 @@ def test_metrics_and_readyz_follow_the_sync_and_say_degraded_when_it_keeps_faili
         upstream_server.stop()
 
 
+def test_failing_time_counts_from_the_first_failure_since_the_last_success_not_from_that_success(
+    empty_catalog: Catalog, tmp_path: Path
+) -> None:
+    """A replica that last synced an hour ago (an hourly poll) and whose next poll fails is not failing for
+    an hour: the failing time starts at the first failure after the last success, is kept across the next
+    failures, and a success clears it. The data's age is still reported as is."""
+    from datetime import UTC, datetime, timedelta
+
+    from skillsearch.catalog.sync_state import SyncState
+
+    source = f"upstream:{SUB}"
+    an_hour_ago = (datetime.now(UTC) - timedelta(hours=1)).isoformat().replace("+00:00", "Z")
+    empty_catalog.store.sync.save(SyncState(source, None, an_hour_ago, None, {}))
+    down = "http://127.0.0.1:9"  # the platform is unreachable
+    app = build_serve_app(empty_catalog, PrincipalRegistry(tmp_path / "principals.toml"),
+                          sync=config_for(down, SUB, interval_s=3600), degraded_after_s=600)
+    with ServerThread(app) as url:
+        assert _wait(lambda: (s := empty_catalog.store.sync.state(source)) is not None and s.last_error, 60)
+        first = empty_catalog.store.sync.state(source)  # the poller retries failures: maybe not the first one
+        assert first is not None and first.last_error and first.failing_since
+        assert an_hour_ago < first.failing_since <= first.last_error.split(" ")[0]
+        ready = httpx.get(url + "/readyz", timeout=10).json()
+        assert ready["status"] == "ready" and ready["degraded"] == [], ready  # not "failing for 3600s"
+        text = httpx.get(url + "/metrics", timeout=10).text
+        assert 0 < _metric(text, "skillsearch_sync_failing_seconds", kind="subscription", name=SUB) < 600
+        assert _metric(text, "skillsearch_sync_last_success_age_seconds", kind="subscription", name=SUB) >= 3600
+
+        assert fire_webhook(url) == 202  # another pull, another failure: the failing time still starts at the first
+        assert _wait(lambda: (s := empty_catalog.store.sync.state(source)) is not None
+                     and s.last_error != first.last_error, 60)
+        again = empty_catalog.store.sync.state(source)
+        assert again is not None and again.failing_since == first.failing_since and again.last_success == an_hour_ago
+
+    upstream = upstream_with_starter(SUB)
+    with serve(create_upstream_app(upstream)) as upstream_url:  # the platform is back: one success clears it
+        [report] = empty_catalog.subscriptions.sync_once(config_for(upstream_url, SUB))
+    assert report.error is None
+    healed = empty_catalog.store.sync.state(source)
+    assert healed is not None and healed.failing_since is None
+    [health] = empty_catalog.subscriptions.sync_health(config_for(upstream_url, SUB), (), 0.0)
+    assert health.failing_for_s is None
+
+
 def test_a_process_that_is_not_the_writer_says_so(empty_catalog: Catalog, tmp_path: Path) -> None:
     from skillsearch.sync.leader import Leadership
 

@@ -6,6 +6,7 @@ import io
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -26,11 +27,12 @@ from skillsearch.cli import build_serve_app
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import SkillNotFoundError
 from skillsearch.core.hashing import stable_id
+from skillsearch.http.app import create_app
 from skillsearch.http.auth import PrincipalRegistry, add_principal
 from skillsearch.http.sync_routes import make_sync_router
 from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
-from skillsearch.sync.contract import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign_webhook
+from skillsearch.sync.contract import SIGNATURE_HEADER, TIMESTAMP_HEADER, ErrorBody, sign_webhook
 from skillsearch.upstream.app import ReferenceUpstream, WebhookTarget, contract_openapi
 
 SUB = "starter-pack"
@@ -170,9 +172,11 @@ def _app(catalog: Catalog, url: str, poller: object = None) -> FastAPI:
 
 
 def _post(url: str, body: bytes, timestamp: int | None = None, secret: str = SECRET,
-          signature: str | None = None) -> httpx.Response:
+          signature: str | None = None, content_type: str | None = "application/json") -> httpx.Response:
     ts = int(time.time()) if timestamp is None else timestamp
     headers = {TIMESTAMP_HEADER: str(ts), SIGNATURE_HEADER: signature or sign_webhook(secret, ts, body)}
+    if content_type is not None:
+        headers["Content-Type"] = content_type
     return httpx.post(f"{url}/v1/sync/webhook", content=body, headers=headers)
 
 
@@ -202,7 +206,10 @@ def test_revoke_by_webhook_hides_at_once_then_the_pull_confirms(catalog: Catalog
         assert status["revoked"] and status["skills_active"] == 0 and status["cursor"] is None
         index_matches_store(catalog)
 
-        upstream.set_revoked(SUB, False)  # reinstated upstream: the next pull lifts it and brings all back
+        # Reinstated upstream, announced: the webhook is sent, and the pull it calls for lifts it.
+        reinstated = httpx.post(f"{upstream_url}/admin/subscriptions/{SUB}/reinstate", params={"notify": "true"},
+                                headers={"Authorization": f"Bearer {TOKEN}"})
+        assert reinstated.json() == {"revoked": False, "seq": 0, "webhook_status": 202}, reinstated.text
         [report] = catalog.subscriptions.sync_once(config)
         assert report.full and not catalog.store.revoked_at(SUB)
         assert catalog_content(catalog, SOURCE) == upstream_content(upstream, SUB)
@@ -256,6 +263,94 @@ def test_bad_stale_unsigned_and_replayed_webhooks_are_refused(catalog: Catalog, 
         assert response.status_code == 400 and response.json()["error"]["code"] == "VALIDATION_ERROR"
 
 
+def _metric(text: str, name: str, **labels: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return 0.0
+
+
+def test_a_webhook_not_sent_as_json_is_415_after_its_signature_and_pulls_nothing(
+        catalog: Catalog, upstream: ReferenceUpstream, upstream_url: str) -> None:
+    """The README's body rule holds for the webhook too: a signed event sent as text/plain, or with no
+    Content-Type, is 415 with a problem on ``header.content-type``, changes nothing (its id is not spent,
+    no pull is scheduled) and is counted under the webhook's route. The signature is still checked first."""
+    config = config_for(upstream_url, SUB, interval_s=3600)
+    poller = catalog.subscriptions.make_poller(config)
+    poller.start()
+    try:
+        assert poller.wait_for_runs(SUB, 1, timeout=60), "the first run starts at once"
+        app = create_app(catalog, routers=[make_sync_router(catalog, config, poller)])
+        body = _event("evt-ctype", "skills.changed")
+        with serve(app) as url:
+            for content_type in ("text/plain", None):
+                response = _post(url, body, content_type=content_type)
+                assert response.status_code == 415, response.text
+                error = response.json()["error"]
+                assert error["code"] == "VALIDATION_ERROR"
+                assert [p["field"] for p in error["details"]["problems"]] == ["header.content-type"]
+            unsigned = httpx.post(f"{url}/v1/sync/webhook", content=body, headers={"Content-Type": "text/plain"})
+            assert unsigned.status_code == 401 and unsigned.json()["error"]["code"] == "UNAUTHENTICATED"
+            state = poller.status()[SUB]
+            # A pull scheduled by either would have moved the next run to now (or run it already).
+            assert state["runs"] == 1 and not state["running"] and state["next_run_in_s"] > 60, state
+
+            metrics = httpx.get(f"{url}/metrics").text
+            assert _metric(metrics, "skillsearch_http_requests_total", route="/v1/sync/webhook", status="415") == 2
+            assert _metric(metrics, "skillsearch_http_requests_total", route="/v1/sync/webhook", status="401") == 1
+
+            accepted = _post(url, body)  # the same event id, sent right: it was never recorded
+            assert accepted.status_code == 202 and accepted.json()["action"] == "pull_scheduled", accepted.text
+            assert poller.wait_for_runs(SUB, 2, timeout=60), "the accepted webhook moved the next pull to now"
+    finally:
+        poller.stop()
+
+
+def test_webhook_refusals_have_the_one_error_shape_and_are_counted_under_its_route(
+        catalog: Catalog, upstream_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Malformed events and an undeclared length are 400 with ``details.problems`` located in the request
+    (never the value sent); a body over 64 KiB is 413 on ``body``; each is counted and logged under
+    ``/v1/sync/webhook``, not ``other``."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="skillsearch.http")
+    app = create_app(catalog, routers=[make_sync_router(catalog, config_for(upstream_url, SUB))])
+    with serve(app) as url:
+        def problems(response: httpx.Response, status: int) -> list[str]:
+            assert response.status_code == status, response.text
+            error = response.json()["error"]
+            assert error["code"] == "VALIDATION_ERROR"
+            return [p["field"] for p in error["details"]["problems"]]
+
+        assert problems(_post(url, b"{not json"), 400) == ["body"]
+        wrong = json.dumps({"id": "evt-3", "type": "skills.changed", "subscription_id": "no spaces SEEKRIT"}).encode()
+        response = _post(url, wrong)
+        assert problems(response, 400) == ["body.subscription_id"] and "SEEKRIT" not in response.text
+        assert problems(_post(url, b'{"type": "skills.changed", "subscription_id": "x"}'), 400) == ["body.id"]
+
+        chunked = httpx.post(f"{url}/v1/sync/webhook", content=iter([_event("evt-4")]),
+                             headers={"Content-Type": "application/json"})
+        assert problems(chunked, 400) == ["header.content-length"]
+
+        big = json.dumps({"id": "evt-5", "type": "skills.changed", "subscription_id": SUB,
+                          "data": {"pad": "x" * 70_000}}).encode()
+        response = _post(url, big)
+        assert problems(response, 413) == ["body"]
+        assert response.json()["error"]["details"]["max_body_bytes"] == 64 * 1024
+        assert response.content.startswith(b'{"error":{"code":"VALIDATION_ERROR"')  # spaced as every other error
+
+        metrics = httpx.get(f"{url}/metrics").text
+    assert _metric(metrics, "skillsearch_http_requests_total", route="/v1/sync/webhook", status="400") == 4
+    assert _metric(metrics, "skillsearch_http_requests_total", route="/v1/sync/webhook", status="413") == 1
+    assert _metric(metrics, "skillsearch_http_requests_total", route="other", status="413") == 0
+    logged = [(getattr(r, "route", None), getattr(r, "status", None)) for r in caplog.records
+              if r.name == "skillsearch.http" and getattr(r, "path", "") == "/v1/sync/webhook"]
+    assert ("/v1/sync/webhook", 413) in logged and all(route == "/v1/sync/webhook" for route, _ in logged)
+
+
 def test_cli_sync_and_status(catalog: Catalog, upstream: ReferenceUpstream, upstream_url: str,
                              tmp_path: Path) -> None:
     config_file = tmp_path / "sync.toml"
@@ -286,6 +381,50 @@ def test_openapi_file_is_the_reference_upstreams_contract() -> None:
     committed = json.loads((Path(__file__).parents[1] / "docs" / "upstream-openapi.json").read_text("utf-8"))
     assert committed == contract_openapi(), "regenerate: python -m skillsearch.upstream.app > docs/upstream-openapi.json"
     assert set(committed["webhooks"]) == {"skills.changed", "subscription.revoked"}
+
+
+def test_the_contract_file_declares_the_errors_each_side_sends(catalog: Catalog, upstream: ReferenceUpstream,
+                                                               upstream_url: str) -> None:
+    """``docs/upstream-openapi.json`` declares what the feed and the webhook receiver answer: every error
+    status either sends is declared there with the one error body, and nothing they never send (FastAPI's
+    422 ``HTTPValidationError``) is."""
+    committed = json.loads((Path(__file__).parents[1] / "docs" / "upstream-openapi.json").read_text("utf-8"))
+    assert "HTTPValidationError" not in json.dumps(committed)
+
+    def declared(operation: dict[str, Any]) -> set[int]:
+        errors = {int(code): spec for code, spec in operation["responses"].items() if int(code) >= 400}
+        for spec in errors.values():
+            assert spec["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
+        return set(errors)
+
+    def sent(response: httpx.Response) -> int:
+        assert response.status_code >= 400, response.text
+        ErrorBody.model_validate_json(response.content)
+        return response.status_code
+
+    feed = f"{upstream_url}/v1/subscriptions/{SUB}/skills"
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    bad_limit = httpx.get(feed, headers=auth, params={"limit": 0})
+    assert [p["field"] for p in bad_limit.json()["error"]["details"]["problems"]] == ["query.limit"]
+    feed_sent = {sent(bad_limit), sent(httpx.get(feed)),
+                 sent(httpx.get(f"{upstream_url}/v1/subscriptions/nope/skills", headers=auth)),
+                 sent(httpx.get(feed, headers=auth, params={"since": "stale.1"}))}
+    upstream.set_revoked(SUB, True)
+    feed_sent.add(sent(httpx.get(feed, headers=auth)))
+    feed_declared = declared(committed["paths"]["/v1/subscriptions/{subscription_id}/skills"]["get"])
+    # 429 and 503 are a platform's to send (the catalog honours them); the reference upstream never does.
+    assert feed_sent == feed_declared - {429, 503} == {400, 401, 403, 404, 410}
+
+    with serve(create_app(catalog, routers=[make_sync_router(catalog, config_for(upstream_url, SUB))])) as url:
+        webhook_sent = {
+            sent(_post(url, b"{not json")),
+            sent(httpx.post(f"{url}/v1/sync/webhook", content=_event("evt-unsigned"),
+                            headers={"Content-Type": "application/json"})),
+            sent(_post(url, b"{" + b" " * 70_000 + b"}")),
+            sent(_post(url, _event("evt-plain"), content_type="text/plain")),
+        }
+    for event_type in ("skills.changed", "subscription.revoked"):
+        assert declared(committed["webhooks"][event_type]["post"]) == webhook_sent == {400, 401, 413, 415}
 
 
 def test_reference_upstream_contract_errors_and_admin_routes(catalog: Catalog, upstream: ReferenceUpstream,

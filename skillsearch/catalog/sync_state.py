@@ -1,5 +1,5 @@
-"""Sync bookkeeping in the catalog's database: each source's cursor and last run, the ids a full sync has
-listed so far, and the webhook event ids already received.
+"""Sync bookkeeping in the catalog's database: each source's cursor and last run (and since when it has been
+failing), the ids a full sync has listed so far, and the webhook event ids already received.
 
 It lives beside the catalog tables (same SQLite file, same connection, same transactions: a page's items
 and the cursor that follows them commit together) but is not catalog content: nothing here is read by a
@@ -14,9 +14,10 @@ import sqlite3
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Protocol
 
-__all__ = ["SCHEMA", "Connected", "SyncLedger", "SyncState"]
+__all__ = ["SCHEMA", "Connected", "SyncLedger", "SyncState", "failing", "stamp"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sync_state (
@@ -30,6 +31,10 @@ CREATE TABLE IF NOT EXISTS sync_listed (
     source TEXT NOT NULL,
     skill_id TEXT NOT NULL,
     PRIMARY KEY (source, skill_id)
+);
+CREATE TABLE IF NOT EXISTS sync_failing (
+    source TEXT PRIMARY KEY,
+    since TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS webhook_events (
     event_id TEXT PRIMARY KEY,
@@ -54,6 +59,27 @@ class SyncState:
     last_success: str | None
     last_error: str | None
     counts: dict[str, int]
+    # When the failures since the last success began (the first one's time); None while not failing.
+    # Kept by ``save`` in its own table (``sync_failing``), so a catalog written before it opens as is.
+    failing_since: str | None = None
+
+
+def stamp(text: str | None) -> datetime | None:
+    """The time of an ISO ``last_success``, or the time that starts a ``last_error`` (``"<time> <message>"``)."""
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.split(" ", 1)[0])
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def failing(last_success: str | None, last_error: str | None) -> bool:
+    """The last attempt failed: its error is newer than the last success (a run that succeeded while
+    refusing some items records both at the same moment, which is not a failure)."""
+    error, success = stamp(last_error), stamp(last_success)
+    return error is not None and (success is None or error > success)
 
 
 class SyncLedger:
@@ -66,11 +92,14 @@ class SyncLedger:
     # -- each source's cursor and last run --------------------------------------------------------
 
     def state(self, source: str) -> SyncState | None:
-        row = self._store.connection().execute("SELECT * FROM sync_state WHERE source = ?", (source,)).fetchone()
+        row = self._store.connection().execute(
+            "SELECT s.*, f.since AS failing_since FROM sync_state s LEFT JOIN sync_failing f USING (source)"
+            " WHERE s.source = ?", (source,)).fetchone()
         if row is None:
             return None
         return SyncState(
-            row["source"], row["cursor"], row["last_success"], row["last_error"], json.loads(row["counts"])
+            row["source"], row["cursor"], row["last_success"], row["last_error"], json.loads(row["counts"]),
+            row["failing_since"],
         )
 
     def states(self) -> list[SyncState]:
@@ -85,6 +114,16 @@ class SyncLedger:
                 " last_error = excluded.last_error, counts = excluded.counts",
                 (state.source, state.cursor, state.last_success, state.last_error, json.dumps(state.counts)),
             )
+            # The first failure since the last success: kept while the failures go on, cleared by a success.
+            if not failing(state.last_success, state.last_error):
+                conn.execute("DELETE FROM sync_failing WHERE source = ?", (state.source,))
+                return
+            row = conn.execute("SELECT since FROM sync_failing WHERE source = ?", (state.source,)).fetchone()
+            began, success = stamp(row[0]) if row else None, stamp(state.last_success)
+            if began is None or (success is not None and began < success):  # none yet, or left from before it
+                conn.execute("INSERT INTO sync_failing (source, since) VALUES (?, ?) ON CONFLICT(source)"
+                             " DO UPDATE SET since = excluded.since",
+                             (state.source, state.last_error.split(" ", 1)[0] if state.last_error else ""))
 
     # -- the ids a full sync has listed -----------------------------------------------------------
 

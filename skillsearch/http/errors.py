@@ -25,7 +25,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from skillsearch.core.errors import SkillSearchError, ValidationError, error_body, invalid_input, problem
 
-__all__ = ["error_response", "install_error_handlers", "located"]
+__all__ = ["NOT_JSON_STATUS", "TOO_LARGE_STATUS", "error_response", "install_error_handlers", "is_json", "located",
+           "not_json", "too_large"]
 
 
 class _RoutingError(SkillSearchError):
@@ -82,9 +83,26 @@ def error_response(exc: SkillSearchError, status: int | None = None,
     return JSONResponse(error_body(_shaped(exc)), status_code=status, headers=headers)
 
 
-def _is_json(content_type: str | None) -> bool:
+def is_json(content_type: str | None) -> bool:
+    """Whether a ``Content-Type`` header names JSON (``application/json`` or ``application/*+json``)."""
     media = (content_type or "").split(";", 1)[0].strip().lower()
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+NOT_JSON_STATUS = 415
+TOO_LARGE_STATUS = 413
+
+
+def too_large(max_bytes: int) -> ValidationError:
+    """The refusal of a body over ``max_bytes`` (answered with :data:`TOO_LARGE_STATUS`): a problem of ``body``."""
+    return ValidationError(f"request body is larger than {max_bytes} bytes", {
+        "problems": [problem("body", f"larger than {max_bytes} bytes")], "max_body_bytes": max_bytes})
+
+
+def not_json() -> ValidationError:
+    """The refusal of a body sent without a JSON content type (answered with :data:`NOT_JSON_STATUS`)."""
+    return ValidationError("the request body must be JSON, sent with Content-Type: application/json",
+                           {"problems": [problem("header.content-type", "must be application/json")]})
 
 
 def _body_problem(error: Mapping[str, Any]) -> dict[str, Any]:
@@ -115,10 +133,8 @@ def install_error_handlers(app: FastAPI) -> None:
     async def on_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [_body_problem(e) for e in exc.errors()]
         content_type = request.headers.get("content-type")
-        if any(tuple(e.get("loc", ()))[:1] == ("body",) for e in errors) and not _is_json(content_type):
-            return error_response(ValidationError(
-                "the request body must be JSON, sent with Content-Type: application/json",
-                {"problems": [problem("header.content-type", "must be application/json")]}), 415)
+        if any(tuple(e.get("loc", ()))[:1] == ("body",) for e in errors) and not is_json(content_type):
+            return error_response(not_json(), NOT_JSON_STATUS)
         return error_response(invalid_input(errors))
 
     @app.exception_handler(StarletteHTTPException)

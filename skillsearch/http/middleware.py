@@ -21,8 +21,9 @@ import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from skillsearch.core.errors import SkillSearchError, ValidationError, error_body, problem
+from skillsearch.core.errors import SkillSearchError, error_body
 from skillsearch.http.body_deadline import BodyTimeout, body_timeout_error
+from skillsearch.http.errors import too_large as body_too_large
 from skillsearch.http.metrics import HttpMetrics
 
 __all__ = ["JsonLogFormatter", "RequestContextMiddleware", "configure_json_logging", "error_bytes"]
@@ -42,8 +43,9 @@ _STANDARD_RECORD_KEYS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None,
 
 
 def error_bytes(exc: SkillSearchError) -> bytes:
-    """The error body as the bytes of a raw ASGI response."""
-    return json.dumps(error_body(exc)).encode()
+    """The error body as the bytes of a raw ASGI response, spaced as ``JSONResponse`` spaces the others."""
+    return json.dumps(error_body(exc), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
 
 
 class JsonLogFormatter(logging.Formatter):
@@ -122,6 +124,9 @@ class RequestContextMiddleware:
 
         received = 0
 
+        async def refused_receive() -> Message:
+            raise _Refused
+
         async def limited_receive() -> Message:
             nonlocal received, refusal
             try:
@@ -146,13 +151,14 @@ class RequestContextMiddleware:
                                     (REQUEST_ID_HEADER.encode(), request_id.encode()), *closing]})
             await send({"type": "http.response.body", "body": body})
 
-        too_large = error_bytes(ValidationError(f"request body is larger than {self.max_body_bytes} bytes", {
-            "problems": [problem("body", f"larger than {self.max_body_bytes} bytes")],
-            "max_body_bytes": self.max_body_bytes}))
+        too_large = error_bytes(body_too_large(self.max_body_bytes))
         try:
             declared = headers.get("content-length", "")
             if declared.isdigit() and int(declared) > self.max_body_bytes:
-                await reply(413, too_large)
+                # Refused unread; the app still routes it (its first read fails, or whatever it answers is
+                # replaced), so its metrics and log line name its route, not "other".
+                refusal = (413, too_large)
+                await self.app(scope, refused_receive, send_with_id)
             else:
                 await self.app(scope, limited_receive, send_with_id)
         except _Refused:

@@ -16,7 +16,9 @@ import pydantic
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from skillsearch.core.errors import SkillSearchError, ValidationError, error_body
+from skillsearch.core.errors import SkillSearchError, ValidationError, invalid_input, problem
+from skillsearch.http.errors import NOT_JSON_STATUS, TOO_LARGE_STATUS, error_response, is_json, not_json, too_large
+from skillsearch.http.schemas import documented_errors
 from skillsearch.sync.config import SyncConfig
 from skillsearch.sync.contract import WebhookEvent
 from skillsearch.sync.sources import SourceConfig
@@ -33,8 +35,21 @@ __all__ = ["make_sync_router"]
 log = logging.getLogger("skillsearch.sync")
 
 
-def _error(exc: SkillSearchError) -> JSONResponse:
-    return JSONResponse(error_body(exc), status_code=exc.http_status)
+class _Refused(Exception):
+    """A webhook refused with a status of its own (413, 415) rather than its error's."""
+
+    def __init__(self, error: SkillSearchError, status: int) -> None:
+        super().__init__(error.message)
+        self.error, self.status = error, status
+
+
+def _error(exc: SkillSearchError, status: int | None = None) -> JSONResponse:
+    """The webhook's refusal: the app's one error body (``http/errors.py``), but a 401 names no bearer
+    scheme, as the webhook's proof is its signature."""
+    response = error_response(exc, status)
+    if "www-authenticate" in response.headers:
+        del response.headers["www-authenticate"]
+    return response
 
 
 def make_sync_router(
@@ -69,24 +84,39 @@ def _add_webhook(router: APIRouter, catalog: Catalog, config: SyncConfig, pull: 
         "/v1/sync/webhook",
         status_code=202,
         summary="Receive a signed change notification from the subscription platform",
-        responses={401: {"description": "unsigned, badly signed, stale or replayed"},
-                   400: {"description": "signed but malformed"}},
+        responses={**documented_errors(400, 401, 413, 415),
+                   400: {**documented_errors(400)[400],
+                         "description": "signed but malformed, or no Content-Length (VALIDATION_ERROR)"},
+                   401: {**documented_errors(401)[401],
+                         "description": "unsigned, badly signed, stale or replayed (UNAUTHENTICATED)"}},
     )
     async def webhook(request: Request) -> JSONResponse:
+        # Before the body is read: its length must be declared and within the bound.
         declared = request.headers.get("content-length", "")
-        if not declared.isdigit() or int(declared) > MAX_WEBHOOK_BYTES:
-            return _error(ValidationError(f"webhook body must be declared and at most {MAX_WEBHOOK_BYTES} bytes"))
+        if not declared.isdigit():
+            return _error(ValidationError(
+                f"a webhook must declare its body's length (Content-Length), at most {MAX_WEBHOOK_BYTES} bytes",
+                {"problems": [problem("header.content-length", "required")]}))
+        if int(declared) > MAX_WEBHOOK_BYTES:
+            return _error(too_large(MAX_WEBHOOK_BYTES), TOO_LARGE_STATUS)
         body = await request.body()
         now = clock()
         try:
             if len(body) > MAX_WEBHOOK_BYTES:
-                raise ValidationError(f"webhook body is over {MAX_WEBHOOK_BYTES} bytes")
+                raise _Refused(too_large(MAX_WEBHOOK_BYTES), TOO_LARGE_STATUS)
+            # The proof first: an unsigned request learns nothing more than 401, whatever it sent.
             verify_webhook(upstream.webhook_secret, request.headers, body, now, upstream.webhook_tolerance_s)
+            if not is_json(request.headers.get("content-type")):
+                raise _Refused(not_json(), NOT_JSON_STATUS)
             try:
                 event = WebhookEvent.model_validate_json(body)
             except pydantic.ValidationError as exc:
-                raise ValidationError(f"malformed webhook event: {exc.errors()[0]['msg']}") from None
+                raise invalid_input([{**e, "loc": ("body", *e.get("loc", ()))} for e in exc.errors()],
+                                    "malformed webhook event: ") from None
             action = await anyio.to_thread.run_sync(catalog.subscriptions.receive_webhook_event, config, event, now)
+        except _Refused as refused:
+            log.warning("webhook refused: %s", refused.error.message)
+            return _error(refused.error, refused.status)
         except SkillSearchError as exc:
             log.warning("webhook refused: %s", exc.message)
             return _error(exc)
@@ -111,5 +141,5 @@ def _add_status(router: APIRouter, catalog: Catalog, config: SyncConfig | None, 
             try:
                 authenticate(request.headers.get("authorization"))
             except SkillSearchError as exc:
-                return _error(exc)
+                return error_response(exc)
         return catalog.subscriptions.sync_status(config, poller, sources, keeper)

@@ -3,9 +3,12 @@
 
 A sync is **failing** when its last attempt failed (``last_error`` is newer than ``last_success``; a run
 that succeeded while refusing some skills records both at the same moment, which is not a failure). It has
-been failing for ``now - last_success`` (how old the data it serves may be), or, when it never succeeded,
-for as long as this process has been watching (``since``). A replica whose sync has been failing for longer
-than the operator's bound is degraded: it still answers, from its last good state.
+been failing since the first failure after its last success (``SyncState.failing_since``, kept by the
+ledger; a catalog written before that was kept falls back to the latest failure), and, when it never
+succeeded, for at most as long as this process has been watching (``since``). How old the served data is
+stays ``last_success_age_s``: one failed poll after a long interval is not yet a failing sync. A replica
+whose sync has been failing for longer than the operator's bound is degraded: it still answers, from its
+last good state.
 """
 
 from __future__ import annotations
@@ -13,10 +16,10 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Literal
 
 from skillsearch.catalog.store import CatalogStore
+from skillsearch.catalog.sync_state import failing, stamp
 from skillsearch.sync.config import SyncConfig
 from skillsearch.sync.sources import SourceConfig
 
@@ -33,12 +36,8 @@ class SyncHealth:
 
 def _stamp(text: str | None) -> float | None:
     """Unix seconds of an ISO time, or of the time that starts a ``last_error`` (``"<time> <message>"``)."""
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.split(" ", 1)[0]).timestamp()
-    except ValueError:
-        return None
+    moment = stamp(text)
+    return None if moment is None else moment.timestamp()
 
 
 def sync_health(store: CatalogStore, config: SyncConfig | None, sources: Sequence[SourceConfig], since: float,
@@ -53,13 +52,15 @@ def sync_health(store: CatalogStore, config: SyncConfig | None, sources: Sequenc
     for kind, name, key in named:
         state = store.sync.state(key)
         success = _stamp(state.last_success) if state else None
-        error = _stamp(state.last_error) if state else None
-        failing = error is not None and (success is None or error > success)
-        out.append(SyncHealth(
-            kind, name,
-            None if success is None else max(0.0, now - success),
-            max(0.0, now - (since if success is None else success)) if failing else None,
-        ))
+        failing_for: float | None = None
+        if state is not None and failing(state.last_success, state.last_error):
+            began = _stamp(state.failing_since)
+            if began is None or (success is not None and began < success):
+                began = _stamp(state.last_error)  # written before the first failure was kept
+            if success is None:
+                began = max(began or since, since)
+            failing_for = max(0.0, now - (began if began is not None else since))
+        out.append(SyncHealth(kind, name, None if success is None else max(0.0, now - success), failing_for))
     return out
 
 

@@ -9,7 +9,9 @@ Every request must prove itself before anything changes, in this order:
 2. ``X-Skillsearch-Signature`` is ``v1=HMAC-SHA256(secret, "<timestamp>." + raw body)``;
 3. the event id was not seen before. The id is recorded in the same transaction as the event's effect.
 Failing any of them is ``401 UNAUTHENTICATED`` with nothing changed; so is a request when no secret is
-configured. Only then is the body parsed (a malformed signed body is ``400 VALIDATION_ERROR``).
+configured. Only then is the body parsed: a signed body sent without a JSON ``Content-Type`` is ``415`` and
+a malformed one ``400 VALIDATION_ERROR``, each with ``details.problems`` (the route, ``http/sync_routes.py``,
+also refuses an undeclared length, 400, and a body over :data:`MAX_WEBHOOK_BYTES`, 413, before reading it).
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 import secrets
 import sys
@@ -27,6 +28,7 @@ import anyio
 from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
@@ -34,7 +36,7 @@ from skillsearch.catalog.frontmatter import split_front_matter
 from skillsearch.catalog.importer import parse_path
 from skillsearch.catalog.store import utc_now
 from skillsearch.core.domain import SkillContent
-from skillsearch.core.errors import UpstreamUnavailableError, ValidationError, problem
+from skillsearch.core.errors import UpstreamUnavailableError, ValidationError, invalid_input, problem
 from skillsearch.core.textual import is_text_media_type
 from skillsearch.sync.client import send_webhook
 from skillsearch.sync.contract import SUBSCRIPTION_ID_PATTERN, ChangePage, ErrorBody, UpsertItem, WebhookEvent
@@ -54,13 +56,45 @@ SignatureHeader = Annotated[str, Header(description='v1=hex(HMAC-SHA256(secret, 
 
 
 class UpstreamError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
-        self.status, self.code, self.message = status, code, message
+        self.status, self.code, self.message, self.details = status, code, message, details or {}
 
     def response(self) -> JSONResponse:
-        body = {"error": {"code": self.code, "message": self.message, "details": {}}}
+        body = {"error": {"code": self.code, "message": self.message, "details": self.details}}
         return JSONResponse(body, status_code=self.status)
+
+
+def _errors(*statuses: tuple[int, str]) -> dict[int | str, dict[str, Any]]:
+    """Declared error answers: each status with the contract's one error body."""
+    return {code: {"model": ErrorBody, "description": text} for code, text in statuses}
+
+
+# What the catalog's webhook receiver answers besides 202 (``POST /v1/sync/webhook``, http/sync_routes.py).
+_WEBHOOK_ERRORS = _errors(
+    (400, "VALIDATION_ERROR: signed but malformed, or no Content-Length"),
+    (401, "UNAUTHENTICATED: unsigned, badly signed, stale or replayed"),
+    (413, "VALIDATION_ERROR: the body is over 64 KiB"),
+    (415, "VALIDATION_ERROR: not sent as Content-Type: application/json"),
+)
+
+
+def _contract_openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document without the 422 ``HTTPValidationError`` it adds to every operation with input:
+    neither side sends it (the feed answers 400 ``VALIDATION_ERROR``, as the webhook receiver does)."""
+    if app.openapi_schema is None:
+        schema = get_openapi(title=app.title, version=app.version, description=app.description,
+                             routes=app.routes, webhooks=app.webhooks.routes)
+        for section in ("paths", "webhooks"):
+            for item in schema.get(section, {}).values():
+                for op in item.values():
+                    responses = op.get("responses", {})
+                    if "HTTPValidationError" in json.dumps(responses.get("422", {})):
+                        del responses["422"]
+        for unused in ("HTTPValidationError", "ValidationError"):
+            schema.get("components", {}).get("schemas", {}).pop(unused, None)
+        app.openapi_schema = schema
+    return app.openapi_schema
 
 
 def wire_item(content: SkillContent, status: str = "active") -> dict[str, Any]:
@@ -211,7 +245,10 @@ def create_upstream_app(upstream: ReferenceUpstream) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return UpstreamError(400, "VALIDATION_ERROR", str(exc.errors()[0].get("msg", "bad request"))).response()
+        error = invalid_input(exc.errors())
+        return UpstreamError(400, error.code, error.message, error.details).response()
+
+    app.openapi = lambda: _contract_openapi(app)  # type: ignore[method-assign]
 
     def bearer(credentials: BearerCredentials) -> None:
         upstream.requests += 1
@@ -220,12 +257,10 @@ def create_upstream_app(upstream: ReferenceUpstream) -> FastAPI:
             raise UpstreamError(401, "UNAUTHENTICATED", "a valid bearer token is required")
 
     auth = [Depends(bearer)]
-    errors: dict[int | str, dict[str, Any]] = {
-        code: {"model": ErrorBody, "description": text}
-        for code, text in [(401, "missing or wrong bearer token"), (403, "SUBSCRIPTION_REVOKED"),
-                           (404, "SUBSCRIPTION_NOT_FOUND"), (410, "CURSOR_EXPIRED: sync again without since"),
-                           (429, "slow down; honour Retry-After"), (503, "try again later; honour Retry-After")]
-    }
+    errors = _errors((400, "VALIDATION_ERROR: a parameter out of range (limit, since)"),
+                     (401, "missing or wrong bearer token"), (403, "SUBSCRIPTION_REVOKED"),
+                     (404, "SUBSCRIPTION_NOT_FOUND"), (410, "CURSOR_EXPIRED: sync again without since"),
+                     (429, "slow down; honour Retry-After"), (503, "try again later; honour Retry-After"))
 
     @app.get("/v1/subscriptions/{subscription_id}/skills", response_model=ChangePage, dependencies=auth,
              responses=errors, summary="Changes of a subscription's skills since a cursor")
@@ -238,7 +273,7 @@ def create_upstream_app(upstream: ReferenceUpstream) -> FastAPI:
         return JSONResponse(upstream.changes(subscription_id, since, limit))
 
     @app.webhooks.post("skills.changed", summary="Skills of a subscription changed: pull now",
-                       status_code=202, responses={401: {"description": "unsigned, badly signed, stale or replayed"}})
+                       status_code=202, responses=_WEBHOOK_ERRORS)
     def skills_changed(
         event: WebhookEvent,
         x_skillsearch_timestamp: TimestampHeader,
@@ -248,7 +283,7 @@ def create_upstream_app(upstream: ReferenceUpstream) -> FastAPI:
         the catalog pulls `GET /v1/subscriptions/{id}/skills` on its interval anyway."""
 
     @app.webhooks.post("subscription.revoked", summary="A subscription was revoked: hide its skills now",
-                       status_code=202, responses={401: {"description": "unsigned, badly signed, stale or replayed"}})
+                       status_code=202, responses=_WEBHOOK_ERRORS)
     def subscription_revoked(
         event: WebhookEvent,
         x_skillsearch_timestamp: TimestampHeader,
@@ -299,9 +334,10 @@ def create_upstream_app(upstream: ReferenceUpstream) -> FastAPI:
         return {"revoked": True, **await _changed(0, notify, subscription_id, "subscription.revoked")}
 
     @app.post("/admin/subscriptions/{subscription_id}/reinstate", include_in_schema=False, dependencies=auth)
-    def reinstate(subscription_id: SubPath) -> dict[str, Any]:
+    async def reinstate(subscription_id: SubPath, notify: bool = False) -> dict[str, Any]:
+        """With ``notify``, a ``skills.changed``: the catalog's pull then lifts the revocation at once."""
         upstream.set_revoked(subscription_id, False)
-        return {"revoked": False}
+        return {"revoked": False, **await _changed(0, notify, subscription_id)}
 
     @app.post("/admin/subscriptions/{subscription_id}/expire-cursors", include_in_schema=False,
               dependencies=auth)
@@ -357,7 +393,5 @@ def contract_openapi() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    import json
-
     json.dump(contract_openapi(), sys.stdout, indent=2)
     sys.stdout.write("\n")
