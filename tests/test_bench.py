@@ -6,6 +6,7 @@ import io
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -155,3 +156,45 @@ def test_a_partial_run_never_takes_the_canonical_result_name(beir_dir: Path, tmp
         "relevance-tiny-test-partial-2.json", "relevance-tiny-test-partial-2.md", "relevance-tiny-test-partial-2.png"]
     assert main([*argv, "--max-queries", "2", "--canonical"], out=io.StringIO()) == 0  # asked for
     assert canonical.read_text() != "the whole split's result\n"
+
+
+def _skills_folder(root: Path, slugs: tuple[str, ...], want: str) -> Path:
+    from skillsearch.bench.skills import QUERIES_FILE
+    from skillsearch.service import sample_catalog_dir
+
+    for slug in slugs:
+        shutil.copytree(sample_catalog_dir() / "ops" / slug, root / slug)
+    row = {"_id": "p1", "q": "tls certificate renewal", "want": [want], "lang": "en", "style": "keyword"}
+    (root / QUERIES_FILE).write_text(json.dumps(row) + "\n", encoding="utf-8")
+    return root
+
+
+def test_the_skills_dev_set_scores_only_the_skills_of_the_folder_it_is_given(tmp_path: Path) -> None:
+    """Audit 2, item 1: the cached index was keyed by encoder alone and imports never remove skills, so a
+    run over a 3-skill folder scored the 882 of an earlier run. Two folders, one cache: each run scores its
+    own skills; a skill removed from a folder is gone from its next run."""
+    from skillsearch.bench.skills_report import skills_markdown
+    from skillsearch.cli import main
+
+    first = _skills_folder(tmp_path / "first", ("kubernetes-crashloop-debugging", "tls-certificate-renewal",
+                                                "postgres-failover", "linux-disk-full"), "tls-certificate-renewal")
+    second = _skills_folder(tmp_path / "second", ("tls-certificate-renewal",), "tls-certificate-renewal")
+    cache = tmp_path / "cache"
+
+    def skills_run(folder: Path) -> dict[str, Any]:
+        out = io.StringIO()
+        argv = ["--data-dir", str(tmp_path / "d"), "--encoder", "hashing", "-q", "bench", "relevance",
+                "--dataset", str(folder), "--cache-dir", str(cache), "--no-save", "--json"]
+        assert main(argv, out=out) == 0
+        report: dict[str, Any] = json.loads(out.getvalue())
+        return report
+
+    assert skills_run(first)["skills"] == 4
+    assert skills_run(second)["skills"] == 1
+    shutil.rmtree(first / "linux-disk-full")
+    report = skills_run(first)
+    assert report["skills"] == 3
+    assert "linux-disk-full" not in {s for a in report["answers"] for s in a["slugs"]}
+    assert "over 3 skills, the folder's own" in skills_markdown(report)
+    # one index per folder: the first folder's index from before the removal is gone
+    assert len(list((cache / "skills-index").iterdir())) == 2
