@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+from contextlib import redirect_stderr
 from pathlib import Path
 from typing import Any
 
@@ -198,3 +199,25 @@ def test_the_skills_dev_set_scores_only_the_skills_of_the_folder_it_is_given(tmp
     assert "over 3 skills, the folder's own" in skills_markdown(report)
     # one index per folder: the first folder's index from before the removal is gone
     assert len(list((cache / "skills-index").iterdir())) == 2
+
+
+@pytest.mark.parametrize(("extra", "reason"), [
+    (["--sets", "metatool,gorilla"], "fitted on all four sets"), (["--no-save"], "not allowed with --no-save"),
+    (["--sets", "metatool,metatool"], "named twice")])
+def test_lodo_refuses_to_ship_a_decision_fitted_on_fewer_than_four_sets(
+        tmp_path: Path, extra: list[str], reason: str) -> None:
+    """Audit 2, item 2: ``--write-decision --sets metatool,gorilla`` rewrote the packaged decisions.json
+    (even with --no-save). The refusal is a usage error before any work: the data root does not even exist,
+    and the packaged decision file is untouched."""
+    from skillsearch.bench.decision import DECISIONS
+    from skillsearch.cli import main
+
+    before = DECISIONS.read_bytes()
+    err = io.StringIO()
+    argv = ["-q", "bench", "lodo", "--data-root", str(tmp_path / "absent"), "--cache-dir", str(tmp_path / "c"),
+            "--out", str(tmp_path / "out"), "--write-decision", *extra]
+    with redirect_stderr(err):
+        assert main(argv, out=io.StringIO()) == 2
+    assert reason in err.getvalue()
+    assert DECISIONS.read_bytes() == before
+    assert not (tmp_path / "out").exists() and not (tmp_path / "c").exists()

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TextIO
 
 from skillsearch.cli.common import Command, Subparsers, emit, progress_factory
+from skillsearch.cli.usage import UsageError
 from skillsearch.core.errors import ValidationError
 from skillsearch.core.fusion import FUSIONS
 
@@ -104,6 +105,17 @@ def cmd_bench_lodo(args: argparse.Namespace, out: TextIO) -> int:
     unknown = sorted(set(names) - set(DATASETS))
     if unknown or len(names) < 2:
         raise ValidationError(f"--sets takes two or more of {', '.join(DATASETS)}, got {names}")
+    if len(set(names)) < len(names):
+        raise UsageError("skillsearch bench lodo", f"argument --sets: a set is named twice: {names}")
+    if args.write_decision:
+        # The shipped decision is every index's: it is fitted on all four sets, and written with its report.
+        if set(names) != set(DATASETS):
+            raise UsageError("skillsearch bench lodo", "argument --write-decision: the shipped decision is fitted on"
+                             f" all four sets ({', '.join(DATASETS)}); this run has only {', '.join(names)}"
+                             " (leave out --sets)")
+        if args.no_save:
+            raise UsageError("skillsearch bench lodo", "argument --write-decision: not allowed with --no-save (a"
+                             " shipped decision is written with the report it was fitted in)")
     report = run_lodo(Path(args.data_root), Path(args.cache_dir), reuse=args.reuse, names=names,
                       command="skillsearch " + " ".join(sys.argv[1:]),
                       log=(lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)))
@@ -155,7 +167,7 @@ def add_commands(sub: Subparsers) -> None:
     p = inner.add_parser("lodo", help="leave-one-dataset-out ablation of every ranking rule, and the decision's fit",
                          description="Searches the four dev sets once, then scores every rule variant on each set"
                                      " when chosen on the others, and fits the decision the same way.")
-    p.set_defaults(func=cmd_bench_lodo)
+    p.set_defaults(func=needs_bench_extra(cmd_bench_lodo))
     common(p)
     p.add_argument("--data-root", default=os.environ.get("SKILLSEARCH_BENCH_DATA", "../shared/data"),
                    help="folder with metatool/, sealtools/, gorilla/, skills-catalog/")
@@ -163,7 +175,8 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--sets", action="append", metavar="S,S",
                    help="dev sets to use (default all): metatool, sealtools, skills, gorilla")
     p.add_argument("--write-decision", action="store_true",
-                   help="ship the decision fitted on all four sets (skillsearch/retrieval/decisions.json)")
+                   help="ship the decision fitted on all four sets (skillsearch/retrieval/decisions.json);"
+                        " refused with --sets naming fewer than all four, and with --no-save")
 
     p = inner.add_parser(
         "latency", help="search/encode percentiles, build throughput, update time, RSS",
