@@ -17,6 +17,7 @@ from skillsearch.core.fusion import FUSIONS
 __all__ = ["BENCH_EXTRA", "add_commands"]
 
 # The top-level modules of the ``bench`` extra (pyproject.toml): one missing is said as the extra to install.
+DATA_ROOT = "../shared/data"  # the default --data-root, relative to the current folder (the repository root's sibling)
 BENCH_EXTRA = frozenset({"bm25s", "Stemmer", "pytrec_eval", "matplotlib", "sklearn"})
 
 
@@ -69,7 +70,7 @@ def cmd_bench_relevance(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_bench_latency(args: argparse.Namespace, out: TextIO) -> int:
-    from skillsearch.bench.latency import run_latency
+    from skillsearch.bench.latency import missing_data, run_latency
     from skillsearch.bench.report import to_markdown, write_results
     from skillsearch.retrieval import int8_kernels
 
@@ -81,8 +82,14 @@ def cmd_bench_latency(args: argparse.Namespace, out: TextIO) -> int:
         int8_kernels.check(args.scan_kernel, args.numkong_only, args.kernel_path)
     except ValueError as exc:
         raise ValidationError(str(exc)) from None
+    data_root = Path(args.data_root)
+    if missing := missing_data(data_root, catalogs):
+        raise ValidationError(
+            f"--data-root {args.data_root} lacks {', '.join(missing)} (the latency run times real requests and"
+            f" skill texts; the default, {DATA_ROOT}, is relative to the current folder ({os.getcwd()}): run from"
+            " the repository root, or give --data-root or SKILLSEARCH_BENCH_DATA)")
     report = run_latency(
-        catalogs, data_root=Path(args.data_root) if args.data_root else None,
+        catalogs, data_root=data_root,
         cache_dir=None if args.no_cache else Path(args.cache_dir), queries=args.queries,
         stand_in_above=args.stand_in_above, encoder_name=args.encoder or "minilm",
         command="skillsearch " + " ".join(sys.argv[1:]),
@@ -169,7 +176,7 @@ def add_commands(sub: Subparsers) -> None:
                                      " when chosen on the others, and fits the decision the same way.")
     p.set_defaults(func=needs_bench_extra(cmd_bench_lodo))
     common(p)
-    p.add_argument("--data-root", default=os.environ.get("SKILLSEARCH_BENCH_DATA", "../shared/data"),
+    p.add_argument("--data-root", default=os.environ.get("SKILLSEARCH_BENCH_DATA", DATA_ROOT),
                    help="folder with metatool/, sealtools/, gorilla/, skills-catalog/")
     p.add_argument("--reuse", action="store_true", help="reuse the retriever outputs the last run kept in the cache")
     p.add_argument("--sets", action="append", metavar="S,S",
@@ -188,8 +195,10 @@ def add_commands(sub: Subparsers) -> None:
     common(p)
     p.add_argument("--skills", action="append", required=True, metavar="N|real",
                    help="catalog size (repeatable or comma-separated); 'real' = the 883 real skills")
-    p.add_argument("--data-root", default=os.environ.get("SKILLSEARCH_BENCH_DATA", "../shared/data"),
-                   help="folder with metatool/, sealtools/, skills-catalog/ (text pool, queries, real skills)")
+    p.add_argument("--data-root", default=os.environ.get("SKILLSEARCH_BENCH_DATA", DATA_ROOT),
+                   help="folder with metatool/, sealtools/ (their queries.jsonl and corpus.jsonl: requests and"
+                        " the synthetic skills' sentences) and, for --skills real, skills-catalog/; refused when"
+                        " any is missing (default: %(default)s, relative to the current folder)")
     p.add_argument("--queries", type=int, default=300, help="queries per run (split over the modes)")
     p.add_argument("--stand-in-above", type=int, default=20_000,
                    help="above this size, uncached texts get stand-in vectors instead of being encoded")
