@@ -221,3 +221,28 @@ def test_lodo_refuses_to_ship_a_decision_fitted_on_fewer_than_four_sets(
     assert reason in err.getvalue()
     assert DECISIONS.read_bytes() == before
     assert not (tmp_path / "out").exists() and not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize(("argv", "named"), [
+    (["relevance", "--max-queries", "0"], "--max-queries: 0 is out of range"),
+    (["relevance", "--max-queries", "-5"], "--max-queries: -5 is out of range"),
+    (["relevance", "--lexical-instructions-chars", "-1"], "--lexical-instructions-chars: -1 is out of range"),
+    (["latency", "--skills", "20", "--queries", "0"], "--queries: 0 is out of range"),
+    (["latency", "--skills", "20", "--queries", "-5"], "--queries: -5 is out of range"),
+    (["latency", "--skills", "0"], "argument --skills: give numbers of synthetic skills (1 or more)"),
+    (["latency", "--skills", "20,-3"], "argument --skills"),
+    (["latency", "--skills", "20", "--stand-in-above", "-1"], "--stand-in-above: -1 is out of range"),
+])
+def test_bench_counts_below_their_least_are_usage_errors_before_any_work(
+        tmp_path: Path, beir_dir: Path, argv: list[str], named: str) -> None:
+    """Audit 2, item 4: --max-queries 0 ran every query under the canonical name, -5 ran all but five,
+    latency --queries -5 ran 23,080 queries and --queries 0 died in the child with a traceback."""
+    from skillsearch.cli import main
+
+    where = ["--dataset", str(beir_dir)] if argv[0] == "relevance" else ["--data-root", str(tmp_path / "none")]
+    err = io.StringIO()
+    with redirect_stderr(err):
+        code = main(["-q", "bench", *argv, *where, "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "c")],
+                    out=io.StringIO())
+    assert code == 2 and named in err.getvalue()
+    assert not (tmp_path / "out").exists() and not (tmp_path / "c").exists()

@@ -156,7 +156,7 @@ def test_unknown_kernel_or_numkong_names_are_refused_before_anything_is_built() 
         int8_kernels.check(None, ["avx9000"])
     bad = subprocess.run([sys.executable, "-m", "skillsearch.cli", "-q", "bench", "latency", "--skills", "40",
                           "--scan-kernel", "simsimd", "--no-save"], capture_output=True, text=True, timeout=120)
-    # A typed error like the command's other checks of its values (--skills), before any catalog is written.
+    # A typed error, before any catalog is written.
     assert bad.returncode == 1 and "error: VALIDATION_ERROR: unknown scan kernel 'simsimd'" in bad.stderr
     assert "Traceback" not in bad.stderr
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TextIO
 
 from skillsearch.cli.common import Command, Subparsers, emit, progress_factory
-from skillsearch.cli.usage import UsageError
+from skillsearch.cli.usage import UsageError, int_range
 from skillsearch.core.errors import ValidationError
 from skillsearch.core.fusion import FUSIONS
 
@@ -19,6 +19,14 @@ __all__ = ["BENCH_EXTRA", "add_commands"]
 # The top-level modules of the ``bench`` extra (pyproject.toml): one missing is said as the extra to install.
 DATA_ROOT = "../shared/data"  # the default --data-root, relative to the current folder (the repository root's sibling)
 BENCH_EXTRA = frozenset({"bm25s", "Stemmer", "pytrec_eval", "matplotlib", "sklearn"})
+
+
+def skills_arg(text: str) -> str:
+    """``type=`` of ``bench latency --skills``: comma-separated catalog sizes (1 or more) or ``real``."""
+    bad = [c for c in text.split(",") if c and c != "real" and not (c.isdigit() and int(c) >= 1)]
+    if bad or not text.strip(","):
+        raise argparse.ArgumentTypeError(f"give numbers of synthetic skills (1 or more) or 'real', got {text!r}")
+    return text
 
 
 def needs_bench_extra(func: Command) -> Command:
@@ -75,9 +83,6 @@ def cmd_bench_latency(args: argparse.Namespace, out: TextIO) -> int:
     from skillsearch.retrieval import int8_kernels
 
     catalogs = [c for chunk in args.skills for c in chunk.split(",") if c]
-    bad = [c for c in catalogs if c != "real" and not c.isdigit()]
-    if bad:
-        raise ValidationError(f"--skills takes a number of synthetic skills or 'real', got {bad}")
     try:
         int8_kernels.check(args.scan_kernel, args.numkong_only, args.kernel_path)
     except ValueError as exc:
@@ -159,15 +164,16 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--split", default="test", choices=["dev", "test", "all"])
     p.add_argument("--modes", action="append", metavar="M,M",
                    help="modes to run (default all): lexical, semantic, hybrid, hybrid-<fusion>, bm25s")
-    p.add_argument("--max-queries", type=int, help="only the first N judged queries by id (results are written"
+    p.add_argument("--max-queries", type=int_range(1, what="a number of queries"),
+                   help="only the first N judged queries by id (results are written"
                    " as relevance-<dataset>-<split>-partial-N unless --canonical)")
     p.add_argument("--canonical", action="store_true",
                    help="with --max-queries: write under the split's own name (the documented sample run)")
     p.add_argument("--fusion", choices=list(FUSIONS), help="override the default fusion")
     p.add_argument("--semantic-weight", type=float, help="override the default semantic weight")
-    p.add_argument("--embed-instructions-chars", type=int, metavar="N",
+    p.add_argument("--embed-instructions-chars", type=int_range(0, what="a number of characters"), metavar="N",
                    help="override how many characters of a skill's instructions are embedded with its description")
-    p.add_argument("--lexical-instructions-chars", type=int, metavar="N",
+    p.add_argument("--lexical-instructions-chars", type=int_range(0, what="a number of characters"), metavar="N",
                    help="override how many characters of a skill's instructions BM25 weighs with its description"
                         " (0: all of them)")
 
@@ -193,14 +199,15 @@ def add_commands(sub: Subparsers) -> None:
         "on the skills dev set's requests in other languages.")
     p.set_defaults(func=needs_bench_extra(cmd_bench_latency))
     common(p)
-    p.add_argument("--skills", action="append", required=True, metavar="N|real",
+    p.add_argument("--skills", action="append", required=True, metavar="N|real", type=skills_arg,
                    help="catalog size (repeatable or comma-separated); 'real' = the 883 real skills")
     p.add_argument("--data-root", default=os.environ.get("SKILLSEARCH_BENCH_DATA", DATA_ROOT),
                    help="folder with metatool/, sealtools/ (their queries.jsonl and corpus.jsonl: requests and"
                         " the synthetic skills' sentences) and, for --skills real, skills-catalog/; refused when"
                         " any is missing (default: %(default)s, relative to the current folder)")
-    p.add_argument("--queries", type=int, default=300, help="queries per run (split over the modes)")
-    p.add_argument("--stand-in-above", type=int, default=20_000,
+    p.add_argument("--queries", type=int_range(3, what="a number of queries"), default=300,
+                   help="queries per run, split over the three search modes (3 or more)")
+    p.add_argument("--stand-in-above", type=int_range(0, what="a number of skills"), default=20_000,
                    help="above this size, uncached texts get stand-in vectors instead of being encoded")
     p.add_argument("--scan-kernel", metavar="KERNEL",
                    help="the vector stage's int8 kernel in the search process: int8dots, numkong-packed or "
