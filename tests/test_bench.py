@@ -227,6 +227,8 @@ def test_lodo_refuses_to_ship_a_decision_fitted_on_fewer_than_four_sets(
     (["relevance", "--max-queries", "0"], "--max-queries: 0 is out of range"),
     (["relevance", "--max-queries", "-5"], "--max-queries: -5 is out of range"),
     (["relevance", "--lexical-instructions-chars", "-1"], "--lexical-instructions-chars: -1 is out of range"),
+    (["relevance", "--semantic-weight", "7"], "--semantic-weight: 7 is out of range: give a weight between 0 and 1"),
+    (["relevance", "--semantic-weight", "nan"], "--semantic-weight: nan is out of range"),
     (["latency", "--skills", "20", "--queries", "0"], "--queries: 0 is out of range"),
     (["latency", "--skills", "20", "--queries", "-5"], "--queries: -5 is out of range"),
     (["latency", "--skills", "0"], "argument --skills: give numbers of synthetic skills (1 or more)"),

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TextIO
 
 from skillsearch.cli.common import Command, Subparsers, emit, progress_factory
-from skillsearch.cli.usage import UsageError, int_range
+from skillsearch.cli.usage import UsageError, float_range, int_range
 from skillsearch.core.errors import ValidationError
 from skillsearch.core.fusion import FUSIONS
 
@@ -170,7 +170,8 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--canonical", action="store_true",
                    help="with --max-queries: write under the split's own name (the documented sample run)")
     p.add_argument("--fusion", choices=list(FUSIONS), help="override the default fusion")
-    p.add_argument("--semantic-weight", type=float, help="override the default semantic weight")
+    p.add_argument("--semantic-weight", type=float_range(0, 1, "a weight"),
+                   help="override the default semantic weight (0 to 1)")
     p.add_argument("--embed-instructions-chars", type=int_range(0, what="a number of characters"), metavar="N",
                    help="override how many characters of a skill's instructions are embedded with its description")
     p.add_argument("--lexical-instructions-chars", type=int_range(0, what="a number of characters"), metavar="N",
