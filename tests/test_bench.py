@@ -248,3 +248,46 @@ def test_bench_counts_below_their_least_are_usage_errors_before_any_work(
                     out=io.StringIO())
     assert code == 2 and named in err.getvalue()
     assert not (tmp_path / "out").exists() and not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize(("extra", "named"), [
+    (["--tag", "a/b"], "argument --tag: 'a/b' is not a file-name part"),
+    (["--tag", "../up"], "argument --tag"),
+    (["--out", "{dataset}/corpus.jsonl/sub"], "argument --out: cannot write results to"),
+])
+def test_a_bad_out_or_tag_is_refused_before_the_run(tmp_path: Path, beir_dir: Path, extra: list[str],
+                                                    named: str) -> None:
+    """Audit 2, item 5: these were found only after the whole run, as INTERNAL errors."""
+    from skillsearch.cli import main
+
+    extra = [a.replace("{dataset}", str(beir_dir)) for a in extra]
+    err = io.StringIO()
+    with redirect_stderr(err):
+        code = main(["--data-dir", str(tmp_path / "d"), "--encoder", "hashing", "-q", "bench", "relevance",
+                     "--dataset", str(beir_dir), "--modes", "lexical", "--cache-dir", str(tmp_path / "c"),
+                     "--out", str(tmp_path / "out"), *extra], out=io.StringIO())
+    assert code == 2 and named in err.getvalue()
+    assert not (tmp_path / "c").exists() and not (tmp_path / "d").exists()  # nothing ran
+
+
+def test_results_are_written_all_or_none(tmp_path: Path) -> None:
+    """A failure while writing (the chart fails, a target is a folder) leaves no partial set and no temporary
+    files; the earlier result stays as it was."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "r.md").write_text("earlier\n")
+
+    def failing_chart(_report: Any, _path: Path) -> None:
+        raise RuntimeError("chart failed")
+
+    with pytest.raises(RuntimeError, match="chart failed"):
+        write_results({"x": 1}, out, "r", lambda _r: "new\n", failing_chart)
+    assert sorted(p.name for p in out.iterdir()) == ["r.md"] and (out / "r.md").read_text() == "earlier\n"
+    (out / "r.png").mkdir()
+    with pytest.raises(IsADirectoryError, match="r.png"):
+        write_results({"x": 1}, out, "r", lambda _r: "new\n", lambda _r, p: p.write_bytes(b"png"))
+    assert sorted(p.name for p in out.iterdir()) == ["r.md", "r.png"] and (out / "r.md").read_text() == "earlier\n"
+    (out / "r.png").rmdir()
+    written = write_results({"x": 1}, out, "r", lambda _r: "new\n", lambda _r, p: p.write_bytes(b"png"))
+    assert written == [out / "r.md", out / "r.json", out / "r.png"] and (out / "r.md").read_text() == "new\n"
+    assert sorted(p.name for p in out.iterdir()) == ["r.json", "r.md", "r.png"]

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
+import tempfile
 from pathlib import Path
 from typing import TextIO
 
@@ -27,6 +29,30 @@ def skills_arg(text: str) -> str:
     if bad or not text.strip(","):
         raise argparse.ArgumentTypeError(f"give numbers of synthetic skills (1 or more) or 'real', got {text!r}")
     return text
+
+
+def tag_arg(text: str) -> str:
+    """``type=`` of ``--tag``: one safe part of a file name (letters, digits, ``.``, ``_``, ``-``; at most 64)."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a file-name part: give up to 64 letters, digits, '.', '_' or '-', starting with a"
+            " letter or digit")
+    return text
+
+
+def check_out(args: argparse.Namespace) -> None:
+    """Unless ``--no-save``: make ``--out`` (a folder) and prove a file can be written there, before the run,
+    so a long run never ends in a folder its results cannot go to."""
+    if args.no_save:
+        return
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".write-check-"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"skillsearch bench {args.bench_command}",
+                         f"argument --out: cannot write results to {args.out}: {exc.strerror or exc}") from None
 
 
 def needs_bench_extra(func: Command) -> Command:
@@ -55,6 +81,7 @@ def cmd_bench_relevance(args: argparse.Namespace, out: TextIO) -> int:
                                    ("semantic_weight", args.semantic_weight),
                                    ("embed_instructions_chars", args.embed_instructions_chars),
                                    ("lexical_instructions_chars", args.lexical_instructions_chars)) if v is not None}
+    check_out(args)
     if is_skills_dataset(Path(args.dataset)):
         return skills_command(args, out, overrides)
     modes = [m for chunk in (args.modes or [",".join(ALL_MODES)]) for m in chunk.split(",") if m]
@@ -93,6 +120,7 @@ def cmd_bench_latency(args: argparse.Namespace, out: TextIO) -> int:
             f"--data-root {args.data_root} lacks {', '.join(missing)} (the latency run times real requests and"
             f" skill texts; the default, {DATA_ROOT}, is relative to the current folder ({os.getcwd()}): run from"
             " the repository root, or give --data-root or SKILLSEARCH_BENCH_DATA)")
+    check_out(args)
     report = run_latency(
         catalogs, data_root=data_root,
         cache_dir=None if args.no_cache else Path(args.cache_dir), queries=args.queries,
@@ -128,6 +156,7 @@ def cmd_bench_lodo(args: argparse.Namespace, out: TextIO) -> int:
         if args.no_save:
             raise UsageError("skillsearch bench lodo", "argument --write-decision: not allowed with --no-save (a"
                              " shipped decision is written with the report it was fitted in)")
+    check_out(args)
     report = run_lodo(Path(args.data_root), Path(args.cache_dir), reuse=args.reuse, names=names,
                       command="skillsearch " + " ".join(sys.argv[1:]),
                       log=(lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)))
@@ -152,7 +181,7 @@ def add_commands(sub: Subparsers) -> None:
         p.add_argument("--json", action="store_true", help="print one JSON object")
         p.add_argument("--out", default="benchmarks/results", help="folder for the .md/.json/.png results")
         p.add_argument("--no-save", action="store_true", help="print only, write no result files")
-        p.add_argument("--tag", help="suffix for the result file names")
+        p.add_argument("--tag", type=tag_arg, help="suffix for the result file names (letters, digits, . _ -)")
         p.add_argument("--cache-dir", default="benchmarks/.cache", help="on-disk embedding cache")
         p.add_argument("--no-cache", action="store_true", help="encode everything, cache nothing")
 
