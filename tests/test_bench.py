@@ -291,3 +291,11 @@ def test_results_are_written_all_or_none(tmp_path: Path) -> None:
     written = write_results({"x": 1}, out, "r", lambda _r: "new\n", lambda _r, p: p.write_bytes(b"png"))
     assert written == [out / "r.md", out / "r.json", out / "r.png"] and (out / "r.md").read_text() == "new\n"
     assert sorted(p.name for p in out.iterdir()) == ["r.json", "r.md", "r.png"]
+
+
+def test_a_latency_reports_heading_names_its_catalogs_and_encoder() -> None:
+    """Audit 2, item 11: the heading was "## latency:" with nothing after it."""
+    from skillsearch.bench.report import to_markdown
+
+    report = {"kind": "latency", "encoder": "e", "catalogs": [{"catalog": "1k", "search": {"peak_rss_mb": 1}}], "rows": []}
+    assert to_markdown(report).splitlines()[0] == "## latency: 1k (e)"

@@ -115,8 +115,12 @@ def _fmt(v: Any) -> str:
 
 def to_markdown(report: Mapping[str, Any]) -> str:
     """The report as a Markdown section: provenance, then one table."""
+    # A latency report has no dataset: its heading names the catalogs and the encoder instead.
+    what = (f"{report.get('dataset', '')} {report.get('split', '')}".strip()
+            or ", ".join(str(c.get("catalog")) for c in report.get("catalogs", []))
+            + (f" ({report['encoder']})" if report.get("encoder") else ""))
     head = [
-        f"## {report.get('kind', 'benchmark')}: {report.get('dataset', '')} {report.get('split', '')}".rstrip(),
+        f"## {report.get('kind', 'benchmark')}: {what}".rstrip(": "),
         "",
         f"- command: `{report.get('command', '')}`",
         (f"- commit {report.get('commit')}, {report.get('date')}, {report.get('machine')}"
