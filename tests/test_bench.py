@@ -5,7 +5,9 @@ from __future__ import annotations
 import io
 import json
 import shutil
+from contextlib import redirect_stderr
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -155,3 +157,145 @@ def test_a_partial_run_never_takes_the_canonical_result_name(beir_dir: Path, tmp
         "relevance-tiny-test-partial-2.json", "relevance-tiny-test-partial-2.md", "relevance-tiny-test-partial-2.png"]
     assert main([*argv, "--max-queries", "2", "--canonical"], out=io.StringIO()) == 0  # asked for
     assert canonical.read_text() != "the whole split's result\n"
+
+
+def _skills_folder(root: Path, slugs: tuple[str, ...], want: str) -> Path:
+    from skillsearch.bench.skills import QUERIES_FILE
+    from skillsearch.service import sample_catalog_dir
+
+    for slug in slugs:
+        shutil.copytree(sample_catalog_dir() / "ops" / slug, root / slug)
+    row = {"_id": "p1", "q": "tls certificate renewal", "want": [want], "lang": "en", "style": "keyword"}
+    (root / QUERIES_FILE).write_text(json.dumps(row) + "\n", encoding="utf-8")
+    return root
+
+
+def test_the_skills_dev_set_scores_only_the_skills_of_the_folder_it_is_given(tmp_path: Path) -> None:
+    """Audit 2, item 1: the cached index was keyed by encoder alone and imports never remove skills, so a
+    run over a 3-skill folder scored the 882 of an earlier run. Two folders, one cache: each run scores its
+    own skills; a skill removed from a folder is gone from its next run."""
+    from skillsearch.bench.skills_report import skills_markdown
+    from skillsearch.cli import main
+
+    first = _skills_folder(tmp_path / "first", ("kubernetes-crashloop-debugging", "tls-certificate-renewal",
+                                                "postgres-failover", "linux-disk-full"), "tls-certificate-renewal")
+    second = _skills_folder(tmp_path / "second", ("tls-certificate-renewal",), "tls-certificate-renewal")
+    cache = tmp_path / "cache"
+
+    def skills_run(folder: Path) -> dict[str, Any]:
+        out = io.StringIO()
+        argv = ["--data-dir", str(tmp_path / "d"), "--encoder", "hashing", "-q", "bench", "relevance",
+                "--dataset", str(folder), "--cache-dir", str(cache), "--no-save", "--json"]
+        assert main(argv, out=out) == 0
+        report: dict[str, Any] = json.loads(out.getvalue())
+        return report
+
+    assert skills_run(first)["skills"] == 4
+    assert skills_run(second)["skills"] == 1
+    shutil.rmtree(first / "linux-disk-full")
+    report = skills_run(first)
+    assert report["skills"] == 3
+    assert "linux-disk-full" not in {s for a in report["answers"] for s in a["slugs"]}
+    assert "over 3 skills, the folder's own" in skills_markdown(report)
+    # one index per folder: the first folder's index from before the removal is gone
+    assert len(list((cache / "skills-index").iterdir())) == 2
+
+
+@pytest.mark.parametrize(("extra", "reason"), [
+    (["--sets", "metatool,gorilla"], "fitted on all four sets"), (["--no-save"], "not allowed with --no-save"),
+    (["--sets", "metatool,metatool"], "named twice")])
+def test_lodo_refuses_to_ship_a_decision_fitted_on_fewer_than_four_sets(
+        tmp_path: Path, extra: list[str], reason: str) -> None:
+    """Audit 2, item 2: ``--write-decision --sets metatool,gorilla`` rewrote the packaged decisions.json
+    (even with --no-save). The refusal is a usage error before any work: the data root does not even exist,
+    and the packaged decision file is untouched."""
+    from skillsearch.bench.decision import DECISIONS
+    from skillsearch.cli import main
+
+    before = DECISIONS.read_bytes()
+    err = io.StringIO()
+    argv = ["-q", "bench", "lodo", "--data-root", str(tmp_path / "absent"), "--cache-dir", str(tmp_path / "c"),
+            "--out", str(tmp_path / "out"), "--write-decision", *extra]
+    with redirect_stderr(err):
+        assert main(argv, out=io.StringIO()) == 2
+    assert reason in err.getvalue()
+    assert DECISIONS.read_bytes() == before
+    assert not (tmp_path / "out").exists() and not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize(("argv", "named"), [
+    (["relevance", "--max-queries", "0"], "--max-queries: 0 is out of range"),
+    (["relevance", "--max-queries", "-5"], "--max-queries: -5 is out of range"),
+    (["relevance", "--lexical-instructions-chars", "-1"], "--lexical-instructions-chars: -1 is out of range"),
+    (["relevance", "--semantic-weight", "7"], "--semantic-weight: 7 is out of range: give a weight between 0 and 1"),
+    (["relevance", "--semantic-weight", "nan"], "--semantic-weight: nan is out of range"),
+    (["latency", "--skills", "20", "--queries", "0"], "--queries: 0 is out of range"),
+    (["latency", "--skills", "20", "--queries", "-5"], "--queries: -5 is out of range"),
+    (["latency", "--skills", "0"], "argument --skills: give numbers of synthetic skills (1 or more)"),
+    (["latency", "--skills", "20,-3"], "argument --skills"),
+    (["latency", "--skills", "20", "--stand-in-above", "-1"], "--stand-in-above: -1 is out of range"),
+])
+def test_bench_counts_below_their_least_are_usage_errors_before_any_work(
+        tmp_path: Path, beir_dir: Path, argv: list[str], named: str) -> None:
+    """Audit 2, item 4: --max-queries 0 ran every query under the canonical name, -5 ran all but five,
+    latency --queries -5 ran 23,080 queries and --queries 0 died in the child with a traceback."""
+    from skillsearch.cli import main
+
+    where = ["--dataset", str(beir_dir)] if argv[0] == "relevance" else ["--data-root", str(tmp_path / "none")]
+    err = io.StringIO()
+    with redirect_stderr(err):
+        code = main(["-q", "bench", *argv, *where, "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "c")],
+                    out=io.StringIO())
+    assert code == 2 and named in err.getvalue()
+    assert not (tmp_path / "out").exists() and not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize(("extra", "named"), [
+    (["--tag", "a/b"], "argument --tag: 'a/b' is not a file-name part"),
+    (["--tag", "../up"], "argument --tag"),
+    (["--out", "{dataset}/corpus.jsonl/sub"], "argument --out: cannot write results to"),
+])
+def test_a_bad_out_or_tag_is_refused_before_the_run(tmp_path: Path, beir_dir: Path, extra: list[str],
+                                                    named: str) -> None:
+    """Audit 2, item 5: these were found only after the whole run, as INTERNAL errors."""
+    from skillsearch.cli import main
+
+    extra = [a.replace("{dataset}", str(beir_dir)) for a in extra]
+    err = io.StringIO()
+    with redirect_stderr(err):
+        code = main(["--data-dir", str(tmp_path / "d"), "--encoder", "hashing", "-q", "bench", "relevance",
+                     "--dataset", str(beir_dir), "--modes", "lexical", "--cache-dir", str(tmp_path / "c"),
+                     "--out", str(tmp_path / "out"), *extra], out=io.StringIO())
+    assert code == 2 and named in err.getvalue()
+    assert not (tmp_path / "c").exists() and not (tmp_path / "d").exists()  # nothing ran
+
+
+def test_results_are_written_all_or_none(tmp_path: Path) -> None:
+    """A failure while writing (the chart fails, a target is a folder) leaves no partial set and no temporary
+    files; the earlier result stays as it was."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "r.md").write_text("earlier\n")
+
+    def failing_chart(_report: Any, _path: Path) -> None:
+        raise RuntimeError("chart failed")
+
+    with pytest.raises(RuntimeError, match="chart failed"):
+        write_results({"x": 1}, out, "r", lambda _r: "new\n", failing_chart)
+    assert sorted(p.name for p in out.iterdir()) == ["r.md"] and (out / "r.md").read_text() == "earlier\n"
+    (out / "r.png").mkdir()
+    with pytest.raises(IsADirectoryError, match="r.png"):
+        write_results({"x": 1}, out, "r", lambda _r: "new\n", lambda _r, p: p.write_bytes(b"png"))
+    assert sorted(p.name for p in out.iterdir()) == ["r.md", "r.png"] and (out / "r.md").read_text() == "earlier\n"
+    (out / "r.png").rmdir()
+    written = write_results({"x": 1}, out, "r", lambda _r: "new\n", lambda _r, p: p.write_bytes(b"png"))
+    assert written == [out / "r.md", out / "r.json", out / "r.png"] and (out / "r.md").read_text() == "new\n"
+    assert sorted(p.name for p in out.iterdir()) == ["r.json", "r.md", "r.png"]
+
+
+def test_a_latency_reports_heading_names_its_catalogs_and_encoder() -> None:
+    """Audit 2, item 11: the heading was "## latency:" with nothing after it."""
+    from skillsearch.bench.report import to_markdown
+
+    report = {"kind": "latency", "encoder": "e", "catalogs": [{"catalog": "1k", "search": {"peak_rss_mb": 1}}], "rows": []}
+    assert to_markdown(report).splitlines()[0] == "## latency: 1k (e)"

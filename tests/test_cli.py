@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from clisupport import run, sample_copy
@@ -306,3 +307,30 @@ def test_calibrate_refuses_labelled_queries_that_name_no_skill(data_dir: Path, t
     code, payload = run(data_dir, "calibrate", "--queries", str(queries), "--json")
     assert code == 1 and payload["error"]["code"] == "VALIDATION_ERROR"
     assert payload["error"]["message"] == f"{queries}:2: no skill has the slug(s) tls-cert-rotaton"
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ({"query": "profile python code", "expected": "python-profiling"}, "expected must be a non-empty list of skill slugs"),
+    ({"query": None, "expected": ["python-profiling"]}, "query must be a non-empty string"),
+    ({"query": "  ", "expected": ["python-profiling"]}, "query must be a non-empty string"),
+    ({"query": "profile python code", "expected": []}, "expected must be a non-empty list of skill slugs"),
+    ({"query": "profile python code", "expected": [3]}, "expected must be a non-empty list of skill slugs"),
+])
+def test_calibrate_refuses_labelled_lines_that_are_not_a_query_and_its_slugs(
+        data_dir: Path, tmp_path: Path, line: dict[str, Any], message: str) -> None:
+    """Audit 2, item 7: a string ``expected`` was iterated letter by letter, a null query tuned on "None",
+    and ``expected: []`` replaced a real tuning with one on a query no skill answers. Each is refused with
+    its file and line."""
+    queries = tmp_path / "labelled.jsonl"
+    good = {"query": "rotate certificates", "expected": ["tls-certificate-renewal"]}
+    queries.write_text(json.dumps(good) + "\n" + json.dumps(line) + "\n")
+    code, payload = run(data_dir, "calibrate", "--queries", str(queries), "--json")
+    assert code == 1 and payload["error"]["code"] == "VALIDATION_ERROR"
+    assert payload["error"]["message"] == f"{queries}:2: {message}"
+
+
+def test_calibrate_refuses_a_labelled_file_with_no_queries(data_dir: Path, tmp_path: Path) -> None:
+    queries = tmp_path / "labelled.jsonl"
+    queries.write_text("\n\n")
+    code, payload = run(data_dir, "calibrate", "--queries", str(queries), "--json")
+    assert code == 1 and payload["error"]["message"].startswith(f"{queries}: no labelled queries")

@@ -156,7 +156,7 @@ def test_unknown_kernel_or_numkong_names_are_refused_before_anything_is_built() 
         int8_kernels.check(None, ["avx9000"])
     bad = subprocess.run([sys.executable, "-m", "skillsearch.cli", "-q", "bench", "latency", "--skills", "40",
                           "--scan-kernel", "simsimd", "--no-save"], capture_output=True, text=True, timeout=120)
-    # A typed error like the command's other checks of its values (--skills), before any catalog is written.
+    # A typed error, before any catalog is written.
     assert bad.returncode == 1 and "error: VALIDATION_ERROR: unknown scan kernel 'simsimd'" in bad.stderr
     assert "Traceback" not in bad.stderr
 
@@ -187,3 +187,38 @@ def test_pinning_holds_numkong_to_the_named_kernels_and_the_scan_to_one_kernel()
     assert told == (f"int8dots ({path})" if chosen == "int8dots" else chosen)
     assert "our kernel has no 'sse' path on this core" in refused_path and portable == "numkong-cdist"
     assert "unknown numkong capability avx9000" in refused and pinned == "numkong-packed"
+
+
+def _latency_cli(tmp_path: Path, *argv: str) -> tuple[int, str]:
+    import io
+    from contextlib import redirect_stderr
+
+    from skillsearch.cli import main
+
+    err = io.StringIO()
+    with redirect_stderr(err):
+        code = main(["-q", "bench", "latency", "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "c"),
+                     *argv], out=io.StringIO())
+    return code, err.getvalue()
+
+
+def test_latency_refuses_a_data_root_without_the_requests_or_texts_it_times(tmp_path: Path) -> None:
+    """Audit 2, item 3: a wrong --data-root silently timed generated requests over a built-in sentence pool.
+    Refused before anything is built, naming what is missing and what the default is relative to."""
+    code, err = _latency_cli(tmp_path, "--skills", "50", "--queries", "9", "--data-root", str(tmp_path / "nowhere"))
+    assert code == 1 and f"{tmp_path / 'nowhere'}/ (no such folder)" in err
+    assert "relative to the current folder" in err
+    root = tmp_path / "data"
+    (root / "metatool").mkdir(parents=True)
+    (root / "metatool" / "queries.jsonl").write_text('{"_id": "q", "text": "renew a certificate"}\n')
+    code, err = _latency_cli(tmp_path, "--skills", "50,real", "--data-root", str(root))
+    assert code == 1
+    assert str(root / "sealtools" / "queries.jsonl") in err and "*/corpus.jsonl" in err and "skills-catalog" in err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "c").exists()
+    (root / "sealtools").mkdir()
+    (root / "sealtools" / "queries.jsonl").write_text('{"_id": "q", "text": "book a flight"}\n')
+    (root / "sealtools" / "corpus.jsonl").write_text('{"_id": "d", "text": "Books flights."}\n')
+    from skillsearch.bench.latency import missing_data
+
+    assert missing_data(root, ["50"]) == []
+    assert missing_data(root, ["real"]) == [f"{root / 'skills-catalog'}/ (the real catalog)"]

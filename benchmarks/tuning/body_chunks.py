@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from skillsearch.bench.cache import BenchEncoder, folder_name
-from skillsearch.bench.skills import load_queries, open_skills_catalog
+from skillsearch.bench.cache import BenchEncoder
+from skillsearch.bench.skills import load_queries, open_skills_catalog, skills_index_dir
 from skillsearch.core.domain import Principal
 from skillsearch.core.fusion import zscore
 from skillsearch.retrieval.documents import split_identifiers
@@ -74,7 +74,7 @@ def main() -> int:
     dataset = Path(args.data_root) / "skills-catalog"
     encoder = BenchEncoder(make_encoder("minilm"), cache)
     queries = [q for q in load_queries(dataset / "queries.dev.jsonl") if q.want and q.lang == "en"]
-    catalog, _ = open_skills_catalog(dataset, encoder, cache / "skills-index" / folder_name(encoder.name),
+    catalog, _ = open_skills_catalog(dataset, encoder, skills_index_dir(cache, encoder.name, dataset),
                                      {"abstain": False})
     try:
         bodies = {r.slug: (r.name, r.instructions) for r in catalog.store.index_rows()}

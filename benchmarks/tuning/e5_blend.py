@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 
 from skillsearch.bench.beir import load_beir
-from skillsearch.bench.cache import BenchEncoder, folder_name
+from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.metrics import evaluate
 from skillsearch.bench.relevance import open_bench_catalog
-from skillsearch.bench.skills import load_queries, open_skills_catalog
+from skillsearch.bench.skills import load_queries, open_skills_catalog, skills_index_dir
 from skillsearch.core.domain import Principal
 from skillsearch.core.fusion import zscore
 from skillsearch.retrieval.documents import embedded_text
@@ -82,7 +82,7 @@ def main() -> int:
 
     skills = data / "skills-catalog"
     queries = [q for q in load_queries(skills / "queries.dev.jsonl") if q.want and q.lang == "en"]
-    catalog, _ = open_skills_catalog(skills, minilm, cache / "skills-index" / folder_name(minilm.name),
+    catalog, _ = open_skills_catalog(skills, minilm, skills_index_dir(cache, minilm.name, skills),
                                      settings)
     try:
         print("skills dev: searching", file=sys.stderr, flush=True)

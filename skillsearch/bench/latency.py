@@ -61,7 +61,7 @@ from skillsearch.retrieval.encoders import make_encoder
 from skillsearch.retrieval.wrapper import Wrapper
 from skillsearch.service import Catalog
 
-__all__ = ["run_latency"]
+__all__ = ["missing_data", "run_latency"]
 
 POOL = 512
 # A synthetic catalog larger than this is imported in batches of this many skills (as a sync would apply it).
@@ -132,6 +132,23 @@ class StandInEncoder(Wrapper):
 
     def encode_query_parts(self, query: str, parts: Sequence[str]) -> np.ndarray:
         return self.inner.encode_query_parts(query, parts)
+
+
+QUERY_FILES = ("metatool/queries.jsonl", "sealtools/queries.jsonl")
+
+
+def missing_data(data_root: Path, catalogs: Sequence[str]) -> list[str]:
+    """What ``data_root`` lacks for these catalogs: the requests (MetaTool's and Seal-Tools' queries), the
+    synthetic skills' sentences (a ``*/corpus.jsonl``) when a catalog is synthetic, ``skills-catalog/`` for
+    ``real``. Empty when nothing is missing."""
+    if not data_root.is_dir():
+        return [f"{data_root}/ (no such folder)"]
+    missing = [f"{data_root / name}" for name in QUERY_FILES if not (data_root / name).is_file()]
+    if any(c != "real" for c in catalogs) and not any(data_root.glob("*/corpus.jsonl")):
+        missing.append(f"{data_root}/*/corpus.jsonl (the synthetic skills' sentences)")
+    if "real" in catalogs and not (data_root / "skills-catalog").is_dir():
+        missing.append(f"{data_root / 'skills-catalog'}/ (the real catalog)")
+    return missing
 
 
 def query_texts(data_root: Path | None, n: int) -> list[str]:
@@ -260,6 +277,8 @@ def run_latency(
     child_options = [*(["--scan-kernel", scan_kernel] if scan_kernel else []),
                      *(["--numkong-only", *numkong_only] if numkong_only else []),
                      *(["--kernel-path", kernel_path] if kernel_path else [])]
+    if data_root is not None and (missing := missing_data(data_root, catalogs)):
+        raise ValueError(f"--data-root {data_root} lacks {', '.join(missing)}")
     encoder = make_encoder(encoder_name)
     texts = query_texts(data_root, queries)
     # A routed pair's other model is timed on real requests in other languages (the skills dev set's).
@@ -288,6 +307,8 @@ def run_latency(
               f"hybrid p50 / that model's p50 on the same texts, timed beside each search: "
               f"{r['search']['hybrid_other_over_paired_encode']:.2f}x"
               for r in rows if "hybrid_other_over_paired_encode" in r["search"]]
+    if data_root is None:
+        notes.append("no data root: the requests and the synthetic skills' texts are generated stand-ins, not real text")
     kernels = sorted({str(r["search"].get("scan_kernel")) for r in rows})
     notes.append(f"the vector stage's scan kernel in the search process: {', '.join(kernels)}"
                  + (f" (numkong held to {', '.join(numkong_only)})" if numkong_only else "")

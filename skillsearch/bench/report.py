@@ -115,8 +115,12 @@ def _fmt(v: Any) -> str:
 
 def to_markdown(report: Mapping[str, Any]) -> str:
     """The report as a Markdown section: provenance, then one table."""
+    # A latency report has no dataset: its heading names the catalogs and the encoder instead.
+    what = (f"{report.get('dataset', '')} {report.get('split', '')}".strip()
+            or ", ".join(str(c.get("catalog")) for c in report.get("catalogs", []))
+            + (f" ({report['encoder']})" if report.get("encoder") else ""))
     head = [
-        f"## {report.get('kind', 'benchmark')}: {report.get('dataset', '')} {report.get('split', '')}".rstrip(),
+        f"## {report.get('kind', 'benchmark')}: {what}".rstrip(": "),
         "",
         f"- command: `{report.get('command', '')}`",
         (f"- commit {report.get('commit')}, {report.get('date')}, {report.get('machine')}"
@@ -188,14 +192,30 @@ def write_results(
     markdown: Callable[[Mapping[str, Any]], str] | None = None,
     chart: Callable[[Mapping[str, Any], Path], None] | None = None,
 ) -> list[Path]:
-    """Write ``<stem>.md``, ``<stem>.json`` and ``<stem>.png`` under ``out_dir``; returns the paths.
-    ``markdown`` and ``chart`` render another kind of report (the skills dev set's) the same way."""
+    """Write ``<stem>.md``, ``<stem>.json`` and ``<stem>.png`` under ``out_dir``; returns the paths written
+    (a ``chart`` that writes nothing leaves out the PNG). ``markdown`` and ``chart`` render another kind of
+    report (the skills dev set's) the same way.
+
+    All or none: every file is first written under a hidden temporary name beside its target, and renamed
+    into place only once all are written, so a failure leaves neither a partial set nor temporary files."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    md, js, png = (out_dir / f"{stem}.{ext}" for ext in ("md", "json", "png"))
-    md.write_text((markdown or to_markdown)(report), encoding="utf-8")
-    js.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    (chart or _chart)(report, png)
-    return [md, js, png]
+    exts = ("md", "json", "png")
+    targets = [out_dir / f"{stem}.{ext}" for ext in exts]
+    temps = [out_dir / f".{stem}.{os.getpid()}.tmp.{ext}" for ext in exts]  # the chart's format is its suffix
+    try:
+        temps[0].write_text((markdown or to_markdown)(report), encoding="utf-8")
+        temps[1].write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        (chart or _chart)(report, temps[2])
+        written = [(t, target) for t, target in zip(temps, targets, strict=True) if t.exists()]
+        blocked = [str(target) for _, target in written if target.exists() and not target.is_file()]
+        if blocked:
+            raise IsADirectoryError(f"not a file, cannot be replaced: {', '.join(blocked)}")
+        for temp, target in written:
+            os.replace(temp, target)
+    finally:
+        for temp in temps:
+            temp.unlink(missing_ok=True)
+    return [target for _, target in written]
 
 
 def skills_chart(report: Mapping[str, Any], path: Path) -> None:

@@ -5,8 +5,11 @@ The dataset folder holds one folder per skill (``SKILL.md`` and its resources) a
 ``lang``, ``style``). The harness:
 
 1. imports the folder with :meth:`Catalog.import_path` (the very path of ``skillsearch import``) into a
-   data directory kept under the cache folder (``<cache>/skills-index/<encoder>``): a rerun re-imports, which
-   changes nothing when the skills did not change, so the index is neither rebuilt nor re-embedded;
+   data directory kept under the cache folder, ``<cache>/skills-index/<encoder>-<folder key>-<content key>``
+   (:func:`skills_index_dir`): keyed by the folder's path and by its files' paths, sizes and modification
+   times, so a rerun over unchanged skills reuses the index as it is, and a folder that gained, lost, renamed
+   or edited a skill gets a fresh index holding exactly its skills (the folder's earlier index is removed; an
+   import only adds and updates, so reusing it would keep skills the folder no longer has);
 2. runs every request through :meth:`Catalog.search` as the operator, default settings, limit 10;
 3. scores positives by hit@1, hit@5 and MRR@10 (an abstention counts as a miss) per style and per
    language, counts ``no_match`` answers among negatives (right) and positives (wrong), and tabulates how
@@ -17,8 +20,10 @@ Slugs are the skill folder names, so a hit's slug is the ``want`` vocabulary.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -38,7 +43,7 @@ from skillsearch.service import Catalog
 
 __all__ = [
     "QUERIES_FILE", "SkillQuery", "SkillsOptions", "answer_queries", "is_skills_dataset", "load_queries",
-    "open_skills_catalog", "run_skills", "score_answers",
+    "open_skills_catalog", "run_skills", "score_answers", "skills_index_dir",
 ]
 
 QUERIES_FILE = "queries.dev.jsonl"
@@ -82,6 +87,34 @@ class SkillsOptions:
 def is_skills_dataset(path: Path) -> bool:
     """A folder of skills with labelled requests (rather than a BEIR ``corpus.jsonl``)."""
     return (Path(path) / QUERIES_FILE).is_file() and not (Path(path) / "corpus.jsonl").is_file()
+
+
+def _content_key(dataset: Path) -> str:
+    """A digest of every file under ``dataset`` but its request files (``queries.*``, at the top): relative
+    path, size and modification time, so adding, removing, renaming or editing a skill changes it."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in dataset.rglob("*") if p.is_file()):
+        relative = path.relative_to(dataset)
+        if len(relative.parts) == 1 and relative.name.startswith("queries."):
+            continue
+        stat = path.stat()
+        digest.update(f"{relative.as_posix()}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()[:16]
+
+
+def skills_index_dir(cache_dir: Path, encoder_name: str, dataset: Path) -> Path:
+    """Where the index of ``dataset``'s skills is kept under ``cache_dir`` for that encoder: one folder per
+    dataset folder and content (see the module's docstring). Earlier indexes of the same folder, from before
+    its skills changed, are removed."""
+    root = Path(dataset).resolve()
+    prefix = f"{folder_name(encoder_name)}-{hashlib.sha256(str(root).encode('utf-8', 'surrogateescape')).hexdigest()[:12]}-"
+    parent = Path(cache_dir) / "skills-index"
+    current = parent / (prefix + _content_key(root))
+    if parent.is_dir():
+        for stale in parent.iterdir():
+            if stale.name.startswith(prefix) and stale != current and stale.is_dir():
+                shutil.rmtree(stale, ignore_errors=True)
+    return current
 
 
 def load_queries(path: Path) -> list[SkillQuery]:
@@ -225,8 +258,8 @@ def run_skills(options: SkillsOptions, encoder: Encoder | None = None,
     bench_encoder = BenchEncoder(encoder or make_encoder(settings.encoder), options.cache_dir)
     timing: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="skillsearch-skills-") as tmp:
-        folder = folder_name(bench_encoder.name)
-        data_dir = (Path(options.cache_dir) / "skills-index" / folder) if options.cache_dir else Path(tmp) / "data"
+        data_dir = (skills_index_dir(Path(options.cache_dir), bench_encoder.name, Path(options.dataset))
+                    if options.cache_dir else Path(tmp) / "data")
         t = time.perf_counter()
         say(f"importing {options.dataset} into {data_dir}")
         catalog, invalid = open_skills_catalog(Path(options.dataset), bench_encoder, data_dir, options.settings)

@@ -41,8 +41,9 @@ def skills_markdown(report: Mapping[str, Any]) -> str:
         f"- command: `{report.get('command', '')}`",
         (f"- commit {report.get('commit')}, {report.get('date')}, {report.get('machine')}"
          f" (1-min load average {report.get('load_average_1m', '-')} when written; the machine was shared)"),
-        (f"- {report['queries']} requests, {report['skills']} skills imported ({report['invalid_skills']} invalid"
-         f" left out), encoder {report['encoder']}, limit 10, operator view, default settings"),
+        (f"- {report['queries']} requests over {report['skills']} skills, the folder's own (imported into an index"
+         f" of this folder alone; {report['invalid_skills']} invalid left out), encoder {report['encoder']}, limit 10,"
+         " operator view, default settings"),
         f"- fitted decision: `{json.dumps(report.get('decision') or None)}`",
         "",
         "| group | " + " | ".join(_COLS) + " |",

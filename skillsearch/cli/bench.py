@@ -5,18 +5,54 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
+import tempfile
 from pathlib import Path
 from typing import TextIO
 
 from skillsearch.cli.common import Command, Subparsers, emit, progress_factory
+from skillsearch.cli.usage import UsageError, float_range, int_range
 from skillsearch.core.errors import ValidationError
 from skillsearch.core.fusion import FUSIONS
 
 __all__ = ["BENCH_EXTRA", "add_commands"]
 
 # The top-level modules of the ``bench`` extra (pyproject.toml): one missing is said as the extra to install.
+DATA_ROOT = "../shared/data"  # the default --data-root, relative to the current folder (the repository root's sibling)
 BENCH_EXTRA = frozenset({"bm25s", "Stemmer", "pytrec_eval", "matplotlib", "sklearn"})
+
+
+def skills_arg(text: str) -> str:
+    """``type=`` of ``bench latency --skills``: comma-separated catalog sizes (1 or more) or ``real``."""
+    bad = [c for c in text.split(",") if c and c != "real" and not (c.isdigit() and int(c) >= 1)]
+    if bad or not text.strip(","):
+        raise argparse.ArgumentTypeError(f"give numbers of synthetic skills (1 or more) or 'real', got {text!r}")
+    return text
+
+
+def tag_arg(text: str) -> str:
+    """``type=`` of ``--tag``: one safe part of a file name (letters, digits, ``.``, ``_``, ``-``; at most 64)."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a file-name part: give up to 64 letters, digits, '.', '_' or '-', starting with a"
+            " letter or digit")
+    return text
+
+
+def check_out(args: argparse.Namespace) -> None:
+    """Unless ``--no-save``: make ``--out`` (a folder) and prove a file can be written there, before the run,
+    so a long run never ends in a folder its results cannot go to."""
+    if args.no_save:
+        return
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".write-check-"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"skillsearch bench {args.bench_command}",
+                         f"argument --out: cannot write results to {args.out}: {exc.strerror or exc}") from None
 
 
 def needs_bench_extra(func: Command) -> Command:
@@ -45,6 +81,7 @@ def cmd_bench_relevance(args: argparse.Namespace, out: TextIO) -> int:
                                    ("semantic_weight", args.semantic_weight),
                                    ("embed_instructions_chars", args.embed_instructions_chars),
                                    ("lexical_instructions_chars", args.lexical_instructions_chars)) if v is not None}
+    check_out(args)
     if is_skills_dataset(Path(args.dataset)):
         return skills_command(args, out, overrides)
     modes = [m for chunk in (args.modes or [",".join(ALL_MODES)]) for m in chunk.split(",") if m]
@@ -68,20 +105,24 @@ def cmd_bench_relevance(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_bench_latency(args: argparse.Namespace, out: TextIO) -> int:
-    from skillsearch.bench.latency import run_latency
+    from skillsearch.bench.latency import missing_data, run_latency
     from skillsearch.bench.report import to_markdown, write_results
     from skillsearch.retrieval import int8_kernels
 
     catalogs = [c for chunk in args.skills for c in chunk.split(",") if c]
-    bad = [c for c in catalogs if c != "real" and not c.isdigit()]
-    if bad:
-        raise ValidationError(f"--skills takes a number of synthetic skills or 'real', got {bad}")
     try:
         int8_kernels.check(args.scan_kernel, args.numkong_only, args.kernel_path)
     except ValueError as exc:
         raise ValidationError(str(exc)) from None
+    data_root = Path(args.data_root)
+    if missing := missing_data(data_root, catalogs):
+        raise ValidationError(
+            f"--data-root {args.data_root} lacks {', '.join(missing)} (the latency run times real requests and"
+            f" skill texts; the default, {DATA_ROOT}, is relative to the current folder ({os.getcwd()}): run from"
+            " the repository root, or give --data-root or SKILLSEARCH_BENCH_DATA)")
+    check_out(args)
     report = run_latency(
-        catalogs, data_root=Path(args.data_root) if args.data_root else None,
+        catalogs, data_root=data_root,
         cache_dir=None if args.no_cache else Path(args.cache_dir), queries=args.queries,
         stand_in_above=args.stand_in_above, encoder_name=args.encoder or "minilm",
         command="skillsearch " + " ".join(sys.argv[1:]),
@@ -104,6 +145,18 @@ def cmd_bench_lodo(args: argparse.Namespace, out: TextIO) -> int:
     unknown = sorted(set(names) - set(DATASETS))
     if unknown or len(names) < 2:
         raise ValidationError(f"--sets takes two or more of {', '.join(DATASETS)}, got {names}")
+    if len(set(names)) < len(names):
+        raise UsageError("skillsearch bench lodo", f"argument --sets: a set is named twice: {names}")
+    if args.write_decision:
+        # The shipped decision is every index's: it is fitted on all four sets, and written with its report.
+        if set(names) != set(DATASETS):
+            raise UsageError("skillsearch bench lodo", "argument --write-decision: the shipped decision is fitted on"
+                             f" all four sets ({', '.join(DATASETS)}); this run has only {', '.join(names)}"
+                             " (leave out --sets)")
+        if args.no_save:
+            raise UsageError("skillsearch bench lodo", "argument --write-decision: not allowed with --no-save (a"
+                             " shipped decision is written with the report it was fitted in)")
+    check_out(args)
     report = run_lodo(Path(args.data_root), Path(args.cache_dir), reuse=args.reuse, names=names,
                       command="skillsearch " + " ".join(sys.argv[1:]),
                       log=(lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)))
@@ -128,7 +181,7 @@ def add_commands(sub: Subparsers) -> None:
         p.add_argument("--json", action="store_true", help="print one JSON object")
         p.add_argument("--out", default="benchmarks/results", help="folder for the .md/.json/.png results")
         p.add_argument("--no-save", action="store_true", help="print only, write no result files")
-        p.add_argument("--tag", help="suffix for the result file names")
+        p.add_argument("--tag", type=tag_arg, help="suffix for the result file names (letters, digits, . _ -)")
         p.add_argument("--cache-dir", default="benchmarks/.cache", help="on-disk embedding cache")
         p.add_argument("--no-cache", action="store_true", help="encode everything, cache nothing")
 
@@ -140,30 +193,33 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--split", default="test", choices=["dev", "test", "all"])
     p.add_argument("--modes", action="append", metavar="M,M",
                    help="modes to run (default all): lexical, semantic, hybrid, hybrid-<fusion>, bm25s")
-    p.add_argument("--max-queries", type=int, help="only the first N judged queries by id (results are written"
+    p.add_argument("--max-queries", type=int_range(1, what="a number of queries"),
+                   help="only the first N judged queries by id (results are written"
                    " as relevance-<dataset>-<split>-partial-N unless --canonical)")
     p.add_argument("--canonical", action="store_true",
                    help="with --max-queries: write under the split's own name (the documented sample run)")
     p.add_argument("--fusion", choices=list(FUSIONS), help="override the default fusion")
-    p.add_argument("--semantic-weight", type=float, help="override the default semantic weight")
-    p.add_argument("--embed-instructions-chars", type=int, metavar="N",
+    p.add_argument("--semantic-weight", type=float_range(0, 1, "a weight"),
+                   help="override the default semantic weight (0 to 1)")
+    p.add_argument("--embed-instructions-chars", type=int_range(0, what="a number of characters"), metavar="N",
                    help="override how many characters of a skill's instructions are embedded with its description")
-    p.add_argument("--lexical-instructions-chars", type=int, metavar="N",
+    p.add_argument("--lexical-instructions-chars", type=int_range(0, what="a number of characters"), metavar="N",
                    help="override how many characters of a skill's instructions BM25 weighs with its description"
                         " (0: all of them)")
 
     p = inner.add_parser("lodo", help="leave-one-dataset-out ablation of every ranking rule, and the decision's fit",
                          description="Searches the four dev sets once, then scores every rule variant on each set"
                                      " when chosen on the others, and fits the decision the same way.")
-    p.set_defaults(func=cmd_bench_lodo)
+    p.set_defaults(func=needs_bench_extra(cmd_bench_lodo))
     common(p)
-    p.add_argument("--data-root", default=os.environ.get("SKILLSEARCH_BENCH_DATA", "../shared/data"),
+    p.add_argument("--data-root", default=os.environ.get("SKILLSEARCH_BENCH_DATA", DATA_ROOT),
                    help="folder with metatool/, sealtools/, gorilla/, skills-catalog/")
     p.add_argument("--reuse", action="store_true", help="reuse the retriever outputs the last run kept in the cache")
     p.add_argument("--sets", action="append", metavar="S,S",
                    help="dev sets to use (default all): metatool, sealtools, skills, gorilla")
     p.add_argument("--write-decision", action="store_true",
-                   help="ship the decision fitted on all four sets (skillsearch/retrieval/decisions.json)")
+                   help="ship the decision fitted on all four sets (skillsearch/retrieval/decisions.json);"
+                        " refused with --sets naming fewer than all four, and with --no-save")
 
     p = inner.add_parser(
         "latency", help="search/encode percentiles, build throughput, update time, RSS",
@@ -173,12 +229,15 @@ def add_commands(sub: Subparsers) -> None:
         "on the skills dev set's requests in other languages.")
     p.set_defaults(func=needs_bench_extra(cmd_bench_latency))
     common(p)
-    p.add_argument("--skills", action="append", required=True, metavar="N|real",
+    p.add_argument("--skills", action="append", required=True, metavar="N|real", type=skills_arg,
                    help="catalog size (repeatable or comma-separated); 'real' = the 883 real skills")
-    p.add_argument("--data-root", default=os.environ.get("SKILLSEARCH_BENCH_DATA", "../shared/data"),
-                   help="folder with metatool/, sealtools/, skills-catalog/ (text pool, queries, real skills)")
-    p.add_argument("--queries", type=int, default=300, help="queries per run (split over the modes)")
-    p.add_argument("--stand-in-above", type=int, default=20_000,
+    p.add_argument("--data-root", default=os.environ.get("SKILLSEARCH_BENCH_DATA", DATA_ROOT),
+                   help="folder with metatool/, sealtools/ (their queries.jsonl and corpus.jsonl: requests and"
+                        " the synthetic skills' sentences) and, for --skills real, skills-catalog/; refused when"
+                        " any is missing (default: %(default)s, relative to the current folder)")
+    p.add_argument("--queries", type=int_range(3, what="a number of queries"), default=300,
+                   help="queries per run, split over the three search modes (3 or more)")
+    p.add_argument("--stand-in-above", type=int_range(0, what="a number of skills"), default=20_000,
                    help="above this size, uncached texts get stand-in vectors instead of being encoded")
     p.add_argument("--scan-kernel", metavar="KERNEL",
                    help="the vector stage's int8 kernel in the search process: int8dots, numkong-packed or "

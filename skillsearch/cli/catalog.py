@@ -207,13 +207,25 @@ def cmd_calibrate(args: argparse.Namespace, out: TextIO) -> int:
                 continue
             try:
                 entry = json.loads(line)
-                labelled.append((str(entry["query"]), [str(s) for s in entry["expected"]]))
+                query, expected = entry["query"], entry["expected"]
             except (ValueError, KeyError, TypeError) as exc:
                 raise ValidationError(f"{args.queries}:{lineno}: expected {{query, expected: [slugs]}} ({exc})") from None
+            # A string as ``expected`` was read letter by letter, null as the query "None", and an empty list
+            # tuned the weight on a query with no right answer (replacing a real tuning).
+            if not isinstance(query, str) or not query.strip():
+                raise ValidationError(f"{args.queries}:{lineno}: query must be a non-empty string",
+                                      {"problems": [problem(f"line {lineno}.query", "must be a non-empty string")]})
+            if (not isinstance(expected, list) or not expected
+                    or not all(isinstance(slug, str) and slug.strip() for slug in expected)):
+                raise ValidationError(f"{args.queries}:{lineno}: expected must be a non-empty list of skill slugs",
+                                      {"problems": [problem(f"line {lineno}.expected", "must be a non-empty list of slugs")]})
+            labelled.append((query, list(expected)))
             unknown = [slug for slug in labelled[-1][1] if not catalog.store.skills_by_slug(slug)]
             if unknown:  # a typo would score as a miss and tune the weight against nothing
                 raise ValidationError(f"{args.queries}:{lineno}: no skill has the slug(s) {', '.join(unknown)}",
                                       {"problems": [problem(f"line {lineno}.expected", "names no skill")]})
+    if args.queries and not labelled:
+        raise ValidationError(f"{args.queries}: no labelled queries (one {{query, expected: [slugs]}} per line)")
     calibration = catalog.calibrate(labelled)
     emit(out, args, calibration, lambda: "\n".join(_calibration_lines(calibration)))
     return 0

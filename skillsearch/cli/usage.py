@@ -26,6 +26,7 @@ __all__ = [
     "CliParser",
     "UsageError",
     "check_text",
+    "float_range",
     "int_range",
     "non_empty",
     "port_arg",
@@ -91,6 +92,21 @@ def int_range(low: int, high: int | None = None, what: str = "a whole number") -
             raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
         if value < low or (high is not None and value > high):
             raise argparse.ArgumentTypeError(f"{value} is out of range: give {what} {span}")
+        return value
+
+    return parse
+
+
+def float_range(low: float, high: float, what: str = "a number") -> Callable[[str], float]:
+    """``type=`` of a number option between ``low`` and ``high`` (inclusive); NaN is refused."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not low <= value <= high:  # NaN compares false
+            raise argparse.ArgumentTypeError(f"{text} is out of range: give {what} between {low:g} and {high:g}")
         return value
 
     return parse
