@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from skillsearch.bench.beir import load_beir, write_bundle
+from skillsearch.bench.lodo_report import lodo_markdown
 from skillsearch.bench.metrics import METRICS, evaluate
 from skillsearch.bench.relevance import ALL_MODES, RelevanceOptions, run_relevance
 from skillsearch.bench.report import write_results, write_script_report
@@ -299,3 +300,22 @@ def test_a_latency_reports_heading_names_its_catalogs_and_encoder() -> None:
 
     report = {"kind": "latency", "encoder": "e", "catalogs": [{"catalog": "1k", "search": {"peak_rss_mb": 1}}], "rows": []}
     assert to_markdown(report).splitlines()[0] == "## latency: 1k (e)"
+
+
+def test_every_lodo_table_has_as_many_header_cells_as_separator_cells_with_or_without_negatives() -> None:
+    """A run without the skills set (no negatives) left the decision's two tables a header cell more than
+    their separator (audit). Rendered from the committed report, then with every set's negatives taken out."""
+    report = json.loads((Path(__file__).resolve().parent.parent / "benchmarks/results/lodo-dev.json").read_text())
+
+    def without_negatives(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: (0 if k == "negatives" else without_negatives(v)) for k, v in value.items()}
+        return [without_negatives(v) for v in value] if isinstance(value, list) else value
+
+    for variant in (report, without_negatives(report)):
+        lines = lodo_markdown(variant).splitlines()
+        separators = [i for i, line in enumerate(lines) if line.startswith("|---") or line.startswith("| ---")]
+        assert len(separators) >= 4
+        for i in separators:
+            assert lines[i - 1].count("|") == lines[i].count("|"), (lines[i - 1], lines[i])
+            assert lines[i + 1].count("|") == lines[i].count("|"), (lines[i + 1], lines[i])

@@ -111,28 +111,34 @@ def lodo_markdown(report: Mapping[str, Any]) -> str:
             lines += ["", "Candidate fits for `no_match` (the top hit's features times fixed weights; `confidence`: the"
                       " rule before, the model's probability), each at the largest quantile whose worst left-out false"
                       f" refusals are at most {MAX_FALSE_REFUSAL}; `{d.get('refusal')}` ships.", "",
-                      "| fit | quantile | worst false refusals | " + " | ".join(f"{s} false refusals" for s in left)
-                      + " | " + " | ".join(f"{s} negatives no_match" for s in negs) + " |",
+                      _row(["fit", "quantile", "worst false refusals", *(f"{s} false refusals" for s in left),
+                            *(f"{s} negatives no_match" for s in negs)]),
                       "|---|---|---|" + "---|" * (len(left) + len(negs))]
             for label, v in variants.items():
-                lines.append(f"| {label} | {v['quantile']} | {v['worst']:.4f} | "
-                             + " | ".join(f"{v['left_out'][s]['false_refusals']:.4f}" for s in left) + " | "
-                             + " | ".join(f"{v['left_out'][s]['no_match']:.3f}" for s in negs) + " |")
+                lines.append(_row([label, str(v["quantile"]), f"{v['worst']:.4f}",
+                                   *(f"{v['left_out'][s]['false_refusals']:.4f}" for s in left),
+                                   *(f"{v['left_out'][s]['no_match']:.3f}" for s in negs)]))
         curve = d.get("by_quantile", {})
         if curve:
             with_negatives = [s for s, b in d["left_out"].items() if b["negatives"]]
             lines += ["", "Trade-off (each threshold quantile, every set left out in turn): the worst left-out false"
                       " refusals against the left-out negatives answered `no_match`.", "",
-                      "| quantile | worst false refusals | " + " | ".join(f"{s} false refusals" for s in curve[next(iter(curve))])
-                      + " | " + " | ".join(f"{s} negatives no_match" for s in with_negatives) + " |",
+                      _row(["quantile", "worst false refusals", *(f"{s} false refusals" for s in curve[next(iter(curve))]),
+                            *(f"{s} negatives no_match" for s in with_negatives)]),
                       "|---|---|" + "---|" * (len(curve[next(iter(curve))]) + len(with_negatives))]
             for q, blocks in curve.items():
                 worst = max(b["false_refusals"] for b in blocks.values())
-                lines.append(f"| {q} | {worst:.4f} | " + " | ".join(f"{b['false_refusals']:.4f}" for b in blocks.values())
-                             + " | " + " | ".join(f"{blocks[s]['no_match']:.3f}" for s in with_negatives) + " |")
+                lines.append(_row([str(q), f"{worst:.4f}", *(f"{b['false_refusals']:.4f}" for b in blocks.values()),
+                                   *(f"{blocks[s]['no_match']:.3f}" for s in with_negatives)]))
         lines += ["", "Reliability per left-out set (confidence bin: hits, share right):", ""]
         for s, b in d["left_out"].items():
             lines.append(f"- {s}: " + "; ".join(
                 f"{row['bin']}: {row['hits']}, {'-' if row['right'] is None else format(row['right'], '.2f')}"
                 for row in b["reliability"] if row["hits"]))
     return "\n".join(lines) + "\n"
+
+
+def _row(cells: list[str]) -> str:
+    """One Markdown table row: as many cells as the header's separator counts, whatever sets are in the run
+    (a run without the skills set has no negatives' columns, and left an empty one)."""
+    return "| " + " | ".join(cells) + " |"
