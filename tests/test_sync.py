@@ -377,6 +377,32 @@ def test_cli_sync_and_status(catalog: Catalog, upstream: ReferenceUpstream, upst
     assert json.loads(out.getvalue())["error"]["code"] == "VALIDATION_ERROR"  # token_env is not set now
 
 
+def test_a_misspelt_setting_in_sync_toml_is_refused_with_the_closest_name(tmp_path: Path) -> None:
+    """``intervl_s`` or a stray key was ignored and its setting silently left at the default (audit)."""
+    config_file = tmp_path / "sync.toml"
+    config_file.write_text(
+        '[upstream]\nurl = "http://127.0.0.1:9"\ntoken = "t"\npage_limt = 5\n\n'
+        '[[subscriptions]]\nid = "a"\nintervl_s = 30\n\n[bogus]\nx = 1\n', encoding="utf-8")
+    out = io.StringIO()
+    assert cli.main(["--data-dir", str(tmp_path / "d"), "-q", "sync", "--config", str(config_file), "--json"], out) == 1
+    error = json.loads(out.getvalue())["error"]
+    assert error["code"] == "VALIDATION_ERROR"
+    assert [p["message"] for p in error["details"]["problems"]] == [
+        "bogus is not a setting",
+        "upstream.page_limt is not a setting (did you mean page_limit?)",
+        "subscriptions[0].intervl_s is not a setting (did you mean interval_s?)",
+    ]
+    # A file of sources alone is checked too.
+    data = tmp_path / "d"
+    data.mkdir()
+    (data / "sync.toml").write_text('[[sources]]\nname = "x"\ngrant = "team:a"\npath = "."\n\n[sourcse]\n',
+                                    encoding="utf-8")
+    out = io.StringIO()
+    assert cli.main(["--data-dir", str(data), "-q", "sources", "list", "--json"], out) == 1
+    problems = json.loads(out.getvalue())["error"]["details"]["problems"]
+    assert [p["message"] for p in problems] == ["sourcse is not a setting (did you mean sources?)"]
+
+
 def test_openapi_file_is_the_reference_upstreams_contract() -> None:
     committed = json.loads((Path(__file__).parents[1] / "docs" / "upstream-openapi.json").read_text("utf-8"))
     assert committed == contract_openapi(), "regenerate: python -m skillsearch.upstream.app > docs/upstream-openapi.json"

@@ -25,6 +25,7 @@ Secrets may come from the environment so the file can be committed without them.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tomllib
@@ -119,12 +120,31 @@ def _number(table: dict[str, Any], name: str, default: float, low: float, high: 
     return value
 
 
+# What each table may hold: a misspelt setting (``intervl_s``) is refused, not silently left at its default.
+_UPSTREAM_KEYS = frozenset({
+    "url", "token", "token_env", "webhook_secret", "webhook_secret_env", "timeout_s", "retries", "backoff_base_s",
+    "backoff_max_s", "page_limit", "webhook_tolerance_s", "deadline_s", "max_response_bytes", "max_pages_per_run",
+})
+_SUBSCRIPTION_KEYS = frozenset({"id", "interval_s"})
+TOP_LEVEL_KEYS = frozenset({"upstream", "subscriptions", "sources"})
+
+
+def unknown_keys(table: dict[str, Any], known: frozenset[str], at: str) -> list[str]:
+    """A problem per key of ``table`` that ``known`` does not hold, with the closest known one when any."""
+    out = []
+    for key in sorted(set(table) - known):
+        close = difflib.get_close_matches(key, sorted(known), n=1)
+        out.append(f"{at}{key} is not a setting" + (f" (did you mean {close[0]}?)" if close else ""))
+    return out
+
+
 def parse_config(data: dict[str, Any], where: str = "sync config") -> SyncConfig:
     """Validate a parsed TOML document; every problem is listed in one ``VALIDATION_ERROR``."""
-    problems: list[str] = []
+    problems: list[str] = unknown_keys(data, TOP_LEVEL_KEYS, "")
     up = data.get("upstream")
     if not isinstance(up, dict):
         raise ValidationError(f"{where}: missing [upstream] table", {"problems": ["missing [upstream] table"]})
+    problems += unknown_keys(up, _UPSTREAM_KEYS, "upstream.")
     url = up.get("url")
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         problems.append("upstream.url must be an http:// or https:// URL")
@@ -152,6 +172,8 @@ def parse_config(data: dict[str, Any], where: str = "sync config") -> SyncConfig
         raw_subs = []
     for i, raw in enumerate(raw_subs):
         sid = raw.get("id") if isinstance(raw, dict) else None
+        if isinstance(raw, dict):
+            problems += unknown_keys(raw, _SUBSCRIPTION_KEYS, f"subscriptions[{i}].")
         if not isinstance(sid, str) or not _SUB_ID.match(sid):
             problems.append(f"subscriptions[{i}].id must be 1-128 characters of A-Z, a-z, 0-9, '.', '_', '-'")
             continue

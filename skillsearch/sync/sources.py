@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from skillsearch.core.errors import ValidationError
 from skillsearch.core.grants import grant_problem
+from skillsearch.sync.config import TOP_LEVEL_KEYS, unknown_keys
 
 __all__ = [
     "SourceConfig",
@@ -149,7 +150,7 @@ def parse_sources(data: dict[str, Any], where: str = "sync config", base: Path |
     """The ``[[sources]]`` of a parsed TOML document; every problem is listed in one ``VALIDATION_ERROR``.
     A relative ``path`` is taken relative to ``base`` (the configuration file's folder)."""
     raw = data.get("sources", [])
-    problems: list[str] = []
+    problems: list[str] = unknown_keys(data, TOP_LEVEL_KEYS, "")
     if not isinstance(raw, list):
         raise ValidationError(f"{where}: sources must be an array of tables ([[sources]])",
                               {"problems": ["sources must be an array of tables"]})
