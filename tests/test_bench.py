@@ -16,6 +16,7 @@ from skillsearch.bench.lodo_report import lodo_markdown
 from skillsearch.bench.metrics import METRICS, evaluate
 from skillsearch.bench.relevance import ALL_MODES, RelevanceOptions, run_relevance
 from skillsearch.bench.report import write_results, write_script_report
+from skillsearch.core.errors import ValidationError
 from skillsearch.retrieval.encoder import Encoder
 
 CORPUS = [
@@ -55,6 +56,24 @@ def test_bundle_keeps_catalog_limits_and_maps_back(beir_dir: Path, tmp_path: Pat
     assert len(long["name"]) <= 64 and len(long["description"]) <= 1024
     assert long["instructions"].startswith("P" * 80)
     assert "Measure before optimising." in long["instructions"]
+
+
+@pytest.mark.parametrize(("file", "text", "said"), [
+    ("queries.jsonl", '{"_id": "q1", "text": "clean data"}\n{"text": "no id"}\n',
+     "queries.jsonl:2: expected an object with _id, text"),
+    ("corpus.jsonl", '{"_id": "d1", "text": "x"}\n{not json\n', "corpus.jsonl:2: not JSON"),
+    ("qrels.test.tsv", "query-id\tcorpus-id\tscore\nq1\tPandas-Clean\tlots\n",
+     "qrels.test.tsv:2: the score 'lots' is not a number"),
+    ("qrels.test.tsv", "query-id\tcorpus-id\tscore\nnobody\tnothing\t1\n", "judges no query of"),
+])
+def test_a_bad_dataset_file_is_refused_naming_the_file_and_line(beir_dir: Path, file: str, text: str,
+                                                                 said: str) -> None:
+    """A query without _id was INTERNAL (KeyError), a JSON error named no file, and qrels that judge nothing
+    gave a report of zeros (audit)."""
+    (beir_dir / file).write_text(text)
+    with pytest.raises(ValidationError) as refused:
+        load_beir(beir_dir, "test")
+    assert said in refused.value.message and refused.value.details["problems"]
 
 
 def test_metrics_come_from_trec_eval() -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from skillsearch.catalog.importer import MAX_NAME, slugify
-from skillsearch.core.errors import ValidationError
+from skillsearch.core.errors import ValidationError, problem
 
 __all__ = ["BeirDataset", "load_beir", "write_bundle"]
 
@@ -42,33 +42,55 @@ class BeirDataset:
         return ids[:max_queries] if max_queries else ids
 
 
-def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+def _read_jsonl(path: Path, fields: tuple[str, ...]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each line's object with its line number; a line that is not a JSON object holding ``fields`` is a
+    ``VALIDATION_ERROR`` naming the file and the line."""
     with path.open(encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                yield json.loads(line)
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError as exc:
+                raise _bad(path, lineno, f"not JSON ({exc})") from None
+            if not isinstance(entry, dict) or any(k not in entry for k in fields):
+                raise _bad(path, lineno, f"expected an object with {', '.join(fields)}")
+            yield lineno, entry
+
+
+def _bad(path: Path, lineno: int, why: str) -> ValidationError:
+    return ValidationError(f"{path}:{lineno}: {why}", {"problems": [problem(f"{path.name}:{lineno}", why)]})
 
 
 def load_beir(folder: Path, split: str) -> BeirDataset:
-    """Read a BEIR folder; ``split`` picks ``qrels.<split>.tsv`` (``all`` reads ``qrels.tsv``)."""
+    """Read a BEIR folder; ``split`` picks ``qrels.<split>.tsv`` (``all`` reads ``qrels.tsv``). A folder whose
+    qrels judge no query of its queries over its corpus is refused: its report would be all zeros."""
     folder = Path(folder)
     qrels_path = folder / ("qrels.tsv" if split == "all" else f"qrels.{split}.tsv")
     missing = [p.name for p in (folder / "corpus.jsonl", folder / "queries.jsonl", qrels_path) if not p.is_file()]
     if missing:
         raise ValidationError(f"{folder} is not a BEIR folder for split {split!r}: missing {', '.join(missing)}",
                               {"missing": missing})
-    corpus = {str(d["_id"]): d for d in _read_jsonl(folder / "corpus.jsonl")}
-    queries = {str(q["_id"]): str(q["text"]) for q in _read_jsonl(folder / "queries.jsonl")}
+    corpus = {str(d["_id"]): d for _, d in _read_jsonl(folder / "corpus.jsonl", ("_id",))}
+    queries = {str(q["_id"]): str(q["text"]) for _, q in _read_jsonl(folder / "queries.jsonl", ("_id", "text"))}
     qrels: dict[str, dict[str, int]] = {}
     with qrels_path.open(encoding="utf-8", newline="") as f:
         reader = csv.reader(f, delimiter="\t")
-        for row in reader:
+        for lineno, row in enumerate(reader, start=1):
             if len(row) < 3 or row[0] == "query-id":
                 continue
-            score = int(float(row[2]))
+            try:
+                score = int(float(row[2]))
+            except ValueError:
+                raise _bad(qrels_path, lineno, f"the score {row[2][:20]!r} is not a number") from None
             if row[1] in corpus:
                 qrels.setdefault(row[0], {})[row[1]] = score
-    return BeirDataset(folder.name, corpus, queries, qrels, split)
+    dataset = BeirDataset(folder.name, corpus, queries, qrels, split)
+    if not dataset.query_ids():
+        raise ValidationError(f"{qrels_path} judges no query of {folder / 'queries.jsonl'} against a document of"
+                              f" {folder / 'corpus.jsonl'}: nothing to score", {"problems": [
+                                  problem(qrels_path.name, "judges no known query against a known document")]})
+    return dataset
 
 
 def _entry(doc: dict[str, Any], slug: str) -> dict[str, Any]:
