@@ -81,9 +81,16 @@ def cmd_bench_relevance(args: argparse.Namespace, out: TextIO) -> int:
                                    ("semantic_weight", args.semantic_weight),
                                    ("embed_instructions_chars", args.embed_instructions_chars),
                                    ("lexical_instructions_chars", args.lexical_instructions_chars)) if v is not None}
-    check_out(args)
     if is_skills_dataset(Path(args.dataset)):
+        given = [name for name, value in (("--max-queries", args.max_queries), ("--modes", args.modes),
+                                          ("--canonical", args.canonical)) if value]
+        if given:  # they were ignored: 10 lexical requests asked, all 260 run in hybrid (audit)
+            raise UsageError("skillsearch bench relevance", f"argument {given[0]}: a skills folder's dev set runs"
+                             " every request of its queries.dev.jsonl in every mode; --max-queries, --modes and"
+                             " --canonical apply to BEIR folders only")
+        check_out(args)
         return skills_command(args, out, overrides)
+    check_out(args)
     modes = [m for chunk in (args.modes or [",".join(ALL_MODES)]) for m in chunk.split(",") if m]
     options = RelevanceOptions(
         dataset=Path(args.dataset), split=args.split, modes=modes, max_queries=args.max_queries,
