@@ -68,7 +68,8 @@ def lodo_markdown(report: Mapping[str, Any]) -> str:
     lines = [
         "# Leave-one-dataset-out ablation (dev splits)", "",
         f"Command: `{report.get('command')}`  ", f"Commit: {report.get('commit')}, {report.get('date')}, "
-        f"{report.get('machine')} (shared by several engineers).", "",
+        f"{report.get('machine')}" + (f" (1-min load average {report['load_average_1m']} when written)"
+                                       if report.get("load_average_1m") is not None else "") + ".", "",
         "Metric: " + ", ".join(f"{n} {m}" for n, m in ab["metrics"].items()) + "; requests: "
         + ", ".join(f"{n} {k}" for n, k in report["requests"].items()) + f" ({report['metatool_sample']}).", "",
         "## Hybrid", "", "| | " + " | ".join(sets) + " |", "|---|" + "---|" * len(sets),
