@@ -27,6 +27,7 @@ reaches a caller.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
@@ -50,6 +51,7 @@ __all__ = [
     "ValidationError",
     "echo",
     "error_body",
+    "error_bytes",
     "invalid_input",
     "problem",
 ]
@@ -162,6 +164,12 @@ def error_body(exc: SkillSearchError) -> dict[str, Any]:
     """The one error body of every surface: ``{"error": {"code", "message", "details"}}`` (HTTP responses,
     MCP catalog tool results, the CLI's ``--json``)."""
     return {"error": exc.to_dict()}
+
+
+def error_bytes(exc: SkillSearchError) -> bytes:
+    """:func:`error_body` as the bytes of a raw ASGI response, spaced as ``JSONResponse`` spaces the others
+    (the HTTP middleware's refusals, the body deadline's 408, the server's 431)."""
+    return json.dumps(error_body(exc), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 ECHO_CHARS = 120

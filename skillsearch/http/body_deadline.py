@@ -13,10 +13,9 @@ the client's disconnect.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
-from skillsearch.core.errors import ValidationError, error_body, problem
+from skillsearch.core.errors import ValidationError, error_bytes, problem
 
 __all__ = ["BodyDeadline", "BodyTimeout", "body_timeout_error"]
 
@@ -74,7 +73,7 @@ class BodyDeadline:
         except BodyTimeout as exc:
             if started:
                 raise
-            body = json.dumps(error_body(body_timeout_error(exc.seconds))).encode()
+            body = error_bytes(body_timeout_error(exc.seconds))
             await send({"type": "http.response.start", "status": 408,
                         "headers": [(b"content-type", b"application/json"), (b"connection", b"close"),
                                     (b"content-length", str(len(body)).encode())]})

@@ -3,9 +3,9 @@ dependencies do not reach."""
 
 from __future__ import annotations
 
-from skillsearch.core.errors import SkillSearchError
+from skillsearch.core.errors import SkillSearchError, error_bytes
 from skillsearch.http.auth import PrincipalRegistry
-from skillsearch.http.middleware import ASGIApp, Receive, Scope, Send, error_bytes
+from skillsearch.http.middleware import ASGIApp, Receive, Scope, Send
 
 __all__ = ["BearerGuard", "require_bearer"]
 

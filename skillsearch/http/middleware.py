@@ -21,12 +21,12 @@ import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from skillsearch.core.errors import SkillSearchError, error_body
+from skillsearch.core.errors import SkillSearchError, error_bytes
 from skillsearch.http.body_deadline import BodyTimeout, body_timeout_error
 from skillsearch.http.errors import too_large as body_too_large
 from skillsearch.http.metrics import HttpMetrics
 
-__all__ = ["JsonLogFormatter", "RequestContextMiddleware", "configure_json_logging", "error_bytes"]
+__all__ = ["JsonLogFormatter", "RequestContextMiddleware", "configure_json_logging"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -40,11 +40,6 @@ _CLIENT_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _STANDARD_RECORD_KEYS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "message", "asctime", "color_message"}
-
-
-def error_bytes(exc: SkillSearchError) -> bytes:
-    """The error body as the bytes of a raw ASGI response, spaced as ``JSONResponse`` spaces the others."""
-    return json.dumps(error_body(exc), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 

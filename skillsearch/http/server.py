@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import importlib
-import json
 import os
 import socket
 import threading
@@ -46,7 +45,7 @@ from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 from uvicorn.supervisors import Multiprocess
 
-from skillsearch.core.errors import StartupError, ValidationError, error_body, problem
+from skillsearch.core.errors import StartupError, ValidationError, error_bytes, problem
 from skillsearch.core.settings import Settings
 from skillsearch.http.body_deadline import BodyDeadline
 from skillsearch.http.one_write import OneWrite
@@ -80,9 +79,9 @@ class ConnectionLimits:
 
 
 def _too_large_body(limit: int) -> bytes:
-    return json.dumps(error_body(ValidationError(f"request head larger than {limit} bytes", {
+    return error_bytes(ValidationError(f"request head larger than {limit} bytes", {
         "problems": [problem("header", f"the request line and header fields together are over {limit} bytes")],
-        "max_header_bytes": limit}))).encode()
+        "max_header_bytes": limit}))
 
 
 def _too_large_headers(body: bytes) -> list[tuple[bytes, bytes]]:
