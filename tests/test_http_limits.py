@@ -118,6 +118,29 @@ def test_many_small_header_fields_count_together(url: str) -> None:
         assert _read_until_closed(sock).startswith(b"HTTP/1.1 431")
 
 
+@pytest.mark.parametrize("field", [b"Authorization: Bearer a", b"Content-Type: application/json",
+                                   b"Host: 127.0.0.1"])
+def test_a_field_that_takes_one_value_sent_twice_gets_400_before_the_app(url: str, field: bytes) -> None:
+    """Two ``Authorization`` lines (or ``Content-Type``, ``Host``): a proxy and this server could each read
+    another one, so neither is served; other fields may repeat."""
+    name = field.split(b":")[0]
+    second = field if name == b"Host" else field + b"x"
+    with _connect(url) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\n" + (b"" if name == b"Host" else b"Host: 127.0.0.1\r\n")
+                     + field + b"\r\n" + second + b"\r\nConnection: close\r\n\r\n")
+        answer = _read_until_closed(sock)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400"), head
+    if name != b"Host" or body.startswith(b"{"):  # h11 refuses a doubled Host itself, in plain text
+        error = json.loads(body)["error"]
+        assert error["code"] == "VALIDATION_ERROR"
+        assert [p["field"] for p in error["details"]["problems"]] == ["header"]
+        assert name.decode().lower() in error["message"]
+    with _connect(url) as sock:
+        sock.sendall(_request(b"Accept: text/plain\r\nAccept: application/json\r\n"))
+        assert _read_until_closed(sock).startswith(b"HTTP/1.1 200")
+
+
 def test_a_head_trickled_slower_than_the_bound_is_closed_unanswered(url: str) -> None:
     """One byte every 50 ms of a 300-byte head would take 15 s; the bound is 0.5 s."""
     head = _request(b"X-Slow: " + b"s" * 250 + b"\r\n")

@@ -3,7 +3,8 @@
 ``serve`` runs it in the foreground (``skillsearch serve``) and reports the bound address once the socket
 listens, so port 0 (any free port) works and a banner never promises a port that failed to bind.
 Every app it serves sees request header values as RFC 9110 section 5.5 defines them, without leading or
-trailing whitespace (:class:`FieldValues`), whichever HTTP parser uvicorn picked.
+trailing whitespace, and with at most one value of a field that takes one (``http/fields.py``), whichever
+HTTP parser uvicorn picked.
 ``ServerThread`` runs it in a background thread of this process, for tests and benchmarks that need real
 HTTP on 127.0.0.1 against an app object they hold.
 
@@ -48,9 +49,10 @@ from uvicorn.supervisors import Multiprocess
 from skillsearch.core.errors import StartupError, ValidationError, error_bytes, problem
 from skillsearch.core.settings import Settings
 from skillsearch.http.body_deadline import BodyDeadline
+from skillsearch.http.fields import FieldValues, OneValueFields
 from skillsearch.http.one_write import OneWrite
 
-__all__ = ["WORKER_FACTORY_ENV", "ConnectionLimits", "FieldValues", "HeadSize", "ServerThread", "listen_socket", "serve",
+__all__ = ["WORKER_FACTORY_ENV", "ConnectionLimits", "HeadSize", "ServerThread", "listen_socket", "serve",
            "serve_workers", "worker_app"]
 
 WORKER_FACTORY_ENV = "SKILLSEARCH_WORKER_FACTORY"
@@ -73,9 +75,9 @@ class ConnectionLimits:
                    settings.http_max_connections, settings.http_body_timeout_s)
 
     def wrap(self, app: Any) -> Any:
-        """``app`` as every server here serves it: header values without surrounding whitespace, the head's
-        size and the body's time bounded."""
-        return HeadSize(BodyDeadline(FieldValues(app), self.body_timeout_s), self.max_header_bytes)
+        """``app`` as every server here serves it: header values without surrounding whitespace, one value
+        of a field that takes one, the head's size and the body's time bounded."""
+        return HeadSize(OneValueFields(BodyDeadline(FieldValues(app), self.body_timeout_s)), self.max_header_bytes)
 
 
 def _too_large_body(limit: int) -> bytes:
@@ -194,27 +196,6 @@ def _guarded(base: type[asyncio.Protocol], limits: ConnectionLimits) -> type[asy
 
     Guarded.__name__ = f"Guarded{base.__name__}"
     return Guarded
-
-
-_OWS = b" \t"
-
-
-class FieldValues:
-    """ASGI wrapper: request header values without the optional whitespace around them (SP, HTAB).
-
-    RFC 9110 section 5.5: a field value does not include leading or trailing whitespace, and a parser MUST
-    exclude it before evaluating the value. uvicorn's h11 parser does; its httptools parser (used whenever
-    httptools is installed) keeps trailing whitespace, so ``Mcp-Name: search_skills  `` would not equal the
-    body's ``search_skills`` and MCP's header check would refuse the request (-32020)."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        headers = scope.get("headers") if scope["type"] in ("http", "websocket") else None
-        if headers and any(v[:1] in (b" ", b"\t") or v[-1:] in (b" ", b"\t") for _, v in headers):
-            scope = dict(scope, headers=[(k, v.strip(_OWS)) for k, v in headers])
-        await self.app(scope, receive, send)
 
 
 class _Server(uvicorn.Server):
