@@ -131,14 +131,27 @@ def test_a_field_that_takes_one_value_sent_twice_gets_400_before_the_app(url: st
         answer = _read_until_closed(sock)
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 400"), head
-    if name != b"Host" or body.startswith(b"{"):  # h11 refuses a doubled Host itself, in plain text
-        error = json.loads(body)["error"]
-        assert error["code"] == "VALIDATION_ERROR"
+    error = json.loads(body)["error"]
+    assert error["code"] == "VALIDATION_ERROR"
+    if not error["message"].startswith("malformed HTTP request"):  # h11 refuses a doubled Host itself
         assert [p["field"] for p in error["details"]["problems"]] == ["header"]
         assert name.decode().lower() in error["message"]
     with _connect(url) as sock:
         sock.sendall(_request(b"Accept: text/plain\r\nAccept: application/json\r\n"))
         assert _read_until_closed(sock).startswith(b"HTTP/1.1 200")
+
+
+@pytest.mark.parametrize("head", [b"GARBAGE\r\n\r\n", b"GET / HTTP/1.1\r\nHost: x\r\nBad Field\r\n\r\n",
+                                  b"GET /\x00 HTTP/1.1\r\nHost: x\r\n\r\n"], ids=["no-request-line", "no-colon", "nul"])
+def test_a_request_the_parser_cannot_read_gets_a_json_400(url: str, head: bytes) -> None:
+    with _connect(url) as sock:
+        sock.sendall(head)
+        answer = _read_until_closed(sock)
+    status, _, body = answer.partition(b"\r\n\r\n")
+    assert status.startswith(b"HTTP/1.1 400") and b"content-type: application/json" in status.lower()
+    error = json.loads(body)["error"]
+    assert error["code"] == "VALIDATION_ERROR" and error["message"].startswith("malformed HTTP request")
+    assert [p["field"] for p in error["details"]["problems"]] == ["request"]
 
 
 def test_a_head_trickled_slower_than_the_bound_is_closed_unanswered(url: str) -> None:

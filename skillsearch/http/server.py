@@ -86,17 +86,27 @@ def _too_large_body(limit: int) -> bytes:
         "max_header_bytes": limit}))
 
 
-def _too_large_headers(body: bytes) -> list[tuple[bytes, bytes]]:
-    """The 431's header fields: it carries a request id like every other response (the app's middleware,
-    which adds it elsewhere, never sees this request)."""
+def _answer_headers(body: bytes) -> list[tuple[bytes, bytes]]:
+    """The header fields of an answer the protocol sends (431, 400): a request id like every other response
+    (the app's middleware, which adds it elsewhere, never sees this request)."""
     return [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
             (b"x-request-id", uuid.uuid4().hex.encode()), (b"connection", b"close")]
 
 
+def _raw_answer(status_line: bytes, body: bytes) -> bytes:
+    """A whole response written by the protocol itself (the app never saw the request)."""
+    fields = b"".join(name + b": " + value + b"\r\n" for name, value in _answer_headers(body))
+    return status_line + b"\r\n" + fields + b"\r\n" + body
+
+
 def _head_too_large(limit: int) -> bytes:
-    body = _too_large_body(limit)
-    fields = b"".join(name + b": " + value + b"\r\n" for name, value in _too_large_headers(body))
-    return b"HTTP/1.1 431 Request Header Fields Too Large\r\n" + fields + b"\r\n" + body
+    return _raw_answer(b"HTTP/1.1 431 Request Header Fields Too Large", _too_large_body(limit))
+
+
+def _malformed(reason: str) -> bytes:
+    """The whole 400 for a request the HTTP parser could not read (``reason``: the parser's words)."""
+    return _raw_answer(b"HTTP/1.1 400 Bad Request", error_bytes(ValidationError(
+        f"malformed HTTP request: {reason}", {"problems": [problem("request", "not a valid HTTP/1.1 request")]})))
 
 
 class HeadSize:
@@ -115,7 +125,7 @@ class HeadSize:
             if size > self.limit:
                 if scope["type"] == "http":
                     body = _too_large_body(self.limit)
-                    await send({"type": "http.response.start", "status": 431, "headers": _too_large_headers(body)})
+                    await send({"type": "http.response.start", "status": 431, "headers": _answer_headers(body)})
                     await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
@@ -159,11 +169,15 @@ def _guarded(base: type[asyncio.Protocol], limits: ConnectionLimits) -> type[asy
             elif self._received > limits.max_header_bytes:
                 self._refuse()
 
-        def send_400_response(self, msg: str) -> None:  # h11 refuses an unfinished head over its bound
+        def send_400_response(self, msg: str) -> None:
+            """The parser refused the request (h11 also an unfinished head over its bound): the JSON error
+            body every other refusal has, not uvicorn's plain text."""
             if self._timer is not None and self._received > limits.max_header_bytes:
                 self._refuse()
-            else:
-                super().send_400_response(msg)
+            elif not self.transport.is_closing():
+                self._stop_timer()
+                self.transport.write(_malformed(msg))
+                self.transport.close()
 
         def on_response_complete(self) -> None:
             if isinstance(self.transport, OneWrite):
