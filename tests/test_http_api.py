@@ -181,6 +181,7 @@ async def test_missing_scope_is_403(client: httpx.AsyncClient, tokens: dict[str,
 @pytest.mark.anyio
 async def test_auth_is_checked_before_input_validation(client: httpx.AsyncClient) -> None:
     assert_error(await client.get("/v1/search", params={"q": "", "limit": 0}), 401, "UNAUTHENTICATED")
+    assert_error(await client.get("/v1/search", params=[("q", "x"), ("q", "y")]), 401, "UNAUTHENTICATED")
 
 
 @pytest.mark.anyio
@@ -436,6 +437,10 @@ SECRET = "my-secret-value"  # a rejected value no answer may echo
     ("GET", "/v1/search", {"params": {"q": ""}}, {"query.q"}),
     ("GET", "/v1/search", {"params": {"q": "   "}}, {"query.q"}),
     ("GET", "/v1/search", {"params": {"q": "x", "mode": SECRET}}, {"query.mode"}),
+    ("GET", "/v1/search", {"params": [("q", "x"), ("limit", "1"), ("limit", "50"), ("tag", "a"), ("tag", "b")]},
+     {"query.limit"}),
+    ("GET", "/v1/skills", {"params": [("cursor", SECRET), ("cursor", SECRET), ("kind", "flow_template"),
+                                      ("kind", "knowledge")]}, {"query.cursor", "query.kind"}),
     ("POST", "/v1/recall", {"json": {"query": 5}}, {"body.query"}),
     ("POST", "/v1/recall", {"json": {}}, {"body.query"}),
     ("POST", "/v1/recall", {"json": {"slug": "Bad Slug"}}, {"body.slug"}),

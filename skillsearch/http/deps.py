@@ -6,12 +6,14 @@ The app keeps its :class:`Catalog`, :class:`PrincipalRegistry` and :class:`HttpM
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Annotated, cast
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
+from skillsearch.core.errors import ValidationError, problem
 from skillsearch.http.auth import SCOPE_SKILLS_READ, PrincipalRegistry, require_scope
 from skillsearch.http.metrics import HttpMetrics
 from skillsearch.service import Catalog
@@ -24,10 +26,14 @@ __all__ = [
     "authenticated",
     "catalog_of",
     "metrics_of",
+    "one_value_each",
     "reader",
     "recaller",
     "registry_of",
 ]
+
+# Query parameters that may repeat (each value one more filter); any other given twice is refused.
+LIST_PARAMETERS = frozenset({"tag"})
 
 bearer = HTTPBearer(auto_error=False, description="A token from `skillsearch token add` (or the demo token).")
 
@@ -64,3 +70,15 @@ CatalogDep = Annotated[Catalog, Depends(catalog_of)]
 MetricsDep = Annotated[HttpMetrics, Depends(metrics_of)]
 Reader = Annotated[Principal, Depends(reader)]
 Recaller = Annotated[Principal, Depends(recaller)]
+
+
+def one_value_each(request: Request, _: Annotated[Principal, Depends(authenticated)]) -> None:
+    """Refuse a query parameter that takes one value given more than once (``?limit=1&limit=500``): FastAPI
+    would take the last, a proxy or log reader in front the first, so which one counted would depend on
+    who reads. A ``VALIDATION_ERROR`` with a problem per parameter (``query.limit``), after the token is
+    checked like every other input error."""
+    counts = Counter(key for key, _ in request.query_params.multi_items())
+    twice = sorted(key for key, n in counts.items() if n > 1 and key not in LIST_PARAMETERS)
+    if twice:
+        raise ValidationError(f"query parameter given more than once: {', '.join(twice)}", {
+            "problems": [problem(f"query.{key}", "takes one value and was given more than once") for key in twice]})
