@@ -16,6 +16,7 @@ from skillsearch.core.errors import SkillArchivedError, SkillNotFoundError, Vali
 from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 from skillsearch.sync.sources import SourceConfig, add_source, load_sources, remove_source
+from skillsearch.sync.status import error_line
 
 OPERATOR = Principal.operator()
 TIMEOUT = 120.0  # generous: the machine is shared; no test asserts a duration
@@ -221,6 +222,40 @@ def test_a_missing_folder_keeps_the_last_good_state(empty_catalog: Catalog, tmp_
     assert listed(catalog) == {"regex-debug"}
     state = catalog.store.sync.state("mine")
     assert state is not None and state.last_error is not None and state.last_success is not None
+
+
+def test_status_says_whether_the_last_error_is_still_the_news(empty_catalog: Catalog, tmp_path: Path) -> None:
+    """``sync --status`` and ``sources list`` say which a last error is: failing now, refused in the last
+    (successful) run, or from before a success (a subscription keeps it as history)."""
+    catalog = empty_catalog
+    root = tmp_path / "skills"
+    write_skill(root, "regex-debug", "Debug regular expressions step by step.")
+    source = SourceConfig("mine", "user:me", path=root)
+
+    def status() -> tuple[bool, str]:
+        s = catalog.subscriptions.sync_status(None, sources=[source]).sources[0]
+        return s.failing, error_line(s.last_success, s.last_error)
+
+    catalog.sources.sync(source)
+    assert status() == (False, "")
+    shutil.move(root, tmp_path / "elsewhere")
+    time.sleep(0.01)
+    catalog.sources.sync(source)
+    failing, line = status()
+    assert failing and line.startswith("\n  last error (failing now): ") and "not a folder" in line
+    shutil.move(tmp_path / "elsewhere", root)
+    time.sleep(0.01)
+    catalog.sources.sync(source)
+    assert status() == (False, "")  # a source's run that applied it whole clears its error
+    (root / "broken").mkdir()
+    (root / "broken" / "SKILL.md").write_text("---\nname: [oops\n---\nbody\n", encoding="utf-8")
+    time.sleep(0.01)
+    catalog.sources.sync(source)
+    failing, line = status()
+    assert not failing and line.startswith("\n  refused in the last run: ") and "broken" in line
+    # A subscription keeps its last error after a success (sync/apply.py): said as history.
+    old = error_line("2026-12-06T10:00:00+00:00", "2026-12-06T09:00:00+00:00 upstream answered 502")
+    assert old == "\n  earlier error (a run succeeded since): 2026-12-06T09:00:00+00:00 upstream answered 502"
 
 
 def test_an_emptied_folder_removes_its_skills_only(empty_catalog: Catalog, tmp_path: Path) -> None:

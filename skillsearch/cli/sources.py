@@ -14,6 +14,7 @@ from skillsearch.core.errors import ValidationError, problem
 from skillsearch.service import Catalog
 from skillsearch.sync.config import default_config_path
 from skillsearch.sync.sources import DEFAULT_INTERVAL_S, SourceConfig, add_source, load_sources, remove_source
+from skillsearch.sync.status import error_line
 
 if TYPE_CHECKING:  # the mirror (and the importer, git) only for a command that runs a source
     from skillsearch.sync.mirror import SourceReport
@@ -74,7 +75,7 @@ def cmd_sources_list(args: argparse.Namespace, out: TextIO) -> int:
     emit(out, args, {"sources": [s.model_dump() for s in status.sources]}, lambda: "\n".join(
         f"{s.name} ({s.kind}, {s.grant}): {s.location}\n  active={s.skills_active} archived={s.skills_archived}"
         f" last_success={s.last_success or '-'}" + (f" commit={s.commit[:12]}" if s.commit else "")
-        + (f"\n  last error: {s.last_error}" if s.last_error else "")
+        + error_line(s.last_success, s.last_error)
         for s in status.sources
     ) or f"no sources configured in {config_path(args)}")
     return 0

@@ -17,6 +17,7 @@ from skillsearch.core.errors import ValidationError
 from skillsearch.service import Catalog
 from skillsearch.sync.config import SyncConfig, default_config_path, load_config, load_subscriptions
 from skillsearch.sync.sources import SourceConfig, load_sources
+from skillsearch.sync.status import error_line
 
 __all__ = ["add_commands"]
 
@@ -48,10 +49,10 @@ def cmd_sync(args: argparse.Namespace, out: TextIO) -> int:
         emit(out, args, status.model_dump(), lambda: "\n".join([
             *(f"{s.subscription_id}: cursor={s.cursor or '-'} last_success={s.last_success or '-'}"
               f" active={s.skills_active} archived={s.skills_archived}{' REVOKED' if s.revoked else ''}"
-              + (f"\n  last error: {s.last_error}" if s.last_error else "") for s in status.subscriptions),
+              + error_line(s.last_success, s.last_error) for s in status.subscriptions),
             *(f"source {s.name} ({s.kind}): last_success={s.last_success or '-'} active={s.skills_active}"
               f" archived={s.skills_archived}" + (f" commit={s.commit[:12]}" if s.commit else "")
-              + (f"\n  last error: {s.last_error}" if s.last_error else "") for s in status.sources),
+              + error_line(s.last_success, s.last_error) for s in status.sources),
         ]) or nothing)
         return 0
     log.info("sync: opening the index in %s", args.data_dir)

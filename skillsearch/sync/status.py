@@ -11,10 +11,11 @@ from pydantic import BaseModel, Field
 
 from skillsearch.catalog.changes import changed_at
 from skillsearch.catalog.store import CatalogStore
+from skillsearch.catalog.sync_state import failing, stamp
 from skillsearch.sync.config import SyncConfig
 from skillsearch.sync.sources import SourceConfig
 
-__all__ = ["SourceStatus", "SubscriptionStatus", "SyncStatus", "sources_status", "sync_status"]
+__all__ = ["SourceStatus", "SubscriptionStatus", "SyncStatus", "error_line", "sources_status", "sync_status"]
 
 
 class SubscriptionStatus(BaseModel):
@@ -23,6 +24,7 @@ class SubscriptionStatus(BaseModel):
     cursor: str | None = Field(description="Where the next pull starts; null means a full sync.")
     last_success: str | None = Field(description="When a pull last reached the end of the changes.")
     last_error: str | None = Field(description="The latest failure or rejected item, with its time.")
+    failing: bool = Field(False, description="The last attempt failed: last_error is newer than last_success.")
     revoked: bool
     revoked_at: str | None = None
     skills_active: int
@@ -39,6 +41,7 @@ class SourceStatus(BaseModel):
     commit: str | None = Field(None, description="A git source: the commit it last applied.")
     last_success: str | None = Field(description="When a run last applied the source whole.")
     last_error: str | None = Field(description="The latest failure or refused skill, with its time.")
+    failing: bool = Field(False, description="The last attempt failed: last_error is newer than last_success.")
     skills_active: int
     skills_archived: int
     counts: dict[str, int] = Field(description="Totals since the first run: runs, added, changed, removed, ...")
@@ -50,6 +53,19 @@ class SyncStatus(BaseModel):
     subscriptions: list[SubscriptionStatus]
     sources: list[SourceStatus] = Field(default_factory=list)
     catalog_changed_at: str | None = Field(None, description="When the catalog last changed, from any source.")
+
+
+def error_line(last_success: str | None, last_error: str | None) -> str:
+    """The status text's line for ``last_error`` ("" without one), saying whether it is still the news: the
+    last attempt failed, the last successful run refused some items (the same moment), or a run has
+    succeeded since."""
+    if not last_error:
+        return ""
+    if failing(last_success, last_error):
+        return f"\n  last error (failing now): {last_error}"
+    if stamp(last_error) == stamp(last_success):
+        return f"\n  refused in the last run: {last_error}"
+    return f"\n  earlier error (a run succeeded since): {last_error}"
 
 
 def sources_status(store: CatalogStore, sources: Sequence[SourceConfig],
@@ -68,6 +84,7 @@ def sources_status(store: CatalogStore, sources: Sequence[SourceConfig],
             name=source.name, kind=source.kind, grant=source.grant, location=source.location,
             commit=commit if isinstance(commit, str) else None,
             last_success=state.last_success if state else None, last_error=state.last_error if state else None,
+            failing=failing(state.last_success, state.last_error) if state else False,
             skills_active=active, skills_archived=len(skills) - active,
             counts=dict(state.counts) if state else {}, runner=(runner or {}).get(source.name),
         ))
@@ -89,6 +106,7 @@ def sync_status(store: CatalogStore, config: SyncConfig | None, poller: dict[str
             cursor=state.cursor if state else None,
             last_success=state.last_success if state else None,
             last_error=state.last_error if state else None,
+            failing=failing(state.last_success, state.last_error) if state else False,
             revoked=revoked_at is not None,
             revoked_at=revoked_at,
             skills_active=active,
