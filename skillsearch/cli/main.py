@@ -18,7 +18,6 @@ The commands live in one module per group (``catalog``, ``sync``, ``mcp``, ``ser
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -29,7 +28,7 @@ from typing import TextIO
 from skillsearch.cli import bench, catalog, mcp, serve, snapshot, sources, sync, tokens
 from skillsearch.cli.common import note_new_data_dir
 from skillsearch.cli.usage import EXIT_USAGE, CliParser, UsageError, check_text, show_usage_error, wants_json
-from skillsearch.core.errors import SkillSearchError, StartupError, error_body
+from skillsearch.core.errors import SkillSearchError, StartupError, error_json
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoders import ENCODERS
 
@@ -86,7 +85,7 @@ def _check_globals(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
 
 def _print_error(out: TextIO, args: argparse.Namespace, exc: SkillSearchError, text: str) -> None:
     if getattr(args, "json", False):
-        out.write(json.dumps(error_body(exc), ensure_ascii=False, default=str) + "\n")
+        out.write(error_json(exc) + "\n")
     else:
         print(text, file=sys.stderr)
 

@@ -13,13 +13,12 @@ snapshot is incomplete, altered or built with another model (``error.code`` ``SN
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TextIO
 
 from skillsearch.cli.common import Subparsers, add_command, emit, settings_from_args
-from skillsearch.core.errors import DataDirInUseError, SnapshotInvalidError, error_body
+from skillsearch.core.errors import DataDirInUseError, SnapshotInvalidError, error_json
 from skillsearch.service import Catalog
 
 __all__ = ["EXIT_REFUSED", "add_commands"]
@@ -52,7 +51,7 @@ def cmd_restore(args: argparse.Namespace, out: TextIO) -> int:
         info = Catalog.restore_snapshot(settings_from_args(args), Path(args.path))
     except (SnapshotInvalidError, DataDirInUseError) as exc:
         if args.json:
-            out.write(json.dumps(error_body(exc), ensure_ascii=False, default=str) + "\n")
+            out.write(error_json(exc) + "\n")
         else:
             print(f"error: {exc.code}: {exc.message} ({args.data_dir} is unchanged)", file=sys.stderr)
         return EXIT_REFUSED

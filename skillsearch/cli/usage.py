@@ -14,11 +14,10 @@ anything is opened or created.
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TextIO
 
-from skillsearch.core.errors import ValidationError, error_body
+from skillsearch.core.errors import ValidationError, error_json
 from skillsearch.core.wellformed import check_wellformed
 
 __all__ = [
@@ -71,7 +70,7 @@ def show_usage_error(exc: UsageError, out: TextIO, as_json: bool, stderr: TextIO
     """argparse's two lines on stderr, or the JSON error object on ``out``."""
     if as_json:
         error = ValidationError(f"{exc.prog}: {exc.message}", {"usage": exc.usage.strip()} if exc.usage else None)
-        out.write(json.dumps(error_body(error), ensure_ascii=False) + "\n")
+        out.write(error_json(error) + "\n")
         return
     if exc.usage:
         stderr.write(exc.usage)

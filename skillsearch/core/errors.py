@@ -52,6 +52,7 @@ __all__ = [
     "echo",
     "error_body",
     "error_bytes",
+    "error_json",
     "invalid_input",
     "problem",
 ]
@@ -166,10 +167,16 @@ def error_body(exc: SkillSearchError) -> dict[str, Any]:
     return {"error": exc.to_dict()}
 
 
+def error_json(exc: SkillSearchError) -> str:
+    """:func:`error_body` as one line of JSON, spaced as ``JSONResponse`` spaces the HTTP answers (the CLI's
+    ``--json`` errors; a detail that is not JSON, such as a path, as its text)."""
+    return json.dumps(error_body(exc), ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def error_bytes(exc: SkillSearchError) -> bytes:
-    """:func:`error_body` as the bytes of a raw ASGI response, spaced as ``JSONResponse`` spaces the others
-    (the HTTP middleware's refusals, the body deadline's 408, the server's 431)."""
-    return json.dumps(error_body(exc), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    """:func:`error_json` as the bytes of a raw ASGI response (the HTTP middleware's refusals, the body
+    deadline's 408, the server's 431 and 400)."""
+    return error_json(exc).encode("utf-8")
 
 
 ECHO_CHARS = 120
