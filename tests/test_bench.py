@@ -222,7 +222,8 @@ def test_the_skills_dev_set_scores_only_the_skills_of_the_folder_it_is_given(tmp
 
 
 
-@pytest.mark.parametrize("flag", [["--max-queries", "10"], ["--modes", "lexical"], ["--canonical"]])
+@pytest.mark.parametrize("flag", [["--max-queries", "10"], ["--modes", "lexical"], ["--canonical"], ["--split", "test"],
+                                  ["--split", "all"]])
 def test_a_skills_folder_refuses_the_options_its_run_would_ignore(tmp_path: Path, flag: list[str],
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """Asking a skills folder for 10 lexical requests ran all 260 in hybrid, for 155 s (audit)."""

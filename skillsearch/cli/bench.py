@@ -83,14 +83,16 @@ def cmd_bench_relevance(args: argparse.Namespace, out: TextIO) -> int:
                                    ("lexical_instructions_chars", args.lexical_instructions_chars)) if v is not None}
     if is_skills_dataset(Path(args.dataset)):
         given = [name for name, value in (("--max-queries", args.max_queries), ("--modes", args.modes),
-                                          ("--canonical", args.canonical)) if value]
+                                          ("--canonical", args.canonical),
+                                          ("--split", args.split not in (None, "dev"))) if value]
         if given:  # they were ignored: 10 lexical requests asked, all 260 run in hybrid (audit)
             raise UsageError("skillsearch bench relevance", f"argument {given[0]}: a skills folder's dev set runs"
-                             " every request of its queries.dev.jsonl in every mode; --max-queries, --modes and"
-                             " --canonical apply to BEIR folders only")
+                             " every request of its queries.dev.jsonl in every mode; --max-queries, --modes,"
+                             " --canonical and a --split other than dev apply to BEIR folders only")
         check_out(args)
         return skills_command(args, out, overrides)
     check_out(args)
+    args.split = args.split or "test"
     modes = [m for chunk in (args.modes or [",".join(ALL_MODES)]) for m in chunk.split(",") if m]
     options = RelevanceOptions(
         dataset=Path(args.dataset), split=args.split, modes=modes, max_queries=args.max_queries,
@@ -197,7 +199,8 @@ def add_commands(sub: Subparsers) -> None:
     common(p)
     p.add_argument("--dataset", required=True, help="folder with corpus.jsonl, queries.jsonl, qrels.<split>.tsv,"
                    " or a folder of skills with queries.dev.jsonl (the skills dev set)")
-    p.add_argument("--split", default="test", choices=["dev", "test", "all"])
+    p.add_argument("--split", choices=["dev", "test", "all"],
+                   help="a BEIR folder's qrels split (default test); a skills folder runs its dev set only")
     p.add_argument("--modes", action="append", metavar="M,M",
                    help="modes to run (default all): lexical, semantic, hybrid, hybrid-<fusion>, bm25s")
     p.add_argument("--max-queries", type=int_range(1, what="a number of queries"),
