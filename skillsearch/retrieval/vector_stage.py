@@ -219,8 +219,8 @@ def select_kept(
     """:func:`select` after :func:`first_pass` (its ``scores``, changed in place, and ``margins``): the
     ``depth``-th largest lower bound (score minus margin) among the visible rows bounds the exact ``depth``-th
     best from below, so only the rows whose upper bound reaches it can be in the top ``depth``; those (a few
-    thousand at 1M rows, ``first-pass-pools.md``) are scored again from the int8 copy, then chosen and
-    re-scored exactly as :func:`select` does. Every other visible row keeps its int4 score."""
+    thousand at 1M rows, ``benchmarks/results/first-pass-pools.md`` at 40b06d3) are scored again from the int8
+    copy, then chosen and re-scored exactly as :func:`select` does. Every other visible row keeps its int4 score."""
     if mask is not None:
         hide(scores, mask)
     # Both bounds are taken only over the rows within twice the widest margin ``w`` of the ``depth``-th best
