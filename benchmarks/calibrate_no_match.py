@@ -16,6 +16,8 @@ poorly; the threshold is a floor against nonsense, not a topic detector. The 1st
 cosine of judged-relevant pairs is reported too: a per-hit cut above it would cost recall.
 
     PYTHONPATH=. python benchmarks/calibrate_no_match.py    # knobs: MAX_QUERIES, KEEP
+
+Writes ``benchmarks/results/no-match-calibration-dev.json``: an experiment record, not a current result (last in git at ae16ae6).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ stage does (``vector_scan._in_runs``): the int8 scan keeps each row's best produ
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/cold_scan.py --against 6a2a5d4`` (writes
 ``benchmarks/results/cold-scan.{md,json}``). Not collected by pytest.
+Output: an experiment record behind a past choice, not a current result; the last run is in git at 3c97427.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ the batching service runs it; the dev requests of ``queries.dev.jsonl``; medians
 
 Run: ``HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/gil_handoff.py`` (writes
 ``benchmarks/results/gil-handoff.{md,json}``). Not collected by pytest.
+Output: an experiment record behind a past choice, not a current result; the last run is in git at b290c07.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ byte: half the bytes of a row, the first pass the docs named as the next step if
 the time to read the codes at all (numpy summing them on one and on two threads): the floor of any scan.
 The kernels differ by instruction set several times over, so the report is named by the core's widest vector
 instructions (``scan-kernels-avx2``, ``scan-kernels-avx-512-vnni``, ...; the Zen 4 run of 2026-12-03 was
-written as ``scan-kernels-avx512-vnni``) and lists numkong's capabilities.
+written as ``scan-kernels-avx512-vnni``, in git at 57d3264) and lists numkong's capabilities.
 
 Rows: random int8 codes of 384 dimensions (the kernels' cost does not depend on the values); query vectors
 1 to 7 (a request and up to six of its sentences). Each timing is the median of ``--rounds`` calls
@@ -21,6 +21,7 @@ Run: ``PYTHONPATH=. .venv/bin/python benchmarks/scan_kernels.py --sizes 10000 10
 (writes ``benchmarks/results/scan-kernels-<instructions>.{md,json}``). ``--numkong-only haswell`` measures, on a
 core with AVX-512, numkong's AVX2 kernels (our own kernel's AVX2 path is timed in every run), written as
 ``scan-kernels-<instructions>-numkong-haswell``. Not collected by pytest.
+Output: an experiment record behind past choices, not a current result; last runs in git at 586bd12 and 889bf0e.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ Run: ``PYTHONPATH=. HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/vector_stage.py
 (writes ``benchmarks/results/vector-stage.{md,json}``). ``--first-pass`` instead measures how many rows a
 first pass of int8 or int4 codes must hand on to keep the exact top 100 under the stage's error bound
 (:func:`first_pass_pools`; ``first-pass-pools.{md,json}``). Not collected by pytest.
+Output: an experiment record behind past choices, not a current result; in git at e114693 and 40b06d3 (first pass).
 """
 
 from __future__ import annotations

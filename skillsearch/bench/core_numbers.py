@@ -8,6 +8,7 @@ Knobs (environment):
 
 Run:  .venv/bin/python benchmarks/core_numbers.py
 Writes benchmarks/results/core-numbers.md and .json.
+Output: an experiment record behind a past choice, not a current result; the last run is in git at 789a3b3.
 """
 
 from __future__ import annotations
