@@ -412,6 +412,10 @@ def test_the_cli_shows_tiny_confidences_and_explains_a_lone_hit(data_dir: Path, 
     _, text = run(data_dir, "search", "rotate database credentials", "--tag", "secrets")
     assert ("note: the only skill you can see that matched: its score ranks it against no other hit; judge it by"
             " its description") in text
+    # One hit because one was asked for, or because min_confidence cut the others, is not a lone match.
+    for cut in (["--limit", "1"], ["--min-confidence", "0.5"]):
+        _, text = run(data_dir, "search", "profile slow python code", *cut)
+        assert text.count("\n 1. ") + text.startswith(" 1. ") == 1 and "only skill you can see" not in text
 
 
 # -- 11. what the README quotes of the Inspector's run holds ------------------------------------------------

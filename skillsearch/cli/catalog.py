@@ -85,7 +85,7 @@ def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
         if top is not None and top < WEAK_CONFIDENCE:
             lines.append(f"note: weak match: the top hit's confidence is {shown(top)} (under {WEAK_CONFIDENCE}); "
                          "read its description before you rely on it")
-        if len(view.hits) == 1:
+        if len(view.hits) == 1 and args.limit > 1 and args.min_confidence is None:  # not a cut of many
             lines.append("note: the only skill you can see that matched: its score ranks it against no other hit;"
                          " judge it by its description")
         for i, h in enumerate(view.hits, start=1):
