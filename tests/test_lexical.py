@@ -169,3 +169,22 @@ def test_a_text_analysed_a_word_at_a_time_has_the_analysers_terms(tmp_path: Path
         assert index.terms(text) == want  # from the word cache
     assert index.terms(samples[0]) >= {"deploy", "now", "x9", "9x", "say", "user"}
     assert not index.terms("I a the of")
+
+
+def test_a_name_written_against_cjk_characters_is_a_word_of_its_own(tmp_path: Path) -> None:
+    """Japanese and Chinese write a product name with no space before the kana or ideographs ("Stripeで",
+    "把PDF文件"): the name is still a word, in a request and in a document, and the CJK run still goes to
+    the n-gram field. Before, the whole run was one token that matched nothing (audit of 90 requests: five
+    of six Japanese requests naming a tool found no skill in lexical mode)."""
+    index = LexicalIndex(tmp_path / "lexical", create=True)
+    index.apply([_doc(0, "Accept payments and subscriptions with Stripe billing"),
+                 _doc(1, "Convert PDF files to Markdown text"),
+                 _doc(2, "Dockerでコンテナイメージを小さくする"),
+                 _doc(3, "Write end-to-end browser tests")], [])
+    assert index.terms("Stripeでサブスクリプション課金を実装したい") >= {"stripe"}
+    assert _found(index, "Stripeでサブスクリプション課金を実装したい") == {"sk_0"}
+    assert _found(index, "把PDF文件转换成Markdown") == {"sk_1"}
+    assert _found(index, "docker image size") == {"sk_2"}  # the document's name is a word too
+    assert _found(index, "コンテナイメージ") == {"sk_2"}  # and its CJK run is still found by its bigrams
+    assert index.terms("café x2 I'm") == {"café", "x2"}  # other scripts as before
+    index.close()

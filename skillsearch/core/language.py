@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["FRENCH_WORDS", "cjk_runs", "is_foreign", "is_french"]
+__all__ = ["CJK_RANGES", "FRENCH_WORDS", "cjk_runs", "is_foreign", "is_french"]
 
 # Frequent French function words that are not also common English words ("a", "on", "in" are left out).
 _FRENCH = (
@@ -34,9 +34,11 @@ ENGLISH_WORDS = frozenset(_ENGLISH.split())
 _WORDS = re.compile(r"[a-zàâäçéèêëîïôöûùüÿœæ]+", re.IGNORECASE)
 _FRENCH_LETTERS = re.compile(r"[àâçéèêëîïôûùüÿœæ]", re.IGNORECASE)
 _ELISION = re.compile(r"\b[ldjnmstc]['’][a-zàâéèêîôûh]", re.IGNORECASE)
-# Runs of CJK characters (kana, CJK ideographs and their compatibility forms, hangul, half-width katakana):
-# the lexical index's ``cjk`` n-gram field holds them, and French is never guessed for text made of them.
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff66-\uff9f]+")
+# The CJK characters, as (first, last) code points: kana, CJK ideographs and their compatibility forms, hangul,
+# half-width katakana. Their runs go into the lexical index's ``cjk`` n-gram field, never into its words
+# (``lexical.WORD_PATTERN``), and French is never guessed for text made of them.
+CJK_RANGES = ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0xAC00, 0xD7AF), (0xFF66, 0xFF9F))
+_CJK = re.compile("[" + "".join(f"{chr(first)}-{chr(last)}" for first, last in CJK_RANGES) + "]+")
 
 
 def cjk_runs(text: str) -> list[str]:

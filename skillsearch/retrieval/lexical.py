@@ -50,7 +50,7 @@ import tantivy
 
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.core.hashing import sha256_hex
-from skillsearch.core.language import FRENCH_WORDS, cjk_runs, is_french
+from skillsearch.core.language import CJK_RANGES, FRENCH_WORDS, cjk_runs, is_french
 from skillsearch.retrieval import term_weights
 from skillsearch.retrieval.documents import LexicalDoc, split_identifiers, split_instructions
 from skillsearch.retrieval.term_weights import (
@@ -81,7 +81,10 @@ TEXT_FIELDS = ("all", "name")
 # Words are runs of two or more letters or digits, as bm25s (scikit-learn's token pattern) has them: the
 # one-letter pieces of "I'd", "user's", "I'm" and the pronoun "I" (not an English stop word) matched any
 # document holding a stray letter, and cost lexical nDCG@10 on three of four dev sets (docs/benchmarks.md).
-WORD_PATTERN = r"[^\W_]{2,}"
+# CJK characters end a word (their runs are the ``cjk`` field's): Japanese and Chinese write a name against
+# them ("Stripeで課金を実装したい", "把PDF文件转换成Markdown"), and the whole run was one token that matched
+# nothing, so a request lost its most telling words, a document its product names.
+WORD_PATTERN = r"[^\W_" + "".join(f"\\x{{{first:x}}}-\\x{{{last:x}}}" for first, last in CJK_RANGES) + "]{2,}"
 # The instructions after their first ``HEAD_CHARS`` (``Settings.lexical_instructions_chars``); see above.
 REST_FIELD, HEAD_CHARS = "rest", 3000
 FIELD_BOOSTS: dict[str, float] = {"all": 1.0, "name": 1.0}
