@@ -148,7 +148,7 @@ def test_a_text_analysed_a_word_at_a_time_has_the_analysers_terms(tmp_path: Path
     over 40 characters is left out, stems match, and repeated words and a second call change nothing. The
     real skills' instructions are checked the same way (every SKILL.md of the 883)."""
     from skillsearch.retrieval.lexical import _english_analyzer
-    from skillsearch.retrieval.text_terms import NON_WORD
+    from skillsearch.retrieval.text_terms import NON_WORD, fold
 
     index = LexicalIndex(tmp_path / "lexical", create=True)
     analyser = _english_analyzer()
@@ -164,7 +164,7 @@ def test_a_text_analysed_a_word_at_a_time_has_the_analysers_terms(tmp_path: Path
     samples += [p.read_text(encoding="utf-8", errors="replace") for p in sorted(root.glob("*/SKILL.md"))]
     assert len(samples) > 800
     for text in samples:
-        want = set(analyser.analyze(NON_WORD.sub(" ", text).lower()))
+        want = set(analyser.analyze(NON_WORD.sub(" ", fold(text)).lower()))  # folded, as the index holds it
         assert index.terms(text) == want
         assert index.terms(text) == want  # from the word cache
     assert index.terms(samples[0]) >= {"deploy", "now", "x9", "9x", "say", "user"}
@@ -187,4 +187,17 @@ def test_a_name_written_against_cjk_characters_is_a_word_of_its_own(tmp_path: Pa
     assert _found(index, "docker image size") == {"sk_2"}  # the document's name is a word too
     assert _found(index, "コンテナイメージ") == {"sk_2"}  # and its CJK run is still found by its bigrams
     assert index.terms("café x2 I'm") == {"café", "x2"}  # other scripts as before
+    index.close()
+
+
+def test_full_width_and_half_width_forms_match_the_characters_they_stand_for(tmp_path: Path) -> None:
+    """A Japanese input method types full-width Latin letters and some text holds half-width katakana: both
+    are folded to NFKC, in documents and in requests."""
+    index = LexicalIndex(tmp_path / "lexical", create=True)
+    index.apply([_doc(0, "Design a REST API with pagination"), _doc(1, "テスト自動化の手順"),
+                 _doc(2, "Ｐｙｔｈｏｎ packaging with wheels"), _doc(3, "Write end-to-end browser tests")], [])
+    assert _found(index, "ＡＰＩを設計したい") == {"sk_0"}
+    assert _found(index, "ﾃｽﾄ自動化") == {"sk_1"}
+    assert _found(index, "python packaging") == {"sk_2"}
+    assert index.terms("ＡＰＩ ﬁle") == {"api", "file"}
     index.close()

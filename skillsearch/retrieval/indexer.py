@@ -49,8 +49,8 @@ log = logging.getLogger("skillsearch")
 
 # Bumped when the lexical schema gains fields (2: the French fields ``fr`` and ``fr_body``; 3: ``all``; 4:
 # ``rest``, the instructions after their head; 5: words of two characters or more, the name once, in ``name``;
-# 6: a CJK character ends a word, so "Stripeで" holds the word "stripe").
-LEXICAL_FIELDS_VERSION = 6
+# 6: a CJK character ends a word, so "Stripeで" holds the word "stripe"; 7: every text folded to NFKC).
+LEXICAL_FIELDS_VERSION = 7
 
 ProgressFactory = Callable[[int, str], Callable[[int], None]]
 

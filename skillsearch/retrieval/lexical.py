@@ -61,7 +61,7 @@ from skillsearch.retrieval.term_weights import (
     informative_terms,
     largest,
 )
-from skillsearch.retrieval.text_terms import NON_WORD, TextTerms
+from skillsearch.retrieval.text_terms import NON_WORD, TextTerms, fold
 
 __all__ = [
     "FIELD_BOOSTS", "FRENCH_BOOSTS", "FRENCH_MODES", "LexicalHits", "LexicalIndex", "Searcher", "skill_key",
@@ -229,7 +229,7 @@ class LexicalIndex:
     def drops_a_matching_term(self, text: str, searcher: tantivy.Searcher) -> bool:
         """Whether the common-term rule leaves out of this request a term that some document matches
         (what ``benchmarks/tuning/common_terms.py`` counts)."""
-        terms = sorted(set(self._english.analyze(text.lower())))
+        terms = sorted(set(self._english.analyze(fold(text).lower())))
         df = doc_freqs(terms, searcher, TEXT_FIELDS)
         matching = {t for t in terms if df[t] > 0}
         if len(terms) <= term_weights.SHORT_REQUEST_TERMS or not matching:
@@ -239,8 +239,10 @@ class LexicalIndex:
     # -- writes -----------------------------------------------------------------------------------
 
     def _doc(self, d: LexicalDoc) -> tantivy.Document:
-        head, rest = split_instructions(d.instructions, self.head_chars)
-        text = " ".join((d.name, d.description, head))
+        # The texts folded (``text_terms.fold``); the raw filter fields (grant, kind, tag) as given.
+        name, slug, description, tags = fold(d.name), fold(d.slug), fold(d.description), [fold(t) for t in d.tags]
+        head, rest = split_instructions(fold(d.instructions), self.head_chars)
+        text = " ".join((name, description, head))
         fields: dict[str, Any] = {
             "skill_id": d.skill_id,
             "key": skill_key(d.skill_id),
@@ -248,13 +250,13 @@ class LexicalIndex:
             "kind": d.kind,
             "status": "active",
             "tag": list(d.tags),
-            "all": "\n".join((d.slug.replace("-", " "), " ".join(d.tags), d.description, head)),
-            "name": split_identifiers(d.name),
+            "all": "\n".join((slug.replace("-", " "), " ".join(tags), description, head)),
+            "name": split_identifiers(name),
             REST_FIELD: rest,
             "cjk": " ".join(cjk_runs(text)),
         }
-        if self.french in ("all", "both") or (self.french in ("detect", "docs") and is_french(f"{d.name}\n{text}")):
-            fields["fr"] = " ".join((d.name, d.slug.replace("-", " "), d.description, " ".join(d.tags)))
+        if self.french in ("all", "both") or (self.french in ("detect", "docs") and is_french(f"{name}\n{text}")):
+            fields["fr"] = " ".join((name, slug.replace("-", " "), description, " ".join(tags)))
             fields["fr_body"] = head
         return tantivy.Document.from_dict(fields, self.schema)
 
@@ -301,6 +303,7 @@ class LexicalIndex:
         a fraction of the postings; any ``Must`` filter clause turns that pruning off. ``searcher`` gives the
         document frequencies that decide which terms of a long request are too common to search
         (``term_weights.COMMON_TERM_SHARE``); without it every term is kept."""
+        text = fold(text)
         words = NON_WORD.sub(" ", text).strip().lower()
         should: list[tuple[tantivy.Occur, tantivy.Query]] = []
         french = self.french in ("all", "docs") or (self.french in ("detect", "both") and is_french(text))

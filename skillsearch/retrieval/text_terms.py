@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from collections.abc import Callable
 
-__all__ = ["CARD_TERMS_CACHE", "NON_WORD", "WORD_TERMS_CACHE", "TextTerms"]
+__all__ = ["CARD_TERMS_CACHE", "NON_WORD", "WORD_TERMS_CACHE", "TextTerms", "fold"]
 
 # Analysed hit cards kept per index (a card is a few hundred bytes; 8,192 covers a 10k catalog's usual hits).
 CARD_TERMS_CACHE = 8192
@@ -24,6 +25,14 @@ CARD_TERMS_CACHE = 8192
 WORD_TERMS_CACHE = 32_768
 # What separates words before a text is analysed (anything but letters, digits and the underscore).
 NON_WORD = re.compile(r"[^\w]+", re.UNICODE)
+
+
+def fold(text: str) -> str:
+    """``text`` in Unicode's compatibility normal form (NFKC), as every text the lexical side indexes or
+    searches: the forms people type for the same characters (full-width Latin letters and digits from a
+    Japanese input method, half-width katakana, ligatures) are the characters they stand for, so they
+    match. ASCII text is returned as it is."""
+    return text if text.isascii() else unicodedata.normalize("NFKC", text)
 
 
 class TextTerms:
@@ -37,4 +46,4 @@ class TextTerms:
 
     def of(self, text: str) -> set[str]:
         """The analyser's terms of ``text``, each distinct word analysed once per index."""
-        return {t for word in set(NON_WORD.sub(" ", text).lower().split()) for t in self._word(word)}
+        return {t for word in set(NON_WORD.sub(" ", fold(text)).lower().split()) for t in self._word(word)}
