@@ -19,6 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -28,6 +29,7 @@ from skillsearch.catalog.importer import parse_path
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.mcp.server import TOOL_NAMES
+from skillsearch.retrieval import vector_saves
 from skillsearch.retrieval.loading import LazyModel
 
 # The model libraries, and the vector scan's kernels (numkong: 0.14 s to import, loaded on a large index's
@@ -141,6 +143,43 @@ def test_reads_leave_an_index_behind_the_store_to_the_next_search(data_dir: Path
     assert found.returncode == 0, found.stderr[-2000:]
     assert [h["slug"] for h in json.loads(found.stdout)["hits"]][:1] == ["feed-the-llamas"]
     assert (behind / "manifest.json").read_text() != manifest
+
+
+def test_the_first_lexical_search_after_an_upgrade_rebuilds_the_lexical_side_without_the_model(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """An index written by an earlier version: another lexical recipe and an earlier fit of the shipped
+    decision. The first command after the upgrade rebuilds the lexical side from the store and takes the
+    shipped decision as it is: no model (the recalibration it ran before loaded it, 6 s for a lexical
+    search), no vector embedded again, the other calibration numbers kept, and a warning that says so."""
+    old = tmp_path / "old"
+    shutil.copytree(data_dir, old)
+    manifest_path = old / "manifest.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    current_lexical, calibration = manifest["lexical"], manifest["calibration"]
+    routes = calibration.get("routes") or {"": calibration}
+    fitted = {key: route for key, route in routes.items() if "decision" in route}
+    assert fitted  # the default encoder ships a fitted decision for at least one route
+    for route in fitted.values():
+        route["decision"] = {**route["decision"], "intercept": route["decision"]["intercept"] + 0.5}
+    manifest["lexical"] = {**current_lexical, "fields": current_lexical["fields"] - 1}
+    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
+    def vectors_by_skill() -> dict[str, bytes]:
+        saved = vector_saves.load(old / "vectors")
+        return {skill_id: np.asarray(saved.matrix[i]).tobytes() for i, skill_id in enumerate(saved.rows.skill_ids())}
+
+    vectors = vectors_by_skill()
+
+    proc, imported = _imported(["--data-dir", str(old), "search", "--mode", "lexical", "profile python code", "--json"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert imported.isdisjoint(HEAVY), sorted(imported & set(HEAVY))
+    assert "rebuilding the lexical side (no skill is embedded again)" in proc.stderr
+    assert json.loads(proc.stdout)["hits"]
+    rewritten = json.loads(manifest_path.read_text(encoding="utf-8"))
+    assert rewritten["lexical"] == current_lexical
+    shipped = json.loads((data_dir / "manifest.json").read_text(encoding="utf-8"))["calibration"]
+    assert rewritten["calibration"] == shipped  # the shipped decision in place, every other number as it was
+    assert vectors_by_skill() == vectors  # every skill's vector as it was: none embedded again
 
 
 def test_list_imports_neither_the_surfaces_nor_what_writes_or_syncs(data_dir: Path) -> None:

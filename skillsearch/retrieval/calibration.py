@@ -51,6 +51,7 @@ DEFAULT_WEIGHT = Settings.semantic_weight
 __all__ = [
     "CALIBRATION_VERSION", "LANGUAGES", "OFF_TOPIC", "REFERENCE", "RELATED", "Centering", "calibrate",
     "centered_cosines", "centering_of", "fit_centering", "is_current", "language_codes", "tune_weight",
+    "with_packaged_decisions",
 ]
 
 # 2: per-language centering of multilingual encoders' document vectors; 3: the fitted ``decision``
@@ -311,6 +312,35 @@ def is_current(calibration: dict[str, Any], encoder: Encoder) -> bool:
         if own.get("decision") != packaged_decision(part.name):
             return False
     return True
+
+
+def with_packaged_decisions(calibration: dict[str, Any], encoder: Encoder) -> dict[str, Any] | None:
+    """``calibration`` with the fitted decisions this package ships for its encoder (each route's, for a
+    routed one) in place of the stored ones, when nothing else makes it out of date (same version and
+    encoder); else None. A refit decision is only numbers: an index adopts it without its model, where a
+    recalibration embeds the probes (the first command after an upgrade loaded the model for it, a lexical
+    search included)."""
+    if calibration.get("version") != CALIBRATION_VERSION or calibration.get("encoder") != encoder.name:
+        return None
+    out = dict(calibration)
+    routed = encoder.routed()
+    if routed is not None:
+        routes = dict(out.get("routes") or {})
+        if set(routes) != set(routed.parts):
+            return None
+        for key, part in routed.parts.items():
+            routes[key] = _with_decision(routes[key], part.name)
+        out["routes"] = routes
+        return out
+    return _with_decision(out, encoder.name)
+
+
+def _with_decision(calibration: dict[str, Any], encoder_name: str) -> dict[str, Any]:
+    out = {k: v for k, v in calibration.items() if k != "decision"}
+    decision = packaged_decision(encoder_name)
+    if decision is not None:
+        out["decision"] = decision
+    return out
 
 
 def tune_weight(

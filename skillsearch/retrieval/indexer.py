@@ -32,7 +32,7 @@ from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError
 from skillsearch.core.hashing import sha256_hex
 from skillsearch.retrieval import vector_saves
-from skillsearch.retrieval.calibration import calibrate, is_current
+from skillsearch.retrieval.calibration import calibrate, is_current, with_packaged_decisions
 from skillsearch.retrieval.documents import doc_hash, embedded_text, lexical_doc
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.lexical import HEAD_CHARS, LexicalIndex, Searcher
@@ -180,6 +180,12 @@ class SearchIndex:
             self.lexical, damaged = self._lexical_index(create=True), True
             searcher = self.lexical.searcher()
         self._snapshot = self._snapshot_of(searcher, vectors, generation)
+        if manifest.get("lexical") != self.lexical_config():
+            # Another version's (or another setting's) lexical recipe, an upgrade or a rollback: the lexical
+            # side is rebuilt from the store; no vector is embedded again.
+            log.warning("the lexical index in %s was built with %s, this process builds %s: rebuilding the lexical"
+                        " side (no skill is embedded again)", self.data_dir, manifest.get("lexical"),
+                        self.lexical_config())
         if (
             damaged
             or behind
@@ -231,12 +237,23 @@ class SearchIndex:
             return dict(calibration)
 
     def _ensure_calibration(self) -> None:
-        """An index built before calibration existed, by another encoder's settings, or without the fitted
-        decision this package ships for its encoder, is calibrated now (its vectors are kept)."""
+        """An index built before calibration existed or by another encoder's settings is calibrated now (its
+        vectors are kept); one whose only difference is the fitted decision this package ships takes that
+        decision as it is, without the model (``calibration.with_packaged_decisions``)."""
         c = self.calibration
-        if not is_current(c, self.encoder):
-            same = c.get("encoder") == self.encoder.name
-            self.recalibrate({k: v for k, v in c.items() if k in TUNED_KEYS and same})
+        if is_current(c, self.encoder):
+            return
+        adopted = with_packaged_decisions(c, self.encoder)
+        if adopted is not None:
+            log.info("index in %s: taking the decision this version ships (its calibration is kept)", self.data_dir)
+            with self._lock, self.wlock.hold():
+                self.calibration = adopted
+                snap = self._snapshot
+                self._snapshot = self._snapshot_of(snap.searcher, snap.vectors, snap.generation)
+                self._write_manifest(snap.generation)
+            return
+        same = c.get("encoder") == self.encoder.name
+        self.recalibrate({k: v for k, v in c.items() if k in TUNED_KEYS and same})
 
     def repair(self, store: CatalogStore, progress: ProgressFactory | None = None) -> IndexStats:
         """Bring a stale index up to the store: re-embed what changed, rebuild the cheap lexical side."""
