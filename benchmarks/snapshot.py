@@ -42,11 +42,15 @@ def child(snapshot: str, target: str) -> None:
     from skillsearch.core.domain import Principal
     from skillsearch.core.settings import Settings
     from skillsearch.retrieval.encoders import make_encoder
+    from skillsearch.retrieval.loading import models_of
     from skillsearch.retrieval.search_types import SearchRequest
     from skillsearch.service import Catalog
 
     imported = time.perf_counter()
-    make_encoder("minilm")  # process-wide: the catalog below uses this very model
+    # Process-wide: the catalog below uses this very model. Its weights are read on first use (LazyModel):
+    # read here, or the restore's first search would pay the model load.
+    for model in models_of(make_encoder("minilm")):
+        model.get()
     loaded = time.perf_counter()
     settings = Settings(data_dir=Path(target), seed_sample=False)
     info = Catalog.restore_snapshot(settings, Path(snapshot))
