@@ -65,14 +65,14 @@ def main() -> None:
     # would pay each model's load.
     t = time.perf_counter()
     minilm = MiniLMEncoder()
-    minilm.loading.get()
+    minilm.encode_documents(["warm up the model"])  # its first pass too
     loads["minilm"] = time.perf_counter() - t
     t = time.perf_counter()
     e5 = E5Encoder()
-    e5.loading.get()
+    e5.encode_documents(["warm up the model"])  # its first pass too
     loads["e5"] = time.perf_counter() - t
     e5_batched = E5Encoder()
-    e5_batched.loading.get()
+    e5_batched.encode_documents(["warm up the model"])  # its first pass too
     e5_batched.batch_size = 16
     configs = {"minilm": minilm, "minilm+e5": RoutedEncoder(minilm, e5),
                "minilm+e5 (e5 batch 16)": RoutedEncoder(minilm, e5_batched)}
