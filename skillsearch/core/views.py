@@ -82,7 +82,7 @@ class SearchHitView(BaseModel):
     confidence: float | None = Field(
         None, description="Probability in [0, 1] that this skill is one the request wants, fitted on labelled dev "
         "requests; the same for every caller who sees the skill. Null outside hybrid mode or without a fitted "
-        "decision.")
+        "decision: a request in another language than English, which the multilingual route answers, has none.")
     explanation: Explanation
     skill_uri: str = Field("", description="skill:// URI of its SKILL.md (MCP Skills extension): skills/get, resources/read.")
 
