@@ -6,6 +6,9 @@
   RFC 9110 section 5.3 lets only list-valued fields repeat; with two ``Authorization`` lines a proxy in
   front and this server could each read a different one (Starlette's ``headers.get`` takes the first, a
   dict of the fields the last), so which token counted would depend on who reads.
+
+A refusal before the app (here and ``server.HeadSize``'s 431) is sent by :func:`refuse`, with the header
+fields the protocol's own answers carry too (:func:`refusal_headers`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 from skillsearch.core.errors import ValidationError, error_bytes, problem
 
-__all__ = ["ONE_VALUE", "FieldValues", "OneValueFields"]
+__all__ = ["ONE_VALUE", "FieldValues", "OneValueFields", "refusal_headers", "refuse"]
 
 _OWS = b" \t"
 
@@ -42,6 +45,21 @@ class FieldValues:
         await self.app(scope, receive, send)
 
 
+def refusal_headers(body: bytes) -> list[tuple[bytes, bytes]]:
+    """The header fields of a JSON refusal sent before the app sees the request (here, ``server.HeadSize``,
+    the protocol's own 431 and 400): a request id like every other response (the app's middleware, which
+    adds it elsewhere, never sees this request), and ``Connection: close``."""
+    return [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+            (b"x-request-id", uuid.uuid4().hex.encode()), (b"connection", b"close")]
+
+
+async def refuse(send: Any, status: int, error: ValidationError) -> None:
+    """Answer ``status`` with ``error``'s JSON body and :func:`refusal_headers`, in place of the app."""
+    body = error_bytes(error)
+    await send({"type": "http.response.start", "status": status, "headers": refusal_headers(body)})
+    await send({"type": "http.response.body", "body": body})
+
+
 def repeated(headers: Any) -> list[str]:
     """The fields of :data:`ONE_VALUE` that ``headers`` (ASGI's name/value pairs) hold more than once."""
     counts = Counter(name.lower() for name, _ in headers or () if name.lower() in ONE_VALUE)
@@ -60,14 +78,10 @@ class OneValueFields:
             twice = repeated(scope.get("headers"))
             if twice:
                 if scope["type"] == "http":
-                    body = error_bytes(ValidationError(
+                    await refuse(send, 400, ValidationError(
                         f"the request holds more than one {', '.join(twice)} header field",
                         {"problems": [problem("header", f"{name} takes one value and was sent more than once")
                                       for name in twice]}))
-                    await send({"type": "http.response.start", "status": 400, "headers": [
-                        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                        (b"x-request-id", uuid.uuid4().hex.encode()), (b"connection", b"close")]})
-                    await send({"type": "http.response.body", "body": body})
                 else:
                     await send({"type": "websocket.close", "code": 1008})
                 return

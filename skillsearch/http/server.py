@@ -35,7 +35,6 @@ import os
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
@@ -49,7 +48,7 @@ from uvicorn.supervisors import Multiprocess
 from skillsearch.core.errors import StartupError, ValidationError, error_bytes, problem
 from skillsearch.core.settings import Settings
 from skillsearch.http.body_deadline import BodyDeadline
-from skillsearch.http.fields import FieldValues, OneValueFields
+from skillsearch.http.fields import FieldValues, OneValueFields, refusal_headers, refuse
 from skillsearch.http.one_write import OneWrite
 
 __all__ = ["WORKER_FACTORY_ENV", "ConnectionLimits", "HeadSize", "ServerThread", "listen_socket", "serve",
@@ -80,27 +79,20 @@ class ConnectionLimits:
         return HeadSize(OneValueFields(BodyDeadline(FieldValues(app), self.body_timeout_s)), self.max_header_bytes)
 
 
-def _too_large_body(limit: int) -> bytes:
-    return error_bytes(ValidationError(f"request head larger than {limit} bytes", {
+def _head_over(limit: int) -> ValidationError:
+    return ValidationError(f"request head larger than {limit} bytes", {
         "problems": [problem("header", f"the request line and header fields together are over {limit} bytes")],
-        "max_header_bytes": limit}))
-
-
-def _answer_headers(body: bytes) -> list[tuple[bytes, bytes]]:
-    """The header fields of an answer the protocol sends (431, 400): a request id like every other response
-    (the app's middleware, which adds it elsewhere, never sees this request)."""
-    return [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-            (b"x-request-id", uuid.uuid4().hex.encode()), (b"connection", b"close")]
+        "max_header_bytes": limit})
 
 
 def _raw_answer(status_line: bytes, body: bytes) -> bytes:
     """A whole response written by the protocol itself (the app never saw the request)."""
-    fields = b"".join(name + b": " + value + b"\r\n" for name, value in _answer_headers(body))
+    fields = b"".join(name + b": " + value + b"\r\n" for name, value in refusal_headers(body))
     return status_line + b"\r\n" + fields + b"\r\n" + body
 
 
 def _head_too_large(limit: int) -> bytes:
-    return _raw_answer(b"HTTP/1.1 431 Request Header Fields Too Large", _too_large_body(limit))
+    return _raw_answer(b"HTTP/1.1 431 Request Header Fields Too Large", error_bytes(_head_over(limit)))
 
 
 def _malformed(reason: str) -> bytes:
@@ -124,9 +116,7 @@ class HeadSize:
                 len(name) + len(value) + 4 for name, value in scope.get("headers") or ())
             if size > self.limit:
                 if scope["type"] == "http":
-                    body = _too_large_body(self.limit)
-                    await send({"type": "http.response.start", "status": 431, "headers": _answer_headers(body)})
-                    await send({"type": "http.response.body", "body": body})
+                    await refuse(send, 431, _head_over(self.limit))
                 return
         await self.app(scope, receive, send)
 
