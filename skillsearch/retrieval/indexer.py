@@ -180,18 +180,14 @@ class SearchIndex:
             self.lexical, damaged = self._lexical_index(create=True), True
             searcher = self.lexical.searcher()
         self._snapshot = self._snapshot_of(searcher, vectors, generation)
-        if manifest.get("lexical") != self.lexical_config():
+        other_recipe = manifest.get("lexical") != self.lexical_config()
+        if other_recipe:
             # Another version's (or another setting's) lexical recipe, an upgrade or a rollback: the lexical
             # side is rebuilt from the store; no vector is embedded again.
             log.warning("the lexical index in %s was built with %s, this process builds %s: rebuilding the lexical"
                         " side (no skill is embedded again)", self.data_dir, manifest.get("lexical"),
                         self.lexical_config())
-        if (
-            damaged
-            or behind
-            or self.lexical.num_docs() != len(vectors)
-            or manifest.get("lexical") != self.lexical_config()
-        ):
+        if damaged or behind or other_recipe or self.lexical.num_docs() != len(vectors):
             stats = self.repair(store, progress)
             self._ensure_calibration()
             return stats
@@ -230,11 +226,15 @@ class SearchIndex:
         with self._lock, self.wlock.hold():
             calibration = calibrate(self.encoder, self._snapshot.vectors.matrix)
             calibration.update(tuned or {})
-            self.calibration = calibration
-            snap = self._snapshot
-            self._snapshot = self._snapshot_of(snap.searcher, snap.vectors, snap.generation)
-            self._write_manifest(self._snapshot.generation)
+            self._keep_calibration(calibration)
             return dict(calibration)
+
+    def _keep_calibration(self, calibration: dict[str, Any]) -> None:
+        """Under the write lock: serve ``calibration`` from now on and record it in the manifest."""
+        self.calibration = calibration
+        snap = self._snapshot
+        self._snapshot = self._snapshot_of(snap.searcher, snap.vectors, snap.generation)
+        self._write_manifest(snap.generation)
 
     def _ensure_calibration(self) -> None:
         """An index built before calibration existed or by another encoder's settings is calibrated now (its
@@ -247,10 +247,7 @@ class SearchIndex:
         if adopted is not None:
             log.info("index in %s: taking the decision this version ships (its calibration is kept)", self.data_dir)
             with self._lock, self.wlock.hold():
-                self.calibration = adopted
-                snap = self._snapshot
-                self._snapshot = self._snapshot_of(snap.searcher, snap.vectors, snap.generation)
-                self._write_manifest(snap.generation)
+                self._keep_calibration(adopted)
             return
         same = c.get("encoder") == self.encoder.name
         self.recalibrate({k: v for k, v in c.items() if k in TUNED_KEYS and same})
