@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources as importlib_resources
 from pathlib import Path
-from threading import RLock
+from threading import Event, RLock, Thread
 from typing import TYPE_CHECKING, Any
 
 from skillsearch.catalog.changes import changed_at, visible_mark
@@ -80,6 +80,10 @@ class Catalog:
         self._encoder = encoder
         self._index: SearchIndex | None = None
         self._lock = RLock()
+        # Clear while a server's background thread opens the index (``prepare_in_background``): readers that
+        # need it wait for it within a bound instead of queueing on ``_lock`` behind a repair.
+        self._opened = Event()
+        self._opened.set()
         self.sources = LocalSourcesUseCase(self)  # local folders and git repositories
         self.subscriptions = SubscriptionsUseCase(self)  # the subscription platform: pulls, polls, webhooks
         self._results: LRU[tuple[Any, ...], SearchResult] = LRU(settings.result_cache_size)
@@ -147,15 +151,57 @@ class Catalog:
         return self._encoder
 
     def prepare_in_background(self) -> None:
-        """Servers call this once open, and answer the protocol at once: the embedding model loads in a
-        background thread (a search that needs it meanwhile waits up to ``settings.model_wait_s``), and each
-        index snapshot, this one and every later one, makes in another what its first search would make
-        otherwise (``warming.warm``: at 1M rows the int4 copy, 0.34 s, and the document languages of
-        the e5 route)."""
+        """Servers call this once the store is open (``open(..., index=False)``), and answer the protocol at
+        once: the embedding model loads in a background thread, and the index opens in another, with what
+        opening may have to do first (the lexical side rebuilt after an upgrade changed its recipe, a backlog
+        of skills embedded after an import killed half way, a recalibration, a whole build where a restore
+        left no index: seconds to minutes on a large catalog). Meanwhile the store's reads answer, and a
+        search waits for the index (and the model) up to ``settings.model_wait_s``, then gets
+        ``INDEX_NOT_READY``; ``readiness`` says not ready. Each index snapshot, the opened one and every
+        later one, then makes in a third thread what its first search would make otherwise
+        (``warming.warm``: at 1M rows the int4 copy, 0.34 s, and the document languages of the e5 route).
+        Readers never see a half-repaired index: the opened one is published whole, when its repair is done."""
         start_loading(self.encoder, self.settings.model_wait_s, self.settings.model_load_delay_s)
-        idx = self.index()
+        if self._index is not None:
+            self._warm(self._index)
+            return
+        self._opened.clear()
+        Thread(target=self._open_behind_the_answer, name="skillsearch-index-open", daemon=True).start()
+
+    def _open_behind_the_answer(self) -> None:
+        """The background open of :meth:`prepare_in_background`. A repair that must embed waits for the
+        model without the readers' bound (nobody waits on this thread's answer), then opens again: an open
+        that failed there changed nothing a second open does not check and repair."""
+        try:
+            while True:
+                try:
+                    with self._lock:
+                        if self._index is None:
+                            self._open_index(None)
+                    break
+                except IndexNotReadyError:
+                    loading = [m for m in models_of(self.encoder) if m.pending]
+                    if not loading:
+                        raise
+                    for model in loading:
+                        model.wait()
+            assert self._index is not None
+            self._warm(self._index)
+        except SkillSearchError as exc:  # the next reader opens it again and gets the error (a reindex fixes it)
+            log.error("cannot open the index in %s: %s: %s", self.data_dir, exc.code, exc.message)
+        except Exception:
+            log.exception("opening the index in %s failed; the next search opens it again", self.data_dir)
+        finally:
+            self._opened.set()
+
+    @staticmethod
+    def _warm(idx: SearchIndex) -> None:
         idx.warm_snapshots = True
         warm_in_background(idx.snapshot())
+
+    def index_opening(self) -> bool:
+        """A server's background open of the index (``prepare_in_background``) has not finished."""
+        return not self._opened.is_set()
 
     def check_model(self) -> None:
         """``INDEX_NOT_READY`` while a model behind the encoder is loading, or when its load failed."""
@@ -186,10 +232,19 @@ class Catalog:
         inner = getattr(route, "inner", None)
         return inner if isinstance(inner, BatchingEncoder) else None
 
-    def index(self, progress: ProgressFactory | None = None, generation: int | None = None) -> SearchIndex:
+    def index(self, progress: ProgressFactory | None = None, generation: int | None = None, *,
+              bounded: bool = True) -> SearchIndex:
         """The search index, opened on first use and brought up to the store when another process
         changed the catalog since (the store's generation moved). ``generation``: the store's, when the
-        caller has just read it."""
+        caller has just read it. While a server's background open runs (``prepare_in_background``) a
+        caller waits for it, up to ``settings.model_wait_s`` (``bounded``; a write waits as long as it
+        takes), then gets ``INDEX_NOT_READY``."""
+        if self._index is None and not self._opened.is_set():
+            wait_s = self.settings.model_wait_s
+            if not self._opened.wait(wait_s if bounded else None):
+                raise IndexNotReadyError(
+                    f"the search index is still being opened (and repaired where needed) after {wait_s:g} s;"
+                    " try again shortly", {"waited_s": wait_s})
         current = self._index
         if current is not None:
             if current.snapshot().generation == (self.store.generation() if generation is None else generation):
@@ -272,8 +327,12 @@ class Catalog:
         is ready and ``catching_up`` (unless that snapshot is empty): it serves its last whole snapshot, and
         every replica of a fleet pulls the same change at once, so a 503 then would empty the balancer's pool
         on every update. Also
-        ``INDEX_NOT_READY`` while the embedding model is loading in the background (a server's first moments)."""
+        ``INDEX_NOT_READY`` while the embedding model is loading in the background (a server's first moments),
+        and while the index is still opening there (a repair after an upgrade or an interrupted import)."""
         self.check_model()
+        if self.index_opening():
+            raise IndexNotReadyError("the search index is still being opened (and repaired where needed)",
+                                     {"opening": True})
         idx = self.index()
         snap, generation = idx.snapshot(), self.store.generation()
         docs, lexical_docs = len(snap.vectors), idx.lexical.num_docs()
@@ -297,7 +356,9 @@ class Catalog:
             self._lock.release()
 
     def indexed_documents(self) -> int:
-        """Skills in the search index; 0 while it cannot be opened."""
+        """Skills in the search index; 0 while it cannot be opened, or is opening in the background."""
+        if self.index_opening():
+            return 0
         try:
             return len(self.index().snapshot().vectors)
         except SkillSearchError:
@@ -307,7 +368,10 @@ class Catalog:
         return self.store.count()
 
     def index_generation(self) -> int:
-        """The store generation the index this process serves reflects; -1 while it cannot be opened."""
+        """The store generation the index this process serves reflects; -1 while it cannot be opened, or is
+        opening in the background."""
+        if self.index_opening():
+            return -1
         try:
             return self.index().snapshot().generation
         except SkillSearchError:
@@ -336,7 +400,7 @@ class Catalog:
             # of what changed. Opened after, it would be behind the store and repaired whole (every skill's
             # lexical document written again: 15 s for one skill at 100k, `skillsearch import` in a new
             # process every time).
-            self.index(progress)
+            self.index(progress, bounded=False)
         from skillsearch.catalog.importer import parse_path
 
         report = store_import(self.store, parse_path(path, source, grant), source, grant)

@@ -291,6 +291,105 @@ async def test_a_search_waiting_past_the_bound_is_index_not_ready_and_lexical_se
     assert "Traceback" not in (tmp_path / "stderr.txt").read_text()
 
 
+def _upgraded_and_behind(data_dir: Path, target: Path) -> str:
+    """A copy of ``data_dir`` as an upgrade finds it after an import was killed half way: its lexical index
+    written by an earlier recipe (``LEXICAL_FIELDS_VERSION`` one less in the manifest), and one skill in the
+    store that the index lacks (the commit an import makes before it updates the index). Opening it rebuilds
+    the lexical side and embeds that skill, which needs the model. The added skill's id."""
+    shutil.copytree(data_dir, target)
+    manifest_path = target / "manifest.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest["lexical"] = {**manifest["lexical"], "fields": manifest["lexical"]["fields"] - 1}
+    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
+    bundle = target.parent / "llamas.json"
+    bundle.write_text(json.dumps([{"slug": "feed-the-llamas", "name": "Feed the llamas",
+                                   "description": "Feed the llamas every morning with hay and fresh water."}]))
+    # A source and grant of the sample's, so that ``serve`` still offers the demo principal that sees it.
+    (content,) = parse_path(bundle, "sample-starter", "sub:starter-pack").skills
+    store = CatalogStore.in_dir(target)
+    store.upsert(content)
+    store.close()
+    return content.skill_id
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads the server's mapped libraries in /proc")
+@pytest.mark.anyio
+async def test_mcp_stdio_answers_while_the_index_is_repaired_and_a_search_waits_for_the_repair(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """The index's repair on open (another lexical recipe, a backlog to embed) runs behind the protocol's
+    first answers, as the model load does: ``initialize``, ``tools/list``, ``list_skills`` and ``get_skill``
+    (the store alone) answer while the repair is provably pending (the model it needs is held back, and the
+    manifest, written last, is the old one), and a search waits for the repair and finds the new skill."""
+    behind = tmp_path / "behind"
+    new_id = _upgraded_and_behind(data_dir, behind)
+    old_manifest = (behind / "manifest.json").read_text(encoding="utf-8")
+    env = {"SKILLSEARCH_MODEL_LOAD_DELAY_S": "15", "SKILLSEARCH_MODEL_WAIT_S": "600"}
+    with (tmp_path / "stderr.txt").open("w") as stderr:
+        async with Client(stdio_client(_params(behind, **env), errlog=stderr), read_timeout_seconds=600) as session:
+            pid = _server_pid(behind)
+            tools = (await session.list_tools()).tools
+            listed = ok(await session.call_tool("list_skills", {"limit": 200}))
+            got = ok(await session.call_tool("get_skill", {"skill_id": new_id}))
+            pending = (behind / "manifest.json").read_text(encoding="utf-8") == old_manifest and not _has_torch(pid)
+            found = ok(await session.call_tool("search_skills", {"query": "feed the llamas in the morning"}))
+            lexical = ok(await session.call_tool("search_skills", {"query": "llamas hay", "mode": "lexical"}))
+    assert sorted(t.name for t in tools) == sorted(TOOL_NAMES)
+    assert new_id in {item["skill_id"] for item in listed["items"]}
+    assert got["slug"] == "feed-the-llamas"
+    assert pending  # everything above answered before the repair was done
+    assert found["hits"][0]["slug"] == "feed-the-llamas"
+    assert found["hits"][0]["explanation"]["semantic_rank"] is not None  # embedded by the repair
+    assert lexical["hits"][0]["slug"] == "feed-the-llamas"
+    repaired = json.loads((behind / "manifest.json").read_text(encoding="utf-8"))
+    assert repaired["lexical"] == json.loads((data_dir / "manifest.json").read_text(encoding="utf-8"))["lexical"]
+    assert "Traceback" not in (tmp_path / "stderr.txt").read_text()
+
+
+def test_serve_answers_and_is_not_ready_while_its_index_is_repaired(data_dir: Path, tmp_path: Path) -> None:
+    """``serve`` on the same directory: it prints its banner and answers before the repair, /readyz is 503, the
+    store's reads answer (the new skill listed and read), and a search past the bound is INDEX_NOT_READY
+    (the index is still opening: even a lexical search, which never waits for the model, must not read the
+    lexical index of the old recipe or one half rebuilt)."""
+    import httpx
+
+    from skillsearch.http.auth import DEMO_TOKEN
+
+    behind = tmp_path / "behind"
+    new_id = _upgraded_and_behind(data_dir, behind)
+    old_manifest = (behind / "manifest.json").read_text(encoding="utf-8")
+    env = _env(SKILLSEARCH_MODEL_LOAD_DELAY_S="300", SKILLSEARCH_MODEL_WAIT_S="0.5")
+    stderr = (tmp_path / "stderr.txt").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "skillsearch.cli", "--data-dir", str(behind), "-q", "serve",
+                             "--port", "0"], stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, cwd=ROOT)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "serving on http://" in line, line
+        url = line.split("serving on ", 1)[1].strip()
+        with httpx.Client(base_url=url, timeout=60, headers={"Authorization": f"Bearer {DEMO_TOKEN}"}) as http:
+            health = http.get("/healthz")
+            ready = http.get("/readyz")
+            listed = http.get("/v1/skills", params={"limit": 200})
+            got = http.get(f"/v1/skills/{new_id}")
+            lexical = http.get("/v1/search", params={"q": "llamas hay", "mode": "lexical"})
+            pending = (behind / "manifest.json").read_text(encoding="utf-8") == old_manifest
+    finally:
+        proc.terminate()
+        proc.wait(60)
+        stderr.close()
+        if proc.stdout:
+            proc.stdout.close()
+    assert health.status_code == 200
+    assert ready.status_code == 503 and ready.json()["error"]["code"] == "INDEX_NOT_READY"
+    assert listed.status_code == 200 and new_id in {item["skill_id"] for item in listed.json()["items"]}
+    assert got.status_code == 200 and got.json()["slug"] == "feed-the-llamas"
+    assert lexical.status_code == 503 and lexical.json()["error"]["code"] == "INDEX_NOT_READY"
+    assert "still being opened" in lexical.json()["error"]["message"]
+    assert pending
+    assert "Traceback" not in (tmp_path / "stderr.txt").read_text()
+
+
 def test_lazy_model_waits_for_a_background_load_within_its_bound() -> None:
     release, calls = threading.Event(), []
 

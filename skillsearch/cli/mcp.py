@@ -83,7 +83,9 @@ def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = Non
     sources = () if getattr(args, "no_sources", False) else load_sources(default_config_path(Path(args.data_dir)))
     stdio = not getattr(args, "http", False)
     return build_mcp_server(
-        catalog or (lambda: Catalog.open(settings, encoder=encoder, progress=progress, seed=False if sources else None)),
+        # The store only: the server opens (and repairs) the index behind its first answer (prepare_in_background).
+        catalog or (lambda: Catalog.open(settings, encoder=encoder, progress=progress, seed=False if sources else None,
+                                         index=False)),
         principal,
         known_tools=args.host_tool,
         log_level="INFO" if args.verbose else "WARNING",
@@ -100,8 +102,9 @@ def _http_banner(url: str, principal: Principal, catalog: Catalog) -> str:
         f"skillsearch MCP is serving on {url}/mcp (streamable HTTP; every caller acts as"
         " the principal below)",
         f"  principal:    {principal.name} ({grants}; scopes: {scopes})",
-        f"  catalog:      {catalog.skill_count()} skills, {catalog.indexed_documents()} searchable,"
-        f" in {catalog.data_dir}",
+        f"  catalog:      {catalog.skill_count()} skills, "
+        + ("the index opening in the background" if catalog.index_opening()
+           else f"{catalog.indexed_documents()} searchable") + f", in {catalog.data_dir}",
     ])
 
 
@@ -125,9 +128,9 @@ def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
     in_use(Path(args.data_dir))  # after the port: a server that cannot start leaves no data directory behind
     no_sources = getattr(args, "no_sources", False)
     seed = None if no_sources or not load_sources(default_config_path(Path(args.data_dir))) else False
-    catalog = Catalog.open(settings_from_args(args), progress=progress_factory(not args.quiet), seed=seed)
+    catalog = Catalog.open(settings_from_args(args), progress=progress_factory(not args.quiet), seed=seed, index=False)
     note_new_data_dir(args, catalog.seeded)
-    catalog.prepare_in_background()  # answers at once; a search that needs the model waits for it
+    catalog.prepare_in_background()  # answers at once; a search waits for the index's open and the model
     try:
         server = mcp_server_from_args(args, catalog=catalog)
 

@@ -115,7 +115,9 @@ def build_serve_app(catalog: Catalog, registry: PrincipalRegistry, host: str = "
                       lifespans=lifespans, operations=operations)
 
 
-def _open(args: argparse.Namespace) -> tuple[Catalog, SyncConfig | None, Sequence[SourceConfig]]:
+def _open(args: argparse.Namespace, index: bool) -> tuple[Catalog, SyncConfig | None, Sequence[SourceConfig]]:
+    """The data directory's catalog; ``index``: its index opened (built, repaired) now, else left to
+    ``Catalog.prepare_in_background``, behind the server's first answers."""
     sync_path = Path(args.sync_config) if args.sync_config else default_config_path(Path(args.data_dir))
     use = not args.no_sync and (args.sync_config or sync_path.exists())
     sync = (load_config(sync_path) if args.sync_config else load_subscriptions(sync_path)) if use else None
@@ -123,7 +125,7 @@ def _open(args: argparse.Namespace) -> tuple[Catalog, SyncConfig | None, Sequenc
     in_use(Path(args.data_dir))  # before any file is opened: a restore refuses this directory while we live
     # A synced catalog is not seeded with the sample: its demo subscriptions would collide with real ones.
     catalog = Catalog.open(settings_from_args(args), seed=False if sync or sources else None,
-                           progress=progress_factory(not args.quiet))
+                           progress=progress_factory(not args.quiet), index=index)
     note_new_data_dir(args, catalog.seeded)
     return catalog, sync, sources
 
@@ -131,8 +133,8 @@ def _open(args: argparse.Namespace) -> tuple[Catalog, SyncConfig | None, Sequenc
 def _compose(args: argparse.Namespace) -> tuple[Catalog, PrincipalRegistry, FastAPI]:
     from skillsearch.http.auth import PrincipalRegistry
 
-    catalog, sync, sources = _open(args)
-    catalog.prepare_in_background()  # answers at once; a search that needs the model waits for it
+    catalog, sync, sources = _open(args, index=False)
+    catalog.prepare_in_background()  # answers at once; a search waits for the index's open and the model
     registry = PrincipalRegistry.for_catalog(catalog, principals_path(args))
     app = build_serve_app(catalog, registry, args.host, sync, sources, degraded_after_s=args.degraded_after)
     return catalog, registry, app
@@ -144,7 +146,7 @@ def _prepare(shared: dict[str, Any]) -> bool:
     from skillsearch.http.auth import PrincipalRegistry
 
     args = argparse.Namespace(**shared)
-    catalog, _, _ = _open(args)
+    catalog, _, _ = _open(args, index=True)
     try:
         return PrincipalRegistry.for_catalog(catalog, principals_path(args)).demo
     finally:

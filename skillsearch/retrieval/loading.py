@@ -80,6 +80,12 @@ class LazyModel(Generic[T]):
         threading.Thread(target=run, name=f"skillsearch-load-{self.what}", daemon=True).start()
         return True
 
+    def wait(self) -> None:
+        """Block until a started load has finished (loaded or failed); for background work that needs the
+        model and has no caller to answer meanwhile (a server's index repair)."""
+        if self._started:
+            self._done.wait()
+
     def get(self) -> T:
         if not self._done.is_set():
             with self._lock:

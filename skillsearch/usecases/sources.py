@@ -46,7 +46,7 @@ class LocalSourcesUseCase:
         c = self._catalog
         read = read_source(c.store, source, c.data_dir / "sources", force=force, allow_rewind=allow_rewind,
                            folders=folders)
-        index = c.index()
+        index = c.index(bounded=False)  # a server's background open: waited for, however long
         with c.writing():
             return apply_source(c.store, index, read)
 
@@ -54,7 +54,7 @@ class LocalSourcesUseCase:
         """A source taken out of the configuration: its skills are archived (pinned revisions stay)."""
         from skillsearch.sync.mirror import retire_source
 
-        index = self._catalog.index()
+        index = self._catalog.index(bounded=False)
         with self._catalog.writing():
             return retire_source(self._catalog.store, index, name)
 

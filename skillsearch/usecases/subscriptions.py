@@ -55,7 +55,7 @@ class SubscriptionsUseCase:
         """Pull and apply every waiting change of one subscription (see :mod:`skillsearch.sync.runner`)."""
         from skillsearch.sync.runner import sync_subscription
 
-        index = self._catalog.index()
+        index = self._catalog.index(bounded=False)  # a server's background open: waited for
         with self._catalog.writing():
             return sync_subscription(self._catalog.store, index, client, sub, page_limit=page_limit, cancel=cancel,
                                      max_pages=max_pages)
