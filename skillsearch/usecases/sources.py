@@ -28,7 +28,9 @@ class CatalogParts(Protocol):
     store: CatalogStore
     data_dir: Path
 
-    def index(self) -> SearchIndex: ...
+    def index(self, *, bounded: bool = ...) -> SearchIndex:
+        """The search index; ``bounded=False``: a write waits for a server's background open however long."""
+        ...
 
     def writing(self) -> AbstractContextManager[None]: ...
 
