@@ -38,6 +38,7 @@ class HostileUpstream:
         self.events: dict[str, list[Any]] = {}
         self.pages: dict[str, int] = {}
         self.bomb = b""
+        self.stacked_bomb = b""
         self._lock = threading.Lock()
 
     def note(self, key: str, value: Any) -> None:
@@ -113,6 +114,26 @@ class HostileUpstream:
                     up.note(f"{sub}.finished", sent)
                 elif sub == "gzip-bomb":
                     self._send(200, up.bomb, headers={"Content-Encoding": "gzip"})
+                elif sub == "gzip-stack":
+                    self._send(200, up.stacked_bomb, headers={"Content-Encoding": "gzip, gzip"})
+                elif sub == "gzip-page":
+                    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+                    body = json.dumps({"items": [item(1, "gz"), item(2, "gz")], "next_cursor": "done",
+                                       "has_more": False}).encode()
+                    self._send(200, comp.compress(body) + comp.flush(), headers={"Content-Encoding": "gzip"})
+                elif sub == "nan-item":
+                    bad = item(2)
+                    bad["revision"]["metadata"] = {"ratio": float("nan"), "limit": float("inf")}
+                    self._page([item(1), bad], "done", False)  # json.dumps writes the bare words NaN, Infinity
+                elif sub == "escape-code":
+                    self._send(400, b'{"error": {"code": "\\u001b]0;owned\\u0007\\u001b[2J", "message": "x"}}')
+                elif sub == "escape-cursor":
+                    self._page([item(1)], "c\x1b[2J\x1b]0;owned\x07", False)
+                elif sub == "odd-retry-after":
+                    if page_no == 1:  # "\u00b2" (superscript two) is a digit to str.isdigit, not to float()
+                        self._send(429, b"slow down", "text/plain", {"Retry-After": "\u00b2"})
+                    else:
+                        self._page([item(1, "ra")], "done", False)
                 elif sub == "deep-json":
                     depth = 100_000
                     self._send(200, ('{"items": [{"op": "upsert", "revision": {"metadata": {"m": ' + "[" * depth
@@ -158,3 +179,18 @@ def hostile_upstream() -> Iterator[tuple[str, HostileUpstream]]:
 
 def prepare_bomb(up: HostileUpstream, decoded_mib: int = 1024) -> None:
     up.bomb = _gzip_bomb(decoded_mib)
+
+
+def _stacked_gzip_bomb(decoded_mib: int) -> bytes:
+    """A body sent as ``Content-Encoding: gzip, gzip``: gzip of a gzip that decodes to ``decoded_mib`` MiB.
+    Built a block at a time, so the test never holds the decoded bytes."""
+    inner, outer = zlib.compressobj(9, zlib.DEFLATED, 31), zlib.compressobj(9, zlib.DEFLATED, 31)
+    parts = [outer.compress(inner.compress(b'{"items": ["'))]
+    block = b"0" * (1024 * 1024)
+    parts += [outer.compress(inner.compress(block)) for _ in range(decoded_mib)]
+    parts += [outer.compress(inner.flush()), outer.flush()]
+    return b"".join(parts)
+
+
+def prepare_stacked_bomb(up: HostileUpstream, decoded_mib: int = 512) -> None:
+    up.stacked_bomb = _stacked_gzip_bomb(decoded_mib)

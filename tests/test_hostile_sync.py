@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from hostile_support import peak_rss_mb_of
-from hostile_upstream import hostile_upstream, prepare_bomb
+from hostile_upstream import hostile_upstream, prepare_bomb, prepare_stacked_bomb
 from syncsupport import config_for
 
 from skillsearch.core.settings import Settings
@@ -52,12 +52,14 @@ def _run(catalog: Catalog, url: str, *subs: str, **upstream: Any) -> dict[str, d
     ("truncated", "connection failed"),
     ("deep-json", "JSON nested too deeply"),
     ("too-many", "sent 2000 items for subscription 'too-many' where at most 100 were asked for"),
+    ("escape-cursor", "malformed page (next_cursor: String should match pattern"),
 ])
 def test_misbehaving_upstream_fails_only_its_subscription(
     catalog: Catalog, upstream: tuple[str, Any], sub: str, expected: str
 ) -> None:
     """A redirect loop (never followed), a wrong content type, a truncated body, a 100,000-deep JSON body
-    (once a RecursionError that stopped `skillsearch sync`) and a page of 20x the items asked for each give
+    (once a RecursionError that stopped `skillsearch sync`), a page of 20x the items asked for and a cursor
+    holding a terminal's escape sequences (once stored and printed raw by `sync --status`) each give
     that subscription a typed UPSTREAM_UNAVAILABLE error naming the cause; the next subscription still
     syncs; nothing of the bad answer is stored; the catalog's write lock is free again."""
     url, _ = upstream
@@ -176,3 +178,74 @@ def test_gzip_bomb_is_bounded_after_decoding(tmp_path: Path) -> None:
     message = by_id["gzip-bomb"]["error"]["message"]
     assert "too large" in message and "67108864" in message
     assert by_id["good"]["error"] is None
+
+
+def test_stacked_content_encoding_is_refused_before_it_is_inflated(tmp_path: Path, catalog: Catalog) -> None:
+    """A ~30 KB body sent as ``Content-Encoding: gzip, gzip`` that decodes to 512 MiB: httpx's decoders
+    inflated each received chunk whole, so the client once built the 512 MiB (8 GiB from a 13 KB body: a
+    MemoryError, or the OOM killer for `serve`) before its size check saw a byte. Now a stacked coding is
+    refused by name and retried like any malformed answer; the next subscription still syncs."""
+    with hostile_upstream() as (url, up):
+        prepare_stacked_bomb(up, 512)
+        assert len(up.stacked_bomb) < 64 * 1024
+        reports = _run(catalog, url, "gzip-stack", "good")
+    message = reports["gzip-stack"]["error"]["message"]
+    assert "Content-Encoding 'gzip, gzip'" in message, message
+    assert reports["good"]["error"] is None and reports["good"]["created"] == 2
+    assert catalog.store.skill_ids_of_source("upstream:gzip-stack") == []
+
+
+def test_a_plain_gzip_page_still_decodes(catalog: Catalog, upstream: tuple[str, Any]) -> None:
+    """The client decodes ``Content-Encoding: gzip`` itself now, a bounded step at a time: a gzip page is
+    read as before."""
+    url, _ = upstream
+    reports = _run(catalog, url, "gzip-page")
+    assert reports["gzip-page"]["error"] is None and reports["gzip-page"]["created"] == 2
+    assert sorted(catalog.store.skill_ids_of_source("upstream:gzip-page")) == ["gz-1", "gz-2"]
+
+
+def test_nan_in_an_item_rejects_that_item_and_the_catalog_still_opens(
+    tmp_path: Path, fake_encoder: Encoder, upstream: tuple[str, Any]
+) -> None:
+    """An item whose metadata holds NaN and Infinity (Python's json reads and writes them; they are not
+    JSON) was stored: the revision body was no longer JSON, SQLite's json_type() failed on it, and every
+    later open of the data directory (`list`, `get`, `serve`) failed with INTERNAL "malformed JSON". Now that
+    item is rejected with its reason, the valid one beside it is stored, and the catalog opens again."""
+    url, _ = upstream
+    settings = Settings(data_dir=tmp_path / "data", seed_sample=False, encoder="hashing")
+    first = Catalog.open(settings, encoder=fake_encoder)
+    try:
+        reports = _run(first, url, "nan-item")
+    finally:
+        first.close()
+    report = reports["nan-item"]
+    assert report["error"] is None and report["created"] == 1
+    assert [r["skill_id"] for r in report["rejected"]] == ["h-2"]
+    assert "not a finite number" in report["rejected"][0]["reason"]
+    again = Catalog.open(settings, encoder=fake_encoder)  # ran json_type() over every current body
+    try:
+        conn = again.store.connection()
+        assert conn.execute("SELECT COUNT(*) FROM revisions WHERE NOT json_valid(body)").fetchone()[0] == 0
+        assert again.store.skill_ids_of_source("upstream:nan-item") == ["h-1"]
+    finally:
+        again.close()
+
+
+def test_an_error_code_is_kept_only_when_it_is_a_code(catalog: Catalog, upstream: tuple[str, Any]) -> None:
+    """The upstream's error code is printed (`error: ...`) and stored as the last error: one holding a
+    terminal's escape sequences (clear screen, set the window title) was passed through raw. Now only
+    ``[A-Za-z0-9_.-]`` codes are named; the status is still reported."""
+    url, _ = upstream
+    message = _run(catalog, url, "escape-code")["escape-code"]["error"]["message"]
+    assert message.endswith("HTTP 400"), message
+    state = catalog.store.sync.state("upstream:escape-code")
+    assert state is not None and state.last_error is not None and "\x1b" not in state.last_error
+
+
+def test_an_odd_retry_after_is_a_retry_not_a_crash(catalog: Catalog, upstream: tuple[str, Any]) -> None:
+    """``Retry-After: \u00b2`` passed ``str.isdigit`` and then ``float()`` raised: the retryable 429 became
+    an internal failure of the run (a traceback in the log, nothing recorded in the sync state). Now the
+    value is unreadable, the backoff applies, and the retry syncs."""
+    url, _ = upstream
+    report = _run(catalog, url, "odd-retry-after", backoff_max_s=0.05)["odd-retry-after"]
+    assert report["error"] is None and report["created"] == 1

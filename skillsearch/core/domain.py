@@ -236,6 +236,7 @@ class SkillContent(BaseModel):
             "entry", MAX_NESTING + 3,
         )
         check_wellformed(self.revision.metadata, "metadata", MAX_NESTING)
+        check_wellformed(self.revision.frontmatter, "frontmatter", MAX_NESTING)
         Skill(
             skill_id=self.skill_id,
             slug=self.slug,

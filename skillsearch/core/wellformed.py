@@ -4,11 +4,15 @@ Python strings may hold lone surrogates (``"\\ud800"`` from JSON escapes, ``os``
 bytes): they cannot be encoded as UTF-8, so the canonical hash, SQLite and every JSON answer would fail on
 them. Deeply nested values blow the interpreter's recursion limit in ``json.dumps`` and in pydantic. Both
 are refused here, per entry, with a reason that names where the problem is, before anything hashes them.
+So are NaN and the infinities (JSON from an upstream and YAML's ``.nan`` carry them): Python's ``json``
+writes them as the bare words ``NaN``/``Infinity``, which is not JSON, so a revision body holding one made
+SQLite's JSON functions fail on every open of the catalog.
 The walk is iterative, so the check itself cannot overflow.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 __all__ = ["IllFormedError", "check_wellformed", "printable"]
@@ -34,7 +38,7 @@ def _bad_text(value: str) -> bool:
 
 def check_wellformed(value: Any, where: str, max_depth: int = 32) -> None:
     """Raise :class:`IllFormedError` (a ``ValueError``) when a string in ``value`` (keys included) is not
-    valid Unicode, or when lists and mappings nest deeper than ``max_depth``."""
+    valid Unicode, a number is NaN or infinite, or lists and mappings nest deeper than ``max_depth``."""
     stack: list[tuple[Any, str, int]] = [(value, where, 0)]
     while stack:
         item, at, depth = stack.pop()
@@ -42,6 +46,9 @@ def check_wellformed(value: Any, where: str, max_depth: int = 32) -> None:
             if _bad_text(item):
                 raise IllFormedError(at, "not valid Unicode text (a lone surrogate)",
                                     f"{at} is not valid Unicode text (a lone surrogate)")
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise IllFormedError(at, "not a finite number (NaN and Infinity are not JSON)",
+                                 f"{at} is not a finite number (NaN and Infinity are not JSON)")
         elif isinstance(item, dict | list | tuple):
             if depth >= max_depth:
                 raise IllFormedError(at, f"nested deeper than {max_depth} levels",

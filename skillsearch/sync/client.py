@@ -12,7 +12,10 @@ Everything an upstream sends is bounded (seed 001's platform is a process bounda
 request has a **total** deadline (``deadline_s``, body included; a body dripped one byte at a time stops
 there, not after a per-read timeout per byte), enforced by a watchdog that shuts the socket down, which
 also interrupts the request when the poller is stopped; the body is read as a stream and refused past
-``max_response_bytes`` after decoding (a gzip bomb stops at the limit); a page must be JSON
+``max_response_bytes`` after decoding, which we do ourselves, a bounded step at a time (a gzip bomb stops at
+the limit; httpx's decoders inflate each received chunk whole, so a 13 KB body sent as ``Content-Encoding:
+gzip, gzip`` asked for gigabytes in one call): one coding, ``gzip`` or ``deflate``, the ones we accept, or
+none; a page must be JSON
 (``application/json``), hold no more items than were asked for, and nest no deeper than the parser can
 take. Redirects are never followed.
 
@@ -31,10 +34,12 @@ import contextlib
 import json
 import logging
 import random
+import re
 import socket
 import threading
 import time
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterator
 from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Protocol
@@ -42,6 +47,7 @@ from urllib.parse import quote
 
 import pydantic
 
+from skillsearch.core.domain import validation_text
 from skillsearch.core.errors import UpstreamUnavailableError
 from skillsearch.sync.config import UpstreamConfig
 from skillsearch.sync.contract import (
@@ -68,6 +74,7 @@ log = logging.getLogger("skillsearch.sync")
 
 _RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 _ERROR_BODY_BYTES = 64 * 1024
+_ERROR_CODE = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 
 
 class _Interrupted(Exception):
@@ -76,6 +83,47 @@ class _Interrupted(Exception):
 
 class _TooLarge(Exception):
     """The response body passed ``max_response_bytes`` (after decoding)."""
+
+
+class _BadEncoding(Exception):
+    """The body's ``Content-Encoding`` is not one we accept, or its bytes do not decode."""
+
+
+# Output of one decompression step: what a compressed chunk may grow to before the size check sees it.
+_DECODE_STEP = 64 * 1024
+_CODINGS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+class _Decoder:
+    """Undoes a ``Content-Encoding`` (none, ``gzip`` or ``deflate``) at most ``_DECODE_STEP`` bytes at a time."""
+
+    def __init__(self, header: str) -> None:
+        codings = [c.strip().lower() for c in header.split(",") if c.strip() and c.strip().lower() != "identity"]
+        if len(codings) > 1 or any(c not in _CODINGS for c in codings):
+            raise _BadEncoding(f"Content-Encoding {header[:100]!r} (accepted: one of gzip, deflate, or none)")
+        self._coding = codings[0] if codings else None
+        self._zlib = zlib.decompressobj(_CODINGS[self._coding]) if self._coding else None
+        self._first = self._coding == "deflate"  # "deflate" is zlib-wrapped, or raw from some servers
+
+    def decode(self, data: bytes) -> Iterator[bytes]:
+        if self._zlib is None:
+            yield data
+            return
+        more = True
+        while data or more:
+            try:
+                out = self._zlib.decompress(data, _DECODE_STEP)
+            except zlib.error as exc:
+                if not self._first:
+                    raise _BadEncoding(f"body does not decode as {self._coding} ({exc})") from None
+                self._first = False
+                self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
+                continue
+            self._first = False
+            data = self._zlib.unconsumed_tail
+            more = len(out) == _DECODE_STEP  # zlib may hold more output than one step gave
+            if out:
+                yield out
 
 
 class _Watchdog:
@@ -142,7 +190,7 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # "²".isdigit() is true too, and float() refuses it
         return float(value)
     try:
         when = parsedate_to_datetime(value)
@@ -178,7 +226,7 @@ class HttpSubscriptionClient:
             # A fresh connection per request, so the watchdog always knows the socket to shut down.
             limits=httpx.Limits(max_keepalive_connections=0),
             headers={"Authorization": f"Bearer {config.token}", "Accept": "application/json",
-                     "User-Agent": "skillsearch-sync/1"},
+                     "Accept-Encoding": "gzip, deflate", "User-Agent": "skillsearch-sync/1"},
             transport=transport,
             follow_redirects=False,
         )
@@ -209,20 +257,23 @@ class HttpSubscriptionClient:
                 with self._http.stream("GET", path, params=params, extensions={"trace": watchdog.trace}) as response:
                     cap = limit if response.status_code == 200 else _ERROR_BODY_BYTES
                     declared = response.headers.get("Content-Length", "")
-                    if response.status_code == 200 and declared.isdigit() and int(declared) > limit:
+                    if response.status_code == 200 and declared.isascii() and declared.isdigit() and int(declared) > limit:
                         raise _TooLarge(f"Content-Length {declared}")
-                    chunks: list[bytes] = []
-                    total = 0
-                    for chunk in response.iter_bytes():
-                        watchdog.check()
-                        total += len(chunk)
-                        if total > cap:
-                            if response.status_code == 200:
-                                raise _TooLarge(f"more than {limit} bytes")
-                            break
-                        chunks.append(chunk)
+                    raw, encoding = response.iter_raw(), response.headers.get("Content-Encoding", "")
+                    if response.is_stream_consumed:  # a transport that hands over a body it read and decoded
+                        raw, encoding = iter([response.content]), ""  # (httpx.MockTransport)
+                    try:
+                        body = _read_body(raw, encoding, cap, watchdog)
+                    except _TooLarge:
+                        if response.status_code == 200:
+                            raise _TooLarge(f"more than {limit} bytes") from None
+                        body = b""  # an error page: its status is the answer, its body only a hint
+                    except _BadEncoding:
+                        if response.status_code == 200:
+                            raise
+                        body = b""
                     watchdog.check()
-                    return response.status_code, response.headers, b"".join(chunks)
+                    return response.status_code, response.headers, body
             except httpx.HTTPError:
                 if watchdog.fired is not None:
                     raise _Interrupted(watchdog.fired) from None
@@ -251,6 +302,8 @@ class HttpSubscriptionClient:
                 raise UpstreamUnavailableError(
                     f"upstream answer for subscription {subscription_id!r} is too large ({exc}; the limit is "
                     f"max_response_bytes = {self.config.max_response_bytes})", details) from None
+            except _BadEncoding as exc:
+                reason = f"undecodable answer ({exc})"
             except httpx.TimeoutException as exc:
                 reason = f"timed out after {self.config.timeout_s}s ({type(exc).__name__})"
             except httpx.TransportError as exc:
@@ -290,6 +343,21 @@ class HttpSubscriptionClient:
             attempt += 1
 
 
+def _read_body(raw: Iterator[bytes], encoding: str, cap: int, watchdog: _Watchdog) -> bytes:
+    """The decoded body, read within the watchdog's deadline; ``_TooLarge`` once it passes ``cap`` bytes."""
+    decoder = _Decoder(encoding)
+    chunks: list[bytes] = []
+    total = 0
+    for data in raw:
+        watchdog.check()
+        for chunk in decoder.decode(data):
+            total += len(chunk)
+            if total > cap:
+                raise _TooLarge
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def _parse_page(headers: httpx.Headers, body: bytes) -> tuple[RawChangePage | None, str]:
     """The page, or ``None`` and why it is not one (wrong content type, not JSON, nested too deeply)."""
     ctype = headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
@@ -299,15 +367,19 @@ def _parse_page(headers: httpx.Headers, body: bytes) -> tuple[RawChangePage | No
         return RawChangePage.model_validate(json.loads(body)), ""
     except RecursionError:
         return None, "malformed page (JSON nested too deeply)"
-    except (ValueError, pydantic.ValidationError) as exc:
+    except pydantic.ValidationError as exc:  # before ValueError, which it is: name the fields
+        return None, f"malformed page ({validation_text(exc, 3)[:300]})"
+    except ValueError as exc:
         return None, f"malformed page ({str(exc).splitlines()[0][:200]})"
 
 
 def _error_code(body: bytes) -> str | None:
     try:
-        return ErrorBody.model_validate(json.loads(body)).error.code[:100]
+        code = ErrorBody.model_validate(json.loads(body)).error.code
     except (ValueError, RecursionError, pydantic.ValidationError):
         return None
+    # Printed and stored as it came: only a code's characters, never a terminal's escape sequences.
+    return code if _ERROR_CODE.fullmatch(code) else None
 
 
 def send_webhook(url: str, secret: str, event: WebhookEvent, *, timeout_s: float = 10.0,

@@ -156,7 +156,8 @@ class RawChangePage(BaseModel):
     model_config = _TOLERANT
 
     items: list[Any]
-    next_cursor: str = Field(min_length=1, max_length=512)
+    # Opaque, but printed by `sync --status` and stored: no control characters (a terminal's escapes).
+    next_cursor: str = Field(min_length=1, max_length=512, pattern=r"^[^\x00-\x1f\x7f-\x9f]+$")
     has_more: bool
 
 
