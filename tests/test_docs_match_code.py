@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import ast
 import re
+import shlex
 from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -121,3 +123,49 @@ def test_the_readme_lists_the_description_limit_import_applies(tmp_path: Path, l
     parsed = parse_path(tmp_path / "skills", "s", "user:me")
     assert bool(parsed.problems) is (length > 1024)
     assert "description over 1,024 characters" in README
+
+
+# -- the commands the documents show, read by the command's own parser -------------------------------------
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PLACEHOLDER = re.compile(r"[\[\]<>|]|\.\.\.")
+
+
+def documented_commands() -> list[Any]:
+    """The argv (its id: where it is shown) of every complete ``skillsearch`` command line in a ``sh`` block of the README or
+    ``docs/*.md``, and of every command of the benchmarks' "Current results" table (what a user copies).
+    A synopsis line (``[--grant G]...``, ``A | B``) is not a command and is left out."""
+    found = []
+    for path in DOCS:
+        text = path.read_text(encoding="utf-8")
+        lines = [line for block in re.findall(r"```sh\n(.*?)```", text, re.S)
+                 for line in block.replace("\\\n", " ").splitlines()]
+        if path.name == "benchmarks.md":
+            lines += [cell for row in text.splitlines() if row.startswith("| `")
+                      for cell in re.findall(r"`(skillsearch [^`]+)`", row)]
+        for line in lines:
+            words = shlex.split(line, comments=True)
+            if words and words[-1] == "&":
+                words.pop()
+            if not words or words[0] not in ("skillsearch", ".venv/bin/skillsearch") or PLACEHOLDER.search(line):
+                continue
+            found.append(pytest.param(words[1:], id=f"{path.name}: {line.strip()}"))
+    return found
+
+
+def test_the_documents_show_many_commands() -> None:
+    where = {p.id.split(":")[0] for p in documented_commands()}
+    assert {"README.md", "deploy.md", "benchmarks.md"} <= where and len(documented_commands()) >= 30
+
+
+@pytest.mark.parametrize("argv", documented_commands())
+def test_every_documented_command_is_one_the_parser_takes(argv: list[str]) -> None:
+    """A command copied from the documents is never a usage error (the benchmarks' commands that wrote
+    ``latency-1m-minilm+e5`` were refused once ``--tag`` was checked: ``+`` was not a file-name part)."""
+    from skillsearch.cli.main import build_parser
+    from skillsearch.cli.usage import UsageError
+
+    try:
+        build_parser().parse_args(argv)
+    except UsageError as exc:
+        pytest.fail(f"skillsearch {shlex.join(argv)}: {exc}")
