@@ -5,6 +5,7 @@ variable the code does not read, or a default the code does not use, fails here.
 from __future__ import annotations
 
 import ast
+import json
 import re
 import shlex
 from dataclasses import fields
@@ -169,3 +170,22 @@ def test_every_documented_command_is_one_the_parser_takes(argv: list[str]) -> No
         build_parser().parse_args(argv)
     except UsageError as exc:
         pytest.fail(f"skillsearch {shlex.join(argv)}: {exc}")
+
+
+def test_the_current_results_table_shows_each_files_own_command() -> None:
+    """docs/benchmarks.md, "Current results": "Each command is the one in the file's own header"."""
+    text = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    section = text.split("## Current results", 1)[1].split("\n## ", 1)[0]
+    compared = 0
+    for row in section.splitlines():
+        cells = [cell.strip() for cell in row.strip().strip("|").split("|")]
+        if len(cells) != 4 or not (stem := re.fullmatch(r"`([\w.+-]+?)(?:\.json)?`", cells[0])):
+            continue
+        results = ROOT / "benchmarks" / "results" / f"{stem.group(1)}.json"
+        assert results.is_file(), f"the table names {results.name}, which is not in benchmarks/results/"
+        command = json.loads(results.read_text(encoding="utf-8")).get("command")
+        shown = re.fullmatch(r"`([^`]+)`", cells[2])
+        if command and shown:
+            assert shown.group(1) == command, (stem.group(1), shown.group(1), command)
+            compared += 1
+    assert compared >= 15
