@@ -189,3 +189,46 @@ def test_the_current_results_table_shows_each_files_own_command() -> None:
             assert shown.group(1) == command, (stem.group(1), shown.group(1), command)
             compared += 1
     assert compared >= 15
+
+
+def parser_options() -> list[tuple[str, set[str]]]:
+    """``(command path, its long options)`` of every command of the ``skillsearch`` parser, nested ones included."""
+    import argparse
+
+    from skillsearch.cli.main import build_parser
+
+    found: list[tuple[str, set[str]]] = []
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        options = {s for a in parser._actions for s in a.option_strings if s.startswith("--") and s != "--help"}
+        found.append((path, options))
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{path} {name}".strip())
+
+    walk(build_parser(), "")
+    return found
+
+
+def test_the_readme_synopsis_names_every_command_and_option() -> None:
+    """README, "The command line": each command of the parser, with each of its options, is in the synopsis
+    block a user reads first (``--min-confidence``, ``mcp``, ``calibrate`` and the ``sources`` actions were not)."""
+    block = README.split("## The command line", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    lines: list[str] = []
+    for line in block.splitlines():  # a line that starts with spaces goes on with the command above
+        if line.startswith(" ") and lines:
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line)
+    missing = []
+    for path, options in parser_options():
+        if path.startswith("bench "):  # the benchmarks' own options: "Benchmarks" and docs/benchmarks.md
+            continue
+        shown = [line for line in lines if re.search(rf"skillsearch (\[[^]]*\] )*{re.escape(path)}\b", line)]
+        if not shown:
+            missing.append(path or "skillsearch")
+            continue
+        text = " ".join(shown)
+        missing += [f"{path} {o}" for o in sorted(options) if o != "--json" and o not in text]
+    assert not missing, f"the README's command-line block leaves out: {missing}"
