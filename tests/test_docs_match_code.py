@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from skillsearch.core.limits import Limits
-from skillsearch.core.settings import Settings
+from skillsearch.core.settings import NOT_FROM_ENV, Settings
 from skillsearch.retrieval.batching import default_layout
 from skillsearch.retrieval.writelock import DEFAULT_TIMEOUT_S
 
@@ -84,6 +84,20 @@ def test_the_environment_table_states_the_defaults_the_code_uses() -> None:
 def test_every_variable_the_readme_names_is_read_by_the_code() -> None:
     unknown = set(re.findall(r"SKILLSEARCH_[A-Z0-9_]+", README)) - read_in_code()
     assert not unknown, f"the README names variables nothing reads: {sorted(unknown)}"
+
+
+# Set by a parent process for its own children (serve --workers), never by an operator.
+INTERNAL_VARIABLES = {"SKILLSEARCH_SERVE_ARGS", "SKILLSEARCH_WORKER_FACTORY"}
+
+
+def test_every_variable_the_code_reads_is_in_the_readme() -> None:
+    """The other direction: an operator finds every knob in the README (the upstream's token and webhook
+    secret and the benchmarks' data root were named only in ``--help``)."""
+    read = {f"SKILLSEARCH_{f.name.upper()}" for f in (*fields(Settings), *fields(Limits)) if f.name not in NOT_FROM_ENV}
+    for path in (ROOT / "skillsearch").rglob("*.py"):
+        read |= set(re.findall(r"SKILLSEARCH_[A-Z0-9_]*[A-Z0-9](?![A-Z0-9_*])", path.read_text(encoding="utf-8")))
+    undocumented = read - INTERNAL_VARIABLES - set(re.findall(r"SKILLSEARCH_[A-Z0-9_]+", README))
+    assert not undocumented, f"variables the code reads that the README never names: {sorted(undocumented)}"
 
 
 def test_paths_the_readme_names_exist() -> None:
