@@ -107,6 +107,16 @@ def test_paths_the_readme_names_exist() -> None:
     assert not missing, f"the README names files that do not exist: {missing}"
 
 
+def test_source_files_the_documents_name_exist() -> None:
+    """Every ``skillsearch/``, ``tests/`` and ``benchmarks/`` Python file README.md and docs/*.md name
+    (docs/benchmarks.md sent readers to ``skillsearch/calibration.py``, which is ``retrieval/calibration.py``)."""
+    missing = sorted({f"{path.name}: {name}" for path in DOCS
+                      for name in re.findall(r"(?<![\w/.])((?:skillsearch|tests|benchmarks)/[\w/]+\.(?:py|c))\b",
+                                             path.read_text(encoding="utf-8"))
+                      if not (ROOT / name).is_file()})
+    assert not missing, f"the documents name files that do not exist: {missing}"
+
+
 def strings_outside_docstrings(tree: ast.AST) -> list[ast.Constant]:
     docstrings = {id(node.body[0].value) for node in ast.walk(tree)
                   if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
