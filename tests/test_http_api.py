@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -614,3 +615,19 @@ async def test_metrics_count_the_batching_query_encoder(fresh_sample: Catalog) -
     assert _metric(text, "skillsearch_query_encoder_failed_batches_total") == 0
     assert _metric(text, "skillsearch_query_encoder_largest_batch") >= 1
     assert "/no/such/path" not in text
+
+
+def test_the_readme_route_table_is_the_apps_api(app: FastAPI) -> None:
+    """README, "HTTP API and search page": each API row of the route table (method, path and query
+    parameters) is a route of the app's OpenAPI document, and each route there has its row (the table's
+    search row left out ``min_confidence``)."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    documented = {}
+    for row in readme.split("| route | what | needs |", 1)[1].split("\n\n", 1)[0].splitlines()[2:]:
+        first = row.replace("\\|", "/").split("|")[1]
+        for method, path, query in re.findall(r"`(GET|POST) (/[^`?\s]*)\??([^`\s]*)`", first):
+            documented[(method, path)] = set(re.findall(r"(\w+)=", query))
+    served = {(method.upper(), path): {p["name"] for p in op.get("parameters", []) if p["in"] == "query"}
+              for path, item in app.openapi()["paths"].items() for method, op in item.items()}
+    api = {key: query for key, query in documented.items() if key[1].startswith(("/v1/", "/healthz", "/readyz", "/metrics"))}
+    assert api == served
