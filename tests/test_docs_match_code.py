@@ -256,3 +256,44 @@ def test_the_readme_synopsis_names_every_command_and_option() -> None:
         text = " ".join(shown)
         missing += [f"{path} {o}" for o in sorted(options) if o != "--json" and o not in text]
     assert not missing, f"the README's command-line block leaves out: {missing}"
+
+
+def sync_toml_examples() -> list[Any]:
+    """Every ``toml`` block of README.md and docs/*.md that is a ``sync.toml`` (it has ``[upstream]``,
+    ``[[subscriptions]]`` or ``[[sources]]``), and the README's heredoc one."""
+    found = []
+    for path in DOCS:
+        text = path.read_text(encoding="utf-8")
+        blocks = re.findall(r"```toml\n(.*?)```", text, re.S) + re.findall(r"<<'TOML'\n(.*?)^TOML$", text, re.S | re.M)
+        found += [pytest.param(b, id=f"{path.name}#{i}") for i, b in enumerate(blocks)
+                  if re.search(r"^\[(upstream|\[subscriptions\]|\[sources\])\]", b, re.M)]
+    return found
+
+
+@pytest.mark.parametrize("example", sync_toml_examples())
+def test_every_sync_toml_example_loads_and_shows_the_defaults(example: str, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``sync.toml`` copied from the documents loads (a key the code does not know is a VALIDATION_ERROR),
+    and a number it shows for ``[upstream]`` is the default the code uses (docs/upstream-api.md left out
+    ``deadline_s``, ``max_response_bytes`` and ``max_pages_per_run`` and called ``timeout_s`` per request)."""
+    import tomllib
+
+    from skillsearch.sync.config import UpstreamConfig, load_config
+
+    monkeypatch.setenv("SKILLSEARCH_UPSTREAM_TOKEN", "t")
+    monkeypatch.setenv("SKILLSEARCH_WEBHOOK_SECRET", "s")
+    (tmp_path / "sync.toml").write_text(example, encoding="utf-8")
+    load_config(tmp_path / "sync.toml")
+    defaults = {f.name: f.default for f in fields(UpstreamConfig)}
+    for key, value in tomllib.loads(example).get("upstream", {}).items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            assert value == defaults[key], (key, value, defaults[key])
+
+
+def test_the_upstream_guide_shows_every_upstream_setting() -> None:
+    from skillsearch.sync.config import UpstreamConfig
+
+    guide = (ROOT / "docs" / "upstream-api.md").read_text(encoding="utf-8")
+    shown = set(re.findall(r"^(\w+) = ", guide.split("## 3.", 1)[1], re.M))
+    missing = {f.name for f in fields(UpstreamConfig)} - shown - {"token", "webhook_secret"}
+    assert not missing, f"settings docs/upstream-api.md does not show: {sorted(missing)}"
