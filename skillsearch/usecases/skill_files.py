@@ -22,7 +22,6 @@ import binascii
 import hashlib
 import hmac
 import json
-import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -33,8 +32,6 @@ from skillsearch.core.errors import SkillSearchError, echo
 from skillsearch.core.hashing import canonical_hash, sha256_hex
 from skillsearch.core.skill_uri import SKILL_MD, SkillAddress, parse_skill_uri, skill_name, skill_uri
 from skillsearch.core.visibility import is_visible, visible_grants
-
-log = logging.getLogger("skillsearch")
 
 __all__ = [
     "SKILL_MD",
