@@ -297,3 +297,17 @@ def test_the_upstream_guide_shows_every_upstream_setting() -> None:
     shown = set(re.findall(r"^(\w+) = ", guide.split("## 3.", 1)[1], re.M))
     missing = {f.name for f in fields(UpstreamConfig)} - shown - {"token", "webhook_secret"}
     assert not missing, f"settings docs/upstream-api.md does not show: {sorted(missing)}"
+
+
+def test_the_architecture_names_every_module() -> None:
+    """docs/architecture.md is where a reviewer looks a module up: each one (the benchmark harness aside,
+    which docs/benchmarks.md describes) is named there as ``name.py`` or ``package/name.py``."""
+    architecture = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    unnamed = []
+    for path in sorted((ROOT / "skillsearch").rglob("*.py")):
+        relative = path.relative_to(ROOT / "skillsearch")
+        if path.name in ("__init__.py", "__main__.py") or relative.parts[0] in ("sample", "bench"):
+            continue
+        if f"`{relative.as_posix()}" not in architecture and f"`{path.name}`" not in architecture:
+            unnamed.append(relative.as_posix())
+    assert not unnamed, f"modules docs/architecture.md does not name: {unnamed}"
