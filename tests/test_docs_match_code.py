@@ -311,3 +311,19 @@ def test_the_architecture_names_every_module() -> None:
         if f"`{relative.as_posix()}" not in architecture and f"`{path.name}`" not in architecture:
             unnamed.append(relative.as_posix())
     assert not unnamed, f"modules docs/architecture.md does not name: {unnamed}"
+
+
+def test_a_readme_layout_row_that_lists_modules_lists_them_all() -> None:
+    """README, "Layout": a package row names all of its modules, or says it names some (``...``); the http,
+    mcp and cli rows looked whole and left out seven modules."""
+    rows = table_rows("| path | what |")
+    checked = 0
+    for path, what in ((row[0], row[1]) for row in rows):
+        package = re.fullmatch(r"`(skillsearch/\w+)/`", path)
+        if not package or "..." in what or not re.search(r"`\w+\.py`", what):
+            continue
+        modules = {p.name for p in (ROOT / package.group(1)).glob("*.py") if p.name not in ("__init__.py", "__main__.py")}
+        missing = sorted(m for m in modules if f"`{m}`" not in what)
+        assert not missing, f"README's {package.group(1)}/ row leaves out {missing}"
+        checked += 1
+    assert checked >= 3
