@@ -327,3 +327,21 @@ def test_a_readme_layout_row_that_lists_modules_lists_them_all() -> None:
         assert not missing, f"README's {package.group(1)}/ row leaves out {missing}"
         checked += 1
     assert checked >= 3
+
+
+def test_the_index_format_names_the_vector_files_and_their_thresholds() -> None:
+    """index/README.md, the data directory's format: its ``vectors/`` rows are the files the vector store
+    writes, and the row counts it gives are the code's (it described ``rows.json`` and an int8 copy from 40k
+    rows after both had changed)."""
+    from skillsearch.retrieval import vector_files
+    from skillsearch.retrieval.vector_saves import MAPPED_FROM
+    from skillsearch.retrieval.vector_stage import COMPACT_FROM
+
+    text = (ROOT / "index" / "README.md").read_text(encoding="utf-8")
+    rows = {cell for line in text.splitlines() if line.startswith("| `vectors/")
+            for cell in re.findall(r"`vectors/([\w.]+)`", line.split("|")[1])}
+    written = {vector_files.MATRIX_FILE, vector_files.ROWS_FILE, vector_files.LOG_FILE, vector_files.CODES_FILE,
+               vector_files.SCALES_FILE}
+    assert rows == written
+    assert f"from {COMPACT_FROM:,} rows: the matrix's int8 copy" in text
+    assert f"from {MAPPED_FROM // 1000}k rows it ends in spare zero rows" in text
