@@ -345,3 +345,19 @@ def test_the_index_format_names_the_vector_files_and_their_thresholds() -> None:
     assert rows == written
     assert f"from {COMPACT_FROM:,} rows: the matrix's int8 copy" in text
     assert f"from {MAPPED_FROM // 1000}k rows it ends in spare zero rows" in text
+
+
+def test_every_error_code_a_surface_answers_is_in_the_readme() -> None:
+    """The error tree (``core/errors.py``) and the HTTP app's routing errors: a program that reads
+    ``error.code`` finds each in the README (``NOT_FOUND``, ``METHOD_NOT_ALLOWED``, ``INTERNAL`` and
+    ``UPSTREAM_UNAVAILABLE`` were answered but named nowhere there)."""
+    import skillsearch.http.errors as http_errors
+    from skillsearch.core import errors
+
+    def tree(cls: type) -> list[type]:
+        return [cls, *(c for sub in cls.__subclasses__() for c in tree(sub))]
+
+    codes = {c.code for c in tree(errors.SkillSearchError) if c.__module__ == errors.__name__}
+    codes |= {c.code for c in http_errors._ROUTING.values()}
+    missing = sorted(code for code in codes if not re.search(rf"`[^`\n]*\b{code}\b[^`\n]*`", README))
+    assert not missing, f"error codes the README never names: {missing}"
