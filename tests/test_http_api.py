@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -614,3 +615,35 @@ async def test_metrics_count_the_batching_query_encoder(fresh_sample: Catalog) -
     assert _metric(text, "skillsearch_query_encoder_failed_batches_total") == 0
     assert _metric(text, "skillsearch_query_encoder_largest_batch") >= 1
     assert "/no/such/path" not in text
+
+
+def test_the_readme_route_table_is_the_apps_api(app: FastAPI) -> None:
+    """README, "HTTP API and search page": each API row of the route table (method, path and query
+    parameters) is a route of the app's OpenAPI document, and each route there has its row (the table's
+    search row left out ``min_confidence``)."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    documented = {}
+    for row in readme.split("| route | what | needs |", 1)[1].split("\n\n", 1)[0].splitlines()[2:]:
+        first = row.replace("\\|", "/").split("|")[1]
+        for method, path, query in re.findall(r"`(GET|POST) (/[^`?\s]*)\??([^`\s]*)`", first):
+            documented[(method, path)] = set(re.findall(r"(\w+)=", query))
+    served = {(method.upper(), path): {p["name"] for p in op.get("parameters", []) if p["in"] == "query"}
+              for path, item in app.openapi()["paths"].items() for method, op in item.items()}
+    api = {key: query for key, query in documented.items() if key[1].startswith(("/v1/", "/healthz", "/readyz", "/metrics"))}
+    assert api == served
+
+
+@pytest.mark.anyio
+async def test_every_metric_served_is_in_the_deploy_guides_table(client: httpx.AsyncClient) -> None:
+    """docs/deploy.md, "What to watch": an operator finds every metric family ``/metrics`` serves there
+    (``skillsearch_last_sync_age_seconds`` was served but named nowhere)."""
+    await client.get("/v1/search", params={"q": "python", "mode": "lexical"}, headers=DEMO)
+    text = (await client.get("/metrics")).text
+    served = {re.sub(r"_total$", "", name) for name in re.findall(r"^# TYPE (skillsearch_\w+) ", text, re.M)
+              if not name.endswith("_created")}  # a counter's or histogram's creation time, not a family
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "deploy.md").read_text(encoding="utf-8")
+    table = guide.split("| metric | watch for |", 1)[1].split("\n\n", 1)[0]
+    named = {re.sub(r"_total$", "", n) for n in re.findall(r"`(skillsearch_\w+\*?)", table)}
+    prefixes = tuple(n.rstrip("*") for n in named if n.endswith("*"))
+    missing = {m for m in served if m not in named and not m.startswith(prefixes)}
+    assert {"skillsearch_http_requests", "skillsearch_index_documents"} <= served and not missing, sorted(missing)

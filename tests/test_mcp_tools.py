@@ -404,3 +404,16 @@ async def test_the_catalog_is_opened_once_per_server_lifespan_not_per_call(
         for tool, args in (("list_skills", {}), ("search_skills", {"query": "git"}), ("recall_cloud_skill", {"query": "git"})):
             ok(await client.call_tool(tool, args))
     assert len(opened) == 1
+
+
+async def test_the_readme_tool_table_names_each_tool_and_its_arguments(operator: Client) -> None:
+    """README, "MCP server": the table a host author reads lists every tool tools/list serves, and its
+    "for" column names exactly the arguments of the tool's inputSchema."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    table = readme.split("| tool | for | answer |", 1)[1].split("\n\n", 1)[0]
+    documented = {}
+    for row in table.splitlines()[2:]:
+        name, purpose, _ = (cell.strip() for cell in row.strip().strip("|").split("|"))
+        documented[name.strip("`")] = set(re.findall(r"`(\w+)`", purpose.rsplit("(", 1)[1]))
+    served = {t.name: set(t.input_schema["properties"]) for t in (await operator.list_tools()).tools}
+    assert documented == served

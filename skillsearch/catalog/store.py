@@ -14,7 +14,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -293,6 +293,29 @@ class CatalogStore:
             f"SELECT {SKILL_COLUMNS} FROM skills WHERE grant_key = ? AND slug = ?", (grant, slug)
         ).fetchone()
         return skill_from_row(row) if row else None
+
+    def slugs_spelt_like(self, grant: str, pattern: str) -> list[str]:
+        """The slugs of ``grant`` that the SQL ``LIKE`` pattern matches, in order."""
+        rows = self.connection().execute(
+            "SELECT slug FROM skills WHERE grant_key = ? AND slug LIKE ? ORDER BY slug", (grant, pattern)
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def current_revisions_without(self, body_key: str, done_key: str) -> int:
+        """How many current revisions have no ``body_key`` in their body. Once none has, ``done_key`` is
+        recorded in ``meta`` and later calls answer 0 without counting (a read-only or busy catalog records
+        it at a later open)."""
+        conn = self.connection()
+        if conn.execute("SELECT 1 FROM meta WHERE key = ?", (done_key,)).fetchone():
+            return 0
+        count = int(conn.execute(
+            "SELECT COUNT(*) FROM skills s JOIN revisions r ON r.revision_id = s.current_revision_id"
+            " WHERE json_type(r.body, ?) IS NULL", (f"$.{body_key}",)
+        ).fetchone()[0])
+        if not count:
+            with suppress(sqlite3.Error):  # a read-only or busy catalog: counted again at the next open
+                conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, '1')", (done_key,))
+        return count
 
     def look_alike(self, grant: str, skill_id: str, name: str) -> tuple[str, str] | None:
         """(skill id, name) of another skill of ``grant`` whose different name looks like ``name`` (the

@@ -32,11 +32,12 @@ def skills_arg(text: str) -> str:
 
 
 def tag_arg(text: str) -> str:
-    """``type=`` of ``--tag``: one safe part of a file name (letters, digits, ``.``, ``_``, ``-``; at most 64)."""
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", text):
+    """``type=`` of ``--tag``: one safe part of a file name (letters, digits, ``.``, ``_``, ``-``, ``+``; at most
+    64). ``+`` stays allowed: encoder names hold it, and so do committed result stems (``latency-1m-minilm+e5``)."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}", text):
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a file-name part: give up to 64 letters, digits, '.', '_' or '-', starting with a"
-            " letter or digit")
+            f"{text!r} is not a file-name part: give up to 64 letters, digits, '.', '_', '-' or '+', starting"
+            " with a letter or digit")
     return text
 
 

@@ -22,8 +22,6 @@ import binascii
 import hashlib
 import hmac
 import json
-import logging
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -34,8 +32,6 @@ from skillsearch.core.errors import SkillSearchError, echo
 from skillsearch.core.hashing import canonical_hash, sha256_hex
 from skillsearch.core.skill_uri import SKILL_MD, SkillAddress, parse_skill_uri, skill_name, skill_uri
 from skillsearch.core.visibility import is_visible, visible_grants
-
-log = logging.getLogger("skillsearch")
 
 __all__ = [
     "SKILL_MD",
@@ -130,10 +126,7 @@ def _resolve(store: CatalogStore, grant: str, name: str) -> Skill | None:
     exact = store.skill_by_slug(grant, name)
     if exact is not None:
         return exact
-    rows = store.connection().execute(
-        "SELECT slug FROM skills WHERE grant_key = ? AND slug LIKE ? ORDER BY slug", (grant, name.replace("-", "-%"))
-    ).fetchall()
-    slugs = [r[0] for r in rows if skill_name(r[0]) == name]
+    slugs = [slug for slug in store.slugs_spelt_like(grant, name.replace("-", "-%")) if skill_name(slug) == name]
     return store.skill_by_slug(grant, slugs[0]) if slugs else None
 
 
@@ -256,20 +249,10 @@ SKILL_MD_KEPT = "skill_md_kept"
 def legacy_skill_md_note(store: CatalogStore) -> str | None:
     """What to run, when current revisions were written before revisions kept their SKILL.md (no
     ``skill_md`` key in the body): they are served a rendered SKILL.md until imported again."""
-    conn = store.connection()
-    if conn.execute("SELECT 1 FROM meta WHERE key = ?", (SKILL_MD_KEPT,)).fetchone():
+    count = store.current_revisions_without("skill_md", SKILL_MD_KEPT)
+    if not count:
         return None
-    row = conn.execute(
-        "SELECT COUNT(*) FROM skills s JOIN revisions r ON r.revision_id = s.current_revision_id"
-        " WHERE json_type(r.body, '$.skill_md') IS NULL"
-    ).fetchone()
-    if not row[0]:
-        try:
-            conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, '1')", (SKILL_MD_KEPT,))
-        except sqlite3.Error as exc:  # a read-only or busy catalog: counted again at the next open
-            log.debug("could not record %s: %s", SKILL_MD_KEPT, exc)
-        return None
-    return (f"{row[0]} skills were stored before skillsearch kept each SKILL.md as authored: the MCP Skills "
+    return (f"{count} skills were stored before skillsearch kept each SKILL.md as authored: the MCP Skills "
             "extension serves them a SKILL.md rendered from their parsed fields. To serve the authored bytes, "
             "import their folders again (`skillsearch import PATH --source SOURCE --grant GRANT`); synced skills "
             "get theirs with their next upstream change.")
