@@ -510,7 +510,10 @@ async def test_unknown_routes_and_methods(client: httpx.AsyncClient) -> None:
     assert_error(await client.get("/v2/nothing", headers=DEMO), 404, "NOT_FOUND")
     resp = await client.delete("/v1/skills", headers=DEMO)
     assert_error(resp, 405, "METHOD_NOT_ALLOWED")
-    assert resp.headers["allow"] == "GET"
+    assert resp.headers["allow"] == "GET, HEAD"  # HEAD is answered on every GET route (http/head.py)
+    posted = await client.get("/v1/recall", headers=DEMO)
+    assert_error(posted, 405, "METHOD_NOT_ALLOWED")
+    assert posted.headers["allow"] == "POST"
 
 
 @pytest.mark.anyio

@@ -144,4 +144,15 @@ def install_error_handlers(app: FastAPI) -> None:
             error: SkillSearchError = ValidationError(f"body: {reason}", {"problems": [problem("body", reason)]})
         else:
             error = _ROUTING.get(exc.status_code, _RoutingError)(str(exc.detail))
-        return error_response(error, exc.status_code, getattr(exc, "headers", None))
+        return error_response(error, exc.status_code, _with_head(getattr(exc, "headers", None)))
+
+
+def _with_head(headers: dict[str, str] | None) -> dict[str, str] | None:
+    """A 405's ``Allow`` names ``HEAD`` wherever it names ``GET``: ``head.HeadAsGet`` answers it on every GET route."""
+    allow = (headers or {}).get("Allow")
+    if headers is None or allow is None:
+        return headers
+    methods = [m.strip() for m in allow.split(",") if m.strip()]
+    if "GET" in methods and "HEAD" not in methods:
+        methods.insert(methods.index("GET") + 1, "HEAD")
+    return {**headers, "Allow": ", ".join(methods)}
