@@ -7,6 +7,7 @@ bounds (deadline, bytes, content type, redirects) are exercised the way a hostil
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -21,6 +22,39 @@ from urllib.parse import parse_qs, urlparse
 def item(n: int, prefix: str = "h") -> dict[str, Any]:
     return {"op": "upsert", "skill": {"skill_id": f"{prefix}-{n}", "slug": f"{prefix}-skill-{n}"},
             "revision": {"name": f"{prefix} skill {n}", "description": f"Hostile test skill number {n}."}}
+
+
+# The body and the resource of ``cc-1`` hold control characters too: content, kept byte for byte.
+CONTROL_BODY = "# Colours\r\n\r\nPrint \x1b[31mred\x1b[0m, a NUL \x00 and \u202e here.\r\n"
+CONTROL_BYTES = b"\x1b[2J\x00\x9b\xe2\x80\xae\r\n"
+
+
+def control_char_items() -> list[dict[str, Any]]:
+    """Items whose one-line fields (name, tag, step tool) or description hold a terminal's control
+    characters or a bidi override, each with the skill id it should be rejected under; ``cc-1`` (with
+    control characters only in its body and resource) and ``cc-9`` (a description with a tab and line
+    breaks) are valid."""
+    def flow(n: int, tool: str, pdesc: str) -> dict[str, Any]:
+        it = item(n, "cc")
+        it["revision"].update(kind="flow_template", steps=[{"tool": tool, "args": {"q": "{q}"}}],
+                              parameters=[{"name": "q", "description": pdesc}])
+        return it
+
+    good = item(1, "cc")
+    good["revision"].update(instructions=CONTROL_BODY, skill_md=(
+        "---\nname: cc-skill-1\ndescription: Hostile test skill number 1.\n---\n" + CONTROL_BODY))
+    good["resources"] = [{"path": "raw.bin", "encoding": "base64",
+                          "content": base64.b64encode(CONTROL_BYTES).decode()}]
+    bad = [item(n, "cc") for n in range(2, 7)]
+    bad[0]["revision"]["name"] = "a\x1b[2Jb"
+    bad[1]["revision"]["name"] = "nul\x00name"
+    bad[2]["revision"]["name"] = "evil\u202etxt.exe"
+    bad[3]["revision"]["tags"] = ["ok", "c1\x9b31m"]
+    bad[4]["revision"]["description"] = "Looks fine\u2066 until rendered."
+    multiline = item(9, "cc")
+    multiline["revision"]["description"] = "First line,\n\tthen an indented second line.\n"
+    return [good, *bad, flow(7, "shell\x1b]0;owned\x07", "the query"), flow(8, "search", "the \x1b[8m query"),
+            multiline]
 
 
 def _gzip_bomb(decoded_mib: int) -> bytes:
@@ -125,6 +159,8 @@ class HostileUpstream:
                     bad = item(2)
                     bad["revision"]["metadata"] = {"ratio": float("nan"), "limit": float("inf")}
                     self._page([item(1), bad], "done", False)  # json.dumps writes the bare words NaN, Infinity
+                elif sub == "control-chars":
+                    self._page(control_char_items(), "done", False)
                 elif sub == "escape-code":
                     self._send(400, b'{"error": {"code": "\\u001b]0;owned\\u0007\\u001b[2J", "message": "x"}}')
                 elif sub == "escape-cursor":

@@ -334,3 +334,35 @@ def test_calibrate_refuses_a_labelled_file_with_no_queries(data_dir: Path, tmp_p
     queries.write_text("\n\n")
     code, payload = run(data_dir, "calibrate", "--queries", str(queries), "--json")
     assert code == 1 and payload["error"]["message"].startswith(f"{queries}: no labelled queries")
+
+
+def test_text_output_escapes_control_characters_stored_before_they_were_refused(tmp_path: Path) -> None:
+    """Import and sync now refuse control characters in names and descriptions, but a catalog may hold
+    skills stored before: `list`, `search` and `get` printed their names raw (``a\\x1b[2Jb`` cleared the
+    terminal, U+202E turned the line around). The text output now shows them as escapes, and a name's line
+    break too (it would forge a line of the listing); ``--json`` still gives every string exactly."""
+    from skillsearch.core.domain import Revision, SkillContent
+    from skillsearch.core.settings import Settings
+    from skillsearch.service import Catalog
+
+    name, description = "evil\x1b[2J\x1b]0;owned\x07\u202eexe\nsk_forged  knowledge  x", "Rolls\x9b31m out\nkubectl."
+    body = "Run \x1b[31mkubectl rollout\x1b[0m.\r\nDone."
+    data = tmp_path / "data"
+    catalog = Catalog(Settings(data_dir=data, seed_sample=False, encoder="hashing"))
+    try:  # what the store holds from before the rule: built without SkillContent's checks
+        catalog.store.upsert(SkillContent.model_construct(
+            skill_id="sk_legacy", slug="legacy", grant="team:t", source="old", resources=(),
+            revision=Revision(name=name, description=description, kind="knowledge", instructions=body)))
+    finally:
+        catalog.close()
+    outputs = []
+    for argv in (("list",), ("search", "kubectl rollout", "--mode", "lexical"), ("get", "legacy")):
+        code, text = run(data, "--encoder", "hashing", *argv)
+        assert code == 0, text
+        outputs.append(text)
+        assert not any(c in text for c in "\x1b\x07\x9b\u202e"), (argv, text)
+        assert "evil\\x1b[2J\\x1b]0;owned\\x07\\u202eexe\\nsk_forged" in text, (argv, text)
+    assert "Rolls\\x9b31m out\nkubectl." in outputs[1] and "Rolls\\x9b31m out\nkubectl." in outputs[2]
+    assert "Run \\x1b[31mkubectl rollout\\x1b[0m.\r\nDone." in outputs[2]
+    code, got = run(data, "--encoder", "hashing", "get", "legacy", "--json")
+    assert code == 0 and (got["name"], got["description"], got["instructions"]) == (name, description, body)

@@ -222,3 +222,42 @@ def test_the_reference_upstream_loads_folders_through_the_same_walk(tmp_path: Pa
     assert any("symbolic link" in str(p) for p in problems)
     feed = json.dumps(up.feed("subs").live())
     assert SECRET not in feed and "ok.txt" in feed and "leak.txt" not in feed
+
+
+def test_control_characters_refuse_a_skill_md_but_not_its_neighbours(tmp_path: Path) -> None:
+    """A SKILL.md whose name holds ESC (YAML's ``"\\e[2J"``, which clears the screen when `list` prints
+    it), a tag holding a right-to-left override, or a description holding a NUL was imported and printed
+    raw. Now each is refused with a reason naming the field, printed with the control character escaped;
+    its neighbours are imported: a literal-block description keeps its line break, and a body holding an
+    ESC is stored byte for byte as authored."""
+    root = tmp_path / "in"
+    write_skill(root / "esc-name", "esc-name", front='name: "a\\e[2Jb"\ndescription: Clears the screen.')
+    write_skill(root / "bidi-tag", "bidi-tag",
+                front='name: bidi-tag\ndescription: A tag reads backwards.\ntags: [ok, "txt\\u202eexe"]')
+    write_skill(root / "nul-description", "nul-description", front='name: nul-description\ndescription: "a\\0b"')
+    write_skill(root / "block", "block", front="name: block\ndescription: |\n  First line.\n  Second line.")
+    authored = "---\nname: coloured\ndescription: Prints in colour.\n---\nEcho \x1b[31mred\x1b[0m.\n"
+    (root / "coloured").mkdir()
+    (root / "coloured" / "SKILL.md").write_bytes(authored.encode("utf-8"))
+    data = tmp_path / "data"
+    code, payload, err = cli(data, "import", str(root), "--source", "local", "--grant", "team:t", "--json")
+    assert code == 1 and payload is not None
+    assert payload["created"] == 2, payload
+    reasons = {Path(p["file"]).parent.name: p["reason"] for p in payload["problems"]}
+    assert sorted(reasons) == ["bidi-tag", "esc-name", "nul-description"], reasons
+    assert "name holds a control or bidirectional-override character (U+001B)" in reasons["esc-name"]
+    assert "tags[1] holds" in reasons["bidi-tag"] and "U+202E" in reasons["bidi-tag"]
+    assert "description holds" in reasons["nul-description"] and "U+0000" in reasons["nul-description"]
+    assert "\x1b" not in err and "\u202e" not in err and "\x00" not in err, err
+    code, got, _ = cli(data, "get", "coloured", "--json")
+    assert code == 0 and got["instructions"] == "Echo \x1b[31mred\x1b[0m."
+    code, block, _ = cli(data, "get", "block", "--json")
+    assert code == 0 and block["description"] == "First line.\nSecond line."
+    catalog = Catalog(Settings(data_dir=data, encoder="hashing"))
+    try:
+        skill = catalog.store.skill_by_slug("team:t", "coloured")
+        assert skill is not None
+        revision = catalog.store.revision(skill.current_revision_id)
+        assert revision is not None and revision.skill_md.encode("utf-8") == authored.encode("utf-8")
+    finally:
+        catalog.close()

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from hostile_support import peak_rss_mb_of
-from hostile_upstream import hostile_upstream, prepare_bomb, prepare_stacked_bomb
+from hostile_upstream import CONTROL_BODY, CONTROL_BYTES, hostile_upstream, prepare_bomb, prepare_stacked_bomb
 from syncsupport import config_for
 
 from skillsearch.core.settings import Settings
@@ -249,3 +249,29 @@ def test_an_odd_retry_after_is_a_retry_not_a_crash(catalog: Catalog, upstream: t
     url, _ = upstream
     report = _run(catalog, url, "odd-retry-after", backoff_max_s=0.05)["odd-retry-after"]
     assert report["error"] is None and report["created"] == 1
+
+
+def test_control_characters_in_one_line_fields_reject_their_item(catalog: Catalog, upstream: tuple[str, Any]) -> None:
+    """A name holding ESC (``a\\x1b[2Jb`` clears the screen when `list` prints it), a NUL, a right-to-left
+    override, a C1 control in a tag, a bidi isolate in a description, escapes in a step's tool and in a
+    parameter's description were all stored. Now each such item is rejected with a reason that names the
+    field; the items beside them are stored, a description keeps its tab and line breaks, and a body and a
+    resource holding control characters stay byte for byte what was sent."""
+    url, _ = upstream
+    report = _run(catalog, url, "control-chars")["control-chars"]
+    assert report["error"] is None
+    reasons = {r["skill_id"]: r["reason"] for r in report["rejected"]}
+    expected = {"cc-2": "name holds", "cc-3": "name holds", "cc-4": "name holds", "cc-5": "tags[1] holds",
+                "cc-6": "description holds", "cc-7": "steps[0].tool holds", "cc-8": "parameters[0].description holds"}
+    assert sorted(reasons) == sorted(expected), reasons
+    for skill_id, field in expected.items():
+        assert field in reasons[skill_id] and "control or bidirectional-override character" in reasons[skill_id]
+    assert "U+001B" in reasons["cc-2"] and "U+0000" in reasons["cc-3"] and "U+202E" in reasons["cc-4"]
+    assert sorted(catalog.store.skill_ids_of_source("upstream:control-chars")) == ["cc-1", "cc-9"]
+    stored = catalog.store.skill("cc-1")
+    assert stored is not None
+    body = catalog.store.revision(stored.current_revision_id)
+    assert body is not None and body.instructions == CONTROL_BODY and body.skill_md.endswith(CONTROL_BODY)
+    assert [r.content for r in catalog.store.resources(body.revision_id, with_content=True)] == [CONTROL_BYTES]
+    multiline = catalog.store.skill("cc-9")
+    assert multiline is not None and multiline.description == "First line,\n\tthen an indented second line."

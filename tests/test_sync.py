@@ -377,6 +377,36 @@ def test_cli_sync_and_status(catalog: Catalog, upstream: ReferenceUpstream, upst
     assert json.loads(out.getvalue())["error"]["code"] == "VALIDATION_ERROR"  # token_env is not set now
 
 
+@pytest.mark.parametrize("url", ["http://skills.example.com", "http://10.0.0.7:8765", "http://localhost@evil.example",
+                                 "http://127.0.0.1.nip.io"])
+def test_plain_http_to_another_host_is_refused_unless_allowed(tmp_path: Path, url: str) -> None:
+    """``url = "http://platform.example.com"`` was accepted, so the subscription's bearer token went over
+    the network in clear text with every pull. Plain http is now refused at config time unless the host is
+    this machine, with a VALIDATION_ERROR that names the setting and the opt-in; loopback http (the demo,
+    the tests) and ``allow_insecure_http = true`` are accepted; the opt-in must be a boolean."""
+    def sync_config(text: str) -> dict[str, Any]:
+        config_file = tmp_path / "sync.toml"
+        config_file.write_text(f'[upstream]\n{text}token = "t"\nretries = 0\ntimeout_s = 0.5\n\n'
+                               '[[subscriptions]]\nid = "a"\n', encoding="utf-8")
+        out = io.StringIO()
+        cli.main(["--data-dir", str(tmp_path / "d"), "-q", "sync", "--config", str(config_file), "--status", "--json"],
+                 out)
+        return dict(json.loads(out.getvalue()))
+
+    refused = sync_config(f'url = "{url}"\n')["error"]
+    assert refused["code"] == "VALIDATION_ERROR"
+    [message] = [p["message"] for p in refused["details"]["problems"]]
+    assert message.startswith("upstream.url is plain http:// to ") and "clear text" in message, message
+    assert "allow_insecure_http = true" in message and "https://" in message
+    allowed = sync_config(f'url = "{url}"\nallow_insecure_http = true\n')
+    assert allowed["upstream_url"] == url and allowed["subscriptions"][0]["subscription_id"] == "a"
+    for local in ("http://127.0.0.1:9", "http://127.8.9.10:9", "http://[::1]:9", "http://localhost:9",
+                  "https://skills.example.com"):
+        assert sync_config(f'url = "{local}"\n')["upstream_url"] == local
+    wrong = sync_config(f'url = "{url}"\nallow_insecure_http = "yes"\n')["error"]["details"]["problems"]
+    assert "upstream.allow_insecure_http must be true or false" in [p["message"] for p in wrong]
+
+
 def test_a_misspelt_setting_in_sync_toml_is_refused_with_the_closest_name(tmp_path: Path) -> None:
     """``intervl_s`` or a stray key was ignored and its setting silently left at the default (audit)."""
     config_file = tmp_path / "sync.toml"

@@ -279,3 +279,28 @@ def test_a_slug_clash_inside_a_page_rejects_only_that_item(catalog: Catalog, ups
     assert "already used" in report.outcome.rejected[0].reason
     assert report.outcome.created == ["sk_newcomer"] and catalog.store.skill("sk_usurper") is None
     index_matches_store(catalog)
+
+
+def test_an_unexpected_exception_is_recorded_as_the_runs_error(
+    catalog: Catalog, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An exception no layer expects (a MemoryError inside the HTTP stack, as a stacked gzip bomb once
+    raised) escaped the run with nothing written to the sync state: `sync --status` and /v1/sync/status
+    showed no error for a failed run. Now its type and the start of its message are the subscription's
+    last error (one line, bounded, no traceback), the run is reported failed, and the log has the
+    traceback."""
+    def explode(request: httpx.Request) -> httpx.Response:
+        raise MemoryError("inflating \x1b[2J" + "x" * 5000 + "\nline two")
+
+    config = config_for("http://127.0.0.1:9", SUB)
+    client = HttpSubscriptionClient(config.upstream, transport=httpx.MockTransport(explode))
+    with caplog.at_level("ERROR", logger="skillsearch.sync"):
+        [report] = catalog.subscriptions.sync_once(config, client=client)
+    assert report.error is not None and "MemoryError" in report.error["message"]
+    [status] = catalog.subscriptions.sync_status(config).subscriptions
+    assert status.failing and status.last_error is not None
+    error = status.last_error.split(" ", 1)[1]
+    assert error.startswith("sync failed unexpectedly (MemoryError: inflating \\x1b[2Jxxx"), error
+    assert len(error) < 400 and "\n" not in error and "\x1b" not in error and "Traceback" not in error
+    [logged] = [r for r in caplog.records if r.exc_info is not None]
+    assert logged.exc_info is not None and logged.exc_info[0] is MemoryError

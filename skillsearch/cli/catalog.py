@@ -27,6 +27,7 @@ from skillsearch.core.errors import SkillInvalidError, ValidationError, problem
 from skillsearch.core.fusion import FUSIONS
 from skillsearch.core.templates import coerce_text_value
 from skillsearch.core.views import WEAK_CONFIDENCE
+from skillsearch.core.wellformed import terminal_safe
 from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 
@@ -38,7 +39,7 @@ def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     catalog = Catalog(settings_from_args(args))
     report = catalog.import_path(Path(args.path), args.source, args.grant, progress_factory(not args.quiet))
     for invalid in report.problems:
-        print(f"invalid: {invalid}", file=sys.stderr)
+        print(terminal_safe(f"invalid: {invalid}"), file=sys.stderr)
     payload = report.to_dict()
     emit(out, args, payload, lambda: (
         f"imported into {report.source} ({report.grant}): {len(report.created)} created, "
@@ -91,7 +92,7 @@ def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
         for i, h in enumerate(view.hits, start=1):
             e = h.explanation
             conf = f"  confidence={shown(h.confidence)}" if h.confidence is not None else ""
-            lines.append(f"{i:>2}. {h.name}  [{h.kind}]  {h.skill_id}  score={h.score:.3f}{conf}")
+            lines.append(f"{i:>2}. {terminal_safe(h.name, one_line=True)}  [{h.kind}]  {h.skill_id}  score={h.score:.3f}{conf}")
             lines.append(f"    {h.description[:160]}")
             lines.append(f"    why: lexical rank {e.lexical_rank or '-'}, semantic rank {e.semantic_rank or '-'}"
                          f" (cos {e.semantic_score if e.semantic_score is not None else '-'})")
@@ -114,7 +115,7 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
     )
     filtered = " with that kind or tag" if args.kind or args.tag else ""
     emit(out, args, page.model_dump(), lambda: "\n".join(
-        [f"{s.skill_id}  {s.kind:<13}  {s.name}" for s in page.items]
+        [f"{s.skill_id}  {s.kind:<13}  {terminal_safe(s.name, one_line=True)}" for s in page.items]
         + ([f"(more: --cursor {page.next_cursor})"] if page.next_cursor else [])
     ) or f"(no skills you can see{filtered})")
     return 0
@@ -125,8 +126,8 @@ def cmd_get(args: argparse.Namespace, out: TextIO) -> int:
     detail = catalog.get_skill(principal_from_args(args), args.skill_id)
 
     def text() -> str:
-        lines = [f"# {detail.name}  ({detail.kind}, {detail.skill_id}, revision {detail.revision_id})",
-                 detail.description, ""]
+        name = terminal_safe(detail.name, one_line=True)
+        lines = [f"# {name}  ({detail.kind}, {detail.skill_id}, revision {detail.revision_id})", detail.description, ""]
         if detail.parameters is not None:
             lines.append("Parameters:")
             lines += [f"  {p.name}: {p.type}{' (required)' if p.required else ''}"
@@ -275,7 +276,8 @@ def add_commands(sub: Subparsers) -> None:
                    help=f"skills per page, 1 to {MAX_PAGE} (default 50)")
     p.add_argument("--cursor")
 
-    p = add_command(sub, "get", cmd_get, "show a skill: instructions, or steps and parameters")
+    p = add_command(sub, "get", cmd_get, "show a skill: instructions, or steps and parameters (--json: the"
+                    " exact text; the text output shows control characters as escapes)")
     p.add_argument("skill_id", metavar="SKILL_ID|SLUG",
                    help="a skill_id from search or list, or a slug only one skill you can see has")
     add_grants(p)

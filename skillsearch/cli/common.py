@@ -15,6 +15,7 @@ from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
 from skillsearch.core.errors import StartupError
 from skillsearch.core.grants import grant_problem
 from skillsearch.core.settings import Settings
+from skillsearch.core.wellformed import terminal_safe
 from skillsearch.service import Catalog
 
 __all__ = [
@@ -85,10 +86,13 @@ def note_new_data_dir(args: argparse.Namespace, seeded: int = 0) -> None:
 
 
 def emit(out: TextIO, args: argparse.Namespace, payload: Any, text: Callable[[], str]) -> None:
+    """``payload`` as one JSON object (``--json``: every string exactly as stored, JSON-escaped), else the
+    text, with control and bidi-override characters shown as escapes (``\\x1b``): a name or description
+    stored before import and sync refused them must not drive the terminal."""
     if args.json:
         out.write(json.dumps(payload, ensure_ascii=False, default=str) + "\n")
     else:
-        out.write(text() + "\n")
+        out.write(terminal_safe(text()) + "\n")
 
 
 def add_command(sub: Subparsers, name: str, func: Command, help_text: str) -> argparse.ArgumentParser:

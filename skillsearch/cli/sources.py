@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from skillsearch.cli.common import Subparsers, add_command, emit, grant_arg, progress_factory, settings_from_args
 from skillsearch.core.errors import ValidationError, problem
+from skillsearch.core.wellformed import terminal_safe
 from skillsearch.service import Catalog
 from skillsearch.sync.config import default_config_path
 from skillsearch.sync.sources import DEFAULT_INTERVAL_S, SourceConfig, add_source, load_sources, remove_source
@@ -61,11 +62,11 @@ def run_sources(catalog: Catalog, sources: tuple[SourceConfig, ...], names: list
         mirror_log.removeFilter(printed)
     for r in reports:
         for w in r.warnings:
-            print(f"warning: {r.source}: {w}", file=sys.stderr)
+            print(terminal_safe(f"warning: {r.source}: {w}"), file=sys.stderr)
         for ref in r.refused:
-            print(f"refused: {r.source}: {ref.file}: {ref.reason}", file=sys.stderr)
+            print(terminal_safe(f"refused: {r.source}: {ref.file}: {ref.reason}"), file=sys.stderr)
         if r.error:
-            print(f"error: {r.source}: {r.error}", file=sys.stderr)
+            print(terminal_safe(f"error: {r.source}: {r.error}"), file=sys.stderr)
     return reports
 
 

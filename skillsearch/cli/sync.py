@@ -14,6 +14,7 @@ from skillsearch.cli.common import Subparsers, add_command, emit, progress_facto
 from skillsearch.cli.sources import report_text, run_sources
 from skillsearch.cli.usage import port_arg
 from skillsearch.core.errors import ValidationError
+from skillsearch.core.wellformed import terminal_safe
 from skillsearch.service import Catalog
 from skillsearch.sync.config import SyncConfig, default_config_path, load_config, load_subscriptions
 from skillsearch.sync.sources import SourceConfig, load_sources
@@ -62,9 +63,9 @@ def cmd_sync(args: argparse.Namespace, out: TextIO) -> int:
         raise ValidationError("no subscriptions are configured", {"unknown": args.subscription})
     for r in reports:
         for rej in r.outcome.rejected:
-            print(f"rejected: {r.subscription_id}: {rej}", file=sys.stderr)
+            print(terminal_safe(f"rejected: {r.subscription_id}: {rej}"), file=sys.stderr)
         if r.error:
-            print(f"error: {r.subscription_id}: {r.error['code']}: {r.error['message']}", file=sys.stderr)
+            print(terminal_safe(f"error: {r.subscription_id}: {r.error['code']}: {r.error['message']}"), file=sys.stderr)
     source_reports = run_sources(catalog, sources) if not args.subscription else []
     payload = {"subscriptions": [r.to_dict() for r in reports], "sources": [r.to_dict() for r in source_reports]}
 

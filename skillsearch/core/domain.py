@@ -14,7 +14,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from skillsearch.core.wellformed import check_wellformed
+from skillsearch.core.wellformed import check_text_field, check_wellformed
 
 __all__ = [
     "FUSION_METHODS",
@@ -237,6 +237,7 @@ class SkillContent(BaseModel):
         )
         check_wellformed(self.revision.metadata, "metadata", MAX_NESTING)
         check_wellformed(self.revision.frontmatter, "frontmatter", MAX_NESTING)
+        self._check_text_fields()
         Skill(
             skill_id=self.skill_id,
             slug=self.slug,
@@ -261,6 +262,31 @@ class SkillContent(BaseModel):
         if len(set(paths)) != len(paths):
             raise ValueError("resource paths must be unique within a revision")
         return self
+
+    def _check_text_fields(self) -> None:
+        """No control or bidi-override characters where a list or a terminal shows the text (names, tags,
+        descriptions, tool and parameter names; tabs and line breaks only in descriptions). The Markdown
+        body (``instructions``, ``skill_md``) and the resources' bytes are content: kept as authored."""
+        rev = self.revision
+        one_line: list[tuple[str, str]] = [
+            ("name", rev.name), ("version", rev.version), ("created_at", rev.created_at),
+            *((f"tags[{i}]", t) for i, t in enumerate(rev.tags)),
+            *((f"steps[{i}].tool", s.tool) for i, s in enumerate(rev.steps)),
+            *((f"parameters[{i}].name", p.name) for i, p in enumerate(rev.parameters)),
+            *((f"resources[{i}].media_type", r.media_type) for i, r in enumerate(self.resources)),
+        ]
+        text: list[tuple[str, str]] = [
+            ("description", rev.description),
+            *((f"parameters[{i}].description", p.description) for i, p in enumerate(rev.parameters)),
+        ]
+        # The authored front matter's own name and description, which hosts are shown as they are.
+        for key, fields in (("name", one_line), ("description", text)):
+            if isinstance(value := rev.frontmatter.get(key), str):
+                fields.append((f"frontmatter.{key}", value))
+        for where, value in one_line:
+            check_text_field(value, where)
+        for where, value in text:
+            check_text_field(value, where, one_line=False)
 
 
 @dataclass(frozen=True)

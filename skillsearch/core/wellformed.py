@@ -8,14 +8,32 @@ So are NaN and the infinities (JSON from an upstream and YAML's ``.nan`` carry t
 writes them as the bare words ``NaN``/``Infinity``, which is not JSON, so a revision body holding one made
 SQLite's JSON functions fail on every open of the catalog.
 The walk is iterative, so the check itself cannot overflow.
+
+Text a terminal or a list shows on one line (a name, a tag, a version, a tool name) may hold no control
+characters (C0, DEL, C1: ESC starts the escape sequence that clears a screen or retitles a window) and no
+bidirectional embedding, override or isolate controls (U+202A-U+202E, U+2066-U+2069, which make a name read
+backwards); a description may also hold tabs and line breaks (YAML's block scalars keep them). Markdown
+bodies and resource bytes are never checked here: they are kept byte for byte. :func:`terminal_safe` shows
+what was stored before that rule as escapes, for the CLI's text output.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
-__all__ = ["IllFormedError", "check_wellformed", "printable"]
+__all__ = ["IllFormedError", "check_text_field", "check_wellformed", "printable", "terminal_safe"]
+
+# Bidirectional embeddings, overrides (U+202A-U+202E) and isolates (U+2066-U+2069).
+_BIDI = r"\u202a-\u202e\u2066-\u2069"
+# What a one-line field refuses: every control character, line breaks included (U+2028/U+2029 too), and
+# the bidi controls.
+_NOT_ONE_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029" + _BIDI + "]")
+# What a text field (a description) refuses: the same, less tab, line feed and carriage return.
+_NOT_TEXT = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f" + _BIDI + "]")
+# What a terminal would act on: the text rule, and a carriage return that does not end a line.
+_TERMINAL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f" + _BIDI + r"]|\r(?!\n)")
 
 
 class IllFormedError(ValueError):
@@ -62,6 +80,23 @@ def check_wellformed(value: Any, where: str, max_depth: int = 32) -> None:
                     stack.append((child, name, depth + 1))
             else:
                 stack.extend((child, f"{at}[{i}]" if len(at) < 60 else at, depth + 1) for i, child in enumerate(item))
+
+
+def check_text_field(value: str, where: str, *, one_line: bool = True) -> None:
+    """Raise :class:`IllFormedError` when ``value`` holds a character its field refuses: a control character
+    or a bidi control; ``one_line=False`` (a description) allows tab, line feed and carriage return."""
+    found = (_NOT_ONE_LINE if one_line else _NOT_TEXT).search(value)
+    if found is not None:
+        reason = (f"holds a control or bidirectional-override character (U+{ord(found.group()):04X}),"
+                  f" refused in {'a one-line field' if one_line else 'a description'}")
+        raise IllFormedError(where, reason, f"{where} {reason}")
+
+
+def terminal_safe(text: str, *, one_line: bool = False) -> str:
+    """``text`` for a terminal: each control character and bidi control shown as its escape (``\\x1b``,
+    ``\\u202e``); tabs and line breaks stay unless ``one_line``. Anything else is unchanged."""
+    pattern = _NOT_ONE_LINE if one_line else _TERMINAL
+    return pattern.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), printable(text))
 
 
 def printable(text: str) -> str:

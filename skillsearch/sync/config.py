@@ -15,23 +15,28 @@ Read from a TOML file (``--config PATH``, else ``<data-dir>/sync.toml``)::
     deadline_s = 60.0                 # total wall time of one request, body included (not per read)
     max_response_bytes = 67108864     # one page's body after decoding (64 MiB; gzip bombs stop here)
     max_pages_per_run = 1000          # pages one run of a subscription may read; the next run resumes
+    allow_insecure_http = false       # an http:// url must name a loopback host unless this is true
 
     [[subscriptions]]
     id = "starter-pack"
     interval_s = 60                   # poll interval; each wait is jittered by +-10%
 
-Secrets may come from the environment so the file can be committed without them.
+Secrets may come from the environment so the file can be committed without them. The token is sent with
+every request, so a plain ``http://`` url is refused unless its host is loopback (127.0.0.0/8, ::1,
+``localhost``) or ``allow_insecure_http = true`` says the clear text is meant.
 """
 
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from skillsearch.core.errors import ValidationError
 
@@ -66,6 +71,7 @@ class UpstreamConfig:
     deadline_s: float = 60.0
     max_response_bytes: int = 64 * 1024 * 1024
     max_pages_per_run: int = 1000
+    allow_insecure_http: bool = False
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,7 @@ def _number(table: dict[str, Any], name: str, default: float, low: float, high: 
 _UPSTREAM_KEYS = frozenset({
     "url", "token", "token_env", "webhook_secret", "webhook_secret_env", "timeout_s", "retries", "backoff_base_s",
     "backoff_max_s", "page_limit", "webhook_tolerance_s", "deadline_s", "max_response_bytes", "max_pages_per_run",
+    "allow_insecure_http",
 })
 _SUBSCRIPTION_KEYS = frozenset({"id", "interval_s"})
 TOP_LEVEL_KEYS = frozenset({"upstream", "subscriptions", "sources"})
@@ -138,6 +145,37 @@ def unknown_keys(table: dict[str, Any], known: frozenset[str], at: str) -> list[
     return out
 
 
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` (a URL's host, IPv6 without brackets) never leaves this machine: ``localhost``,
+    127.0.0.0/8 or ::1 (also as an IPv4-mapped address)."""
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return address.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+def _url_problem(url: Any, allow_insecure_http: bool) -> str | None:
+    """Why ``url`` cannot be the upstream's, or ``None``. The bearer token travels with every request, so
+    plain http is for a platform on this machine only, unless allowed in so many words."""
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        return "upstream.url must be an http:// or https:// URL"
+    try:
+        host = urlsplit(url).hostname
+    except ValueError as exc:
+        return f"upstream.url is not a valid URL ({exc})"
+    if not host:
+        return "upstream.url must name a host"
+    if url.startswith("http://") and not allow_insecure_http and not is_loopback_host(host):
+        return (f"upstream.url is plain http:// to {host}, which is not this machine: the subscription token"
+                " would travel in clear text; use https://, or set allow_insecure_http = true in [upstream]"
+                " to accept that")
+    return None
+
+
 def parse_config(data: dict[str, Any], where: str = "sync config") -> SyncConfig:
     """Validate a parsed TOML document; every problem is listed in one ``VALIDATION_ERROR``."""
     problems: list[str] = unknown_keys(data, TOP_LEVEL_KEYS, "")
@@ -146,8 +184,12 @@ def parse_config(data: dict[str, Any], where: str = "sync config") -> SyncConfig
         raise ValidationError(f"{where}: missing [upstream] table", {"problems": ["missing [upstream] table"]})
     problems += unknown_keys(up, _UPSTREAM_KEYS, "upstream.")
     url = up.get("url")
-    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        problems.append("upstream.url must be an http:// or https:// URL")
+    insecure = up.get("allow_insecure_http", False)
+    if not isinstance(insecure, bool):
+        problems.append("upstream.allow_insecure_http must be true or false")
+        insecure = False
+    if url_problem := _url_problem(url, insecure):
+        problems.append(url_problem)
     token = _secret(up, "token", problems)
     if token is None and not any("upstream.token" in p for p in problems):
         problems.append("upstream.token (or token_env) is required")
@@ -164,6 +206,7 @@ def parse_config(data: dict[str, Any], where: str = "sync config") -> SyncConfig
         deadline_s=float(_number(up, "deadline_s", 60.0, 0.01, 3600, problems)),
         max_response_bytes=int(_number(up, "max_response_bytes", 64 * 1024 * 1024, 1024, 2**31, problems)),
         max_pages_per_run=int(_number(up, "max_pages_per_run", 1000, 1, 1_000_000, problems)),
+        allow_insecure_http=insecure,
     )
     subs: list[SubscriptionConfig] = []
     raw_subs = data.get("subscriptions", [])

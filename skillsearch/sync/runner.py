@@ -28,6 +28,7 @@ from typing import Any
 from skillsearch.catalog.store import CatalogStore, utc_now
 from skillsearch.catalog.sync_state import SyncState
 from skillsearch.core.errors import SkillSearchError, UpstreamUnavailableError
+from skillsearch.core.wellformed import terminal_safe
 from skillsearch.retrieval.indexer import SearchIndex
 from skillsearch.sync.apply import PageOutcome, apply_page, purge_subscription
 from skillsearch.sync.client import CursorExpired, SubscriptionClient, SubscriptionRevoked
@@ -82,11 +83,32 @@ class SyncReport:
         }
 
 
-def _record_error(store: CatalogStore, sub: SubscriptionConfig, exc: Exception) -> None:
+# How much of an unexpected exception's text the sync state keeps (its type is always named).
+MAX_UNEXPECTED_MESSAGE = 300
+
+
+def _record_error(store: CatalogStore, sub: SubscriptionConfig, message: str) -> None:
     state = store.sync.state(sub.source) or SyncState(sub.source, None, None, None, {})
-    message = getattr(exc, "message", None) or str(exc)
     store.sync.save(SyncState(state.source, state.cursor, state.last_success, f"{utc_now()} {message}",
                                     state.counts))
+
+
+def unexpected_text(exc: BaseException) -> str:
+    """An exception no layer expected (a ``MemoryError`` in a decoder, a bug) in one line: its type and
+    the start of its message, never its traceback (the log has that)."""
+    text = terminal_safe(str(exc), one_line=True)
+    if len(text) > MAX_UNEXPECTED_MESSAGE:
+        text = text[:MAX_UNEXPECTED_MESSAGE] + "..."
+    return f"sync failed unexpectedly ({type(exc).__name__}{': ' + text if text else ''})"
+
+
+def _record_unexpected(store: CatalogStore, sub: SubscriptionConfig, exc: Exception) -> None:
+    """``exc`` as the run's last error. Recording must not hide the exception itself (the store may be
+    what failed), so a failure to record is only logged."""
+    try:
+        _record_error(store, sub, unexpected_text(exc))
+    except Exception:
+        log.exception("sync %s: could not record the failure in the sync state", sub.id)
 
 
 def sync_subscription(
@@ -100,7 +122,8 @@ def sync_subscription(
     max_pages: int = 1000,
 ) -> SyncReport:
     """Pull and apply every change of ``sub`` waiting upstream. Raises ``UpstreamUnavailableError`` (after
-    recording it as the subscription's last error) when the upstream cannot be read."""
+    recording it as the subscription's last error) when the upstream cannot be read; any other exception
+    is recorded too (its type and a bounded message) and raised on."""
     started_clock = time.perf_counter()
     started = utc_now()
     report = SyncReport(sub.id, PageOutcome())
@@ -180,8 +203,11 @@ def sync_subscription(
                     " the next run continues from the stored cursor",
                     {"subscription_id": sub.id, "pages": report.pages},
                 )
-    except UpstreamUnavailableError as exc:
-        _record_error(store, sub, exc)
+    except SkillSearchError as exc:
+        _record_error(store, sub, exc.message)
+        raise
+    except Exception as exc:  # raised on: the caller logs it with its traceback and counts the run failed
+        _record_unexpected(store, sub, exc)
         raise
     finally:
         # What was stored reaches search even when a later page failed (the store is ahead otherwise, and

@@ -15,7 +15,7 @@ from skillsearch.core.errors import SkillSearchError, UpstreamUnavailableError, 
 from skillsearch.sync.client import HttpSubscriptionClient, SubscriptionClient
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig
 from skillsearch.sync.poller import Poller
-from skillsearch.sync.runner import SyncReport
+from skillsearch.sync.runner import SyncReport, unexpected_text
 
 __all__ = ["RunOne", "make_poller", "sync_each"]
 
@@ -50,7 +50,7 @@ def sync_each(run_one: RunOne, config: SyncConfig, subscription_ids: Sequence[st
             except Exception as exc:  # one subscription's failure never stops the others
                 log.exception("sync %s: run failed", sub.id)
                 reports.append(SyncReport.failed(sub.id, UpstreamUnavailableError(
-                    f"sync of {sub.id!r} failed ({type(exc).__name__}); see the log", {"subscription_id": sub.id})))
+                    f"{unexpected_text(exc)}; see the log", {"subscription_id": sub.id})))
     finally:
         if own:
             http.close()
