@@ -115,10 +115,10 @@ def sync_subscription(
     pending: list[str] = []
 
     def flush() -> None:
-        if index is not None and pending:
-            stats = index.refresh(store, list(dict.fromkeys(pending)))
-            report.embedded += stats.embedded
-        pending.clear()
+        ids = list(dict.fromkeys(pending))
+        pending.clear()  # before the refresh: one that stopped (WriteStopped) is not tried again by the finally
+        if index is not None and ids:
+            report.embedded += index.refresh(store, ids).embedded
 
     try:
         while True:
