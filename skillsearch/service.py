@@ -22,7 +22,7 @@ from skillsearch.catalog.read_cache import GenerationReads
 from skillsearch.catalog.reads import get_detail, list_page, resolve_flow
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.domain import Principal
-from skillsearch.core.errors import IndexNotReadyError, SkillSearchError, ValidationError
+from skillsearch.core.errors import IndexNotReadyError, SkillSearchError, ValidationError, WriteStopped
 from skillsearch.core.grants import check_grants
 from skillsearch.core.lru import LRU
 from skillsearch.core.settings import Settings
@@ -71,8 +71,11 @@ class Readiness:
 class Catalog:
     """Store + encoder + index for one data directory."""
 
-    def __init__(self, settings: Settings, encoder: Encoder | None = None) -> None:
+    def __init__(self, settings: Settings, encoder: Encoder | None = None, stopping: Event | None = None) -> None:
         self.settings = settings
+        # Set when the process stops (``stop_writes``; the CLI passes the event its SIGTERM sets): an index
+        # write in progress stops between batches of embeddings and raises ``WriteStopped``.
+        self.stopping = stopping or Event()
         self.data_dir = Path(settings.data_dir)
         self.store = CatalogStore.in_dir(self.data_dir)
         # The search path's re-check reads, kept per store generation (catalog/read_cache.py).
@@ -101,14 +104,15 @@ class Catalog:
         seed: bool | None = None,
         progress: ProgressFactory | None = None,
         index: bool = True,
+        stopping: Event | None = None,
     ) -> Catalog:
         """Open a data directory for reading: seed the sample catalog into an empty one (when enabled) and
         open the index, building or repairing it as needed. A directory with a sync configuration
         (``sync.toml``: subscriptions or sources) is never seeded, whichever command opens it first.
         ``index=False``: the caller only reads the store (list, get, resolve), so an index behind the store
         (an import killed half way) is left for the next search or write to bring up, with the model it
-        needs, instead of this read."""
-        catalog = cls(settings, encoder)
+        needs, instead of this read. ``stopping``: see :meth:`stop_writes`."""
+        catalog = cls(settings, encoder, stopping)
         if (settings.seed_sample if seed is None else seed) and catalog.is_empty() \
                 and not default_config_path(catalog.data_dir).exists():
             catalog.seeded = sum(len(r.created) for r in catalog.import_sample(progress))
@@ -133,6 +137,13 @@ class Catalog:
         from skillsearch.usecases.restore import restore_snapshot
 
         return restore_snapshot(Path(src), Path(settings.data_dir), settings.encoder)
+
+    def stop_writes(self) -> None:
+        """The process is stopping (a server's shutdown): an index write in progress (a sync's, a source's,
+        an import's, an open's repair) stops after the encoder's current batch, keeps what it embedded and
+        raises :class:`~skillsearch.core.errors.WriteStopped`; the store keeps what it committed, and the
+        next open embeds the rest. Reads keep serving the last whole snapshot."""
+        self.stopping.set()
 
     def embedded_documents(self) -> int:
         """Documents this process has embedded into its index so far (0 after opening a restored snapshot:
@@ -187,6 +198,8 @@ class Catalog:
                         model.wait()
             assert self._index is not None
             self._warm(self._index)
+        except WriteStopped as exc:  # the process is stopping: the next open embeds the rest
+            log.warning("%s", exc)
         except SkillSearchError as exc:  # the next reader opens it again and gets the error (a reindex fixes it)
             log.error("cannot open the index in %s: %s: %s", self.data_dir, exc.code, exc.message)
         except Exception:
@@ -269,7 +282,7 @@ class Catalog:
         """Open (build, repair) the index; what that embedded, None when it was current. Under ``_lock``."""
         idx = SearchIndex(
             self.data_dir, self.encoder, self.settings.embed_instructions_chars, self.settings.french_analysis,
-            self.settings.lexical_instructions_chars,
+            self.settings.lexical_instructions_chars, self.stopping,
         )
         stats = idx.open(self.store, progress)
         log.info("index open in %s: %d documents, %d embedded", self.data_dir, len(idx.snapshot().vectors),
@@ -281,7 +294,7 @@ class Catalog:
         with self._lock:
             idx = self._index or SearchIndex(
                 self.data_dir, self.encoder, self.settings.embed_instructions_chars, self.settings.french_analysis,
-                self.settings.lexical_instructions_chars,
+                self.settings.lexical_instructions_chars, self.stopping,
             )
             stats = idx.rebuild(self.store, progress)
             self._index = idx

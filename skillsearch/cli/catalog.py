@@ -21,6 +21,7 @@ from skillsearch.cli.common import (
     progress_factory,
     settings_from_args,
 )
+from skillsearch.cli.termination import STOPPING
 from skillsearch.cli.usage import UsageError, int_range, non_empty
 from skillsearch.core.domain import SEARCH_MODES, SKILL_KINDS, Parameter
 from skillsearch.core.errors import SkillInvalidError, ValidationError, problem
@@ -36,7 +37,7 @@ __all__ = ["add_calibrate", "add_commands"]
 
 def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     _check_not_a_mirrored_source(Path(args.data_dir), args.source)
-    catalog = Catalog(settings_from_args(args))
+    catalog = Catalog(settings_from_args(args), stopping=STOPPING)
     report = catalog.import_path(Path(args.path), args.source, args.grant, progress_factory(not args.quiet))
     for invalid in report.problems:
         print(terminal_safe(f"invalid: {invalid}"), file=sys.stderr)
@@ -186,7 +187,7 @@ def cmd_resolve(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace, out: TextIO) -> int:
-    catalog = Catalog(settings_from_args(args))
+    catalog = Catalog(settings_from_args(args), stopping=STOPPING)
     stats = catalog.reindex(progress_factory(not args.quiet))
     payload = {"documents": stats.upserted, "embedded": stats.embedded, "seconds": round(stats.seconds, 3)}
     emit(out, args, payload, lambda: (

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from skillsearch.cli.termination import STOPPING
 from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
 from skillsearch.core.errors import StartupError
 from skillsearch.core.grants import grant_problem
@@ -71,7 +72,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 def open_catalog(args: argparse.Namespace, seed: bool | None = None, index: bool = True) -> Catalog:
     """The data directory's catalog; ``index=False`` for commands that read only the store."""
-    catalog = Catalog.open(settings_from_args(args), seed=seed, progress=progress_factory(not args.quiet), index=index)
+    catalog = Catalog.open(settings_from_args(args), seed=seed, progress=progress_factory(not args.quiet), index=index,
+                           stopping=STOPPING)
     note_new_data_dir(args, catalog.seeded)
     return catalog
 

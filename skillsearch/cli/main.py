@@ -7,9 +7,10 @@ on success, 1 on an error (or an import with invalid entries), 2 on a usage erro
 that is a file or whose parent folder does not exist, but for a server, an unknown ``--encoder``, a
 ``--port`` outside 0-65535, a ``--limit`` out of range and any argument that is not valid UTF-8 text), 3
 when a server cannot start (port in use, unusable data directory), 4 on a snapshot that ``snapshot
-restore`` refused. Progress bars and logs go to stderr. A data directory the command had to create is said
-on stderr. With one or more ``--grant`` the caller sees only those grants; without any, the CLI is the
-local operator.
+restore`` refused, 130 on Ctrl-C and 143 on SIGTERM (``cli/termination.py``: an index write stops at its
+next batch of embeddings and says on stderr what the next open will embed). Progress bars and logs go to
+stderr. A data directory the command had to create is said on stderr. With one or more ``--grant`` the
+caller sees only those grants; without any, the CLI is the local operator.
 
 The commands live in one module per group (``catalog``, ``sync``, ``mcp``, ``serve``, ``tokens``,
 ``snapshot``, ``bench``), each with an ``add_commands(sub)`` that declares its sub-commands.
@@ -25,10 +26,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from skillsearch.cli import bench, catalog, mcp, serve, snapshot, sources, sync, tokens
+from skillsearch.cli import bench, catalog, mcp, serve, snapshot, sources, sync, termination, tokens
 from skillsearch.cli.common import note_new_data_dir
 from skillsearch.cli.usage import EXIT_USAGE, CliParser, UsageError, check_text, show_usage_error, wants_json
-from skillsearch.core.errors import SkillSearchError, StartupError, error_json
+from skillsearch.core.errors import SkillSearchError, StartupError, WriteStopped, error_json
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoders import ENCODERS
 
@@ -106,8 +107,19 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    termination.install()
     try:
-        return int(args.func(args, out))
+        code = int(args.func(args, out))
+        if termination.terminated():  # a server shut down by SIGTERM (uvicorn passes the signal on at its end)
+            print("terminated", file=sys.stderr)
+            return termination.EXIT_TERMINATED
+        return code
+    except WriteStopped as exc:  # SIGTERM during an index write: what it left for the next open
+        print(f"terminated: {exc}", file=sys.stderr)
+        return termination.EXIT_TERMINATED
+    except termination.Terminated:
+        print("terminated", file=sys.stderr)
+        return termination.EXIT_TERMINATED
     except UsageError as exc:  # a command's own check of its arguments
         show_usage_error(exc, out, wants_json(argv), sys.stderr)
         return EXIT_USAGE

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from skillsearch.cli import termination
 from skillsearch.cli.common import (
     Subparsers,
     add_command,
@@ -19,6 +20,7 @@ from skillsearch.cli.common import (
     progress_factory,
     settings_from_args,
 )
+from skillsearch.cli.termination import STOPPING
 from skillsearch.cli.usage import port_arg
 from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
 from skillsearch.core.errors import ValidationError
@@ -85,7 +87,7 @@ def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = Non
     return build_mcp_server(
         # The store only: the server opens (and repairs) the index behind its first answer (prepare_in_background).
         catalog or (lambda: Catalog.open(settings, encoder=encoder, progress=progress, seed=False if sources else None,
-                                         index=False)),
+                                         index=False, stopping=STOPPING)),
         principal,
         known_tools=args.host_tool,
         log_level="INFO" if args.verbose else "WARNING",
@@ -113,6 +115,7 @@ def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
     check_data_dir(Path(args.data_dir))
     if not args.http:
         in_use(Path(args.data_dir))
+        termination.install(interrupt=True)  # no server loop takes SIGTERM over stdio: it ends the server
         try:
             mcp_server_from_args(args).run("stdio")
         except BaseExceptionGroup as group:  # the SDK's task groups wrap what stopped the server: say that
@@ -128,7 +131,8 @@ def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
     in_use(Path(args.data_dir))  # after the port: a server that cannot start leaves no data directory behind
     no_sources = getattr(args, "no_sources", False)
     seed = None if no_sources or not load_sources(default_config_path(Path(args.data_dir))) else False
-    catalog = Catalog.open(settings_from_args(args), progress=progress_factory(not args.quiet), seed=seed, index=False)
+    catalog = Catalog.open(settings_from_args(args), progress=progress_factory(not args.quiet), seed=seed, index=False,
+                           stopping=STOPPING)
     note_new_data_dir(args, catalog.seeded)
     catalog.prepare_in_background()  # answers at once; a search waits for the index's open and the model
     try:

@@ -19,12 +19,14 @@ import json
 import logging
 import multiprocessing
 import os
+import signal
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from skillsearch.cli import termination
 from skillsearch.cli.common import (
     Subparsers,
     add_command,
@@ -35,6 +37,7 @@ from skillsearch.cli.common import (
     progress_factory,
     settings_from_args,
 )
+from skillsearch.cli.termination import STOPPING
 from skillsearch.cli.usage import port_arg
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import ValidationError
@@ -125,7 +128,7 @@ def _open(args: argparse.Namespace, index: bool) -> tuple[Catalog, SyncConfig | 
     in_use(Path(args.data_dir))  # before any file is opened: a restore refuses this directory while we live
     # A synced catalog is not seeded with the sample: its demo subscriptions would collide with real ones.
     catalog = Catalog.open(settings_from_args(args), seed=False if sync or sources else None,
-                           progress=progress_factory(not args.quiet), index=index)
+                           progress=progress_factory(not args.quiet), index=index, stopping=STOPPING)
     note_new_data_dir(args, catalog.seeded)
     return catalog, sync, sources
 
@@ -146,6 +149,7 @@ def _prepare(shared: dict[str, Any]) -> bool:
     from skillsearch.http.auth import PrincipalRegistry
 
     args = argparse.Namespace(**shared)
+    termination.install()  # this process is spawned: SIGTERM (passed on by the supervisor) stops its embedding
     catalog, _, _ = _open(args, index=True)
     try:
         return PrincipalRegistry.for_catalog(catalog, principals_path(args)).demo
@@ -189,7 +193,16 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     shared: dict[str, Any] = {k: v for k, v in vars(args).items() if k != "func"}
     # In its own process, so that this supervisor never holds a model (about 1 GB) while the workers serve.
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        demo = pool.submit(_prepare, shared).result()
+        preparing = pool.submit(_prepare, shared)
+        # SIGTERM here reaches only this process: pass it on, so the preparation's embedding stops too.
+        def pass_on() -> None:
+            for pid in list(pool._processes):
+                os.kill(pid, signal.SIGTERM)
+
+        termination.on_terminate(pass_on)
+        demo = preparing.result()
+    if termination.terminated():
+        return 0  # main says terminated
     os.environ[SERVE_ARGS_ENV] = json.dumps(shared)
     configure_json_logging(logging.DEBUG if args.verbose else logging.INFO)
     serve_workers("skillsearch.cli.serve:worker_app", args.host, args.port, args.workers,

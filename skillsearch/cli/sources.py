@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from skillsearch.cli.common import Subparsers, add_command, emit, grant_arg, progress_factory, settings_from_args
+from skillsearch.cli.termination import STOPPING
 from skillsearch.core.errors import ValidationError, problem
 from skillsearch.core.wellformed import terminal_safe
 from skillsearch.service import Catalog
@@ -72,7 +73,7 @@ def run_sources(catalog: Catalog, sources: tuple[SourceConfig, ...], names: list
 
 def cmd_sources_list(args: argparse.Namespace, out: TextIO) -> int:
     sources = load_sources(config_path(args))
-    status = Catalog(settings_from_args(args)).subscriptions.sync_status(None, sources=sources)
+    status = Catalog(settings_from_args(args), stopping=STOPPING).subscriptions.sync_status(None, sources=sources)
     emit(out, args, {"sources": [s.model_dump() for s in status.sources]}, lambda: "\n".join(
         f"{s.name} ({s.kind}, {s.grant}): {s.location}\n  active={s.skills_active} archived={s.skills_archived}"
         f" last_success={s.last_success or '-'}" + (f" commit={s.commit[:12]}" if s.commit else "")
@@ -108,7 +109,8 @@ def cmd_sources_remove(args: argparse.Namespace, out: TextIO) -> int:
     removed = remove_source(path, args.name)
     archived: list[str] = []
     if not args.keep_skills:
-        catalog = Catalog.open(settings_from_args(args), seed=False, progress=progress_factory(not args.quiet))
+        catalog = Catalog.open(settings_from_args(args), seed=False, progress=progress_factory(not args.quiet),
+                           stopping=STOPPING)
         try:
             archived = catalog.sources.retire(removed.name)
         finally:
@@ -120,7 +122,8 @@ def cmd_sources_remove(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_sources_sync(args: argparse.Namespace, out: TextIO) -> int:
     sources = load_sources(config_path(args))
-    catalog = Catalog.open(settings_from_args(args), seed=False, progress=progress_factory(not args.quiet))
+    catalog = Catalog.open(settings_from_args(args), seed=False, progress=progress_factory(not args.quiet),
+                           stopping=STOPPING)
     try:
         reports = run_sources(catalog, sources, args.name or None, force=args.force, allow_rewind=args.allow_rewind)
     finally:

@@ -12,6 +12,7 @@ from typing import TextIO
 
 from skillsearch.cli.common import Subparsers, add_command, emit, progress_factory, settings_from_args
 from skillsearch.cli.sources import report_text, run_sources
+from skillsearch.cli.termination import STOPPING
 from skillsearch.cli.usage import port_arg
 from skillsearch.core.errors import ValidationError
 from skillsearch.core.wellformed import terminal_safe
@@ -44,7 +45,7 @@ def cmd_sync(args: argparse.Namespace, out: TextIO) -> int:
             raise ValidationError(f"no subscriptions are configured in {path}", {"unknown": args.subscription})
         emit(out, args, {"subscriptions": [], "sources": []}, lambda: nothing)
         return 0
-    catalog = Catalog(settings_from_args(args))  # creates the store before anything is announced
+    catalog = Catalog(settings_from_args(args), stopping=STOPPING)  # creates the store before anything is announced
     if args.status:
         status = catalog.subscriptions.sync_status(config, sources=sources)
         emit(out, args, status.model_dump(), lambda: "\n".join([

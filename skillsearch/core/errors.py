@@ -49,6 +49,7 @@ __all__ = [
     "UnauthenticatedError",
     "UpstreamUnavailableError",
     "ValidationError",
+    "WriteStopped",
     "echo",
     "error_body",
     "error_bytes",
@@ -217,3 +218,10 @@ class StartupError(SkillSearchError):
 
     code = "STARTUP_FAILED"
     http_status = 500
+
+
+class WriteStopped(Exception):
+    """An index write stopped between two batches of embeddings because its process is stopping (SIGTERM, a
+    server's shutdown: ``SearchIndex.stopping``). Not an error any caller sees: the store keeps every row
+    its transaction committed, the index what it embedded, and its manifest stays behind the store, so the
+    next open (or another process's catch-up) embeds the rest. The message says what was left."""

@@ -82,7 +82,11 @@ def create_app(
         async with AsyncExitStack() as stack:
             for factory in lifespans:
                 await stack.enter_async_context(factory(app))
-            yield
+            try:
+                yield
+            finally:
+                # Shutdown (SIGTERM): a sync's embedding stops at its next batch before the poller is joined.
+                catalog.stop_writes()
 
     app = FastAPI(
         title="skillsearch",

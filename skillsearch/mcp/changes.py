@@ -97,4 +97,5 @@ async def serving_changes(catalog: Catalog, notifier: ChangeNotifier | None,
             try:
                 yield
             finally:
+                catalog.stop_writes()  # a source's embedding stops at its next batch before the keeper is joined
                 tg.cancel_scope.cancel()

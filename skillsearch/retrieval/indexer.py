@@ -12,6 +12,11 @@ Every catalog change bumps the store's generation; a batch brings its changed sk
 (a crash between the two) is repaired on open: vectors diffed by content hash, the cheap lexical side
 rebuilt; another encoder's is refused with the command to run. Searches read a whole
 :class:`IndexSnapshot`; a writer first follows what another process wrote (the manifest's write id).
+
+A write embeds :data:`EMBED_CHUNK` skills at a time. Once ``stopping`` is set (SIGTERM, a server's shutdown)
+it stops after the encoder's current batch, saves the skills it embedded (both sides hold the same skills)
+under a manifest at generation -1, behind every store, and raises :class:`WriteStopped`: the next open,
+or another process's catch-up, diffs the content hashes and embeds only the rest.
 """
 
 from __future__ import annotations
@@ -22,14 +27,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from threading import RLock
+from threading import Event, RLock
 from typing import Any
 
 import numpy as np
 
 from skillsearch.catalog.rows import IndexRow
 from skillsearch.catalog.store import CatalogStore
-from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError
+from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError, WriteStopped
 from skillsearch.core.hashing import sha256_hex
 from skillsearch.retrieval import vector_saves
 from skillsearch.retrieval.calibration import calibrate, is_current, with_packaged_decisions
@@ -51,6 +56,17 @@ log = logging.getLogger("skillsearch")
 # ``rest``, the instructions after their head; 5: words of two characters or more, the name once, in ``name``;
 # 6: a CJK character ends a word, so "Stripeで" holds the word "stripe"; 7: every text folded to NFKC).
 LEXICAL_FIELDS_VERSION = 7
+
+# Skills embedded per encoder call. A stopped write keeps the chunks it finished; the chunks are cut from the
+# texts sorted longest first (what the encoder does within one call, so no more padding than one call), and a
+# stop waits for its current batch only (32 MiniLM texts, one e5 text).
+EMBED_CHUNK = 128
+# The generation a stopped write records: behind every store, so whoever opens the index next catches up.
+STOPPED_GENERATION = -1
+
+
+class _Stop(Exception):  # raised by the progress callback: leave the encoder between two batches
+    pass
 
 ProgressFactory = Callable[[int, str], Callable[[int], None]]
 
@@ -79,7 +95,7 @@ class SearchIndex:
 
     def __init__(
         self, data_dir: Path, encoder: Encoder, instructions_chars: int = 0, french: str = "both",
-        head_chars: int = HEAD_CHARS,
+        head_chars: int = HEAD_CHARS, stopping: Event | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.french = french
@@ -88,6 +104,8 @@ class SearchIndex:
         self.encoder = encoder
         self.instructions_chars = instructions_chars
         self.embed_count = 0
+        # Set when the process stops: a write in progress saves what it embedded and raises WriteStopped.
+        self.stopping = stopping or Event()
         self.calibration: dict[str, Any] = {}
         self._lock = RLock()
         # One writer per data directory; ``_disk_id``: the manifest ``write_id`` last loaded or written here.
@@ -276,6 +294,8 @@ class SearchIndex:
     def catch_up(self, store: CatalogStore) -> bool:
         """A reader's step when the store moved: with no writer at work, follow what another process wrote,
         and diff every skill if still behind (a writer died); else serve the last snapshot. Whether it ran."""
+        if self.stopping.is_set():
+            return False  # the process is stopping: no write starts, the last snapshot serves
         with self.wlock.try_hold() as got:
             if not got or not self._lock.acquire(blocking=False):
                 return False
@@ -356,10 +376,13 @@ class SearchIndex:
             i = where[r.skill_id]
             if i >= 0:
                 vectors[j] = current.matrix[i]
-        if to_embed:
-            tick = progress(len(to_embed), "embedding") if progress else None
-            vectors[to_embed] = self.encoder.encode_documents([texts[j] for j in to_embed], tick)
-            self.embed_count += len(to_embed)
+        embedded = self._embed(texts, to_embed, vectors, progress) if to_embed else []
+        self.embed_count += len(embedded)
+        left = [changed[j].skill_id for j in sorted(set(to_embed) - set(embedded))]
+        if left:  # stopped: the skills not embedded stay as the index had them, both sides alike
+            generation = STOPPED_GENERATION
+            kept = [j for j, r in enumerate(changed) if r.skill_id not in set(left)]
+            changed, vectors, embed_hashes = [changed[j] for j in kept], vectors[kept], [embed_hashes[j] for j in kept]
         upserts = [
             (VectorRow(r.skill_id, r.grant, r.kind, r.tags, doc_hash(r), embed_hashes[j]), vectors[j])
             for j, r in enumerate(changed)
@@ -370,6 +393,9 @@ class SearchIndex:
             self.lexical.close()
             self.lexical = self._lexical_index(create=True)
             all_rows = {r.skill_id: r for r in (rows if skill_ids is None else store.index_rows())}
+            for skill_id in left:
+                if where[skill_id] < 0:  # a new skill not embedded yet has no vector: no lexical document either
+                    del all_rows[skill_id]
             self.lexical.apply([lexical_doc(r) for r in all_rows.values()], [])
         else:
             self.lexical.apply([lexical_doc(r) for r in changed], deletes)
@@ -382,7 +408,41 @@ class SearchIndex:
         self._write_manifest(generation)
         # No Tantivy writer outlives the write lock: the next writer may be another process.
         self.lexical.close()
+        if left:
+            raise WriteStopped(
+                f"stopped embedding: {len(embedded)} of {len(to_embed)} skills embedded and saved; the other"
+                f" {len(left)} are in the catalog and get embedded when the index in {self.data_dir} is next opened")
         return IndexStats(len(changed), len(deletes), len(to_embed), time.perf_counter() - started)
+
+    def _embed(self, texts: list[str], to_embed: list[int], out: np.ndarray,
+               progress: ProgressFactory | None) -> list[int]:
+        """``out[j]`` = the vector of ``texts[j]`` for each ``j`` of ``to_embed``, :data:`EMBED_CHUNK` at a time;
+        once ``stopping`` is set, no chunk starts and the current one is left after the encoder's batch in
+        progress. The ``j`` embedded: all of them unless stopped."""
+        tick = progress(len(to_embed), "embedding") if progress else None
+        # Longest first across all chunks, as the encoder sorts one call: chunks of like lengths pad no more.
+        to_embed = sorted(to_embed, key=lambda j: -len(texts[j]))
+        done: list[int] = []
+        for start in range(0, len(to_embed), EMBED_CHUNK):
+            if self.stopping.is_set():
+                break
+            chunk = to_embed[start : start + EMBED_CHUNK]
+            seen = 0
+
+            def checked(n: int, size: int = len(chunk)) -> None:
+                nonlocal seen
+                seen += n
+                if tick is not None:
+                    tick(n)
+                if self.stopping.is_set() and seen < size:
+                    raise _Stop
+
+            try:
+                out[chunk] = self.encoder.encode_documents([texts[j] for j in chunk], checked)
+            except _Stop:
+                break
+            done.extend(chunk)
+        return done
 
     # -- reads ------------------------------------------------------------------------------------
 

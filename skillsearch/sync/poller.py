@@ -29,7 +29,7 @@ from typing import Any, Generic, Protocol
 
 from typing_extensions import TypeVar
 
-from skillsearch.core.errors import SkillSearchError
+from skillsearch.core.errors import SkillSearchError, WriteStopped
 from skillsearch.sync.background import running
 from skillsearch.sync.config import SubscriptionConfig
 
@@ -189,6 +189,12 @@ class Poller(Generic[T]):
             report: Any = None
             try:
                 report = self._run(entry.sub, self._stop)
+            except WriteStopped as exc:  # the process is stopping: what the run stored waits for the next open
+                log.warning("sync %s: %s", entry.sub.id, exc)
+                with self._cond:
+                    entry.running = False
+                    self._cond.notify_all()
+                return
             except SkillSearchError as exc:
                 error = f"{exc.code}: {exc.message}"
             except Exception as exc:  # the poller must outlive any one bad run

@@ -27,7 +27,7 @@ from typing import Any
 
 from skillsearch.catalog.store import CatalogStore, utc_now
 from skillsearch.catalog.sync_state import SyncState
-from skillsearch.core.errors import SkillSearchError, UpstreamUnavailableError
+from skillsearch.core.errors import SkillSearchError, UpstreamUnavailableError, WriteStopped
 from skillsearch.core.wellformed import terminal_safe
 from skillsearch.retrieval.indexer import SearchIndex
 from skillsearch.sync.apply import PageOutcome, apply_page, purge_subscription
@@ -138,10 +138,10 @@ def sync_subscription(
     pending: list[str] = []
 
     def flush() -> None:
-        if index is not None and pending:
-            stats = index.refresh(store, list(dict.fromkeys(pending)))
-            report.embedded += stats.embedded
-        pending.clear()
+        ids = list(dict.fromkeys(pending))
+        pending.clear()  # before the refresh: one that stopped (WriteStopped) is not tried again by the finally
+        if index is not None and ids:
+            report.embedded += index.refresh(store, ids).embedded
 
     try:
         while True:
@@ -205,6 +205,8 @@ def sync_subscription(
                 )
     except SkillSearchError as exc:
         _record_error(store, sub, exc.message)
+        raise
+    except WriteStopped:  # the process is stopping, not a failure: what was stored waits for the next open
         raise
     except Exception as exc:  # raised on: the caller logs it with its traceback and counts the run failed
         _record_unexpected(store, sub, exc)
