@@ -68,6 +68,26 @@ class Readiness:
     catching_up: bool = False  # the store moved and a write is bringing the index up to it
 
 
+class WriteStops:
+    """Whether a catalog's index writes stop: while a server that owns the catalog shuts down (``set`` by
+    :meth:`Catalog.stop_writes`, ``clear``-ed by :meth:`Catalog.resume_writes` once its syncs are joined: a
+    catalog may outlive a server, in a library caller or a test), or once the process-wide event it was given
+    is set (the CLI's SIGTERM, never cleared)."""
+
+    def __init__(self, process: Event | None = None) -> None:
+        self._process = process
+        self._own = Event()
+
+    def is_set(self) -> bool:
+        return self._own.is_set() or (self._process is not None and self._process.is_set())
+
+    def set(self) -> None:
+        self._own.set()
+
+    def clear(self) -> None:
+        self._own.clear()
+
+
 class Catalog:
     """Store + encoder + index for one data directory."""
 
@@ -75,7 +95,7 @@ class Catalog:
         self.settings = settings
         # Set when the process stops (``stop_writes``; the CLI passes the event its SIGTERM sets): an index
         # write in progress stops between batches of embeddings and raises ``WriteStopped``.
-        self.stopping = stopping or Event()
+        self.stopping = WriteStops(stopping)
         self.data_dir = Path(settings.data_dir)
         self.store = CatalogStore.in_dir(self.data_dir)
         # The search path's re-check reads, kept per store generation (catalog/read_cache.py).
@@ -144,6 +164,11 @@ class Catalog:
         raises :class:`~skillsearch.core.errors.WriteStopped`; the store keeps what it committed, and the
         next open embeds the rest. Reads keep serving the last whole snapshot."""
         self.stopping.set()
+
+    def resume_writes(self) -> None:
+        """The server that called :meth:`stop_writes` has joined its syncs: writes may start again (unless the
+        process itself is stopping)."""
+        self.stopping.clear()
 
     def embedded_documents(self) -> int:
         """Documents this process has embedded into its index so far (0 after opening a restored snapshot:

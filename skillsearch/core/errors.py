@@ -49,7 +49,6 @@ __all__ = [
     "UnauthenticatedError",
     "UpstreamUnavailableError",
     "ValidationError",
-    "WriteStopped",
     "echo",
     "error_body",
     "error_bytes",
@@ -224,4 +223,5 @@ class WriteStopped(Exception):
     """An index write stopped between two batches of embeddings because its process is stopping (SIGTERM, a
     server's shutdown: ``SearchIndex.stopping``). Not an error any caller sees: the store keeps every row
     its transaction committed, the index what it embedded, and its manifest stays behind the store, so the
-    next open (or another process's catch-up) embeds the rest. The message says what was left."""
+    next open (or another process's catch-up) embeds the rest. The message says what was left. A signal
+    between our own layers, not one of the API's errors (no code, no status): hence not in ``__all__``."""

@@ -79,14 +79,17 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with AsyncExitStack() as stack:
-            for factory in lifespans:
-                await stack.enter_async_context(factory(app))
-            try:
-                yield
-            finally:
-                # Shutdown (SIGTERM): a sync's embedding stops at its next batch before the poller is joined.
-                catalog.stop_writes()
+        try:
+            async with AsyncExitStack() as stack:
+                for factory in lifespans:
+                    await stack.enter_async_context(factory(app))
+                try:
+                    yield
+                finally:
+                    # Shutdown (SIGTERM): a sync's embedding stops at its next batch before the poller is joined.
+                    catalog.stop_writes()
+        finally:
+            catalog.resume_writes()  # the pollers are joined; the catalog may outlive this app
 
     app = FastAPI(
         title="skillsearch",

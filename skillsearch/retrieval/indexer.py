@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from threading import Event, RLock
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -65,6 +65,12 @@ EMBED_CHUNK = 128
 STOPPED_GENERATION = -1
 
 
+class StopFlag(Protocol):
+    """What tells a write to stop (``threading.Event`` is one; so is the catalog's ``WriteStops``)."""
+
+    def is_set(self) -> bool: ...
+
+
 class _Stop(Exception):  # raised by the progress callback: leave the encoder between two batches
     pass
 
@@ -95,7 +101,7 @@ class SearchIndex:
 
     def __init__(
         self, data_dir: Path, encoder: Encoder, instructions_chars: int = 0, french: str = "both",
-        head_chars: int = HEAD_CHARS, stopping: Event | None = None,
+        head_chars: int = HEAD_CHARS, stopping: StopFlag | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.french = french
@@ -105,7 +111,7 @@ class SearchIndex:
         self.instructions_chars = instructions_chars
         self.embed_count = 0
         # Set when the process stops: a write in progress saves what it embedded and raises WriteStopped.
-        self.stopping = stopping or Event()
+        self.stopping: StopFlag = stopping or Event()
         self.calibration: dict[str, Any] = {}
         self._lock = RLock()
         # One writer per data directory; ``_disk_id``: the manifest ``write_id`` last loaded or written here.
