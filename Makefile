@@ -18,12 +18,12 @@ QUIET_BUILD := PYTHONWARNINGS='ignore:`[tool.setuptools.ext-modules]`,ignore:Edi
 .PHONY: serve test venv lint bench bench-multilingual clean browser haproxy screenshot
 
 $(STAMP): pyproject.toml Makefile skillsearch/retrieval/_int8dots.c
-	@echo "setting up $(VENV) (first run, or pyproject.toml/Makefile changed): about 2 minutes on 2 cores"
+	@echo "setting up $(VENV) (first run, or pyproject.toml/Makefile changed): 1.5 to 2 minutes on 2 cores"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	@echo "installing torch 2.13.0, the CPU wheel (about 40 s)"
+	@echo "installing torch 2.13.0, the CPU wheel (20-40 s)"
 	$(BIN)/pip install --quiet torch==2.13.0
-	@echo "installing skillsearch with its extras and compiling its C kernel (about 90 s)"
+	@echo "installing skillsearch with its extras and compiling its C kernel (1 to 1.5 minutes)"
 	$(QUIET_BUILD) $(BIN)/pip install --quiet -e '.[test,bench,multilingual,dev]'
 	touch $(STAMP)
 
