@@ -135,7 +135,9 @@ class Catalog:
         catalog = cls(settings, encoder, stopping)
         if (settings.seed_sample if seed is None else seed) and catalog.is_empty() \
                 and not default_config_path(catalog.data_dir).exists():
-            catalog.seeded = sum(len(r.created) for r in catalog.import_sample(progress))
+            # ``index=False``: into the store alone, so that a read (list, get) or a server that opens its index
+            # in the background embeds nothing here: the index is built by its next open.
+            catalog.seeded = sum(len(r.created) for r in catalog.import_sample(progress, index=index))
         if index:
             catalog.index(progress)
         if note := legacy_skill_md_note(catalog.store):
@@ -451,10 +453,19 @@ class Catalog:
                     report.index = self._open_index(progress)
         return report
 
-    def import_sample(self, progress: ProgressFactory | None = None) -> list[ImportReport]:
+    def import_sample(self, progress: ProgressFactory | None = None, *, index: bool = True) -> list[ImportReport]:
+        """Import the bundled sample catalog. ``index=False``: into the store alone, embedding nothing; the
+        index is brought up to the store by its next open (a whole build where there is none)."""
         root = sample_catalog_dir()
         manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
-        reports = [self.import_path(root / s["path"], s["source"], s["grant"], progress) for s in manifest["sources"]]
+        if index:
+            reports = [self.import_path(root / s["path"], s["source"], s["grant"], progress)
+                       for s in manifest["sources"]]
+        else:
+            from skillsearch.catalog.importer import parse_path
+
+            reports = [store_import(self.store, parse_path(root / s["path"], s["source"], s["grant"]), s["source"],
+                                    s["grant"]) for s in manifest["sources"]]
         for r in reports:
             for p in r.problems:
                 log.warning("sample catalog: %s", p)

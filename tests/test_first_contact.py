@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -461,3 +462,43 @@ def test_an_index_of_another_encoder_names_the_encoder_option(data_dir: Path) ->
     out = io.StringIO()
     assert main(["--data-dir", str(data_dir), "--encoder", "minilm", "-q", "search", "python", "--json"], out=out) == 0
     assert json.loads(out.getvalue())["hits"]
+
+
+# -- make serve on a fresh machine ----------------------------------------------------------------------------
+
+
+def _make_dry_run(*args: str) -> list[str]:
+    """The recipe lines ``make -n`` would run in the repository (nothing runs), the install's included: the
+    stamp is made to look older than its prerequisites with ``-W`` (what if this file were new)."""
+    proc = subprocess.run(["make", "-n", "-W", "pyproject.toml", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines()
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_serve_passes_serve_args_so_a_busy_port_can_be_avoided() -> None:
+    """A busy port's error says "pick another --port"; ``make serve`` takes one through SERVE_ARGS."""
+    lines = _make_dry_run("serve", "SERVE_ARGS=--port 8001")
+    assert lines[-1] == ".venv/bin/skillsearch serve --port 8001"
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_the_install_says_what_it_does_and_silences_only_setuptools_notices() -> None:
+    """A first ``make serve`` installs for about 2 minutes: a line before each step says what and how long, and
+    the two notices setuptools prints on every build of this package (the experimental ext-modules table, the
+    editable-install banner) are filtered by their text alone, so any other warning still shows."""
+    lines = _make_dry_run("venv")
+    assert any(line.startswith("echo \"setting up .venv") for line in lines)
+    install = next(line for line in lines if "pip install --quiet -e" in line)
+    name, _, value = shlex.split(install)[0].partition("=")
+    assert name == "PYTHONWARNINGS"
+    code = ("import warnings\n"
+            "warnings.warn('`[tool.setuptools.ext-modules]` in `pyproject.toml` is still *experimental* and likely')\n"
+            "warnings.warn('Editable installation.\\n!!\\n  Please be careful')\n"
+            "warnings.warn('something else')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ) | {"PYTHONWARNINGS": value})
+    assert "Invalid -W option" not in proc.stderr
+    assert "experimental" not in proc.stderr and "Editable" not in proc.stderr
+    assert "something else" in proc.stderr

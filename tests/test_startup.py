@@ -111,6 +111,25 @@ def test_commands_that_do_not_embed_never_import_the_model_libraries(data_dir: P
     assert imported.isdisjoint(HEAVY), sorted(imported & set(HEAVY))
 
 
+def test_a_read_on_a_new_data_dir_seeds_the_sample_without_the_model(tmp_path: Path) -> None:
+    """``list`` on a data directory that does not exist yet seeds the sample into the store alone: no model
+    library is imported and no index written (it used to embed all 45 skills with both models first, 24 s
+    on 2 cores); the next search builds the index and finds what was seeded."""
+    new = tmp_path / "new"
+    proc, imported = _imported(["--data-dir", str(new), "list", "--json", "--limit", "200"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len(json.loads(proc.stdout)["items"]) == 45
+    assert f"note: {new} did not exist: created it and seeded it with the bundled sample catalog (45 skills)" \
+        in proc.stderr
+    assert imported.isdisjoint(HEAVY), sorted(imported & set(HEAVY))
+    assert not (new / "manifest.json").exists()
+    found = subprocess.run([sys.executable, "-m", "skillsearch.cli", "--data-dir", str(new), "-q", "search",
+                            "renew an expired TLS certificate", "--json", "--limit", "1"],
+                           capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=240)
+    assert found.returncode == 0, found.stderr[-2000:]
+    assert json.loads(found.stdout)["hits"][0]["slug"] == "tls-certificate-renewal"
+
+
 def test_reads_leave_an_index_behind_the_store_to_the_next_search(data_dir: Path, tmp_path: Path) -> None:
     """An import killed between its store commit and its index update leaves the index behind the store.
     ``list``, ``get`` and ``resolve`` read the store alone: they load no model and write no index (they
@@ -416,6 +435,45 @@ def test_a_failed_load_is_kept_and_named() -> None:
         with pytest.raises(IndexNotReadyError, match="broken.*failed to load: ModuleNotFoundError"):
             model.get()
     assert not model.loaded
+
+
+def test_serve_on_a_new_data_dir_answers_before_it_embeds_the_sample(tmp_path: Path) -> None:
+    """``make serve`` on a fresh clone: the data directory is empty, so ``serve`` seeds the sample. It seeds the
+    store alone and answers at once (the index is built in the background, behind /readyz), instead of
+    embedding the sample with both models before it listens (20-30 s of silence on 2 cores)."""
+    import httpx
+
+    from skillsearch.http.auth import DEMO_TOKEN
+
+    new = tmp_path / "index"
+    new.mkdir()  # as in a clone: index/ exists, holding only its README
+    (new / "README.md").write_text("the data directory\n", encoding="utf-8")
+    env = _env(SKILLSEARCH_MODEL_LOAD_DELAY_S="300", SKILLSEARCH_MODEL_WAIT_S="0.5")
+    stderr = (tmp_path / "stderr.txt").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "skillsearch.cli", "--data-dir", str(new), "-q", "serve",
+                             "--port", "0"], stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, cwd=ROOT)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "serving on http://" in line, line
+        url = line.split("serving on ", 1)[1].strip()
+        with httpx.Client(base_url=url, timeout=60, headers={"Authorization": f"Bearer {DEMO_TOKEN}"}) as http:
+            health = http.get("/healthz")
+            ready = http.get("/readyz")
+            listed = http.get("/v1/skills", params={"limit": 200})
+            built = (new / "manifest.json").exists()
+            loaded = _has_torch(proc.pid) if Path("/proc/self/maps").exists() else False
+    finally:
+        proc.terminate()
+        proc.wait(60)
+        stderr.close()
+        if proc.stdout:
+            proc.stdout.close()
+    assert health.status_code == 200
+    assert ready.status_code == 503 and ready.json()["error"]["code"] == "INDEX_NOT_READY"
+    assert listed.status_code == 200 and "python-profiling" in {item["name"] for item in listed.json()["items"]}
+    assert not built and not loaded
+    assert "Traceback" not in (tmp_path / "stderr.txt").read_text()
 
 
 def test_serve_answers_at_once_and_is_not_ready_while_its_model_loads(data_dir: Path, tmp_path: Path) -> None:
