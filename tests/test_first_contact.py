@@ -470,8 +470,9 @@ def test_an_index_of_another_encoder_names_the_encoder_option(data_dir: Path) ->
 def _make_dry_run(*args: str) -> list[str]:
     """The recipe lines ``make -n`` would run in the repository (nothing runs), the install's included: the
     stamp is made to look older than its prerequisites with ``-W`` (what if this file were new)."""
-    proc = subprocess.run(["make", "-n", "-W", "pyproject.toml", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60)
+    # --no-print-directory: under `make test` this make is nested and would print "make[1]: Leaving directory".
+    proc = subprocess.run(["make", "-n", "--no-print-directory", "-W", "pyproject.toml", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.splitlines()
 
