@@ -1,5 +1,6 @@
-"""The composition root: one :class:`Catalog` that owns the store, the encoder and the search index, and
-offers every use case to the surfaces (CLI, MCP, HTTP). Surfaces never reach below this class.
+"""The composition root: one :class:`Catalog` that owns the store and, through its
+:class:`~skillsearch.retrieval.index_holder.IndexHolder`, the encoder and the search index, and offers every
+use case to the surfaces (CLI, MCP, HTTP). Surfaces never reach below this class.
 """
 
 from __future__ import annotations
@@ -10,34 +11,30 @@ import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from importlib import resources as importlib_resources
 from pathlib import Path
-from threading import Event, RLock, Thread
+from threading import Event
 from typing import TYPE_CHECKING, Any
 
-from skillsearch.catalog.changes import changed_at, visible_mark
+from skillsearch.catalog.changes import visible_mark
 from skillsearch.catalog.imports import ImportReport, store_import
 from skillsearch.catalog.read_cache import GenerationReads
 from skillsearch.catalog.reads import get_detail, list_page, resolve_flow
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.domain import Principal
-from skillsearch.core.errors import IndexNotReadyError, SkillSearchError, ValidationError, WriteStopped
+from skillsearch.core.errors import ValidationError
 from skillsearch.core.grants import check_grants
 from skillsearch.core.lru import LRU
 from skillsearch.core.settings import Settings
 from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
 from skillsearch.retrieval.batching import BatchingEncoder, BatchStats, QueryEncoders
 from skillsearch.retrieval.encoder import Encoder
-from skillsearch.retrieval.encoders import DEFAULT_ENCODER, encoder_choice, make_encoder
+from skillsearch.retrieval.index_holder import IndexHolder, Readiness
 from skillsearch.retrieval.indexer import IndexStats, ProgressFactory, SearchIndex
-from skillsearch.retrieval.loading import models_of, start_loading
-from skillsearch.retrieval.manifest import TUNED_KEYS, recorded_encoder
-from skillsearch.retrieval.query_cache import CachedQueryEncoder
+from skillsearch.retrieval.manifest import TUNED_KEYS
 from skillsearch.retrieval.routed_encoder import RoutedEncoder
 from skillsearch.retrieval.search import run_search, search_response
 from skillsearch.retrieval.search_types import SearchRequest, SearchResult
-from skillsearch.retrieval.warming import warm_in_background
 from skillsearch.sync.config import default_config_path
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
 from skillsearch.usecases.skill_files import SkillFiles, legacy_skill_md_note
@@ -60,53 +57,17 @@ def sample_catalog_dir() -> Path:
     return Path(str(importlib_resources.files("skillsearch") / "sample"))
 
 
-@dataclass(frozen=True)
-class Readiness:
-    documents: int
-    generation: int
-    changed_at: str | None = None  # when the catalog last changed
-    catching_up: bool = False  # the store moved and a write is bringing the index up to it
-
-
-class WriteStops:
-    """Whether a catalog's index writes stop: while a server that owns the catalog shuts down (``set`` by
-    :meth:`Catalog.stop_writes`, ``clear``-ed by :meth:`Catalog.resume_writes` once its syncs are joined: a
-    catalog may outlive a server, in a library caller or a test), or once the process-wide event it was given
-    is set (the CLI's SIGTERM, never cleared)."""
-
-    def __init__(self, process: Event | None = None) -> None:
-        self._process = process
-        self._own = Event()
-
-    def is_set(self) -> bool:
-        return self._own.is_set() or (self._process is not None and self._process.is_set())
-
-    def set(self) -> None:
-        self._own.set()
-
-    def clear(self) -> None:
-        self._own.clear()
-
-
 class Catalog:
-    """Store + encoder + index for one data directory."""
+    """Store + encoder + index for one data directory (the encoder and the index held by an ``IndexHolder``)."""
 
     def __init__(self, settings: Settings, encoder: Encoder | None = None, stopping: Event | None = None) -> None:
         self.settings = settings
-        # Set when the process stops (``stop_writes``; the CLI passes the event its SIGTERM sets): an index
-        # write in progress stops between batches of embeddings and raises ``WriteStopped``.
-        self.stopping = WriteStops(stopping)
         self.data_dir = Path(settings.data_dir)
         self.store = CatalogStore.in_dir(self.data_dir)
         # The search path's re-check reads, kept per store generation (catalog/read_cache.py).
         self._reads = GenerationReads(self.store)
-        self._encoder = encoder
-        self._index: SearchIndex | None = None
-        self._lock = RLock()
-        # Clear while a server's background thread opens the index (``prepare_in_background``): readers that
-        # need it wait for it within a bound instead of queueing on ``_lock`` behind a repair.
-        self._opened = Event()
-        self._opened.set()
+        # The encoder and the search index: opened, repaired, warmed, ready, stopped (retrieval/index_holder.py).
+        self._holder = IndexHolder(settings, self.store, encoder, stopping)
         self.sources = LocalSourcesUseCase(self)  # local folders and git repositories
         self.subscriptions = SubscriptionsUseCase(self)  # the subscription platform: pulls, polls, webhooks
         self._results: LRU[tuple[Any, ...], SearchResult] = LRU(settings.result_cache_size)
@@ -165,99 +126,36 @@ class Catalog:
         an import's, an open's repair) stops after the encoder's current batch, keeps what it embedded and
         raises :class:`~skillsearch.core.errors.WriteStopped`; the store keeps what it committed, and the
         next open embeds the rest. Reads keep serving the last whole snapshot."""
-        self.stopping.set()
+        self._holder.stopping.set()
 
     def resume_writes(self) -> None:
         """The server that called :meth:`stop_writes` has joined its syncs: writes may start again (unless the
         process itself is stopping)."""
-        self.stopping.clear()
+        self._holder.stopping.clear()
 
     def embedded_documents(self) -> int:
-        """Documents this process has embedded into its index so far (0 after opening a restored snapshot:
-        its vectors are used as they are)."""
-        return self._index.embed_count if self._index is not None else 0
+        """Documents this process has embedded into its index so far (0 after opening a restored snapshot)."""
+        return self._holder.embedded_documents()
 
     def is_empty(self) -> bool:
         return self.store.count() == 0 and not self.store.sync.states()
 
     @property
     def encoder(self) -> Encoder:
-        if self._encoder is None:
-            self._encoder = make_encoder(self.encoder_choice())
-        if not isinstance(self._encoder, CachedQueryEncoder):
-            self._encoder = CachedQueryEncoder(self._encoder, self.settings.query_cache_size)
-        return self._encoder
+        return self._holder.encoder
 
     def prepare_in_background(self) -> None:
-        """Servers call this once the store is open (``open(..., index=False)``), and answer the protocol at
-        once: the embedding model loads in a background thread, and the index opens in another, with what
-        opening may have to do first (the lexical side rebuilt after an upgrade changed its recipe, a backlog
-        of skills embedded after an import killed half way, a recalibration, a whole build where a restore
-        left no index: seconds to minutes on a large catalog). Meanwhile the store's reads answer, and a
-        search waits for the index (and the model) up to ``settings.model_wait_s``, then gets
-        ``INDEX_NOT_READY``; ``readiness`` says not ready. Each index snapshot, the opened one and every
-        later one, then makes in a third thread what its first search would make otherwise
-        (``warming.warm``: at 1M rows the int4 copy, 0.34 s, and the document languages of the e5 route).
-        Readers never see a half-repaired index: the opened one is published whole, when its repair is done."""
-        start_loading(self.encoder, self.settings.model_wait_s, self.settings.model_load_delay_s)
-        if self._index is not None:
-            self._warm(self._index)
-            return
-        self._opened.clear()
-        Thread(target=self._open_behind_the_answer, name="skillsearch-index-open", daemon=True).start()
-
-    def _open_behind_the_answer(self) -> None:
-        """The background open of :meth:`prepare_in_background`. A repair that must embed waits for the
-        model without the readers' bound (nobody waits on this thread's answer), then opens again: an open
-        that failed there changed nothing a second open does not check and repair."""
-        try:
-            while True:
-                try:
-                    with self._lock:
-                        if self._index is None:
-                            self._open_index(None)
-                    break
-                except IndexNotReadyError:
-                    loading = [m for m in models_of(self.encoder) if m.pending]
-                    if not loading:
-                        raise
-                    for model in loading:
-                        model.wait()
-            assert self._index is not None
-            self._warm(self._index)
-        except WriteStopped as exc:  # the process is stopping: the next open embeds the rest
-            log.warning("%s", exc)
-        except SkillSearchError as exc:  # the next reader opens it again and gets the error (a reindex fixes it)
-            log.error("cannot open the index in %s: %s: %s", self.data_dir, exc.code, exc.message)
-        except Exception:
-            log.exception("opening the index in %s failed; the next search opens it again", self.data_dir)
-        finally:
-            self._opened.set()
-
-    @staticmethod
-    def _warm(idx: SearchIndex) -> None:
-        idx.warm_snapshots = True
-        warm_in_background(idx.snapshot())
+        """For servers: the model loads and the index opens in background threads, each snapshot is warmed
+        (``IndexHolder.prepare_in_background``)."""
+        self._holder.prepare_in_background()
 
     def index_opening(self) -> bool:
         """A server's background open of the index (``prepare_in_background``) has not finished."""
-        return not self._opened.is_set()
-
-    def check_model(self) -> None:
-        """``INDEX_NOT_READY`` while a model behind the encoder is loading, or when its load failed."""
-        for model in models_of(self.encoder):
-            if model.pending:
-                raise IndexNotReadyError(f"the embedding model ({model.what}) is still loading", {"model": model.what})
-            if model.failure is not None:
-                raise IndexNotReadyError(f"the embedding model ({model.what}) failed to load", {"model": model.what})
+        return self._holder.opening()
 
     def encoder_choice(self) -> str:
-        """The configured encoder, else the one the index was built with (so that a later command, ``reindex``
-        included, needs no flag), else ``DEFAULT_ENCODER``."""
-        if self.settings.encoder:
-            return self.settings.encoder
-        built = recorded_encoder(self.data_dir)
-        return (encoder_choice(built) if built else None) or DEFAULT_ENCODER
+        """The configured encoder, else the one the index was built with, else ``DEFAULT_ENCODER``."""
+        return self._holder.encoder_choice()
 
     def batch_stats(self) -> BatchStats | None:
         """The batching query encoder's counters (None before the first search, or without batching)."""
@@ -274,57 +172,12 @@ class Catalog:
 
     def index(self, progress: ProgressFactory | None = None, generation: int | None = None, *,
               bounded: bool = True) -> SearchIndex:
-        """The search index, opened on first use and brought up to the store when another process
-        changed the catalog since (the store's generation moved). ``generation``: the store's, when the
-        caller has just read it. While a server's background open runs (``prepare_in_background``) a
-        caller waits for it, up to ``settings.model_wait_s`` (``bounded``; a write waits as long as it
-        takes), then gets ``INDEX_NOT_READY``."""
-        if self._index is None and not self._opened.is_set():
-            wait_s = self.settings.model_wait_s
-            if not self._opened.wait(wait_s if bounded else None):
-                raise IndexNotReadyError(
-                    f"the search index is still being opened (and repaired where needed) after {wait_s:g} s;"
-                    " try again shortly", {"waited_s": wait_s})
-        current = self._index
-        if current is not None:
-            if current.snapshot().generation == (self.store.generation() if generation is None else generation):
-                return current
-            # Someone else is already bringing it up to date: serve the last whole snapshot meanwhile.
-            if not self._lock.acquire(blocking=False):
-                return current
-            try:
-                if current.snapshot().generation != self.store.generation():
-                    # Follows another process's writes; does nothing while a writer holds the directory.
-                    current.catch_up(self.store)
-                return current
-            finally:
-                self._lock.release()
-        with self._lock:
-            if self._index is None:
-                self._open_index(progress)
-            assert self._index is not None
-            return self._index
-
-    def _open_index(self, progress: ProgressFactory | None) -> IndexStats | None:
-        """Open (build, repair) the index; what that embedded, None when it was current. Under ``_lock``."""
-        idx = SearchIndex(
-            self.data_dir, self.encoder, self.settings.embed_instructions_chars, self.settings.french_analysis,
-            self.settings.lexical_instructions_chars, self.stopping,
-        )
-        stats = idx.open(self.store, progress)
-        log.info("index open in %s: %d documents, %d embedded", self.data_dir, len(idx.snapshot().vectors),
-                 idx.embed_count)
-        self._index = idx
-        return stats
+        """The search index, opened on first use and kept up with the store (``IndexHolder.index``)."""
+        return self._holder.index(progress, generation, bounded=bounded)
 
     def reindex(self, progress: ProgressFactory | None = None) -> IndexStats:
-        with self._lock:
-            idx = self._index or SearchIndex(
-                self.data_dir, self.encoder, self.settings.embed_instructions_chars, self.settings.french_analysis,
-                self.settings.lexical_instructions_chars, self.stopping,
-            )
-            stats = idx.rebuild(self.store, progress)
-            self._index = idx
+        with self._holder.lock:
+            stats = self._holder.reindex(progress)
             self._results.clear()
             return stats
 
@@ -350,8 +203,7 @@ class Catalog:
 
     def close(self) -> None:
         self._queries.close()
-        if self._index is not None:
-            self._index.close()
+        self._holder.close()
         self.store.close()
 
     # -- what the surfaces show about the catalog itself ---------------------------------------
@@ -361,61 +213,19 @@ class Catalog:
         return self.store.generation()
 
     def readiness(self) -> Readiness:
-        """The index is open and reflects the store (both retrievers hold every active skill), else
-        ``INDEX_NOT_READY`` with both generations and both document counts. An index a moment behind the
-        store while a write is in progress (a sync batch here, or another process holding the write lock)
-        is ready and ``catching_up`` (unless that snapshot is empty): it serves its last whole snapshot, and
-        every replica of a fleet pulls the same change at once, so a 503 then would empty the balancer's pool
-        on every update. Also
-        ``INDEX_NOT_READY`` while the embedding model is loading in the background (a server's first moments),
-        and while the index is still opening there (a repair after an upgrade or an interrupted import)."""
-        self.check_model()
-        if self.index_opening():
-            raise IndexNotReadyError("the search index is still being opened (and repaired where needed)",
-                                     {"opening": True})
-        idx = self.index()
-        snap, generation = idx.snapshot(), self.store.generation()
-        docs, lexical_docs = len(snap.vectors), idx.lexical.num_docs()
-        behind = snap.generation != generation
-        # Catching up counts as ready only for an index that has something to serve meanwhile: a new replica
-        # whose first sync is still embedding is not ready.
-        if lexical_docs != docs or (behind and (docs == 0 or not self._write_in_progress(idx))):
-            raise IndexNotReadyError("the index does not match the catalog yet", {
-                "index_generation": snap.generation, "store_generation": generation,
-                "vectors": docs, "lexical": lexical_docs})
-        return Readiness(documents=docs, generation=snap.generation, changed_at=changed_at(self.store),
-                         catching_up=behind)
-
-    def _write_in_progress(self, idx: SearchIndex) -> bool:
-        if not self._lock.acquire(blocking=False):
-            return True  # a batch of this process (a sync run, a source's run) holds the index
-        try:
-            with idx.wlock.try_hold() as free:
-                return not free  # another thread's or process's write of the index files
-        finally:
-            self._lock.release()
+        """For ``/readyz``: ``IndexHolder.readiness``."""
+        return self._holder.readiness()
 
     def indexed_documents(self) -> int:
         """Skills in the search index; 0 while it cannot be opened, or is opening in the background."""
-        if self.index_opening():
-            return 0
-        try:
-            return len(self.index().snapshot().vectors)
-        except SkillSearchError:
-            return 0
+        return self._holder.indexed_documents()
+
+    def index_generation(self) -> int:
+        """The store generation the index reflects; -1 while it cannot be opened, or is opening."""
+        return self._holder.index_generation()
 
     def skill_count(self) -> int:
         return self.store.count()
-
-    def index_generation(self) -> int:
-        """The store generation the index this process serves reflects; -1 while it cannot be opened, or is
-        opening in the background."""
-        if self.index_opening():
-            return -1
-        try:
-            return self.index().snapshot().generation
-        except SkillSearchError:
-            return -1
 
     def runs_on_sample(self) -> bool:
         """True when every skill came from the bundled sample's sources (and there is one): the only
@@ -435,7 +245,7 @@ class Catalog:
         check_grants([grant])
         if not source or len(source) > 128:
             raise ValidationError("source must be a non-empty name of at most 128 characters")
-        if self._index is None and (self.data_dir / "manifest.json").exists():
+        if self._holder.opened is None and (self.data_dir / "manifest.json").exists():
             # Opened before the store moves: an index that is current now takes the import as one refresh
             # of what changed. Opened after, it would be behind the store and repaired whole (every skill's
             # lexical document written again: 15 s for one skill at 100k, `skillsearch import` in a new
@@ -445,12 +255,10 @@ class Catalog:
 
         report = store_import(self.store, parse_path(path, source, grant), source, grant)
         changed = report.changed
-        if self._index is not None:
-            report.index = self._index.refresh(self.store, changed, report.span) if changed else None
-        elif changed:
-            with self._lock:  # the first index of this data directory: built now, its embedding reported
-                if self._index is None:  # (else another thread opened it meanwhile, with this import's skills)
-                    report.index = self._open_index(progress)
+        if (idx := self._holder.opened) is not None:
+            report.index = idx.refresh(self.store, changed, report.span) if changed else None
+        elif changed:  # the first index of this data directory: built now, its embedding reported (unless
+            report.index = self._holder.open_first(progress)  # another thread opened it meanwhile)
         return report
 
     def import_sample(self, progress: ProgressFactory | None = None, *, index: bool = True) -> list[ImportReport]:
@@ -555,7 +363,7 @@ class Catalog:
         """An in-process batch in progress: it holds the index lock, so reads in other threads keep serving
         the last whole snapshot (see :meth:`index`) instead of refreshing on their own; the batch refreshes
         the index itself after each commit."""
-        with self._lock:
+        with self._holder.lock:
             yield
 
     def skill_files(self) -> SkillFiles:

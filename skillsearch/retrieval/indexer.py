@@ -66,7 +66,7 @@ STOPPED_GENERATION = -1
 
 
 class StopFlag(Protocol):
-    """What tells a write to stop (``threading.Event`` is one; so is the catalog's ``WriteStops``)."""
+    """What tells a write to stop (``threading.Event`` is one; so is ``index_holder.WriteStops``, a catalog's)."""
 
     def is_set(self) -> bool: ...
 
