@@ -1,6 +1,7 @@
 """SIGTERM (docker, Kubernetes, systemd) during an embedding: the process stops at the next batch instead of
 embedding everything first, keeps what it embedded, exits 143 saying what is left, and the next open embeds
-the rest. A real ``skillsearch import`` process with the real MiniLM model."""
+the rest. Real ``skillsearch import``, ``mcp`` (stdio) and ``serve --workers 2`` processes with the real
+MiniLM model."""
 
 from __future__ import annotations
 
@@ -8,19 +9,30 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
+import time
+from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
+from test_sources import write_skill
+
+from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
+from skillsearch.sync.config import default_config_path
+from skillsearch.sync.sources import SourceConfig, add_source
 
 REPO = Path(__file__).resolve().parents[1]
 SKILLS = 400
 TAIL = "Quokka telemetry for zanzibar lighthouses"
+WAIT_S = 180.0  # generous: the machine is shared; no test asserts a duration
+ENV = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
 
 
 def _bundle(path: Path) -> Path:
@@ -39,18 +51,12 @@ def _bundle(path: Path) -> Path:
 def test_sigterm_mid_import_stops_between_batches_and_the_next_open_embeds_the_rest(
         tmp_path: Path, encoder: Encoder) -> None:
     data_dir = tmp_path / "data"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data_dir), "--encoder", "minilm", "import",
          str(_bundle(tmp_path / "bundle.json")), "--source", "chores", "--grant", "team:ops"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV, cwd=REPO,
     )
-    assert proc.stderr is not None
-    seen = ""
-    while "embedding" not in seen:  # the progress bar: the store has committed, the model embeds
-        char = proc.stderr.read(1)
-        assert char, f"the import ended before it embedded: {seen!r}"
-        seen += char
+    seen = _read_until(proc, "embedding")  # the progress bar: the store has committed, the model embeds
     proc.send_signal(signal.SIGTERM)
     rest = proc.stderr.read()
     proc.stderr.close()
@@ -61,8 +67,29 @@ def test_sigterm_mid_import_stops_between_batches_and_the_next_open_embeds_the_r
     assert total == SKILLS and left == SKILLS - embedded and left > 0
 
     # The store holds every skill (its transaction committed); the index what was embedded, behind the store.
+    assert _stopped_index(data_dir) == embedded
+    _next_open_embeds_the_rest(data_dir, encoder, left)
+
+
+def _read_until(proc: subprocess.Popen[str], text: str) -> str:
+    """stderr of ``proc`` up to ``text`` (the process ending first fails the test)."""
+    assert proc.stderr is not None
+    seen = ""
+    while text not in seen:
+        char = proc.stderr.read(1)
+        assert char, f"the process ended before it said {text!r}: {seen!r}"
+        seen += char
+    return seen
+
+
+def _stopped_index(data_dir: Path) -> int:
+    """The documents of an index whose write stopped (generation -1, behind every store): fewer than SKILLS."""
     manifest = json.loads((data_dir / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["store_generation"] == -1 and manifest["documents"] == embedded
+    assert manifest["store_generation"] == -1 and manifest["documents"] < SKILLS, manifest
+    return int(manifest["documents"])
+
+
+def _next_open_embeds_the_rest(data_dir: Path, encoder: Encoder, left: int) -> None:
     catalog = Catalog.open(Settings(data_dir=data_dir, encoder="minilm", seed_sample=False), encoder=encoder)
     try:
         assert catalog.skill_count() == SKILLS
@@ -73,3 +100,92 @@ def test_sigterm_mid_import_stops_between_batches_and_the_next_open_embeds_the_r
         assert hits and hits[0].skill.slug == "lighthouse-quokka"
     finally:
         catalog.close()
+
+
+def _skill_folders(root: Path) -> Path:
+    """SKILLS skill folders (``SKILL.md`` each) for a folder source; the last one, the tail, is findable."""
+    for i in range(SKILLS - 1):
+        write_skill(root, f"skill-{i:03d}", f"Handles chore number {i} of the warehouse inventory, step by step.",
+                    f"Count the boxes of aisle {i}. Write the total down. " * 8)
+    write_skill(root, "lighthouse-quokka", f"{TAIL}: reads the beacons.",
+                "Read each lighthouse beacon and log the quokka count.")
+    return root
+
+
+def _stored(data_dir: Path) -> int:
+    """Skills in the data directory's store, read-only (another process is writing it)."""
+    path = data_dir / CatalogStore.FILENAME
+    if not path.exists():
+        return 0
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0)) as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM skills").fetchone()[0])
+    except sqlite3.OperationalError:  # the schema is not there yet
+        return 0
+
+
+def _eventually(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def _stdio_mcp(data_dir: Path) -> subprocess.Popen[str]:
+    """``skillsearch mcp`` over stdio, its handshake answered: the server is up. stdin stays open (a host
+    that is being stopped by docker or systemd does not close it first)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "skillsearch.cli", "-q", "--encoder", "minilm", "mcp", "--data-dir", str(data_dir)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=REPO,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}}) + "\n")
+    proc.stdin.flush()
+    answer = json.loads(proc.stdout.readline())
+    assert answer["id"] == 1 and "result" in answer, answer
+    return proc
+
+
+def _terminate(proc: subprocess.Popen[str]) -> tuple[int, str]:
+    """SIGTERM with stdin still open: the exit code and stderr."""
+    assert proc.stderr is not None and proc.stdin is not None and proc.stdout is not None
+    proc.send_signal(signal.SIGTERM)
+    try:
+        code = proc.wait(timeout=WAIT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise AssertionError("the process did not stop on SIGTERM") from None
+    finally:
+        proc.stdin.close()
+        proc.stdout.close()
+    with proc.stderr:
+        return code, proc.stderr.read()
+
+
+def test_sigterm_ends_an_idle_stdio_mcp_server_whose_client_keeps_stdin_open(tmp_path: Path) -> None:
+    """The SDK reads stdin in a thread that only the client closing the pipe wakes: the server stops anyway."""
+    data_dir = tmp_path / "data"
+    proc = _stdio_mcp(data_dir)
+    _eventually(lambda: (data_dir / "manifest.json").exists(), "the index never opened")  # idle: nothing left to do
+    code, err = _terminate(proc)
+    assert code == 128 + signal.SIGTERM, err
+    assert "terminated" in err.splitlines() and "Traceback" not in err, err
+
+
+def test_sigterm_stops_a_stdio_mcp_servers_source_between_batches_and_the_next_open_embeds_the_rest(
+        tmp_path: Path, encoder: Encoder) -> None:
+    """A folder source of sync.toml mirrored by the stdio server in the background: SIGTERM while its skills
+    are embedded stops the write at its next batch, saves what was embedded, and the process exits 143."""
+    data_dir, skills = tmp_path / "data", _skill_folders(tmp_path / "skills")
+    data_dir.mkdir()
+    add_source(default_config_path(data_dir), SourceConfig("local", "user:me", path=skills))
+    proc = _stdio_mcp(data_dir)
+    # The source's run has committed every skill: its embedding follows.
+    _eventually(lambda: _stored(data_dir) == SKILLS, "the source was never mirrored")
+    code, err = _terminate(proc)
+    assert code == 128 + signal.SIGTERM, err
+    assert "terminated" in err.splitlines() and "Traceback" not in err, err
+    embedded = _stopped_index(data_dir)
+    _next_open_embeds_the_rest(data_dir, encoder, SKILLS - embedded)

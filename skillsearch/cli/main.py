@@ -117,9 +117,6 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except WriteStopped as exc:  # SIGTERM during an index write: what it left for the next open
         print(f"terminated: {exc}", file=sys.stderr)
         return termination.EXIT_TERMINATED
-    except termination.Terminated:
-        print("terminated", file=sys.stderr)
-        return termination.EXIT_TERMINATED
     except UsageError as exc:  # a command's own check of its arguments
         show_usage_error(exc, out, wants_json(argv), sys.stderr)
         return EXIT_USAGE

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -115,9 +116,21 @@ def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
     check_data_dir(Path(args.data_dir))
     if not args.http:
         in_use(Path(args.data_dir))
-        termination.install(interrupt=True)  # no server loop takes SIGTERM over stdio: it ends the server
+        server = mcp_server_from_args(args)
+
+        def leave() -> None:  # the session has ended, its writes saved: the stdin reader is not waited for
+            print("terminated", file=sys.stderr)
+            note_new_data_dir(args)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(termination.EXIT_TERMINATED)
+
+        # No server loop takes SIGTERM over stdio: it ends the session as a client closing stdin would.
+        termination.on_terminate(lambda: server.stop(then=leave))
+        if termination.terminated():
+            server.stop(then=leave)
         try:
-            mcp_server_from_args(args).run("stdio")
+            server.run("stdio")
         except BaseExceptionGroup as group:  # the SDK's task groups wrap what stopped the server: say that
             if len(group.exceptions) == 1:
                 raise group.exceptions[0] from None

@@ -8,7 +8,8 @@ every transaction it committed; the next open embeds the rest. A second SIGTERM 
 
 ``serve`` and ``mcp --http`` run under uvicorn, which takes SIGTERM while it serves and shuts the app down
 (its lifespan calls ``Catalog.stop_writes``), then sends the signal again to this handler. ``mcp`` over
-stdio has no such loop: :func:`install` with ``interrupt=True`` also ends it, as Ctrl-C does.
+stdio has no such loop: its callback (:func:`on_terminate`) ends the session, whose lifespan stops and joins
+the writes, then leaves the process without waiting for the stdin the client keeps open.
 """
 
 from __future__ import annotations
@@ -19,26 +20,19 @@ import threading
 from collections.abc import Callable
 from types import FrameType
 
-__all__ = ["EXIT_TERMINATED", "STOPPING", "Terminated", "install", "on_terminate", "terminated"]
+__all__ = ["EXIT_TERMINATED", "STOPPING", "install", "on_terminate", "terminated"]
 
 EXIT_TERMINATED = 128 + signal.SIGTERM
 
 STOPPING = threading.Event()
 _received: list[int] = []
 _callbacks: list[Callable[[], None]] = []
-_interrupt = False
 
 
-class Terminated(BaseException):
-    """Raised in the main thread by SIGTERM when :func:`install` was asked to interrupt (``mcp`` over stdio)."""
-
-
-def install(*, interrupt: bool = False) -> None:
+def install() -> None:
     """Take SIGTERM in this process (from the main thread only; elsewhere a no-op)."""
-    global _interrupt
     if threading.current_thread() is not threading.main_thread():
         return
-    _interrupt = _interrupt or interrupt
     signal.signal(signal.SIGTERM, _on_sigterm)
 
 
@@ -61,5 +55,3 @@ def _on_sigterm(signum: int, _frame: FrameType | None) -> None:
     STOPPING.set()
     for callback in _callbacks:
         callback()
-    if _interrupt:
-        raise Terminated

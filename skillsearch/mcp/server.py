@@ -22,7 +22,9 @@ resources through a ``register(server)`` function of their module called in :fun
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from importlib import metadata
@@ -94,13 +96,41 @@ class SkillSearchMCP(MCPServer[ServerState]):
         super().__init__(**kwargs)
         self.error_shapes: dict[str, ErrorShape] = {}
         self.notifications = notifications or NotificationOptions()
+        self._stop_lock = threading.RLock()  # stop() may run in a signal handler inside run_stdio_async
+        self._cancel: Callable[[], object] | None = None
+        self._then: Callable[[], object] | None = None
 
     async def run_stdio_async(self) -> None:
         """As the SDK's, with our notification options: its own passes none, so ``initialize`` would say
-        ``listChanged: false`` while the notifier sends ``notifications/resources/list_changed``."""
+        ``listChanged: false`` while the notifier sends ``notifications/resources/list_changed``. Ends when
+        the client closes stdin, or after :meth:`stop`."""
         lowlevel = self._lowlevel_server
+        loop = asyncio.get_running_loop()
         async with stdio_server() as (read_stream, write_stream):
-            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options(self.notifications))
+            with anyio.CancelScope() as scope:
+                with self._stop_lock:
+                    self._cancel = lambda: loop.call_soon_threadsafe(scope.cancel)
+                    if self._then is not None:
+                        scope.cancel()
+                await lowlevel.run(read_stream, write_stream,
+                                   lowlevel.create_initialization_options(self.notifications))
+            if self._then is not None:
+                # The session and its lifespan have ended (writes stopped and joined, the catalog closed). The
+                # SDK's stdin reader is a thread blocked until the client closes the pipe: it cannot be
+                # cancelled, and leaving this block would wait for it.
+                self._then()
+
+    def stop(self, then: Callable[[], object]) -> None:
+        """End :meth:`run_stdio_async` while the client keeps stdin open (a process told to stop: SIGTERM):
+        the session is cancelled, the lifespan's cleanup runs, then ``then()`` is called in the server's
+        thread, where it must leave the process (``os._exit``). Safe from a signal handler or another thread,
+        also before the server has started."""
+        with self._stop_lock:
+            if self._then is not None:
+                return
+            self._then = then
+            if self._cancel is not None:
+                self._cancel()
 
     def _error(self, name: str, exc: SkillSearchError) -> CallToolResult:
         return error_result(exc, self.error_shapes.get(name, error_body))

@@ -12,9 +12,11 @@ __all__ = ["running"]
 
 @asynccontextmanager
 async def running(start: Callable[[], None], stop: Callable[[], None]) -> AsyncIterator[None]:
-    """``start()`` now; ``stop()`` at shutdown, in a worker thread, since stopping joins threads."""
+    """``start()`` now; ``stop()`` at shutdown, in a worker thread, since stopping joins threads; also when
+    the shutdown is a cancellation (an MCP stdio session stopped by SIGTERM), which would skip the join."""
     start()
     try:
         yield
     finally:
-        await anyio.to_thread.run_sync(stop)
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(stop)
