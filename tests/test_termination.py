@@ -12,6 +12,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from contextlib import closing
@@ -189,3 +190,26 @@ def test_sigterm_stops_a_stdio_mcp_servers_source_between_batches_and_the_next_o
     assert "terminated" in err.splitlines() and "Traceback" not in err, err
     embedded = _stopped_index(data_dir)
     _next_open_embeds_the_rest(data_dir, encoder, SKILLS - embedded)
+
+
+def test_closing_a_catalog_stops_its_background_open_and_waits_for_it(tmp_path: Path, encoder: Encoder) -> None:
+    """A server's catalog opens (and repairs) its index in a background thread; closing the catalog (a
+    server's shutdown) tells that thread to stop and waits for it: it keeps the batches it finished, as a
+    SIGTERM'd write does, and writes nothing after the store is closed."""
+    from skillsearch.catalog.importer import parse_path
+    from skillsearch.catalog.imports import store_import
+
+    data_dir = tmp_path / "data"
+    settings = Settings(data_dir=data_dir, encoder="minilm", seed_sample=False)
+    catalog = Catalog.open(settings, encoder=encoder, index=False)
+    # The backlog a killed import leaves: every skill in the store, none in the index.
+    store_import(catalog.store, parse_path(_bundle(tmp_path / "bundle.json"), "chores", "team:ops"), "chores",
+                 "team:ops")
+    catalog.prepare_in_background()  # the model is loaded (session fixture): the open embeds at once
+    assert catalog.index_opening()
+    catalog.close()
+
+    assert not [t for t in threading.enumerate() if t.name == "skillsearch-index-open"]
+    manifest = data_dir / "manifest.json"
+    documents = _stopped_index(data_dir) if manifest.exists() else 0
+    _next_open_embeds_the_rest(data_dir, encoder, SKILLS - documents)

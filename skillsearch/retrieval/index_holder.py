@@ -32,6 +32,10 @@ __all__ = ["IndexHolder", "Readiness", "WriteStops"]
 
 log = logging.getLogger("skillsearch")
 
+# How long closing waits for a background open to stop: the encoder's batch in progress, or a lexical rebuild
+# (not interruptible; seconds at 100k skills); past it the process goes on, and the next open repairs.
+CLOSE_WAIT_S = 30.0
+
 
 @dataclass(frozen=True)
 class Readiness:
@@ -80,6 +84,7 @@ class IndexHolder:
         # need it wait for it within a bound instead of queueing on ``lock`` behind a repair.
         self._opened = Event()
         self._opened.set()
+        self._opener: Thread | None = None  # the background open of prepare_in_background
 
     @property
     def encoder(self) -> Encoder:
@@ -120,7 +125,8 @@ class IndexHolder:
             self._warm(self._index)
             return
         self._opened.clear()
-        Thread(target=self._open_behind_the_answer, name="skillsearch-index-open", daemon=True).start()
+        self._opener = Thread(target=self._open_behind_the_answer, name="skillsearch-index-open", daemon=True)
+        self._opener.start()
 
     def _open_behind_the_answer(self) -> None:
         """The background open of :meth:`prepare_in_background`. A repair that must embed waits for the
@@ -134,6 +140,8 @@ class IndexHolder:
                             self._open_index(None)
                     break
                 except IndexNotReadyError:
+                    if self.stopping.is_set():
+                        return  # closing or stopping: the next open repairs
                     loading = [m for m in models_of(self.encoder) if m.pending]
                     if not loading:
                         raise
@@ -290,6 +298,13 @@ class IndexHolder:
         its vectors are used as they are)."""
         return self._index.embed_count if self._index is not None else 0
 
-    def close(self) -> None:
+    def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
+        """Close the index. A background open still at work is told to stop (an embedding keeps the batches it
+        finished, as at SIGTERM) and waited for up to ``wait_s``, so it does not write on after the store is
+        closed, nor leave with its finished batches unsaved."""
+        opener = self._opener
+        if opener is not None and opener.is_alive():
+            self.stopping.set()
+            opener.join(wait_s)
         if self._index is not None:
             self._index.close()
