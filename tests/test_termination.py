@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
@@ -213,3 +214,39 @@ def test_closing_a_catalog_stops_its_background_open_and_waits_for_it(tmp_path: 
     manifest = data_dir / "manifest.json"
     documents = _stopped_index(data_dir) if manifest.exists() else 0
     _next_open_embeds_the_rest(data_dir, encoder, SKILLS - documents)
+
+
+
+def _waits_in(thread: threading.Thread, function: str) -> bool:
+    """Whether ``thread`` is blocked inside ``function`` (of skillsearch's code) right now."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    return frame is not None and any(
+        f.name == function and "skillsearch" in f.filename for f in traceback.extract_stack(frame))
+
+
+def test_closing_a_catalog_while_its_model_loads_ends_the_background_open(tmp_path: Path) -> None:
+    """A server stopped in its first seconds (a rollout) closes its catalog while the background open waits
+    for the embedding model to repair a backlog: the open ends then, instead of holding the close for its
+    whole wait and writing the index once the model has loaded, after the store is closed."""
+    from skillsearch.catalog.importer import parse_path
+    from skillsearch.catalog.imports import store_import
+    from skillsearch.retrieval.encoders import make_encoder
+
+    data_dir = tmp_path / "data"
+    # A fresh encoder whose model starts loading in ten minutes (never, in this test): the open waits for it.
+    settings = Settings(data_dir=data_dir, encoder="minilm", seed_sample=False, model_wait_s=0.05,
+                        model_load_delay_s=600.0)
+    catalog = Catalog.open(settings, encoder=make_encoder("minilm"), index=False)
+    store_import(catalog.store, parse_path(_bundle(tmp_path / "bundle.json"), "chores", "team:ops"), "chores",
+                 "team:ops")
+    catalog.prepare_in_background()
+    opener = catalog._holder._opener
+    assert opener is not None
+    deadline = time.monotonic() + WAIT_S
+    while opener.is_alive() and not _waits_in(opener, "wait") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _waits_in(opener, "wait")  # the repair's unbounded wait for the model
+    catalog.close()
+
+    assert not opener.is_alive()
+    assert not (data_dir / "manifest.json").exists()  # nothing written: the next open builds the index

@@ -35,6 +35,8 @@ log = logging.getLogger("skillsearch")
 # How long closing waits for a background open to stop: the encoder's batch in progress, or a lexical rebuild
 # (not interruptible; seconds at 100k skills); past it the process goes on, and the next open repairs.
 CLOSE_WAIT_S = 30.0
+# How often the background open, waiting for the model to load, looks whether it should stop instead.
+_STOP_POLL_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -130,8 +132,9 @@ class IndexHolder:
 
     def _open_behind_the_answer(self) -> None:
         """The background open of :meth:`prepare_in_background`. A repair that must embed waits for the
-        model without the readers' bound (nobody waits on this thread's answer), then opens again: an open
-        that failed there changed nothing a second open does not check and repair."""
+        model without the readers' bound (nobody waits on this thread's answer), but ends when the catalog
+        is closed or its writes stop meanwhile, then opens again: an open that failed there changed nothing
+        a second open does not check and repair."""
         try:
             while True:
                 try:
@@ -146,7 +149,9 @@ class IndexHolder:
                     if not loading:
                         raise
                     for model in loading:
-                        model.wait()
+                        while not model.wait(_STOP_POLL_S):
+                            if self.stopping.is_set():
+                                return  # closed while the model loads: the next open repairs
             assert self._index is not None
             self._warm(self._index)
         except WriteStopped as exc:  # the process is stopping: the next open embeds the rest

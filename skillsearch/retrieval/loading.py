@@ -80,11 +80,11 @@ class LazyModel(Generic[T]):
         threading.Thread(target=run, name=f"skillsearch-load-{self.what}", daemon=True).start()
         return True
 
-    def wait(self) -> None:
-        """Block until a started load has finished (loaded or failed); for background work that needs the
-        model and has no caller to answer meanwhile (a server's index repair)."""
-        if self._started:
-            self._done.wait()
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until a started load has finished (loaded or failed), or ``timeout`` seconds have passed;
+        whether it has finished (True when none started). For background work that needs the model and has
+        no caller to answer meanwhile (a server's index repair), which waits a step at a time to see a stop."""
+        return not self._started or self._done.wait(timeout)
 
     def get(self) -> T:
         if not self._done.is_set():
