@@ -155,6 +155,27 @@ class HostileUpstream:
                     body = json.dumps({"items": [item(1, "gz"), item(2, "gz")], "next_cursor": "done",
                                        "has_more": False}).encode()
                     self._send(200, comp.compress(body) + comp.flush(), headers={"Content-Encoding": "gzip"})
+                elif sub in ("gzip-no-trailer", "deflate-zlib", "deflate-raw", "deflate-raw-split"):
+                    body = json.dumps({"items": [item(1, sub[:4]), item(2, sub[:4])], "next_cursor": "done",
+                                       "has_more": False}).encode()
+                    wbits = {"gzip-no-trailer": 31, "deflate-zlib": 15}.get(sub, -15)  # -15: raw deflate
+                    comp = zlib.compressobj(9, zlib.DEFLATED, wbits)
+                    sent = comp.compress(body) + comp.flush()
+                    if sub == "gzip-no-trailer":  # a whole HTTP body whose gzip stream lacks its CRC and size
+                        sent = sent[:-8]
+                    coding = "gzip" if sub[0] == "g" else "deflate"
+                    if sub != "deflate-raw-split":
+                        self._send(200, sent, headers={"Content-Encoding": coding})
+                    else:  # the first byte alone, as a streaming compressor that flushes early may send it
+                        self.send_response(200)
+                        self.send_header("Content-Type", "application/json")
+                        self.send_header("Content-Encoding", coding)
+                        self.send_header("Content-Length", str(len(sent)))
+                        self.end_headers()
+                        self.wfile.write(sent[:1])
+                        self.wfile.flush()
+                        time.sleep(0.3)
+                        self.wfile.write(sent[1:])
                 elif sub == "nan-item":
                     bad = item(2)
                     bad["revision"]["metadata"] = {"ratio": float("nan"), "limit": float("inf")}

@@ -204,6 +204,26 @@ def test_a_plain_gzip_page_still_decodes(catalog: Catalog, upstream: tuple[str, 
     assert sorted(catalog.store.skill_ids_of_source("upstream:gzip-page")) == ["gz-1", "gz-2"]
 
 
+@pytest.mark.parametrize("sub", ["deflate-zlib", "deflate-raw", "deflate-raw-split"])
+def test_a_deflate_page_decodes_zlib_wrapped_or_raw(catalog: Catalog, upstream: tuple[str, Any], sub: str) -> None:
+    """``Content-Encoding: deflate`` is zlib-wrapped (RFC 9110) or, from some servers, raw deflate; httpx
+    takes both and so do we, also when the body's first read holds a single byte (too few to tell)."""
+    url, _ = upstream
+    reports = _run(catalog, url, sub)
+    assert reports[sub]["error"] is None and reports[sub]["created"] == 2, reports[sub]
+    assert sorted(catalog.store.skill_ids_of_source(f"upstream:{sub}")) == [f"{sub[:4]}-1", f"{sub[:4]}-2"]
+
+
+def test_a_gzip_stream_cut_short_is_refused(catalog: Catalog, upstream: tuple[str, Any]) -> None:
+    """A gzip body whose stream ends before its trailer (CRC and size) did not arrive whole, even where
+    what it decoded to parses: the page is refused, nothing is stored."""
+    url, _ = upstream
+    reports = _run(catalog, url, "gzip-no-trailer")
+    message = reports["gzip-no-trailer"]["error"]["message"]
+    assert "undecodable answer" in message and "compressed stream is cut short" in message, message
+    assert catalog.store.skill_ids_of_source("upstream:gzip-no-trailer") == []
+
+
 def test_nan_in_an_item_rejects_that_item_and_the_catalog_still_opens(
     tmp_path: Path, fake_encoder: Encoder, upstream: tuple[str, Any]
 ) -> None:

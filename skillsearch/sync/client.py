@@ -14,8 +14,8 @@ there, not after a per-read timeout per byte), enforced by a watchdog that shuts
 also interrupts the request when the poller is stopped; the body is read as a stream and refused past
 ``max_response_bytes`` after decoding, which we do ourselves, a bounded step at a time (a gzip bomb stops at
 the limit; httpx's decoders inflate each received chunk whole, so a 13 KB body sent as ``Content-Encoding:
-gzip, gzip`` asked for gigabytes in one call): one coding, ``gzip`` or ``deflate``, the ones we accept, or
-none; a page must be JSON
+gzip, gzip`` asked for gigabytes in one call): one coding, ``gzip`` or ``deflate`` (zlib-wrapped or raw, as
+httpx takes it), the ones we accept, or none, and a compressed stream cut short is refused; a page must be JSON
 (``application/json``), hold no more items than were asked for, and nest no deeper than the parser can
 take. Redirects are never followed.
 
@@ -31,6 +31,7 @@ and Jitter", 2015) unless the platform says ``Retry-After``, which wins (capped 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import random
@@ -95,7 +96,8 @@ _CODINGS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate
 
 
 class _Decoder:
-    """Undoes a ``Content-Encoding`` (none, ``gzip`` or ``deflate``) at most ``_DECODE_STEP`` bytes at a time."""
+    """Undoes a ``Content-Encoding`` (none, ``gzip`` or ``deflate``) at most ``_DECODE_STEP`` bytes at a time;
+    :meth:`finish` at the end of the body refuses a compressed stream that ended before its end."""
 
     def __init__(self, header: str) -> None:
         codings = [c.strip().lower() for c in header.split(",") if c.strip() and c.strip().lower() != "identity"]
@@ -103,27 +105,48 @@ class _Decoder:
             raise _BadEncoding(f"Content-Encoding {header[:100]!r} (accepted: one of gzip, deflate, or none)")
         self._coding = codings[0] if codings else None
         self._zlib = zlib.decompressobj(_CODINGS[self._coding]) if self._coding else None
-        self._first = self._coding == "deflate"  # "deflate" is zlib-wrapped, or raw from some servers
+        # "deflate" is zlib-wrapped, or raw from some servers (httpx takes both): its first two bytes, a zlib
+        # header or not, decide; they are held until both have come (a first read may hold one byte).
+        self._head: bytes | None = b"" if self._coding == "deflate" else None
+        self._fed = False
 
     def decode(self, data: bytes) -> Iterator[bytes]:
         if self._zlib is None:
             yield data
             return
+        if self._head is not None:
+            self._head += data
+            if len(self._head) < 2:
+                return
+            data, self._head = self._head, None
+            if not _zlib_header(data):
+                self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
+        self._fed = self._fed or bool(data)
         more = True
         while data or more:
             try:
                 out = self._zlib.decompress(data, _DECODE_STEP)
             except zlib.error as exc:
-                if not self._first:
-                    raise _BadEncoding(f"body does not decode as {self._coding} ({exc})") from None
-                self._first = False
-                self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
-                continue
-            self._first = False
+                raise _BadEncoding(f"body does not decode as {self._coding} ({exc})") from None
             data = self._zlib.unconsumed_tail
             more = len(out) == _DECODE_STEP  # zlib may hold more output than one step gave
             if out:
                 yield out
+
+    def finish(self) -> Iterator[bytes]:
+        """What is left at the end of the body (a one-byte deflate body); ``_BadEncoding`` when a compressed
+        body ended before its stream did (a gzip stream without its CRC and size: not the body sent)."""
+        if self._head:
+            head, self._head = self._head, None
+            self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
+            yield from self.decode(head)
+        if self._zlib is not None and self._fed and not self._zlib.eof:
+            raise _BadEncoding(f"body does not decode as {self._coding} (the compressed stream is cut short)")
+
+
+def _zlib_header(data: bytes) -> bool:
+    """Whether ``data`` starts with a zlib header (RFC 1950: method 8, a check that is a multiple of 31)."""
+    return data[0] & 0x0F == 8 and (data[0] << 8 | data[1]) % 31 == 0
 
 
 class _Watchdog:
@@ -348,9 +371,9 @@ def _read_body(raw: Iterator[bytes], encoding: str, cap: int, watchdog: _Watchdo
     decoder = _Decoder(encoding)
     chunks: list[bytes] = []
     total = 0
-    for data in raw:
+    for data in itertools.chain(raw, [None]):
         watchdog.check()
-        for chunk in decoder.decode(data):
+        for chunk in decoder.decode(data) if data is not None else decoder.finish():
             total += len(chunk)
             if total > cap:
                 raise _TooLarge
