@@ -19,6 +19,7 @@ from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
+import pytest
 from test_sources import write_skill
 
 from skillsearch.catalog.store import CatalogStore
@@ -250,3 +251,37 @@ def test_closing_a_catalog_while_its_model_loads_ends_the_background_open(tmp_pa
 
     assert not opener.is_alive()
     assert not (data_dir / "manifest.json").exists()  # nothing written: the next open builds the index
+
+
+def test_a_stopped_write_sets_its_skills_aside_in_one_pass(tmp_path: Path, fake_encoder: Encoder,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write stopped after its first chunk sets aside the skills it did not embed in one pass: it built
+    the set of those skills once per skill it kept (quadratic: at 100k skills a SIGTERM'd import spent
+    hours there, long past the SIGKILL that follows, and lost the batches it had embedded)."""
+    from skillsearch.core.errors import WriteStopped
+    from skillsearch.retrieval import indexer
+
+    stopping = threading.Event()
+    catalog = Catalog(Settings(data_dir=tmp_path / "data", encoder="hashing", seed_sample=False), fake_encoder,
+                      stopping)
+    sets_built = 0
+    builtin_set = set
+
+    def counting_set(*args: object) -> set[object]:
+        nonlocal sets_built
+        sets_built += 1
+        return builtin_set(*args)  # type: ignore[arg-type]
+
+    def progress(total: int, what: str) -> Callable[[int], None]:
+        return lambda n: stopping.set()  # SIGTERM once the first chunk is embedded
+
+    monkeypatch.setattr(indexer, "set", counting_set, raising=False)
+    try:
+        with pytest.raises(WriteStopped, match=f"{indexer.EMBED_CHUNK} of {SKILLS} skills embedded"):
+            catalog.import_path(_bundle(tmp_path / "bundle.json"), "chores", "team:ops", progress)
+    finally:
+        monkeypatch.undo()
+        catalog.close()
+
+    assert _stopped_index(tmp_path / "data") == indexer.EMBED_CHUNK
+    assert sets_built < 10, sets_built  # a few, whatever the number of skills left (272 here)

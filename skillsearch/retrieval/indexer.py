@@ -384,10 +384,11 @@ class SearchIndex:
                 vectors[j] = current.matrix[i]
         embedded = self._embed(texts, to_embed, vectors, progress) if to_embed else []
         self.embed_count += len(embedded)
-        left = [changed[j].skill_id for j in sorted(set(to_embed) - set(embedded))]
+        not_embedded = set(to_embed) - set(embedded)
+        left = [changed[j].skill_id for j in sorted(not_embedded)]
         if left:  # stopped: the skills not embedded stay as the index had them, both sides alike
             generation = STOPPED_GENERATION
-            kept = [j for j, r in enumerate(changed) if r.skill_id not in set(left)]
+            kept = [j for j in range(len(changed)) if j not in not_embedded]
             changed, vectors, embed_hashes = [changed[j] for j in kept], vectors[kept], [embed_hashes[j] for j in kept]
         upserts = [
             (VectorRow(r.skill_id, r.grant, r.kind, r.tags, doc_hash(r), embed_hashes[j]), vectors[j])
