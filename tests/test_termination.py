@@ -285,3 +285,34 @@ def test_a_stopped_write_sets_its_skills_aside_in_one_pass(tmp_path: Path, fake_
 
     assert _stopped_index(tmp_path / "data") == indexer.EMBED_CHUNK
     assert sets_built < 10, sets_built  # a few, whatever the number of skills left (272 here)
+
+
+def test_sigterm_stops_a_one_shot_sync_waiting_on_its_upstream(tmp_path: Path) -> None:
+    """``skillsearch sync`` takes SIGTERM to stop its writes between batches; while it waits on an upstream
+    that drips its answer (deadline 10 minutes) the signal stops the request too, as stopping a server's
+    poller does: the process exits 143 at once instead of after the deadline (SIGTERM killed it at once
+    before it was taken, and SIGKILL follows it in 10-30 s)."""
+    from hostile_upstream import hostile_upstream
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    with hostile_upstream() as (url, up):
+        (data_dir / "sync.toml").write_text(
+            f'[upstream]\nurl = "{url}"\ntoken = "t"\nretries = 0\ntimeout_s = 600.0\ndeadline_s = 600.0\n\n'
+            '[[subscriptions]]\nid = "drip-forever"\n', encoding="utf-8")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data_dir), "--encoder", "hashing", "sync"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV, cwd=REPO,
+        )
+        try:
+            deadline = time.monotonic() + WAIT_S
+            while not up.events.get("drip-forever.requests") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert up.events.get("drip-forever.requests"), "the sync never asked its upstream"
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=WAIT_S)  # 600 s without the stop: fails here
+        finally:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert "sync was stopped during a request" in err and "terminated" in err.splitlines(), err
+    assert "Traceback" not in err, err

@@ -59,7 +59,7 @@ def cmd_sync(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     log.info("sync: opening the index in %s", args.data_dir)
     catalog.index(progress_factory(not args.quiet))  # opened (and repaired) before the first page, never seeded
-    reports = catalog.subscriptions.sync_once(config, args.subscription or None) if config is not None else []
+    reports = catalog.subscriptions.sync_once(config, args.subscription or None, cancel=STOPPING) if config is not None else []
     if args.subscription and config is None:
         raise ValidationError("no subscriptions are configured", {"unknown": args.subscription})
     for r in reports:

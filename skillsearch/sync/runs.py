@@ -28,9 +28,10 @@ class RunOne(Protocol):
 
 
 def sync_each(run_one: RunOne, config: SyncConfig, subscription_ids: Sequence[str] | None = None,
-              client: SubscriptionClient | None = None) -> list[SyncReport]:
+              client: SubscriptionClient | None = None, cancel: Event | None = None) -> list[SyncReport]:
     """One run of each configured subscription (or of those named). A subscription whose upstream fails
-    gets a report with ``error`` set; the others still run."""
+    gets a report with ``error`` set; the others still run. ``cancel`` (the CLI's SIGTERM): once set, a
+    request in flight and a retry's wait stop, as when a poller stops, and no later subscription starts."""
     subs = list(config.subscriptions)
     if subscription_ids:
         unknown = sorted(set(subscription_ids) - {s.id for s in subs})
@@ -38,10 +39,12 @@ def sync_each(run_one: RunOne, config: SyncConfig, subscription_ids: Sequence[st
             raise ValidationError(f"not configured: {', '.join(unknown)}", {"unknown": unknown})
         subs = [s for s in subs if s.id in subscription_ids]
     own = client is None
-    http = client or HttpSubscriptionClient(config.upstream)
+    http = client or HttpSubscriptionClient(config.upstream, cancel=cancel)
     reports: list[SyncReport] = []
     try:
         for sub in subs:
+            if cancel is not None and cancel.is_set():
+                break
             try:
                 reports.append(run_one(sub, http, page_limit=config.upstream.page_limit,
                                        max_pages=config.upstream.max_pages_per_run))

@@ -65,11 +65,13 @@ class SubscriptionsUseCase:
         config: SyncConfig,
         subscription_ids: Sequence[str] | None = None,
         client: SubscriptionClient | None = None,
+        cancel: Event | None = None,
     ) -> list[SyncReport]:
-        """One run of each configured subscription (or of those named); see :func:`sync.runs.sync_each`."""
+        """One run of each configured subscription (or of those named); see :func:`sync.runs.sync_each`
+        (``cancel``: the CLI's SIGTERM stops a request in flight)."""
         from skillsearch.sync.runs import sync_each
 
-        return sync_each(self.sync_subscription, config, subscription_ids, client)
+        return sync_each(self.sync_subscription, config, subscription_ids, client, cancel)
 
     def sync_status(self, config: SyncConfig | None, poller: Poller | None = None,
                     sources: Sequence[SourceConfig] = (), keeper: LocalSources | None = None) -> SyncStatus:
