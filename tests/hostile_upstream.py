@@ -12,7 +12,7 @@ import json
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -73,6 +73,7 @@ class HostileUpstream:
         self.pages: dict[str, int] = {}
         self.bomb = b""
         self.stacked_bomb = b""
+        self.on_request: Callable[[], None] = lambda: None  # "stop-on-page" calls it before it answers
         self._lock = threading.Lock()
 
     def note(self, key: str, value: Any) -> None:
@@ -176,6 +177,9 @@ class HostileUpstream:
                         self.wfile.flush()
                         time.sleep(0.3)
                         self.wfile.write(sent[1:])
+                elif sub == "stop-on-page":
+                    up.on_request()
+                    self._page([item(n, "sp") for n in range(1, 4)], "done", False)
                 elif sub == "nan-item":
                     bad = item(2)
                     bad["revision"]["metadata"] = {"ratio": float("nan"), "limit": float("inf")}

@@ -295,3 +295,27 @@ def test_control_characters_in_one_line_fields_reject_their_item(catalog: Catalo
     assert [r.content for r in catalog.store.resources(body.revision_id, with_content=True)] == [CONTROL_BYTES]
     multiline = catalog.store.skill("cc-9")
     assert multiline is not None and multiline.description == "First line,\n\tthen an indented second line."
+
+
+def test_a_sync_stopped_mid_write_says_so_and_runs_no_other_subscription(
+        tmp_path: Path, fake_encoder: Encoder, upstream: tuple[str, Any], caplog: pytest.LogCaptureFixture) -> None:
+    """SIGTERM while a one-shot sync embeds what it pulled: the write stops (``WriteStopped``, the CLI's
+    ``terminated: ...`` and 143), instead of counting as an unexpected failure (its traceback logged,
+    ``sync failed unexpectedly (WriteStopped: ...)`` reported) and going on to the next subscription."""
+    from skillsearch.core.errors import WriteStopped
+
+    url, up = upstream
+    stopping = threading.Event()
+    catalog = Catalog.open(Settings(data_dir=tmp_path / "data", seed_sample=False, encoder="hashing"),
+                           encoder=fake_encoder, stopping=stopping)
+    up.on_request = stopping.set  # the signal comes while the page is on its way: its skills are stored
+    good_before = len(up.events.get("good.requests", []))
+    try:
+        with pytest.raises(WriteStopped, match="0 of 3 skills embedded"):
+            _run(catalog, url, "stop-on-page", "good")
+        assert len(catalog.store.skill_ids_of_source("upstream:stop-on-page")) == 3  # stored, not embedded
+        assert len(up.events.get("good.requests", [])) == good_before  # no later subscription started
+        assert "Traceback" not in caplog.text and "unexpectedly" not in caplog.text, caplog.text
+    finally:
+        up.on_request = lambda: None
+        catalog.close()

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from threading import Event
 from typing import Protocol
 
-from skillsearch.core.errors import SkillSearchError, UpstreamUnavailableError, ValidationError
+from skillsearch.core.errors import SkillSearchError, UpstreamUnavailableError, ValidationError, WriteStopped
 from skillsearch.sync.client import HttpSubscriptionClient, SubscriptionClient
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig
 from skillsearch.sync.poller import Poller
@@ -30,7 +30,8 @@ class RunOne(Protocol):
 def sync_each(run_one: RunOne, config: SyncConfig, subscription_ids: Sequence[str] | None = None,
               client: SubscriptionClient | None = None, cancel: Event | None = None) -> list[SyncReport]:
     """One run of each configured subscription (or of those named). A subscription whose upstream fails
-    gets a report with ``error`` set; the others still run. ``cancel`` (the CLI's SIGTERM): once set, a
+    gets a report with ``error`` set; the others still run. A run whose index write stopped raises its
+    ``WriteStopped`` on (the process is stopping). ``cancel`` (the CLI's SIGTERM): once set, a
     request in flight and a retry's wait stop, as when a poller stops, and no later subscription starts."""
     subs = list(config.subscriptions)
     if subscription_ids:
@@ -50,6 +51,8 @@ def sync_each(run_one: RunOne, config: SyncConfig, subscription_ids: Sequence[st
                                        max_pages=config.upstream.max_pages_per_run))
             except SkillSearchError as exc:
                 reports.append(SyncReport.failed(sub.id, exc))
+            except WriteStopped:  # the process is stopping (SIGTERM), not a failure: no later run starts
+                raise
             except Exception as exc:  # one subscription's failure never stops the others
                 log.exception("sync %s: run failed", sub.id)
                 reports.append(SyncReport.failed(sub.id, UpstreamUnavailableError(
