@@ -231,13 +231,14 @@ def test_closing_a_catalog_while_its_model_loads_ends_the_background_open(tmp_pa
     whole wait and writing the index once the model has loaded, after the store is closed."""
     from skillsearch.catalog.importer import parse_path
     from skillsearch.catalog.imports import store_import
-    from skillsearch.retrieval.encoders import make_encoder
+    from skillsearch.retrieval.minilm import MiniLMEncoder
 
     data_dir = tmp_path / "data"
-    # A fresh encoder whose model starts loading in ten minutes (never, in this test): the open waits for it.
+    # An encoder of its own (not the process's shared one: make_encoder) whose model starts loading in ten
+    # minutes (never, in this test): the open waits for it.
     settings = Settings(data_dir=data_dir, encoder="minilm", seed_sample=False, model_wait_s=0.05,
                         model_load_delay_s=600.0)
-    catalog = Catalog.open(settings, encoder=make_encoder("minilm"), index=False)
+    catalog = Catalog.open(settings, encoder=MiniLMEncoder(), index=False)
     store_import(catalog.store, parse_path(_bundle(tmp_path / "bundle.json"), "chores", "team:ops"), "chores",
                  "team:ops")
     catalog.prepare_in_background()
