@@ -378,7 +378,7 @@ def test_cli_sync_and_status(catalog: Catalog, upstream: ReferenceUpstream, upst
 
 
 @pytest.mark.parametrize("url", ["http://skills.example.com", "http://10.0.0.7:8765", "http://localhost@evil.example",
-                                 "http://127.0.0.1.nip.io"])
+                                 "http://127.0.0.1.nip.io", "HTTP://skills.example.com"])
 def test_plain_http_to_another_host_is_refused_unless_allowed(tmp_path: Path, url: str) -> None:
     """``url = "http://platform.example.com"`` was accepted, so the subscription's bearer token went over
     the network in clear text with every pull. Plain http is now refused at config time unless the host is
@@ -401,7 +401,7 @@ def test_plain_http_to_another_host_is_refused_unless_allowed(tmp_path: Path, ur
     allowed = sync_config(f'url = "{url}"\nallow_insecure_http = true\n')
     assert allowed["upstream_url"] == url and allowed["subscriptions"][0]["subscription_id"] == "a"
     for local in ("http://127.0.0.1:9", "http://127.8.9.10:9", "http://[::1]:9", "http://localhost:9",
-                  "https://skills.example.com"):
+                  "https://skills.example.com", "HTTPS://skills.example.com", "Http://LOCALHOST:9"):
         assert sync_config(f'url = "{local}"\n')["upstream_url"] == local
     wrong = sync_config(f'url = "{url}"\nallow_insecure_http = "yes"\n')["error"]["details"]["problems"]
     assert "upstream.allow_insecure_http must be true or false" in [p["message"] for p in wrong]

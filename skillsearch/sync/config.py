@@ -161,7 +161,8 @@ def is_loopback_host(host: str) -> bool:
 def _url_problem(url: Any, allow_insecure_http: bool) -> str | None:
     """Why ``url`` cannot be the upstream's, or ``None``. The bearer token travels with every request, so
     plain http is for a platform on this machine only, unless allowed in so many words."""
-    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+    # A scheme is case-insensitive (RFC 3986 3.1): HTTP:// is plain http too, and HTTPS:// is https.
+    if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")):
         return "upstream.url must be an http:// or https:// URL"
     try:
         host = urlsplit(url).hostname
@@ -169,7 +170,7 @@ def _url_problem(url: Any, allow_insecure_http: bool) -> str | None:
         return f"upstream.url is not a valid URL ({exc})"
     if not host:
         return "upstream.url must name a host"
-    if url.startswith("http://") and not allow_insecure_http and not is_loopback_host(host):
+    if url.lower().startswith("http://") and not allow_insecure_http and not is_loopback_host(host):
         return (f"upstream.url is plain http:// to {host}, which is not this machine: the subscription token"
                 " would travel in clear text; use https://, or set allow_insecure_http = true in [upstream]"
                 " to accept that")
