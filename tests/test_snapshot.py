@@ -9,8 +9,10 @@ import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ from skillsearch.retrieval.indexer import SearchIndex
 from skillsearch.retrieval.minilm import MiniLMEncoder
 from skillsearch.retrieval.model_files import minilm_dir
 from skillsearch.retrieval.search_types import SearchRequest
+from skillsearch.retrieval.writelock import WriteLock
 from skillsearch.service import Catalog
 from skillsearch.upstream.app import ReferenceUpstream, create_upstream_app
 
@@ -529,3 +532,34 @@ def test_the_next_create_or_restore_deletes_the_hidden_folders_killed_runs_left(
     assert "removed_stale" not in json.loads((tmp_path / "s" / "snapshot.json").read_text(encoding="utf-8"))
     assert not any(folder.exists() for folder in stale) and all(folder.is_dir() for folder in kept)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == sorted(p.name for p in kept)
+
+
+def test_sigterm_ends_a_command_that_writes_no_index_at_once(tmp_path: Path) -> None:
+    """Only the commands whose work is an index write take SIGTERM to stop between batches (exit 143); any other
+    (here a snapshot waiting for a writer's lock) ends at once, as the signal's default does, not after its wait."""
+    data = hashing_data(tmp_path / "d")
+    holder = hold_write_lock(data)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "skillsearch.cli", "-v", "--data-dir", str(data), "snapshot",
+                                 "create", str(tmp_path / "snap"), "--wait", "600"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV)
+        assert proc.stderr is not None
+        # The command is under way (it has the write lock's file open, waiting for it), then the signal.
+        lock = WriteLock(data).path.resolve()
+        deadline = time.monotonic() + 120
+        while not any(_points_to(fd, lock) for fd in Path(f"/proc/{proc.pid}/fd").glob("*")):
+            assert proc.poll() is None and time.monotonic() < deadline, "the snapshot never waited for the lock"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == -signal.SIGTERM  # killed by the signal, not 600 s later
+        proc.stderr.close()
+        assert not (tmp_path / "snap").exists()
+    finally:
+        release(holder)
+
+
+def _points_to(fd: Path, target: Path) -> bool:
+    try:
+        return Path(os.readlink(fd)) == target
+    except OSError:  # closed meanwhile
+        return False

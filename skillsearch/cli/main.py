@@ -7,8 +7,9 @@ on success, 1 on an error (or an import with invalid entries), 2 on a usage erro
 that is a file or whose parent folder does not exist, but for a server, an unknown ``--encoder``, a
 ``--port`` outside 0-65535, a ``--limit`` out of range and any argument that is not valid UTF-8 text), 3
 when a server cannot start (port in use, unusable data directory), 4 on a snapshot that ``snapshot
-restore`` refused, 130 on Ctrl-C and 143 on SIGTERM (``cli/termination.py``: an index write stops at its
-next batch of embeddings and says on stderr what the next open will embed). Progress bars and logs go to
+restore`` refused, 130 on Ctrl-C, and 143 on SIGTERM for the commands whose work is an index write
+(``cli/termination.py``: the write stops at its next batch of embeddings and says on stderr what the next
+open will embed; any other command is ended by the signal at once). Progress bars and logs go to
 stderr. A data directory the command had to create is said on stderr. With one or more ``--grant`` the
 caller sees only those grants; without any, the CLI is the local operator.
 
@@ -84,6 +85,15 @@ def _check_globals(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         parser.error(str(exc))
 
 
+# The commands whose work is an index write that can embed for minutes (an import, a sync, a source's run, a
+# server's): SIGTERM stops that write after the encoder's current batch, keeps what it embedded and exits 143
+# saying what was left (cli/termination.py). Every other command keeps the default: SIGTERM ends it at once.
+_STOPPED_BETWEEN_BATCHES = frozenset({
+    catalog.cmd_import, catalog.cmd_reindex, sync.cmd_sync, sources.cmd_sources_sync,
+    serve.cmd_serve, mcp.cmd_mcp,
+})
+
+
 def _print_error(out: TextIO, args: argparse.Namespace, exc: SkillSearchError, text: str) -> None:
     if getattr(args, "json", False):
         out.write(error_json(exc) + "\n")
@@ -107,7 +117,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    termination.install()
+    if args.func in _STOPPED_BETWEEN_BATCHES:
+        termination.install()
     try:
         code = int(args.func(args, out))
         if termination.terminated():  # a server shut down by SIGTERM (uvicorn passes the signal on at its end)

@@ -196,7 +196,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
         preparing = pool.submit(_prepare, shared)
         # SIGTERM here reaches only this process: pass it on, so the preparation's embedding stops too.
         def pass_on() -> None:
-            for pid in list(pool._processes):
+            for pid in list(pool._processes or {}):  # None once the pool has shut down
                 os.kill(pid, signal.SIGTERM)
 
         termination.on_terminate(pass_on)
