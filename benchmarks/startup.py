@@ -177,8 +177,8 @@ def main() -> None:
             shared,
             "mcp: tools/list: wall time to the answer, and the CPU the process (all its threads) had used by then;"
             " its process is then closed. With the model load held back, the CPU is what answering costs alone;"
-            " on an idle machine wall time is about that CPU time (the catalog opens in a worker thread the server"
-            " awaits; only the model load runs beside the answer)",
+            " on an idle machine wall time is about that CPU time (the server opens the store before it answers;"
+            " the index opens, and the model loads, in background threads beside the answer)",
         ),
         extra={"wall_seconds": times, "cpu_seconds": cpu, "load_average_1m": loads},
     )
