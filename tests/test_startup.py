@@ -16,6 +16,8 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -377,28 +379,14 @@ def test_serve_answers_and_is_not_ready_while_its_index_is_repaired(data_dir: Pa
     behind = tmp_path / "behind"
     new_id = _upgraded_and_behind(data_dir, behind)
     old_manifest = (behind / "manifest.json").read_text(encoding="utf-8")
-    env = _env(SKILLSEARCH_MODEL_LOAD_DELAY_S="300", SKILLSEARCH_MODEL_WAIT_S="0.5")
-    stderr = (tmp_path / "stderr.txt").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "skillsearch.cli", "--data-dir", str(behind), "-q", "serve",
-                             "--port", "0"], stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, cwd=ROOT)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert "serving on http://" in line, line
-        url = line.split("serving on ", 1)[1].strip()
-        with httpx.Client(base_url=url, timeout=60, headers={"Authorization": f"Bearer {DEMO_TOKEN}"}) as http:
-            health = http.get("/healthz")
-            ready = http.get("/readyz")
-            listed = http.get("/v1/skills", params={"limit": 200})
-            got = http.get(f"/v1/skills/{new_id}")
-            lexical = http.get("/v1/search", params={"q": "llamas hay", "mode": "lexical"})
-            pending = (behind / "manifest.json").read_text(encoding="utf-8") == old_manifest
-    finally:
-        proc.terminate()
-        proc.wait(60)
-        stderr.close()
-        if proc.stdout:
-            proc.stdout.close()
+    with _serve_holding_the_model(behind, tmp_path) as url, \
+            httpx.Client(base_url=url, timeout=60, headers={"Authorization": f"Bearer {DEMO_TOKEN}"}) as http:
+        health = http.get("/healthz")
+        ready = http.get("/readyz")
+        listed = http.get("/v1/skills", params={"limit": 200})
+        got = http.get(f"/v1/skills/{new_id}")
+        lexical = http.get("/v1/search", params={"q": "llamas hay", "mode": "lexical"})
+        pending = (behind / "manifest.json").read_text(encoding="utf-8") == old_manifest
     assert health.status_code == 200
     assert ready.status_code == 503 and ready.json()["error"]["code"] == "INDEX_NOT_READY"
     assert listed.status_code == 200 and new_id in {item["skill_id"] for item in listed.json()["items"]}
@@ -437,6 +425,28 @@ def test_a_failed_load_is_kept_and_named() -> None:
     assert not model.loaded
 
 
+@contextmanager
+def _serve_holding_the_model(data: Path, tmp_path: Path, pid: list[int] | None = None) -> Iterator[str]:
+    """``skillsearch serve`` on ``data`` with its model's load held back (and searches waiting 0.5 s for it):
+    its URL once it has printed its banner; stderr goes to ``tmp_path/stderr.txt``; ``pid`` gets its pid."""
+    env = _env(SKILLSEARCH_MODEL_LOAD_DELAY_S="300", SKILLSEARCH_MODEL_WAIT_S="0.5")
+    with (tmp_path / "stderr.txt").open("w") as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data), "-q", "serve",
+                                 "--port", "0"], stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, cwd=ROOT)
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert "serving on http://" in line, line
+            if pid is not None:
+                pid.append(proc.pid)
+            yield line.split("serving on ", 1)[1].strip()
+        finally:
+            proc.terminate()
+            proc.wait(60)
+            if proc.stdout:
+                proc.stdout.close()
+
+
 def test_serve_on_a_new_data_dir_answers_before_it_embeds_the_sample(tmp_path: Path) -> None:
     """``make serve`` on a fresh clone: the data directory is empty, so ``serve`` seeds the sample. It seeds the
     store alone and answers at once (the index is built in the background, behind /readyz), instead of
@@ -448,27 +458,14 @@ def test_serve_on_a_new_data_dir_answers_before_it_embeds_the_sample(tmp_path: P
     new = tmp_path / "index"
     new.mkdir()  # as in a clone: index/ exists, holding only its README
     (new / "README.md").write_text("the data directory\n", encoding="utf-8")
-    env = _env(SKILLSEARCH_MODEL_LOAD_DELAY_S="300", SKILLSEARCH_MODEL_WAIT_S="0.5")
-    stderr = (tmp_path / "stderr.txt").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "skillsearch.cli", "--data-dir", str(new), "-q", "serve",
-                             "--port", "0"], stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, cwd=ROOT)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert "serving on http://" in line, line
-        url = line.split("serving on ", 1)[1].strip()
-        with httpx.Client(base_url=url, timeout=60, headers={"Authorization": f"Bearer {DEMO_TOKEN}"}) as http:
-            health = http.get("/healthz")
-            ready = http.get("/readyz")
-            listed = http.get("/v1/skills", params={"limit": 200})
-            built = (new / "manifest.json").exists()
-            loaded = _has_torch(proc.pid) if Path("/proc/self/maps").exists() else False
-    finally:
-        proc.terminate()
-        proc.wait(60)
-        stderr.close()
-        if proc.stdout:
-            proc.stdout.close()
+    pid: list[int] = []
+    with _serve_holding_the_model(new, tmp_path, pid) as url, \
+            httpx.Client(base_url=url, timeout=60, headers={"Authorization": f"Bearer {DEMO_TOKEN}"}) as http:
+        health = http.get("/healthz")
+        ready = http.get("/readyz")
+        listed = http.get("/v1/skills", params={"limit": 200})
+        built = (new / "manifest.json").exists()
+        loaded = _has_torch(pid[0]) if Path("/proc/self/maps").exists() else False
     assert health.status_code == 200
     assert ready.status_code == 503 and ready.json()["error"]["code"] == "INDEX_NOT_READY"
     assert listed.status_code == 200 and "python-profiling" in {item["name"] for item in listed.json()["items"]}
