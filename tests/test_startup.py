@@ -480,27 +480,14 @@ def test_serve_answers_at_once_and_is_not_ready_while_its_model_loads(data_dir: 
 
     from skillsearch.http.auth import DEMO_TOKEN
 
-    env = _env(SKILLSEARCH_MODEL_LOAD_DELAY_S="300", SKILLSEARCH_MODEL_WAIT_S="0.5")
-    stderr = (tmp_path / "stderr.txt").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data_dir), "-q", "serve",
-                             "--port", "0"], stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, cwd=ROOT)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert "serving on http://" in line, line
-        url = line.split("serving on ", 1)[1].strip()
-        with httpx.Client(base_url=url, timeout=60, headers={"Authorization": f"Bearer {DEMO_TOKEN}"}) as http:
-            health = http.get("/healthz")
-            ready = http.get("/readyz")
-            lexical = http.get("/v1/search", params={"q": "profile python code", "mode": "lexical"})
-            hybrid = http.get("/v1/search", params={"q": "profile python code"})
-            loaded = _has_torch(proc.pid) if Path("/proc/self/maps").exists() else False
-    finally:
-        proc.terminate()
-        proc.wait(60)
-        stderr.close()
-        if proc.stdout:
-            proc.stdout.close()
+    pid: list[int] = []
+    with _serve_holding_the_model(data_dir, tmp_path, pid) as url, \
+            httpx.Client(base_url=url, timeout=60, headers={"Authorization": f"Bearer {DEMO_TOKEN}"}) as http:
+        health = http.get("/healthz")
+        ready = http.get("/readyz")
+        lexical = http.get("/v1/search", params={"q": "profile python code", "mode": "lexical"})
+        hybrid = http.get("/v1/search", params={"q": "profile python code"})
+        loaded = _has_torch(pid[0]) if Path("/proc/self/maps").exists() else False
     assert health.status_code == 200
     assert ready.status_code == 503 and ready.json()["error"]["code"] == "INDEX_NOT_READY"
     assert "still loading" in ready.json()["error"]["message"]
