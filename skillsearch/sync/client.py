@@ -12,10 +12,8 @@ Everything an upstream sends is bounded (seed 001's platform is a process bounda
 request has a **total** deadline (``deadline_s``, body included; a body dripped one byte at a time stops
 there, not after a per-read timeout per byte), enforced by a watchdog that shuts the socket down, which
 also interrupts the request when the poller is stopped; the body is read as a stream and refused past
-``max_response_bytes`` after decoding, which we do ourselves, a bounded step at a time (a gzip bomb stops at
-the limit; httpx's decoders inflate each received chunk whole, so a 13 KB body sent as ``Content-Encoding:
-gzip, gzip`` asked for gigabytes in one call): one coding, ``gzip`` or ``deflate`` (zlib-wrapped or raw, as
-httpx takes it), the ones we accept, or none, and a compressed stream cut short is refused; a page must be JSON
+``max_response_bytes`` after decoding, which ``sync/decoding.py`` does a bounded step at a time (a gzip
+bomb stops at the limit; one coding, gzip or deflate, or none; a stream cut short is refused); a page must be JSON
 (``application/json``), hold no more items than were asked for, and nest no deeper than the parser can
 take. Redirects are never followed.
 
@@ -39,7 +37,6 @@ import re
 import socket
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterator
 from datetime import UTC
 from email.utils import parsedate_to_datetime
@@ -59,6 +56,7 @@ from skillsearch.sync.contract import (
     WebhookEvent,
     sign_webhook,
 )
+from skillsearch.sync.decoding import BadEncoding, Decoder
 
 if TYPE_CHECKING:
     import httpx
@@ -86,67 +84,9 @@ class _TooLarge(Exception):
     """The response body passed ``max_response_bytes`` (after decoding)."""
 
 
-class _BadEncoding(Exception):
-    """The body's ``Content-Encoding`` is not one we accept, or its bytes do not decode."""
-
-
-# Output of one decompression step: what a compressed chunk may grow to before the size check sees it.
-_DECODE_STEP = 64 * 1024
-_CODINGS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
-
-
-class _Decoder:
-    """Undoes a ``Content-Encoding`` (none, ``gzip`` or ``deflate``) at most ``_DECODE_STEP`` bytes at a time;
-    :meth:`finish` at the end of the body refuses a compressed stream that ended before its end."""
-
-    def __init__(self, header: str) -> None:
-        codings = [c.strip().lower() for c in header.split(",") if c.strip() and c.strip().lower() != "identity"]
-        if len(codings) > 1 or any(c not in _CODINGS for c in codings):
-            raise _BadEncoding(f"Content-Encoding {header[:100]!r} (accepted: one of gzip, deflate, or none)")
-        self._coding = codings[0] if codings else None
-        self._zlib = zlib.decompressobj(_CODINGS[self._coding]) if self._coding else None
-        # "deflate" is zlib-wrapped, or raw from some servers (httpx takes both): its first two bytes, a zlib
-        # header or not, decide; they are held until both have come (a first read may hold one byte).
-        self._head: bytes | None = b"" if self._coding == "deflate" else None
-        self._fed = False
-
-    def decode(self, data: bytes) -> Iterator[bytes]:
-        if self._zlib is None:
-            yield data
-            return
-        if self._head is not None:
-            self._head += data
-            if len(self._head) < 2:
-                return
-            data, self._head = self._head, None
-            if not _zlib_header(data):
-                self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
-        self._fed = self._fed or bool(data)
-        more = True
-        while data or more:
-            try:
-                out = self._zlib.decompress(data, _DECODE_STEP)
-            except zlib.error as exc:
-                raise _BadEncoding(f"body does not decode as {self._coding} ({exc})") from None
-            data = self._zlib.unconsumed_tail
-            more = len(out) == _DECODE_STEP  # zlib may hold more output than one step gave
-            if out:
-                yield out
-
-    def finish(self) -> Iterator[bytes]:
-        """What is left at the end of the body (a one-byte deflate body); ``_BadEncoding`` when a compressed
-        body ended before its stream did (a gzip stream without its CRC and size: not the body sent)."""
-        if self._head:
-            head, self._head = self._head, None
-            self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
-            yield from self.decode(head)
-        if self._zlib is not None and self._fed and not self._zlib.eof:
-            raise _BadEncoding(f"body does not decode as {self._coding} (the compressed stream is cut short)")
-
-
-def _zlib_header(data: bytes) -> bool:
-    """Whether ``data`` starts with a zlib header (RFC 1950: method 8, a check that is a multiple of 31)."""
-    return data[0] & 0x0F == 8 and (data[0] << 8 | data[1]) % 31 == 0
+def _plain_digits(value: str) -> bool:
+    """ASCII digits only: ``"²".isdigit()`` is true too, and ``int``/``float`` refuse it."""
+    return value.isascii() and value.isdigit()
 
 
 class _Watchdog:
@@ -213,7 +153,7 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     if not value:
         return None
     value = value.strip()
-    if value.isascii() and value.isdigit():  # "²".isdigit() is true too, and float() refuses it
+    if _plain_digits(value):
         return float(value)
     try:
         when = parsedate_to_datetime(value)
@@ -280,7 +220,7 @@ class HttpSubscriptionClient:
                 with self._http.stream("GET", path, params=params, extensions={"trace": watchdog.trace}) as response:
                     cap = limit if response.status_code == 200 else _ERROR_BODY_BYTES
                     declared = response.headers.get("Content-Length", "")
-                    if response.status_code == 200 and declared.isascii() and declared.isdigit() and int(declared) > limit:
+                    if response.status_code == 200 and _plain_digits(declared) and int(declared) > limit:
                         raise _TooLarge(f"Content-Length {declared}")
                     raw, encoding = response.iter_raw(), response.headers.get("Content-Encoding", "")
                     if response.is_stream_consumed:  # a transport that hands over a body it read and decoded
@@ -291,7 +231,7 @@ class HttpSubscriptionClient:
                         if response.status_code == 200:
                             raise _TooLarge(f"more than {limit} bytes") from None
                         body = b""  # an error page: its status is the answer, its body only a hint
-                    except _BadEncoding:
+                    except BadEncoding:
                         if response.status_code == 200:
                             raise
                         body = b""
@@ -325,7 +265,7 @@ class HttpSubscriptionClient:
                 raise UpstreamUnavailableError(
                     f"upstream answer for subscription {subscription_id!r} is too large ({exc}; the limit is "
                     f"max_response_bytes = {self.config.max_response_bytes})", details) from None
-            except _BadEncoding as exc:
+            except BadEncoding as exc:
                 reason = f"undecodable answer ({exc})"
             except httpx.TimeoutException as exc:
                 reason = f"timed out after {self.config.timeout_s}s ({type(exc).__name__})"
@@ -368,7 +308,7 @@ class HttpSubscriptionClient:
 
 def _read_body(raw: Iterator[bytes], encoding: str, cap: int, watchdog: _Watchdog) -> bytes:
     """The decoded body, read within the watchdog's deadline; ``_TooLarge`` once it passes ``cap`` bytes."""
-    decoder = _Decoder(encoding)
+    decoder = Decoder(encoding)
     chunks: list[bytes] = []
     total = 0
     for data in itertools.chain(raw, [None]):
