@@ -79,17 +79,13 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        try:
-            async with AsyncExitStack() as stack:
-                for factory in lifespans:
-                    await stack.enter_async_context(factory(app))
-                try:
-                    yield
-                finally:
-                    # Shutdown (SIGTERM): a sync's embedding stops at its next batch before the poller is joined.
-                    catalog.stop_writes()
-        finally:
-            catalog.resume_writes()  # the pollers are joined; the catalog may outlive this app
+        async with AsyncExitStack() as stack:  # at exit, last pushed first
+            stack.callback(catalog.resume_writes)  # last: the pollers are joined; the catalog may outlive this app
+            for factory in lifespans:
+                await stack.enter_async_context(factory(app))
+            # First at shutdown (SIGTERM): a sync's embedding stops at its next batch before the poller is joined.
+            stack.callback(catalog.stop_writes)
+            yield
 
     app = FastAPI(
         title="skillsearch",

@@ -88,17 +88,13 @@ class ChangeNotifier:
 async def serving_changes(catalog: Catalog, notifier: ChangeNotifier | None,
                           extras: Sequence[WhileOpen]) -> AsyncIterator[None]:
     """Inside the server's lifespan, once the catalog is open: enter ``extras`` and run the notifier."""
-    try:
-        async with AsyncExitStack() as stack:
-            for extra in extras:
-                await stack.enter_async_context(extra(catalog))
-            async with anyio.create_task_group() as tg:
-                if notifier is not None:
-                    tg.start_soon(notifier.watch, catalog)
-                try:
-                    yield
-                finally:
-                    catalog.stop_writes()  # a source's embedding stops at its next batch before the keeper is joined
-                tg.cancel_scope.cancel()
-    finally:
-        catalog.resume_writes()  # the keeper is joined; the catalog may outlive this server
+    async with AsyncExitStack() as stack:  # at exit, last pushed first
+        stack.callback(catalog.resume_writes)  # last: the keeper is joined; the catalog may outlive this server
+        for extra in extras:
+            await stack.enter_async_context(extra(catalog))
+        tg = await stack.enter_async_context(anyio.create_task_group())
+        stack.callback(tg.cancel_scope.cancel)
+        stack.callback(catalog.stop_writes)  # first: a source's embedding stops at its next batch before the keeper is joined
+        if notifier is not None:
+            tg.start_soon(notifier.watch, catalog)
+        yield
