@@ -199,7 +199,9 @@ class Poller(Generic[T]):
                 error = f"{exc.code}: {exc.message}"
             except Exception as exc:  # the poller must outlive any one bad run
                 log.exception("sync %s: run failed", entry.sub.id)
-                error = f"{type(exc).__name__}: {exc}"
+                from skillsearch.sync.runner import unexpected_text  # the runner's weight only on this path
+
+                error = unexpected_text(exc)  # bounded and escaped, as the run's recorded error is
             with self._cond:
                 entry.running = False
                 entry.runs += 1
