@@ -361,3 +361,25 @@ def test_every_error_code_a_surface_answers_is_in_the_readme() -> None:
     codes |= {c.code for c in http_errors._ROUTING.values()}
     missing = sorted(code for code in codes if not re.search(rf"`[^`\n]*\b{code}\b[^`\n]*`", README))
     assert not missing, f"error codes the README never names: {missing}"
+
+
+def test_every_argument_of_every_command_says_what_it_is() -> None:
+    """``--help`` is the first document a user reads: each positional and option of every command (nested ones
+    included) has a help text (``import``'s ``path``, ``search``'s ``query``, ``--mode``, ``--kind``,
+    ``--cursor``, ``--host`` and the ``snapshot`` paths had none)."""
+    import argparse
+
+    from skillsearch.cli.main import build_parser
+
+    silent: list[str] = []
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{path} {name}".strip())
+            elif not isinstance(action, argparse._HelpAction) and not action.help:
+                silent.append(f"skillsearch {path}: {'/'.join(action.option_strings) or action.dest}")
+
+    walk(build_parser(), "")
+    assert not silent, f"arguments without a help text: {silent}"

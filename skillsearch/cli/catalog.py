@@ -251,31 +251,33 @@ def _calibration_lines(values: dict[str, Any], prefix: str = "") -> list[str]:
 
 def add_commands(sub: Subparsers) -> None:
     p = add_command(sub, "import", cmd_import, "import a folder of Agent Skills or a JSON/JSONL bundle")
-    p.add_argument("path")
+    p.add_argument("path", help="a folder of Agent Skills (a SKILL.md per skill folder), or a .json/.jsonl bundle")
     p.add_argument("--source", required=True, type=non_empty,
                    help="name of the local source the skills belong to")
     p.add_argument("--grant", required=True, type=grant_arg, help="grant key: sub:<id>, team:<id> or user:<id>")
 
     p = add_command(sub, "search", cmd_search, "search skills (hybrid by default)")
-    p.add_argument("query")
+    p.add_argument("query", help="what the agent needs, in natural language (any language under the default minilm+e5 encoder)")
     add_grants(p)
-    p.add_argument("--mode", default="hybrid", choices=SEARCH_MODES)
-    p.add_argument("--kind", choices=SKILL_KINDS)
+    p.add_argument("--mode", default="hybrid", choices=SEARCH_MODES,
+                   help="hybrid (default: BM25 and vectors fused, with confidences), lexical (BM25 alone; loads no"
+                        " model) or semantic (vectors alone)")
+    p.add_argument("--kind", choices=SKILL_KINDS, help="only skills of this kind")
     p.add_argument("--tag", action="append", metavar="T", help="require this tag (repeatable)")
     p.add_argument("--limit", type=int_range(1), default=10, metavar="N",
                    help="hits to return, 1 to SKILLSEARCH_MAX_LIMIT (100 unless set; default 10)")
     p.add_argument("--fusion", choices=list(FUSIONS), help="fusion method (hybrid mode)")
-    p.add_argument("--semantic-weight", type=float, help="weight of the semantic side in [0, 1]")
-    p.add_argument("--min-confidence", type=float,
+    p.add_argument("--semantic-weight", type=float, metavar="W", help="weight of the semantic side in [0, 1]")
+    p.add_argument("--min-confidence", type=float, metavar="C",
                    help="leave out hits whose confidence (0-1, hybrid mode) is under this")
 
     p = add_command(sub, "list", cmd_list, "list visible skills, paged")
     add_grants(p)
-    p.add_argument("--kind", choices=SKILL_KINDS)
+    p.add_argument("--kind", choices=SKILL_KINDS, help="only skills of this kind")
     p.add_argument("--tag", action="append", metavar="T", help="require this tag (repeatable)")
     p.add_argument("--limit", type=int_range(1, MAX_PAGE), default=50, metavar="N",
                    help=f"skills per page, 1 to {MAX_PAGE} (default 50)")
-    p.add_argument("--cursor")
+    p.add_argument("--cursor", help="the next_cursor a previous page printed: the page after it")
 
     p = add_command(sub, "get", cmd_get, "show a skill: instructions, or steps and parameters (--json: the"
                     " exact text; the text output shows control characters as escapes)")

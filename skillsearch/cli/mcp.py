@@ -172,7 +172,7 @@ def add_commands(sub: Subparsers) -> None:
                    help="a tool name the host provides (repeatable): resolving a template that names any other"
                         " tool is SKILL_INVALID; default: no check")
     p.add_argument("--http", action="store_true", help="streamable HTTP on --host/--port at /mcp instead of stdio")
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1", help="interface --http binds (default 127.0.0.1)")
     p.add_argument("--port", type=port_arg, default=8765, help="port for --http, 0-65535 (default 8765; 0 picks a free one)")
     p.add_argument("--no-sources", action="store_true",
                    help="do not mirror and watch the [[sources]] of <data-dir>/sync.toml")

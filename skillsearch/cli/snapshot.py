@@ -69,7 +69,7 @@ def add_commands(sub: Subparsers) -> None:
     actions = p.add_subparsers(dest="snapshot_command", required=True, metavar="ACTION")
     create = add_command(actions, "create", cmd_create,
                          "write a consistent snapshot of --data-dir into the new folder PATH (while it serves)")
-    create.add_argument("path", metavar="PATH")
+    create.add_argument("path", metavar="PATH", help="a new (or empty) folder to write it into")
     create.add_argument("--wait", type=float, default=60.0, metavar="S",
                         help="seconds to wait for the index to catch up with a catalog that is being written"
                              " (default 60); past that the snapshot's index is behind and says so. It bounds"
@@ -77,6 +77,6 @@ def add_commands(sub: Subparsers) -> None:
                              " snapshot (INDEX_NOT_READY, naming its pid)")
     restore = add_command(actions, "restore", cmd_restore,
                           "verify the snapshot PATH and swap it into the data directory D (D unchanged if refused)")
-    restore.add_argument("path", metavar="PATH")
+    restore.add_argument("path", metavar="PATH", help="a folder `snapshot create` wrote")
     restore.add_argument("--data-dir", dest="target_dir", metavar="D", default=None,
                          help="the data directory to restore into (default: the global --data-dir)")

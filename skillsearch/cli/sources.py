@@ -156,7 +156,7 @@ def add_commands(sub: Subparsers) -> None:
                    help=f"seconds between runs under serve/mcp (default {DEFAULT_INTERVAL_S:.0f})")
     q = add_command(inner, "remove", cmd_sources_remove, "remove a source; its skills are archived")
     common(q)
-    q.add_argument("name")
+    q.add_argument("name", help="the source's name, as `sources list` shows it")
     q.add_argument("--keep-skills", action="store_true", help="leave its skills in the catalog as they are")
     q = add_command(inner, "sync", cmd_sources_sync, "mirror every source (or those named) once")
     common(q)

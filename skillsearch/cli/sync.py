@@ -110,7 +110,7 @@ def add_commands(sub: Subparsers) -> None:
     p = add_command(sub, "upstream", cmd_upstream, "serve folders of skills as a reference subscription platform")
     p.add_argument("--from", dest="sources", action="append", required=True, metavar="[ID=]PATH",
                    help="a folder of Agent Skills or a JSON/JSONL bundle, served as subscription ID (repeatable)")
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     p.add_argument("--port", type=port_arg, default=8765, help="port, 0-65535 (default 8765; 0 picks a free one)")
     p.add_argument("--token", action="append", help="accepted bearer token (env SKILLSEARCH_UPSTREAM_TOKEN,"
                    " default demo-token)")
