@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 from skillsearch.catalog.changes import visible_mark
 from skillsearch.catalog.imports import ImportReport, store_import
 from skillsearch.catalog.read_cache import GenerationReads
-from skillsearch.catalog.reads import get_detail, list_page, resolve_flow
+from skillsearch.catalog.reads import get_detail, get_resource, list_page, resolve_flow
 from skillsearch.catalog.store import CatalogStore
-from skillsearch.core.domain import Principal
+from skillsearch.core.domain import Principal, Resource, Skill
 from skillsearch.core.errors import ValidationError
 from skillsearch.core.grants import check_grants
 from skillsearch.core.lru import LRU
@@ -325,6 +325,10 @@ class Catalog:
 
     def get_skill(self, principal: Principal, skill_id: str) -> SkillDetail:
         return get_detail(self.store, principal, skill_id)
+
+    def get_resource(self, principal: Principal, skill_id: str, path: str) -> tuple[Skill, str, Resource]:
+        """One resource of a visible skill's current revision, bytes included (``catalog/reads.get_resource``)."""
+        return get_resource(self.store, principal, skill_id, path)
 
     def resolve(
         self,

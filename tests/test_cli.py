@@ -366,3 +366,104 @@ def test_text_output_escapes_control_characters_stored_before_they_were_refused(
     assert "Run \\x1b[31mkubectl rollout\\x1b[0m.\r\nDone." in outputs[2]
     code, got = run(data, "--encoder", "hashing", "get", "legacy", "--json")
     assert code == 0 and (got["name"], got["description"], got["instructions"]) == (name, description, body)
+
+
+# -- get --resource: a skill's file, exact ------------------------------------------------------------------
+
+
+@pytest.fixture
+def with_resources(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
+    """A data directory holding one folder skill with a script (BOM, CRLF), a binary asset (NUL bytes) and a
+    reference whose text holds a terminal escape."""
+    files = {
+        "scripts/run.py": b"\xef\xbb\xbf#!/usr/bin/env python3\r\nprint('hi')\r\n",
+        "assets/logo.png": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\xff",
+        "references/notes.md": b"# Notes\n\x1b[2Jcleared\n",
+    }
+    skill = tmp_path / "skills" / "report-builder"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: report-builder\ndescription: Build a PDF report from a CSV file.\n"
+                                    "---\n# Report builder\nRun scripts/run.py.\n", encoding="utf-8")
+    for path, content in files.items():
+        (skill / path).parent.mkdir(parents=True, exist_ok=True)
+        (skill / path).write_bytes(content)
+    data = tmp_path / "data"
+    code, report = run(data, "--encoder", "hashing", "import", str(tmp_path / "skills"), "--source", "local",
+                       "--grant", "team:reports", "--json")
+    assert code == 0 and report["created"] == 1, report
+    return data, files
+
+
+def test_get_resource_writes_the_exact_bytes_of_each_file(with_resources: tuple[Path, dict[str, bytes]]) -> None:
+    """``get SKILL --resource PATH`` is the CLI's read of a skill's file (HTTP and MCP had one, the CLI none):
+    the bytes exactly as imported on stdout of a real process, BOM, CRLF and NUL included; ``--json`` gives
+    the metadata with text as text and binary as base64."""
+    import base64
+    import hashlib
+
+    data, files = with_resources
+    env = {**os.environ, "SKILLSEARCH_DATA_DIR": str(data)}
+    for path, content in files.items():
+        got = subprocess.run([sys.executable, "-m", "skillsearch.cli", "-q", "--encoder", "hashing", "get",
+                              "report-builder", "--resource", path], capture_output=True, env=env, timeout=60)
+        assert got.returncode == 0 and got.stdout == content, (path, got.stderr)
+    code, payload = run(data, "--encoder", "hashing", "get", "report-builder", "--resource", "assets/logo.png",
+                        "--json")
+    assert code == 0 and payload["encoding"] == "base64" and payload["path"] == "assets/logo.png"
+    assert base64.b64decode(payload["content"]) == files["assets/logo.png"]
+    assert payload["sha256"] == hashlib.sha256(files["assets/logo.png"]).hexdigest()
+    code, payload = run(data, "--encoder", "hashing", "get", "report-builder", "--resource", "scripts/run.py",
+                        "--json")
+    assert code == 0 and payload["encoding"] == "text"
+    assert payload["content"].encode("utf-8") == files["scripts/run.py"]
+    code, by_id = run(data, "--encoder", "hashing", "get", "report-builder", "--resource", payload["resource_id"],
+                      "--json")
+    assert code == 0 and by_id["path"] == "scripts/run.py"
+
+
+def test_get_resource_names_the_files_there_are_and_hides_invisible_skills(
+        with_resources: tuple[Path, dict[str, bytes]]) -> None:
+    data, _ = with_resources
+    code, missing = run(data, "--encoder", "hashing", "get", "report-builder", "--resource", "scripts/nope.py",
+                        "--json")
+    assert code == 1 and missing["error"]["code"] == "RESOURCE_NOT_FOUND"
+    assert missing["error"]["details"]["resources"] == ["assets/logo.png", "references/notes.md", "scripts/run.py"]
+    code, hidden = run(data, "--encoder", "hashing", "get", "report-builder", "--grant", "team:other",
+                       "--resource", "scripts/run.py", "--json")
+    assert code == 1 and hidden["error"]["code"] == "SKILL_NOT_FOUND" and "resources" not in json.dumps(hidden)
+
+
+def test_get_resource_does_not_write_binary_or_escapes_to_a_terminal(
+        with_resources: tuple[Path, dict[str, bytes]]) -> None:
+    """On a terminal (a real pty), binary data and control characters could drive it: the command refuses
+    with a usage error that says to redirect or use --json; plain text is written as is."""
+    import pty
+
+    data, _ = with_resources
+    env = {**os.environ, "SKILLSEARCH_DATA_DIR": str(data)}
+
+    def on_a_terminal(path: str) -> tuple[int, bytes, bytes]:
+        main_fd, child_fd = pty.openpty()
+        try:
+            proc = subprocess.run([sys.executable, "-m", "skillsearch.cli", "-q", "--encoder", "hashing", "get",
+                                   "report-builder", "--resource", path], stdout=child_fd, stderr=subprocess.PIPE,
+                                  env=env, timeout=60)
+            os.close(child_fd)
+            shown = b""
+            while True:
+                try:
+                    chunk = os.read(main_fd, 65536)
+                except OSError:  # the pty's other end is closed: all read
+                    break
+                if not chunk:
+                    break
+                shown += chunk
+        finally:
+            os.close(main_fd)
+        return proc.returncode, shown, proc.stderr
+
+    for path in ("assets/logo.png", "references/notes.md"):
+        code, shown, err = on_a_terminal(path)
+        assert code == 2 and shown == b"" and b"redirect the output" in err and b"Traceback" not in err, (path, err)
+    code, shown, _ = on_a_terminal("scripts/run.py")
+    assert code == 0 and b"print('hi')" in shown

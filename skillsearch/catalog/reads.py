@@ -13,8 +13,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from skillsearch.catalog.store import CatalogStore
-from skillsearch.core.domain import MAX_NESTING, SKILL_KINDS, SLUG_PATTERN, Principal, Revision, Skill
-from skillsearch.core.errors import SkillInvalidError, SkillNotFoundError, ValidationError, problem
+from skillsearch.core.domain import MAX_NESTING, SKILL_KINDS, SLUG_PATTERN, Principal, Resource, Revision, Skill
+from skillsearch.core.errors import (
+    ResourceNotFoundError,
+    SkillInvalidError,
+    SkillNotFoundError,
+    ValidationError,
+    problem,
+)
 from skillsearch.core.skill_uri import skill_uri
 from skillsearch.core.templates import resolve_steps
 from skillsearch.core.views import (
@@ -141,6 +147,23 @@ def get_detail(store: CatalogStore, principal: Principal, skill_id: str) -> Skil
         resources=resource_infos(store, rev.revision_id),
         skill_uri=skill_uri(skill.grant, skill.slug),
     )
+
+
+def get_resource(store: CatalogStore, principal: Principal, skill_id: str, path: str) -> tuple[Skill, str, Resource]:
+    """One resource of a visible skill's current revision, with its bytes: ``(skill, revision_id, resource)``.
+    ``path`` is the resource's path or its ``resource_id``; ``RESOURCE_NOT_FOUND`` names the paths there are."""
+    skill = visible_skill(store, principal, skill_id)
+    revision_id = _current_revision(store, skill).revision_id
+    found = store.resource(revision_id, path) if isinstance(path, str) and 0 < len(path) <= 512 else None
+    if found is None:
+        paths = [r.path for r in store.resources(revision_id)]
+        raise ResourceNotFoundError(
+            f"{skill.slug!r} has no resource {path!r}"
+            + (f"; its resources: {', '.join(paths[:20])}{' ...' if len(paths) > 20 else ''}" if paths
+               else "; it has no resources"),
+            {"skill_id": skill.skill_id, "revision_id": revision_id, "resource": path, "resources": paths[:100]},
+        )
+    return skill, revision_id, found
 
 
 def resolve_flow(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import sys
 from pathlib import Path
@@ -27,6 +28,7 @@ from skillsearch.core.domain import SEARCH_MODES, SKILL_KINDS, Parameter
 from skillsearch.core.errors import SkillInvalidError, ValidationError, problem
 from skillsearch.core.fusion import FUSIONS
 from skillsearch.core.templates import coerce_text_value
+from skillsearch.core.textual import is_text
 from skillsearch.core.views import WEAK_CONFIDENCE
 from skillsearch.core.wellformed import terminal_safe
 from skillsearch.retrieval.search_types import SearchRequest
@@ -124,6 +126,8 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_get(args: argparse.Namespace, out: TextIO) -> int:
     catalog = open_catalog(args, index=False)  # the store alone: no index, no model
+    if args.resource is not None:
+        return _get_resource(catalog, args, out)
     detail = catalog.get_skill(principal_from_args(args), args.skill_id)
 
     def text() -> str:
@@ -144,6 +148,35 @@ def cmd_get(args: argparse.Namespace, out: TextIO) -> int:
         return "\n".join(lines)
 
     emit(out, args, detail.model_dump(), text)
+    return 0
+
+
+def _get_resource(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> int:
+    """``get SKILL --resource PATH``: the resource's exact bytes on stdout (``> FILE`` keeps them), or under
+    ``--json`` one object with its metadata and its content (text, or base64 for binary). A terminal is not
+    sent binary data or control characters (they could drive it): redirect, or ask for ``--json``."""
+    skill, revision_id, found = catalog.get_resource(principal_from_args(args), args.skill_id, args.resource)
+    raw = found.content
+    text = raw.decode("utf-8") if is_text(found.media_type, raw) else None
+    if args.json:
+        payload = {"skill_id": skill.skill_id, "slug": skill.slug, "revision_id": revision_id,
+                   "resource_id": found.resource_id, "path": found.path, "kind": found.kind,
+                   "media_type": found.media_type, "size": len(raw), "sha256": found.sha256,
+                   "encoding": "text" if text is not None else "base64",
+                   "content": text if text is not None else base64.b64encode(raw).decode("ascii")}
+        out.write(json.dumps(payload, ensure_ascii=False) + "\n")
+        return 0
+    if out.isatty() and (text is None or terminal_safe(text) != text):
+        raise UsageError("skillsearch get", f"{found.path} ({found.media_type}, {len(raw)} bytes) holds binary data or"
+                         " control characters, which are not written to a terminal: redirect the output"
+                         " (> FILE) or use --json")
+    buffer = getattr(out, "buffer", None)
+    if buffer is None:  # a text stream without bytes underneath (in-process callers)
+        out.write(raw.decode("utf-8", "surrogateescape"))
+        return 0
+    out.flush()
+    buffer.write(raw)
+    buffer.flush()
     return 0
 
 
@@ -284,6 +317,9 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("skill_id", metavar="SKILL_ID|SLUG",
                    help="a skill_id from search or list, or a slug only one skill you can see has")
     add_grants(p)
+    p.add_argument("--resource", metavar="PATH",
+                   help="print this resource of the skill (a path from its Resources list, or a resource_id):"
+                        " its exact bytes, to redirect into a file; with --json its metadata and content")
 
     p = add_command(sub, "resolve", cmd_resolve,
                     "resolve a flow template's steps with parameter values (never runs them)")
