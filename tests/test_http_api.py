@@ -650,3 +650,34 @@ async def test_every_metric_served_is_in_the_deploy_guides_table(client: httpx.A
     prefixes = tuple(n.rstrip("*") for n in named if n.endswith("*"))
     missing = {m for m in served if m not in named and not m.startswith(prefixes)}
     assert {"skillsearch_http_requests", "skillsearch_index_documents"} <= served and not missing, sorted(missing)
+
+
+@pytest.mark.anyio
+async def test_a_resource_is_served_byte_for_byte_and_never_as_a_page(client: httpx.AsyncClient,
+                                                                      sample: Catalog) -> None:
+    """``GET /v1/skills/{id}/resources/{path}``: REST had no read of a skill's file (recall cuts content at
+    256 KiB and wraps it in JSON). The bytes are the stored ones, the ETag is their sha256 and answers 304,
+    and the file is an unsniffed, sandboxed attachment: an author's HTML never runs on the search page's
+    origin. Invisible skills stay SKILL_NOT_FOUND; an unknown path names the paths there are."""
+    skill_id = sample.get_skill(Principal.operator(), "git-bisect-regressions").skill_id
+    _, revision_id, stored = sample.get_resource(Principal.operator(), skill_id, "scripts/bisect_run.sh")
+    url = f"/v1/skills/{skill_id}/resources/scripts/bisect_run.sh"
+    resp = await client.get(url, headers=DEMO)
+    assert resp.status_code == 200 and resp.content == stored.content and len(stored.content) > 100
+    assert resp.headers["etag"] == f'"{stored.sha256}"' and resp.headers["x-skill-revision"] == revision_id
+    assert resp.headers["content-type"] == "text/x-sh; charset=utf-8"
+    assert resp.headers["x-content-type-options"] == "nosniff"
+    assert resp.headers["content-security-policy"] == "sandbox"
+    assert resp.headers["content-disposition"] == "attachment; filename*=UTF-8''bisect_run.sh"
+    by_slug = await client.get("/v1/skills/git-bisect-regressions/resources/scripts/bisect_run.sh", headers=DEMO)
+    assert by_slug.content == stored.content
+    cached = await client.get(url, headers={**DEMO, "If-None-Match": f'W/"x", "{stored.sha256}"'})
+    assert cached.status_code == 304 and cached.content == b""
+    assert (await client.get(url, headers={**DEMO, "If-None-Match": '"other"'})).status_code == 200
+    missing = assert_error(await client.get(f"/v1/skills/{skill_id}/resources/scripts/nope.sh", headers=DEMO),
+                           404, "RESOURCE_NOT_FOUND")
+    assert missing["details"]["resources"] == ["scripts/bisect_run.sh"]
+    hidden = sample.get_skill(Principal.operator(), "tls-certificate-renewal").skill_id  # sub:ops-pro
+    assert_error(await client.get(f"/v1/skills/{hidden}/resources/scripts/check_cert_expiry.py", headers=DEMO),
+                 404, "SKILL_NOT_FOUND")
+    assert_error(await client.get(url), 401, "UNAUTHENTICATED")

@@ -1,7 +1,7 @@
-"""The catalog's reads under ``/v1``: list, search, get, resolve (scope ``skills:read``) and recall
-(``memory:read``). Each route hands the caller and its validated input to one :class:`Catalog` method.
+"""The catalog's reads under ``/v1``: list, search, get, one resource's bytes, resolve (scope ``skills:read``)
+and recall (``memory:read``). Each route hands the caller and its validated input to one :class:`Catalog` method.
 
-Get, resolve and recall are module-level route functions; list and search are built by
+Get, the resource read, resolve and recall are module-level route functions; list and search are built by
 :func:`skills_router` because their query limits (tags per request, page sizes, query length) are the
 app's :class:`Limits` and the catalog's settings, which the OpenAPI schema states.
 
@@ -11,13 +11,15 @@ annotations at runtime, and those of list and search hold the per-app limits.
 
 import time
 from typing import Annotated
+from urllib.parse import quote
 
-from fastapi import APIRouter, Body, Depends, Query
+from fastapi import APIRouter, Body, Depends, Header, Query, Response
 from fastapi import Path as PathParam
 from pydantic import StringConstraints
 
 from skillsearch.core.domain import FusionMethod, SearchMode, SkillKind
 from skillsearch.core.settings import Settings
+from skillsearch.core.textual import is_text
 from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
 from skillsearch.http.deps import CatalogDep, MetricsDep, Reader, Recaller, one_value_each
 from skillsearch.http.errors import located
@@ -25,15 +27,37 @@ from skillsearch.http.schemas import Limits, RecallBody, ResolveBody, documented
 from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.usecases.recall import CloudSkillEnvelope
 
-__all__ = ["get_skill", "recall", "resolve_skill", "skills_router"]
+__all__ = ["get_resource", "get_skill", "recall", "resolve_skill", "skills_router"]
 
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 SkillId = Annotated[str, PathParam(min_length=1, max_length=200, description="A skill_id from list or search.")]
+ResourcePath = Annotated[str, PathParam(min_length=1, max_length=512,
+                                        description="A path from the skill's resources (or a resource_id).")]
 
 
 def get_skill(principal: Reader, catalog: CatalogDep, skill_id: SkillId) -> SkillDetail:
     with located("path"):
         return catalog.get_skill(principal, skill_id)
+
+
+def get_resource(principal: Reader, catalog: CatalogDep, skill_id: SkillId, path: ResourcePath,
+                 if_none_match: Annotated[str | None, Header(max_length=200)] = None) -> Response:
+    """The resource's exact bytes, under its media type (``charset=utf-8`` only for text that is UTF-8), its
+    sha256 as a strong ETag (``If-None-Match`` answers 304) and its revision in ``X-Skill-Revision``. The file
+    comes from whoever authored the skill: it is sent as an attachment, unsniffed and sandboxed, so an HTML or
+    SVG resource never runs as a page of this origin (the search page's)."""
+    with located("path"):
+        _, revision_id, found = catalog.get_resource(principal, skill_id, path)
+    etag = f'"{found.sha256}"'
+    headers = {"ETag": etag, "X-Skill-Revision": revision_id, "X-Content-Type-Options": "nosniff",
+               "Content-Security-Policy": "sandbox", "Cache-Control": "private, no-cache",
+               "Content-Disposition": f"attachment; filename*=UTF-8''{quote(found.path.rsplit('/', 1)[-1])}"}
+    if if_none_match is not None and etag in [tag.strip() for tag in if_none_match.split(",")]:
+        return Response(status_code=304, headers=headers)
+    media_type = found.media_type
+    if media_type.startswith("text/") and "charset=" not in media_type and is_text(media_type, found.content):
+        media_type += "; charset=utf-8"
+    return Response(found.content, headers={**headers, "Content-Type": media_type})
 
 
 def resolve_skill(
@@ -98,6 +122,14 @@ def skills_router(limits: Limits, settings: Settings) -> APIRouter:
     v1.add_api_route("/skills/{skill_id}", get_skill, methods=["GET"], response_model=SkillDetail,
                      responses=documented_errors(400, 401, 403, 404), operation_id="get_skill",
                      summary="One skill: instructions (knowledge) or steps and parameters (flow template).")
+    v1.add_api_route("/skills/{skill_id}/resources/{path:path}", get_resource, methods=["GET"],
+                     response_class=Response, responses={
+                         200: {"description": "The file's exact bytes, under its media type",
+                               "content": {"application/octet-stream": {}}},
+                         304: {"description": "Not modified: If-None-Match named the resource's ETag (its sha256)"},
+                         **documented_errors(400, 401, 403, 404)},
+                     operation_id="get_resource",
+                     summary="One file of a skill's current revision, byte for byte (a path from its resources).")
     v1.add_api_route("/skills/{skill_id}/resolve", resolve_skill, methods=["POST"], response_model=ResolvedFlow,
                      responses=documented_errors(400, 401, 403, 404, 408, 413, 415, 422),
                      operation_id="resolve_skill",
