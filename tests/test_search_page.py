@@ -274,3 +274,19 @@ def test_a_crafted_link_shows_the_error_state_not_a_blank_page(
     finally:
         context.close()
     assert not errors, errors
+
+
+def test_a_skills_file_opens_in_place_as_text(page: Page, sample: Catalog) -> None:
+    """The detail view listed a skill's files with no way to read them. "open" fetches the file with the
+    page's token and shows its text in place, as text: the bytes of the stored script, not rendered."""
+    skill_id = sample.get_skill(Principal.operator(), "git-bisect-regressions").skill_id
+    _, _, stored = sample.get_resource(Principal.operator(), skill_id, "scripts/bisect_run.sh")
+    page.goto(page.url.split("#")[0] + "#/skill/" + skill_id)
+    page.wait_for_selector("[data-testid=detail-name]")
+    assert page.locator("[data-testid=resource-text]").is_hidden()
+    page.click("[data-testid=resource-open]")
+    page.wait_for_selector("[data-testid=resource-text]:not([hidden])")
+    assert page.locator("[data-testid=resource-text]").text_content() == stored.content.decode("utf-8")
+    assert page.locator("[data-testid=resource-text] *").count() == 0  # text, never markup
+    page.click("[data-testid=resource-open]")
+    assert page.locator("[data-testid=resource-text]").is_hidden()

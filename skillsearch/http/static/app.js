@@ -313,6 +313,42 @@ function collectValues(form) {
   return values;
 }
 
+// One file of the skill: "open" fetches its bytes (with the token) and shows UTF-8 text in place, as text
+// (never as markup); anything else is saved as a download under its own name.
+function resourceItem(d, r) {
+  const shown = el("pre", { class: "resource-text", "data-testid": "resource-text", hidden: true });
+  const open = el("button", { type: "button", class: "resource-open", "data-testid": "resource-open",
+    onclick: async () => {
+      if (!shown.hidden) { shown.hidden = true; open.textContent = "open"; return; }
+      try {
+        const headers = token ? { Authorization: "Bearer " + token } : {};
+        const resp = await fetch("/v1/skills/" + encodeURIComponent(d.skill_id) + "/resources/" +
+          r.path.split("/").map(encodeURIComponent).join("/"), { headers });
+        if (!resp.ok) {
+          let body = null;
+          try { body = await resp.json(); } catch (_) { body = null; }
+          throw new ApiError(resp.status, body);
+        }
+        showError(null);
+        if ((resp.headers.get("content-type") || "").includes("charset=utf-8")) {
+          shown.textContent = await resp.text();
+          shown.hidden = false;
+          open.textContent = "close";
+        } else {
+          const url = URL.createObjectURL(await resp.blob());
+          const link = el("a", { href: url, download: r.path.split("/").pop() });
+          document.body.append(link);
+          link.click();
+          link.remove();
+          setTimeout(() => URL.revokeObjectURL(url), 10000);
+        }
+      } catch (err) {
+        showError(err);
+      }
+    } }, "open");
+  return el("li", {}, el("code", {}, r.path), ` (${r.kind}, ${r.media_type}, ${r.size} bytes) `, open, shown);
+}
+
 function flowSection(d) {
   const out = [];
   out.push(el("h2", {}, "Parameters"));
@@ -378,8 +414,7 @@ async function showSkill(skillId) {
       el("p", { class: "meta" }, `slug ${d.slug} · version ${d.version || "–"} · revision ${d.revision_id} · updated ${d.updated_at}`),
       d.kind === "flow_template" ? flowSection(d) : [],
       d.instructions ? [el("h2", {}, d.kind === "flow_template" ? "Notes" : "Instructions"), renderMarkdown(d.instructions)] : [],
-      d.resources.length ? [el("h2", {}, "Resources"), el("ul", {}, d.resources.map((r) =>
-        el("li", {}, el("code", {}, r.path), ` (${r.kind}, ${r.media_type}, ${r.size} bytes)`)))] : [],
+      d.resources.length ? [el("h2", {}, "Resources"), el("ul", {}, d.resources.map((r) => resourceItem(d, r)))] : [],
     ].flat());
     view.querySelector(".instructions")?.setAttribute("data-testid", "instructions");
   } catch (err) {
