@@ -7,9 +7,12 @@ background poller. ``http/server.py`` runs the result. The surfaces never import
 is where they meet.
 
 With ``--workers N`` (N > 1) this process prepares the data directory once (checks the configuration,
-seeds or repairs the index), then supervises N worker processes on one socket; each worker builds the
-same app from ``SKILLSEARCH_SERVE_ARGS`` (:func:`worker_app`). In every case the sync duties run in the one
-process that holds the data directory's ``leader.lock`` (``sync/leader.py``).
+seeds the sample into the store of a new one), then supervises N worker processes on one socket; each
+worker builds the same app from ``SKILLSEARCH_SERVE_ARGS`` (:func:`worker_app`) and, as a single ``serve``
+does, answers at once and opens the index in the background: whatever the index needs (built, repaired) is
+done by the one worker that takes the data directory's write lock first, and the others, waiting on that
+lock, open what it wrote. In every case the sync duties run in the one process that holds the data
+directory's ``leader.lock`` (``sync/leader.py``).
 """
 
 from __future__ import annotations
@@ -144,13 +147,15 @@ def _compose(args: argparse.Namespace) -> tuple[Catalog, PrincipalRegistry, Fast
 
 
 def _prepare(shared: dict[str, Any]) -> bool:
-    """In a short-lived process before the workers start: open the data directory once (seed, build or
-    repair the index, so the workers never race to), then close it. Whether the demo principal is on."""
+    """In a short-lived process before the workers start: open the data directory's store once (the sample
+    seeded into a new one, so the workers never race to), then close it. The index is left to the workers'
+    background opens: the first to take the write lock builds or repairs it while every worker already
+    answers (``/readyz`` 503 meanwhile). Whether the demo principal is on."""
     from skillsearch.http.auth import PrincipalRegistry
 
     args = argparse.Namespace(**shared)
     termination.install()  # this process is spawned: SIGTERM (passed on by the supervisor) stops its embedding
-    catalog, _, _ = _open(args, index=True)
+    catalog, _, _ = _open(args, index=False)
     try:
         return PrincipalRegistry.for_catalog(catalog, principals_path(args)).demo
     finally:
@@ -191,7 +196,8 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
             catalog.close()
         return 0
     shared: dict[str, Any] = {k: v for k, v in vars(args).items() if k != "func"}
-    # In its own process, so that this supervisor never holds a model (about 1 GB) while the workers serve.
+    # In its own process, so that this supervisor holds nothing of the data directory (its store, the imports of
+    # a seeding) while the workers serve.
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         preparing = pool.submit(_prepare, shared)
         # SIGTERM here reaches only this process: pass it on, so the preparation's embedding stops too.
