@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 __all__ = [
     "AccessDeniedError",
@@ -217,6 +217,13 @@ class StartupError(SkillSearchError):
 
     code = "STARTUP_FAILED"
     http_status = 500
+
+
+class StopFlag(Protocol):
+    """What tells a long write or read to stop between two of its steps (``threading.Event`` is one; so is
+    ``index_holder.WriteStops``, a catalog's): an index write, a lexical rebuild, a source's read, a git run."""
+
+    def is_set(self) -> bool: ...
 
 
 class WriteStopped(Exception):
