@@ -41,6 +41,7 @@ from skillsearch.core.domain import (
     SkillContent,
     validation_text,
 )
+from skillsearch.core.errors import StopFlag, WriteStopped
 from skillsearch.core.hashing import stable_id
 from skillsearch.core.limits import Limits
 from skillsearch.core.wellformed import printable
@@ -314,11 +315,12 @@ def _bundle_entry(raw: dict[str, Any], source: str, grant: str, limits: Limits) 
 
 
 def parse_path(path: Path, source: str, grant: str, limits: Limits | None = None, *,
-               only: Collection[str] | None = None) -> ParsedImport:
+               only: Collection[str] | None = None, stopping: StopFlag | None = None) -> ParsedImport:
     """Every skill under ``path`` (folder or bundle), with one problem per invalid entry.
 
     ``only``: of a folder, read only the skill folders among these top-level names (a watcher's batch),
-    through the same symlink-refusing walk.
+    through the same symlink-refusing walk. ``stopping`` (SIGTERM, a server's shutdown): looked at before
+    each skill folder; once set, ``WriteStopped`` (a large folder's read ends there; nothing was stored).
 
     Slugs must be unique within the import: a later duplicate is a problem, the first one stays. A refused
     entry never costs the others; a skipped file (a symbolic link, a FIFO, a hard link) is reported as a
@@ -338,7 +340,10 @@ def parse_path(path: Path, source: str, grant: str, limits: Limits | None = None
             names, skipped = [], [("", str(exc))]
             result.unreadable = str(exc)
         result.problems.extend(ImportProblem(str(path / n), f"skipped: {r}") for n, r in skipped)
-        for name in names:
+        for done, name in enumerate(names):
+            if stopping is not None and stopping.is_set():
+                raise WriteStopped(f"stopped reading {path} after {done} of {len(names)} skill folders (the process"
+                                   " is stopping); nothing of it was applied: the next sync reads it again")
             where = str(path / name / "SKILL.md")
             try:
                 entries.append((where, _parse_skill_dir(path, name, source, grant, limits, result.problems)))

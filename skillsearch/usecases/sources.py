@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from skillsearch.catalog.store import CatalogStore
+from skillsearch.core.errors import StopFlag
 from skillsearch.retrieval.indexer import SearchIndex
 
 # Every catalog has this use case, most never run a source: the mirror (the importer, git) and the keeper
@@ -27,6 +28,11 @@ __all__ = ["CatalogParts", "LocalSourcesUseCase"]
 class CatalogParts(Protocol):
     store: CatalogStore
     data_dir: Path
+
+    @property
+    def stopping(self) -> StopFlag:
+        """Set when the process stops: a source's read (a git run, a folder's skills) ends early."""
+        ...
 
     def index(self, *, bounded: bool = ...) -> SearchIndex:
         """The search index; ``bounded=False``: a write waits for a server's background open however long."""
@@ -47,7 +53,7 @@ class LocalSourcesUseCase:
 
         c = self._catalog
         read = read_source(c.store, source, c.data_dir / "sources", force=force, allow_rewind=allow_rewind,
-                           folders=folders)
+                           folders=folders, stopping=c.stopping)
         index = c.index(bounded=False)  # a server's background open: waited for, however long
         with c.writing():
             return apply_source(c.store, index, read)
