@@ -11,7 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from contextlib import closing
+from contextlib import closing, suppress
 from pathlib import Path
 
 from test_sources import commit, init_repo, write_skill
@@ -70,10 +70,8 @@ def test_sigterm_ends_a_git_fetch_and_the_next_sync_completes(tmp_path: Path) ->
     finally:
         proc.kill()
         if asked.exists():
-            try:
+            with suppress(ProcessLookupError, ValueError):
                 os.kill(int(asked.read_text()), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert "terminated: stopped git fetch" in err and "Traceback" not in err, err
     cache = data_dir / "sources" / "beacons.git"
@@ -85,3 +83,36 @@ def test_sigterm_ends_a_git_fetch_and_the_next_sync_completes(tmp_path: Path) ->
     again = _run(data_dir, "sources", "sync", env={**ENV, "GIT_CONFIG_GLOBAL": str(empty)})
     assert again.returncode == 0, again.stderr
     assert _slugs(data_dir, "beacons") == {"lighthouse-quokka"}
+
+
+FOLDERS = 3000  # read at about a thousand a second here: many skills are left after the first
+
+
+def test_sigterm_stops_reading_a_large_folder_source_and_the_next_sync_completes(tmp_path: Path) -> None:
+    source = tmp_path / "skills"
+    for i in range(FOLDERS):
+        write_skill(source, f"chore-{i:05d}", f"Handles chore number {i} of the depot.", "Count the crates. " * 8)
+    data_dir = tmp_path / "data"
+    added = _run(data_dir, "sources", "add", "chores", "--path", str(source), "--grant", "team:ops")
+    assert added.returncode == 0, added.stderr
+
+    proc = subprocess.Popen(_cli(data_dir, "sources", "sync"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, env=ENV, cwd=REPO)
+    try:
+        assert proc.stderr is not None
+        seen = ""
+        while "reading" not in seen:  # its progress bar: the read of the skills has begun
+            char = proc.stderr.read(1)
+            assert char, f"the sync ended before it read: {seen!r}"
+            seen += char
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=WAIT_S)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, seen + err
+    assert "terminated: stopped reading" in err and "Traceback" not in err, seen + err
+    assert _slugs(data_dir, "chores") == set()  # nothing of the source applied
+
+    again = _run(data_dir, "sources", "sync")
+    assert again.returncode == 0, again.stderr
+    assert len(_slugs(data_dir, "chores")) == FOLDERS
