@@ -227,8 +227,10 @@ class StopFlag(Protocol):
 
 
 class WriteStopped(Exception):
-    """An index write stopped between two batches of embeddings because its process is stopping (SIGTERM, a
-    server's shutdown: ``SearchIndex.stopping``). Not an error any caller sees: the store keeps every row
-    its transaction committed, the index what it embedded, and its manifest stays behind the store, so the
-    next open (or another process's catch-up) embeds the rest. The message says what was left. A signal
+    """An index write stopped between two batches of embeddings (or of lexical documents), or a source's read
+    between two skills or during a git run, because its process is stopping (SIGTERM, a server's shutdown:
+    ``SearchIndex.stopping``). Not an error any caller sees: the store keeps every row its transaction
+    committed, the index what it embedded, and its manifest stays behind the store, so the next open (or
+    another process's catch-up) embeds the rest and rebuilds a lexical side left incomplete; a stopped read
+    applied nothing. The message says what was left. A signal
     between our own layers, not one of the API's errors (no code, no status): hence not in ``__all__``."""

@@ -32,8 +32,8 @@ __all__ = ["IndexHolder", "Readiness", "WriteStops"]
 
 log = logging.getLogger("skillsearch")
 
-# How long closing waits for a background open to stop: the encoder's batch in progress, or a lexical rebuild
-# (not interruptible; seconds at 100k skills); past it the process goes on, and the next open repairs.
+# How long closing waits for a background open to stop: the encoder's batch in progress, or a lexical write's
+# chunk of documents; past it the process goes on, and the next open repairs.
 CLOSE_WAIT_S = 30.0
 # How often the background open, waiting for the model to load, looks whether it should stop instead.
 _STOP_POLL_S = 0.1

@@ -16,7 +16,10 @@ rebuilt; another encoder's is refused with the command to run. Searches read a w
 A write embeds :data:`EMBED_CHUNK` skills at a time. Once ``stopping`` is set (SIGTERM, a server's shutdown)
 it stops after the encoder's current batch, saves the skills it embedded (both sides hold the same skills)
 under a manifest at generation -1, behind every store, and raises :class:`WriteStopped`: the next open,
-or another process's catch-up, diffs the content hashes and embeds only the rest.
+or another process's catch-up, diffs the content hashes and embeds only the rest. The lexical side's write
+looks at ``stopping`` every ``lexical.APPLY_CHUNK`` documents; a stopped one commits nothing, and the manifest
+records :data:`LEXICAL_INCOMPLETE` as its lexical recipe, so whoever opens or follows the index next rebuilds
+that side (a whole rebuild, after an upgrade changed the recipe, stops at SIGTERM instead of finishing).
 """
 
 from __future__ import annotations
