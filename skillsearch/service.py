@@ -22,7 +22,7 @@ from skillsearch.catalog.read_cache import GenerationReads
 from skillsearch.catalog.reads import get_detail, get_resource, list_page, resolve_flow
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.domain import Principal, Resource, Skill
-from skillsearch.core.errors import ValidationError
+from skillsearch.core.errors import StopFlag, ValidationError
 from skillsearch.core.grants import check_grants
 from skillsearch.core.lru import LRU
 from skillsearch.core.settings import Settings
@@ -127,6 +127,11 @@ class Catalog:
         raises :class:`~skillsearch.core.errors.WriteStopped`; the store keeps what it committed, and the
         next open embeds the rest. Reads keep serving the last whole snapshot."""
         self._holder.stopping.set()
+
+    @property
+    def stopping(self) -> StopFlag:
+        """Whether this catalog's writes stop (:meth:`stop_writes`, or the process's event it was given)."""
+        return self._holder.stopping
 
     def resume_writes(self) -> None:
         """The server that called :meth:`stop_writes` has joined its syncs: writes may start again (unless the

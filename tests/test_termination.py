@@ -25,6 +25,7 @@ from test_sources import write_skill
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
+from skillsearch.retrieval import indexer
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
@@ -260,7 +261,6 @@ def test_a_stopped_write_sets_its_skills_aside_in_one_pass(tmp_path: Path, fake_
     the set of those skills once per skill it kept (quadratic: at 100k skills a SIGTERM'd import spent
     hours there, long past the SIGKILL that follows, and lost the batches it had embedded)."""
     from skillsearch.core.errors import WriteStopped
-    from skillsearch.retrieval import indexer
 
     stopping = threading.Event()
     catalog = Catalog(Settings(data_dir=tmp_path / "data", encoder="hashing", seed_sample=False), fake_encoder,
@@ -317,3 +317,66 @@ def test_sigterm_stops_a_one_shot_sync_waiting_on_its_upstream(tmp_path: Path) -
     assert proc.returncode == 143, err
     assert "sync was stopped during a request" in err and "terminated" in err.splitlines(), err
     assert "Traceback" not in err, err
+
+
+LARGE = 20_000  # a lexical rebuild of this many skills takes a second or more: many APPLY_CHUNKs after the first
+
+
+def _cli(data_dir: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data_dir), "--encoder", "hashing", *args]
+
+
+def _large_catalog(tmp_path: Path) -> Path:
+    bundle = tmp_path / "large.json"
+    bundle.write_text(json.dumps([
+        {"slug": f"chore-{i:05d}", "name": f"Chore {i:05d}", "description": f"Handles chore number {i} of the depot.",
+         "tags": ["chores"], "instructions": f"Count the crates of bay {i}. Write the total down. " * 4}
+        for i in range(LARGE - 1)
+    ] + [{"slug": "lighthouse-quokka", "name": TAIL, "description": f"{TAIL}: reads the beacons.", "tags": [],
+          "instructions": "Read each lighthouse beacon and log the quokka count."}]), encoding="utf-8")
+    data_dir = tmp_path / "data"
+    done = subprocess.run(_cli(data_dir, "import", str(bundle), "--source", "chores", "--grant", "team:ops"),
+                          capture_output=True, text=True, env=ENV, cwd=REPO, timeout=WAIT_S)
+    assert done.returncode == 0, done.stderr
+    return data_dir
+
+
+@pytest.mark.parametrize("how", ["open after an upgrade", "reindex"])
+def test_sigterm_stops_a_lexical_rebuild_and_the_next_open_rebuilds_it(tmp_path: Path, how: str) -> None:
+    """The lexical side rebuilt whole (an open after an upgrade changed its recipe, or ``reindex``) stops at
+    SIGTERM between chunks of documents instead of finishing first: exit 143, nothing of it committed, the
+    manifest behind every store and marked incomplete (never served as current), and the next run rebuilds it."""
+    data_dir = _large_catalog(tmp_path)
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps([{"slug": "one-more", "name": "One more", "description": "A late skill.",
+                                "tags": [], "instructions": "Read it."}]), encoding="utf-8")
+    if how == "reindex":
+        command = _cli(data_dir, "reindex")
+    else:  # what an upgrade that changed the lexical recipe leaves: a manifest with another one
+        path = data_dir / "manifest.json"
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        manifest["lexical"]["fields"] -= 1
+        path.write_text(json.dumps(manifest), encoding="utf-8")
+        command = _cli(data_dir, "import", str(one), "--source", "late", "--grant", "team:ops")
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV, cwd=REPO)
+    seen = _read_until(proc, "lexical index")  # its progress bar: the rebuild has begun
+    proc.send_signal(signal.SIGTERM)
+    _, rest = proc.communicate(timeout=WAIT_S)
+    assert proc.returncode == 128 + signal.SIGTERM, seen + rest
+    assert "terminated: stopped writing the lexical index" in rest and "Traceback" not in rest, seen + rest
+    manifest = json.loads((data_dir / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["store_generation"] == -1 and manifest["lexical"] == indexer.LEXICAL_INCOMPLETE, manifest
+
+    again = subprocess.run(command, capture_output=True, text=True, env=ENV, cwd=REPO, timeout=WAIT_S)
+    assert again.returncode == 0, again.stderr
+    catalog = Catalog.open(Settings(data_dir=data_dir, encoder="hashing", seed_sample=False))
+    try:
+        expected = LARGE + (how != "reindex")
+        assert catalog.indexed_documents() == expected
+        catalog.readiness()  # both sides hold every skill, at the store's generation
+        hits = catalog.search(Principal.operator(), SearchRequest(query="quokka lighthouse", mode="lexical")).hits
+        assert hits and hits[0].skill.slug == "lighthouse-quokka"
+    finally:
+        catalog.close()
+    manifest = json.loads((data_dir / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["lexical"]["fields"] == indexer.LEXICAL_FIELDS_VERSION, manifest

@@ -21,7 +21,7 @@ import json
 import mimetypes
 import re
 import unicodedata
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ from skillsearch.core.domain import (
     SkillContent,
     validation_text,
 )
+from skillsearch.core.errors import StopFlag, WriteStopped
 from skillsearch.core.hashing import stable_id
 from skillsearch.core.limits import Limits
 from skillsearch.core.wellformed import printable
@@ -314,11 +315,14 @@ def _bundle_entry(raw: dict[str, Any], source: str, grant: str, limits: Limits) 
 
 
 def parse_path(path: Path, source: str, grant: str, limits: Limits | None = None, *,
-               only: Collection[str] | None = None) -> ParsedImport:
+               only: Collection[str] | None = None, stopping: StopFlag | None = None,
+               progress: Callable[[int, str], Callable[[int], None]] | None = None) -> ParsedImport:
     """Every skill under ``path`` (folder or bundle), with one problem per invalid entry.
 
     ``only``: of a folder, read only the skill folders among these top-level names (a watcher's batch),
-    through the same symlink-refusing walk.
+    through the same symlink-refusing walk. ``stopping`` (SIGTERM, a server's shutdown): looked at before
+    each skill folder; once set, ``WriteStopped`` (a large folder's read ends there; nothing was stored).
+    ``progress(total, label)``: a folder's read is shown skill by skill (``reading``).
 
     Slugs must be unique within the import: a later duplicate is a problem, the first one stays. A refused
     entry never costs the others; a skipped file (a symbolic link, a FIFO, a hard link) is reported as a
@@ -338,7 +342,11 @@ def parse_path(path: Path, source: str, grant: str, limits: Limits | None = None
             names, skipped = [], [("", str(exc))]
             result.unreadable = str(exc)
         result.problems.extend(ImportProblem(str(path / n), f"skipped: {r}") for n, r in skipped)
-        for name in names:
+        tick = progress(len(names), "reading") if progress is not None and names else None
+        for done, name in enumerate(names):
+            if stopping is not None and stopping.is_set():
+                raise WriteStopped(f"stopped reading {path} after {done} of {len(names)} skill folders (the process"
+                                   " is stopping); nothing of it was applied: the next sync reads it again")
             where = str(path / name / "SKILL.md")
             try:
                 entries.append((where, _parse_skill_dir(path, name, source, grant, limits, result.problems)))
@@ -346,6 +354,8 @@ def parse_path(path: Path, source: str, grant: str, limits: Limits | None = None
                 entries.append((where, exc))
             except RecursionError:
                 entries.append((where, ValueError("nested too deeply")))
+            if tick is not None:
+                tick(1)
         if not entries and not skipped:
             result.problems.append(ImportProblem(str(path), "no SKILL.md in this folder or its sub-folders"))
     elif path.suffix.lower() in (".json", ".jsonl"):

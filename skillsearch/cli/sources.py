@@ -125,7 +125,8 @@ def cmd_sources_sync(args: argparse.Namespace, out: TextIO) -> int:
     catalog = Catalog.open(settings_from_args(args), seed=False, progress=progress_factory(not args.quiet),
                            stopping=STOPPING)
     try:
-        reports = run_sources(catalog, sources, args.name or None, force=args.force, allow_rewind=args.allow_rewind)
+        reports = run_sources(catalog, sources, args.name or None, force=args.force, allow_rewind=args.allow_rewind,
+                              progress=progress_factory(not args.quiet))
     finally:
         catalog.close()
     emit(out, args, {"sources": [r.to_dict() for r in reports]},

@@ -3,8 +3,10 @@
 The first SIGTERM sets :data:`STOPPING`, the event every catalog the CLI opens is given: an index write in
 progress (an import's, a sync's, a reindex, an open's repair) stops after the encoder's current batch,
 saves what it embedded and raises ``WriteStopped``, whose message the CLI prints (``terminated: ...``)
-before exiting with 143 (128 + SIGTERM), as a shell reports a process the signal killed. The store keeps
-every transaction it committed; the next open embeds the rest. A second SIGTERM kills at once.
+before exiting with 143 (128 + SIGTERM), as a shell reports a process the signal killed. A lexical rebuild
+stops after its current chunk of documents, committing nothing; a source's read ends its git run (SIGTERM,
+then SIGKILL) or stops between skills, applying nothing. The store keeps every transaction it committed;
+the next open embeds the rest and rebuilds what was left incomplete. A second SIGTERM kills at once.
 
 ``serve`` and ``mcp --http`` run under uvicorn, which takes SIGTERM while it serves and shuts the app down
 (its lifespan calls ``Catalog.stop_writes``), then sends the signal again to this handler. ``mcp`` over

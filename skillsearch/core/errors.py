@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 __all__ = [
     "AccessDeniedError",
@@ -219,9 +219,18 @@ class StartupError(SkillSearchError):
     http_status = 500
 
 
+class StopFlag(Protocol):
+    """What tells a long write or read to stop between two of its steps (``threading.Event`` is one; so is
+    ``index_holder.WriteStops``, a catalog's): an index write, a lexical rebuild, a source's read, a git run."""
+
+    def is_set(self) -> bool: ...
+
+
 class WriteStopped(Exception):
-    """An index write stopped between two batches of embeddings because its process is stopping (SIGTERM, a
-    server's shutdown: ``SearchIndex.stopping``). Not an error any caller sees: the store keeps every row
-    its transaction committed, the index what it embedded, and its manifest stays behind the store, so the
-    next open (or another process's catch-up) embeds the rest. The message says what was left. A signal
+    """An index write stopped between two batches of embeddings (or of lexical documents), or a source's read
+    between two skills or during a git run, because its process is stopping (SIGTERM, a server's shutdown:
+    ``SearchIndex.stopping``). Not an error any caller sees: the store keeps every row its transaction
+    committed, the index what it embedded, and its manifest stays behind the store, so the next open (or
+    another process's catch-up) embeds the rest and rebuilds a lexical side left incomplete; a stopped read
+    applied nothing. The message says what was left. A signal
     between our own layers, not one of the API's errors (no code, no status): hence not in ``__all__``."""

@@ -34,8 +34,8 @@ __all__ = ["IndexHolder", "Readiness", "WriteStops"]
 
 log = logging.getLogger("skillsearch")
 
-# How long closing waits for a background open to stop: the encoder's batch in progress, or a lexical rebuild
-# (not interruptible; seconds at 100k skills); past it the process goes on, and the next open repairs.
+# How long closing waits for a background open to stop: the encoder's batch in progress, or a lexical write's
+# chunk of documents; past it the process goes on, and the next open repairs.
 CLOSE_WAIT_S = 30.0
 # How often the background open, waiting for the model to load or to try again, looks whether it should stop.
 _STOP_POLL_S = 0.1

@@ -16,7 +16,10 @@ rebuilt; another encoder's is refused with the command to run. Searches read a w
 A write embeds :data:`EMBED_CHUNK` skills at a time. Once ``stopping`` is set (SIGTERM, a server's shutdown)
 it stops after the encoder's current batch, saves the skills it embedded (both sides hold the same skills)
 under a manifest at generation -1, behind every store, and raises :class:`WriteStopped`: the next open,
-or another process's catch-up, diffs the content hashes and embeds only the rest.
+or another process's catch-up, diffs the content hashes and embeds only the rest. The lexical side's write
+looks at ``stopping`` every ``lexical.APPLY_CHUNK`` documents; a stopped one commits nothing, and the manifest
+records :data:`LEXICAL_INCOMPLETE` as its lexical recipe, so whoever opens or follows the index next rebuilds
+that side (a whole rebuild, after an upgrade changed the recipe, stops at SIGTERM instead of finishing).
 """
 
 from __future__ import annotations
@@ -28,18 +31,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from threading import Event, RLock
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from skillsearch.catalog.rows import IndexRow
 from skillsearch.catalog.store import CatalogStore
-from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError, WriteStopped
+from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError, StopFlag, WriteStopped
 from skillsearch.core.hashing import sha256_hex
 from skillsearch.retrieval import vector_saves
 from skillsearch.retrieval.calibration import calibrate, is_current, with_packaged_decisions
 from skillsearch.retrieval.documents import doc_hash, embedded_text, lexical_doc
 from skillsearch.retrieval.encoder import Encoder
+from skillsearch.retrieval.lexical import APPLY_CHUNK as LEXICAL_CHUNK
 from skillsearch.retrieval.lexical import HEAD_CHARS, LexicalIndex, Searcher
 from skillsearch.retrieval.manifest import MANIFEST, TUNED_KEYS, built_with, read_manifest, write_manifest
 from skillsearch.retrieval.routing import Routing
@@ -61,14 +65,11 @@ LEXICAL_FIELDS_VERSION = 7
 # texts sorted longest first (what the encoder does within one call, so no more padding than one call), and a
 # stop waits for its current batch only (32 MiniLM texts, one e5 text).
 EMBED_CHUNK = 128
+# What a stopped write's manifest records as its lexical recipe: no process's (``lexical_config``), so whoever
+# opens or follows the index next rebuilds the lexical side.
+LEXICAL_INCOMPLETE = "incomplete: a stopped write"
 # The generation a stopped write records: behind every store, so whoever opens the index next catches up.
 STOPPED_GENERATION = -1
-
-
-class StopFlag(Protocol):
-    """What tells a write to stop (``threading.Event`` is one; so is ``index_holder.WriteStops``, a catalog's)."""
-
-    def is_set(self) -> bool: ...
 
 
 class _Stop(Exception):  # raised by the progress callback: leave the encoder between two batches
@@ -117,6 +118,9 @@ class SearchIndex:
         # One writer per data directory; ``_disk_id``: the manifest ``write_id`` last loaded or written here.
         self.wlock = WriteLock(self.data_dir)
         self._disk_id: str | None = None
+        # A stopped write left the lexical side without some of the vectors' skills: the manifest says so
+        # (LEXICAL_INCOMPLETE) until a rebuild of that side completes.
+        self._lexical_incomplete = False
         self.lexical: LexicalIndex
         self._snapshot: IndexSnapshot
         # Set by servers (``Catalog.prepare_in_background``): every snapshot made from then on is warmed in the
@@ -139,7 +143,7 @@ class SearchIndex:
             "documents": len(self._snapshot.vectors),
             "embedded_text": {"instructions_chars": self.instructions_chars},
             "calibration": self.calibration,
-            "lexical": self.lexical_config(),
+            "lexical": LEXICAL_INCOMPLETE if self._lexical_incomplete else self.lexical_config(),
         })
 
     def _lexical_index(self, create: bool = False) -> LexicalIndex:
@@ -205,7 +209,9 @@ class SearchIndex:
             searcher = self.lexical.searcher()
         self._snapshot = self._snapshot_of(searcher, vectors, generation)
         other_recipe = manifest.get("lexical") != self.lexical_config()
-        if other_recipe:
+        if manifest.get("lexical") == LEXICAL_INCOMPLETE:
+            log.warning("the lexical index in %s was left incomplete by a stopped write: rebuilding it", self.data_dir)
+        elif other_recipe:
             # Another version's (or another setting's) lexical recipe, an upgrade or a rollback: the lexical
             # side is rebuilt from the store; no vector is embedded again.
             log.warning("the lexical index in %s was built with %s, this process builds %s: rebuilding the lexical"
@@ -237,6 +243,7 @@ class SearchIndex:
             self.calibration = {}
             self.manifest_path.unlink(missing_ok=True)
             self.lexical = self._lexical_index(create=True)
+            self._lexical_incomplete = False  # both sides empty, then filled by the write below
             shutil.rmtree(self.data_dir / "vectors", ignore_errors=True)
             self._snapshot = self._snapshot_of(self.lexical.searcher(), VectorSnapshot.empty(self.encoder.dim), -1)
             stats = self._sync(store, None, progress, rebuild_lexical=False)
@@ -403,9 +410,15 @@ class SearchIndex:
             for skill_id in left:
                 if where[skill_id] < 0:  # a new skill not embedded yet has no vector: no lexical document either
                     del all_rows[skill_id]
-            self.lexical.apply([lexical_doc(r) for r in all_rows.values()], [])
+            docs = [lexical_doc(r) for r in all_rows.values()]
+            lexical_done = self.lexical.apply(docs, [], self.stopping, self._tick(progress, len(docs)))
+            self._lexical_incomplete = not lexical_done
         else:
-            self.lexical.apply([lexical_doc(r) for r in changed], deletes)
+            docs = [lexical_doc(r) for r in changed]
+            lexical_done = self.lexical.apply(docs, deletes, self.stopping, self._tick(progress, len(docs)))
+            self._lexical_incomplete = self._lexical_incomplete or not lexical_done
+        if not lexical_done:  # stopped: nothing of this write is in the lexical side, which the next open rebuilds
+            generation = STOPPED_GENERATION
         if rebuild_lexical or skill_ids is None:
             new_vectors = vector_saves.save(new_vectors, self.data_dir / "vectors")
         elif upserts or deletes:
@@ -415,11 +428,25 @@ class SearchIndex:
         self._write_manifest(generation)
         # No Tantivy writer outlives the write lock: the next writer may be another process.
         self.lexical.close()
+        if not lexical_done:
+            # This process's next write (a server's after its writes resume) opens the index again, as another
+            # process would: the manifest's LEXICAL_INCOMPLETE has the lexical side rebuilt.
+            self._disk_id = None
         if left:
             raise WriteStopped(
                 f"stopped embedding: {len(embedded)} of {len(to_embed)} skills embedded and saved; the other"
-                f" {len(left)} are in the catalog and get embedded when the index in {self.data_dir} is next opened")
+                f" {len(left)} are in the catalog and get embedded when the index in {self.data_dir} is next opened"
+                + ("" if lexical_done else " (its lexical side is rebuilt then)"))
+        if not lexical_done:
+            raise WriteStopped(
+                f"stopped writing the lexical index ({len(docs)} skills) before its commit; the embedded vectors"
+                f" are saved, and the lexical side is rebuilt when the index in {self.data_dir} is next opened")
         return IndexStats(len(changed), len(deletes), len(to_embed), time.perf_counter() - started)
+
+    @staticmethod
+    def _tick(progress: ProgressFactory | None, docs: int) -> Callable[[int], None] | None:
+        """The progress of a lexical write, shown when it is large (a rebuild: seconds at 100k skills)."""
+        return progress(docs, "lexical index") if progress is not None and docs > LEXICAL_CHUNK else None
 
     def _embed(self, texts: list[str], to_embed: list[int], out: np.ndarray,
                progress: ProgressFactory | None) -> list[int]:

@@ -40,7 +40,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from threading import Lock
 from typing import Any, NamedTuple
@@ -48,7 +48,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import tantivy
 
-from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.core.errors import IndexNotReadyError, StopFlag
 from skillsearch.core.hashing import sha256_hex
 from skillsearch.core.language import CJK_RANGES, FRENCH_WORDS, cjk_runs, is_french
 from skillsearch.retrieval import term_weights
@@ -100,6 +100,10 @@ FRENCH_BOOSTS: dict[str, float] = {"fr": 2.0, "fr_body": 1.0}
 WRITER_HEAP_MIN = 50_000_000
 WRITER_HEAP_MAX = 1_000_000_000
 WRITER_HEAP_PER_CHAR = 4
+# Documents a write adds between two looks at its stop flag (SIGTERM, a server's shutdown): a full rebuild of
+# 100k skills takes seconds, so a stop waits for one chunk, not for the whole rebuild. One commit at the end:
+# still one segment.
+APPLY_CHUNK = 1000
 
 # Which documents fill the French fields / which requests search them:
 #   detect: French documents / French-looking requests    both: every document / French-looking requests
@@ -108,6 +112,8 @@ FRENCH_MODES = ("detect", "both", "docs", "all", "off")
 
 # What one search reads (a point-in-time view of the index), for modules that hold one without using tantivy.
 Searcher = tantivy.Searcher
+
+
 
 _HIRAGANA = re.compile(r"[\u3040-\u309f]+")
 
@@ -260,8 +266,13 @@ class LexicalIndex:
             fields["fr_body"] = head
         return tantivy.Document.from_dict(fields, self.schema)
 
-    def apply(self, upserts: Sequence[LexicalDoc], deletes: Iterable[str]) -> None:
-        """Replace or remove documents and commit once; on a failed commit the writer is rebuilt."""
+    def apply(self, upserts: Sequence[LexicalDoc], deletes: Iterable[str], stopping: StopFlag | None = None,
+              tick: Callable[[int], None] | None = None) -> bool:
+        """Replace or remove documents and commit once; on a failed commit the writer is rebuilt.
+
+        ``stopping`` is looked at before each :data:`APPLY_CHUNK` documents: once set, nothing is committed
+        (the writer rolls back, the index stays as its last commit left it) and this returns ``False``.
+        ``tick(n)``: ``n`` more documents were added."""
         with self._lock:
             if self._writer is None:
                 self._writer = self.index.writer(heap_size=_writer_heap(upserts), num_threads=1)
@@ -269,14 +280,23 @@ class LexicalIndex:
             try:
                 for skill_id in deletes:
                     w.delete_documents_by_term("skill_id", skill_id)
-                for d in upserts:
-                    w.delete_documents_by_term("skill_id", d.skill_id)
-                    w.add_document(self._doc(d))
+                for start in range(0, len(upserts), APPLY_CHUNK):
+                    if stopping is not None and stopping.is_set():
+                        w.rollback()
+                        self._writer = None
+                        return False
+                    chunk = upserts[start : start + APPLY_CHUNK]
+                    for d in chunk:
+                        w.delete_documents_by_term("skill_id", d.skill_id)
+                        w.add_document(self._doc(d))
+                    if tick is not None:
+                        tick(len(chunk))
                 w.commit()
             except ValueError as exc:
                 self._writer = None
                 raise IndexNotReadyError(f"lexical index update failed ({exc}); run `skillsearch reindex`") from exc
             self.index.reload()
+            return True
 
     def close(self) -> None:
         with self._lock:

@@ -31,13 +31,14 @@ import subprocess
 import tarfile
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, TypeVar
 
-from skillsearch.core.errors import SkillSearchError, UpstreamUnavailableError, ValidationError
+from skillsearch.core.errors import SkillSearchError, StopFlag, UpstreamUnavailableError, ValidationError, WriteStopped
 from skillsearch.core.limits import Limits
 
 __all__ = ["GitCache", "Tree", "export_folder"]
@@ -48,6 +49,10 @@ MAX_PATH_BYTES = 4096
 # Everything git archive could rewrite, switched off (info/attributes overrides the tree's own).
 ATTRIBUTES = "* -text -eol -ident -filter -working-tree-encoding -export-subst -export-ignore\n"
 _CHUNK = 1024 * 1024
+# How often a git run looks at its stop flag and deadline, and how long a stopped one is given to end after
+# SIGTERM (git removes its lock files and temporary packs on it) before SIGKILL.
+_POLL_S = 0.1
+TERM_WAIT_S = 5.0
 _ENV = {
     "GIT_TERMINAL_PROMPT": "0",
     "GIT_ALLOW_PROTOCOL": "https:file",
@@ -90,62 +95,105 @@ class _Capped:
 class GitCache:
     """The bare cache of one git source."""
 
-    def __init__(self, git_dir: Path, timeout_s: float = 120.0, max_bytes: int | None = None) -> None:
+    def __init__(self, git_dir: Path, timeout_s: float = 120.0, max_bytes: int | None = None,
+                 stopping: StopFlag | None = None) -> None:
         self.git_dir = Path(git_dir)
         self.timeout_s = timeout_s
         self.max_bytes = max_bytes if max_bytes is not None else Limits.from_env().max_source_bytes
+        # Set when the process stops (SIGTERM, a server's shutdown): a git run in progress is ended (SIGTERM to
+        # its process group, then SIGKILL after TERM_WAIT_S) and ``WriteStopped`` raised; nothing was applied.
+        self.stopping = stopping
 
-    def _git(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-        env = {**os.environ, **_ENV}
+    def _start(self, args: Sequence[str], stdout: IO[bytes] | int, stderr: IO[bytes]) -> subprocess.Popen[bytes]:
+        """git in a process group of its own (its helpers, ``index-pack`` and ``git-remote-https``, end with it)."""
         try:
-            proc = subprocess.run(
-                ["git", f"--git-dir={self.git_dir}", *args],
-                capture_output=True, timeout=self.timeout_s, env=env, check=False, stdin=subprocess.DEVNULL,
-            )
+            return subprocess.Popen(["git", f"--git-dir={self.git_dir}", *args], stdout=stdout, stderr=stderr,
+                                    stdin=subprocess.DEVNULL, env={**os.environ, **_ENV}, start_new_session=True)
         except FileNotFoundError:
             raise UpstreamUnavailableError("git is not installed: a git source needs the git program") from None
-        except subprocess.TimeoutExpired:
-            raise UpstreamUnavailableError(f"git {args[0]} took longer than {self.timeout_s:.0f} s") from None
-        if check and proc.returncode != 0:
-            raise UpstreamUnavailableError(f"git {args[0]} failed: {_git_message(proc.stderr, proc.returncode)}")
-        return proc
+
+    def _watch(self, proc: subprocess.Popen[bytes], done: threading.Event | None = None) -> str | None:
+        """Wait for ``proc`` (or ``done``) within the time limit, ending it when the limit passes or the
+        process stops: ``"expired"``, ``"stopped"``, or None when it ended (``done`` was set) first."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            if done is not None:
+                if done.wait(_POLL_S):
+                    return None
+            else:
+                try:
+                    proc.wait(_POLL_S)
+                    return None
+                except subprocess.TimeoutExpired:
+                    pass
+            if self.stopping is not None and self.stopping.is_set():
+                _end(proc)
+                return "stopped"
+            if time.monotonic() > deadline:
+                _end(proc, term_wait_s=0.0)
+                return "expired"
+
+    def _stopped(self, what: str) -> WriteStopped:
+        return WriteStopped(f"stopped git {what} in {self.git_dir} (the process is stopping); nothing of this"
+                            " source was applied, its cache is kept: the next sync runs it again")
+
+    def _git(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            proc = self._start(args, out, err)
+            try:
+                ended = self._watch(proc)
+            except BaseException:
+                _end(proc, term_wait_s=0.0)
+                raise
+            if ended == "stopped":
+                raise self._stopped(args[0])
+            if ended == "expired":
+                raise UpstreamUnavailableError(f"git {args[0]} took longer than {self.timeout_s:.0f} s")
+            out.seek(0)
+            err.seek(0)
+            result = subprocess.CompletedProcess(proc.args, proc.returncode, out.read(), err.read())
+        if check and result.returncode != 0:
+            raise UpstreamUnavailableError(f"git {args[0]} failed: {_git_message(result.stderr, result.returncode)}")
+        return result
 
     def _stream(self, args: list[str], consume: Callable[[IO[bytes]], T]) -> T:
         """Run git with its output read by ``consume`` as it comes (never held whole), within the time
         limit; git is killed when ``consume`` stops early."""
-        env = {**os.environ, **_ENV}
         with tempfile.TemporaryFile() as err:
-            try:
-                proc = subprocess.Popen(["git", f"--git-dir={self.git_dir}", *args], stdout=subprocess.PIPE,
-                                        stderr=err, stdin=subprocess.DEVNULL, env=env)
-            except FileNotFoundError:
-                raise UpstreamUnavailableError("git is not installed: a git source needs the git program") from None
-            expired = threading.Event()
+            proc = self._start(args, subprocess.PIPE, err)
+            # A watcher ends git when the time limit passes or the process stops (``consume`` then sees the
+            # stream end, or fails on it).
+            done, ended = threading.Event(), [""]
 
-            def kill() -> None:
-                expired.set()
-                proc.kill()
+            def watch() -> None:
+                ended[0] = self._watch(proc, done) or ""
 
-            timer = threading.Timer(self.timeout_s, kill)
-            timer.start()
+            watcher = threading.Thread(target=watch, name="skillsearch-git-watch", daemon=True)
+            watcher.start()
             assert proc.stdout is not None
             try:
                 result = consume(proc.stdout)
                 proc.stdout.close()
                 proc.wait()
             except BaseException as exc:
-                proc.kill()
+                done.set()
+                watcher.join()
+                _end(proc, term_wait_s=0.0)
                 proc.stdout.close()
-                proc.wait()
-                if expired.is_set():
+                if ended[0] == "stopped":
+                    raise self._stopped(args[0]) from None
+                if ended[0] == "expired":
                     raise UpstreamUnavailableError(f"git {args[0]} took longer than {self.timeout_s:.0f} s") from None
                 if isinstance(exc, SkillSearchError) or not isinstance(exc, Exception):
                     raise
                 err.seek(0)
                 raise UpstreamUnavailableError(f"git {args[0]} failed: {_git_message(err.read(), None) or exc}") from None
             finally:
-                timer.cancel()
-            if expired.is_set():
+                done.set()
+                watcher.join()
+            if ended[0] == "stopped":
+                raise self._stopped(args[0])
+            if ended[0] == "expired":
                 raise UpstreamUnavailableError(f"git {args[0]} took longer than {self.timeout_s:.0f} s")
             if proc.returncode != 0:
                 err.seek(0)
@@ -284,6 +332,23 @@ class GitCache:
                 fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
                 with os.fdopen(fd, "wb") as out:
                     shutil.copyfileobj(handle, out, _CHUNK)
+
+
+def _end(proc: subprocess.Popen[bytes], term_wait_s: float = TERM_WAIT_S) -> None:
+    """End git and its process group: SIGTERM (git removes its lock files and temporary packs), then SIGKILL
+    once ``term_wait_s`` passed; waits for git itself."""
+    if proc.poll() is not None:
+        return
+    for sig in ((signal.SIGTERM,) if term_wait_s > 0 else ()) + (signal.SIGKILL,):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(term_wait_s if sig == signal.SIGTERM else None)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 @contextmanager

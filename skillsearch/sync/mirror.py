@@ -35,9 +35,9 @@ from skillsearch.catalog.importer import ImportProblem, ParsedImport, parse_path
 from skillsearch.catalog.store import CatalogStore, utc_now
 from skillsearch.catalog.sync_state import SyncState
 from skillsearch.core.domain import SLUG_PATTERN, SkillContent
-from skillsearch.core.errors import SkillSearchError
+from skillsearch.core.errors import SkillSearchError, StopFlag
 from skillsearch.core.hashing import stable_id
-from skillsearch.retrieval.indexer import IndexStats, SearchIndex
+from skillsearch.retrieval.indexer import IndexStats, ProgressFactory, SearchIndex
 from skillsearch.sync.git import GitCache, Tree, export_folder
 from skillsearch.sync.sources import SourceConfig
 
@@ -142,10 +142,12 @@ def _left_out(root: Path, tree: Tree) -> list[ImportProblem]:
 
 
 def _parse(source: SourceConfig, root: Path, shown: str, scope: frozenset[str] | None = None,
-           left_out: list[ImportProblem] | None = None) -> SourceRead:
+           left_out: list[ImportProblem] | None = None, stopping: StopFlag | None = None,
+           progress: ProgressFactory | None = None) -> SourceRead:
     """Read the folder ``root`` through the importer's walk, which opens every entry relative to the root's
     descriptor and follows no symbolic link, whole or (``scope``) only the named top-level folders.
-    ``left_out``: what a git export could not hold, reported with the refusals."""
+    ``left_out``: what a git export could not hold, reported with the refusals. ``stopping``: looked at
+    between skills; once set, ``WriteStopped`` (nothing was read into the store)."""
     read = SourceRead(source)
     if not root.is_dir():
         read.error = f"{shown} is not a folder (missing or unreadable): the last good state is kept"
@@ -153,7 +155,7 @@ def _parse(source: SourceConfig, root: Path, shown: str, scope: frozenset[str] |
     if scope is not None and os.path.lexists(root / "SKILL.md"):
         scope = None  # the source is one skill: read it whole
     try:
-        parsed = parse_path(root, source.name, source.grant, only=scope)
+        parsed = parse_path(root, source.name, source.grant, only=scope, stopping=stopping, progress=progress)
     except OSError as exc:
         read.error = f"{shown} could not be read ({exc.strerror or exc}): the last good state is kept"
         return read
@@ -187,18 +189,21 @@ def _parse(source: SourceConfig, root: Path, shown: str, scope: frozenset[str] |
 
 
 def read_source(store: CatalogStore, source: SourceConfig, cache_dir: Path, *, force: bool = False,
-                allow_rewind: bool = False, folders: frozenset[str] | None = None) -> SourceRead:
+                allow_rewind: bool = False, folders: frozenset[str] | None = None,
+                stopping: StopFlag | None = None, progress: ProgressFactory | None = None) -> SourceRead:
     """Read what ``source`` holds now. No store write happens here (a fetch may take long).
 
     ``folders``: for a folder source, read only these top-level folders (the ones a watcher saw change);
-    the skills recorded in other folders are left as they are."""
+    the skills recorded in other folders are left as they are. ``stopping`` (SIGTERM, a server's shutdown):
+    a git run in progress is ended and a folder's read stops between skills, raising ``WriteStopped``.
+    ``progress``: the read of the skills shown as it goes (the CLI's bar)."""
     if source.kind == "folder":
         assert source.path is not None
-        return _parse(source, source.path, str(source.path), folders)
+        return _parse(source, source.path, str(source.path), folders, stopping=stopping, progress=progress)
     assert source.git is not None
     _, cursor = _last(store, source)
     last = cursor.get("commit") if isinstance(cursor.get("commit"), str) else None
-    cache = GitCache(Path(cache_dir) / f"{source.name}.git")
+    cache = GitCache(Path(cache_dir) / f"{source.name}.git", stopping=stopping)
     warnings: list[str] = []
     try:
         commit = cache.fetch(source.git, source.ref)
@@ -219,7 +224,7 @@ def read_source(store: CatalogStore, source: SourceConfig, cache_dir: Path, *, f
         shown = f"{source.git}@{commit[:12]}" + (f":{source.subdir}" if source.subdir else "")
         with export_folder(cache.git_dir.parent) as tmp:
             root, tree = cache.export(commit, source.subdir, tmp / "tree")
-            read = _parse(source, root, shown, left_out=_left_out(root, tree))
+            read = _parse(source, root, shown, left_out=_left_out(root, tree), stopping=stopping, progress=progress)
     except SkillSearchError as exc:
         read = SourceRead(source)
         read.error = exc.message

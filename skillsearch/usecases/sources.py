@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from skillsearch.catalog.store import CatalogStore
-from skillsearch.retrieval.indexer import SearchIndex
+from skillsearch.core.errors import StopFlag
+from skillsearch.retrieval.indexer import ProgressFactory, SearchIndex
 
 # Every catalog has this use case, most never run a source: the mirror (the importer, git) and the keeper
 # (watchfiles) are imported by the method that needs them, not by opening a catalog.
@@ -28,6 +29,11 @@ class CatalogParts(Protocol):
     store: CatalogStore
     data_dir: Path
 
+    @property
+    def stopping(self) -> StopFlag:
+        """Set when the process stops: a source's read (a git run, a folder's skills) ends early."""
+        ...
+
     def index(self, *, bounded: bool = ...) -> SearchIndex:
         """The search index; ``bounded=False``: a write waits for a server's background open however long."""
         ...
@@ -40,14 +46,15 @@ class LocalSourcesUseCase:
         self._catalog = catalog
 
     def sync(self, source: SourceConfig, *, force: bool = False, allow_rewind: bool = False,
-             folders: frozenset[str] | None = None) -> SourceReport:
+             folders: frozenset[str] | None = None, progress: ProgressFactory | None = None) -> SourceReport:
         """Mirror one source (see :mod:`skillsearch.sync.mirror`); a git fetch runs outside the write lock.
-        ``folders``: only these top-level folders of a folder source changed (a watcher's batch)."""
+        ``folders``: only these top-level folders of a folder source changed (a watcher's batch). ``progress``:
+        the read shown as it goes. The catalog's ``stopping`` ends a git run or a folder's read early."""
         from skillsearch.sync.mirror import apply_source, read_source
 
         c = self._catalog
         read = read_source(c.store, source, c.data_dir / "sources", force=force, allow_rewind=allow_rewind,
-                           folders=folders)
+                           folders=folders, stopping=c.stopping, progress=progress)
         index = c.index(bounded=False)  # a server's background open: waited for, however long
         with c.writing():
             return apply_source(c.store, index, read)
