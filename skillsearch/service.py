@@ -258,7 +258,9 @@ class Catalog:
             self.index(progress, bounded=False)
         from skillsearch.catalog.importer import parse_path
 
-        report = store_import(self.store, parse_path(path, source, grant), source, grant)
+        # SIGTERM ends a large folder's read between skills, before anything is stored (exit 143).
+        parsed = parse_path(path, source, grant, stopping=self.stopping, progress=progress)
+        report = store_import(self.store, parsed, source, grant)
         changed = report.changed
         if (idx := self._holder.opened) is not None:
             report.index = idx.refresh(self.store, changed, report.span) if changed else None

@@ -116,3 +116,33 @@ def test_sigterm_stops_reading_a_large_folder_source_and_the_next_sync_completes
     again = _run(data_dir, "sources", "sync")
     assert again.returncode == 0, again.stderr
     assert len(_slugs(data_dir, "chores")) == FOLDERS
+
+
+def test_sigterm_stops_an_import_of_a_large_folder_before_anything_is_stored(tmp_path: Path) -> None:
+    """``skillsearch import`` reads a folder as a source's sync does: SIGTERM during the read ends it between
+    skills with exit 143 and nothing stored (it read the whole folder first, then stopped in the embedding)."""
+    source = tmp_path / "skills"
+    for i in range(FOLDERS):
+        write_skill(source, f"chore-{i:05d}", f"Handles chore number {i} of the depot.", "Count the crates. " * 8)
+    data_dir = tmp_path / "data"
+    argv = ("import", str(source), "--source", "chores", "--grant", "team:ops")
+    proc = subprocess.Popen(_cli(data_dir, *argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=ENV, cwd=REPO)
+    try:
+        assert proc.stderr is not None
+        seen = ""
+        while "reading" not in seen:
+            char = proc.stderr.read(1)
+            assert char, f"the import ended before it read: {seen!r}"
+            seen += char
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=WAIT_S)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, seen + err
+    assert "terminated: stopped reading" in err and "Traceback" not in err, seen + err
+    assert not (data_dir / CatalogStore.FILENAME).exists() or _slugs(data_dir, "chores") == set()
+
+    again = _run(data_dir, *argv)
+    assert again.returncode == 0, again.stderr
+    assert len(_slugs(data_dir, "chores")) == FOLDERS

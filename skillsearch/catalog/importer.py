@@ -346,7 +346,7 @@ def parse_path(path: Path, source: str, grant: str, limits: Limits | None = None
         for done, name in enumerate(names):
             if stopping is not None and stopping.is_set():
                 raise WriteStopped(f"stopped reading {path} after {done} of {len(names)} skill folders (the process"
-                                   " is stopping); nothing of it was applied: the next sync reads it again")
+                                   " is stopping); nothing of it was stored: the next run reads it again")
             where = str(path / name / "SKILL.md")
             try:
                 entries.append((where, _parse_skill_dir(path, name, source, grant, limits, result.problems)))
