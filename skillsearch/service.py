@@ -263,7 +263,7 @@ class Catalog:
         report = store_import(self.store, parsed, source, grant)
         changed = report.changed
         if (idx := self._holder.opened) is not None:
-            report.index = idx.refresh(self.store, changed, report.span) if changed else None
+            report.index = idx.refresh(self.store, changed, report.span, progress) if changed else None
         elif changed:  # the first index of this data directory: built now, its embedding reported (unless
             report.index = self._holder.open_first(progress)  # another thread opened it meanwhile)
         return report

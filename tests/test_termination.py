@@ -380,3 +380,33 @@ def test_sigterm_stops_a_lexical_rebuild_and_the_next_open_rebuilds_it(tmp_path:
         catalog.close()
     manifest = json.loads((data_dir / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["lexical"]["fields"] == indexer.LEXICAL_FIELDS_VERSION, manifest
+
+
+def test_a_write_stopped_while_embedding_keeps_both_sides_alike_without_a_lexical_rebuild(
+        tmp_path: Path, fake_encoder: Encoder) -> None:
+    """A write into an existing index stopped in its embedding still writes the skills it embedded into the
+    lexical side (a small part of their embedding's time): both sides hold the same skills and the manifest's
+    lexical recipe stays current, so the next open embeds the rest and rebuilds nothing (marking the side
+    incomplete would have the next open rebuild every skill's lexical document: seconds per 100k)."""
+    from skillsearch.core.errors import WriteStopped
+
+    stopping = threading.Event()
+    data_dir = tmp_path / "data"
+    catalog = Catalog(Settings(data_dir=data_dir, encoder="hashing", seed_sample=False), fake_encoder, stopping)
+    first = tmp_path / "first.json"
+    first.write_text(json.dumps([{"slug": "seed", "name": "Seed", "description": "The first skill of the index.",
+                                  "instructions": "Plant it."}]), encoding="utf-8")
+
+    def progress(total: int, what: str) -> Callable[[int], None]:
+        return lambda n: stopping.set() if what == "embedding" else None  # SIGTERM once a chunk is embedded
+
+    try:
+        catalog.import_path(first, "seeds", "team:ops")
+        with pytest.raises(WriteStopped, match=f"{indexer.EMBED_CHUNK} of {SKILLS} skills embedded"):
+            catalog.import_path(_bundle(tmp_path / "bundle.json"), "chores", "team:ops", progress)
+        index = catalog.index()
+        assert index.lexical.num_docs() == len(index.snapshot().vectors) == 1 + indexer.EMBED_CHUNK
+    finally:
+        catalog.close()
+    manifest = json.loads((data_dir / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["store_generation"] == -1 and manifest["lexical"] != indexer.LEXICAL_INCOMPLETE, manifest

@@ -289,20 +289,21 @@ class SearchIndex:
             return self._sync(store, None, progress, rebuild_lexical=True)
 
     def refresh(
-        self, store: CatalogStore, skill_ids: Sequence[str] | None = None, span: tuple[int, int] | None = None
+        self, store: CatalogStore, skill_ids: Sequence[str] | None = None, span: tuple[int, int] | None = None,
+        progress: ProgressFactory | None = None,
     ) -> IndexStats:
         """Apply the store's current state of these skills (all when ``None``) to the index. ``span``: the
         store's generation just before and after the caller's transaction; unless the index was at ``before``
         and nobody committed since, another process (maybe one killed before its refresh) wrote too, so
-        every skill is diffed (which re-embeds only what changed)."""
+        every skill is diffed (which re-embeds only what changed). ``progress``: the embedding shown."""
         with self._lock, self.wlock.hold():
             self._follow(store)
             if span is None:
-                return self._sync(store, skill_ids, None, rebuild_lexical=False)
+                return self._sync(store, skill_ids, progress, rebuild_lexical=False)
             before, after = span
             if skill_ids is not None and self._snapshot.generation == before and store.generation() == after:
-                return self._sync(store, skill_ids, None, rebuild_lexical=False, generation=after)
-            return self._sync(store, None, None, rebuild_lexical=False)
+                return self._sync(store, skill_ids, progress, rebuild_lexical=False, generation=after)
+            return self._sync(store, None, progress, rebuild_lexical=False)
 
     def catch_up(self, store: CatalogStore) -> bool:
         """A reader's step when the store moved: with no writer at work, follow what another process wrote,
@@ -415,7 +416,11 @@ class SearchIndex:
             self._lexical_incomplete = not lexical_done
         else:
             docs = [lexical_doc(r) for r in changed]
-            lexical_done = self.lexical.apply(docs, deletes, self.stopping, self._tick(progress, len(docs)))
+            # After a stopped embedding, the lexical side still takes the skills embedded (no more than the
+            # chunks done, a small part of their embedding's time), so both sides hold the same skills and the
+            # next open embeds the rest without rebuilding the lexical side.
+            lexical_done = self.lexical.apply(docs, deletes, None if left else self.stopping,
+                                              self._tick(progress, len(docs)))
             self._lexical_incomplete = self._lexical_incomplete or not lexical_done
         if not lexical_done:  # stopped: nothing of this write is in the lexical side, which the next open rebuilds
             generation = STOPPED_GENERATION
