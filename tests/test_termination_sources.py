@@ -14,6 +14,7 @@ import time
 from contextlib import closing, suppress
 from pathlib import Path
 
+import pytest
 from test_sources import commit, init_repo, write_skill
 
 from skillsearch.catalog.store import CatalogStore
@@ -88,52 +89,30 @@ def test_sigterm_ends_a_git_fetch_and_the_next_sync_completes(tmp_path: Path) ->
 FOLDERS = 3000  # read at about a thousand a second here: many skills are left after the first
 
 
-def test_sigterm_stops_reading_a_large_folder_source_and_the_next_sync_completes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["sources sync", "import"])
+def test_sigterm_stops_reading_a_large_folder_and_the_next_run_completes(tmp_path: Path, command: str) -> None:
+    """A folder source's read (``sources sync``) and ``import``'s read of a folder stop between skills at
+    SIGTERM: exit 143, nothing stored, and the next run reads it whole (``import`` read the whole folder first,
+    then stopped in the embedding)."""
     source = tmp_path / "skills"
     for i in range(FOLDERS):
         write_skill(source, f"chore-{i:05d}", f"Handles chore number {i} of the depot.", "Count the crates. " * 8)
     data_dir = tmp_path / "data"
-    added = _run(data_dir, "sources", "add", "chores", "--path", str(source), "--grant", "team:ops")
-    assert added.returncode == 0, added.stderr
+    if command == "import":
+        argv: tuple[str, ...] = ("import", str(source), "--source", "chores", "--grant", "team:ops")
+    else:
+        argv = ("sources", "sync")
+        added = _run(data_dir, "sources", "add", "chores", "--path", str(source), "--grant", "team:ops")
+        assert added.returncode == 0, added.stderr
 
-    proc = subprocess.Popen(_cli(data_dir, "sources", "sync"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, env=ENV, cwd=REPO)
-    try:
-        assert proc.stderr is not None
-        seen = ""
-        while "reading" not in seen:  # its progress bar: the read of the skills has begun
-            char = proc.stderr.read(1)
-            assert char, f"the sync ended before it read: {seen!r}"
-            seen += char
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=WAIT_S)
-    finally:
-        proc.kill()
-    assert proc.returncode == 128 + signal.SIGTERM, seen + err
-    assert "terminated: stopped reading" in err and "Traceback" not in err, seen + err
-    assert _slugs(data_dir, "chores") == set()  # nothing of the source applied
-
-    again = _run(data_dir, "sources", "sync")
-    assert again.returncode == 0, again.stderr
-    assert len(_slugs(data_dir, "chores")) == FOLDERS
-
-
-def test_sigterm_stops_an_import_of_a_large_folder_before_anything_is_stored(tmp_path: Path) -> None:
-    """``skillsearch import`` reads a folder as a source's sync does: SIGTERM during the read ends it between
-    skills with exit 143 and nothing stored (it read the whole folder first, then stopped in the embedding)."""
-    source = tmp_path / "skills"
-    for i in range(FOLDERS):
-        write_skill(source, f"chore-{i:05d}", f"Handles chore number {i} of the depot.", "Count the crates. " * 8)
-    data_dir = tmp_path / "data"
-    argv = ("import", str(source), "--source", "chores", "--grant", "team:ops")
     proc = subprocess.Popen(_cli(data_dir, *argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env=ENV, cwd=REPO)
     try:
         assert proc.stderr is not None
         seen = ""
-        while "reading" not in seen:
+        while "reading" not in seen:  # its progress bar: the read of the skills has begun
             char = proc.stderr.read(1)
-            assert char, f"the import ended before it read: {seen!r}"
+            assert char, f"{command} ended before it read: {seen!r}"
             seen += char
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=WAIT_S)
@@ -141,7 +120,7 @@ def test_sigterm_stops_an_import_of_a_large_folder_before_anything_is_stored(tmp
         proc.kill()
     assert proc.returncode == 128 + signal.SIGTERM, seen + err
     assert "terminated: stopped reading" in err and "Traceback" not in err, seen + err
-    assert not (data_dir / CatalogStore.FILENAME).exists() or _slugs(data_dir, "chores") == set()
+    assert not (data_dir / CatalogStore.FILENAME).exists() or _slugs(data_dir, "chores") == set()  # nothing stored
 
     again = _run(data_dir, *argv)
     assert again.returncode == 0, again.stderr
