@@ -41,6 +41,24 @@ __all__ = ["CatalogStore", "UpsertOutcome", "utc_now"]
 UpsertOutcome = Literal["created", "updated", "unchanged"]
 
 
+# What the disk or the permissions did when SQLite could not write the catalog (its primary result codes):
+# said to the caller in place of the store's own cause ("restore it" would be wrong advice for a full disk).
+_UNWRITABLE = {
+    sqlite3.SQLITE_FULL: "its disk is full: free space, then run it again",
+    sqlite3.SQLITE_IOERR: "its disk failed to write it (full, or a file size limit): free space, then run it again",
+    sqlite3.SQLITE_READONLY: "this user cannot write it: the catalog, its folder and the files beside it must be"
+                             " writable",
+    sqlite3.SQLITE_CANTOPEN: "this user cannot open it for writing: the catalog, its folder and the files beside it"
+                             " must be writable",
+}
+
+
+def unwritable_reason(exc: sqlite3.Error) -> str | None:
+    """What stopped SQLite writing (disk full, an I/O error, permissions), or ``None`` for any other error."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return _UNWRITABLE.get(code & 0xFF) if isinstance(code, int) else None
+
+
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
@@ -61,9 +79,9 @@ class CatalogStore:
             self.ensure_name_keys()
         except sqlite3.DatabaseError as exc:
             self.close()
+            advice = unwritable_reason(exc) or "restore it or point --data-dir elsewhere"
             raise IndexNotReadyError(
-                f"the catalog {self.path} cannot be opened ({exc}); restore it or point --data-dir elsewhere",
-                {"path": str(self.path)},
+                f"the catalog {self.path} cannot be opened ({exc}); {advice}", {"path": str(self.path)},
             ) from exc
 
     def ensure_name_keys(self) -> None:
@@ -112,19 +130,32 @@ class CatalogStore:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; nested use joins the outer one. Rolls back on any exception."""
+        """One write transaction; nested use joins the outer one. Rolls back on any exception, a failed
+        ``COMMIT`` included (SQLite may or may not have rolled back already: a full disk does, so a second
+        ``ROLLBACK`` would hide the cause). A write the disk or the permissions refused is
+        :class:`IndexNotReadyError` naming the catalog's file and the cause; nothing of it was kept."""
         conn = self.connection()
         if conn.in_transaction:
             yield conn
             return
         with self._write_lock:
-            conn.execute("BEGIN IMMEDIATE")
             try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.OperationalError as exc:
+                reason = unwritable_reason(exc)
+                if reason is None:
+                    raise
+                raise IndexNotReadyError(
+                    f"the catalog {self.path} could not be written ({exc}); nothing of this change was kept: {reason}",
+                    {"path": str(self.path), "reason": "unwritable"},
+                ) from exc
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:

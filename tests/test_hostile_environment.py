@@ -1,0 +1,204 @@
+"""A hostile environment rather than hostile input: a full disk, files another user left in the data
+directory, a snapshot's folder that cannot be made. Each is one line naming the path and the cause with a
+documented exit code (never ``INTERNAL`` or a traceback), keeps the catalog whole, and the next run once the
+condition is gone succeeds.
+
+Real processes and real files. A full disk is a file size limit (``RLIMIT_FSIZE``, with ``SIGXFSZ``
+ignored so a write past it fails with ``EFBIG`` as a full disk fails with ``ENOSPC``): no root, no mount.
+Permissions are tested unprivileged: under root (CI here runs as root) the child runs as ``nobody`` through
+``setpriv``, since root may write any file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fleetsupport import REPO, env
+
+NOBODY = 65534
+
+
+def _run(data_dir: Path, *args: str, prefix: list[str] | None = None, max_file_bytes: int | None = None,
+         extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``skillsearch --data-dir DIR --encoder hashing -q ARGS`` as a real process, under a file size limit
+    when ``max_file_bytes`` is given."""
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG) instead of killing
+        assert max_file_bytes is not None
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+
+    preexec: Callable[[], None] | None = limit if max_file_bytes is not None else None
+    return subprocess.run(
+        [*(prefix or []), sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data_dir), "--encoder", "hashing",
+         "-q", *args],
+        capture_output=True, text=True, timeout=300, cwd=REPO, env={**env(), **(extra_env or {})},
+        preexec_fn=preexec,
+    )
+
+
+def _bundle(path: Path, prefix: str, n: int, body_chars: int) -> Path:
+    body = ("Rotate the credentials, check the rollout and write down what changed. " * (body_chars // 72 + 1))
+    path.write_text(json.dumps([
+        {"slug": f"{prefix}-{i}", "name": f"{prefix}-{i}", "description": f"The {prefix} skill number {i} for tests.",
+         "kind": "knowledge", "instructions": f"{prefix}word{i} {body[:body_chars]}"}
+        for i in range(n)
+    ]), encoding="utf-8")
+    return path
+
+
+def _listed(data_dir: Path) -> set[str]:
+    done = _run(data_dir, "list", "--limit", "200", "--json")
+    assert done.returncode == 0, done.stderr
+    return {item["name"] for item in json.loads(done.stdout)["items"]}
+
+
+def _one_error_line(done: subprocess.CompletedProcess[str]) -> str:
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert "Traceback" not in done.stderr and "INTERNAL" not in done.stderr, done.stderr
+    return lines[0]
+
+
+def test_a_disk_full_during_import_is_one_line_keeps_the_catalog_and_the_next_run_recovers(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    seed = _run(data, "import", str(_bundle(tmp_path / "seed.json", "seed", 3, 200)), "--source", "t",
+                "--grant", "team:x")
+    assert seed.returncode == 0, seed.stderr
+    big = _bundle(tmp_path / "big.json", "big", 60, 8000)  # about 500 KB of instructions: past the limit
+
+    full = _run(data, "import", str(big), "--source", "t", "--grant", "team:x", max_file_bytes=256 << 10)
+
+    assert full.returncode == 1
+    line = _one_error_line(full)
+    assert line.startswith(f"error: INDEX_NOT_READY: the catalog {data / 'catalog.sqlite3'} could not be written ("), line
+    assert "nothing of this change was kept" in line
+    assert _listed(data) == {f"seed-{i}" for i in range(3)}  # the failed import left nothing half-written
+
+    again = _run(data, "import", str(big), "--source", "t", "--grant", "team:x")
+    assert again.returncode == 0, again.stderr
+    with sqlite3.connect(data / "catalog.sqlite3") as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert _listed(data) == {f"seed-{i}" for i in range(3)} | {f"big-{i}" for i in range(60)}
+    found = _run(data, "search", "bigword59", "--mode", "lexical", "--json")
+    assert found.returncode == 0, found.stderr
+    assert [hit["slug"] for hit in json.loads(found.stdout)["hits"]][:1] == ["big-59"]
+
+
+def test_a_snapshot_whose_folder_cannot_be_made_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    assert _run(data, "import", str(_bundle(tmp_path / "b.json", "snap", 3, 200)), "--source", "t",
+                "--grant", "team:x").returncode == 0
+    (tmp_path / "a-file").write_text("not a folder", encoding="utf-8")
+    dest = tmp_path / "a-file" / "snap"
+
+    done = _run(data, "snapshot", "create", str(dest))
+
+    assert done.returncode == 1
+    line = _one_error_line(done)
+    assert line.startswith(f"error: INDEX_NOT_READY: the snapshot {dest} could not be written ("), line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "b.json", "data"]
+
+
+@pytest.fixture()
+def left_by_another_user() -> Iterator[tuple[Path, list[str]]]:
+    """A data directory whose folder this user may write but whose files another user wrote (a first run
+    as root, then a service account): under root, the child runs as ``nobody``; otherwise the files are
+    made read-only, which an unprivileged owner cannot write either."""
+    unprivileged = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"] if os.geteuid() == 0 else []
+    base = Path(tempfile.mkdtemp(prefix="envaudit-"))  # outside pytest's root-only folder
+    data = base / "data"
+    try:
+        bundle = _bundle(base / "b.json", "owned", 3, 200)
+        assert _run(data, "import", str(bundle), "--source", "t", "--grant", "team:x").returncode == 0
+        for name in ("catalog.sqlite3-wal", "catalog.sqlite3-shm"):
+            (data / name).unlink(missing_ok=True)
+        if unprivileged:
+            os.chown(base, NOBODY, NOBODY)
+            os.chown(data, NOBODY, NOBODY)  # the folder is theirs; its files are root's (0644)
+        else:
+            for path in data.iterdir():
+                if path.is_file():
+                    path.chmod(0o444)
+        yield data, unprivileged
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("command", [["serve", "--port", "0"], ["mcp", "--http", "--port", "0"]])
+def test_a_server_on_files_it_cannot_write_stops_with_one_line_and_exit_code_3(
+        left_by_another_user: tuple[Path, list[str]], command: list[str]) -> None:
+    data, unprivileged = left_by_another_user
+    done = _run(data, *command, prefix=unprivileged, extra_env={"HOME": str(data.parent)})
+    assert done.returncode == 3, done.stderr
+    assert _one_error_line(done) == (f"error: data directory {data}: {data / 'catalog.sqlite3'} is not readable and"
+                                     " writable by this user")
+
+
+def test_a_search_on_a_lock_file_it_cannot_open_is_one_line_naming_it(
+        left_by_another_user: tuple[Path, list[str]]) -> None:
+    data, unprivileged = left_by_another_user
+    if not unprivileged:  # the catalog itself is read-only here: its open is refused first, naming it
+        (data / "catalog.sqlite3").chmod(0o644)
+    done = _run(data, "search", "owned", "--mode", "lexical", prefix=unprivileged,
+                extra_env={"HOME": str(data.parent)})
+    assert done.returncode == 1, done.stderr
+    line = _one_error_line(done)
+    assert line.startswith(f"error: INDEX_NOT_READY: the write lock {data / 'write.lock'} cannot be opened ("), line
+
+
+_SAVE_PAST_THE_LIMIT = """
+import json, sys
+from pathlib import Path
+import numpy as np
+from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.retrieval import vector_saves
+from skillsearch.retrieval.vector_rows import VectorRow
+from skillsearch.retrieval.vectors import VectorSnapshot
+
+folder = Path(sys.argv[1])
+rows = [VectorRow(f"sk_{i}", "team:a", "knowledge", (), f"d{i}", f"e{i}") for i in range(200)]
+matrix = np.random.default_rng(1).random((200, 384), dtype=np.float32)
+try:
+    vector_saves.save(VectorSnapshot.build(384, matrix, rows), folder)
+    print(json.dumps({"saved": True}))
+except IndexNotReadyError as exc:
+    print(json.dumps({"code": exc.code, "message": exc.message}))
+"""
+
+
+def test_vectors_the_disk_refuses_are_a_typed_error_and_the_saved_ones_stay(tmp_path: Path) -> None:
+    """numpy reports a short write as ``OSError: N requested and M written``: the save names its folder
+    and the cause instead, removes its temporary files and leaves the vectors in use as they were."""
+    from skillsearch.retrieval import vector_saves
+    from skillsearch.retrieval.vector_rows import VectorRow
+    from skillsearch.retrieval.vectors import VectorSnapshot
+
+    folder = tmp_path / "vectors"
+    kept = [VectorRow(f"sk_{i}", "team:a", "knowledge", (), f"d{i}", f"e{i}") for i in range(4)]
+    vector_saves.save(VectorSnapshot.build(384, np.ones((4, 384), dtype=np.float32), kept), folder)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))  # the new matrix is 300 KB
+
+    done = subprocess.run([sys.executable, "-c", _SAVE_PAST_THE_LIMIT, str(folder)], capture_output=True, text=True,
+                          timeout=120, cwd=REPO, env=env(), preexec_fn=limit)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["code"] == "INDEX_NOT_READY", answer
+    assert answer["message"].startswith(f"the vectors in {folder} could not be written ("), answer
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # no temporary file left, nothing replaced
+    assert [row.skill_id for row in vector_saves.load(folder).rows] == [f"sk_{i}" for i in range(4)]
