@@ -64,6 +64,13 @@ def _listed(data_dir: Path) -> set[str]:
     return {item["name"] for item in json.loads(done.stdout)["items"]}
 
 
+def _usage_error(done: subprocess.CompletedProcess[str]) -> str:
+    """A usage error's own line (argparse prints the usage block above it): exit code 2."""
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "INTERNAL" not in done.stderr, done.stderr
+    return done.stderr.strip().splitlines()[-1]
+
+
 def _one_error_line(done: subprocess.CompletedProcess[str]) -> str:
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, done.stderr
@@ -202,3 +209,29 @@ def test_vectors_the_disk_refuses_are_a_typed_error_and_the_saved_ones_stay(tmp_
     assert answer["message"].startswith(f"the vectors in {folder} could not be written ("), answer
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # no temporary file left, nothing replaced
     assert [row.skill_id for row in vector_saves.load(folder).rows] == [f"sk_{i}" for i in range(4)]
+
+
+
+def test_a_data_dir_that_is_a_dangling_link_is_a_usage_error_naming_its_target(tmp_path: Path) -> None:
+    link = tmp_path / "index"
+    link.symlink_to(tmp_path / "volume" / "index")  # a volume not mounted yet
+    for args in (["list"], ["search", "review", "--mode", "lexical"], ["import", str(tmp_path), "--source", "t",
+                                                                        "--grant", "team:x"]):
+        assert _usage_error(_run(link, *args)) == (f"skillsearch: error: --data-dir {link}: a symbolic link to"
+                                         f" {tmp_path / 'volume' / 'index'}, which does not exist; create that folder"
+                                         " first, or check the path")
+    assert not (tmp_path / "volume").exists()
+
+
+def test_a_data_dir_that_cannot_be_created_is_a_usage_error_naming_the_folder() -> None:
+    unprivileged = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"] if os.geteuid() == 0 else []
+    base = Path(tempfile.mkdtemp(prefix="envaudit-"))  # outside pytest's root-only folder
+    try:
+        base.chmod(0o755)
+        locked = base / "locked"
+        locked.mkdir(mode=0o555)
+        done = _run(locked / "data", "list", prefix=unprivileged, extra_env={"HOME": str(base)})
+        assert _usage_error(done) == (f"skillsearch: error: --data-dir {locked / 'data'}: does not exist and cannot"
+                                         f" be created: this user may not write the folder {locked}")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
