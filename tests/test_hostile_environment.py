@@ -211,6 +211,26 @@ def test_vectors_the_disk_refuses_are_a_typed_error_and_the_saved_ones_stay(tmp_
     assert [row.skill_id for row in vector_saves.load(folder).rows] == [f"sk_{i}" for i in range(4)]
 
 
+def test_a_model_library_that_fails_to_import_is_named_with_its_cause(tmp_path: Path) -> None:
+    """Installed but not importable (what ``ulimit -v`` does to torch: ``libtorch_cpu.so: failed to map
+    segment from shared object``; here a package of that name that fails so, first on the path) is said
+    with its cause, not as "not installed; run make venv"."""
+    shadow = tmp_path / "shadow" / "sentence_transformers"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text(
+        'raise ImportError("libtorch_cpu.so: failed to map segment from shared object")\n', encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(tmp_path / "data"), "--encoder", "minilm", "-q",
+         "search", "review a pull request"],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+        env={**env(), "PYTHONPATH": f"{tmp_path / 'shadow'}{os.pathsep}{REPO}",
+             "XDG_CACHE_HOME": str(tmp_path / "cache")},  # no traced forward: the model library is imported
+    )
+    assert done.returncode == 1
+    assert "error: INDEX_NOT_READY: sentence-transformers cannot be imported (ImportError: libtorch_cpu.so: failed to" \
+           " map segment from shared object)" in done.stderr.splitlines(), done.stderr
+    assert "Traceback" not in done.stderr
+
 
 def test_a_data_dir_that_is_a_dangling_link_is_a_usage_error_naming_its_target(tmp_path: Path) -> None:
     link = tmp_path / "index"
