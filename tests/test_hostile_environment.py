@@ -255,3 +255,44 @@ def test_a_data_dir_that_cannot_be_created_is_a_usage_error_naming_the_folder() 
                                          f" be created: this user may not write the folder {locked}")
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_catalog_deleted_under_a_server_is_503_never_500_nor_recreated_empty(tmp_path: Path) -> None:
+    """Each request thread opens its own connection: one opened after the file was deleted used to create
+    an empty catalog in its place ("no such table: meta", a 500; the next start would seed the sample into
+    it). It is INDEX_NOT_READY (503) naming the file now, and the server answers again once it is back."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+    from fleetsupport import ServeProcess
+
+    from skillsearch.http.auth import add_principal
+
+    data = tmp_path / "data"
+    assert _run(data, "import", str(_bundle(tmp_path / "b.json", "gone", 3, 200)), "--source", "t",
+                "--grant", "team:x").returncode == 0
+    token = add_principal(data / "principals.toml", "ops", ["*"], ["skills:read"])
+    saved = tmp_path / "saved.sqlite3"
+    shutil.copy(data / "catalog.sqlite3", saved)
+    server = ServeProcess(data, "--no-sync")
+    try:
+        def get(i: int) -> httpx.Response:
+            return httpx.get(f"{server.url}/v1/skills", params={"limit": 1 + i % 3},
+                             headers={"Authorization": f"Bearer {token}"}, timeout=60)
+
+        assert get(0).status_code == 200
+        for name in ("catalog.sqlite3", "catalog.sqlite3-wal", "catalog.sqlite3-shm"):
+            (data / name).unlink(missing_ok=True)
+        with ThreadPoolExecutor(16) as pool:  # enough at once that the server opens new threads' connections
+            answers = list(pool.map(get, range(48)))
+        assert {r.status_code for r in answers} <= {200, 503}, [r.text for r in answers if r.status_code != 200][:1]
+        for refused in (r for r in answers if r.status_code == 503):
+            assert refused.json()["error"]["code"] == "INDEX_NOT_READY"
+            assert refused.json()["error"]["message"].startswith(f"the catalog {data / 'catalog.sqlite3'} is gone")
+        assert not (data / "catalog.sqlite3").exists()  # never created empty in its place
+
+        shutil.copy(saved, data / "catalog.sqlite3")
+        with ThreadPoolExecutor(16) as pool:
+            assert {r.status_code for r in pool.map(get, range(48))} == {200}
+    finally:
+        server.stop()

@@ -74,9 +74,11 @@ class CatalogStore:
         self._local = threading.local()
         self._write_lock = threading.RLock()
         self.sync = SyncLedger(self)
+        self._created = False  # until the schema is in place, the first connection may create the file
         try:
             self.connection().executescript(CATALOG_SCHEMA + SYNC_SCHEMA)
             self.ensure_name_keys()
+            self._created = True
         except sqlite3.DatabaseError as exc:
             self.close()
             advice = unwritable_reason(exc) or "restore it or point --data-dir elsewhere"
@@ -119,7 +121,7 @@ class CatalogStore:
     def connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            conn = self._connect()
             conn.row_factory = sqlite3.Row
             conn.create_function("casefold", 1, _casefold, deterministic=True)  # tag filters ignore case
             conn.execute("PRAGMA journal_mode=WAL")
@@ -127,6 +129,27 @@ class CatalogStore:
             conn.execute("PRAGMA foreign_keys=ON")
             self._local.conn = conn
         return conn
+
+    def _connect(self) -> sqlite3.Connection:
+        """A new connection (one a thread). Once the catalog exists, never one that creates it: a file
+        deleted under a server would otherwise come back empty in the next thread ("no such table", a 500),
+        and an empty catalog is seeded with the sample at the next start."""
+        if not self._created:
+            return sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        try:
+            return sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=rw", uri=True, timeout=30.0,
+                                   isolation_level=None, check_same_thread=False)
+        except sqlite3.OperationalError as exc:
+            if not self.path.exists():
+                raise IndexNotReadyError(
+                    f"the catalog {self.path} is gone (deleted while in use?): put it back (`skillsearch snapshot"
+                    " restore`), then restart", {"path": str(self.path), "reason": "missing"},
+                ) from exc
+            raise IndexNotReadyError(
+                f"the catalog {self.path} cannot be opened ({exc}); "
+                f"{unwritable_reason(exc) or 'too many files open? try again'}",
+                {"path": str(self.path)},
+            ) from exc
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
