@@ -296,3 +296,32 @@ def test_a_catalog_deleted_under_a_server_is_503_never_500_nor_recreated_empty(t
             assert {r.status_code for r in pool.map(get, range(48))} == {200}
     finally:
         server.stop()
+
+
+def test_a_model_folder_this_user_may_not_read_is_one_line_naming_it() -> None:
+    """``SKILLSEARCH_MODELS_DIR`` holding the model in a folder this user may not read was
+    ``INTERNAL: PermissionError`` on its ``config.json``."""
+    unprivileged = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"] if os.geteuid() == 0 else []
+    base = Path(tempfile.mkdtemp(prefix="envaudit-"))  # outside pytest's root-only folder
+    model = base / "models" / "all-MiniLM-L6-v2"
+    try:
+        base.chmod(0o755)
+        model.mkdir(parents=True)
+        (model / "config.json").write_text("{}", encoding="utf-8")
+        model.chmod(0o700 if unprivileged else 0)  # root's own folder, or no access at all
+        (base / "data").mkdir()
+        if unprivileged:
+            os.chown(base / "data", NOBODY, NOBODY)
+        done = subprocess.run(
+            [*unprivileged, sys.executable, "-m", "skillsearch.cli", "--data-dir", str(base / "data"), "--encoder",
+             "minilm", "-q", "search", "review a pull request"],
+            capture_output=True, text=True, timeout=300, cwd=REPO,
+            env={**env(), "SKILLSEARCH_MODELS_DIR": str(base / "models"), "HOME": str(base)},
+        )
+        assert done.returncode == 1, done.stderr
+        assert _one_error_line(done) == (
+            f"error: INDEX_NOT_READY: the model folder {model} cannot be read (Permission denied): make it readable by"
+            " this user, or unset SKILLSEARCH_MODELS_DIR to use the packaged model")
+    finally:
+        model.chmod(0o755)
+        shutil.rmtree(base, ignore_errors=True)
