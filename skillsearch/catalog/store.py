@@ -41,6 +41,24 @@ __all__ = ["CatalogStore", "UpsertOutcome", "utc_now"]
 UpsertOutcome = Literal["created", "updated", "unchanged"]
 
 
+# What the disk or the permissions did when SQLite could not write the catalog (its primary result codes):
+# said to the caller in place of the store's own cause ("restore it" would be wrong advice for a full disk).
+_UNWRITABLE = {
+    sqlite3.SQLITE_FULL: "its disk is full: free space, then run it again",
+    sqlite3.SQLITE_IOERR: "its disk failed to write it (full, or a file size limit): free space, then run it again",
+    sqlite3.SQLITE_READONLY: "this user cannot write it: the catalog, its folder and the files beside it must be"
+                             " writable",
+    sqlite3.SQLITE_CANTOPEN: "this user cannot open it for writing: the catalog, its folder and the files beside it"
+                             " must be writable",
+}
+
+
+def unwritable_reason(exc: sqlite3.Error) -> str | None:
+    """What stopped SQLite writing (disk full, an I/O error, permissions), or ``None`` for any other error."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return _UNWRITABLE.get(code & 0xFF) if isinstance(code, int) else None
+
+
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
@@ -56,14 +74,16 @@ class CatalogStore:
         self._local = threading.local()
         self._write_lock = threading.RLock()
         self.sync = SyncLedger(self)
+        self._created = False  # until the schema is in place, the first connection may create the file
         try:
             self.connection().executescript(CATALOG_SCHEMA + SYNC_SCHEMA)
             self.ensure_name_keys()
+            self._created = True
         except sqlite3.DatabaseError as exc:
             self.close()
+            advice = unwritable_reason(exc) or "restore it or point --data-dir elsewhere"
             raise IndexNotReadyError(
-                f"the catalog {self.path} cannot be opened ({exc}); restore it or point --data-dir elsewhere",
-                {"path": str(self.path)},
+                f"the catalog {self.path} cannot be opened ({exc}); {advice}", {"path": str(self.path)},
             ) from exc
 
     def ensure_name_keys(self) -> None:
@@ -101,7 +121,7 @@ class CatalogStore:
     def connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            conn = self._connect()
             conn.row_factory = sqlite3.Row
             conn.create_function("casefold", 1, _casefold, deterministic=True)  # tag filters ignore case
             conn.execute("PRAGMA journal_mode=WAL")
@@ -110,21 +130,55 @@ class CatalogStore:
             self._local.conn = conn
         return conn
 
+    def _connect(self) -> sqlite3.Connection:
+        """A new connection (one a thread). Once the catalog exists, never one that creates it: a file
+        deleted under a server would otherwise come back empty in the next thread ("no such table", a 500),
+        and an empty catalog is seeded with the sample at the next start."""
+        if not self._created:
+            return sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        try:
+            return sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=rw", uri=True, timeout=30.0,
+                                   isolation_level=None, check_same_thread=False)
+        except sqlite3.OperationalError as exc:
+            if not self.path.exists():
+                raise IndexNotReadyError(
+                    f"the catalog {self.path} is gone (deleted while in use?): put it back (`skillsearch snapshot"
+                    " restore`), then restart", {"path": str(self.path), "reason": "missing"},
+                ) from exc
+            raise IndexNotReadyError(
+                f"the catalog {self.path} cannot be opened ({exc}); "
+                f"{unwritable_reason(exc) or 'too many files open? try again'}",
+                {"path": str(self.path)},
+            ) from exc
+
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; nested use joins the outer one. Rolls back on any exception."""
+        """One write transaction; nested use joins the outer one. Rolls back on any exception, a failed
+        ``COMMIT`` included (SQLite may or may not have rolled back already: a full disk does, so a second
+        ``ROLLBACK`` would hide the cause). A write the disk or the permissions refused is
+        :class:`IndexNotReadyError` naming the catalog's file and the cause; nothing of it was kept."""
         conn = self.connection()
         if conn.in_transaction:
             yield conn
             return
         with self._write_lock:
-            conn.execute("BEGIN IMMEDIATE")
             try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.OperationalError as exc:
+                reason = unwritable_reason(exc)
+                if reason is None:
+                    raise
+                raise IndexNotReadyError(
+                    f"the catalog {self.path} could not be written ({exc}); nothing of this change was kept: {reason}",
+                    {"path": str(self.path), "reason": "unwritable"},
+                ) from exc
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:

@@ -141,6 +141,12 @@ def in_use(path: Path) -> None:
     hold_in_use(path)
 
 
+# What a server writes in place in its data directory (the rest it replaces by a rename, which the folder's
+# own permission allows).
+_SERVER_WRITES = ("catalog.sqlite3", "catalog.sqlite3-wal", "catalog.sqlite3-shm", "write.lock", "in-use.lock",
+                  "leader.lock", "lexical", "vectors")
+
+
 def check_data_dir(path: Path) -> None:
     """A server's data directory must be a readable, writable folder, or a new one it can create:
     :class:`StartupError` (one line, exit code 3) otherwise, before anything is opened."""
@@ -150,6 +156,11 @@ def check_data_dir(path: Path) -> None:
         if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
             raise StartupError(f"data directory {path} is not readable and writable by this user",
                                {"data_dir": str(path)})
+        for name in _SERVER_WRITES:  # left by another user (a first run as root): the first write would fail
+            entry = path / name
+            if entry.exists() and not os.access(entry, os.R_OK | os.W_OK | (os.X_OK if entry.is_dir() else 0)):
+                raise StartupError(f"data directory {path}: {entry} is not readable and writable by this user",
+                                   {"data_dir": str(path), "path": str(entry)})
         return
     parent = path.absolute().parent
     if parent.exists() and not parent.is_dir():

@@ -75,6 +75,13 @@ def _check_globals(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     if not path.exists() and not path.absolute().parent.is_dir() and not getattr(args, "server", False):
         parser.error(f"--data-dir {args.data_dir}: the folder {path.absolute().parent} does not exist;"
                      " create it first, or check the path")
+    if path.is_symlink() and not path.exists() and not getattr(args, "server", False):
+        parser.error(f"--data-dir {args.data_dir}: a symbolic link to {os.readlink(path)}, which does not exist;"
+                     " create that folder first, or check the path")
+    if (not path.exists() and not os.access(path.absolute().parent, os.W_OK | os.X_OK)
+            and not getattr(args, "server", False)):
+        parser.error(f"--data-dir {args.data_dir}: does not exist and cannot be created: this user may not write"
+                     f" the folder {path.absolute().parent}")
     args.fresh_data_dir = not path.exists()
     encoder = args.encoder or os.environ.get("SKILLSEARCH_ENCODER")
     if encoder and encoder not in ENCODERS:
@@ -141,7 +148,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # the last line of defence: one line, never a traceback (-v logs it)
-        log.debug("unexpected error", exc_info=True)
+        log.info("unexpected error", exc_info=True)  # shown under -v (INFO), never by default
         internal = SkillSearchError(f"{type(exc).__name__}: {exc}")
         _print_error(out, args, internal, f"error: INTERNAL: {internal.message} (run with -v for details)")
         return EXIT_ERROR

@@ -79,7 +79,12 @@ class MiniLMEncoder:
                 try:
                     from sentence_transformers import SentenceTransformer
                 except ImportError as exc:  # pragma: no cover - depends on the environment
-                    raise IndexNotReadyError("sentence-transformers is not installed; run `make venv`") from exc
+                    if isinstance(exc, ModuleNotFoundError) and exc.name == "sentence_transformers":
+                        raise IndexNotReadyError("sentence-transformers is not installed; run `make venv`") from exc
+                    # Installed, but its import failed (a memory limit such as `ulimit -v`, a broken
+                    # dependency): the cause, not "not installed".
+                    raise IndexNotReadyError(f"sentence-transformers cannot be imported ({type(exc).__name__}:"
+                                             f" {str(exc)[:300]})") from exc
                 self._eager = SentenceTransformer(str(self.model_dir), device="cpu")
             return self._eager
 

@@ -60,7 +60,13 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 def local_model_dir(name: str) -> Path | None:
     """A model folder under ``$SKILLSEARCH_MODELS_DIR`` or ``./models`` wins over the packaged one."""
     candidate = Path(os.environ.get("SKILLSEARCH_MODELS_DIR", "models")) / name
-    return candidate if (candidate / "config.json").exists() else None
+    try:
+        return candidate if (candidate / "config.json").exists() else None
+    except OSError as exc:  # a folder this user may not read: its model is meant, and cannot be loaded
+        raise IndexNotReadyError(
+            f"the model folder {candidate} cannot be read ({exc.strerror or exc}): make it readable by this user,"
+            " or unset SKILLSEARCH_MODELS_DIR to use the packaged model", {"path": str(candidate)},
+        ) from None
 
 
 def _packaged_minilm() -> Path:

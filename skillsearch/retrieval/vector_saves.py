@@ -65,7 +65,25 @@ def save(snapshot: VectorSnapshot, folder: Path) -> VectorSnapshot:
     """Write the whole snapshot through temporary names and atomic renames, then drop the change log.
     A large snapshot's int8 copy is saved beside it (``codes.npy``, ``scales.npy``), so that opening
     it reads a quarter of the bytes and never the whole float32 matrix. Returns the snapshot to keep:
-    a large one now maps the file it was written to (its matrix leaves memory), a small one is this."""
+    a large one now maps the file it was written to (its matrix leaves memory), a small one is this.
+
+    A write the disk refuses (full, a file size limit, permissions; numpy says only "N requested and M
+    written") is :class:`IndexNotReadyError` naming the folder: its temporary files are removed, the files
+    in use are untouched, and the manifest (written after this) stays behind the store, so the next open
+    repairs the index once the disk has room."""
+    try:
+        return _save(snapshot, folder)
+    except OSError as exc:
+        for tmp in folder.glob("*.tmp"):
+            tmp.unlink(missing_ok=True)
+        raise IndexNotReadyError(
+            f"the vectors in {folder} could not be written ({exc.strerror or exc}); nothing in use was changed:"
+            " free space on its disk (or make it writable), then run the command again",
+            {"path": str(folder), "reason": "unwritable"},
+        ) from exc
+
+
+def _save(snapshot: VectorSnapshot, folder: Path) -> VectorSnapshot:
     folder.mkdir(parents=True, exist_ok=True)
     compact = snapshot.compact
     spare = spare_rows(len(snapshot)) if len(snapshot) >= MAPPED_FROM else 0

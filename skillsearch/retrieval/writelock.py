@@ -45,8 +45,17 @@ class WriteLock:
         return self._depth > 0
 
     def _open(self) -> int:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        """The lock file, opened for writing; one that cannot be (another user's file, a read-only folder,
+        a full disk) is :class:`IndexNotReadyError` naming it and the cause, never a bare ``OSError``."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise IndexNotReadyError(
+                f"the write lock {self.path} cannot be opened ({exc.strerror or exc}): this user must be able to"
+                " write the data directory and the files in it",
+                {"lock": str(self.path)},
+            ) from None
 
     def holder_pid(self) -> int | None:
         """The process id the holder wrote into the lock file (``None``: none recorded). Advisory, for

@@ -284,7 +284,20 @@ def _take(data_dir: Path, tmp: Path, wait_s: float) -> tuple[dict[str, Any], Any
 
 
 def create_snapshot(data_dir: Path, dest: Path, *, wait_s: float = 60.0) -> SnapshotInfo:
-    """Write a snapshot of ``data_dir`` to ``dest`` (a new folder, or an empty one)."""
+    """Write a snapshot of ``data_dir`` to ``dest`` (a new folder, or an empty one). A file the system
+    refuses to read or write (a full disk, a folder this user cannot write) is :class:`IndexNotReadyError`
+    naming ``dest`` and the cause; the hidden folder is removed and ``dest`` never appears."""
+    try:
+        return _create(data_dir, dest, wait_s)
+    except OSError as exc:
+        raise IndexNotReadyError(
+            f"the snapshot {dest} could not be written ({exc}); nothing was left behind: free space on its disk"
+            " (or make its folder writable), then run it again",
+            {"path": str(dest), "reason": "unwritable"},
+        ) from exc
+
+
+def _create(data_dir: Path, dest: Path, wait_s: float) -> SnapshotInfo:
     started, run_started = time.perf_counter(), time.time()
     data_dir, dest = Path(data_dir).absolute(), Path(dest).absolute()
     if dest.is_symlink() or (dest.exists() and (not dest.is_dir() or any(dest.iterdir()))):

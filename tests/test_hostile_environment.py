@@ -1,0 +1,327 @@
+"""A hostile environment rather than hostile input: a full disk, files another user left in the data
+directory, a snapshot's folder that cannot be made. Each is one line naming the path and the cause with a
+documented exit code (never ``INTERNAL`` or a traceback), keeps the catalog whole, and the next run once the
+condition is gone succeeds.
+
+Real processes and real files. A full disk is a file size limit (``RLIMIT_FSIZE``, with ``SIGXFSZ``
+ignored so a write past it fails with ``EFBIG`` as a full disk fails with ``ENOSPC``): no root, no mount.
+Permissions are tested unprivileged: under root (CI here runs as root) the child runs as ``nobody`` through
+``setpriv``, since root may write any file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fleetsupport import REPO, env
+
+NOBODY = 65534
+
+
+def _run(data_dir: Path, *args: str, prefix: list[str] | None = None, max_file_bytes: int | None = None,
+         extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``skillsearch --data-dir DIR --encoder hashing -q ARGS`` as a real process, under a file size limit
+    when ``max_file_bytes`` is given."""
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG) instead of killing
+        assert max_file_bytes is not None
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+
+    preexec: Callable[[], None] | None = limit if max_file_bytes is not None else None
+    return subprocess.run(
+        [*(prefix or []), sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data_dir), "--encoder", "hashing",
+         "-q", *args],
+        capture_output=True, text=True, timeout=300, cwd=REPO, env={**env(), **(extra_env or {})},
+        preexec_fn=preexec,
+    )
+
+
+def _bundle(path: Path, prefix: str, n: int, body_chars: int) -> Path:
+    body = ("Rotate the credentials, check the rollout and write down what changed. " * (body_chars // 72 + 1))
+    path.write_text(json.dumps([
+        {"slug": f"{prefix}-{i}", "name": f"{prefix}-{i}", "description": f"The {prefix} skill number {i} for tests.",
+         "kind": "knowledge", "instructions": f"{prefix}word{i} {body[:body_chars]}"}
+        for i in range(n)
+    ]), encoding="utf-8")
+    return path
+
+
+def _listed(data_dir: Path) -> set[str]:
+    done = _run(data_dir, "list", "--limit", "200", "--json")
+    assert done.returncode == 0, done.stderr
+    return {item["name"] for item in json.loads(done.stdout)["items"]}
+
+
+def _usage_error(done: subprocess.CompletedProcess[str]) -> str:
+    """A usage error's own line (argparse prints the usage block above it): exit code 2."""
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "INTERNAL" not in done.stderr, done.stderr
+    return done.stderr.strip().splitlines()[-1]
+
+
+def _one_error_line(done: subprocess.CompletedProcess[str]) -> str:
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert "Traceback" not in done.stderr and "INTERNAL" not in done.stderr, done.stderr
+    return lines[0]
+
+
+def test_a_disk_full_during_import_is_one_line_keeps_the_catalog_and_the_next_run_recovers(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    seed = _run(data, "import", str(_bundle(tmp_path / "seed.json", "seed", 3, 200)), "--source", "t",
+                "--grant", "team:x")
+    assert seed.returncode == 0, seed.stderr
+    big = _bundle(tmp_path / "big.json", "big", 60, 8000)  # about 500 KB of instructions: past the limit
+
+    full = _run(data, "import", str(big), "--source", "t", "--grant", "team:x", max_file_bytes=256 << 10)
+
+    assert full.returncode == 1
+    line = _one_error_line(full)
+    assert line.startswith(f"error: INDEX_NOT_READY: the catalog {data / 'catalog.sqlite3'} could not be written ("), line
+    assert "nothing of this change was kept" in line
+    assert _listed(data) == {f"seed-{i}" for i in range(3)}  # the failed import left nothing half-written
+
+    again = _run(data, "import", str(big), "--source", "t", "--grant", "team:x")
+    assert again.returncode == 0, again.stderr
+    with sqlite3.connect(data / "catalog.sqlite3") as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert _listed(data) == {f"seed-{i}" for i in range(3)} | {f"big-{i}" for i in range(60)}
+    found = _run(data, "search", "bigword59", "--mode", "lexical", "--json")
+    assert found.returncode == 0, found.stderr
+    assert [hit["slug"] for hit in json.loads(found.stdout)["hits"]][:1] == ["big-59"]
+
+
+def test_a_snapshot_whose_folder_cannot_be_made_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    assert _run(data, "import", str(_bundle(tmp_path / "b.json", "snap", 3, 200)), "--source", "t",
+                "--grant", "team:x").returncode == 0
+    (tmp_path / "a-file").write_text("not a folder", encoding="utf-8")
+    dest = tmp_path / "a-file" / "snap"
+
+    done = _run(data, "snapshot", "create", str(dest))
+
+    assert done.returncode == 1
+    line = _one_error_line(done)
+    assert line.startswith(f"error: INDEX_NOT_READY: the snapshot {dest} could not be written ("), line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "b.json", "data"]
+
+
+@pytest.fixture()
+def left_by_another_user() -> Iterator[tuple[Path, list[str]]]:
+    """A data directory whose folder this user may write but whose files another user wrote (a first run
+    as root, then a service account): under root, the child runs as ``nobody``; otherwise the files are
+    made read-only, which an unprivileged owner cannot write either."""
+    unprivileged = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"] if os.geteuid() == 0 else []
+    base = Path(tempfile.mkdtemp(prefix="envaudit-"))  # outside pytest's root-only folder
+    data = base / "data"
+    try:
+        bundle = _bundle(base / "b.json", "owned", 3, 200)
+        assert _run(data, "import", str(bundle), "--source", "t", "--grant", "team:x").returncode == 0
+        for name in ("catalog.sqlite3-wal", "catalog.sqlite3-shm"):
+            (data / name).unlink(missing_ok=True)
+        if unprivileged:
+            os.chown(base, NOBODY, NOBODY)
+            os.chown(data, NOBODY, NOBODY)  # the folder is theirs; its files are root's (0644)
+        else:
+            for path in data.iterdir():
+                if path.is_file():
+                    path.chmod(0o444)
+        yield data, unprivileged
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("command", [["serve", "--port", "0"], ["mcp", "--http", "--port", "0"]])
+def test_a_server_on_files_it_cannot_write_stops_with_one_line_and_exit_code_3(
+        left_by_another_user: tuple[Path, list[str]], command: list[str]) -> None:
+    data, unprivileged = left_by_another_user
+    done = _run(data, *command, prefix=unprivileged, extra_env={"HOME": str(data.parent)})
+    assert done.returncode == 3, done.stderr
+    assert _one_error_line(done) == (f"error: data directory {data}: {data / 'catalog.sqlite3'} is not readable and"
+                                     " writable by this user")
+
+
+def test_a_search_on_a_lock_file_it_cannot_open_is_one_line_naming_it(
+        left_by_another_user: tuple[Path, list[str]]) -> None:
+    data, unprivileged = left_by_another_user
+    if not unprivileged:  # the catalog itself is read-only here: its open is refused first, naming it
+        (data / "catalog.sqlite3").chmod(0o644)
+    done = _run(data, "search", "owned", "--mode", "lexical", prefix=unprivileged,
+                extra_env={"HOME": str(data.parent)})
+    assert done.returncode == 1, done.stderr
+    line = _one_error_line(done)
+    assert line.startswith(f"error: INDEX_NOT_READY: the write lock {data / 'write.lock'} cannot be opened ("), line
+
+
+_SAVE_PAST_THE_LIMIT = """
+import json, sys
+from pathlib import Path
+import numpy as np
+from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.retrieval import vector_saves
+from skillsearch.retrieval.vector_rows import VectorRow
+from skillsearch.retrieval.vectors import VectorSnapshot
+
+folder = Path(sys.argv[1])
+rows = [VectorRow(f"sk_{i}", "team:a", "knowledge", (), f"d{i}", f"e{i}") for i in range(200)]
+matrix = np.random.default_rng(1).random((200, 384), dtype=np.float32)
+try:
+    vector_saves.save(VectorSnapshot.build(384, matrix, rows), folder)
+    print(json.dumps({"saved": True}))
+except IndexNotReadyError as exc:
+    print(json.dumps({"code": exc.code, "message": exc.message}))
+"""
+
+
+def test_vectors_the_disk_refuses_are_a_typed_error_and_the_saved_ones_stay(tmp_path: Path) -> None:
+    """numpy reports a short write as ``OSError: N requested and M written``: the save names its folder
+    and the cause instead, removes its temporary files and leaves the vectors in use as they were."""
+    from skillsearch.retrieval import vector_saves
+    from skillsearch.retrieval.vector_rows import VectorRow
+    from skillsearch.retrieval.vectors import VectorSnapshot
+
+    folder = tmp_path / "vectors"
+    kept = [VectorRow(f"sk_{i}", "team:a", "knowledge", (), f"d{i}", f"e{i}") for i in range(4)]
+    vector_saves.save(VectorSnapshot.build(384, np.ones((4, 384), dtype=np.float32), kept), folder)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))  # the new matrix is 300 KB
+
+    done = subprocess.run([sys.executable, "-c", _SAVE_PAST_THE_LIMIT, str(folder)], capture_output=True, text=True,
+                          timeout=120, cwd=REPO, env=env(), preexec_fn=limit)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["code"] == "INDEX_NOT_READY", answer
+    assert answer["message"].startswith(f"the vectors in {folder} could not be written ("), answer
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # no temporary file left, nothing replaced
+    assert [row.skill_id for row in vector_saves.load(folder).rows] == [f"sk_{i}" for i in range(4)]
+
+
+def test_a_model_library_that_fails_to_import_is_named_with_its_cause(tmp_path: Path) -> None:
+    """Installed but not importable (what ``ulimit -v`` does to torch: ``libtorch_cpu.so: failed to map
+    segment from shared object``; here a package of that name that fails so, first on the path) is said
+    with its cause, not as "not installed; run make venv"."""
+    shadow = tmp_path / "shadow" / "sentence_transformers"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text(
+        'raise ImportError("libtorch_cpu.so: failed to map segment from shared object")\n', encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(tmp_path / "data"), "--encoder", "minilm", "-q",
+         "search", "review a pull request"],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+        env={**env(), "PYTHONPATH": f"{tmp_path / 'shadow'}{os.pathsep}{REPO}",
+             "XDG_CACHE_HOME": str(tmp_path / "cache")},  # no traced forward: the model library is imported
+    )
+    assert done.returncode == 1
+    assert "error: INDEX_NOT_READY: sentence-transformers cannot be imported (ImportError: libtorch_cpu.so: failed to" \
+           " map segment from shared object)" in done.stderr.splitlines(), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_data_dir_that_is_a_dangling_link_is_a_usage_error_naming_its_target(tmp_path: Path) -> None:
+    link = tmp_path / "index"
+    link.symlink_to(tmp_path / "volume" / "index")  # a volume not mounted yet
+    for args in (["list"], ["search", "review", "--mode", "lexical"], ["import", str(tmp_path), "--source", "t",
+                                                                        "--grant", "team:x"]):
+        assert _usage_error(_run(link, *args)) == (f"skillsearch: error: --data-dir {link}: a symbolic link to"
+                                         f" {tmp_path / 'volume' / 'index'}, which does not exist; create that folder"
+                                         " first, or check the path")
+    assert not (tmp_path / "volume").exists()
+
+
+def test_a_data_dir_that_cannot_be_created_is_a_usage_error_naming_the_folder() -> None:
+    unprivileged = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"] if os.geteuid() == 0 else []
+    base = Path(tempfile.mkdtemp(prefix="envaudit-"))  # outside pytest's root-only folder
+    try:
+        base.chmod(0o755)
+        locked = base / "locked"
+        locked.mkdir(mode=0o555)
+        done = _run(locked / "data", "list", prefix=unprivileged, extra_env={"HOME": str(base)})
+        assert _usage_error(done) == (f"skillsearch: error: --data-dir {locked / 'data'}: does not exist and cannot"
+                                         f" be created: this user may not write the folder {locked}")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_catalog_deleted_under_a_server_is_503_never_500_nor_recreated_empty(tmp_path: Path) -> None:
+    """Each request thread opens its own connection: one opened after the file was deleted used to create
+    an empty catalog in its place ("no such table: meta", a 500; the next start would seed the sample into
+    it). It is INDEX_NOT_READY (503) naming the file now, and the server answers again once it is back."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+    from fleetsupport import ServeProcess
+
+    from skillsearch.http.auth import add_principal
+
+    data = tmp_path / "data"
+    assert _run(data, "import", str(_bundle(tmp_path / "b.json", "gone", 3, 200)), "--source", "t",
+                "--grant", "team:x").returncode == 0
+    token = add_principal(data / "principals.toml", "ops", ["*"], ["skills:read"])
+    saved = tmp_path / "saved.sqlite3"
+    shutil.copy(data / "catalog.sqlite3", saved)
+    server = ServeProcess(data, "--no-sync")
+    try:
+        def get(i: int) -> httpx.Response:
+            return httpx.get(f"{server.url}/v1/skills", params={"limit": 1 + i % 3},
+                             headers={"Authorization": f"Bearer {token}"}, timeout=60)
+
+        assert get(0).status_code == 200
+        for name in ("catalog.sqlite3", "catalog.sqlite3-wal", "catalog.sqlite3-shm"):
+            (data / name).unlink(missing_ok=True)
+        with ThreadPoolExecutor(16) as pool:  # enough at once that the server opens new threads' connections
+            answers = list(pool.map(get, range(48)))
+        assert {r.status_code for r in answers} <= {200, 503}, [r.text for r in answers if r.status_code != 200][:1]
+        for refused in (r for r in answers if r.status_code == 503):
+            assert refused.json()["error"]["code"] == "INDEX_NOT_READY"
+            assert refused.json()["error"]["message"].startswith(f"the catalog {data / 'catalog.sqlite3'} is gone")
+        assert not (data / "catalog.sqlite3").exists()  # never created empty in its place
+
+        shutil.copy(saved, data / "catalog.sqlite3")
+        with ThreadPoolExecutor(16) as pool:
+            assert {r.status_code for r in pool.map(get, range(48))} == {200}
+    finally:
+        server.stop()
+
+
+def test_a_model_folder_this_user_may_not_read_is_one_line_naming_it() -> None:
+    """``SKILLSEARCH_MODELS_DIR`` holding the model in a folder this user may not read was
+    ``INTERNAL: PermissionError`` on its ``config.json``."""
+    unprivileged = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"] if os.geteuid() == 0 else []
+    base = Path(tempfile.mkdtemp(prefix="envaudit-"))  # outside pytest's root-only folder
+    model = base / "models" / "all-MiniLM-L6-v2"
+    try:
+        base.chmod(0o755)
+        model.mkdir(parents=True)
+        (model / "config.json").write_text("{}", encoding="utf-8")
+        model.chmod(0o700 if unprivileged else 0)  # root's own folder, or no access at all
+        (base / "data").mkdir()
+        if unprivileged:
+            os.chown(base / "data", NOBODY, NOBODY)
+        done = subprocess.run(
+            [*unprivileged, sys.executable, "-m", "skillsearch.cli", "--data-dir", str(base / "data"), "--encoder",
+             "minilm", "-q", "search", "review a pull request"],
+            capture_output=True, text=True, timeout=300, cwd=REPO,
+            env={**env(), "SKILLSEARCH_MODELS_DIR": str(base / "models"), "HOME": str(base)},
+        )
+        assert done.returncode == 1, done.stderr
+        assert _one_error_line(done) == (
+            f"error: INDEX_NOT_READY: the model folder {model} cannot be read (Permission denied): make it readable by"
+            " this user, or unset SKILLSEARCH_MODELS_DIR to use the packaged model")
+    finally:
+        model.chmod(0o755)
+        shutil.rmtree(base, ignore_errors=True)
