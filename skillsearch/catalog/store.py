@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from skillsearch.catalog.connections import Connections, unwritable_reason
 from skillsearch.catalog.rows import (
     SKILL_COLUMNS,
     IndexRow,
@@ -41,24 +41,6 @@ __all__ = ["CatalogStore", "UpsertOutcome", "utc_now"]
 UpsertOutcome = Literal["created", "updated", "unchanged"]
 
 
-# What the disk or the permissions did when SQLite could not write the catalog (its primary result codes):
-# said to the caller in place of the store's own cause ("restore it" would be wrong advice for a full disk).
-_UNWRITABLE = {
-    sqlite3.SQLITE_FULL: "its disk is full: free space, then run it again",
-    sqlite3.SQLITE_IOERR: "its disk failed to write it (full, or a file size limit): free space, then run it again",
-    sqlite3.SQLITE_READONLY: "this user cannot write it: the catalog, its folder and the files beside it must be"
-                             " writable",
-    sqlite3.SQLITE_CANTOPEN: "this user cannot open it for writing: the catalog, its folder and the files beside it"
-                             " must be writable",
-}
-
-
-def unwritable_reason(exc: sqlite3.Error) -> str | None:
-    """What stopped SQLite writing (disk full, an I/O error, permissions), or ``None`` for any other error."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    return _UNWRITABLE.get(code & 0xFF) if isinstance(code, int) else None
-
-
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
@@ -71,14 +53,12 @@ class CatalogStore:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-        self._write_lock = threading.RLock()
+        self._db = Connections(self.path, {"casefold": _casefold})  # tag filters ignore case
         self.sync = SyncLedger(self)
-        self._created = False  # until the schema is in place, the first connection may create the file
         try:
             self.connection().executescript(CATALOG_SCHEMA + SYNC_SCHEMA)
             self.ensure_name_keys()
-            self._created = True
+            self._db.created = True
         except sqlite3.DatabaseError as exc:
             self.close()
             advice = unwritable_reason(exc) or "restore it or point --data-dir elsewhere"
@@ -116,93 +96,21 @@ class CatalogStore:
     def in_dir(cls, data_dir: Path) -> CatalogStore:
         return cls(Path(data_dir) / cls.FILENAME)
 
-    # -- connections and transactions -------------------------------------------------------------
+    # -- connections and transactions (catalog/connections.py) -------------------------------------
 
     def connection(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._connect()
-            conn.row_factory = sqlite3.Row
-            conn.create_function("casefold", 1, _casefold, deterministic=True)  # tag filters ignore case
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA foreign_keys=ON")
-            self._local.conn = conn
-        return conn
+        return self._db.connection()
 
-    def _connect(self) -> sqlite3.Connection:
-        """A new connection (one a thread). Once the catalog exists, never one that creates it: a file
-        deleted under a server would otherwise come back empty in the next thread ("no such table", a 500),
-        and an empty catalog is seeded with the sample at the next start."""
-        if not self._created:
-            return sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-        try:
-            return sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=rw", uri=True, timeout=30.0,
-                                   isolation_level=None, check_same_thread=False)
-        except sqlite3.OperationalError as exc:
-            if not self.path.exists():
-                raise IndexNotReadyError(
-                    f"the catalog {self.path} is gone (deleted while in use?): put it back (`skillsearch snapshot"
-                    " restore`), then restart", {"path": str(self.path), "reason": "missing"},
-                ) from exc
-            raise IndexNotReadyError(
-                f"the catalog {self.path} cannot be opened ({exc}); "
-                f"{unwritable_reason(exc) or 'too many files open? try again'}",
-                {"path": str(self.path)},
-            ) from exc
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        """One write transaction (``Connections.transaction``): nested use joins the outer one; a write the
+        disk or the permissions refused is :class:`IndexNotReadyError` and keeps nothing."""
+        return self._db.transaction()
 
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; nested use joins the outer one. Rolls back on any exception, a failed
-        ``COMMIT`` included (SQLite may or may not have rolled back already: a full disk does, so a second
-        ``ROLLBACK`` would hide the cause). A write the disk or the permissions refused is
-        :class:`IndexNotReadyError` naming the catalog's file and the cause; nothing of it was kept."""
-        conn = self.connection()
-        if conn.in_transaction:
-            yield conn
-            return
-        with self._write_lock:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield conn
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-            except sqlite3.OperationalError as exc:
-                reason = unwritable_reason(exc)
-                if reason is None:
-                    raise
-                raise IndexNotReadyError(
-                    f"the catalog {self.path} could not be written ({exc}); nothing of this change was kept: {reason}",
-                    {"path": str(self.path), "reason": "unwritable"},
-                ) from exc
-
-    @contextmanager
-    def savepoint(self) -> Iterator[None]:
-        """Inside a transaction: a block that is undone alone when it raises. A constraint the block broke
-        (a slug taken in the same grant, ...) comes out as ``ValueError`` with the store's reason."""
-        conn = self.connection()
-        conn.execute("SAVEPOINT block")
-        try:
-            yield
-        except sqlite3.IntegrityError as exc:
-            conn.execute("ROLLBACK TO block")
-            conn.execute("RELEASE block")
-            raise ValueError(f"the catalog refused it: {exc}") from None
-        except BaseException:
-            conn.execute("ROLLBACK TO block")
-            conn.execute("RELEASE block")
-            raise
-        conn.execute("RELEASE block")
+    def savepoint(self) -> AbstractContextManager[None]:
+        return self._db.savepoint()
 
     def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
+        self._db.close()
 
     # -- writes -----------------------------------------------------------------------------------
 

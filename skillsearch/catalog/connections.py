@@ -1,0 +1,145 @@
+"""The catalog file's SQLite connections: one a thread, in WAL mode, and the transactions every write runs in.
+
+A connection is opened on a thread's first use. Until the catalog's schema is in place (``created``) it may
+create the file; after, never: a file deleted under a server would otherwise come back empty in the next
+thread. A file SQLite cannot open, or a write the disk or the permissions refuse, is
+:class:`IndexNotReadyError` naming the file and the cause (:func:`unwritable_reason`), never a bare
+``sqlite3`` error; a refused write keeps nothing of its change.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from skillsearch.core.errors import IndexNotReadyError
+
+__all__ = ["Connections", "unwritable_reason"]
+
+
+# What the disk or the permissions did when SQLite could not write the catalog (its primary result codes):
+# said to the caller in place of the store's own cause ("restore it" would be wrong advice for a full disk).
+_UNWRITABLE = {
+    sqlite3.SQLITE_FULL: "its disk is full: free space, then run it again",
+    sqlite3.SQLITE_IOERR: "its disk failed to write it (full, or a file size limit): free space, then run it again",
+    sqlite3.SQLITE_READONLY: "this user cannot write it: the catalog, its folder and the files beside it must be"
+                             " writable",
+    sqlite3.SQLITE_CANTOPEN: "this user cannot open it for writing: the catalog, its folder and the files beside it"
+                             " must be writable",
+}
+
+
+def unwritable_reason(exc: sqlite3.Error) -> str | None:
+    """What stopped SQLite writing (disk full, an I/O error, permissions), or ``None`` for any other error."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return _UNWRITABLE.get(code & 0xFF) if isinstance(code, int) else None
+
+
+class Connections:
+    """The connections to the catalog at ``path``; ``functions``: SQL functions of one argument every
+    connection gets (deterministic)."""
+
+    def __init__(self, path: Path, functions: Mapping[str, Callable[[Any], Any]]) -> None:
+        self.path = path
+        self.functions = dict(functions)
+        self.created = False  # until the schema is in place, the first connection may create the file
+        self._local = threading.local()
+        self._write_lock = threading.RLock()
+
+    def connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            conn.row_factory = sqlite3.Row
+            for name, function in self.functions.items():
+                conn.create_function(name, 1, function, deterministic=True)
+            try:  # SQLite opens the file here, at the first statement (too many files open: this fails)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute("PRAGMA foreign_keys=ON")
+            except sqlite3.OperationalError as exc:
+                conn.close()
+                raise self._unopenable(exc) from exc
+            self._local.conn = conn
+        return conn
+
+    def _connect(self) -> sqlite3.Connection:
+        """A new connection (one a thread). Once the catalog exists, never one that creates it: a file
+        deleted under a server would otherwise come back empty in the next thread ("no such table", a 500),
+        and an empty catalog is seeded with the sample at the next start."""
+        if not self.created:
+            return sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        try:
+            return sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=rw", uri=True, timeout=30.0,
+                                   isolation_level=None, check_same_thread=False)
+        except sqlite3.OperationalError as exc:
+            if not self.path.exists():
+                raise IndexNotReadyError(
+                    f"the catalog {self.path} is gone (deleted while in use?): put it back (`skillsearch snapshot"
+                    " restore`), then restart", {"path": str(self.path), "reason": "missing"},
+                ) from exc
+            raise self._unopenable(exc) from exc
+
+    def _unopenable(self, exc: sqlite3.OperationalError) -> IndexNotReadyError:
+        return IndexNotReadyError(
+            f"the catalog {self.path} cannot be opened ({exc}); "
+            f"{unwritable_reason(exc) or 'too many files open? try again'}",
+            {"path": str(self.path)},
+        )
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; nested use joins the outer one. Rolls back on any exception, a failed
+        ``COMMIT`` included (SQLite may or may not have rolled back already: a full disk does, so a second
+        ``ROLLBACK`` would hide the cause). A write the disk or the permissions refused is
+        :class:`IndexNotReadyError` naming the catalog's file and the cause; nothing of it was kept."""
+        conn = self.connection()
+        if conn.in_transaction:
+            yield conn
+            return
+        with self._write_lock:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.OperationalError as exc:
+                reason = unwritable_reason(exc)
+                if reason is None:
+                    raise
+                raise IndexNotReadyError(
+                    f"the catalog {self.path} could not be written ({exc}); nothing of this change was kept: {reason}",
+                    {"path": str(self.path), "reason": "unwritable"},
+                ) from exc
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """Inside a transaction: a block that is undone alone when it raises. A constraint the block broke
+        (a slug taken in the same grant, ...) comes out as ``ValueError`` with the store's reason."""
+        conn = self.connection()
+        conn.execute("SAVEPOINT block")
+        try:
+            yield
+        except sqlite3.IntegrityError as exc:
+            conn.execute("ROLLBACK TO block")
+            conn.execute("RELEASE block")
+            raise ValueError(f"the catalog refused it: {exc}") from None
+        except BaseException:
+            conn.execute("ROLLBACK TO block")
+            conn.execute("RELEASE block")
+            raise
+        conn.execute("RELEASE block")
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
