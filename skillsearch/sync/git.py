@@ -158,12 +158,12 @@ class GitCache:
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
-        """Hold the cache's own ``flock`` (``<name>.git.writing`` beside it) while git writes its refs: the
+        """Hold the cache's own ``flock`` (``.<name>.git.writing`` beside it) while git writes its refs: the
         processes of a data directory may fetch one source together. Held, no git of ours is writing the
         cache, so a ``*.lock`` file git keeps while it updates a ref is one a killed git left behind (SIGKILL
         between taking and renaming it): removed, else every later fetch fails on it ("File exists")."""
         self.git_dir.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.git_dir.with_name(self.git_dir.name + ".writing"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+        fd = os.open(self.git_dir.with_name(f".{self.git_dir.name}.writing"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
                      0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
