@@ -264,8 +264,10 @@ class Catalog:
         changed = report.changed
         if (idx := self._holder.opened) is not None:
             report.index = idx.refresh(self.store, changed, report.span, progress) if changed else None
-        elif changed:  # the first index of this data directory: built now, its embedding reported (unless
-            report.index = self._holder.open_first(progress)  # another thread opened it meanwhile)
+        elif changed or self.store.count():  # the first index of this data directory: built now, its embedding
+            # reported (unless another thread opened it meanwhile); also when this import changed nothing but an
+            # earlier one was killed before its index was first written (the store holds skills, no index does)
+            report.index = self._holder.open_first(progress)
         return report
 
     def import_sample(self, progress: ProgressFactory | None = None, *, index: bool = True) -> list[ImportReport]:

@@ -365,6 +365,33 @@ def test_a_rewritten_history_is_applied_with_a_warning(empty_catalog: Catalog, r
     assert not report.error and report.changed and any("rewritten" in w for w in report.warnings)
 
 
+def test_a_ref_lock_left_by_a_killed_git_does_not_fail_every_later_fetch(empty_catalog: Catalog, repo: Path) -> None:
+    write_skill(repo, "one", "The first skill of a repository holding skills at its root.")
+    first = commit(repo, "one")
+    source = SourceConfig("team", "team:eng", git=f"file://{repo}", ref="main")
+    assert len(empty_catalog.sources.sync(source).added) == 1
+    cache = empty_catalog.data_dir / "sources" / "team.git"
+    # A git killed (SIGKILL) while it updates the fetched ref, as a fetch killed at that moment is:
+    # `update-ref --stdin` takes the ref's lock at "prepare" and says so, and is killed holding it.
+    killed = subprocess.Popen(["git", f"--git-dir={cache}", "update-ref", "--stdin"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    assert killed.stdin is not None and killed.stdout is not None
+    killed.stdin.write(f"start\nupdate refs/skillsearch/fetched {first}\nprepare\n")
+    killed.stdin.flush()
+    assert [killed.stdout.readline().strip() for _ in range(2)] == ["start: ok", "prepare: ok"]
+    killed.kill()
+    killed.wait()
+    killed.stdin.close()
+    killed.stdout.close()
+    assert (cache / "refs" / "skillsearch" / "fetched.lock").exists()
+
+    write_skill(repo, "two", "The second skill, committed after the kill.")
+    commit(repo, "two")
+    report = empty_catalog.sources.sync(source)
+    assert report.error is None and len(report.added) == 1
+    assert listed(empty_catalog) == {"one", "two"}
+
+
 def test_an_unreachable_repository_or_missing_subdir_keeps_the_last_good_state(
     empty_catalog: Catalog, repo: Path, tmp_path: Path
 ) -> None:

@@ -60,6 +60,10 @@ _ENV = {
     "GIT_ASKPASS": "",
     "SSH_ASKPASS": "",
     "LC_ALL": "C",
+    # An automatic gc runs inside the fetch that starts it, not detached: under the cache's lock too.
+    "GIT_CONFIG_COUNT": "1",
+    "GIT_CONFIG_KEY_0": "gc.autoDetach",
+    "GIT_CONFIG_VALUE_0": "false",
 }
 T = TypeVar("T")
 # tempfile's names (never a source's cache, which ends in ".git", even for a source named "export-...")
@@ -200,8 +204,29 @@ class GitCache:
                 raise UpstreamUnavailableError(f"git {args[0]} failed: {_git_message(err.read(), proc.returncode)}")
             return result
 
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold the cache's own ``flock`` (``.<name>.git.writing`` beside it) while git writes its refs: the
+        processes of a data directory may fetch one source together. Held, no git of ours is writing the
+        cache, so a ``*.lock`` file git keeps while it updates a ref is one a killed git left behind (SIGKILL
+        between taking and renaming it): removed, else every later fetch fails on it ("File exists")."""
+        self.git_dir.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.git_dir.with_name(f".{self.git_dir.name}.writing"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                     0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            for stale in [*self.git_dir.glob("*.lock"), *(self.git_dir / "refs").rglob("*.lock")]:
+                stale.unlink(missing_ok=True)
+            yield
+        finally:
+            os.close(fd)  # the lock goes with it
+
     def fetch(self, url: str, ref: str) -> str:
         """Fetch ``ref`` of ``url`` and return the commit it names now."""
+        with self._writing():
+            return self._fetch(url, ref)
+
+    def _fetch(self, url: str, ref: str) -> str:
         if not self.git_dir.exists():
             self.git_dir.parent.mkdir(parents=True, exist_ok=True)
             subprocess.run(["git", "init", "--bare", "--quiet", str(self.git_dir)], capture_output=True,
@@ -241,7 +266,8 @@ class GitCache:
 
     def keep(self, sha: str) -> None:
         """Keep ``sha`` reachable in the cache (a later fetch of a rewritten ref must not lose it)."""
-        self._git("update-ref", f"refs/skillsearch/seen/{sha}", sha)
+        with self._writing():
+            self._git("update-ref", f"refs/skillsearch/seen/{sha}", sha)
 
     def has_path(self, sha: str, subdir: str) -> bool:
         proc = self._git("cat-file", "-t", f"{sha}:{subdir}", check=False)
