@@ -360,3 +360,57 @@ print(json.dumps(got))
     got = json.loads(out.stdout)
     assert got[0].startswith("INDEX_NOT_READY: the catalog ") and "cannot be opened" in got[0], got
     assert got[1] == 0, got
+
+
+def test_a_server_out_of_file_descriptors_logs_one_line_not_a_traceback_per_failed_accept(tmp_path: Path) -> None:
+    """``serve`` under a low open-files limit with more clients than descriptors: asyncio's accept loop logged
+    a traceback for every failed ``accept()``, its whole backlog each step (430,000 lines in 20 s under
+    ``ulimit -n 64``, enough to fill a disk). Now one error line says what failed and what to do, and the
+    server answers again once the clients leave. A real process under a real ``RLIMIT_NOFILE``."""
+    import re
+    import socket
+    import time
+
+    import httpx
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (160, 160))
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(tmp_path / "data"), "--encoder", "hashing", "-q",
+         "serve", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env(), preexec_fn=limit,
+    )
+    clients: list[socket.socket] = []
+    try:
+        assert proc.stdout is not None
+        banner = "".join(proc.stdout.readline() for _ in range(2))
+        url = re.search(r"serving on (http://127\.0\.0\.1:(\d+))", banner)
+        assert url, banner
+        for _ in range(400):  # more than the server has descriptors: its accepts fail
+            clients.append(socket.create_connection(("127.0.0.1", int(url.group(2))), timeout=10))
+        time.sleep(3)  # a while at the limit (what is asserted is the log's content, not a duration)
+        for client in clients:
+            client.close()
+        clients.clear()
+        deadline = time.monotonic() + 60
+        while True:  # the server answers again once the descriptors are free
+            try:
+                if httpx.get(url.group(1) + "/healthz", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "the server never answered again"
+            time.sleep(0.2)
+    finally:
+        for client in clients:
+            client.close()
+        proc.send_signal(signal.SIGINT)
+        try:
+            _, stderr = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, stderr = proc.communicate()
+    assert "socket.accept() out of system resource" not in stderr and "Traceback" not in stderr, stderr[-3000:]
+    said = [line for line in stderr.splitlines() if "cannot accept connections" in line]
+    assert len(said) == 1 and "Too many open files" in said[0] and "ulimit -n" in said[0], said

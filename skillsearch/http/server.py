@@ -47,6 +47,7 @@ from uvicorn.supervisors import Multiprocess
 
 from skillsearch.core.errors import StartupError, ValidationError, error_bytes, problem
 from skillsearch.core.settings import Settings
+from skillsearch.http.accept_errors import quiet_accept_errors
 from skillsearch.http.body_deadline import BodyDeadline
 from skillsearch.http.fields import FieldValues, OneValueFields, refusal_headers, refuse
 from skillsearch.http.one_write import OneWrite
@@ -209,6 +210,7 @@ class _Server(uvicorn.Server):
         self.base_url: str | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        quiet_accept_errors()
         await super().startup(sockets)
         if self.should_exit or not self.servers:
             return
@@ -286,6 +288,7 @@ def worker_app() -> Any:
     """What each worker of :func:`serve_workers` imports: the app built by the factory named in
     ``SKILLSEARCH_WORKER_FACTORY`` (``module:function``), wrapped as :meth:`ConnectionLimits.wrap` does."""
     module, _, name = os.environ[WORKER_FACTORY_ENV].partition(":")
+    quiet_accept_errors()  # uvicorn loads the app in the worker's running loop, before it listens
     return ConnectionLimits.of(Settings.from_env()).wrap(getattr(importlib.import_module(module), name)())
 
 
