@@ -319,7 +319,7 @@ def test_sigterm_stops_a_one_shot_sync_waiting_on_its_upstream(tmp_path: Path) -
     assert "Traceback" not in err, err
 
 
-LARGE = 20_000  # a lexical rebuild of this many skills takes a second or more: many APPLY_CHUNKs after the first
+LARGE = 8_000  # a lexical rebuild of this many skills takes half a second or more: many APPLY_CHUNKs after the first
 
 
 def _cli(data_dir: Path, *args: str) -> list[str]:
