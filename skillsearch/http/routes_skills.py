@@ -65,10 +65,11 @@ _MEDIA_TYPE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+/[!#$%&'*+.^_`|~0-9A-Za-z-
 def _content_type(media_type: str, content: bytes) -> str:
     """The resource's ``Content-Type``: its media type, ``application/octet-stream`` when that is not one a header
     can carry (a bundle's author sets it: a non-Latin-1 character failed the response, a 500); ``charset=utf-8``
-    added to ``text/*`` whose bytes are UTF-8."""
+    added to every textual type whose bytes are UTF-8 (``core/textual``: JSON, YAML, TOML as well as ``text/*``),
+    the mark the search page shows a file in place by (it downloaded a skill's JSON or YAML instead)."""
     if len(media_type) > 200 or not _MEDIA_TYPE.fullmatch(media_type):
         return "application/octet-stream"
-    if media_type.startswith("text/") and "charset=" not in media_type and is_text(media_type, content):
+    if "charset=" not in media_type.lower() and is_text(media_type, content):
         media_type += "; charset=utf-8"
     return media_type
 
