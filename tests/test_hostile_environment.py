@@ -211,6 +211,105 @@ def test_vectors_the_disk_refuses_are_a_typed_error_and_the_saved_ones_stay(tmp_
     assert [row.skill_id for row in vector_saves.load(folder).rows] == [f"sk_{i}" for i in range(4)]
 
 
+_APPEND_PAST_THE_LIMIT = """
+import json, sys
+from pathlib import Path
+import numpy as np
+from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.retrieval import vector_saves
+from skillsearch.retrieval.vector_rows import VectorRow
+from skillsearch.retrieval.vectors import VectorSnapshot
+
+folder = Path(sys.argv[1])
+rows = [VectorRow(f"sk_{i}", "team:a", "knowledge", (), f"d{i}", f"e{i}") for i in range(40)]
+matrix = np.random.default_rng(1).random((40, 384), dtype=np.float32)
+try:
+    vector_saves.save_changes(VectorSnapshot.build(384, matrix, rows), folder, list(zip(rows[4:], matrix[4:])), [])
+    print(json.dumps({"saved": True}))
+except IndexNotReadyError as exc:
+    print(json.dumps({"code": exc.code, "message": exc.message}))
+"""
+
+
+def test_a_change_log_append_the_disk_refuses_is_typed_and_leaves_no_torn_line(tmp_path: Path) -> None:
+    """A small write appends its batch to the vectors' change log; an append past a full disk raised a bare
+    OSError (INTERNAL) and left part of its line, after which the next batch's line made the log unreadable
+    (every open: "run skillsearch reindex"). It is INDEX_NOT_READY naming the folder, the log as it was."""
+    from skillsearch.retrieval import vector_saves
+    from skillsearch.retrieval.vector_rows import VectorRow
+    from skillsearch.retrieval.vectors import VectorSnapshot
+
+    folder = tmp_path / "vectors"
+    kept = [VectorRow(f"sk_{i}", "team:a", "knowledge", (), f"d{i}", f"e{i}") for i in range(4)]
+    vector_saves.save(VectorSnapshot.build(384, np.ones((4, 384), dtype=np.float32), kept), folder)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (16 << 10, 16 << 10))  # the batch's line is about 70 KB
+
+    done = subprocess.run([sys.executable, "-c", _APPEND_PAST_THE_LIMIT, str(folder)], capture_output=True,
+                          text=True, timeout=120, cwd=REPO, env=env(), preexec_fn=limit)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["code"] == "INDEX_NOT_READY", answer
+    assert answer["message"].startswith(f"the vectors in {folder} could not be written ("), answer
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.stat().st_size} == before  # no part of the line
+    # the disk has room again: the next batch is appended and the log reads whole
+    one = VectorRow("sk_new", "team:a", "knowledge", (), "dn", "en")
+    grown = VectorSnapshot.build(384, np.ones((5, 384), dtype=np.float32), [*kept, one])
+    vector_saves.save_changes(grown, folder, [(one, np.ones(384, dtype=np.float32))], [])
+    assert [row.skill_id for row in vector_saves.load(folder).rows] == [*(f"sk_{i}" for i in range(4)), "sk_new"]
+
+
+_REINDEX_PAST_THE_LIMIT = """
+import json, resource, signal, sys
+from pathlib import Path
+import tantivy
+from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.core.settings import Settings
+from skillsearch.retrieval.hashing_encoder import HashingEncoder
+from skillsearch.service import Catalog
+
+data = Path(sys.argv[1])
+catalog = Catalog.open(Settings(data_dir=data), encoder=HashingEncoder())
+catalog.index()
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (170 << 10, 170 << 10))  # the lexical files fit, the matrix (200 KB) not
+answer = {}
+try:
+    catalog.reindex()
+except IndexNotReadyError as exc:
+    answer = {"code": exc.code, "message": exc.message}
+try:  # what the next writer, of this process or another, does first
+    tantivy.Index.open(str(data / "lexical")).writer(heap_size=50_000_000, num_threads=1)
+    answer["writer"] = "free"
+except ValueError as exc:
+    answer["writer"] = str(exc)
+print(json.dumps(answer))
+"""
+
+
+def test_a_write_whose_vectors_the_disk_refuses_leaves_no_lexical_writer_behind(tmp_path: Path) -> None:
+    """A write commits the lexical side, then saves the vectors; when the disk refused that save, the Tantivy
+    writer stayed open past the write lock, and the next lexical write (another process's, or this server's
+    own through another index) failed on its lock (LockBusy: "run skillsearch reindex")."""
+    data = tmp_path / "data"
+    seed = _run(data, "import", str(_bundle(tmp_path / "seed.json", "seed", 200, 10)), "--source", "t",
+                "--grant", "team:x")
+    assert seed.returncode == 0, seed.stderr
+    done = subprocess.run([sys.executable, "-c", _REINDEX_PAST_THE_LIMIT, str(data)], capture_output=True, text=True,
+                          timeout=120, cwd=REPO, env=env())
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer.get("code") == "INDEX_NOT_READY", answer
+    assert answer["message"].startswith(f"the vectors in {data / 'vectors'} could not be written ("), answer
+    assert answer["writer"] == "free", answer
+    again = _run(data, "reindex")
+    assert again.returncode == 0, again.stderr
+    assert len(_listed(data)) == 200
+
+
 def test_a_model_library_that_fails_to_import_is_named_with_its_cause(tmp_path: Path) -> None:
     """Installed but not importable (what ``ulimit -v`` does to torch: ``libtorch_cpu.so: failed to map
     segment from shared object``; here a package of that name that fails so, first on the path) is said

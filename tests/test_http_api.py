@@ -681,3 +681,33 @@ async def test_a_resource_is_served_byte_for_byte_and_never_as_a_page(client: ht
     assert_error(await client.get(f"/v1/skills/{hidden}/resources/scripts/check_cert_expiry.py", headers=DEMO),
                  404, "SKILL_NOT_FOUND")
     assert_error(await client.get(url), 401, "UNAUTHENTICATED")
+
+
+@pytest.mark.anyio
+async def test_a_resource_whose_authored_media_type_no_header_can_carry_is_octet_stream(
+    tmp_path: Path, fake_encoder: Encoder, tokens: dict[str, Any]
+) -> None:
+    """A bundle's author sets a resource's ``media_type``; one with a character outside Latin-1 failed the
+    response (Starlette encodes headers as Latin-1): a 500 INTERNAL. It is sent as application/octet-stream.
+    A textual type that is not ``text/*`` (JSON) gets ``charset=utf-8`` too when its bytes are UTF-8."""
+    bundle = tmp_path / "bundle.jsonl"
+    bundle.write_text(json.dumps({"slug": "odd-media", "name": "Odd", "description": "an odd media type",
+                                  "instructions": "x", "resources": [
+                                      {"path": "a.txt", "media_type": "text/plain; name=\u20ac", "text": "hello"},
+                                      {"path": "schema.json", "text": '{"\u00e9": 1}'}]}))
+    catalog = Catalog.open(Settings(data_dir=tmp_path / "data"), encoder=fake_encoder)
+    try:
+        assert catalog.import_path(bundle, "local", "sub:starter-pack").ok
+        skill_id = catalog.get_skill(Principal.operator(), "odd-media").skill_id
+        app = create_app(catalog, principals=PrincipalRegistry(tokens["path"], demo=True))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
+                                     base_url="http://test") as c:
+            resp = await c.get(f"/v1/skills/{skill_id}/resources/a.txt", headers=DEMO)
+            json_file = await c.get(f"/v1/skills/{skill_id}/resources/schema.json", headers=DEMO)
+        assert resp.status_code == 200, resp.text
+        assert resp.content == b"hello" and resp.headers["content-type"] == "application/octet-stream"
+        # UTF-8 JSON says so: the search page shows a file in place by its charset (it downloaded this one)
+        assert json_file.headers["content-type"] == "application/json; charset=utf-8"
+        assert json_file.content == '{"\u00e9": 1}'.encode()
+    finally:
+        catalog.close()

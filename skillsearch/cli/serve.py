@@ -154,7 +154,7 @@ def _prepare(shared: dict[str, Any]) -> bool:
     from skillsearch.http.auth import PrincipalRegistry
 
     args = argparse.Namespace(**shared)
-    termination.install()  # this process is spawned: SIGTERM (passed on by the supervisor) stops its embedding
+    termination.install()  # this process is spawned: SIGTERM (passed on by the supervisor) ends it (it embeds nothing)
     catalog, _, _ = _open(args, index=False)
     try:
         return PrincipalRegistry.for_catalog(catalog, principals_path(args)).demo
@@ -200,7 +200,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     # a seeding) while the workers serve.
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         preparing = pool.submit(_prepare, shared)
-        # SIGTERM here reaches only this process: pass it on, so the preparation's embedding stops too.
+        # SIGTERM here reaches only this process: pass it on, so the preparation (a seeding's store writes) ends too.
         def pass_on() -> None:
             for pid in list(pool._processes or {}):  # None once the pool has shut down
                 os.kill(pid, signal.SIGTERM)

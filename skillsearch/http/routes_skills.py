@@ -9,6 +9,7 @@ This module does not use ``from __future__ import annotations``: FastAPI reads t
 annotations at runtime, and those of list and search hold the per-app limits.
 """
 
+import re
 import time
 from typing import Annotated
 from urllib.parse import quote
@@ -54,10 +55,23 @@ def get_resource(principal: Reader, catalog: CatalogDep, skill_id: SkillId, path
                "Content-Disposition": f"attachment; filename*=UTF-8''{quote(found.path.rsplit('/', 1)[-1])}"}
     if if_none_match is not None and etag in [tag.strip() for tag in if_none_match.split(",")]:
         return Response(status_code=304, headers=headers)
-    media_type = found.media_type
-    if media_type.startswith("text/") and "charset=" not in media_type and is_text(media_type, found.content):
+    return Response(found.content, headers={**headers, "Content-Type": _content_type(found.media_type, found.content)})
+
+
+# A media type a header can carry: ``type/subtype`` of RFC 9110 tokens, then printable ASCII parameters.
+_MEDIA_TYPE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+/[!#$%&'*+.^_`|~0-9A-Za-z-]+(\s*;[\x20-\x7e]*)?")
+
+
+def _content_type(media_type: str, content: bytes) -> str:
+    """The resource's ``Content-Type``: its media type, ``application/octet-stream`` when that is not one a header
+    can carry (a bundle's author sets it: a non-Latin-1 character failed the response, a 500); ``charset=utf-8``
+    added to every textual type whose bytes are UTF-8 (``core/textual``: JSON, YAML, TOML as well as ``text/*``),
+    the mark the search page shows a file in place by (it downloaded a skill's JSON or YAML instead)."""
+    if len(media_type) > 200 or not _MEDIA_TYPE.fullmatch(media_type):
+        return "application/octet-stream"
+    if "charset=" not in media_type.lower() and is_text(media_type, content):
         media_type += "; charset=utf-8"
-    return Response(found.content, headers={**headers, "Content-Type": media_type})
+    return media_type
 
 
 def resolve_skill(

@@ -279,8 +279,8 @@ class IndexHolder:
         wait_s = self.settings.model_wait_s
         end = time.monotonic() + wait_s if bounded else None
         while self._index is None:
-            if self._failure is not None:
-                raise self._not_opened() or self._failure
+            if (failure := self._failure) is not None:  # read once: the background open may clear it meanwhile
+                raise self._not_opened() or failure
             if not self.opening():
                 return  # the background open stopped (the catalog closed, or its writes stopped)
             if end is not None and time.monotonic() >= end:
@@ -337,8 +337,8 @@ class IndexHolder:
         on every update. Also
         ``INDEX_NOT_READY`` while the embedding model is loading in the background (a server's first moments),
         and while the index is still opening there (a repair after an upgrade or an interrupted import)."""
-        if self._index is None and self._failure is not None:
-            raise self._not_opened() or self._failure  # why the background open failed: at once
+        if self._index is None and (failure := self._failure) is not None:
+            raise self._not_opened() or failure  # why the background open failed: at once
         self.check_model()
         if (not_opened := self._not_opened()) is not None:
             raise not_opened  # still opening

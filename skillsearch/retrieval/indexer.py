@@ -424,15 +424,18 @@ class SearchIndex:
             self._lexical_incomplete = self._lexical_incomplete or not lexical_done
         if not lexical_done:  # stopped: nothing of this write is in the lexical side, which the next open rebuilds
             generation = STOPPED_GENERATION
-        if rebuild_lexical or skill_ids is None:
-            new_vectors = vector_saves.save(new_vectors, self.data_dir / "vectors")
-        elif upserts or deletes:
-            new_vectors = vector_saves.save_changes(new_vectors, self.data_dir / "vectors", upserts, deletes)
-        # A large matrix is now a mapping of what was saved (the copy in memory goes).
-        self._snapshot = self._snapshot_of(self.lexical.searcher(), new_vectors, generation)
-        self._write_manifest(generation)
-        # No Tantivy writer outlives the write lock: the next writer may be another process.
-        self.lexical.close()
+        try:
+            if rebuild_lexical or skill_ids is None:
+                new_vectors = vector_saves.save(new_vectors, self.data_dir / "vectors")
+            elif upserts or deletes:
+                new_vectors = vector_saves.save_changes(new_vectors, self.data_dir / "vectors", upserts, deletes)
+            # A large matrix is now a mapping of what was saved (the copy in memory goes).
+            self._snapshot = self._snapshot_of(self.lexical.searcher(), new_vectors, generation)
+            self._write_manifest(generation)
+        finally:
+            # No Tantivy writer outlives the write lock, also when the vectors' save failed (a full disk): the
+            # next writer may be another process, whose lexical write would fail on the writer's lock.
+            self.lexical.close()
         if not lexical_done:
             # This process's next write (a server's after its writes resume) opens the index again, as another
             # process would: the manifest's LEXICAL_INCOMPLETE has the lexical side rebuilt.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import dataclasses
 import json
 import logging
@@ -76,11 +77,15 @@ def save(snapshot: VectorSnapshot, folder: Path) -> VectorSnapshot:
     except OSError as exc:
         for tmp in folder.glob("*.tmp"):
             tmp.unlink(missing_ok=True)
-        raise IndexNotReadyError(
-            f"the vectors in {folder} could not be written ({exc.strerror or exc}); nothing in use was changed:"
-            " free space on its disk (or make it writable), then run the command again",
-            {"path": str(folder), "reason": "unwritable"},
-        ) from exc
+        raise _unwritable(folder, exc) from exc
+
+
+def _unwritable(folder: Path, exc: OSError) -> IndexNotReadyError:
+    return IndexNotReadyError(
+        f"the vectors in {folder} could not be written ({exc.strerror or exc}); nothing in use was changed:"
+        " free space on its disk (or make it writable), then run the command again",
+        {"path": str(folder), "reason": "unwritable"},
+    )
 
 
 def _save(snapshot: VectorSnapshot, folder: Path) -> VectorSnapshot:
@@ -161,7 +166,8 @@ def save_changes(
     holds its matrix in memory (a removal or more added rows than its file had room for, applied without the
     store's folder), or
     when it maps a removal's new file (named then, not written again): saved, it maps its file again.
-    Returns the snapshot to keep, as :func:`save` does."""
+    Returns the snapshot to keep, as :func:`save` does. An append the disk refuses is the same
+    :class:`IndexNotReadyError` as :func:`save`'s, the log cut back to the batches it held before."""
     log = folder / LOG_FILE
     logged = log.stat().st_size if log.exists() else 0
     limit = min(max(snapshot.matrix.nbytes // 4, 1 << 20), MAX_LOG_BYTES) if max_log_bytes is None else max_log_bytes
@@ -173,10 +179,17 @@ def save_changes(
         "upserts": [[*row_json(r), base64.b64encode(np.asarray(v, "<f4").tobytes()).decode()] for r, v in upserts],
         "deletes": list(deletes),
     })
-    with open(log, "a", encoding="utf-8") as f:
-        f.write(line + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        # A write the disk refused may have left part of the line: cut back to the batches before it, else
+        # the next batch appended after that part makes a line no open can read (the whole log refused).
+        with contextlib.suppress(OSError):
+            os.truncate(log, logged)
+        raise _unwritable(folder, exc) from exc
     return snapshot
 
 

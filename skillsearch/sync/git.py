@@ -205,7 +205,7 @@ class GitCache:
             return result
 
     @contextmanager
-    def _writing(self) -> Iterator[None]:
+    def _writing(self, what: str) -> Iterator[None]:
         """Hold the cache's own ``flock`` (``.<name>.git.writing`` beside it) while git writes its refs: the
         processes of a data directory may fetch one source together. Held, no git of ours is writing the
         cache, so a ``*.lock`` file git keeps while it updates a ref is one a killed git left behind (SIGKILL
@@ -214,7 +214,11 @@ class GitCache:
         fd = os.open(self.git_dir.with_name(f".{self.git_dir.name}.writing"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
                      0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            # Another process's fetch may hold it up to its time limit: a stop (SIGTERM) does not wait for it.
+            while not _try_flock(fd):
+                if self.stopping is not None and self.stopping.is_set():
+                    raise self._stopped(f"{what} (it waited for another process's fetch of this cache)")
+                time.sleep(_POLL_S)
             for stale in [*self.git_dir.glob("*.lock"), *(self.git_dir / "refs").rglob("*.lock")]:
                 stale.unlink(missing_ok=True)
             yield
@@ -223,7 +227,7 @@ class GitCache:
 
     def fetch(self, url: str, ref: str) -> str:
         """Fetch ``ref`` of ``url`` and return the commit it names now."""
-        with self._writing():
+        with self._writing("fetch"):
             return self._fetch(url, ref)
 
     def _fetch(self, url: str, ref: str) -> str:
@@ -266,7 +270,7 @@ class GitCache:
 
     def keep(self, sha: str) -> None:
         """Keep ``sha`` reachable in the cache (a later fetch of a rewritten ref must not lose it)."""
-        with self._writing():
+        with self._writing("update-ref"):
             self._git("update-ref", f"refs/skillsearch/seen/{sha}", sha)
 
     def has_path(self, sha: str, subdir: str) -> bool:
@@ -358,6 +362,15 @@ class GitCache:
                 fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
                 with os.fdopen(fd, "wb") as out:
                     shutil.copyfileobj(handle, out, _CHUNK)
+
+
+def _try_flock(fd: int) -> bool:
+    """Take ``fd``'s exclusive ``flock`` if no other holds it: whether it was taken."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def _end(proc: subprocess.Popen[bytes], term_wait_s: float = TERM_WAIT_S) -> None:
