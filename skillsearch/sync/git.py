@@ -2,7 +2,8 @@
 
 Every call is the ``git`` program in a subprocess with a time limit, no terminal prompt, and only the
 ``https`` and ``file`` transports allowed (``GIT_ALLOW_PROTOCOL``), so a configured URL can never make git
-run a helper program or open an ssh session. The URL always follows ``--``, never in an option's place.
+run a helper program or open an ssh session (:mod:`skillsearch.sync.git_runs`: each run in its own process
+group, ended at SIGTERM). The URL always follows ``--``, never in an option's place.
 Each source has its own bare cache, ``<data-dir>/sources/<name>.git``, where the fetched commit is kept
 under ``refs/skillsearch/fetched`` and earlier fetched commits under ``refs/skillsearch/seen/<sha>`` (so
 "did the ref move backwards?" can still be answered after the remote rewrote its history).
@@ -26,20 +27,19 @@ import fcntl
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tarfile
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, TypeVar
+from typing import IO
 
-from skillsearch.core.errors import SkillSearchError, StopFlag, UpstreamUnavailableError, ValidationError, WriteStopped
+from skillsearch.core.errors import StopFlag, UpstreamUnavailableError, ValidationError
 from skillsearch.core.limits import Limits
+from skillsearch.sync.git_runs import GIT_ENV, POLL_S, GitRuns, git_message
 
 __all__ = ["GitCache", "Tree", "export_folder"]
 
@@ -49,23 +49,6 @@ MAX_PATH_BYTES = 4096
 # Everything git archive could rewrite, switched off (info/attributes overrides the tree's own).
 ATTRIBUTES = "* -text -eol -ident -filter -working-tree-encoding -export-subst -export-ignore\n"
 _CHUNK = 1024 * 1024
-# How often a git run looks at its stop flag and deadline, and how long a stopped one is given to end after
-# SIGTERM (git removes its lock files and temporary packs on it) before SIGKILL.
-_POLL_S = 0.1
-TERM_WAIT_S = 5.0
-_ENV = {
-    "GIT_TERMINAL_PROMPT": "0",
-    "GIT_ALLOW_PROTOCOL": "https:file",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_ASKPASS": "",
-    "SSH_ASKPASS": "",
-    "LC_ALL": "C",
-    # An automatic gc runs inside the fetch that starts it, not detached: under the cache's lock too.
-    "GIT_CONFIG_COUNT": "1",
-    "GIT_CONFIG_KEY_0": "gc.autoDetach",
-    "GIT_CONFIG_VALUE_0": "false",
-}
-T = TypeVar("T")
 # tempfile's names (never a source's cache, which ends in ".git", even for a source named "export-...")
 _EXPORT_NAME = re.compile(r"export-[a-z0-9_]{8}")
 
@@ -107,102 +90,7 @@ class GitCache:
         # Set when the process stops (SIGTERM, a server's shutdown): a git run in progress is ended (SIGTERM to
         # its process group, then SIGKILL after TERM_WAIT_S) and ``WriteStopped`` raised; nothing was applied.
         self.stopping = stopping
-
-    def _start(self, args: Sequence[str], stdout: IO[bytes] | int, stderr: IO[bytes]) -> subprocess.Popen[bytes]:
-        """git in a process group of its own (its helpers, ``index-pack`` and ``git-remote-https``, end with it)."""
-        try:
-            return subprocess.Popen(["git", f"--git-dir={self.git_dir}", *args], stdout=stdout, stderr=stderr,
-                                    stdin=subprocess.DEVNULL, env={**os.environ, **_ENV}, start_new_session=True)
-        except FileNotFoundError:
-            raise UpstreamUnavailableError("git is not installed: a git source needs the git program") from None
-
-    def _watch(self, proc: subprocess.Popen[bytes], done: threading.Event | None = None) -> str | None:
-        """Wait for ``proc`` (or ``done``) within the time limit, ending it when the limit passes or the
-        process stops: ``"expired"``, ``"stopped"``, or None when it ended (``done`` was set) first."""
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            if done is not None:
-                if done.wait(_POLL_S):
-                    return None
-            else:
-                try:
-                    proc.wait(_POLL_S)
-                    return None
-                except subprocess.TimeoutExpired:
-                    pass
-            if self.stopping is not None and self.stopping.is_set():
-                _end(proc)
-                return "stopped"
-            if time.monotonic() > deadline:
-                _end(proc, term_wait_s=0.0)
-                return "expired"
-
-    def _stopped(self, what: str) -> WriteStopped:
-        return WriteStopped(f"stopped git {what} in {self.git_dir} (the process is stopping); nothing of this"
-                            " source was applied, its cache is kept: the next sync runs it again")
-
-    def _git(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-            proc = self._start(args, out, err)
-            try:
-                ended = self._watch(proc)
-            except BaseException:
-                _end(proc, term_wait_s=0.0)
-                raise
-            if ended == "stopped":
-                raise self._stopped(args[0])
-            if ended == "expired":
-                raise UpstreamUnavailableError(f"git {args[0]} took longer than {self.timeout_s:.0f} s")
-            out.seek(0)
-            err.seek(0)
-            result = subprocess.CompletedProcess(proc.args, proc.returncode, out.read(), err.read())
-        if check and result.returncode != 0:
-            raise UpstreamUnavailableError(f"git {args[0]} failed: {_git_message(result.stderr, result.returncode)}")
-        return result
-
-    def _stream(self, args: list[str], consume: Callable[[IO[bytes]], T]) -> T:
-        """Run git with its output read by ``consume`` as it comes (never held whole), within the time
-        limit; git is killed when ``consume`` stops early."""
-        with tempfile.TemporaryFile() as err:
-            proc = self._start(args, subprocess.PIPE, err)
-            # A watcher ends git when the time limit passes or the process stops (``consume`` then sees the
-            # stream end, or fails on it).
-            done, ended = threading.Event(), [""]
-
-            def watch() -> None:
-                ended[0] = self._watch(proc, done) or ""
-
-            watcher = threading.Thread(target=watch, name="skillsearch-git-watch", daemon=True)
-            watcher.start()
-            assert proc.stdout is not None
-            try:
-                result = consume(proc.stdout)
-                proc.stdout.close()
-                proc.wait()
-            except BaseException as exc:
-                done.set()
-                watcher.join()
-                _end(proc, term_wait_s=0.0)
-                proc.stdout.close()
-                if ended[0] == "stopped":
-                    raise self._stopped(args[0]) from None
-                if ended[0] == "expired":
-                    raise UpstreamUnavailableError(f"git {args[0]} took longer than {self.timeout_s:.0f} s") from None
-                if isinstance(exc, SkillSearchError) or not isinstance(exc, Exception):
-                    raise
-                err.seek(0)
-                raise UpstreamUnavailableError(f"git {args[0]} failed: {_git_message(err.read(), None) or exc}") from None
-            finally:
-                done.set()
-                watcher.join()
-            if ended[0] == "stopped":
-                raise self._stopped(args[0])
-            if ended[0] == "expired":
-                raise UpstreamUnavailableError(f"git {args[0]} took longer than {self.timeout_s:.0f} s")
-            if proc.returncode != 0:
-                err.seek(0)
-                raise UpstreamUnavailableError(f"git {args[0]} failed: {_git_message(err.read(), proc.returncode)}")
-            return result
+        self.runs = GitRuns(self.git_dir, timeout_s, stopping)
 
     @contextmanager
     def _writing(self, what: str) -> Iterator[None]:
@@ -217,8 +105,8 @@ class GitCache:
             # Another process's fetch may hold it up to its time limit: a stop (SIGTERM) does not wait for it.
             while not _try_flock(fd):
                 if self.stopping is not None and self.stopping.is_set():
-                    raise self._stopped(f"{what} (it waited for another process's fetch of this cache)")
-                time.sleep(_POLL_S)
+                    raise self.runs.stopped(f"{what} (it waited for another process's fetch of this cache)")
+                time.sleep(POLL_S)
             for stale in [*self.git_dir.glob("*.lock"), *(self.git_dir / "refs").rglob("*.lock")]:
                 stale.unlink(missing_ok=True)
             yield
@@ -234,11 +122,11 @@ class GitCache:
         if not self.git_dir.exists():
             self.git_dir.parent.mkdir(parents=True, exist_ok=True)
             subprocess.run(["git", "init", "--bare", "--quiet", str(self.git_dir)], capture_output=True,
-                           timeout=self.timeout_s, check=False, env={**os.environ, **_ENV})
+                           timeout=self.timeout_s, check=False, env={**os.environ, **GIT_ENV})
             if not (self.git_dir / "HEAD").exists():
                 raise UpstreamUnavailableError(f"cannot create the git cache {self.git_dir}")
         self._attributes()
-        self._git("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", url, f"+{ref}:{FETCHED}")
+        self.runs.run("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", url, f"+{ref}:{FETCHED}")
         return self.commit_of(FETCHED)
 
     def _attributes(self) -> None:
@@ -255,26 +143,26 @@ class GitCache:
         tmp.replace(path)
 
     def commit_of(self, rev: str) -> str:
-        out = self._git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+        out = self.runs.run("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
         return out.stdout.decode().strip()
 
     def has_commit(self, sha: str) -> bool:
-        return self._git("cat-file", "-e", f"{sha}^{{commit}}", check=False).returncode == 0
+        return self.runs.run("cat-file", "-e", f"{sha}^{{commit}}", check=False).returncode == 0
 
     def is_ancestor(self, older: str, newer: str) -> bool:
         """``True`` when ``older`` is in ``newer``'s history (equal commits included)."""
-        proc = self._git("merge-base", "--is-ancestor", older, newer, check=False)
+        proc = self.runs.run("merge-base", "--is-ancestor", older, newer, check=False)
         if proc.returncode not in (0, 1):
-            raise UpstreamUnavailableError(f"git merge-base failed: {_git_message(proc.stderr, proc.returncode)}")
+            raise UpstreamUnavailableError(f"git merge-base failed: {git_message(proc.stderr, proc.returncode)}")
         return proc.returncode == 0
 
     def keep(self, sha: str) -> None:
         """Keep ``sha`` reachable in the cache (a later fetch of a rewritten ref must not lose it)."""
         with self._writing("update-ref"):
-            self._git("update-ref", f"refs/skillsearch/seen/{sha}", sha)
+            self.runs.run("update-ref", f"refs/skillsearch/seen/{sha}", sha)
 
     def has_path(self, sha: str, subdir: str) -> bool:
-        proc = self._git("cat-file", "-t", f"{sha}:{subdir}", check=False)
+        proc = self.runs.run("cat-file", "-t", f"{sha}:{subdir}", check=False)
         return proc.returncode == 0 and proc.stdout.strip() == b"tree"
 
     def tree(self, sha: str, subdir: str | None) -> Tree:
@@ -314,7 +202,7 @@ class GitCache:
                             {"limit": self.max_bytes})
             return Tree(entries, total, tuple(links), tuple(submodules))
 
-        return self._stream(["ls-tree", "-r", "-l", "-z", where], consume)
+        return self.runs.stream(["ls-tree", "-r", "-l", "-z", where], consume)
 
     def export(self, sha: str, subdir: str | None, dest: Path) -> tuple[Path, Tree]:
         """Write the tree of ``sha`` (or its ``subdir``) into ``dest``; returns the folder that holds it and
@@ -336,7 +224,7 @@ class GitCache:
             while stream.read(_CHUNK):  # the end-of-archive padding: git must not die of a closed pipe
                 pass
 
-        self._stream(args, consume)
+        self.runs.stream(args, consume)
         return (root.joinpath(*PurePosixPath(subdir).parts) if subdir else root), tree
 
     def _unpack(self, stream: _Capped, root: Path) -> None:
@@ -373,23 +261,6 @@ def _try_flock(fd: int) -> bool:
     return True
 
 
-def _end(proc: subprocess.Popen[bytes], term_wait_s: float = TERM_WAIT_S) -> None:
-    """End git and its process group: SIGTERM (git removes its lock files and temporary packs), then SIGKILL
-    once ``term_wait_s`` passed; waits for git itself."""
-    if proc.poll() is not None:
-        return
-    for sig in ((signal.SIGTERM,) if term_wait_s > 0 else ()) + (signal.SIGKILL,):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(term_wait_s if sig == signal.SIGTERM else None)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 @contextmanager
 def export_folder(parent: Path) -> Iterator[Path]:
     """A temporary folder ``parent/export-*`` for one export, removed afterwards.
@@ -414,32 +285,3 @@ def export_folder(parent: Path) -> Iterator[Path]:
             yield Path(tmp)
     finally:
         os.close(fd)
-
-
-MAX_MESSAGE_CHARS = 600
-
-
-def _git_message(stderr: bytes, returncode: int | None) -> str:
-    """What git said went wrong, whole: its ``fatal:``/``error:`` lines (``'/x' does not appear to be a git
-    repository; Could not read from remote repository.``), else everything it wrote but hints, as one line
-    of whole sentences (at most ``MAX_MESSAGE_CHARS``; what is left out is counted); else how it ended."""
-    lines = [line.strip() for line in stderr.decode("utf-8", "replace").splitlines() if line.strip()]
-    errors = [line.split(": ", 1)[1] for line in lines if line.startswith(("fatal: ", "error: "))]
-    pieces = errors or [line for line in lines if not line.startswith("hint:")]
-    if pieces:
-        kept: list[str] = []
-        for piece in pieces:
-            if kept and sum(len(k) + 2 for k in kept) + len(piece) > MAX_MESSAGE_CHARS:
-                break
-            kept.append(piece if len(piece) <= MAX_MESSAGE_CHARS else piece[:MAX_MESSAGE_CHARS] + "...")
-        more = len(pieces) - len(kept)
-        text = ("; " if errors else " ").join(kept)
-        return text + (f" (and {more} more line{'s' if more > 1 else ''})" if more else "")
-    if returncode is None:
-        return ""
-    if returncode < 0:
-        try:
-            return f"killed by signal {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"killed by signal {-returncode}"
-    return f"exit status {returncode}"
