@@ -42,6 +42,7 @@ from skillsearch.core.hashing import sha256_hex
 from skillsearch.retrieval import vector_saves
 from skillsearch.retrieval.calibration import calibrate, is_current, with_packaged_decisions
 from skillsearch.retrieval.documents import doc_hash, embedded_text, lexical_doc
+from skillsearch.retrieval.embedding_chunks import EMBED_CHUNK, ProgressFactory, embed_in_chunks
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.lexical import APPLY_CHUNK as LEXICAL_CHUNK
 from skillsearch.retrieval.lexical import HEAD_CHARS, LexicalIndex, Searcher
@@ -52,7 +53,7 @@ from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
 from skillsearch.retrieval.warming import warm_in_background
 from skillsearch.retrieval.writelock import WriteLock
 
-__all__ = ["IndexSnapshot", "IndexStats", "SearchIndex"]
+__all__ = ["EMBED_CHUNK", "IndexSnapshot", "IndexStats", "ProgressFactory", "SearchIndex"]
 
 log = logging.getLogger("skillsearch")
 
@@ -61,10 +62,6 @@ log = logging.getLogger("skillsearch")
 # 6: a CJK character ends a word, so "Stripeで" holds the word "stripe"; 7: every text folded to NFKC).
 LEXICAL_FIELDS_VERSION = 7
 
-# Skills embedded per encoder call. A stopped write keeps the chunks it finished; the chunks are cut from the
-# texts sorted longest first (what the encoder does within one call, so no more padding than one call), and a
-# stop waits for its current batch only (32 MiniLM texts, one e5 text).
-EMBED_CHUNK = 128
 # What a stopped write's manifest records as its lexical recipe: no process's (``lexical_config``), so whoever
 # opens or follows the index next rebuilds the lexical side.
 LEXICAL_INCOMPLETE = "incomplete: a stopped write"
@@ -72,10 +69,6 @@ LEXICAL_INCOMPLETE = "incomplete: a stopped write"
 STOPPED_GENERATION = -1
 
 
-class _Stop(Exception):  # raised by the progress callback: leave the encoder between two batches
-    pass
-
-ProgressFactory = Callable[[int, str], Callable[[int], None]]
 
 
 @dataclass(frozen=True)
@@ -390,7 +383,8 @@ class SearchIndex:
             i = where[r.skill_id]
             if i >= 0:
                 vectors[j] = current.matrix[i]
-        embedded = self._embed(texts, to_embed, vectors, progress) if to_embed else []
+        embedded = (embed_in_chunks(self.encoder, texts, to_embed, vectors, progress, self.stopping)
+                    if to_embed else [])
         self.embed_count += len(embedded)
         not_embedded = set(to_embed) - set(embedded)
         left = [changed[j].skill_id for j in sorted(not_embedded)]
@@ -455,36 +449,6 @@ class SearchIndex:
     def _tick(progress: ProgressFactory | None, docs: int) -> Callable[[int], None] | None:
         """The progress of a lexical write, shown when it is large (a rebuild: seconds at 100k skills)."""
         return progress(docs, "lexical index") if progress is not None and docs > LEXICAL_CHUNK else None
-
-    def _embed(self, texts: list[str], to_embed: list[int], out: np.ndarray,
-               progress: ProgressFactory | None) -> list[int]:
-        """``out[j]`` = the vector of ``texts[j]`` for each ``j`` of ``to_embed``, :data:`EMBED_CHUNK` at a time;
-        once ``stopping`` is set, no chunk starts and the current one is left after the encoder's batch in
-        progress. The ``j`` embedded: all of them unless stopped."""
-        tick = progress(len(to_embed), "embedding") if progress else None
-        # Longest first across all chunks, as the encoder sorts one call: chunks of like lengths pad no more.
-        to_embed = sorted(to_embed, key=lambda j: -len(texts[j]))
-        done: list[int] = []
-        for start in range(0, len(to_embed), EMBED_CHUNK):
-            if self.stopping.is_set():
-                break
-            chunk = to_embed[start : start + EMBED_CHUNK]
-            seen = 0
-
-            def checked(n: int, size: int = len(chunk)) -> None:
-                nonlocal seen
-                seen += n
-                if tick is not None:
-                    tick(n)
-                if self.stopping.is_set() and seen < size:
-                    raise _Stop
-
-            try:
-                out[chunk] = self.encoder.encode_documents([texts[j] for j in chunk], checked)
-            except _Stop:
-                break
-            done.extend(chunk)
-        return done
 
     # -- reads ------------------------------------------------------------------------------------
 
