@@ -674,6 +674,7 @@ async def test_a_resource_is_served_byte_for_byte_and_never_as_a_page(client: ht
     cached = await client.get(url, headers={**DEMO, "If-None-Match": f'W/"x", "{stored.sha256}"'})
     assert cached.status_code == 304 and cached.content == b""
     assert (await client.get(url, headers={**DEMO, "If-None-Match": '"other"'})).status_code == 200
+    assert (await client.get(url, headers={**DEMO, "If-None-Match": "*"})).status_code == 304  # RFC 9110 13.1.2
     missing = assert_error(await client.get(f"/v1/skills/{skill_id}/resources/scripts/nope.sh", headers=DEMO),
                            404, "RESOURCE_NOT_FOUND")
     assert missing["details"]["resources"] == ["scripts/bisect_run.sh"]

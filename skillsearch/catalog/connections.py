@@ -109,7 +109,10 @@ class Connections:
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:
-                        conn.execute("ROLLBACK")
+                        try:
+                            conn.execute("ROLLBACK")
+                        except sqlite3.Error:  # must not hide the cause; the connection goes, the next is new
+                            self.close()
                     raise
             except sqlite3.OperationalError as exc:
                 reason = unwritable_reason(exc)

@@ -44,16 +44,16 @@ def get_skill(principal: Reader, catalog: CatalogDep, skill_id: SkillId) -> Skil
 def get_resource(principal: Reader, catalog: CatalogDep, skill_id: SkillId, path: ResourcePath,
                  if_none_match: Annotated[str | None, Header(max_length=200)] = None) -> Response:
     """The resource's exact bytes, under its media type (``charset=utf-8`` only for text that is UTF-8), its
-    sha256 as a strong ETag (``If-None-Match`` answers 304) and its revision in ``X-Skill-Revision``. The file
-    comes from whoever authored the skill: it is sent as an attachment, unsniffed and sandboxed, so an HTML or
-    SVG resource never runs as a page of this origin (the search page's)."""
+    sha256 as a strong ETag (``If-None-Match`` naming it, or ``*``, answers 304) and its revision in
+    ``X-Skill-Revision``. The file comes from whoever authored the skill: it is sent as an attachment,
+    unsniffed and sandboxed, so an HTML or SVG resource never runs as a page of this origin (the search page's)."""
     with located("path"):
         _, revision_id, found = catalog.get_resource(principal, skill_id, path)
     etag = f'"{found.sha256}"'
     headers = {"ETag": etag, "X-Skill-Revision": revision_id, "X-Content-Type-Options": "nosniff",
                "Content-Security-Policy": "sandbox", "Cache-Control": "private, no-cache",
                "Content-Disposition": f"attachment; filename*=UTF-8''{quote(found.path.rsplit('/', 1)[-1])}"}
-    if if_none_match is not None and etag in [tag.strip() for tag in if_none_match.split(",")]:
+    if if_none_match is not None and {etag, "*"} & {tag.strip() for tag in if_none_match.split(",")}:
         return Response(status_code=304, headers=headers)
     return Response(found.content, headers={**headers, "Content-Type": _content_type(found.media_type, found.content)})
 

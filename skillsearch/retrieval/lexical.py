@@ -113,8 +113,6 @@ FRENCH_MODES = ("detect", "both", "docs", "all", "off")
 # What one search reads (a point-in-time view of the index), for modules that hold one without using tantivy.
 Searcher = tantivy.Searcher
 
-
-
 _HIRAGANA = re.compile(r"[\u3040-\u309f]+")
 
 

@@ -330,7 +330,7 @@ function resourceItem(d, r) {
           throw new ApiError(resp.status, body);
         }
         showError(null);
-        if ((resp.headers.get("content-type") || "").includes("charset=utf-8")) {
+        if (/;\s*charset="?utf-8"?/i.test(resp.headers.get("content-type") || "")) {
           shown.textContent = await resp.text();
           shown.hidden = false;
           open.textContent = "close";
