@@ -185,9 +185,8 @@ except IndexNotReadyError as exc:
 """
 
 
-def test_vectors_the_disk_refuses_are_a_typed_error_and_the_saved_ones_stay(tmp_path: Path) -> None:
-    """numpy reports a short write as ``OSError: N requested and M written``: the save names its folder
-    and the cause instead, removes its temporary files and leaves the vectors in use as they were."""
+def _four_saved_vectors(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
+    """A vectors folder saved whole with four rows, and its files' bytes."""
     from skillsearch.retrieval import vector_saves
     from skillsearch.retrieval.vector_rows import VectorRow
     from skillsearch.retrieval.vectors import VectorSnapshot
@@ -195,16 +194,29 @@ def test_vectors_the_disk_refuses_are_a_typed_error_and_the_saved_ones_stay(tmp_
     folder = tmp_path / "vectors"
     kept = [VectorRow(f"sk_{i}", "team:a", "knowledge", (), f"d{i}", f"e{i}") for i in range(4)]
     vector_saves.save(VectorSnapshot.build(384, np.ones((4, 384), dtype=np.float32), kept), folder)
-    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    return folder, {p.name: p.read_bytes() for p in folder.iterdir()}
 
+
+def _past_a_file_size_limit(script: str, folder: Path, max_bytes: int) -> dict[str, object]:
+    """What ``script`` (run on ``folder`` in a real process under ``RLIMIT_FSIZE`` = ``max_bytes``) printed."""
     def limit() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))  # the new matrix is 300 KB
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, max_bytes))
 
-    done = subprocess.run([sys.executable, "-c", _SAVE_PAST_THE_LIMIT, str(folder)], capture_output=True, text=True,
-                          timeout=120, cwd=REPO, env=env(), preexec_fn=limit)
+    done = subprocess.run([sys.executable, "-c", script, str(folder)], capture_output=True, text=True, timeout=120,
+                          cwd=REPO, env=env(), preexec_fn=limit)
     assert done.returncode == 0, done.stderr
-    answer = json.loads(done.stdout)
+    answer: dict[str, object] = json.loads(done.stdout)
+    return answer
+
+
+def test_vectors_the_disk_refuses_are_a_typed_error_and_the_saved_ones_stay(tmp_path: Path) -> None:
+    """numpy reports a short write as ``OSError: N requested and M written``: the save names its folder
+    and the cause instead, removes its temporary files and leaves the vectors in use as they were."""
+    from skillsearch.retrieval import vector_saves
+
+    folder, before = _four_saved_vectors(tmp_path)
+    answer = _past_a_file_size_limit(_SAVE_PAST_THE_LIMIT, folder, 64 << 10)  # the new matrix is 300 KB
     assert answer["code"] == "INDEX_NOT_READY", answer
     assert answer["message"].startswith(f"the vectors in {folder} could not be written ("), answer
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # no temporary file left, nothing replaced
@@ -239,19 +251,9 @@ def test_a_change_log_append_the_disk_refuses_is_typed_and_leaves_no_torn_line(t
     from skillsearch.retrieval.vector_rows import VectorRow
     from skillsearch.retrieval.vectors import VectorSnapshot
 
-    folder = tmp_path / "vectors"
+    folder, before = _four_saved_vectors(tmp_path)
     kept = [VectorRow(f"sk_{i}", "team:a", "knowledge", (), f"d{i}", f"e{i}") for i in range(4)]
-    vector_saves.save(VectorSnapshot.build(384, np.ones((4, 384), dtype=np.float32), kept), folder)
-    before = {p.name: p.read_bytes() for p in folder.iterdir()}
-
-    def limit() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (16 << 10, 16 << 10))  # the batch's line is about 70 KB
-
-    done = subprocess.run([sys.executable, "-c", _APPEND_PAST_THE_LIMIT, str(folder)], capture_output=True,
-                          text=True, timeout=120, cwd=REPO, env=env(), preexec_fn=limit)
-    assert done.returncode == 0, done.stderr
-    answer = json.loads(done.stdout)
+    answer = _past_a_file_size_limit(_APPEND_PAST_THE_LIMIT, folder, 16 << 10)  # the batch's line is about 70 KB
     assert answer["code"] == "INDEX_NOT_READY", answer
     assert answer["message"].startswith(f"the vectors in {folder} could not be written ("), answer
     assert {p.name: p.read_bytes() for p in folder.iterdir() if p.stat().st_size} == before  # no part of the line
