@@ -155,6 +155,24 @@ async def test_template_naming_a_tool_the_host_lacks_is_skill_invalid(sample: Ca
     assert "warehouse.run_job_range" in problem["details"]["unknown_tools"]
 
 
+async def test_a_guessed_parameter_name_is_answered_with_the_names_the_template_takes(operator: Client,
+                                                                                       sample: Catalog) -> None:
+    """An agent that guessed ``revision`` for ``to_revision`` learns every name in the error itself, and its
+    next call resolves, without reading the template again."""
+    sid = skill_id_of(sample, "rollback-deployment")
+    values: dict[str, Any] = {"deployment": "api", "namespace": "prod", "revision": 3}
+    problem = error(await operator.call_tool("resolve_skill", {"skill_id": sid, "parameters": values}))
+    names = ["deployment", "namespace", "to_revision", "reason", "channel"]
+    assert problem["code"] == "VALIDATION_ERROR"
+    assert [(p["field"], p["code"]) for p in problem["details"]["problems"]] == [
+        ("parameters.revision", "unknown"), ("parameters.reason", "missing")]
+    assert problem["details"]["parameters"] == names
+    assert problem["message"].endswith(f"(this template takes: {', '.join(names)})")
+    flow = ok(await operator.call_tool("resolve_skill", {"skill_id": sid, "parameters": {
+        "deployment": "api", "namespace": "prod", "to_revision": 3, "reason": "5xx after deploy"}}))
+    assert flow["parameters"]["to_revision"] == 3
+
+
 # -- the flow-template walk-through ---------------------------------------------------------------
 
 
