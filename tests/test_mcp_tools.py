@@ -49,6 +49,15 @@ async def test_exactly_five_read_only_tools_with_schemas(operator: Client) -> No
         assert verb not in names
 
 
+async def test_descriptions_say_what_an_agent_does_with_a_null_confidence_and_a_resource(operator: Client) -> None:
+    """A request in French gets hits with confidence null; get_skill lists files its instructions name. The
+    descriptions say what to do with each, in the words of the fields."""
+    described = {t.name: " ".join((t.description or "").split()) for t in (await operator.list_tools()).tools}
+    assert "confidence is null for a request in another language than English" in described["search_skills"]
+    assert "resources/read of its uri" in described["get_skill"]
+    assert "this answer's revision_id" in described["get_skill"]
+
+
 async def test_the_server_names_its_version_and_lists_no_prompts(operator: Client) -> None:
     assert operator.server_info is not None and operator.server_info.version == skillsearch.__version__
     prompts = await operator.list_prompts()  # served (the conformance suite's caching scenario needs it), empty
@@ -61,6 +70,7 @@ async def test_output_schemas_name_the_contract_fields(operator: Client) -> None
     assert {"items", "next_cursor"} <= set(schemas["list_skills"]["properties"])  # type: ignore[index]
     assert {"instructions", "steps", "parameters", "resources"} <= set(schemas["get_skill"]["properties"])  # type: ignore[index]
     assert {"steps", "parameters"} <= set(schemas["resolve_skill"]["properties"])  # type: ignore[index]
+    assert "uri" in schemas["get_skill"]["$defs"]["ResourceInfo"]["properties"]  # type: ignore[index]
     assert {"object", "schema_version", "kind", "render_status", "warnings", "data"} <= set(
         schemas["recall_cloud_skill"]["properties"]  # type: ignore[index]
     )

@@ -118,10 +118,12 @@ def _current_revision(store: CatalogStore, skill: Skill) -> Revision:
     return revision
 
 
-def resource_infos(store: CatalogStore, revision_id: str) -> list[ResourceInfo]:
+def resource_infos(store: CatalogStore, revision_id: str, skill: Skill | None = None) -> list[ResourceInfo]:
+    """The resources of ``revision_id``; with ``skill`` (whose current revision it is), each with the
+    skill:// URI the Skills extension serves it at, which serves only the current revision."""
     return [
         ResourceInfo(resource_id=r.resource_id, path=r.path, kind=r.kind, media_type=r.media_type, size=r.size,
-                     sha256=r.sha256)
+                     sha256=r.sha256, uri=skill_uri(skill.grant, skill.slug, r.path) if skill is not None else "")
         for r in store.resources(revision_id)
     ]
 
@@ -144,7 +146,7 @@ def get_detail(store: CatalogStore, principal: Principal, skill_id: str) -> Skil
         instructions=rev.instructions if (rev.instructions or not flow) else None,
         steps=[StepView(tool=s.tool, args=s.args) for s in rev.steps] if flow else None,
         parameters=[ParameterView(**p.model_dump()) for p in rev.parameters] if flow else None,
-        resources=resource_infos(store, rev.revision_id),
+        resources=resource_infos(store, rev.revision_id, skill),
         skill_uri=skill_uri(skill.grant, skill.slug),
     )
 
