@@ -308,6 +308,20 @@ async def test_unknown_skill_is_not_found(operator: Client) -> None:
         assert problem["code"] == "SKILL_NOT_FOUND" and problem["details"] == {"skill_id": "sk_doesnotexist"}
 
 
+async def test_a_skill_uri_passed_as_skill_id_says_what_to_pass_instead(starter: Client) -> None:
+    """Hits carry skill_id, slug and skill_uri; an agent that passes the URI to get_skill is told which one
+    the tool takes and what reads the URI, in the same words whether the skill is visible or not."""
+    hit = ok(await starter.call_tool("search_skills", {"query": "git bisect to find a regression"}))["hits"][0]
+    hidden = "skill://sub/ops-pro/postgres-backup-restore/SKILL.md"
+    for uri in (hit["skill_uri"], hidden):
+        for tool in ("get_skill", "resolve_skill"):
+            problem = error(await starter.call_tool(tool, {"skill_id": uri}))
+            assert problem["code"] == "SKILL_NOT_FOUND" and problem["details"] == {"skill_id": uri}
+            assert problem["message"] == (f"{uri!r} is a skill_uri, not a skill_id: pass the hit's skill_id (sk_...)"
+                                          " or slug, or load this URI with resources/read")
+    assert ok(await starter.call_tool("get_skill", {"skill_id": hit["skill_id"]}))["skill_uri"] == hit["skill_uri"]
+
+
 async def test_unknown_tool_is_an_error_result(operator: Client) -> None:
     problem = error(await operator.call_tool("execute_skill", {"skill_id": "x"}))
     assert problem["code"] == "VALIDATION_ERROR" and sorted(problem["details"]["tools"]) == sorted(TOOL_NAMES)

@@ -21,7 +21,7 @@ from skillsearch.core.errors import (
     ValidationError,
     problem,
 )
-from skillsearch.core.skill_uri import skill_uri
+from skillsearch.core.skill_uri import SCHEME, skill_uri
 from skillsearch.core.templates import resolve_steps
 from skillsearch.core.views import (
     ListResponse,
@@ -107,6 +107,9 @@ def visible_skill(store: CatalogStore, principal: Principal, skill_id: str) -> S
             ids = ", ".join(f"{s.skill_id} ({s.grant})" for s in same)
             raise SkillNotFoundError(f"the slug {skill_id!r} names {len(same)} skills you can see: pass one skill_id"
                                      f" of {ids}", {"skill_id": skill_id, "candidates": [s.skill_id for s in same]})
+    if skill_id.startswith(SCHEME):  # a hit's skill_uri, passed where its skill_id belongs
+        raise SkillNotFoundError(f"{skill_id!r} is a skill_uri, not a skill_id: pass the hit's skill_id (sk_...) or"
+                                 " slug, or load this URI with resources/read", {"skill_id": skill_id})
     raise SkillNotFoundError(f"no skill {skill_id!r} is visible to you: pass a skill_id from search or list"
                              " (sk_...), or the slug of a skill you can see", {"skill_id": skill_id})
 
