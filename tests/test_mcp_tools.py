@@ -49,6 +49,15 @@ async def test_exactly_five_read_only_tools_with_schemas(operator: Client) -> No
         assert verb not in names
 
 
+async def test_descriptions_say_what_an_agent_does_with_a_null_confidence_and_a_resource(operator: Client) -> None:
+    """A request in French gets hits with confidence null; get_skill lists files its instructions name. The
+    descriptions say what to do with each, in the words of the fields."""
+    described = {t.name: " ".join((t.description or "").split()) for t in (await operator.list_tools()).tools}
+    assert "confidence is null for a request in another language than English" in described["search_skills"]
+    assert "resources/read of its uri" in described["get_skill"]
+    assert "this answer's revision_id" in described["get_skill"]
+
+
 async def test_the_server_names_its_version_and_lists_no_prompts(operator: Client) -> None:
     assert operator.server_info is not None and operator.server_info.version == skillsearch.__version__
     prompts = await operator.list_prompts()  # served (the conformance suite's caching scenario needs it), empty
@@ -61,6 +70,7 @@ async def test_output_schemas_name_the_contract_fields(operator: Client) -> None
     assert {"items", "next_cursor"} <= set(schemas["list_skills"]["properties"])  # type: ignore[index]
     assert {"instructions", "steps", "parameters", "resources"} <= set(schemas["get_skill"]["properties"])  # type: ignore[index]
     assert {"steps", "parameters"} <= set(schemas["resolve_skill"]["properties"])  # type: ignore[index]
+    assert "uri" in schemas["get_skill"]["$defs"]["ResourceInfo"]["properties"]  # type: ignore[index]
     assert {"object", "schema_version", "kind", "render_status", "warnings", "data"} <= set(
         schemas["recall_cloud_skill"]["properties"]  # type: ignore[index]
     )
@@ -153,6 +163,24 @@ async def test_template_naming_a_tool_the_host_lacks_is_skill_invalid(sample: Ca
         problem = error(await client.call_tool("resolve_skill", {"skill_id": sid, "parameters": values}))
     assert problem["code"] == "SKILL_INVALID"
     assert "warehouse.run_job_range" in problem["details"]["unknown_tools"]
+
+
+async def test_a_guessed_parameter_name_is_answered_with_the_names_the_template_takes(operator: Client,
+                                                                                       sample: Catalog) -> None:
+    """An agent that guessed ``revision`` for ``to_revision`` learns every name in the error itself, and its
+    next call resolves, without reading the template again."""
+    sid = skill_id_of(sample, "rollback-deployment")
+    values: dict[str, Any] = {"deployment": "api", "namespace": "prod", "revision": 3}
+    problem = error(await operator.call_tool("resolve_skill", {"skill_id": sid, "parameters": values}))
+    names = ["deployment", "namespace", "to_revision", "reason", "channel"]
+    assert problem["code"] == "VALIDATION_ERROR"
+    assert [(p["field"], p["code"]) for p in problem["details"]["problems"]] == [
+        ("parameters.revision", "unknown"), ("parameters.reason", "missing")]
+    assert problem["details"]["parameters"] == names
+    assert problem["message"].endswith(f"(this template takes: {', '.join(names)})")
+    flow = ok(await operator.call_tool("resolve_skill", {"skill_id": sid, "parameters": {
+        "deployment": "api", "namespace": "prod", "to_revision": 3, "reason": "5xx after deploy"}}))
+    assert flow["parameters"]["to_revision"] == 3
 
 
 # -- the flow-template walk-through ---------------------------------------------------------------
@@ -278,6 +306,20 @@ async def test_unknown_skill_is_not_found(operator: Client) -> None:
     for tool in ("get_skill", "resolve_skill"):
         problem = error(await operator.call_tool(tool, {"skill_id": "sk_doesnotexist"}))
         assert problem["code"] == "SKILL_NOT_FOUND" and problem["details"] == {"skill_id": "sk_doesnotexist"}
+
+
+async def test_a_skill_uri_passed_as_skill_id_says_what_to_pass_instead(starter: Client) -> None:
+    """Hits carry skill_id, slug and skill_uri; an agent that passes the URI to get_skill is told which one
+    the tool takes and what reads the URI, in the same words whether the skill is visible or not."""
+    hit = ok(await starter.call_tool("search_skills", {"query": "git bisect to find a regression"}))["hits"][0]
+    hidden = "skill://sub/ops-pro/postgres-backup-restore/SKILL.md"
+    for uri in (hit["skill_uri"], hidden):
+        for tool in ("get_skill", "resolve_skill"):
+            problem = error(await starter.call_tool(tool, {"skill_id": uri}))
+            assert problem["code"] == "SKILL_NOT_FOUND" and problem["details"] == {"skill_id": uri}
+            assert problem["message"] == (f"{uri!r} is a skill_uri, not a skill_id: pass the hit's skill_id (sk_...)"
+                                          " or slug, or load this URI with resources/read")
+    assert ok(await starter.call_tool("get_skill", {"skill_id": hit["skill_id"]}))["skill_uri"] == hit["skill_uri"]
 
 
 async def test_unknown_tool_is_an_error_result(operator: Client) -> None:

@@ -246,6 +246,25 @@ async def test_search_list_get_and_recall_lead_to_the_same_skill_uri(starter: Cl
     assert "skill://" in (starter.instructions or "")
 
 
+async def test_every_resource_get_skill_lists_carries_the_uri_that_reads_its_bytes(operator: Client,
+                                                                                     sample: Catalog) -> None:
+    """An agent that read get_skill and wants a file its instructions name (``references/exit_codes.md``)
+    gets it in one resources/read of the listed uri, not by composing a skill:// URI by hand."""
+    items = ok(await operator.call_tool("list_skills", {"limit": 200}))["items"]
+    read = 0
+    for item in items:
+        detail = ok(await operator.call_tool("get_skill", {"skill_id": item["skill_id"]}))
+        level1 = ok(await operator.call_tool("recall_cloud_skill", {"skill_id": item["skill_id"]}))["data"]
+        assert [r["uri"] for r in level1["resources"]] == [r["uri"] for r in detail["resources"]]
+        for resource in detail["resources"]:
+            assert resource["uri"] == detail["skill_uri"].removesuffix("SKILL.md") + resource["path"]
+            data, media, _ = await read_bytes(operator, resource["uri"])
+            assert digest(data) == f"sha256:{resource['sha256']}" and len(data) == resource["size"]
+            assert media == resource["media_type"]
+            read += 1
+    assert read >= 5
+
+
 async def test_a_pinned_old_revision_stays_in_recall_while_the_extension_serves_the_new_one(
     fresh_sample: Catalog, tmp_path: Path
 ) -> None:
@@ -267,6 +286,28 @@ async def test_a_pinned_old_revision_stays_in_recall_while_the_extension_serves_
     assert new_entry["resources"][0]["digest"] == digest(files[uri]) != old_entry["resources"][0]["digest"]
     assert "A new closing line" not in pinned["data"]["instructions"]
     assert pinned["data"]["revision"]["revision_id"] == old["revision"]["revision_id"]
+
+
+async def test_a_pinned_old_revisions_resources_have_no_uri_the_extension_would_answer_differently(
+    fresh_sample: Catalog, tmp_path: Path
+) -> None:
+    """The extension serves only the current revision: a uri on an older revision's file would load other
+    bytes than its listed sha256, so that revision's resources carry none (recall_cloud_skill reads them)."""
+    folder = tmp_path / "postgres-backup-restore"
+    shutil.copytree(SAMPLE / "ops" / "postgres-backup-restore", folder)
+    async with Client(build_mcp_server(fresh_sample, Principal.operator())) as client:
+        old = ok(await client.call_tool("recall_cloud_skill", {"slug": "postgres-backup-restore"}))["data"]
+        pitr = folder / "references" / "pitr.md"
+        pitr.write_text(pitr.read_text("utf-8") + "\nA new closing line.\n", "utf-8")
+        assert fresh_sample.import_path(folder, "sample-ops", "sub:ops-pro").updated
+        pinned = ok(await client.call_tool("recall_cloud_skill", {"slug": "postgres-backup-restore",
+                                                                  "revision_id": old["revision"]["revision_id"]}))
+        current = ok(await client.call_tool("get_skill", {"skill_id": "postgres-backup-restore"}))
+        [now] = [r for r in current["resources"] if r["path"] == "references/pitr.md"]
+        data, _, _ = await read_bytes(client, now["uri"])
+    assert old["resources"] and all(r["uri"] for r in old["resources"])
+    assert pinned["data"]["resources"] and all(r["uri"] == "" for r in pinned["data"]["resources"])
+    assert data == pitr.read_bytes() and digest(data) == f"sha256:{now['sha256']}"
 
 
 async def test_a_tampered_file_is_refused_not_served_with_a_wrong_digest(fresh_sample: Catalog) -> None:

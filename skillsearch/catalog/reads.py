@@ -21,7 +21,7 @@ from skillsearch.core.errors import (
     ValidationError,
     problem,
 )
-from skillsearch.core.skill_uri import skill_uri
+from skillsearch.core.skill_uri import SCHEME, skill_uri
 from skillsearch.core.templates import resolve_steps
 from skillsearch.core.views import (
     ListResponse,
@@ -107,6 +107,9 @@ def visible_skill(store: CatalogStore, principal: Principal, skill_id: str) -> S
             ids = ", ".join(f"{s.skill_id} ({s.grant})" for s in same)
             raise SkillNotFoundError(f"the slug {skill_id!r} names {len(same)} skills you can see: pass one skill_id"
                                      f" of {ids}", {"skill_id": skill_id, "candidates": [s.skill_id for s in same]})
+    if skill_id.startswith(SCHEME):  # a hit's skill_uri, passed where its skill_id belongs
+        raise SkillNotFoundError(f"{skill_id!r} is a skill_uri, not a skill_id: pass the hit's skill_id (sk_...) or"
+                                 " slug, or load this URI with resources/read", {"skill_id": skill_id})
     raise SkillNotFoundError(f"no skill {skill_id!r} is visible to you: pass a skill_id from search or list"
                              " (sk_...), or the slug of a skill you can see", {"skill_id": skill_id})
 
@@ -118,10 +121,12 @@ def _current_revision(store: CatalogStore, skill: Skill) -> Revision:
     return revision
 
 
-def resource_infos(store: CatalogStore, revision_id: str) -> list[ResourceInfo]:
+def resource_infos(store: CatalogStore, revision_id: str, skill: Skill | None = None) -> list[ResourceInfo]:
+    """The resources of ``revision_id``; with ``skill`` (whose current revision it is), each with the
+    skill:// URI the Skills extension serves it at, which serves only the current revision."""
     return [
         ResourceInfo(resource_id=r.resource_id, path=r.path, kind=r.kind, media_type=r.media_type, size=r.size,
-                     sha256=r.sha256)
+                     sha256=r.sha256, uri=skill_uri(skill.grant, skill.slug, r.path) if skill is not None else "")
         for r in store.resources(revision_id)
     ]
 
@@ -144,7 +149,7 @@ def get_detail(store: CatalogStore, principal: Principal, skill_id: str) -> Skil
         instructions=rev.instructions if (rev.instructions or not flow) else None,
         steps=[StepView(tool=s.tool, args=s.args) for s in rev.steps] if flow else None,
         parameters=[ParameterView(**p.model_dump()) for p in rev.parameters] if flow else None,
-        resources=resource_infos(store, rev.revision_id),
+        resources=resource_infos(store, rev.revision_id, skill),
         skill_uri=skill_uri(skill.grant, skill.slug),
     )
 

@@ -92,7 +92,11 @@ def resolve_steps(
             problems.append(problem(f"parameters.{p.name}", f"missing required parameter {p.name!r}", "missing"))
     if problems:
         summary = "; ".join(x["message"] for x in problems)
-        raise ValidationError(f"invalid parameters: {summary}", {"problems": problems})
+        # The names it does take, so a caller that guessed one (``revision`` for ``to_revision``) can fix
+        # every problem in its next call without reading the template again.
+        names = [p.name for p in parameters]
+        takes = f" (this template takes: {', '.join(names)})" if names else " (this template takes no parameters)"
+        raise ValidationError(f"invalid parameters: {summary}{takes}", {"problems": problems, "parameters": names})
     resolved = [{"tool": s.tool, "args": _substitute(s.args, effective)} for s in steps]
     return resolved, effective
 

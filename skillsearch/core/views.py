@@ -124,6 +124,9 @@ class ResourceInfo(BaseModel):
     media_type: str
     size: int
     sha256: str
+    uri: str = Field("", description="skill:// URI of this file of the current revision (MCP Skills extension): "
+                                     "resources/read loads it. Empty for a pinned older revision, which only "
+                                     "recall_cloud_skill serves.")
 
 
 class ParameterView(BaseModel):

@@ -42,9 +42,10 @@ def search_skills(
     it is what you asked for) and why it ranked there. no_match=true means nothing in the catalog fits: do
     not force a weak hit. no_match=false is no promise: a request near the catalog's topics can still get
     hits that do not fit, so read the top hit's confidence, and under about 0.5 check its description
-    before you load it. A notice means the request's language is not searchable as configured. Next:
-    get_skill with a hit's skill_id (or recall_cloud_skill for the staged view). To browse everything
-    instead, use list_skills."""
+    before you load it. confidence is null for a request in another language than English and outside
+    hybrid mode: judge those hits by their descriptions. A notice means the request's language is not
+    searchable as configured. Next: get_skill with a hit's skill_id (or recall_cloud_skill for the staged
+    view). To browse everything instead, use list_skills."""
     request = SearchRequest(query=query, limit=limit, mode=mode, kind=kind, tags=tuple(tags),
                             min_confidence=min_confidence)
     return run_tool(ctx, "search_skills", lambda c, _policy, p: c.search_view(p, request))
@@ -74,8 +75,9 @@ def get_skill(
     """Read one skill in full. A 'knowledge' skill returns its markdown instructions: read and follow
     them. A 'flow_template' returns its ordered steps (tool calls with {param} placeholders) and its
     parameter schema: next, call resolve_skill with values for those parameters. Also lists the
-    skill's resource files (read one with recall_cloud_skill). Unknown or unavailable ids are
-    SKILL_NOT_FOUND."""
+    skill's resource files, which its instructions may name: read one with resources/read of its uri, or
+    with recall_cloud_skill (skill_id, this answer's revision_id, resource = its path). Unknown or
+    unavailable ids are SKILL_NOT_FOUND."""
     return run_tool(ctx, "get_skill", lambda c, _policy, p: c.get_skill(p, skill_id))
 
 

@@ -260,7 +260,8 @@ def _level1(
         instructions_truncated=cut,
         steps=[StepView(tool=s.tool, args=s.args) for s in revision.steps] if flow else None,
         parameters=[ParameterView(**p.model_dump()) for p in revision.parameters] if flow else None,
-        resources=resource_infos(store, revision.revision_id),
+        resources=resource_infos(store, revision.revision_id,
+                                 skill if revision.revision_id == skill.current_revision_id else None),
         skill_uri=skill_uri(skill.grant, skill.slug),
     )
     return CloudSkillEnvelope(kind="root", render_status="truncated" if cut else "complete", warnings=warnings,
