@@ -545,3 +545,19 @@ def test_the_first_serve_says_its_index_is_being_built_and_where_to_see_it_ready
     assert (data / "manifest.json").is_file()
     again = _serve_until_ready(data)
     assert "serving on" in again and "index:" not in again
+
+
+def test_the_multilingual_off_notice_names_a_command_that_turns_it_on(data_dir: Path) -> None:
+    """An English-only index answers a Japanese request with a notice saying how to search other languages. Its
+    command, pasted as written, must do it: "run with --encoder minilm+e5, then `skillsearch reindex`" led to a
+    plain ``reindex``, which keeps the index's own encoder, and the same notice again."""
+    request = "証明書の期限が切れたので更新したい"
+    assert run(data_dir, "--encoder", "minilm", "reindex")[0] == 0
+    code, before = run(data_dir, "search", request, "--json")
+    assert code == 0 and "multilingual search is off" in (before.get("notice") or "")
+    commands = [c for c in re.findall(r"`(skillsearch [^`]+)`", before["notice"]) if "reindex" in c]
+    assert commands, before["notice"]
+    assert main(["--data-dir", str(data_dir), "-q", *shlex.split(commands[0])[1:]], out=io.StringIO()) == 0
+    code, after = run(data_dir, "search", request, "--json")
+    assert code == 0 and not after.get("notice"), after.get("notice")
+    assert after["hits"][0]["slug"] == "tls-certificate-renewal"
