@@ -76,6 +76,16 @@ def test_a_bad_dataset_file_is_refused_naming_the_file_and_line(beir_dir: Path, 
     assert said in refused.value.message and refused.value.details["problems"]
 
 
+def test_a_dataset_folder_that_does_not_exist_is_said_with_its_absolute_path(tmp_path: Path) -> None:
+    """``bench relevance --dataset ../shared/data/x`` from a clone without that data listed the three files as
+    "missing", as if the folder were there but incomplete; the path it looked at, made absolute, says where."""
+    absent = tmp_path / "nowhere" / "sealtools"
+    with pytest.raises(ValidationError) as refused:
+        load_beir(absent, "test")
+    assert "is not a folder" in refused.value.message and str(absent) in refused.value.message
+    assert "missing corpus.jsonl" not in refused.value.message
+
+
 def test_metrics_come_from_trec_eval() -> None:
     qrels = {"a": {"d1": 1}, "b": {"d2": 1, "d3": 1}}
     perfect = evaluate(qrels, {"a": ["d1"], "b": ["d2", "d3"]})

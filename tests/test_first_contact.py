@@ -10,8 +10,10 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -503,3 +505,59 @@ def test_the_install_says_what_it_does_and_silences_only_setuptools_notices() ->
     assert "Invalid -W option" not in proc.stderr
     assert "experimental" not in proc.stderr and "Editable" not in proc.stderr
     assert "something else" in proc.stderr
+
+
+def _serve_until_ready(data: Path) -> str:
+    """``skillsearch serve --port 0`` on ``data`` until its ``/readyz`` is 200, stopped with Ctrl-C: its stdout."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_HUB_OFFLINE": "1",
+           "SKILLSEARCH_ENCODER": "hashing"}
+    proc = subprocess.Popen([sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data), "-q", "serve",
+                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        url = re.search(r"serving on (http://127\.0\.0\.1:\d+)", first)
+        assert url, first
+        for _ in range(600):
+            if httpx.get(url.group(1) + "/readyz", timeout=30).status_code == 200:
+                break
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        rest = proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    return first + rest
+
+
+def test_the_first_serve_says_its_index_is_being_built_and_where_to_see_it_ready(tmp_path: Path) -> None:
+    """On a first ``make serve`` the index is built behind the banner (20-30 s): the curl it suggests waits
+    meanwhile, so the banner says so and names ``/readyz``; a later start, with its index there, does not."""
+    data = tmp_path / "new"
+    first = _serve_until_ready(data)
+    assert "demo token:" in first
+    line = next((x for x in first.splitlines() if x.strip().startswith("index:")), None)
+    assert line is not None and "building it in the background" in line and "/readyz" in line, first
+    assert (data / "manifest.json").is_file()
+    again = _serve_until_ready(data)
+    assert "serving on" in again and "index:" not in again
+
+
+def test_the_multilingual_off_notice_names_a_command_that_turns_it_on(data_dir: Path) -> None:
+    """An English-only index answers a Japanese request with a notice saying how to search other languages. Its
+    command, pasted as written, must do it: "run with --encoder minilm+e5, then `skillsearch reindex`" led to a
+    plain ``reindex``, which keeps the index's own encoder, and the same notice again."""
+    request = "証明書の期限が切れたので更新したい"
+    assert run(data_dir, "--encoder", "minilm", "reindex")[0] == 0
+    code, before = run(data_dir, "search", request, "--json")
+    assert code == 0 and "multilingual search is off" in (before.get("notice") or "")
+    commands = [c for c in re.findall(r"`(skillsearch [^`]+)`", before["notice"]) if "reindex" in c]
+    assert commands, before["notice"]
+    assert main(["--data-dir", str(data_dir), "-q", *shlex.split(commands[0])[1:]], out=io.StringIO()) == 0
+    code, after = run(data_dir, "search", request, "--json")
+    assert code == 0 and not after.get("notice"), after.get("notice")
+    assert after["hits"][0]["slug"] == "tls-certificate-renewal"

@@ -129,3 +129,18 @@ def test_the_commit_examples_lexical_side_ranks_the_bisect_skill_above_a_french_
     for catalog in (default_sample, synced_starter):
         result = catalog.search(Principal.operator(), SearchRequest(query, limit=3, mode="lexical"))
         assert result.hits and result.hits[0].skill.slug == "git-bisect-regressions"
+
+
+def test_the_readme_says_how_to_reach_plain_skillsearch_before_its_first_example_using_it() -> None:
+    """``make serve`` leaves the command in ``.venv/bin``, not on ``PATH``: a pasted ``skillsearch ...`` line is
+    "command not found" unless the README has said, before the first such line, how to put it there."""
+    lines = README.read_text(encoding="utf-8").splitlines()
+    activate = next(i for i, line in enumerate(lines) if ". .venv/bin/activate" in line)
+    in_block, first_plain = False, None
+    for i, line in enumerate(lines):
+        if line.startswith("```"):
+            in_block = line.strip() in ("```sh", "```bash", "```shell")
+        elif in_block and line.startswith("skillsearch "):
+            first_plain = i
+            break
+    assert first_plain is not None and activate < first_plain

@@ -219,7 +219,7 @@ def test_the_language_notice_is_written_for_the_reader(page: Page) -> None:
     details = advice.locator("details.operator")
     assert details.locator("summary").inner_text() == "How to turn it on"
     details.locator("summary").click()
-    assert "--encoder minilm+e5" in details.locator("code").all_inner_texts()
+    assert "skillsearch --encoder minilm+e5 reindex" in details.locator("code").all_inner_texts()
 
 
 def test_tiny_confidences_read_under_a_hundredth(page: Page) -> None:

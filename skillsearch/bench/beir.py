@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,9 @@ def load_beir(folder: Path, split: str) -> BeirDataset:
     """Read a BEIR folder; ``split`` picks ``qrels.<split>.tsv`` (``all`` reads ``qrels.tsv``). A folder whose
     qrels judge no query of its queries over its corpus is refused: its report would be all zeros."""
     folder = Path(folder)
+    if not folder.is_dir():  # relative to the current folder: say which one was looked for
+        raise ValidationError(f"{folder} ({os.path.abspath(folder)}) is not a folder: --dataset names a BEIR folder"
+                              " (corpus.jsonl, queries.jsonl, qrels.<split>.tsv)", {"missing": [str(folder)]})
     qrels_path = folder / ("qrels.tsv" if split == "all" else f"qrels.{split}.tsv")
     missing = [p.name for p in (folder / "corpus.jsonl", folder / "queries.jsonl", qrels_path) if not p.is_file()]
     if missing:

