@@ -12,7 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,6 @@ from skillsearch.retrieval.indexer import SearchIndex
 from skillsearch.retrieval.minilm import MiniLMEncoder
 from skillsearch.retrieval.model_files import minilm_dir
 from skillsearch.retrieval.search_types import SearchRequest
-from skillsearch.retrieval.writelock import WriteLock
 from skillsearch.service import Catalog
 from skillsearch.upstream.app import ReferenceUpstream, create_upstream_app
 
@@ -544,22 +543,19 @@ def test_sigterm_ends_a_command_that_writes_no_index_at_once(tmp_path: Path) -> 
                                  "create", str(tmp_path / "snap"), "--wait", "600"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV)
         assert proc.stderr is not None
-        # The command is under way (it has the write lock's file open, waiting for it), then the signal.
-        lock = WriteLock(data).path.resolve()
-        deadline = time.monotonic() + 120
-        while not any(_points_to(fd, lock) for fd in Path(f"/proc/{proc.pid}/fd").glob("*")):
-            assert proc.poll() is None and time.monotonic() < deadline, "the snapshot never waited for the lock"
-            time.sleep(0.05)
+        # The command is under way: it says it waits for the writer's lock (a wait is never silent), then the signal.
+        seen: list[str] = []
+        guard = threading.Timer(120, proc.kill)  # a snapshot that waits without a word fails here, not hangs
+        guard.start()
+        while not seen or "holds the write lock of" not in seen[-1]:
+            line = proc.stderr.readline()
+            assert line, f"the snapshot ended before it waited: {seen}"
+            seen.append(line)
+        assert f"process {holder.pid} holds the write lock of" in seen[-1] and "waiting up to 600s" in seen[-1], seen
+        guard.cancel()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=120) == -signal.SIGTERM  # killed by the signal, not 600 s later
         proc.stderr.close()
         assert not (tmp_path / "snap").exists()
     finally:
         release(holder)
-
-
-def _points_to(fd: Path, target: Path) -> bool:
-    try:
-        return Path(os.readlink(fd)) == target
-    except OSError:  # closed meanwhile
-        return False

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -58,6 +59,8 @@ __all__ = [
     "remove_stale",
     "work_folder",
 ]
+
+log = logging.getLogger("skillsearch")
 
 FORMAT = "skillsearch.snapshot.v1"
 SNAPSHOT_MANIFEST = "snapshot.json"
@@ -260,6 +263,7 @@ def _take(data_dir: Path, tmp: Path, wait_s: float) -> tuple[dict[str, Any], Any
     lock = WriteLock(data_dir)
     catalog = data_dir / CATALOG
     started = time.monotonic()
+    said = False
     while True:
         with lock.try_hold() as got:
             if got:
@@ -272,6 +276,10 @@ def _take(data_dir: Path, tmp: Path, wait_s: float) -> tuple[dict[str, Any], Any
                     if copy.generation == index_generation or last_try:
                         files = [_copy_file(data_dir, rel, tmp) for rel in _index_files(data_dir)]
                         return manifest, copy, files, copy.generation == index_generation, time.monotonic() - started
+        if not got and not said:  # a wait of up to wait_s (minutes) is not silent
+            said = True
+            log.warning("snapshot: %s holds the write lock of %s (an import, a sync or a reindex); waiting up to"
+                        " %gs for it (--wait)", lock.holder(), data_dir, wait_s)
         if not got and time.monotonic() - started >= wait_s:
             pid = lock.holder_pid()
             raise IndexNotReadyError(
