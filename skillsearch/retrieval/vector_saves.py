@@ -37,6 +37,7 @@ from skillsearch.retrieval.vector_files import (
     log_batches,
     probe_rows,
     read_rows,
+    remove_temporaries,
     row_json,
     saved_compact,
     spare_rows,
@@ -75,8 +76,7 @@ def save(snapshot: VectorSnapshot, folder: Path) -> VectorSnapshot:
     try:
         return _save(snapshot, folder)
     except OSError as exc:
-        for tmp in folder.glob("*.tmp"):
-            tmp.unlink(missing_ok=True)
+        remove_temporaries(folder)
         raise _unwritable(folder, exc) from exc
 
 
