@@ -164,7 +164,7 @@ def _get_resource(catalog: Catalog, args: argparse.Namespace, out: TextIO) -> in
                    "media_type": found.media_type, "size": len(raw), "sha256": found.sha256,
                    "encoding": "text" if text is not None else "base64",
                    "content": text if text is not None else base64.b64encode(raw).decode("ascii")}
-        out.write(json.dumps(payload, ensure_ascii=False) + "\n")
+        emit(out, args, payload, str)  # --json: the one JSON writer of the CLI
         return 0
     if out.isatty() and (text is None or terminal_safe(text) != text):
         raise UsageError("skillsearch get", f"{found.path} ({found.media_type}, {len(raw)} bytes) holds binary data or"
