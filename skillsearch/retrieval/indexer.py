@@ -69,8 +69,6 @@ LEXICAL_INCOMPLETE = "incomplete: a stopped write"
 STOPPED_GENERATION = -1
 
 
-
-
 @dataclass(frozen=True)
 class IndexSnapshot:
     """What one search reads: a Tantivy searcher and the vector snapshot of the same moment, and the
