@@ -26,6 +26,7 @@ from skillsearch.core.errors import StopFlag, ValidationError
 from skillsearch.core.grants import check_grants
 from skillsearch.core.lru import LRU
 from skillsearch.core.settings import Settings
+from skillsearch.core.text_parts import instructions_part
 from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
 from skillsearch.retrieval.batching import BatchingEncoder, BatchStats, QueryEncoders
 from skillsearch.retrieval.encoder import Encoder
@@ -332,8 +333,10 @@ class Catalog:
     ) -> ListResponse:
         return list_page(self.store, principal, kind=kind, tags=tags, cursor=cursor, limit=limit)
 
-    def get_skill(self, principal: Principal, skill_id: str) -> SkillDetail:
-        return get_detail(self.store, principal, skill_id)
+    def get_skill(self, principal: Principal, skill_id: str, *, offset: int = 0,
+                  max_chars: int | None = None) -> SkillDetail:
+        """One visible skill; its instructions from ``offset``, at most ``max_chars`` of them (``core/text_parts``)."""
+        return instructions_part(get_detail(self.store, principal, skill_id), offset, max_chars)
 
     def get_resource(self, principal: Principal, skill_id: str, path: str) -> tuple[Skill, str, Resource]:
         """One resource of a visible skill's current revision, bytes included (``catalog/reads.get_resource``)."""

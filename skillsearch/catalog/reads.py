@@ -147,6 +147,7 @@ def get_detail(store: CatalogStore, principal: Principal, skill_id: str) -> Skil
         canonical_hash=rev.canonical_hash,
         updated_at=skill.updated_at,
         instructions=rev.instructions if (rev.instructions or not flow) else None,
+        instructions_chars=len(rev.instructions),
         steps=[StepView(tool=s.tool, args=s.args) for s in rev.steps] if flow else None,
         parameters=[ParameterView(**p.model_dump()) for p in rev.parameters] if flow else None,
         resources=resource_infos(store, rev.revision_id, skill),

@@ -127,8 +127,11 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_get(args: argparse.Namespace, out: TextIO) -> int:
     catalog = open_catalog(args, index=False)  # the store alone: no index, no model
     if args.resource is not None:
+        if args.offset or args.max_chars is not None:
+            raise UsageError("skillsearch get", "--offset and --max-chars read a part of the instructions, not of"
+                             " a resource: leave them out with --resource")
         return _get_resource(catalog, args, out)
-    detail = catalog.get_skill(principal_from_args(args), args.skill_id)
+    detail = catalog.get_skill(principal_from_args(args), args.skill_id, offset=args.offset, max_chars=args.max_chars)
 
     def text() -> str:
         name = terminal_safe(detail.name, one_line=True)
@@ -143,6 +146,11 @@ def cmd_get(args: argparse.Namespace, out: TextIO) -> int:
                       for i, s in enumerate(detail.steps or [], start=1)]
         if detail.instructions:
             lines += ["", detail.instructions]
+        if detail.instructions_truncated:
+            end = detail.next_offset if detail.next_offset is not None else detail.instructions_chars
+            lines += ["", f"(instructions: characters {detail.instructions_offset} to {end} of"
+                          f" {detail.instructions_chars}" + (f"; the rest: --offset {detail.next_offset})"
+                                                             if detail.next_offset is not None else ")")]
         if detail.resources:
             lines += ["", "Resources:"] + [f"  {r.path} ({r.kind}, {r.size} bytes)" for r in detail.resources]
         return "\n".join(lines)
@@ -320,6 +328,10 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--resource", metavar="PATH",
                    help="print this resource of the skill (a path from its Resources list, or a resource_id):"
                         " its exact bytes, to redirect into a file; with --json its metadata and content")
+    p.add_argument("--offset", type=int_range(0), default=0, metavar="N",
+                   help="print the instructions from this character on (0, or the next_offset a cut part gave)")
+    p.add_argument("--max-chars", type=int_range(1), metavar="N",
+                   help="print at most N characters of the instructions (a part ends at a line end where it can)")
 
     p = add_command(sub, "resolve", cmd_resolve,
                     "resolve a flow template's steps with parameter values (never runs them)")

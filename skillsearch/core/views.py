@@ -154,7 +154,14 @@ class SkillDetail(BaseModel):
     version: str
     canonical_hash: str
     updated_at: str
-    instructions: str | None = Field(None, description="Markdown instructions (knowledge) or usage notes (flow).")
+    instructions: str | None = Field(None, description="Markdown instructions (knowledge) or usage notes (flow); "
+                                     "the part asked for when instructions_truncated.")
+    instructions_truncated: bool = Field(default=False, description="True when instructions holds only a part of them: "
+                                         "from instructions_offset, up to next_offset.")
+    instructions_chars: int = Field(default=0, description="Length of the whole instructions, in characters.")
+    instructions_offset: int = Field(default=0, description="Where the part in instructions starts, in characters.")
+    next_offset: int | None = Field(default=None, description="Pass as offset to read the instructions on from where this "
+                                    "part ends; null when it reaches the end.")
     steps: list[StepView] | None = Field(None, description="Flow templates only: ordered tool calls with {param}.")
     parameters: list[ParameterView] | None = Field(None, description="Flow templates only: the parameter schema.")
     resources: list[ResourceInfo]

@@ -20,6 +20,7 @@ from pydantic import StringConstraints
 
 from skillsearch.core.domain import FusionMethod, SearchMode, SkillKind
 from skillsearch.core.settings import Settings
+from skillsearch.core.text_parts import instructions_part
 from skillsearch.core.textual import is_text
 from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
 from skillsearch.http.deps import CatalogDep, MetricsDep, Reader, Recaller, one_value_each
@@ -36,9 +37,19 @@ ResourcePath = Annotated[str, PathParam(min_length=1, max_length=512,
                                         description="A path from the skill's resources (or a resource_id).")]
 
 
-def get_skill(principal: Reader, catalog: CatalogDep, skill_id: SkillId) -> SkillDetail:
+def get_skill(
+    principal: Reader, catalog: CatalogDep, skill_id: SkillId,
+    offset: Annotated[int, Query(ge=0, description="Where to start reading the instructions, in characters: 0, or"
+                                                   " the next_offset of the previous answer.")] = 0,
+    max_chars: Annotated[int | None, Query(ge=1, description="Most characters of the instructions to return (a"
+                                                             " part ends at a line end where it can); all of"
+                                                             " them when left out.")] = None,
+) -> SkillDetail:
+    """A part of the instructions only when ``max_chars`` or ``offset`` asks for one (``core/text_parts``)."""
     with located("path"):
-        return catalog.get_skill(principal, skill_id)
+        detail = catalog.get_skill(principal, skill_id)
+    with located("query"):
+        return instructions_part(detail, offset, max_chars)
 
 
 def get_resource(principal: Reader, catalog: CatalogDep, skill_id: SkillId, path: ResourcePath,

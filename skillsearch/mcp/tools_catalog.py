@@ -66,19 +66,36 @@ def list_skills(
                     lambda c, _policy, p: c.list_skills(p, kind=kind, tags=tags, cursor=cursor, limit=limit))
 
 
+# get_skill's bound on the instructions one answer carries. A few skills' instructions run to 160,000
+# characters (about 40,000 tokens), which in one tool result would fill much of a host's context window, and
+# a host keeps every tool result for the rest of the conversation. 24,000 characters (about 6,000 tokens) is
+# a small share of any host's window and holds the whole SKILL.md of 96 % of the 883 real skills of the
+# shared catalog (36 are longer); an agent reads the rest with offset = next_offset. HTTP and the CLI, whose
+# callers are programs and people who asked for the whole skill, have no bound unless they pass max_chars.
+GET_SKILL_MAX_CHARS = 24_000
+
+
 @group.tool("get_skill", "Get a skill")
 def get_skill(
     skill_id: Annotated[str, Field(description="A skill_id from search_skills or list_skills (or the slug of a"
                                                " skill you can see, when only one has it).")],
     ctx: Context[ServerState, Any],
+    offset: Annotated[int, Field(ge=0, description="Where to start reading the instructions, in characters: 0, or"
+                                                   " the next_offset of the previous answer.")] = 0,
+    max_chars: Annotated[int, Field(ge=1, description="Most characters of the instructions to return.")]
+    = GET_SKILL_MAX_CHARS,
 ) -> Annotated[CallToolResult, SkillDetail]:
     """Read one skill in full. A 'knowledge' skill returns its markdown instructions: read and follow
-    them. A 'flow_template' returns its ordered steps (tool calls with {param} placeholders) and its
-    parameter schema: next, call resolve_skill with values for those parameters. Also lists the
-    skill's resource files, which its instructions may name: read one with resources/read of its uri, or
-    with recall_cloud_skill (skill_id, this answer's revision_id, resource = its path). Unknown or
-    unavailable ids are SKILL_NOT_FOUND."""
-    return run_tool(ctx, "get_skill", lambda c, _policy, p: c.get_skill(p, skill_id))
+    them. Long instructions come a part at a time: when instructions_truncated is true and next_offset is
+    not null, call get_skill again with the same skill_id and offset = next_offset for the next part (each
+    part ends at a line end where it can; instructions_chars is the whole length); the parts joined are
+    the whole instructions. A 'flow_template' returns its ordered steps (tool calls with {param}
+    placeholders) and its parameter schema: next, call resolve_skill with values for those parameters.
+    Also lists the skill's resource files, which its instructions may name: read one with resources/read
+    of its uri, or with recall_cloud_skill (skill_id, this answer's revision_id, resource = its path).
+    Unknown or unavailable ids are SKILL_NOT_FOUND; an offset past the end is VALIDATION_ERROR."""
+    return run_tool(ctx, "get_skill",
+                    lambda c, _policy, p: c.get_skill(p, skill_id, offset=offset, max_chars=max_chars))
 
 
 @group.tool("resolve_skill", "Resolve a flow template")
