@@ -43,17 +43,20 @@ class Candidates(NamedTuple):
 
 def candidates(
     lex_rows: np.ndarray, lex_scores: np.ndarray, sem_rows: np.ndarray, semantic_all: np.ndarray | None,
+    also: np.ndarray | None = None,
 ) -> Candidates:
     """The union of both top lists (each best first), with both scores and both ranks of every member.
     ``semantic_all`` holds every row's cosine (None when the semantic side did not run); a candidate the
-    lexical list does not hold gets BM25 0."""
-    rows, where = np.unique(np.concatenate([lex_rows, sem_rows]), return_inverse=True)
+    lexical list does not hold gets BM25 0. ``also``: rows that are candidates though neither list holds
+    them (rank 0 in both)."""
+    extra = also if also is not None else np.zeros(0, np.int64)
+    rows, where = np.unique(np.concatenate([lex_rows, sem_rows, extra]), return_inverse=True)
     lexical = np.zeros(rows.size, np.float32)
     lexical_rank = np.zeros(rows.size, np.int64)
     semantic_rank = np.zeros(rows.size, np.int64)
     lexical[where[: lex_rows.size]] = lex_scores
     lexical_rank[where[: lex_rows.size]] = np.arange(1, lex_rows.size + 1)
-    semantic_rank[where[lex_rows.size :]] = np.arange(1, sem_rows.size + 1)
+    semantic_rank[where[lex_rows.size : lex_rows.size + sem_rows.size]] = np.arange(1, sem_rows.size + 1)
     semantic = semantic_all[rows].astype(np.float32) if semantic_all is not None else np.zeros(rows.size, np.float32)
     return Candidates(rows, lexical, semantic, lexical_rank, semantic_rank)
 

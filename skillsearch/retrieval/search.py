@@ -251,7 +251,12 @@ def candidates_stage(
         sem_rows, sem_all, background = vectors.nearest_and_background(queries, depth, mask, route.columns,
                                                                        lex_rows, shift)
         timings["vector_ms"] = (time.perf_counter() - t) * 1000
-    cands = candidates(lex_rows, lex_scores, sem_rows, sem_all)
+    # Lexical mode: the skills the request names are candidates though BM25 did not list them (a slug unlike
+    # the skill's name: ``skill-development``, named ``skill-creator``, holds its slug's common words only in
+    # ``all``, and the skills named "... development" outrank it), so the exact-name rule ranks them first as
+    # in hybrid mode. ``named_rows`` holds visible skills only; their kind and tags are the re-check's.
+    also = named if request.mode == "lexical" else None
+    cands = candidates(lex_rows, lex_scores, sem_rows, sem_all, also)
     return Found(cands, background, named, route, notice, revoked, query_idf)
 
 
@@ -280,9 +285,12 @@ def fuse_stage(c: Candidates, mode: str, method: str, weight: float) -> np.ndarr
 
 def order_stage(found: Found, fused: np.ndarray, request: SearchRequest) -> np.ndarray:
     """Candidate indices best first: the skills the request names exactly first (:func:`exact_name_first`),
-    then by fused score; lexical mode keeps only lexical matches."""
-    order = np.argsort(-exact_name_first(found.cands.rows, fused, found.named), kind="stable")
-    return order[found.cands.lexical_rank[order] > 0] if request.mode == "lexical" else order
+    then by fused score; lexical mode keeps only lexical matches and the skills the request names."""
+    c = found.cands
+    order = np.argsort(-exact_name_first(c.rows, fused, found.named), kind="stable")
+    if request.mode != "lexical":
+        return order
+    return order[(c.lexical_rank[order] > 0) | np.isin(c.rows[order], found.named)]
 
 
 def recheck_stage(
