@@ -218,3 +218,9 @@ def test_cli_get_refuses_an_offset_past_the_end(data_dir: Path) -> None:
     code, body = run(data_dir, "get", SHORT, "--json", "--offset", "10000000")
     assert code != 0
     assert body["error"]["code"] == "VALIDATION_ERROR" and "offset" in body["error"]["message"]
+
+
+def test_cli_get_refuses_a_part_of_a_resource(data_dir: Path) -> None:
+    code, body = run(data_dir, "get", LONG, "--json", "--resource", "SKILL.md", "--max-chars", "10")
+    assert code == 2
+    assert body["error"]["code"] == "VALIDATION_ERROR" and "--max-chars" in body["error"]["message"]
