@@ -61,10 +61,12 @@ def sample_catalog_dir() -> Path:
 class Catalog:
     """Store + encoder + index for one data directory (the encoder and the index held by an ``IndexHolder``)."""
 
-    def __init__(self, settings: Settings, encoder: Encoder | None = None, stopping: Event | None = None) -> None:
+    def __init__(self, settings: Settings, encoder: Encoder | None = None, stopping: Event | None = None,
+                 reads_only: bool = False) -> None:
         self.settings = settings
         self.data_dir = Path(settings.data_dir)
-        self.store = CatalogStore.in_dir(self.data_dir)
+        # ``reads_only``: a catalog this user cannot write is opened read-only (``CatalogStore``).
+        self.store = CatalogStore.in_dir(self.data_dir, reads_only)
         # The search path's re-check reads, kept per store generation (catalog/read_cache.py).
         self._reads = GenerationReads(self.store)
         # The encoder and the search index: opened, repaired, warmed, ready, stopped (retrieval/index_holder.py).
@@ -87,15 +89,18 @@ class Catalog:
         progress: ProgressFactory | None = None,
         index: bool = True,
         stopping: Event | None = None,
+        reads_only: bool = False,
     ) -> Catalog:
         """Open a data directory for reading: seed the sample catalog into an empty one (when enabled) and
         open the index, building or repairing it as needed. A directory with a sync configuration
         (``sync.toml``: subscriptions or sources) is never seeded, whichever command opens it first.
         ``index=False``: the caller only reads the store (list, get, resolve), so an index behind the store
         (an import killed half way) is left for the next search or write to bring up, with the model it
-        needs, instead of this read. ``stopping``: see :meth:`stop_writes`."""
-        catalog = cls(settings, encoder, stopping)
-        if (settings.seed_sample if seed is None else seed) and catalog.is_empty() \
+        needs, instead of this read. ``stopping``: see :meth:`stop_writes`. ``reads_only``: the caller only
+        reads the store (``list``, ``get``, ``resolve``), so a catalog this user cannot write (a snapshot
+        restored read-only, another user's) is opened read-only, and never seeded."""
+        catalog = cls(settings, encoder, stopping, reads_only)
+        if (settings.seed_sample if seed is None else seed) and not catalog.store.read_only and catalog.is_empty() \
                 and not default_config_path(catalog.data_dir).exists():
             # ``index=False``: into the store alone, so that a read (list, get) or a server that opens its index
             # in the background embeds nothing here: the index is built by its next open.

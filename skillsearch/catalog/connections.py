@@ -5,6 +5,12 @@ create the file; after, never: a file deleted under a server would otherwise com
 thread. A file SQLite cannot open, or a write the disk or the permissions refuse, is
 :class:`IndexNotReadyError` naming the file and the cause (:func:`unwritable_reason`), never a bare
 ``sqlite3`` error; a refused write keeps nothing of its change.
+
+A read-only command (``list``, ``get``, ``resolve``) on a catalog this user cannot write (a snapshot restored
+read-only, another user's catalog) opens it ``read_only``: ``mode=ro`` while a ``-wal`` file is there (its
+writer's ``-shm`` beside it: SQLite reads the WAL through it, locks and all), else ``mode=ro&immutable=1``
+(no ``-shm`` can be created in a folder this user cannot write, and without a WAL the file holds every
+commit). Such a connection writes nothing and sets no journal mode.
 """
 
 from __future__ import annotations
@@ -43,10 +49,12 @@ class Connections:
     """The connections to the catalog at ``path``; ``functions``: SQL functions of one argument every
     connection gets (deterministic)."""
 
-    def __init__(self, path: Path, functions: Mapping[str, Callable[[Any], Any]]) -> None:
+    def __init__(self, path: Path, functions: Mapping[str, Callable[[Any], Any]], read_only: bool = False) -> None:
         self.path = path
         self.functions = dict(functions)
-        self.created = False  # until the schema is in place, the first connection may create the file
+        self.read_only = read_only
+        # Until the schema is in place, the first connection may create the file (never a read-only one).
+        self.created = read_only
         self._local = threading.local()
         self._write_lock = threading.RLock()
 
@@ -58,8 +66,9 @@ class Connections:
             for name, function in self.functions.items():
                 conn.create_function(name, 1, function, deterministic=True)
             try:  # SQLite opens the file here, at the first statement (too many files open: this fails)
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
+                if not self.read_only:
+                    conn.execute("PRAGMA journal_mode=WAL")
+                    conn.execute("PRAGMA synchronous=NORMAL")
                 conn.execute("PRAGMA foreign_keys=ON")
             except sqlite3.OperationalError as exc:
                 conn.close()
@@ -73,8 +82,12 @@ class Connections:
         and an empty catalog is seeded with the sample at the next start."""
         if not self.created:
             return sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        mode = "rw"
+        if self.read_only:
+            wal = self.path.with_name(self.path.name + "-wal")
+            mode = "ro" if wal.exists() else "ro&immutable=1"
         try:
-            return sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=rw", uri=True, timeout=30.0,
+            return sqlite3.connect(f"{self.path.absolute().as_uri()}?mode={mode}", uri=True, timeout=30.0,
                                    isolation_level=None, check_same_thread=False)
         except sqlite3.OperationalError as exc:
             if not self.path.exists():

@@ -11,6 +11,7 @@ new revision.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, suppress
@@ -45,20 +46,33 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
+def _writable(path: Path) -> bool:
+    """Whether this user may write the catalog's file and its folder (SQLite's ``-wal`` and ``-shm`` are made there)."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
+
+
 class CatalogStore:
     """The local catalog in ``<data_dir>/catalog.sqlite3``."""
 
     FILENAME = "catalog.sqlite3"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, reads_only: bool = False) -> None:
+        """``reads_only``: the caller only reads (``list``, ``get``, ``resolve``); a catalog this user cannot
+        write (the file, or its folder, where SQLite keeps its ``-wal`` and ``-shm``) is then opened read-only
+        (``read_only``), as it is: no schema upgrade, no name keys given."""
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = Connections(self.path, {"casefold": _casefold})  # tag filters ignore case
+        self.read_only = reads_only and self.path.is_file() and not _writable(self.path)
+        if not self.read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = Connections(self.path, {"casefold": _casefold}, read_only=self.read_only)
         self.sync = SyncLedger(self)
         try:
-            self.connection().executescript(CATALOG_SCHEMA + SYNC_SCHEMA)
-            self.ensure_name_keys()
-            self._db.created = True
+            if self.read_only:
+                self.connection().execute("SELECT 1 FROM skills LIMIT 1").fetchall()
+            else:
+                self.connection().executescript(CATALOG_SCHEMA + SYNC_SCHEMA)
+                self.ensure_name_keys()
+                self._db.created = True
         except sqlite3.DatabaseError as exc:
             self.close()
             advice = unwritable_reason(exc) or "restore it or point --data-dir elsewhere"
@@ -93,8 +107,8 @@ class CatalogStore:
         return row is not None and row[0] == SKELETON_VERSION
 
     @classmethod
-    def in_dir(cls, data_dir: Path) -> CatalogStore:
-        return cls(Path(data_dir) / cls.FILENAME)
+    def in_dir(cls, data_dir: Path, reads_only: bool = False) -> CatalogStore:
+        return cls(Path(data_dir) / cls.FILENAME, reads_only)
 
     # -- connections and transactions (catalog/connections.py) -------------------------------------
 

@@ -71,9 +71,10 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def open_catalog(args: argparse.Namespace, seed: bool | None = None, index: bool = True) -> Catalog:
-    """The data directory's catalog; ``index=False`` for commands that read only the store."""
+    """The data directory's catalog; ``index=False`` for commands that read only the store (a catalog this
+    user cannot write is then opened read-only)."""
     catalog = Catalog.open(settings_from_args(args), seed=seed, progress=progress_factory(not args.quiet), index=index,
-                           stopping=STOPPING)
+                           stopping=STOPPING, reads_only=not index)
     note_new_data_dir(args, catalog.seeded)
     return catalog
 

@@ -4,7 +4,8 @@ It owns the encoder the index embeds with (the configured one, else the one the 
 the one :class:`~skillsearch.retrieval.indexer.SearchIndex` of the directory: opened on first use or, in a
 server, in a background thread behind the first answers (built or repaired there, then each snapshot
 warmed; an open that failed there is tried again there, with a backoff, and never by a reader); brought
-up to the store when another process wrote; rebuilt (``reindex``). It answers whether the
+up to the store when another process wrote (in a server, a repair that must diff and embed runs in a
+background thread, never a request's: ``background_repair.py``); rebuilt (``reindex``). It answers whether the
 index can serve (:class:`Readiness`, for ``/readyz``; the model's load, the background open, a write in
 progress) and holds the lock an in-process batch writes under, and the :class:`WriteStops` that stop a
 write at a server's shutdown. ``service.Catalog`` owns one and delegates to it.
@@ -22,6 +23,7 @@ from skillsearch.catalog.changes import changed_at
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.errors import IndexNotReadyError, SkillSearchError, WriteStopped
 from skillsearch.core.settings import Settings
+from skillsearch.retrieval.background_repair import RETRY_FIRST_S, RETRY_MAX_S, BackgroundRepair
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.encoders import DEFAULT_ENCODER, encoder_choice, make_encoder
 from skillsearch.retrieval.indexer import IndexStats, ProgressFactory, SearchIndex
@@ -39,9 +41,6 @@ log = logging.getLogger("skillsearch")
 CLOSE_WAIT_S = 30.0
 # How often the background open, waiting for the model to load or to try again, looks whether it should stop.
 _STOP_POLL_S = 0.1
-# After a failed background open the next try waits RETRY_FIRST_S, doubling after each failure up to RETRY_MAX_S.
-RETRY_FIRST_S = 1.0
-RETRY_MAX_S = 30.0
 
 
 class _Stopped(Exception):
@@ -100,6 +99,10 @@ class IndexHolder:
         # at once, instead of opening the index in their own thread. ``_tries``: the failed tries so far.
         self._failure: SkillSearchError | None = None
         self._tries = 0
+        # A server's (``prepare_in_background``): an index left behind by a write that died or stopped is
+        # repaired there, in a background thread, never in a request's (``background_repair.py``).
+        self._serving = False
+        self._repair = BackgroundRepair(self.data_dir, self.lock, self.stopping)
 
     @property
     def encoder(self) -> Encoder:
@@ -136,6 +139,7 @@ class IndexHolder:
         (``warming.warm``: at 1M rows the int4 copy, 0.34 s, and the document languages of the e5 route).
         Readers never see a half-repaired index: the opened one is published whole, when its repair is done."""
         start_loading(self.encoder, self.settings.model_wait_s, self.settings.model_load_delay_s)
+        self._serving = True
         if self._index is not None:
             self._warm(self._index)
             return
@@ -247,9 +251,12 @@ class IndexHolder:
               bounded: bool = True) -> SearchIndex:
         """The search index, opened on first use and brought up to the store when another process
         changed the catalog since (the store's generation moved). ``generation``: the store's, when the
-        caller has just read it. While a server's background open runs (``prepare_in_background``) a
-        caller waits for it, up to ``settings.model_wait_s`` (``bounded``; a write waits as long as it
-        takes), then gets ``INDEX_NOT_READY``."""
+        caller has just read it. In a server (``prepare_in_background``) a reader (``bounded``) only loads
+        another process's whole write here; an index still behind (a write died or stopped part-way) is
+        repaired in a background thread while the last snapshot serves (``background_repair.py``). While a
+        server's background open runs (``prepare_in_background``) a caller waits for it, up to
+        ``settings.model_wait_s`` (``bounded``; a write waits as long as it takes), then gets
+        ``INDEX_NOT_READY``."""
         if self._index is None and (self.opening() or self._failure is not None):
             self._wait_for_the_open(bounded)
         current = self._index
@@ -262,7 +269,10 @@ class IndexHolder:
             try:
                 if current.snapshot().generation != self.store.generation():
                     # Follows another process's writes; does nothing while a writer holds the directory.
-                    current.catch_up(self.store)
+                    if not (self._serving and bounded):
+                        current.catch_up(self.store)
+                    elif current.follow(self.store):  # still behind: diffed and embedded, not in a request
+                        self._repair.start(current, self.store)
                 return current
             finally:
                 self.lock.release()
@@ -356,6 +366,8 @@ class IndexHolder:
                          catching_up=behind)
 
     def _write_in_progress(self, idx: SearchIndex) -> bool:
+        if self._repair.running():
+            return True  # this process's background repair (it may not hold ``lock`` yet)
         if not self.lock.acquire(blocking=False):
             return True  # a batch of this process (a sync run, a source's run) holds the index
         try:
@@ -396,5 +408,8 @@ class IndexHolder:
         if opener is not None and opener.is_alive():
             self.stopping.set()
             opener.join(wait_s)
+        if self._repair.running():
+            self.stopping.set()
+            self._repair.join(wait_s)
         if self._index is not None:
             self._index.close()

@@ -296,9 +296,25 @@ class SearchIndex:
                 return self._sync(store, skill_ids, progress, rebuild_lexical=False, generation=after)
             return self._sync(store, None, progress, rebuild_lexical=False)
 
+    def follow(self, store: CatalogStore) -> bool:
+        """A request's step when the store moved: with no writer at work, load what another process wrote
+        since (its whole write: a generation reload, a moment); never embed, diff or rebuild. Whether the
+        index is still behind with no writer at work (a writer died or stopped part-way; files another
+        process's settings wrote): what :meth:`catch_up` repairs, in a server's background thread."""
+        if self.stopping.is_set():
+            return False  # the process is stopping: no write starts, the last snapshot serves
+        with self.wlock.try_hold() as got:
+            if not got or not self._lock.acquire(blocking=False):
+                return False  # a writer is at work: it brings the index up, the last snapshot serves
+            try:
+                return not self._follow(store, repair=False) or self._snapshot.generation != store.generation()
+            finally:
+                self._lock.release()
+
     def catch_up(self, store: CatalogStore) -> bool:
-        """A reader's step when the store moved: with no writer at work, follow what another process wrote,
-        and diff every skill if still behind (a writer died); else serve the last snapshot. Whether it ran."""
+        """When the store moved: with no writer at work, follow what another process wrote, and diff every
+        skill if still behind (a writer died), embedding the difference; else serve the last snapshot.
+        Whether it ran. A server runs it in a background thread (``IndexHolder``), never in a request's."""
         if self.stopping.is_set():
             return False  # the process is stopping: no write starts, the last snapshot serves
         with self.wlock.try_hold() as got:
@@ -312,14 +328,16 @@ class SearchIndex:
             finally:
                 self._lock.release()
 
-    def _follow(self, store: CatalogStore) -> None:
-        """Under the write lock: load what another process wrote since, never write over it stale."""
+    def _follow(self, store: CatalogStore, repair: bool = True) -> bool:
+        """Under the write lock: load what another process wrote since, never write over it stale. Files that
+        do not load as they are get a fresh open's checks and repairs, unless ``repair`` is False: then they
+        are left as they are, and the answer is False (not followed)."""
         try:
             manifest = self.read_manifest()
         except IndexNotReadyError:
             manifest = None  # unreadable: the fresh open below repairs or refuses it
         if manifest is not None and manifest.get("write_id") == self._disk_id:
-            return
+            return True
         log.info("index in %s was written by another process; following it", self.data_dir)
         if hasattr(self, "lexical"):
             self.lexical.close()
@@ -337,12 +355,15 @@ class SearchIndex:
             ):
                 raise IndexNotReadyError("the index on disk does not match this process's settings")
         except (IndexNotReadyError, ValueError):
+            if not repair:
+                return False
             self._open(store, None)  # the checks, repairs and refusals of a fresh open
-            return
+            return True
         self.lexical = lexical
         self.calibration = dict(manifest.get("calibration") or {})
         self._snapshot = self._snapshot_of(lexical.searcher(), vectors, int(manifest.get("store_generation", -1)))
         self._disk_id = manifest.get("write_id")
+        return True
 
     # -- the one update path ----------------------------------------------------------------------
 
