@@ -134,6 +134,19 @@ def test_a_routed_stand_in_encoder_keeps_real_vectors_and_fills_the_rest_per_mod
         np.testing.assert_allclose(np.linalg.norm(vectors[6:, cols], axis=1), 1.0, atol=1e-5)
 
 
+def test_the_stand_in_pool_fills_over_several_calls_and_then_nothing_more_is_encoded_for_real(tmp_path: Path) -> None:
+    # An index write embeds in chunks (128 skills per call): only the pool's first texts are real, not every
+    # call's.
+    encoder = HashingEncoder()
+    stand_in = StandInEncoder(BenchEncoder(encoder, tmp_path / "cache"), pool=6)
+    texts = [f"skill number {i} renews certificates" for i in range(12)]
+    chunks = [stand_in.encode_documents(texts[i : i + 4]) for i in range(0, 12, 4)]
+    assert stand_in.stand_ins == 6
+    assert stand_in.pool is not None and len(stand_in.pool) == 6
+    np.testing.assert_array_equal(np.concatenate(chunks)[:6], encoder.encode_documents(texts[:6]))
+    assert stand_in.inner.cached_documents(texts[6:]) == [None] * 6  # never encoded
+
+
 def test_the_harness_builds_updates_and_searches_with_the_default_encoder(tmp_path: Path) -> None:
     # The search process runs the kernel and the numkong capabilities it is given (pinned there, not here).
     report = run_latency(["40"], data_root=None, cache_dir=tmp_path / "cache", queries=24, stand_in_above=20,

@@ -93,7 +93,11 @@ class TimedEncoder(Wrapper):
 class StandInEncoder(Wrapper):
     """Real vectors for cached texts (at least the first ``pool`` ones, encoded for real when not cached);
     for the rest, a deterministic normalised mix of three of those (``synthetic.stand_in_vectors``), each
-    model's columns normalised on their own when the encoder is a routed pair."""
+    model's columns normalised on their own when the encoder is a routed pair.
+
+    The pool fills over as many calls as it takes: an index write embeds 128 skills per call
+    (``embedding_chunks.EMBED_CHUNK``), so a rule per call ("this call's first ``pool`` texts are real")
+    encoded every text of a 100k catalog for real (hours on two cores) instead of ``pool`` of them."""
 
     def __init__(self, cached: BenchEncoder, pool: int = POOL) -> None:
         super().__init__(cached)
@@ -106,11 +110,13 @@ class StandInEncoder(Wrapper):
 
     def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
         known = self.inner.cached_documents(texts)
-        if sum(v is not None for v in known) < min(self.pool_size, len(texts)):
-            self.inner.encode_documents(list(texts[: self.pool_size]))
+        short = self.pool_size - (0 if self.pool is None else len(self.pool))
+        if short > 0 and sum(v is not None for v in known) < min(short, len(texts)):
+            self.inner.encode_documents(list(texts[:short]))
             known = self.inner.cached_documents(texts)
-        if self.pool is None and any(v is not None for v in known):
-            self.pool = np.stack([v for v in known if v is not None][: self.pool_size])
+        if short > 0 and any(v is not None for v in known):
+            real = np.stack([v for v in known if v is not None][:short])
+            self.pool = real if self.pool is None else np.concatenate([self.pool, real])
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         missing = [i for i, vec in enumerate(known) if vec is None]
         for i, vec in enumerate(known):
