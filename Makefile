@@ -32,8 +32,13 @@ venv: $(STAMP)
 serve: $(STAMP)
 	$(BIN)/skillsearch serve $(SERVE_ARGS)
 
+# One worker per core, each test file whole in one worker (its module fixtures built once). Much of the suite
+# waits on real processes (servers starting, SIGTERM/SIGKILL runs, git, chromium, haproxy): on 2 cores two
+# workers took 511 s on a quiet machine (one worker: 670-841 s on earlier days) and 790 s against one worker's
+# 1,658 s beside other jobs (2026-12-07). One worker: make test TEST_WORKERS=0.
+TEST_WORKERS ?= auto
 test: $(STAMP) browser haproxy
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # The search-page test drives Debian's chromium through Playwright (never `playwright install`, which
 # downloads browsers). Installed once, only when missing and only as root; a CJK font renders the sample.
