@@ -35,8 +35,8 @@ serve: $(STAMP)
 # One worker per core, each test file whole in one worker (its module fixtures built once). Much of the suite
 # waits on real processes (servers starting, SIGTERM/SIGKILL runs, git, chromium, haproxy): on 2 cores two
 # workers took 511 s on a quiet machine (one worker: 670-841 s on earlier days) and 790 s against one worker's
-# 1,658 s beside other jobs (2026-12-07). At most 4 workers: each loads the models its files need (up to about
-# 1 GB). One worker: make test TEST_WORKERS=0.
+# 1,658 s beside other jobs (2026-12-07). At most 4 workers: each loads the models its files need (both: about
+# 400 MB) and builds its own catalogs. One worker: make test TEST_WORKERS=0.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ "$$n" -gt 4 ] && n=4; echo $$n)
 test: $(STAMP) browser haproxy
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
