@@ -365,12 +365,14 @@ class Catalog:
         slug: str = "",
         revision_id: str = "",
         resource: str = "",
+        offset: int = 0,
         max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
     ) -> CloudSkillEnvelope:
         """``recall_cloud_skill`` (design section 6); Level 0 uses the very search of ``search_skills``.
         Failures raise the package's errors; ``recall.error_envelope`` turns one into the tool's envelope."""
         return recall(
-            RecallRequest(query=query, skill_id=skill_id, slug=slug, revision_id=revision_id, resource=resource),
+            RecallRequest(query=query, skill_id=skill_id, slug=slug, revision_id=revision_id, resource=resource,
+                          offset=offset),
             principal,
             store=self.store,
             search=lambda req: self.search_view(principal, req),

@@ -18,6 +18,7 @@ from conftest import SHARED
 
 from skillsearch.core.domain import Principal, SkillKind
 from skillsearch.core.settings import Settings
+from skillsearch.retrieval.exact_name import request_slug
 from skillsearch.retrieval.hashing_encoder import HashingEncoder
 from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
@@ -100,3 +101,35 @@ def test_an_archived_or_revoked_skill_is_never_found_by_its_slug(catalog: Catalo
     assert "amber-signal" not in lexical(catalog, "amber-signal")
     assert "velvet-anchor" not in lexical(catalog, "velvet-anchor")
     assert "velvet-anchor" not in lexical(catalog, "velvet-anchor", Principal(name="s", grants=frozenset({"sub:gone"})))
+
+
+# -- what "names a slug" means: slugify drops every letter with no ASCII decomposition -----------------------
+
+
+@pytest.mark.parametrize("query", ["skill-developmentを作る", "skill development на сервере", "用 skill-development 写技能"])
+def test_a_request_in_another_script_does_not_name_the_slug_of_its_ascii_remainder(catalog: Catalog, query: str) -> None:
+    # slugify drops the Japanese, Cyrillic and Chinese letters: each request would be written
+    # "skill-development", yet none is that skill's name, so nothing ranks by the exact-name rule: in lexical
+    # mode every hit is one of BM25's (skill-development is not among them, see the first test).
+    result = catalog.search(OPERATOR, SearchRequest(query, mode="lexical", limit=10))
+    assert all(h.explanation["lexical_rank"] is not None for h in result.hits)
+    assert "skill-development" not in [h.skill.slug for h in result.hits]
+    hybrid = catalog.search(OPERATOR, SearchRequest(query, mode="hybrid", limit=5))
+    assert hybrid.hits[0].skill.slug != "skill-development"
+
+
+@pytest.mark.parametrize("query", ["skíll dévelopment", "SKÍLL-DÉVELOPMENT", "ｓｋｉｌｌ－ｄｅｖｅｌｏｐｍｅｎｔ"])
+def test_an_accented_or_full_width_latin_request_still_names_the_slug(catalog: Catalog, query: str) -> None:
+    # Accents decompose to their ASCII letter (a user types the name without them), as full-width letters do.
+    result = catalog.search(OPERATOR, SearchRequest(query, mode="lexical", limit=5))
+    assert result.hits[0].skill.slug == "skill-development"
+    assert result.hits[0].explanation["lexical_rank"] is None  # first by the rule, not by BM25
+
+
+@pytest.mark.parametrize(("query", "slug"), [
+    ("skill-development", "skill-development"), ("Résumé Builder", "resume-builder"), ("ＳｖｅｌｔｅＫｉｔ", "sveltekit"),
+    ("SvelteKitでフォームを作る", ""), ("用 scikit-learn 做交叉验证", ""), ("Straße planner", ""), ("φ calculator", ""),
+    ("🚀 sveltekit", "sveltekit"), ("x" * 81, ""),
+])
+def test_request_slug(query: str, slug: str) -> None:
+    assert request_slug(query) == slug

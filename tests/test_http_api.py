@@ -376,6 +376,17 @@ async def test_recall_levels_and_errors(client: httpx.AsyncClient) -> None:
         assert one["kind"] == "resource" and one["data"]["path"] == path
     assert_error(await client.post("/v1/recall", json={"slug": "python-profiling", "resource": "x"}, headers=DEMO),
                  400, "REVISION_PINNING_VIOLATION")
+    # A root's instructions read on from an offset, pinned to the revision (the way on past the size cap).
+    whole = root["data"]["instructions"]
+    half = len(whole) // 2
+    rest = (await client.post("/v1/recall", json={"slug": "python-profiling", "revision_id": revision,
+                                                   "offset": half}, headers=DEMO)).json()
+    assert rest["data"]["instructions"] == whole[half:] and rest["data"]["instructions_offset"] == half
+    assert rest["data"]["next_offset"] is None and rest["data"]["instructions_chars"] == len(whole)
+    assert_error(await client.post("/v1/recall", json={"slug": "python-profiling", "offset": half}, headers=DEMO),
+                 400, "REVISION_PINNING_VIOLATION")
+    assert_error(await client.post("/v1/recall", json={"slug": "python-profiling", "revision_id": revision,
+                                                       "offset": -1}, headers=DEMO), 400, "VALIDATION_ERROR")
     assert_error(await client.post("/v1/recall", json={"skill_id": "sk_nope"}, headers=DEMO), 404, "SKILL_NOT_FOUND")
     assert_error(await client.post("/v1/recall", json={"query": "x", "extra": 1}, headers=DEMO), 400,
                  "VALIDATION_ERROR")

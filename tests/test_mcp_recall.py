@@ -9,6 +9,7 @@ import shutil
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import Client
@@ -20,6 +21,7 @@ from skillsearch.core.settings import Settings
 from skillsearch.mcp.server import ServerState, build_mcp_server
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.service import Catalog, sample_catalog_dir
+from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES
 
 pytestmark = pytest.mark.anyio
 
@@ -197,6 +199,74 @@ async def test_a_smaller_cap_truncates_binary_and_instructions_too(revised: Revi
     assert binary["render_status"] == "truncated" and base64.b64decode(binary["data"]["content"]) == PNG[:100]  # type: ignore[index]
     assert root["render_status"] == "truncated" and root["data"]["instructions_truncated"] is True  # type: ignore[index]
     assert len(root["data"]["instructions"].encode()) <= 100 and root["warnings"]  # type: ignore[index]
+
+
+# -- Level 1: instructions past the cap, read on -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def long_skill(sample_dir: Path, tmp_path_factory: pytest.TempPathFactory, encoder: Encoder) -> Iterator[Catalog]:
+    """A copy of the sample catalog with one skill whose SKILL.md is about 600 KB: lines of accented, CJK,
+    combining and emoji-ZWJ text (2 to 4 UTF-8 bytes a character), and one 100,000-character line with no
+    space, longer than half the cap, so a part cannot always end at a line end or between words."""
+    root = tmp_path_factory.mktemp("long")
+    shutil.copytree(sample_dir, root / "data")
+    catalog = Catalog.open(Settings(data_dir=root / "data"), encoder=encoder)
+    (donor,) = catalog.store.skills_by_slug("tls-certificate-renewal")
+    lines = [f"Étape {i}: renouveler 漢字の証明書 e\u0301 \U0001f469\u200d\U0001f4bb " + "·" * (i % 97) for i in range(5000)]
+    lines.insert(2500, "ж\u0301" * 50_000)
+    folder = root / "long-runbook"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text("---\nname: long-runbook\ndescription: A very long certificate runbook.\n---\n"
+                                     + "\n".join(lines) + "\n", encoding="utf-8")
+    assert catalog.import_path(folder, "long", donor.grant).created
+    yield catalog
+    catalog.close()
+
+
+async def test_level1_instructions_past_the_cap_are_read_whole_by_following_the_answer(long_skill: Catalog) -> None:
+    (skill,) = long_skill.store.skills_by_slug("long-runbook")
+    revision = long_skill.store.revision(skill.current_revision_id)
+    assert revision is not None
+    whole = revision.instructions
+    assert len(whole.encode("utf-8")) > 2 * DEFAULT_MAX_CONTENT_BYTES
+    async with Client(build(long_skill, Principal.operator())) as c:
+        answer = envelope(ok(await c.call_tool(RECALL, {"slug": "long-runbook"})), "root")
+        pinned = answer["data"]["revision"]["revision_id"]  # type: ignore[index]
+        parts: list[str] = []
+        while True:
+            data: dict[str, Any] = answer["data"]  # type: ignore[assignment]
+            part = data["instructions"]
+            parts.append(part)
+            assert data["instructions_offset"] == sum(map(len, parts[:-1])) and data["instructions_chars"] == len(whole)
+            assert data["instructions_truncated"] is True and 0 < len(part.encode("utf-8")) <= DEFAULT_MAX_CONTENT_BYTES
+            if data["next_offset"] is None:
+                assert not any("offset=" in w for w in answer["warnings"])  # type: ignore[union-attr]
+                break
+            assert answer["render_status"] == "truncated"
+            assert data["next_offset"] == data["instructions_offset"] + len(part)
+            # The warning says how to read on: this skill, this revision, offset = next_offset.
+            assert any(f"revision_id={pinned}" in w and f"offset={data['next_offset']}" in w
+                       for w in answer["warnings"])  # type: ignore[union-attr]
+            answer = envelope(ok(await c.call_tool(RECALL, {
+                "skill_id": skill.skill_id, "revision_id": pinned, "offset": data["next_offset"]})), "root")
+    assert "".join(parts) == whole and len(parts) >= 3
+
+
+async def test_level1_offset_needs_a_pinned_revision_and_a_place_in_the_instructions(long_skill: Catalog) -> None:
+    (skill,) = long_skill.store.skills_by_slug("long-runbook")
+    chars = len(long_skill.store.revision(skill.current_revision_id).instructions)  # type: ignore[union-attr]
+    pin = {"skill_id": skill.skill_id, "revision_id": skill.current_revision_id}
+    async with Client(build(long_skill, Principal.operator())) as c:
+        unpinned = error(await c.call_tool(RECALL, {"skill_id": skill.skill_id, "offset": 10}))
+        past = error(await c.call_tool(RECALL, pin | {"offset": chars + 1}))
+        with_resource = error(await c.call_tool(RECALL, pin | {"offset": 10, "resource": "SKILL.md"}))
+        level0 = error(await c.call_tool(RECALL, {"query": "certificate runbook", "offset": 10}))
+        end = envelope(ok(await c.call_tool(RECALL, pin | {"offset": chars})), "root")
+    assert unpinned["code"] == "REVISION_PINNING_VIOLATION"
+    assert past["code"] == "VALIDATION_ERROR" and "past the end" in past["message"]
+    assert with_resource["code"] == level0["code"] == "VALIDATION_ERROR"
+    assert end["data"]["instructions"] == "" and end["data"]["next_offset"] is None  # type: ignore[index]
 
 
 async def test_level2_of_an_older_revision_reads_that_revisions_bytes(client: Client, revised: Revised) -> None:

@@ -33,10 +33,10 @@ from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.dev import common_term_rule
 from skillsearch.bench.relevance import open_bench_catalog
 from skillsearch.bench.skills import load_queries, open_skills_catalog
-from skillsearch.catalog.importer import slugify
 from skillsearch.core.language import is_foreign
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.confidence import card_text
+from skillsearch.retrieval.exact_name import request_slug
 from skillsearch.retrieval.search import query_texts, semantic_scores
 from skillsearch.service import Catalog
 
@@ -109,7 +109,7 @@ def _outputs(name: str, metric: str, catalog: Catalog, texts: dict[str, str], re
         cards.append(lexical.card_terms(card_text(skill)))
     named = []
     for text in qtexts:
-        slug = slugify(text) if len(text) <= 80 else ""
+        slug = request_slug(text)  # the search's own rule
         named.append(np.asarray(sorted(by_slug.get(slug, [])) if slug else [], np.int64))
     calibration = snapshot.routing.calibration or {}
     if corpus is None or doc_row is None:  # the skills: the text bm25s reads is the skill's own

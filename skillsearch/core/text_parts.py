@@ -6,8 +6,8 @@ ends after the last line break of the second half of its window when there is on
 lines), else after its last space or tab there (a long line is cut between words), else before any
 combining mark or joiner that would start the next part. Reading from ``offset`` 0,
 passing each answer's ``next_offset`` back until it is null, gives the parts that join to the whole
-instructions, character for character. The cut answer's words are those of ``recall_cloud_skill``'s
-(``instructions_truncated``), which cuts at a size cap but offers no way on.
+instructions, character for character. ``recall_cloud_skill``'s Level 1 cuts its instructions by this rule
+too, at its byte cap, and answers with the same fields (``usecases/recall.py``).
 """
 
 from __future__ import annotations

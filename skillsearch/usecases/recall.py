@@ -4,6 +4,10 @@
   discovery metadata only, never instructions.
 - **Level 1** (``skill_id`` or ``slug``): the root manifest of the current revision, or of the revision
   pinned by ``revision_id``: instructions, revision metadata, ``canonical_hash``, the resource list.
+  Instructions longer than the cap come a part at a time, by ``get_skill``'s rule (``core/text_parts.py``):
+  a cut part says ``next_offset``, and the same skill with that ``revision_id`` and ``offset = next_offset``
+  gives the next part (an ``offset`` without ``revision_id`` is ``REVISION_PINNING_VIOLATION``: the parts
+  must come from one revision to join into its instructions).
 - **Level 2** (``resource`` set): one resource, by logical path or id, of the revision pinned by
   ``revision_id``. Without a pin it is ``REVISION_PINNING_VIOLATION``: a resource read must name the
   immutable revision it belongs to, so that what the caller inspected is what it gets.
@@ -14,7 +18,7 @@ without it). A ``skill_id`` outside the caller's grants answers exactly as a mis
 (``SKILL_NOT_FOUND``, "no skill ... in your grants"): skill ids derive from grant and slug, so a distinct
 ``ACCESS_DENIED`` would let a caller confirm what another grant contains (issue 13). A slug is resolved
 only inside the caller's grants. Content is capped at ``max_content_bytes``; a cut answer says so in ``render_status`` and
-``warnings`` while ``sha256`` stays the hash of the whole resource.
+``warnings`` while ``sha256`` stays the hash of the whole resource; cut instructions also say where to read on.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from skillsearch.core.errors import (
     problem,
 )
 from skillsearch.core.skill_uri import skill_uri
+from skillsearch.core.text_parts import text_part
 from skillsearch.core.textual import is_text
 from skillsearch.core.views import ParameterView, SearchResponse, StepView
 from skillsearch.core.visibility import is_grant_revoked
@@ -82,6 +87,7 @@ class RecallRequest:
     slug: str = ""
     revision_id: str = ""
     resource: str = ""
+    offset: int = 0
 
 
 SearchFn = Callable[[SearchRequest], SearchResponse]
@@ -121,8 +127,14 @@ def recall(
             )
         revision = _revision_of(store, skill, req.revision_id, warnings)
         return _level2(store, skill, revision, req.resource, warnings, max_content_bytes)
+    if req.offset and not req.revision_id:
+        raise RevisionPinningError(
+            "reading the instructions on from offset needs revision_id: pass the revision_id of the answer"
+            " that gave next_offset, so that the parts join into one revision's instructions",
+            {"skill_id": skill.skill_id, "offset": req.offset},
+        )
     revision = _revision_of(store, skill, req.revision_id or skill.current_revision_id, warnings)
-    return _level1(store, skill, revision, warnings, max_content_bytes)
+    return _level1(store, skill, revision, warnings, max_content_bytes, req.offset)
 
 
 def _validated(req: RecallRequest) -> RecallRequest:
@@ -131,6 +143,9 @@ def _validated(req: RecallRequest) -> RecallRequest:
     for name, value in values.items():
         if not isinstance(value, str):
             problems.append(problem(name, f"{name} must be a string"))
+    offset = req.offset
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        problems.append(problem("offset", "offset must be a whole number, 0 or more"))
     if problems:
         raise ValidationError("; ".join(p["message"] for p in problems), {"problems": problems})
     query, skill_id, slug = req.query.strip(), req.skill_id.strip(), req.slug.strip()
@@ -145,6 +160,9 @@ def _validated(req: RecallRequest) -> RecallRequest:
         problems.append(problem("revision_id", "revision_id is not a valid identifier"))
     if resource and (len(resource) > 512 or any(ord(c) < 32 for c in resource)):
         problems.append(problem("resource", "resource must be a logical path or resource id of at most 512 characters"))
+    if offset and (resource or not (skill_id or slug)):
+        problems.append(problem("offset", "offset reads a skill's instructions on (Level 1): give skill_id or slug,"
+                                          " revision_id, and no resource"))
     if not skill_id and not slug:
         if revision_id or resource:
             problems.append(problem("skill_id", "revision_id and resource need skill_id or slug"))
@@ -152,7 +170,8 @@ def _validated(req: RecallRequest) -> RecallRequest:
             problems.append(problem("query", "give a query (Level 0), or a skill_id or slug (Level 1 and 2)"))
     if problems:
         raise ValidationError("; ".join(p["message"] for p in problems), {"problems": problems})
-    return RecallRequest(query=query, skill_id=skill_id, slug=slug, revision_id=revision_id, resource=resource)
+    return RecallRequest(query=query, skill_id=skill_id, slug=slug, revision_id=revision_id, resource=resource,
+                         offset=offset)
 
 
 def _level0(req: RecallRequest, search: SearchFn) -> CloudSkillEnvelope:
@@ -239,12 +258,26 @@ def _cut_text(text: str, max_bytes: int) -> tuple[str, bool]:
     return raw[:max_bytes].decode("utf-8", errors="ignore"), True
 
 
+def _instructions_part(text: str, offset: int, max_bytes: int) -> tuple[str, int | None]:
+    """``text`` from ``offset``, at most ``max_bytes`` of UTF-8 (at least one character, so reading on always
+    moves), cut where ``get_skill`` cuts (``core/text_parts.text_part``: after a line end where it can);
+    ``next_offset`` as there. An offset past the end is a ``VALIDATION_ERROR`` naming it."""
+    window = text[offset: offset + max_bytes].encode("utf-8")[:max_bytes].decode("utf-8", errors="ignore")
+    return text_part(text, offset, max(len(window), 1))
+
+
 def _level1(
-    store: CatalogStore, skill: Skill, revision: Revision, warnings: list[str], max_bytes: int
+    store: CatalogStore, skill: Skill, revision: Revision, warnings: list[str], max_bytes: int, offset: int = 0,
 ) -> CloudSkillEnvelope:
-    instructions, cut = _cut_text(revision.instructions, max_bytes)
-    if cut:
-        warnings.append(f"instructions truncated to {max_bytes} of {len(revision.instructions.encode())} bytes")
+    whole = revision.instructions
+    instructions, next_offset = _instructions_part(whole, offset, max_bytes)
+    cut = offset > 0 or next_offset is not None
+    if next_offset is not None:
+        warnings.append(
+            f"instructions truncated at {max_bytes} bytes: characters {offset} to {next_offset} of {len(whole)};"
+            f" for the rest recall again with this skill_id, revision_id={revision.revision_id} and"
+            f" offset={next_offset}"
+        )
     flow = revision.kind == "flow_template"
     manifest = RootManifest(
         skill_id=skill.skill_id,
@@ -258,6 +291,9 @@ def _level1(
         canonical_hash=revision.canonical_hash,
         instructions=instructions,
         instructions_truncated=cut,
+        instructions_chars=len(whole),
+        instructions_offset=offset,
+        next_offset=next_offset,
         steps=[StepView(tool=s.tool, args=s.args) for s in revision.steps] if flow else None,
         parameters=[ParameterView(**p.model_dump()) for p in revision.parameters] if flow else None,
         resources=resource_infos(store, revision.revision_id,

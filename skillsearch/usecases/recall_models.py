@@ -79,7 +79,13 @@ class RootManifest(BaseModel):
     revision: RevisionMeta
     canonical_hash: str
     instructions: str
-    instructions_truncated: bool = False
+    instructions_truncated: bool = Field(False, description="True when instructions holds only a part of them: "
+                                         "from instructions_offset, up to next_offset.")
+    instructions_chars: int = Field(0, description="Length of the whole instructions, in characters.")
+    instructions_offset: int = Field(0, description="Where the part in instructions starts, in characters.")
+    next_offset: int | None = Field(None, description="Where the rest of the instructions starts: recall again "
+                                    "with this skill_id, revision.revision_id and offset = next_offset; null "
+                                    "when the part reaches the end.")
     steps: list[StepView] | None = Field(None, description="Flow templates only: ordered tool calls with {param}.")
     parameters: list[ParameterView] | None = Field(None, description="Flow templates only: the parameter schema.")
     resources: list[ResourceInfo]
