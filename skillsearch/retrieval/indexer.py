@@ -45,7 +45,8 @@ from skillsearch.retrieval.documents import doc_hash, embedded_text, lexical_doc
 from skillsearch.retrieval.embedding_chunks import EMBED_CHUNK, ProgressFactory, embed_in_chunks
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.lexical import APPLY_CHUNK as LEXICAL_CHUNK
-from skillsearch.retrieval.lexical import HEAD_CHARS, LexicalIndex, Searcher
+from skillsearch.retrieval.lexical import LexicalIndex, Searcher
+from skillsearch.retrieval.lexical_schema import HEAD_CHARS
 from skillsearch.retrieval.manifest import MANIFEST, TUNED_KEYS, built_with, read_manifest, write_manifest
 from skillsearch.retrieval.routing import Routing
 from skillsearch.retrieval.vector_files import remove_temporaries
@@ -97,7 +98,7 @@ class SearchIndex:
     ) -> None:
         self.data_dir = Path(data_dir)
         self.french = french
-        # Characters of the instructions the lexical side weighs with the rest of a skill (lexical.HEAD_CHARS).
+        # Characters of the instructions the lexical side weighs with the rest of a skill (lexical_schema.HEAD_CHARS).
         self.head_chars = head_chars
         self.encoder = encoder
         self.instructions_chars = instructions_chars
