@@ -243,7 +243,7 @@ def test_closing_a_catalog_while_its_model_loads_ends_the_background_open(tmp_pa
     store_import(catalog.store, parse_path(_bundle(tmp_path / "bundle.json"), "chores", "team:ops"), "chores",
                  "team:ops")
     catalog.prepare_in_background()
-    opener = catalog._holder._opener
+    opener = catalog._holder._opening.thread
     assert opener is not None
     deadline = time.monotonic() + WAIT_S
     while opener.is_alive() and not _waits_in(opener, "wait") and time.monotonic() < deadline:
