@@ -25,7 +25,7 @@ from test_sources import write_skill
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
-from skillsearch.retrieval import indexer
+from skillsearch.retrieval import indexer, lexical_schema
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
@@ -379,7 +379,7 @@ def test_sigterm_stops_a_lexical_rebuild_and_the_next_open_rebuilds_it(tmp_path:
     finally:
         catalog.close()
     manifest = json.loads((data_dir / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["lexical"]["fields"] == indexer.LEXICAL_FIELDS_VERSION, manifest
+    assert manifest["lexical"]["fields"] == lexical_schema.LEXICAL_FIELDS_VERSION, manifest
 
 
 def test_a_write_stopped_while_embedding_keeps_both_sides_alike_without_a_lexical_rebuild(

@@ -46,7 +46,7 @@ from skillsearch.retrieval.embedding_chunks import EMBED_CHUNK, ProgressFactory,
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.lexical import APPLY_CHUNK as LEXICAL_CHUNK
 from skillsearch.retrieval.lexical import LexicalIndex, Searcher
-from skillsearch.retrieval.lexical_schema import HEAD_CHARS
+from skillsearch.retrieval.lexical_schema import HEAD_CHARS, LEXICAL_FIELDS_VERSION
 from skillsearch.retrieval.manifest import MANIFEST, TUNED_KEYS, built_with, read_manifest, write_manifest
 from skillsearch.retrieval.routing import Routing
 from skillsearch.retrieval.vector_files import remove_temporaries
@@ -57,11 +57,6 @@ from skillsearch.retrieval.writelock import WriteLock
 __all__ = ["EMBED_CHUNK", "IndexSnapshot", "IndexStats", "ProgressFactory", "SearchIndex"]
 
 log = logging.getLogger("skillsearch")
-
-# Bumped when the lexical schema gains fields (2: the French fields ``fr`` and ``fr_body``; 3: ``all``; 4:
-# ``rest``, the instructions after their head; 5: words of two characters or more, the name once, in ``name``;
-# 6: a CJK character ends a word, so "Stripeで" holds the word "stripe"; 7: every text folded to NFKC).
-LEXICAL_FIELDS_VERSION = 7
 
 # What a stopped write's manifest records as its lexical recipe: no process's (``lexical_config``), so whoever
 # opens or follows the index next rebuilds the lexical side.

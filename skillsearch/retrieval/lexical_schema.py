@@ -37,9 +37,14 @@ from skillsearch.retrieval.documents import LexicalDoc, split_identifiers, split
 from skillsearch.retrieval.text_terms import fold
 
 __all__ = [
-    "FRENCH_FIELDS", "FRENCH_MODES", "HEAD_CHARS", "REST_FIELD", "TEXT_FIELDS", "WORD_PATTERN",
+    "FRENCH_FIELDS", "FRENCH_MODES", "HEAD_CHARS", "LEXICAL_FIELDS_VERSION", "REST_FIELD", "TEXT_FIELDS", "WORD_PATTERN",
     "document", "english_analyzer", "french_analyzer", "register_analyzers", "schema", "skill_key",
 ]
+
+# Bumped when the lexical schema gains fields (2: the French fields ``fr`` and ``fr_body``; 3: ``all``; 4:
+# ``rest``, the instructions after their head; 5: words of two characters or more, the name once, in ``name``;
+# 6: a CJK character ends a word, so "Stripeで" holds the word "stripe"; 7: every text folded to NFKC).
+LEXICAL_FIELDS_VERSION = 7
 
 EN_ANALYZER = "skill_en"
 CJK_ANALYZER = "skill_cjk"
