@@ -25,7 +25,7 @@ from test_sources import write_skill
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
-from skillsearch.retrieval import indexer, lexical_schema
+from skillsearch.retrieval import indexer, lexical_schema, write_diff
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
@@ -276,7 +276,7 @@ def test_a_stopped_write_sets_its_skills_aside_in_one_pass(tmp_path: Path, fake_
     def progress(total: int, what: str) -> Callable[[int], None]:
         return lambda n: stopping.set()  # SIGTERM once the first chunk is embedded
 
-    monkeypatch.setattr(indexer, "set", counting_set, raising=False)
+    monkeypatch.setattr(write_diff, "set", counting_set, raising=False)
     try:
         with pytest.raises(WriteStopped, match=f"{indexer.EMBED_CHUNK} of {SKILLS} skills embedded"):
             catalog.import_path(_bundle(tmp_path / "bundle.json"), "chores", "team:ops", progress)

@@ -8,9 +8,9 @@ On disk (``<data_dir>``)::
     write.lock      held by whichever process writes the three above (``writelock.py``)
 
 Every catalog change bumps the store's generation; a batch brings its changed skills into the index
-(re-embedding only changed text) and writes the manifest with that generation. A manifest behind the store
-(a crash between the two) is repaired on open: vectors diffed by content hash, the cheap lexical side
-rebuilt; another encoder's is refused with the command to run. Searches read a whole
+(re-embedding only changed text: ``write_diff.py``) and writes the manifest with that generation. A manifest
+behind the store (a crash between the two) is repaired on open: vectors diffed by content hash, the cheap
+lexical side rebuilt; another encoder's is refused with the command to run. Searches read a whole
 :class:`IndexSnapshot`; a writer first follows what another process wrote (the manifest's write id).
 
 A write embeds :data:`EMBED_CHUNK` skills at a time. Once ``stopping`` is set (SIGTERM, a server's shutdown)
@@ -33,16 +33,12 @@ from pathlib import Path
 from threading import Event, RLock
 from typing import Any
 
-import numpy as np
-
-from skillsearch.catalog.rows import IndexRow
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError, StopFlag, WriteStopped
-from skillsearch.core.hashing import sha256_hex
 from skillsearch.retrieval import vector_saves
 from skillsearch.retrieval.calibration import calibrate, is_current, with_packaged_decisions
-from skillsearch.retrieval.documents import doc_hash, embedded_text, lexical_doc
-from skillsearch.retrieval.embedding_chunks import EMBED_CHUNK, ProgressFactory, embed_in_chunks
+from skillsearch.retrieval.documents import lexical_doc
+from skillsearch.retrieval.embedding_chunks import EMBED_CHUNK, ProgressFactory
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.lexical import APPLY_CHUNK as LEXICAL_CHUNK
 from skillsearch.retrieval.lexical import LexicalIndex, Searcher
@@ -50,8 +46,9 @@ from skillsearch.retrieval.lexical_schema import HEAD_CHARS, LEXICAL_FIELDS_VERS
 from skillsearch.retrieval.manifest import MANIFEST, TUNED_KEYS, built_with, read_manifest, write_manifest
 from skillsearch.retrieval.routing import Routing
 from skillsearch.retrieval.vector_files import remove_temporaries
-from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
+from skillsearch.retrieval.vectors import VectorSnapshot
 from skillsearch.retrieval.warming import warm_in_background
+from skillsearch.retrieval.write_diff import diff_and_embed
 from skillsearch.retrieval.writelock import WriteLock
 
 __all__ = ["EMBED_CHUNK", "IndexSnapshot", "IndexStats", "ProgressFactory", "SearchIndex"]
@@ -375,42 +372,11 @@ class SearchIndex:
         generation = store.generation() if generation is None else generation
         current = self._snapshot.vectors
         rows = list(store.index_rows(skill_ids))
-        present = {r.skill_id for r in rows}
-        if skill_ids is None:
-            deletes = [s for s in current.rows.skill_ids() if s not in present]
-        else:
-            deletes = [s for s in skill_ids if s not in present and current.row_of(s) is not None]
-        # Each row's place in the current snapshot, found once for the batch (-1: a new skill).
-        where = dict(zip([r.skill_id for r in rows], current.rows_of([r.skill_id for r in rows]).tolist(), strict=True))
-        changed: list[IndexRow] = []
-        for r in rows:
-            i = where[r.skill_id]
-            if i < 0 or current.rows[i].doc_hash != doc_hash(r):
-                changed.append(r)
-        texts = [embedded_text(r, self.instructions_chars) for r in changed]
-        embed_hashes = [sha256_hex(f"{self.encoder.name}\n{t}".encode()) for t in texts]
-        to_embed = [
-            j for j, r in enumerate(changed)
-            if (i := where[r.skill_id]) < 0 or current.rows[i].embed_hash != embed_hashes[j]
-        ]
-        vectors = np.zeros((len(changed), self.encoder.dim), dtype=np.float32)
-        for j, r in enumerate(changed):
-            i = where[r.skill_id]
-            if i >= 0:
-                vectors[j] = current.matrix[i]
-        embedded = (embed_in_chunks(self.encoder, texts, to_embed, vectors, progress, self.stopping)
-                    if to_embed else [])
-        self.embed_count += len(embedded)
-        not_embedded = set(to_embed) - set(embedded)
-        left = [changed[j].skill_id for j in sorted(not_embedded)]
-        if left:  # stopped: the skills not embedded stay as the index had them, both sides alike
+        diff = diff_and_embed(current, rows, skill_ids, self.encoder, self.instructions_chars, progress, self.stopping)
+        self.embed_count += diff.embedded
+        changed, deletes, upserts, left = diff.changed, diff.deletes, diff.upserts, diff.left
+        if left:  # stopped: the skills not embedded stay as the index had them
             generation = STOPPED_GENERATION
-            kept = [j for j in range(len(changed)) if j not in not_embedded]
-            changed, vectors, embed_hashes = [changed[j] for j in kept], vectors[kept], [embed_hashes[j] for j in kept]
-        upserts = [
-            (VectorRow(r.skill_id, r.grant, r.kind, r.tags, doc_hash(r), embed_hashes[j]), vectors[j])
-            for j, r in enumerate(changed)
-        ]
         # The store's folder: a removal from a mapped matrix writes its kept rows there, and the save below names them.
         new_vectors = current.apply(upserts, deletes, self.data_dir / "vectors")
         if rebuild_lexical:
@@ -418,7 +384,7 @@ class SearchIndex:
             self.lexical = self._lexical_index(create=True)
             all_rows = {r.skill_id: r for r in (rows if skill_ids is None else store.index_rows())}
             for skill_id in left:
-                if where[skill_id] < 0:  # a new skill not embedded yet has no vector: no lexical document either
+                if diff.where[skill_id] < 0:  # a new skill not embedded yet has no vector: no lexical document either
                     del all_rows[skill_id]
             docs = [lexical_doc(r) for r in all_rows.values()]
             lexical_done = self.lexical.apply(docs, [], self.stopping, self._tick(progress, len(docs)))
@@ -451,14 +417,14 @@ class SearchIndex:
             self._disk_id = None
         if left:
             raise WriteStopped(
-                f"stopped embedding: {len(embedded)} of {len(to_embed)} skills embedded and saved; the other"
+                f"stopped embedding: {diff.embedded} of {diff.to_embed} skills embedded and saved; the other"
                 f" {len(left)} are in the catalog and get embedded when the index in {self.data_dir} is next opened"
                 + ("" if lexical_done else " (its lexical side is rebuilt then)"))
         if not lexical_done:
             raise WriteStopped(
                 f"stopped writing the lexical index ({len(docs)} skills) before its commit; the embedded vectors"
                 f" are saved, and the lexical side is rebuilt when the index in {self.data_dir} is next opened")
-        return IndexStats(len(changed), len(deletes), len(to_embed), time.perf_counter() - started)
+        return IndexStats(len(changed), len(deletes), diff.to_embed, time.perf_counter() - started)
 
     @staticmethod
     def _tick(progress: ProgressFactory | None, docs: int) -> Callable[[int], None] | None:
