@@ -11,7 +11,8 @@ Every catalog change bumps the store's generation; a batch brings its changed sk
 (re-embedding only changed text: ``write_diff.py``) and writes the manifest with that generation. A manifest
 behind the store (a crash between the two) is repaired on open: vectors diffed by content hash, the cheap
 lexical side rebuilt; another encoder's is refused with the command to run. Searches read a whole
-:class:`IndexSnapshot`; a writer first follows what another process wrote (the manifest's write id).
+:class:`IndexSnapshot`; a writer first follows what another process wrote (the manifest's write id:
+``following.py``).
 
 A write embeds :data:`EMBED_CHUNK` skills at a time. Once ``stopping`` is set (SIGTERM, a server's shutdown)
 it stops after the encoder's current batch, saves the skills it embedded (both sides hold the same skills)
@@ -35,7 +36,7 @@ from typing import Any
 
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError, StopFlag, WriteStopped
-from skillsearch.retrieval import vector_saves
+from skillsearch.retrieval import following, vector_saves
 from skillsearch.retrieval.calibration import calibrate, is_current, with_packaged_decisions
 from skillsearch.retrieval.documents import lexical_doc
 from skillsearch.retrieval.embedding_chunks import EMBED_CHUNK, ProgressFactory
@@ -281,7 +282,7 @@ class SearchIndex:
         and nobody committed since, another process (maybe one killed before its refresh) wrote too, so
         every skill is diffed (which re-embeds only what changed). ``progress``: the embedding shown."""
         with self._lock, self.wlock.hold():
-            self._follow(store)
+            following.follow_write(self, store)
             if span is None:
                 return self._sync(store, skill_ids, progress, rebuild_lexical=False)
             before, after = span
@@ -290,73 +291,14 @@ class SearchIndex:
             return self._sync(store, None, progress, rebuild_lexical=False)
 
     def follow(self, store: CatalogStore) -> bool:
-        """A request's step when the store moved: with no writer at work, load what another process wrote
-        since (its whole write: a generation reload, a moment); never embed, diff or rebuild. Whether the
-        index is still behind with no writer at work (a writer died or stopped part-way; files another
-        process's settings wrote): what :meth:`catch_up` repairs, in a server's background thread."""
-        if self.stopping.is_set():
-            return False  # the process is stopping: no write starts, the last snapshot serves
-        with self.wlock.try_hold() as got:
-            if not got or not self._lock.acquire(blocking=False):
-                return False  # a writer is at work: it brings the index up, the last snapshot serves
-            try:
-                return not self._follow(store, repair=False) or self._snapshot.generation != store.generation()
-            finally:
-                self._lock.release()
+        """A request's step when the store moved: load another process's whole write, never embed; whether the
+        index is still behind with no writer at work (``following.follow``)."""
+        return following.follow(self, store)
 
     def catch_up(self, store: CatalogStore) -> bool:
-        """When the store moved: with no writer at work, follow what another process wrote, and diff every
-        skill if still behind (a writer died), embedding the difference; else serve the last snapshot.
-        Whether it ran. A server runs it in a background thread (``IndexHolder``), never in a request's."""
-        if self.stopping.is_set():
-            return False  # the process is stopping: no write starts, the last snapshot serves
-        with self.wlock.try_hold() as got:
-            if not got or not self._lock.acquire(blocking=False):
-                return False
-            try:
-                self._follow(store)
-                if self._snapshot.generation != store.generation():
-                    self._sync(store, None, None, rebuild_lexical=False)
-                return True
-            finally:
-                self._lock.release()
-
-    def _follow(self, store: CatalogStore, repair: bool = True) -> bool:
-        """Under the write lock: load what another process wrote since, never write over it stale. Files that
-        do not load as they are get a fresh open's checks and repairs, unless ``repair`` is False: then they
-        are left as they are, and the answer is False (not followed)."""
-        try:
-            manifest = self.read_manifest()
-        except IndexNotReadyError:
-            manifest = None  # unreadable: the fresh open below repairs or refuses it
-        if manifest is not None and manifest.get("write_id") == self._disk_id:
-            return True
-        log.info("index in %s was written by another process; following it", self.data_dir)
-        if hasattr(self, "lexical"):
-            self.lexical.close()
-        try:
-            if manifest is None:
-                raise IndexNotReadyError("no manifest")
-            vectors = vector_saves.load(self.data_dir / "vectors")
-            lexical = self._lexical_index()
-            if (
-                vectors.dim != self.encoder.dim
-                or (manifest.get("encoder") or {}).get("name") != self.encoder.name
-                or (manifest.get("encoder") or {}).get("fingerprint") not in (None, self.encoder.fingerprint())
-                or manifest.get("lexical") != self.lexical_config()
-                or lexical.num_docs() != len(vectors)
-            ):
-                raise IndexNotReadyError("the index on disk does not match this process's settings")
-        except (IndexNotReadyError, ValueError):
-            if not repair:
-                return False
-            self._open(store, None)  # the checks, repairs and refusals of a fresh open
-            return True
-        self.lexical = lexical
-        self.calibration = dict(manifest.get("calibration") or {})
-        self._snapshot = self._snapshot_of(lexical.searcher(), vectors, int(manifest.get("store_generation", -1)))
-        self._disk_id = manifest.get("write_id")
-        return True
+        """When the store moved and no writer is at work: follow, then diff and embed what is still behind;
+        whether it ran (``following.catch_up``). A server runs it in a background thread, never a request's."""
+        return following.catch_up(self, store)
 
     # -- the one update path ----------------------------------------------------------------------
 
