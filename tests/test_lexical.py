@@ -8,7 +8,8 @@ from conftest import SHARED
 
 from skillsearch.bench.dev import common_term_rule
 from skillsearch.retrieval.documents import LexicalDoc, split_instructions
-from skillsearch.retrieval.lexical import LexicalIndex, skill_key
+from skillsearch.retrieval.lexical import LexicalIndex
+from skillsearch.retrieval.lexical_schema import skill_key
 
 FILLER = "alpha bravo charlie delta echo foxtrot golf hotel"  # 8 more terms that no document holds
 
@@ -147,11 +148,11 @@ def test_a_text_analysed_a_word_at_a_time_has_the_analysers_terms(tmp_path: Path
     analyser gives the whole text: underscores split words, one-letter pieces and stop words drop out, a word
     over 40 characters is left out, stems match, and repeated words and a second call change nothing. The
     real skills' instructions are checked the same way (every SKILL.md of the 883)."""
-    from skillsearch.retrieval.lexical import _english_analyzer
+    from skillsearch.retrieval.lexical_schema import english_analyzer
     from skillsearch.retrieval.text_terms import NON_WORD, fold
 
     index = LexicalIndex(tmp_path / "lexical", create=True)
-    analyser = _english_analyzer()
+    analyser = english_analyzer()
     samples = [
         "Deploying the deployments: deploy_now, re-deploy (x9 9x) I'd say user's",
         "Größe straße ÉCOLE naïve café résumé",

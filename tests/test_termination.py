@@ -25,7 +25,7 @@ from test_sources import write_skill
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
-from skillsearch.retrieval import indexer
+from skillsearch.retrieval import indexer, lexical_schema, write_diff
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
@@ -243,7 +243,7 @@ def test_closing_a_catalog_while_its_model_loads_ends_the_background_open(tmp_pa
     store_import(catalog.store, parse_path(_bundle(tmp_path / "bundle.json"), "chores", "team:ops"), "chores",
                  "team:ops")
     catalog.prepare_in_background()
-    opener = catalog._holder._opener
+    opener = catalog._holder._opening.thread
     assert opener is not None
     deadline = time.monotonic() + WAIT_S
     while opener.is_alive() and not _waits_in(opener, "wait") and time.monotonic() < deadline:
@@ -276,7 +276,7 @@ def test_a_stopped_write_sets_its_skills_aside_in_one_pass(tmp_path: Path, fake_
     def progress(total: int, what: str) -> Callable[[int], None]:
         return lambda n: stopping.set()  # SIGTERM once the first chunk is embedded
 
-    monkeypatch.setattr(indexer, "set", counting_set, raising=False)
+    monkeypatch.setattr(write_diff, "set", counting_set, raising=False)
     try:
         with pytest.raises(WriteStopped, match=f"{indexer.EMBED_CHUNK} of {SKILLS} skills embedded"):
             catalog.import_path(_bundle(tmp_path / "bundle.json"), "chores", "team:ops", progress)
@@ -379,7 +379,7 @@ def test_sigterm_stops_a_lexical_rebuild_and_the_next_open_rebuilds_it(tmp_path:
     finally:
         catalog.close()
     manifest = json.loads((data_dir / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["lexical"]["fields"] == indexer.LEXICAL_FIELDS_VERSION, manifest
+    assert manifest["lexical"]["fields"] == lexical_schema.LEXICAL_FIELDS_VERSION, manifest
 
 
 def test_a_write_stopped_while_embedding_keeps_both_sides_alike_without_a_lexical_rebuild(

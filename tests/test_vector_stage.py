@@ -969,7 +969,7 @@ def test_rows_are_saved_as_column_arrays_and_an_index_written_before_still_opens
     """``rows.npz`` holds the row table's columns and each row's key (opening a million rows parses no JSON
     line and hashes no id); a damaged one is a clear error; an index written before with ``rows.json``
     (one row per line, or before that one object) still opens, and its next save writes ``rows.npz``."""
-    from skillsearch.retrieval.lexical import skill_key
+    from skillsearch.retrieval.lexical_schema import skill_key
     from skillsearch.retrieval.vector_files import row_json
 
     rows = [VectorRow(f"sk_{i}", "team:a", "knowledge", ("ops", f"t{i}"), f"d{i}", f"{i:064x}") for i in range(3)]
@@ -1085,7 +1085,7 @@ def test_row_metadata_is_kept_as_columns_and_reads_like_a_tuple_of_rows() -> Non
     """``vector_rows.RowTable`` holds a million rows' metadata in numpy columns (no object per row) and
     reads, compares and changes like the tuple of ``VectorRow`` it replaced; ``KeyIndex`` finds a row by its
     id's key like the dict it replaced."""
-    from skillsearch.retrieval.lexical import skill_key
+    from skillsearch.retrieval.lexical_schema import skill_key
     from skillsearch.retrieval.vector_rows import RowTable
 
     rows = [VectorRow(f"sk_{i}" if i % 5 else f"ünï/{i}", "team:a" if i % 3 else "team:b", "knowledge",

@@ -26,7 +26,8 @@ from skillsearch.bench.relevance import open_bench_catalog
 from skillsearch.bench.skills import load_queries, open_skills_catalog
 from skillsearch.retrieval.documents import lexical_doc
 from skillsearch.retrieval.hashing_encoder import HashingEncoder
-from skillsearch.retrieval.lexical import LexicalIndex, skill_key
+from skillsearch.retrieval.lexical import LexicalIndex
+from skillsearch.retrieval.lexical_schema import skill_key
 
 DATASETS = ("metatool", "sealtools", "gorilla", "skills-catalog")
 

@@ -36,7 +36,7 @@ _FRENCH_LETTERS = re.compile(r"[àâçéèêëîïôûùüÿœæ]", re.IGNORECAS
 _ELISION = re.compile(r"\b[ldjnmstc]['’][a-zàâéèêîôûh]", re.IGNORECASE)
 # The CJK characters, as (first, last) code points: kana, CJK ideographs and their compatibility forms, hangul,
 # half-width katakana. Their runs go into the lexical index's ``cjk`` n-gram field, never into its words
-# (``lexical.WORD_PATTERN``), and French is never guessed for text made of them.
+# (``lexical_schema.WORD_PATTERN``), and French is never guessed for text made of them.
 CJK_RANGES = ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0xAC00, 0xD7AF), (0xFF66, 0xFF9F))
 _CJK = re.compile("[" + "".join(f"{chr(first)}-{chr(last)}" for first, last in CJK_RANGES) + "]+")
 

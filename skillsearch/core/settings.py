@@ -63,7 +63,7 @@ class Settings:
     # lexical side.
     lexical_instructions_chars: int = 3000
     # Which documents fill / which requests search the French-analysed lexical fields:
-    # both (default: every document, French-looking requests), detect, docs, all, off (see lexical.py).
+    # both (default: every document, French-looking requests), detect, docs, all, off (see lexical_schema.py).
     french_analysis: str = "both"
     query_cache_size: int = 1024
     # Query encoding as a batching service (retrieval/batching.py): concurrent searches share model calls

@@ -27,7 +27,7 @@ __all__ = ["RETRY_FIRST_S", "RETRY_MAX_S", "BackgroundRepair"]
 
 log = logging.getLogger("skillsearch")
 
-# After a failed repair (or a server's failed background open, ``index_holder.py``) the next try waits
+# After a failed repair (or a server's failed background open, ``background_open.py``) the next try waits
 # RETRY_FIRST_S, doubling after each failure up to RETRY_MAX_S.
 RETRY_FIRST_S = 1.0
 RETRY_MAX_S = 30.0

@@ -3,7 +3,8 @@
 It owns the encoder the index embeds with (the configured one, else the one the index was built with) and
 the one :class:`~skillsearch.retrieval.indexer.SearchIndex` of the directory: opened on first use or, in a
 server, in a background thread behind the first answers (built or repaired there, then each snapshot
-warmed; an open that failed there is tried again there, with a backoff, and never by a reader); brought
+warmed; an open that failed there is tried again there, with a backoff, and never by a reader:
+``background_open.py``); brought
 up to the store when another process wrote (in a server, a repair that must diff and embed runs in a
 background thread, never a request's: ``background_repair.py``); rebuilt (``reindex``). It answers whether the
 index can serve (:class:`Readiness`, for ``/readyz``; the model's load, the background open, a write in
@@ -14,16 +15,16 @@ write at a server's shutdown. ``service.Catalog`` owns one and delegates to it.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from threading import Event, RLock, Thread
+from threading import Event, RLock
 
 from skillsearch.catalog.changes import changed_at
 from skillsearch.catalog.store import CatalogStore
-from skillsearch.core.errors import IndexNotReadyError, SkillSearchError, WriteStopped
+from skillsearch.core.errors import IndexNotReadyError, SkillSearchError
 from skillsearch.core.settings import Settings
-from skillsearch.retrieval.background_repair import RETRY_FIRST_S, RETRY_MAX_S, BackgroundRepair
+from skillsearch.retrieval.background_open import BackgroundOpen
+from skillsearch.retrieval.background_repair import BackgroundRepair
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.encoders import DEFAULT_ENCODER, encoder_choice, make_encoder
 from skillsearch.retrieval.indexer import IndexStats, ProgressFactory, SearchIndex
@@ -39,13 +40,6 @@ log = logging.getLogger("skillsearch")
 # How long closing waits for a background open to stop: the encoder's batch in progress, or a lexical write's
 # chunk of documents; past it the process goes on, and the next open repairs.
 CLOSE_WAIT_S = 30.0
-# How often the background open, waiting for the model to load or to try again, looks whether it should stop.
-_STOP_POLL_S = 0.1
-
-
-class _Stopped(Exception):
-    """The background open ends: the catalog closes, or its writes stop (the next open repairs)."""
-
 
 @dataclass(frozen=True)
 class Readiness:
@@ -90,15 +84,11 @@ class IndexHolder:
         self._index: SearchIndex | None = None
         # Held by every open, rebuild and catch-up, and by an in-process batch (``Catalog.writing``).
         self.lock = RLock()
-        # Clear while a server's background thread opens the index (``prepare_in_background``): readers that
-        # need it wait for it within a bound instead of queueing on ``lock`` behind a repair.
-        self._opened = Event()
-        self._opened.set()
-        self._opener: Thread | None = None  # the background open of prepare_in_background
-        # Why the background open's last try failed (cleared once it opens): what readers and /readyz are told,
-        # at once, instead of opening the index in their own thread. ``_tries``: the failed tries so far.
-        self._failure: SkillSearchError | None = None
-        self._tries = 0
+        # A server's background open of the index (``prepare_in_background``): readers wait for it within a
+        # bound, or are told at once why its last try failed (``background_open.py``).
+        self._opening = BackgroundOpen(self.data_dir, self.stopping, self._open_unless_open,
+                                       lambda: self._index is not None, lambda: models_of(self.encoder),
+                                       self._warm_opened)
         # A server's (``prepare_in_background``): an index left behind by a write that died or stopped is
         # repaired there, in a background thread, never in a request's (``background_repair.py``).
         self._serving = False
@@ -143,100 +133,16 @@ class IndexHolder:
         if self._index is not None:
             self._warm(self._index)
             return
-        self._opened.clear()
-        self._opener = Thread(target=self._open_behind_the_answer, name="skillsearch-index-open", daemon=True)
-        self._opener.start()
+        self._opening.start()
 
-    def _open_behind_the_answer(self) -> None:
-        """The background open of :meth:`prepare_in_background`. A repair that must embed waits for the
-        model without the readers' bound (nobody waits on this thread's answer), but ends when the catalog
-        is closed or its writes stop meanwhile, then opens again: an open that failed there changed nothing
-        a second open does not check and repair. An open that fails (a damaged file, a model that failed to
-        load, another process's write lock held past its wait) is kept as the reason readers are given, and
-        tried again here after ``RETRY_FIRST_S``, doubling up to ``RETRY_MAX_S``; a model that failed to
-        load does not come back in this process, so its failure is kept and not tried again."""
-        delay = RETRY_FIRST_S
-        try:
-            while not self._try_open():
-                if self._model_failed():
-                    return  # its failure stays the answer
-                self._pause(delay)
-                delay = min(delay * 2, RETRY_MAX_S)
-            assert self._index is not None
-            self._warm(self._index)
-        except WriteStopped as exc:  # the process is stopping: the next open embeds the rest
-            self._failure = None
-            log.warning("%s", exc)
-        except _Stopped:  # closing, or the writes stop: the next open (a reader's, from now on) repairs
-            self._failure = None
-        finally:
-            self._opened.set()
+    def _open_unless_open(self) -> None:
+        with self.lock:
+            if self._index is None:
+                self._open_index(None)
 
-    def _try_open(self) -> bool:
-        """One try of the background open (waiting for a model that is loading): whether it opened. A failure
-        is kept in ``_failure``; ``WriteStopped`` and ``_Stopped`` end the background open."""
-        try:
-            while True:
-                try:
-                    with self.lock:
-                        if self._index is None:
-                            self._open_index(None)
-                    self._failure = None
-                    return True
-                except IndexNotReadyError:
-                    if self.stopping.is_set():
-                        raise _Stopped() from None
-                    loading = [m for m in models_of(self.encoder) if m.pending]
-                    if not loading:
-                        raise
-                    for model in loading:
-                        while not model.wait(_STOP_POLL_S):
-                            if self.stopping.is_set():
-                                raise _Stopped() from None
-        except (WriteStopped, _Stopped):
-            raise
-        except SkillSearchError as exc:
-            self._failed(exc)
-            log.error("cannot open the index in %s: %s: %s; trying again in the background", self.data_dir,
-                      exc.code, exc.message)
-        except Exception as exc:
-            self._failed(IndexNotReadyError(f"opening the index failed: {type(exc).__name__}: {exc}"))
-            log.exception("opening the index in %s failed; trying again in the background", self.data_dir)
-        return False
-
-    def _failed(self, exc: SkillSearchError) -> None:
-        self._tries += 1
-        self._failure = exc
-
-    def _model_failed(self) -> bool:
-        return any(m.failure is not None for m in models_of(self.encoder))
-
-    def _pause(self, seconds: float) -> None:
-        """Wait ``seconds`` before the next try; ``_Stopped`` when the catalog closes or its writes stop."""
-        end = time.monotonic() + seconds
-        while not self.stopping.is_set():
-            if time.monotonic() >= end:
-                return
-            time.sleep(min(_STOP_POLL_S, max(0.0, end - time.monotonic())))
-        raise _Stopped()
-
-    def _not_opened(self) -> IndexNotReadyError | None:
-        """Why a server's index is not there to read (None when it is, or when no background open was asked
-        for): still opening, or the reason its background open failed (tried again there)."""
-        if self._index is not None:
-            return None
-        failure = self._failure
-        if failure is not None:
-            retrying = self.opening() and not self._model_failed()
-            return IndexNotReadyError(
-                f"the search index could not be opened: {failure.message}"
-                + ("; trying again in the background" if retrying else ""),
-                {"opening": self.opening(), "reason": failure.message, "reason_code": failure.code,
-                 "failed_tries": self._tries, "retrying": retrying})
-        if self.opening():
-            return IndexNotReadyError("the search index is still being opened (and repaired where needed)",
-                                      {"opening": True})
-        return None
+    def _warm_opened(self) -> None:
+        assert self._index is not None
+        self._warm(self._index)
 
     @staticmethod
     def _warm(idx: SearchIndex) -> None:
@@ -245,7 +151,7 @@ class IndexHolder:
 
     def opening(self) -> bool:
         """A server's background open of the index (``prepare_in_background``) has not finished."""
-        return not self._opened.is_set()
+        return self._opening.opening()
 
     def index(self, progress: ProgressFactory | None = None, generation: int | None = None, *,
               bounded: bool = True) -> SearchIndex:
@@ -257,8 +163,8 @@ class IndexHolder:
         server's background open runs (``prepare_in_background``) a caller waits for it, up to
         ``settings.model_wait_s`` (``bounded``; a write waits as long as it takes), then gets
         ``INDEX_NOT_READY``."""
-        if self._index is None and (self.opening() or self._failure is not None):
-            self._wait_for_the_open(bounded)
+        if self._index is None and (self.opening() or self._opening.failure is not None):
+            self._opening.wait(bounded, self.settings.model_wait_s)
         current = self._index
         if current is not None:
             if current.snapshot().generation == (self.store.generation() if generation is None else generation):
@@ -281,23 +187,6 @@ class IndexHolder:
                 self._open_index(progress)
             assert self._index is not None
             return self._index
-
-    def _wait_for_the_open(self, bounded: bool) -> None:
-        """Wait for a server's background open, up to ``settings.model_wait_s`` (``bounded``), or as long as
-        it takes. ``INDEX_NOT_READY`` past the bound, or at once with the reason once a try has failed (it is
-        tried again in the background, never here)."""
-        wait_s = self.settings.model_wait_s
-        end = time.monotonic() + wait_s if bounded else None
-        while self._index is None:
-            if (failure := self._failure) is not None:  # read once: the background open may clear it meanwhile
-                raise self._not_opened() or failure
-            if not self.opening():
-                return  # the background open stopped (the catalog closed, or its writes stopped)
-            if end is not None and time.monotonic() >= end:
-                raise IndexNotReadyError(
-                    f"the search index is still being opened (and repaired where needed) after {wait_s:g} s;"
-                    " try again shortly", {"waited_s": wait_s})
-            self._opened.wait(_STOP_POLL_S if end is None else max(0.0, min(_STOP_POLL_S, end - time.monotonic())))
 
     def open_first(self, progress: ProgressFactory | None) -> IndexStats | None:
         """Open (build) the index unless another thread has meanwhile: what that embedded, None when it did
@@ -347,10 +236,10 @@ class IndexHolder:
         on every update. Also
         ``INDEX_NOT_READY`` while the embedding model is loading in the background (a server's first moments),
         and while the index is still opening there (a repair after an upgrade or an interrupted import)."""
-        if self._index is None and (failure := self._failure) is not None:
-            raise self._not_opened() or failure  # why the background open failed: at once
+        if self._index is None and (failure := self._opening.failure) is not None:
+            raise self._opening.not_opened() or failure  # why the background open failed: at once
         self.check_model()
-        if (not_opened := self._not_opened()) is not None:
+        if (not_opened := self._opening.not_opened()) is not None:
             raise not_opened  # still opening
         idx = self.index()
         snap, generation = idx.snapshot(), self.store.generation()
@@ -378,7 +267,7 @@ class IndexHolder:
 
     def indexed_documents(self) -> int:
         """Skills in the search index; 0 while it cannot be opened, or is opening in the background."""
-        if self._not_opened() is not None:
+        if self._opening.not_opened() is not None:
             return 0
         try:
             return len(self.index().snapshot().vectors)
@@ -388,7 +277,7 @@ class IndexHolder:
     def index_generation(self) -> int:
         """The store generation the index this process serves reflects; -1 while it cannot be opened, or is
         opening in the background."""
-        if self._not_opened() is not None:
+        if self._opening.not_opened() is not None:
             return -1
         try:
             return self.index().snapshot().generation
@@ -404,10 +293,9 @@ class IndexHolder:
         """Close the index. A background open still at work is told to stop (an embedding keeps the batches it
         finished, as at SIGTERM) and waited for up to ``wait_s``, so it does not write on after the store is
         closed, nor leave with its finished batches unsaved."""
-        opener = self._opener
-        if opener is not None and opener.is_alive():
+        if self._opening.running():
             self.stopping.set()
-            opener.join(wait_s)
+            self._opening.join(wait_s)
         if self._repair.running():
             self.stopping.set()
             self._repair.join(wait_s)

@@ -8,10 +8,11 @@ On disk (``<data_dir>``)::
     write.lock      held by whichever process writes the three above (``writelock.py``)
 
 Every catalog change bumps the store's generation; a batch brings its changed skills into the index
-(re-embedding only changed text) and writes the manifest with that generation. A manifest behind the store
-(a crash between the two) is repaired on open: vectors diffed by content hash, the cheap lexical side
-rebuilt; another encoder's is refused with the command to run. Searches read a whole
-:class:`IndexSnapshot`; a writer first follows what another process wrote (the manifest's write id).
+(re-embedding only changed text: ``write_diff.py``) and writes the manifest with that generation. A manifest
+behind the store (a crash between the two) is repaired on open: vectors diffed by content hash, the cheap
+lexical side rebuilt; another encoder's is refused with the command to run. Searches read a whole
+:class:`IndexSnapshot`; a writer first follows what another process wrote (the manifest's write id:
+``following.py``).
 
 A write embeds :data:`EMBED_CHUNK` skills at a time. Once ``stopping`` is set (SIGTERM, a server's shutdown)
 it stops after the encoder's current batch, saves the skills it embedded (both sides hold the same skills)
@@ -33,34 +34,27 @@ from pathlib import Path
 from threading import Event, RLock
 from typing import Any
 
-import numpy as np
-
-from skillsearch.catalog.rows import IndexRow
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError, StopFlag, WriteStopped
-from skillsearch.core.hashing import sha256_hex
-from skillsearch.retrieval import vector_saves
+from skillsearch.retrieval import following, vector_saves
 from skillsearch.retrieval.calibration import calibrate, is_current, with_packaged_decisions
-from skillsearch.retrieval.documents import doc_hash, embedded_text, lexical_doc
-from skillsearch.retrieval.embedding_chunks import EMBED_CHUNK, ProgressFactory, embed_in_chunks
+from skillsearch.retrieval.documents import lexical_doc
+from skillsearch.retrieval.embedding_chunks import EMBED_CHUNK, ProgressFactory
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.lexical import APPLY_CHUNK as LEXICAL_CHUNK
-from skillsearch.retrieval.lexical import HEAD_CHARS, LexicalIndex, Searcher
+from skillsearch.retrieval.lexical import LexicalIndex, Searcher
+from skillsearch.retrieval.lexical_schema import HEAD_CHARS, LEXICAL_FIELDS_VERSION
 from skillsearch.retrieval.manifest import MANIFEST, TUNED_KEYS, built_with, read_manifest, write_manifest
 from skillsearch.retrieval.routing import Routing
 from skillsearch.retrieval.vector_files import remove_temporaries
-from skillsearch.retrieval.vectors import VectorRow, VectorSnapshot
+from skillsearch.retrieval.vectors import VectorSnapshot
 from skillsearch.retrieval.warming import warm_in_background
+from skillsearch.retrieval.write_diff import diff_and_embed
 from skillsearch.retrieval.writelock import WriteLock
 
 __all__ = ["EMBED_CHUNK", "IndexSnapshot", "IndexStats", "ProgressFactory", "SearchIndex"]
 
 log = logging.getLogger("skillsearch")
-
-# Bumped when the lexical schema gains fields (2: the French fields ``fr`` and ``fr_body``; 3: ``all``; 4:
-# ``rest``, the instructions after their head; 5: words of two characters or more, the name once, in ``name``;
-# 6: a CJK character ends a word, so "Stripeで" holds the word "stripe"; 7: every text folded to NFKC).
-LEXICAL_FIELDS_VERSION = 7
 
 # What a stopped write's manifest records as its lexical recipe: no process's (``lexical_config``), so whoever
 # opens or follows the index next rebuilds the lexical side.
@@ -97,7 +91,7 @@ class SearchIndex:
     ) -> None:
         self.data_dir = Path(data_dir)
         self.french = french
-        # Characters of the instructions the lexical side weighs with the rest of a skill (lexical.HEAD_CHARS).
+        # Characters of the instructions the lexical side weighs with the rest of a skill (lexical_schema.HEAD_CHARS).
         self.head_chars = head_chars
         self.encoder = encoder
         self.instructions_chars = instructions_chars
@@ -288,7 +282,7 @@ class SearchIndex:
         and nobody committed since, another process (maybe one killed before its refresh) wrote too, so
         every skill is diffed (which re-embeds only what changed). ``progress``: the embedding shown."""
         with self._lock, self.wlock.hold():
-            self._follow(store)
+            following.follow_write(self, store)
             if span is None:
                 return self._sync(store, skill_ids, progress, rebuild_lexical=False)
             before, after = span
@@ -297,73 +291,14 @@ class SearchIndex:
             return self._sync(store, None, progress, rebuild_lexical=False)
 
     def follow(self, store: CatalogStore) -> bool:
-        """A request's step when the store moved: with no writer at work, load what another process wrote
-        since (its whole write: a generation reload, a moment); never embed, diff or rebuild. Whether the
-        index is still behind with no writer at work (a writer died or stopped part-way; files another
-        process's settings wrote): what :meth:`catch_up` repairs, in a server's background thread."""
-        if self.stopping.is_set():
-            return False  # the process is stopping: no write starts, the last snapshot serves
-        with self.wlock.try_hold() as got:
-            if not got or not self._lock.acquire(blocking=False):
-                return False  # a writer is at work: it brings the index up, the last snapshot serves
-            try:
-                return not self._follow(store, repair=False) or self._snapshot.generation != store.generation()
-            finally:
-                self._lock.release()
+        """A request's step when the store moved: load another process's whole write, never embed; whether the
+        index is still behind with no writer at work (``following.follow``)."""
+        return following.follow(self, store)
 
     def catch_up(self, store: CatalogStore) -> bool:
-        """When the store moved: with no writer at work, follow what another process wrote, and diff every
-        skill if still behind (a writer died), embedding the difference; else serve the last snapshot.
-        Whether it ran. A server runs it in a background thread (``IndexHolder``), never in a request's."""
-        if self.stopping.is_set():
-            return False  # the process is stopping: no write starts, the last snapshot serves
-        with self.wlock.try_hold() as got:
-            if not got or not self._lock.acquire(blocking=False):
-                return False
-            try:
-                self._follow(store)
-                if self._snapshot.generation != store.generation():
-                    self._sync(store, None, None, rebuild_lexical=False)
-                return True
-            finally:
-                self._lock.release()
-
-    def _follow(self, store: CatalogStore, repair: bool = True) -> bool:
-        """Under the write lock: load what another process wrote since, never write over it stale. Files that
-        do not load as they are get a fresh open's checks and repairs, unless ``repair`` is False: then they
-        are left as they are, and the answer is False (not followed)."""
-        try:
-            manifest = self.read_manifest()
-        except IndexNotReadyError:
-            manifest = None  # unreadable: the fresh open below repairs or refuses it
-        if manifest is not None and manifest.get("write_id") == self._disk_id:
-            return True
-        log.info("index in %s was written by another process; following it", self.data_dir)
-        if hasattr(self, "lexical"):
-            self.lexical.close()
-        try:
-            if manifest is None:
-                raise IndexNotReadyError("no manifest")
-            vectors = vector_saves.load(self.data_dir / "vectors")
-            lexical = self._lexical_index()
-            if (
-                vectors.dim != self.encoder.dim
-                or (manifest.get("encoder") or {}).get("name") != self.encoder.name
-                or (manifest.get("encoder") or {}).get("fingerprint") not in (None, self.encoder.fingerprint())
-                or manifest.get("lexical") != self.lexical_config()
-                or lexical.num_docs() != len(vectors)
-            ):
-                raise IndexNotReadyError("the index on disk does not match this process's settings")
-        except (IndexNotReadyError, ValueError):
-            if not repair:
-                return False
-            self._open(store, None)  # the checks, repairs and refusals of a fresh open
-            return True
-        self.lexical = lexical
-        self.calibration = dict(manifest.get("calibration") or {})
-        self._snapshot = self._snapshot_of(lexical.searcher(), vectors, int(manifest.get("store_generation", -1)))
-        self._disk_id = manifest.get("write_id")
-        return True
+        """When the store moved and no writer is at work: follow, then diff and embed what is still behind;
+        whether it ran (``following.catch_up``). A server runs it in a background thread, never a request's."""
+        return following.catch_up(self, store)
 
     # -- the one update path ----------------------------------------------------------------------
 
@@ -379,42 +314,11 @@ class SearchIndex:
         generation = store.generation() if generation is None else generation
         current = self._snapshot.vectors
         rows = list(store.index_rows(skill_ids))
-        present = {r.skill_id for r in rows}
-        if skill_ids is None:
-            deletes = [s for s in current.rows.skill_ids() if s not in present]
-        else:
-            deletes = [s for s in skill_ids if s not in present and current.row_of(s) is not None]
-        # Each row's place in the current snapshot, found once for the batch (-1: a new skill).
-        where = dict(zip([r.skill_id for r in rows], current.rows_of([r.skill_id for r in rows]).tolist(), strict=True))
-        changed: list[IndexRow] = []
-        for r in rows:
-            i = where[r.skill_id]
-            if i < 0 or current.rows[i].doc_hash != doc_hash(r):
-                changed.append(r)
-        texts = [embedded_text(r, self.instructions_chars) for r in changed]
-        embed_hashes = [sha256_hex(f"{self.encoder.name}\n{t}".encode()) for t in texts]
-        to_embed = [
-            j for j, r in enumerate(changed)
-            if (i := where[r.skill_id]) < 0 or current.rows[i].embed_hash != embed_hashes[j]
-        ]
-        vectors = np.zeros((len(changed), self.encoder.dim), dtype=np.float32)
-        for j, r in enumerate(changed):
-            i = where[r.skill_id]
-            if i >= 0:
-                vectors[j] = current.matrix[i]
-        embedded = (embed_in_chunks(self.encoder, texts, to_embed, vectors, progress, self.stopping)
-                    if to_embed else [])
-        self.embed_count += len(embedded)
-        not_embedded = set(to_embed) - set(embedded)
-        left = [changed[j].skill_id for j in sorted(not_embedded)]
-        if left:  # stopped: the skills not embedded stay as the index had them, both sides alike
+        diff = diff_and_embed(current, rows, skill_ids, self.encoder, self.instructions_chars, progress, self.stopping)
+        self.embed_count += diff.embedded
+        changed, deletes, upserts, left = diff.changed, diff.deletes, diff.upserts, diff.left
+        if left:  # stopped: the skills not embedded stay as the index had them
             generation = STOPPED_GENERATION
-            kept = [j for j in range(len(changed)) if j not in not_embedded]
-            changed, vectors, embed_hashes = [changed[j] for j in kept], vectors[kept], [embed_hashes[j] for j in kept]
-        upserts = [
-            (VectorRow(r.skill_id, r.grant, r.kind, r.tags, doc_hash(r), embed_hashes[j]), vectors[j])
-            for j, r in enumerate(changed)
-        ]
         # The store's folder: a removal from a mapped matrix writes its kept rows there, and the save below names them.
         new_vectors = current.apply(upserts, deletes, self.data_dir / "vectors")
         if rebuild_lexical:
@@ -422,7 +326,7 @@ class SearchIndex:
             self.lexical = self._lexical_index(create=True)
             all_rows = {r.skill_id: r for r in (rows if skill_ids is None else store.index_rows())}
             for skill_id in left:
-                if where[skill_id] < 0:  # a new skill not embedded yet has no vector: no lexical document either
+                if diff.where[skill_id] < 0:  # a new skill not embedded yet has no vector: no lexical document either
                     del all_rows[skill_id]
             docs = [lexical_doc(r) for r in all_rows.values()]
             lexical_done = self.lexical.apply(docs, [], self.stopping, self._tick(progress, len(docs)))
@@ -455,14 +359,14 @@ class SearchIndex:
             self._disk_id = None
         if left:
             raise WriteStopped(
-                f"stopped embedding: {len(embedded)} of {len(to_embed)} skills embedded and saved; the other"
+                f"stopped embedding: {diff.embedded} of {diff.to_embed} skills embedded and saved; the other"
                 f" {len(left)} are in the catalog and get embedded when the index in {self.data_dir} is next opened"
                 + ("" if lexical_done else " (its lexical side is rebuilt then)"))
         if not lexical_done:
             raise WriteStopped(
                 f"stopped writing the lexical index ({len(docs)} skills) before its commit; the embedded vectors"
                 f" are saved, and the lexical side is rebuilt when the index in {self.data_dir} is next opened")
-        return IndexStats(len(changed), len(deletes), len(to_embed), time.perf_counter() - started)
+        return IndexStats(len(changed), len(deletes), diff.to_embed, time.perf_counter() - started)
 
     @staticmethod
     def _tick(progress: ProgressFactory | None, docs: int) -> Callable[[int], None] | None:

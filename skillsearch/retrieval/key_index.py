@@ -1,4 +1,4 @@
-"""A vector row found by its id's key (``lexical.skill_key``) with a binary search over the sorted keys: 16
+"""A vector row found by its id's key (``lexical_schema.skill_key``) with a binary search over the sorted keys: 16
 bytes a row where a dict from key to row cost about 100 (1M rows: 16 MB against 101 MB of the serving
 process's memory)."""
 
@@ -13,7 +13,7 @@ __all__ = ["KeyIndex"]
 
 
 class KeyIndex(Mapping[int, int]):
-    """Each row's key (``lexical.skill_key`` of its id) to its row: the keys sorted once, then a binary
+    """Each row's key (``lexical_schema.skill_key`` of its id) to its row: the keys sorted once, then a binary
     search; equal to a dict with the same items."""
 
     __slots__ = ("_keys", "_order", "_sorted")

@@ -1,25 +1,8 @@
 """The lexical side of search: a Tantivy BM25 index with field boosts and raw filter fields.
 
-This is the one module that imports ``tantivy``; its errors become ours here. Design points:
-- English text fields share one analyzer (words of 2+ letters or digits, lowercase, stop words, English
-  stemmer).
-- CJK text has no spaces, so runs of CJK characters also go into a ``cjk`` field analysed into character
-  1- and 2-grams; a query's CJK runs are matched there by their bigrams, which finds a word inside a
-  sentence. Tantivy does not save custom analyzers with the index: they are registered on every open.
-- French text gets its own fields (``fr`` for name, description and tags; ``fr_body`` for the instructions)
-  analysed with French stop words, the French Snowball stemmer and ASCII folding, so "requêtes", "requete"
-  and "requête" meet. Which documents fill them and which queries search them is the ``french`` mode:
-  ``both`` (default: every document is indexed both ways, French-looking requests search the French
-  fields; the French stemmer also meets cognates in English text, "certificat" ~ "certificate"), ``detect``
-  (French documents only), ``docs`` (French documents, every request), ``all`` (every document and
-  request) or ``off``. On the multilingual dev set, French hit@5 in lexical mode is 0.79 (both, all),
-  0.58 (detect), 0.38 (off); English requests are untouched by ``both`` (see ``docs/benchmarks.md``).
-  The mode is recorded in the index manifest; a change rebuilds the lexical side.
-- Only the head of the instructions (``head_chars``, 3,000 by default) is weighed with the name, description
-  and tags: BM25 saturates term frequency and normalises length only partly, so a 90 kB body outranked the
-  skills requests wanted (docs/benchmarks.md, "The head of the instructions"). The rest goes into ``rest``
-  (English-analysed), searched only for a request's terms no document's ``all`` holds, so a word only a deep
-  body holds still finds its skill. The CJK and French fields hold the head only.
+It opens the index (its schema, analysers and documents are ``lexical_schema.py``'s), writes batches of
+documents, and builds and runs the queries; it and ``lexical_schema.py`` are the modules that import
+``tantivy``, whose errors become ours here. Design points:
 - Tantivy sums the fields' BM25, each with its own IDF; a term's queries are scaled so that every field
   weighs it with one IDF, that of its largest document frequency over the fields (``term_weights.blended_idf``).
 - A long request's terms found in more than half of the documents are left out of its query (they weigh
@@ -30,8 +13,6 @@ This is the one module that imports ``tantivy``; its errors become ours here. De
   or ``*`` are searched as text and never raise.
 - The visibility filter, kind and tags are ``Must`` clauses with a constant score of 0, so they restrict
   without changing BM25 scores, and the top k are k visible documents.
-- Each document carries ``key``, a 60-bit number derived from its skill id and kept as a fast field, so a
-  hit maps back to its skill without loading stored documents.
 """
 
 from __future__ import annotations
@@ -49,10 +30,21 @@ import numpy as np
 import tantivy
 
 from skillsearch.core.errors import IndexNotReadyError, StopFlag
-from skillsearch.core.hashing import sha256_hex
-from skillsearch.core.language import CJK_RANGES, FRENCH_WORDS, cjk_runs, is_french
+from skillsearch.core.language import FRENCH_WORDS, cjk_runs, is_french
 from skillsearch.retrieval import term_weights
-from skillsearch.retrieval.documents import LexicalDoc, split_identifiers, split_instructions
+from skillsearch.retrieval.documents import LexicalDoc
+from skillsearch.retrieval.lexical_schema import (
+    FRENCH_FIELDS,
+    FRENCH_MODES,
+    HEAD_CHARS,
+    REST_FIELD,
+    TEXT_FIELDS,
+    document,
+    english_analyzer,
+    french_analyzer,
+    register_analyzers,
+    schema,
+)
 from skillsearch.retrieval.term_weights import (
     blended_idf,
     doc_freqs,
@@ -63,34 +55,10 @@ from skillsearch.retrieval.term_weights import (
 )
 from skillsearch.retrieval.text_terms import NON_WORD, TextTerms, fold
 
-__all__ = [
-    "FIELD_BOOSTS", "FRENCH_BOOSTS", "FRENCH_MODES", "LexicalHits", "LexicalIndex", "Searcher", "skill_key",
-]
+__all__ = ["FIELD_BOOSTS", "FRENCH_BOOSTS", "LexicalHits", "LexicalIndex", "Searcher"]
 
-EN_ANALYZER = "skill_en"
-CJK_ANALYZER = "skill_cjk"
-# ``name`` holds the name in words (``getCloudSlaInfo`` -> ``get Cloud Sla Info``, once); ``all`` the slug's
-# words, the tags, the description and the head of the instructions. Each text is in one field once: Tantivy
-# sums the fields' BM25 scores, each saturated on its own, so a name also in ``all`` (and written twice, as
-# the identifier and in words) counted its terms three or four times over, and a name word the request
-# used in another sense ("building" a tool vs a ``yolov8s-building-segmentation`` model) outranked the
-# description that matched (docs/benchmarks.md, "Lexical analysis against bm25s"). Two fields beat five
-# (name, slug, tags, description, instructions) on both tool dev splits and cost a fraction to search: a
-# request's terms in 2 fields instead of 5 let Tantivy's block-max WAND skip most postings.
-TEXT_FIELDS = ("all", "name")
-# Words are runs of two or more letters or digits, as bm25s (scikit-learn's token pattern) has them: the
-# one-letter pieces of "I'd", "user's", "I'm" and the pronoun "I" (not an English stop word) matched any
-# document holding a stray letter, and cost lexical nDCG@10 on three of four dev sets (docs/benchmarks.md).
-# CJK characters end a word (their runs are the ``cjk`` field's): Japanese and Chinese write a name against
-# them ("Stripeで課金を実装したい", "把PDF文件转换成Markdown"), and the whole run was one token that matched
-# nothing, so a request lost its most telling words, a document its product names.
-WORD_PATTERN = r"[^\W_" + "".join(f"\\x{{{first:x}}}-\\x{{{last:x}}}" for first, last in CJK_RANGES) + "]{2,}"
-# The instructions after their first ``HEAD_CHARS`` (``Settings.lexical_instructions_chars``); see above.
-REST_FIELD, HEAD_CHARS = "rest", 3000
 FIELD_BOOSTS: dict[str, float] = {"all": 1.0, "name": 1.0}
 CJK_BOOST = 1.0
-FR_ANALYZER = "skill_fr"
-FRENCH_FIELDS = ("fr", "fr_body")
 FRENCH_BOOSTS: dict[str, float] = {"fr": 2.0, "fr_body": 1.0}
 # Tantivy writes a new segment whenever the writer's arena fills, and searches the segments one after the
 # other, each with its own pruning threshold: 100k skills written as 4 segments (a 50 MB arena) take 1.3
@@ -105,19 +73,10 @@ WRITER_HEAP_PER_CHAR = 4
 # still one segment.
 APPLY_CHUNK = 1000
 
-# Which documents fill the French fields / which requests search them:
-#   detect: French documents / French-looking requests    both: every document / French-looking requests
-#   docs:   French documents / every request              all:  every document / every request
-FRENCH_MODES = ("detect", "both", "docs", "all", "off")
-
 # What one search reads (a point-in-time view of the index), for modules that hold one without using tantivy.
 Searcher = tantivy.Searcher
 
 _HIRAGANA = re.compile(r"[\u3040-\u309f]+")
-
-
-def skill_key(skill_id: str) -> int:
-    return int(sha256_hex(skill_id.encode("utf-8"))[:15], 16)
 
 
 def _bigrams(run: str) -> list[str]:
@@ -129,51 +88,6 @@ def _bigrams(run: str) -> list[str]:
 class LexicalHits(NamedTuple):
     keys: np.ndarray
     scores: np.ndarray
-
-
-def _schema() -> tantivy.Schema:
-    sb = tantivy.SchemaBuilder()
-    sb.add_text_field("skill_id", stored=True, tokenizer_name="raw")
-    sb.add_unsigned_field("key", stored=False, indexed=False, fast=True)
-    for raw in ("grant", "kind", "status", "tag"):
-        sb.add_text_field(raw, stored=False, tokenizer_name="raw")
-    for name in (*TEXT_FIELDS, REST_FIELD):
-        sb.add_text_field(name, stored=False, tokenizer_name=EN_ANALYZER)
-    sb.add_text_field("cjk", stored=False, tokenizer_name=CJK_ANALYZER)
-    for name in FRENCH_FIELDS:
-        sb.add_text_field(name, stored=False, tokenizer_name=FR_ANALYZER)
-    return sb.build()
-
-
-def _english_analyzer() -> tantivy.TextAnalyzer:
-    return (
-        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(WORD_PATTERN))
-        .filter(tantivy.Filter.remove_long(40))
-        .filter(tantivy.Filter.lowercase())
-        .filter(tantivy.Filter.stopword("english"))
-        .filter(tantivy.Filter.stemmer("english"))
-        .build()
-    )
-
-
-def _register_analyzers(index: tantivy.Index) -> None:
-    cjk = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.ngram(1, 2)).filter(tantivy.Filter.lowercase()).build()
-    index.register_tokenizer(EN_ANALYZER, _english_analyzer())
-    index.register_tokenizer(CJK_ANALYZER, cjk)
-    index.register_tokenizer(FR_ANALYZER, _french_analyzer())
-
-
-def _french_analyzer() -> tantivy.TextAnalyzer:
-    """Stop words and stemming see the accents (the Snowball rules need them); folding comes last."""
-    return (
-        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-        .filter(tantivy.Filter.remove_long(40))
-        .filter(tantivy.Filter.lowercase())
-        .filter(tantivy.Filter.stopword("french"))
-        .filter(tantivy.Filter.stemmer("french"))
-        .filter(tantivy.Filter.ascii_fold())
-        .build()
-    )
 
 
 def _remove_folder(path: Path) -> None:
@@ -202,7 +116,7 @@ class LexicalIndex:
         self.french = french
         self.head_chars = head_chars
         self.path = Path(path)
-        self.schema = _schema()
+        self.schema = schema()
         try:
             if create:
                 _remove_folder(self.path)
@@ -220,9 +134,9 @@ class LexicalIndex:
                 f"the lexical index at {self.path} cannot be opened ({exc}); run `skillsearch reindex`",
                 {"path": str(self.path)},
             ) from exc
-        _register_analyzers(self.index)
-        self._english = _english_analyzer()
-        self._french = _french_analyzer()
+        register_analyzers(self.index)
+        self._english = english_analyzer()
+        self._french = french_analyzer()
         # A request's and each hit's card's terms for the judge (``retrieval/text_terms.py``), cached per index.
         self._terms = TextTerms(self._english.analyze)
         self.card_terms = self._terms.card
@@ -241,28 +155,6 @@ class LexicalIndex:
         return set(informative_terms(terms, df, searcher.num_docs)) != matching
 
     # -- writes -----------------------------------------------------------------------------------
-
-    def _doc(self, d: LexicalDoc) -> tantivy.Document:
-        # The texts folded (``text_terms.fold``); the raw filter fields (grant, kind, tag) as given.
-        name, slug, description, tags = fold(d.name), fold(d.slug), fold(d.description), [fold(t) for t in d.tags]
-        head, rest = split_instructions(fold(d.instructions), self.head_chars)
-        text = " ".join((name, description, head))
-        fields: dict[str, Any] = {
-            "skill_id": d.skill_id,
-            "key": skill_key(d.skill_id),
-            "grant": d.grant,
-            "kind": d.kind,
-            "status": "active",
-            "tag": list(d.tags),
-            "all": "\n".join((slug.replace("-", " "), " ".join(tags), description, head)),
-            "name": split_identifiers(name),
-            REST_FIELD: rest,
-            "cjk": " ".join(cjk_runs(text)),
-        }
-        if self.french in ("all", "both") or (self.french in ("detect", "docs") and is_french(f"{name}\n{text}")):
-            fields["fr"] = " ".join((name, slug.replace("-", " "), description, " ".join(tags)))
-            fields["fr_body"] = head
-        return tantivy.Document.from_dict(fields, self.schema)
 
     def apply(self, upserts: Sequence[LexicalDoc], deletes: Iterable[str], stopping: StopFlag | None = None,
               tick: Callable[[int], None] | None = None) -> bool:
@@ -286,7 +178,7 @@ class LexicalIndex:
                     chunk = upserts[start : start + APPLY_CHUNK]
                     for d in chunk:
                         w.delete_documents_by_term("skill_id", d.skill_id)
-                        w.add_document(self._doc(d))
+                        w.add_document(document(d, self.schema, self.french, self.head_chars))
                     if tick is not None:
                         tick(len(chunk))
                 w.commit()

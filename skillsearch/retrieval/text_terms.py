@@ -7,7 +7,7 @@ analyser gives the whole text (the 31,360 texts of the dev sets compared; ``test
 card's words are mostly ones other cards hold. A card of 70 words took 0.196 ms through the analyser whole,
 0.049 ms once its words were known (docs/benchmarks.md). The cards themselves are kept too
 (:data:`CARD_TERMS_CACHE`): every search analyses the card of each hit it returns, the same few hundred cards
-again and again. The analyser comes from ``lexical.py``, the one module that imports tantivy.
+again and again. The analyser comes from ``lexical_schema.py``, one of the two modules that import tantivy.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from typing import BinaryIO
 import numpy as np
 
 from skillsearch.core.errors import IndexNotReadyError
-from skillsearch.retrieval.lexical import skill_key
+from skillsearch.retrieval.lexical_schema import skill_key
 from skillsearch.retrieval.vector_files import (
     CODES_FILE,
     JSON_ROWS_FILE,

@@ -24,7 +24,7 @@ import numpy as np
 from skillsearch.retrieval.compact import Compact
 from skillsearch.retrieval.cosines import nearest_rows, zero_tiny
 from skillsearch.retrieval.key_index import KeyIndex
-from skillsearch.retrieval.lexical import skill_key
+from skillsearch.retrieval.lexical_schema import skill_key
 from skillsearch.retrieval.vector_files import MATRIX_FILE, read_into, spare_rows, write_kept
 from skillsearch.retrieval.vector_rows import VectorRow, found_in, runs
 from skillsearch.retrieval.vector_stage import COMPACT_FROM

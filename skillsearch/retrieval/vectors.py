@@ -25,7 +25,7 @@ from skillsearch.retrieval import vector_stage
 from skillsearch.retrieval.compact import Compact
 from skillsearch.retrieval.cosines import max_cosines, nearest_rows, top_k, zero_tiny
 from skillsearch.retrieval.key_index import KeyIndex
-from skillsearch.retrieval.lexical import skill_key
+from skillsearch.retrieval.lexical_schema import skill_key
 from skillsearch.retrieval.vector_files import FileRows, MappedFile
 from skillsearch.retrieval.vector_rows import RowTable, VectorRow
 from skillsearch.retrieval.vector_scan import Shift, approximate_scores, first_pass, sample_scores, scan
