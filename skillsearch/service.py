@@ -34,8 +34,8 @@ from skillsearch.retrieval.index_holder import IndexHolder, Readiness
 from skillsearch.retrieval.indexer import IndexStats, ProgressFactory, SearchIndex
 from skillsearch.retrieval.manifest import TUNED_KEYS
 from skillsearch.retrieval.routed_encoder import RoutedEncoder
-from skillsearch.retrieval.search import run_search, search_response
-from skillsearch.retrieval.search_types import SearchRequest, SearchResult
+from skillsearch.retrieval.search import run_search
+from skillsearch.retrieval.search_types import SearchRequest, SearchResult, search_response
 from skillsearch.sync.config import default_config_path
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES, CloudSkillEnvelope, RecallRequest, recall
 from skillsearch.usecases.skill_files import SkillFiles, legacy_skill_md_note

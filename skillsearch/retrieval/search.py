@@ -44,8 +44,6 @@ from skillsearch.core.domain import (
 from skillsearch.core.errors import ValidationError, problem
 from skillsearch.core.fusion import FUSIONS, Candidates, adapted_weight, candidates, fuse, fusion
 from skillsearch.core.settings import Settings
-from skillsearch.core.skill_uri import skill_uri
-from skillsearch.core.views import Explanation, SearchHitView, SearchResponse
 from skillsearch.core.visibility import is_visible, visible_grants
 from skillsearch.retrieval.calibration import centered_cosines
 from skillsearch.retrieval.confidence import decision_of, judge, unreadable_language_notice
@@ -61,7 +59,7 @@ from skillsearch.retrieval.visible_lexical import visible_lexical_matches
 __all__ = [
     "CANDIDATE_DEPTH", "LEXICAL_SHARE_SLOPE", "QUERY_SENTENCES", "Found",
     "candidates_stage", "fuse_stage", "judge_stage", "order_stage", "query_texts",
-    "recheck_stage", "run_search", "search_response", "semantic_scores",
+    "recheck_stage", "run_search", "semantic_scores",
 ]
 
 # How many candidates each retriever hands to fusion (docs/rules.md).
@@ -380,24 +378,3 @@ def _explain(
         "fusion": method if mode == "hybrid" else None,
         "semantic_weight": round(weight, 4) if mode == "hybrid" else None,
     }
-
-
-def search_response(request: SearchRequest, result: SearchResult) -> SearchResponse:
-    """The answer every surface shows for ``result``: rounded scores and each hit's explanation."""
-    return SearchResponse(
-        query=request.query,
-        mode=result.mode,
-        fusion=result.fusion,
-        no_match=result.no_match,
-        no_match_reason=result.no_match_reason,
-        notice=result.notice,
-        took_ms=round(result.took_ms, 3),
-        hits=[
-            SearchHitView(
-                skill_id=h.skill.skill_id, slug=h.skill.slug, name=h.skill.name, description=h.skill.description,
-                kind=h.skill.kind, tags=list(h.skill.tags), score=round(h.score, 6), confidence=h.confidence,
-                explanation=Explanation(**h.explanation), skill_uri=skill_uri(h.skill.grant, h.skill.slug),
-            )
-            for h in result.hits
-        ],
-    )

@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skillsearch.core.domain import FusionMethod, SearchMode, Skill, SkillKind
+from skillsearch.core.skill_uri import skill_uri
+from skillsearch.core.views import Explanation, SearchHitView, SearchResponse
 
-__all__ = ["Hit", "SearchRequest", "SearchResult"]
+__all__ = ["Hit", "SearchRequest", "SearchResult", "search_response"]
 
 
 @dataclass(frozen=True)
@@ -48,3 +50,24 @@ class SearchResult:
     no_match_reason: str | None = None
     # Set when the request is in a language the configured encoder cannot read (see ``MULTILINGUAL_OFF``).
     notice: str | None = None
+
+
+def search_response(request: SearchRequest, result: SearchResult) -> SearchResponse:
+    """The answer every surface shows for ``result``: rounded scores and each hit's explanation."""
+    return SearchResponse(
+        query=request.query,
+        mode=result.mode,
+        fusion=result.fusion,
+        no_match=result.no_match,
+        no_match_reason=result.no_match_reason,
+        notice=result.notice,
+        took_ms=round(result.took_ms, 3),
+        hits=[
+            SearchHitView(
+                skill_id=h.skill.skill_id, slug=h.skill.slug, name=h.skill.name, description=h.skill.description,
+                kind=h.skill.kind, tags=list(h.skill.tags), score=round(h.score, 6), confidence=h.confidence,
+                explanation=Explanation(**h.explanation), skill_uri=skill_uri(h.skill.grant, h.skill.slug),
+            )
+            for h in result.hits
+        ],
+    )
