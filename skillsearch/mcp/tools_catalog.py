@@ -89,7 +89,8 @@ def get_skill(
     them. Long instructions come a part at a time: when instructions_truncated is true and next_offset is
     not null, call get_skill again with the same skill_id and offset = next_offset for the next part (each
     part ends at a line end where it can; instructions_chars is the whole length); the parts joined are
-    the whole instructions. A 'flow_template' returns its ordered steps (tool calls with {param}
+    the whole instructions when every part has the same revision_id (another means the skill changed
+    meanwhile: read again from offset 0). A 'flow_template' returns its ordered steps (tool calls with {param}
     placeholders) and its parameter schema: next, call resolve_skill with values for those parameters.
     Also lists the skill's resource files, which its instructions may name: read one with resources/read
     of its uri, or with recall_cloud_skill (skill_id, this answer's revision_id, resource = its path).
