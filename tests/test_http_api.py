@@ -138,6 +138,12 @@ async def test_openapi_documents_auth_errors_and_examples(client: httpx.AsyncCli
         assert op["responses"]["401"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody")
         assert "422" not in op["responses"] or name == "resolve_skill"
     assert "HTTPValidationError" not in json.dumps(doc)
+    # Every route under /v1/skills/{skill_id} takes a slug too (as the CLI and get_skill do): the document says so.
+    for path, item in doc["paths"].items():
+        for op in item.values():
+            for param in op.get("parameters", []):
+                if param["name"] == "skill_id" and param["in"] == "path":
+                    assert "slug" in param["description"], path
     q = next(p for p in ops["search_skills"][2]["parameters"] if p["name"] == "q")
     assert q["examples"] and q["schema"]["maxLength"] == 2000
     assert "example" in json.dumps(doc["components"]["schemas"]["ResolveBody"])

@@ -32,7 +32,9 @@ from skillsearch.usecases.recall import CloudSkillEnvelope
 __all__ = ["get_resource", "get_skill", "recall", "resolve_skill", "skills_router"]
 
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=64)]
-SkillId = Annotated[str, PathParam(min_length=1, max_length=200, description="A skill_id from list or search.")]
+SkillId = Annotated[str, PathParam(min_length=1, max_length=200,
+                                   description="A skill_id from list or search (sk_...), or the slug of a skill you"
+                                               " can see when only one has it.")]
 ResourcePath = Annotated[str, PathParam(min_length=1, max_length=512,
                                         description="A path from the skill's resources (or a resource_id).")]
 
