@@ -234,7 +234,7 @@ def test_mcp_http_prints_its_url_principal_and_catalog_size(sample_dir: Path, tm
         url = re.search(r"serving on (http://127\.0\.0\.1:\d+/mcp) \(streamable HTTP", text)
         assert url, text
         assert "  principal:    cli (sub:starter-pack; scopes: memory:read)" in text
-        assert re.search(r"  catalog:      45 skills, 45 searchable, in .*data", text), text
+        assert re.search(r"  catalog:      45 skills \(18 visible to cli\), 45 searchable, in .*data", text), text
         resp = httpx.post(url.group(1), json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
                           headers={"Accept": "application/json, text/event-stream"}, timeout=30)
         assert resp.status_code < 500

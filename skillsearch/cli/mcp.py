@@ -105,7 +105,9 @@ def _http_banner(url: str, principal: Principal, catalog: Catalog) -> str:
         f"skillsearch MCP is serving on {url}/mcp (streamable HTTP; every caller acts as"
         " the principal below)",
         f"  principal:    {principal.name} ({grants}; scopes: {scopes})",
-        f"  catalog:      {catalog.skill_count()} skills, "
+        f"  catalog:      {catalog.skill_count()} skills"
+        + ("" if principal.grants is None else f" ({catalog.visible_count(principal)} visible to {principal.name})")
+        + ", "
         + ("the index opening in the background" if catalog.index_opening()
            else f"{catalog.indexed_documents()} searchable") + f", in {catalog.data_dir}",
     ])
