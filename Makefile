@@ -32,14 +32,14 @@ venv: $(STAMP)
 serve: $(STAMP)
 	$(BIN)/skillsearch serve $(SERVE_ARGS)
 
-# One worker per core, each test file whole in one worker (its module fixtures built once). Much of the suite
-# waits on real processes (servers starting, SIGTERM/SIGKILL runs, git, chromium, haproxy): on 2 cores two
-# workers took 511 s on a quiet machine (one worker: 670-841 s on earlier days) and 790 s against one worker's
-# 1,658 s beside other jobs (2026-12-07). At most 4 workers: each loads the models its files need (both: about
-# 400 MB) and builds its own catalogs. One worker: make test TEST_WORKERS=0.
+# One worker per core, tests handed out as workers free up (--dist worksteal). Much of the suite waits on real
+# processes (servers starting, SIGTERM/SIGKILL runs, git, chromium, haproxy): on 2 cores, quiet, two workers took
+# 503 s (549 s with each file whole in one worker, --dist loadfile; one worker: 670-841 s on earlier days), and
+# 790 s against one worker's 1,658 s beside other jobs (2026-12-07). At most 4 workers: each loads the models its
+# tests need (both: about 400 MB) and builds its own catalogs. One worker: make test TEST_WORKERS=0.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ "$$n" -gt 4 ] && n=4; echo $$n)
 test: $(STAMP) browser haproxy
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 # The search-page test drives Debian's chromium through Playwright (never `playwright install`, which
 # downloads browsers). Installed once, only when missing and only as root; a CJK font renders the sample.
