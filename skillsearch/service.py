@@ -28,7 +28,6 @@ from skillsearch.core.lru import LRU
 from skillsearch.core.settings import Settings
 from skillsearch.core.text_parts import instructions_part
 from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
-from skillsearch.core.visibility import visible_grants
 from skillsearch.retrieval.batching import BatchingEncoder, BatchStats, QueryEncoders
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.index_holder import IndexHolder, Readiness
@@ -240,8 +239,8 @@ class Catalog:
         return self.store.count()
 
     def visible_count(self, principal: Principal) -> int:
-        """How many skills ``principal`` may see now (active, in its grants, not revoked)."""
-        return self.store.active_count(visible_grants(principal, self.store.grants(), self.store.revoked_subscriptions()))
+        """How many skills ``principal`` may see now: the active skills of its visible grants' change marks."""
+        return sum(active for _, (_, active, _) in visible_mark(self.store, principal))
 
     def runs_on_sample(self) -> bool:
         """True when every skill came from the bundled sample's sources (and there is one): the only

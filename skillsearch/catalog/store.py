@@ -260,16 +260,6 @@ class CatalogStore:
             return int(self.connection().execute("SELECT COUNT(*) FROM skills").fetchone()[0])
         return int(self.connection().execute("SELECT COUNT(*) FROM skills WHERE status = ?", (status,)).fetchone()[0])
 
-    def active_count(self, grants: Iterable[str]) -> int:
-        """How many active skills the ``grants`` hold."""
-        keys = sorted(set(grants))
-        if not keys:
-            return 0
-        marks = ", ".join("?" * len(keys))
-        row = self.connection().execute(
-            f"SELECT COUNT(*) FROM skills WHERE status = 'active' AND grant_key IN ({marks})", keys).fetchone()
-        return int(row[0])
-
     def skill(self, skill_id: str) -> Skill | None:
         row = self.connection().execute(f"SELECT {SKILL_COLUMNS} FROM skills WHERE skill_id = ?", (skill_id,)).fetchone()
         return skill_from_row(row) if row else None
