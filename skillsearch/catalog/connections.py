@@ -15,6 +15,7 @@ commit). Such a connection writes nothing and sets no journal mode.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -24,7 +25,7 @@ from typing import Any
 
 from skillsearch.core.errors import IndexNotReadyError
 
-__all__ = ["Connections", "unwritable_reason"]
+__all__ = ["Connections", "unwritable_reason", "writable"]
 
 
 # What the disk or the permissions did when SQLite could not write the catalog (its primary result codes):
@@ -37,6 +38,12 @@ _UNWRITABLE = {
     sqlite3.SQLITE_CANTOPEN: "this user cannot open it for writing: the catalog, its folder and the files beside it"
                              " must be writable",
 }
+
+
+def writable(path: Path) -> bool:
+    """Whether this user may write the catalog's file and its folder (SQLite's ``-wal`` and ``-shm`` are made
+    there); a catalog it may not write is opened ``read_only`` by a reader."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
 
 
 def unwritable_reason(exc: sqlite3.Error) -> str | None:

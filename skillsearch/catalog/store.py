@@ -11,7 +11,6 @@ new revision.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, suppress
@@ -19,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from skillsearch.catalog.connections import Connections, unwritable_reason
+from skillsearch.catalog.connections import Connections, unwritable_reason, writable
 from skillsearch.catalog.rows import (
     SKILL_COLUMNS,
     IndexRow,
@@ -46,11 +45,6 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
-def _writable(path: Path) -> bool:
-    """Whether this user may write the catalog's file and its folder (SQLite's ``-wal`` and ``-shm`` are made there)."""
-    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
-
-
 class CatalogStore:
     """The local catalog in ``<data_dir>/catalog.sqlite3``."""
 
@@ -61,7 +55,7 @@ class CatalogStore:
         write (the file, or its folder, where SQLite keeps its ``-wal`` and ``-shm``) is then opened read-only
         (``read_only``), as it is: no schema upgrade, no name keys given."""
         self.path = Path(path)
-        self.read_only = reads_only and self.path.is_file() and not _writable(self.path)
+        self.read_only = reads_only and self.path.is_file() and not writable(self.path)
         if not self.read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = Connections(self.path, {"casefold": _casefold}, read_only=self.read_only)
