@@ -17,10 +17,18 @@ import unicodedata
 from skillsearch.core.errors import ValidationError, problem
 from skillsearch.core.views import SkillDetail
 
-__all__ = ["instructions_part", "text_part"]
+__all__ = ["instructions_part", "offset_problem", "text_part"]
 
 # A part does not end right before these: each belongs with the character before it.
 _JOINERS = frozenset("\u200c\u200d\ufe0e\ufe0f")
+
+
+def offset_problem(offset: object) -> dict[str, str] | None:
+    """The problem with an ``offset`` that is not a whole number of 0 or more (``None`` when it is one): the
+    one check of ``get_skill``'s and ``recall_cloud_skill``'s ``offset``."""
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        return problem("offset", "offset must be a whole number, 0 or more")
+    return None
 
 
 def text_part(text: str, offset: int = 0, max_chars: int | None = None) -> tuple[str, int | None]:
@@ -28,8 +36,9 @@ def text_part(text: str, offset: int = 0, max_chars: int | None = None) -> tuple
     to the end); ``next_offset`` is where the rest starts, ``None`` when the part reaches the end.
     A bad ``offset`` or ``max_chars`` is a :class:`ValidationError` naming it."""
     problems = []
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        problems.append(problem("offset", "offset must be a whole number, 0 or more"))
+    bad = offset_problem(offset)
+    if bad is not None:
+        problems.append(bad)
     elif offset > len(text):
         problems.append(problem("offset", f"offset {offset} is past the end of the instructions"
                                           f" ({len(text)} characters)"))

@@ -44,7 +44,7 @@ from skillsearch.core.errors import (
     problem,
 )
 from skillsearch.core.skill_uri import skill_uri
-from skillsearch.core.text_parts import text_part
+from skillsearch.core.text_parts import offset_problem, text_part
 from skillsearch.core.textual import is_text
 from skillsearch.core.views import ParameterView, SearchResponse, StepView
 from skillsearch.core.visibility import is_grant_revoked
@@ -144,8 +144,9 @@ def _validated(req: RecallRequest) -> RecallRequest:
         if not isinstance(value, str):
             problems.append(problem(name, f"{name} must be a string"))
     offset = req.offset
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        problems.append(problem("offset", "offset must be a whole number, 0 or more"))
+    bad_offset = offset_problem(offset)
+    if bad_offset is not None:
+        problems.append(bad_offset)
     if problems:
         raise ValidationError("; ".join(p["message"] for p in problems), {"problems": problems})
     query, skill_id, slug = req.query.strip(), req.skill_id.strip(), req.slug.strip()
