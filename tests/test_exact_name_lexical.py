@@ -1,12 +1,14 @@
-"""The one exact-name rule in lexical mode (``retrieval/exact_name.py``, ``search.order_stage``): a request that
-is a visible skill's slug ranks that skill first even when BM25 does not list it (``skill-development``'s name
-is ``skill-creator``: only the lexical ``all`` field holds its slug's words, which are common, and the skills
-named "... development" outrank it past the page), and never a skill the caller may not see, an archived one,
-or one of another kind or without the tags asked for (the re-check stage guards those: the visibility tests
-here pass with or without the rule's lexical candidates, and keep it so).
+"""The one exact-name rule in lexical and hybrid mode (``retrieval/exact_name.py``, ``search.order_stage``): a
+request that is a visible skill's slug ranks that skill first even when BM25 does not list it
+(``skill-development``'s name is ``skill-creator``: only the lexical ``all`` field holds its slug's words, which
+are common, and the skills named "... development" outrank it past the page) or, in hybrid mode, neither
+retriever does; and never a skill the caller may not see, an archived one, or one of another kind or without
+the tags asked for (the re-check stage guards those: the visibility tests here pass with or without the rule's
+added candidates, and keep it so).
 
 Real Tantivy and SQLite over the 883 real skills of ``../shared/data/skills-catalog`` and a few skills of our
-own in other grants, with the deterministic hashing encoder: lexical mode never reads a vector."""
+own in other grants, with the deterministic hashing encoder (lexical mode never reads a vector; hybrid mode's
+rule does not depend on the model)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,10 @@ READER = Principal(name="reader", grants=frozenset({GRANT}))
 OURS = {
     GRANT: [
         {"slug": "amber-signal", "name": "Night watch", "description": "Watch the gate at night."},
+        # Its slug's words are among the catalog's commonest and its text shares none of them: neither
+        # retriever lists it in a hybrid search's 100 candidates for its slug.
+        {"slug": "python-testing-workflow", "name": "Zebra rations", "description": "Feed the zebras at dawn.",
+         "instructions": "Weigh the hay, soak the pellets and fill the troughs before the herd wakes. " * 60},
         {"slug": "copper-kettle", "name": "Brew planner", "description": "Plan a brew day.", "tags": ["brewing"],
          "kind": "flow_template", "parameters": [{"name": "batch", "type": "string", "required": True}],
          "steps": [{"tool": "brew.plan", "args": {"batch": "{batch}"}}]},
@@ -77,6 +83,27 @@ def test_a_lexical_search_for_a_slug_unlike_the_name_ranks_that_skill_first(cata
 def test_hybrid_mode_ranks_it_first_too(catalog: Catalog) -> None:
     result = catalog.search(OPERATOR, SearchRequest("skill-development", mode="hybrid", limit=5))
     assert result.hits[0].skill.slug == "skill-development"
+
+
+@pytest.mark.parametrize("query", ["python-testing-workflow", "Python Testing Workflow"])
+def test_hybrid_mode_ranks_a_named_skill_first_though_neither_retriever_listed_it(catalog: Catalog, query: str) -> None:
+    result = catalog.search(OPERATOR, SearchRequest(query, mode="hybrid", limit=5))
+    top = result.hits[0]
+    assert top.skill.slug == "python-testing-workflow" and not result.no_match
+    # Ranked by the rule alone: no lexical or semantic rank, yet its exact cosine and a finite fused score.
+    assert top.explanation["lexical_rank"] is None and top.explanation["semantic_rank"] is None
+    assert isinstance(top.explanation["semantic_score"], float)
+    assert all(h.score == h.score for h in result.hits)  # no NaN fused in
+    assert lexical(catalog, query)[0] == "python-testing-workflow"
+
+
+def test_a_named_skill_the_filters_leave_out_stays_out_of_hybrid_results(catalog: Catalog) -> None:
+    for principal, kind, tags in ((READER, "flow_template", ()), (OPERATOR, None, ("brewing",)),
+                                  (Principal(name="h", grants=frozenset({"team:hidden"})), None, ())):
+        result = catalog.search(principal, SearchRequest("python-testing-workflow", mode="hybrid", limit=10,
+                                                         kind=kind, tags=tags))
+        assert "python-testing-workflow" not in [h.skill.slug for h in result.hits]
+        assert all(h.score == h.score for h in result.hits)
 
 
 def test_a_skill_found_by_its_slug_alone_is_found_only_by_whoever_may_see_it(catalog: Catalog) -> None:

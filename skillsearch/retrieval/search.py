@@ -246,15 +246,18 @@ def candidates_stage(
         # (skillsearch/retrieval/calibration.py). The lexical candidates' cosines are exact too. The
         # decision's background reads the whole index, whoever the caller is.
         shift = route.shift(queries)
+        exact = np.union1d(lex_rows, named) if named.size else lex_rows
         sem_rows, sem_all, background = vectors.nearest_and_background(queries, depth, mask, route.columns,
-                                                                       lex_rows, shift)
+                                                                       exact, shift)
         timings["vector_ms"] = (time.perf_counter() - t) * 1000
-    # Lexical mode: the skills the request names are candidates though BM25 did not list them (a slug unlike
-    # the skill's name: ``skill-development``, named ``skill-creator``, holds its slug's common words only in
-    # ``all``, and the skills named "... development" outrank it), so the exact-name rule ranks them first as
-    # in hybrid mode. ``named_rows`` holds visible skills only; their kind and tags are the re-check's.
-    also = named if request.mode == "lexical" else None
-    cands = candidates(lex_rows, lex_scores, sem_rows, sem_all, also)
+    # The skills the request names are candidates though neither retriever listed them (a slug unlike the
+    # skill's name: ``skill-development``, named ``skill-creator``, holds its slug's common words only in
+    # ``all``, and the skills named "... development" outrank it), so the exact-name rule ranks them first in
+    # both modes that read it; in hybrid mode with their exact cosine (``exact`` above). ``named_rows`` holds
+    # visible skills only; their kind and tags are the re-check's (and the mask's: a row it hides has no
+    # cosine to fuse, so it stays out).
+    also = named[np.isfinite(sem_all[named])] if sem_all is not None and named.size else named
+    cands = candidates(lex_rows, lex_scores, sem_rows, sem_all, also if also.size else None)
     return Found(cands, background, named, route, notice, revoked, query_idf)
 
 
