@@ -153,13 +153,16 @@ def test_a_server_on_files_it_cannot_write_stops_with_one_line_and_exit_code_3(
                                      " writable by this user")
 
 
-def test_a_search_on_a_lock_file_it_cannot_open_is_one_line_naming_it(
+def test_a_write_on_a_lock_file_it_cannot_open_is_one_line_naming_it(
         left_by_another_user: tuple[Path, list[str]]) -> None:
+    """A search reads such a catalog as it is (``test_read_only_catalog.py``); a write needs the write lock."""
     data, unprivileged = left_by_another_user
+    found = _run(data, "search", "owned", "--mode", "lexical", prefix=unprivileged,
+                 extra_env={"HOME": str(data.parent)})
+    assert found.returncode == 0 and "owned-0" in found.stdout, found.stderr
     if not unprivileged:  # the catalog itself is read-only here: its open is refused first, naming it
         (data / "catalog.sqlite3").chmod(0o644)
-    done = _run(data, "search", "owned", "--mode", "lexical", prefix=unprivileged,
-                extra_env={"HOME": str(data.parent)})
+    done = _run(data, "reindex", prefix=unprivileged, extra_env={"HOME": str(data.parent)})
     assert done.returncode == 1, done.stderr
     line = _one_error_line(done)
     assert line.startswith(f"error: INDEX_NOT_READY: the write lock {data / 'write.lock'} cannot be opened ("), line

@@ -73,7 +73,7 @@ def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
     if args.limit > most:
         raise UsageError("skillsearch search", f"argument --limit: {args.limit} is out of range: give a whole"
                          f" number between 1 and {most} (SKILLSEARCH_MAX_LIMIT)")
-    catalog = open_catalog(args)
+    catalog = open_catalog(args, reads_only=True)
     request = SearchRequest(
         query=args.query, limit=args.limit, mode=args.mode, kind=args.kind, tags=tuple(args.tag or ()),
         fusion=args.fusion, semantic_weight=args.semantic_weight, min_confidence=args.min_confidence,

@@ -70,11 +70,13 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings.from_env(data_dir=args.data_dir, encoder=args.encoder)
 
 
-def open_catalog(args: argparse.Namespace, seed: bool | None = None, index: bool = True) -> Catalog:
-    """The data directory's catalog; ``index=False`` for commands that read only the store (a catalog this
-    user cannot write is then opened read-only)."""
+def open_catalog(args: argparse.Namespace, seed: bool | None = None, index: bool = True,
+                 reads_only: bool | None = None) -> Catalog:
+    """The data directory's catalog; ``index=False`` for commands that read only the store. A command that
+    only reads (those, and ``search``: ``reads_only``) opens a catalog this user cannot write read-only, its
+    index as it is."""
     catalog = Catalog.open(settings_from_args(args), seed=seed, progress=progress_factory(not args.quiet), index=index,
-                           stopping=STOPPING, reads_only=not index)
+                           stopping=STOPPING, reads_only=not index if reads_only is None else reads_only)
     note_new_data_dir(args, catalog.seeded)
     return catalog
 

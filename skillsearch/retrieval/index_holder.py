@@ -169,6 +169,14 @@ class IndexHolder:
         if current is not None:
             if current.snapshot().generation == (self.store.generation() if generation is None else generation):
                 return current
+            if self.store.read_only:  # another user wrote: open what they wrote, as it is
+                with self.lock:
+                    if self._index is current:
+                        self._index = None
+                        current.close()
+                        self._open_index(progress)
+                    assert self._index is not None
+                    return self._index
             # Someone else is already bringing it up to date: serve the last whole snapshot meanwhile.
             if not self.lock.acquire(blocking=False):
                 return current
@@ -197,6 +205,10 @@ class IndexHolder:
     def _open_index(self, progress: ProgressFactory | None) -> IndexStats | None:
         """Open (build, repair) the index; what that embedded, None when it was current. Under ``lock``."""
         idx = self._new_index()
+        if self.store.read_only:  # a folder this user cannot write: searched as it is, nothing repaired
+            idx.open_read_only(self.store)
+            self._index = idx
+            return None
         stats = idx.open(self.store, progress)
         log.info("index open in %s: %d documents, %d embedded", self.data_dir, len(idx.snapshot().vectors),
                  idx.embed_count)

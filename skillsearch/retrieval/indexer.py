@@ -36,7 +36,7 @@ from typing import Any
 
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError, StopFlag, WriteStopped
-from skillsearch.retrieval import following, vector_saves
+from skillsearch.retrieval import following, read_only_open, vector_saves
 from skillsearch.retrieval.calibration import calibrate, is_current, with_packaged_decisions
 from skillsearch.retrieval.documents import lexical_doc
 from skillsearch.retrieval.embedding_chunks import EMBED_CHUNK, ProgressFactory
@@ -147,6 +147,12 @@ class SearchIndex:
         """
         with self._lock, self.wlock.hold():
             return self._open(store, progress)
+
+    def open_read_only(self, store: CatalogStore) -> None:
+        """Open the index of a folder this user cannot write, as it is, to search ``store`` (opened read-only);
+        ``INDEX_NOT_READY`` when it cannot serve without a repair (``read_only_open.py``)."""
+        with self._lock:
+            read_only_open.open_read_only(self, store)
 
     def _open(self, store: CatalogStore, progress: ProgressFactory | None = None) -> IndexStats | None:
         manifest = self.read_manifest()

@@ -20,7 +20,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tempfile
 import time
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from threading import Lock
@@ -107,29 +109,76 @@ def _writer_heap(docs: Sequence[LexicalDoc]) -> int:
     return max(WRITER_HEAP_MIN, min(WRITER_HEAP_MAX, WRITER_HEAP_PER_CHAR * chars))
 
 
+# The files Tantivy writes through a private temporary file (mode 0600 whatever the umask), which another
+# user who may read the folder could then not open.
+PRIVATE_FILES = ("meta.json", ".managed.json")
+
+
+def share_like_folder(folder: Path) -> None:
+    """Give :data:`PRIVATE_FILES` the read and write bits of ``folder`` itself (a folder others may read
+    shares its index with them, as SQLite's files and ours are shared by the umask), so another user may
+    search a catalog it may read (``read_only_open.py``)."""
+    mode = folder.stat().st_mode & 0o666
+    for name in PRIVATE_FILES:
+        path = folder / name
+        try:
+            if path.stat().st_mode & 0o777 != mode:
+                path.chmod(mode)
+        except OSError:  # gone, or not this user's file to change: the write stands, shared or not
+            continue
+
+
+def read_only_view(folder: Path) -> Path:
+    """A new private folder of links to ``folder``'s files (its plain files only, never a link it holds), where
+    Tantivy can make the lock file it takes to open an index: one in a folder this user may read but not
+    write (a read-only catalog) opens through it. ``LexicalIndex.close`` removes it."""
+    view = Path(tempfile.mkdtemp(prefix="skillsearch-lexical-"))
+    source = folder.resolve()
+    try:
+        for entry in os.scandir(source):
+            if entry.is_file(follow_symlinks=False) and not entry.name.endswith(".lock"):
+                (view / entry.name).symlink_to(source / entry.name)
+    except OSError:
+        shutil.rmtree(view, ignore_errors=True)
+        raise
+    return view
+
+
 class LexicalIndex:
     """A Tantivy index in a folder. One writer, explicit commits, reload after each commit."""
 
-    def __init__(self, path: Path, create: bool = False, french: str = "both", head_chars: int = HEAD_CHARS) -> None:
+    def __init__(self, path: Path, create: bool = False, french: str = "both", head_chars: int = HEAD_CHARS,
+                 read_only: bool = False) -> None:
+        """``read_only``: open the index of a folder this user cannot write through :func:`read_only_view`;
+        nothing is ever written (``apply`` refuses)."""
         if french not in FRENCH_MODES:
             raise IndexNotReadyError(f"unknown french mode {french!r}; choose one of {', '.join(FRENCH_MODES)}")
         self.french = french
         self.head_chars = head_chars
         self.path = Path(path)
         self.schema = schema()
+        self.read_only = read_only and not create
+        self._view: Path | None = None
+        self._drop_view: weakref.finalize[Any, Any] | None = None
         try:
             if create:
                 _remove_folder(self.path)
                 self.path.mkdir(parents=True, exist_ok=True)
                 self.index = tantivy.Index(self.schema, path=str(self.path))
+                share_like_folder(self.path)
             else:
                 if not tantivy.Index.exists(str(self.path)):
                     raise IndexNotReadyError(
                         f"no lexical index at {self.path}; run `skillsearch reindex`", {"path": str(self.path)}
                     )
-                self.index = tantivy.Index.open(str(self.path))
+                if self.read_only:
+                    self._view = read_only_view(self.path)
+                    # Removed at ``close``, else when the index is collected or the process exits.
+                    self._drop_view = weakref.finalize(self, shutil.rmtree, self._view, True)
+                self.index = tantivy.Index.open(str(self._view or self.path))
                 self.schema = self.index.schema
-        except ValueError as exc:
+        except (ValueError, OSError) as exc:
+            self._remove_view()
             raise IndexNotReadyError(
                 f"the lexical index at {self.path} cannot be opened ({exc}); run `skillsearch reindex`",
                 {"path": str(self.path)},
@@ -163,6 +212,8 @@ class LexicalIndex:
         ``stopping`` is looked at before each :data:`APPLY_CHUNK` documents: once set, nothing is committed
         (the writer rolls back, the index stays as its last commit left it) and this returns ``False``.
         ``tick(n)``: ``n`` more documents were added."""
+        if self.read_only:
+            raise IndexNotReadyError(f"the lexical index at {self.path} is open read-only", {"path": str(self.path)})
         with self._lock:
             if self._writer is None:
                 self._writer = self.index.writer(heap_size=_writer_heap(upserts), num_threads=1)
@@ -182,6 +233,7 @@ class LexicalIndex:
                     if tick is not None:
                         tick(len(chunk))
                 w.commit()
+                share_like_folder(self.path)
             except ValueError as exc:
                 self._writer = None
                 raise IndexNotReadyError(f"lexical index update failed ({exc}); run `skillsearch reindex`") from exc
@@ -193,6 +245,14 @@ class LexicalIndex:
             if self._writer is not None:
                 self._writer.wait_merging_threads()
                 self._writer = None
+        self._remove_view()
+
+    def _remove_view(self) -> None:
+        if self._drop_view is not None:
+            self._drop_view()  # ``rmtree`` of the links only, never of what they point to
+        elif self._view is not None:
+            shutil.rmtree(self._view, ignore_errors=True)
+        self._view = self._drop_view = None
 
     # -- reads ------------------------------------------------------------------------------------
 
