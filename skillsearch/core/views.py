@@ -23,10 +23,13 @@ __all__ = [
 ]
 
 
-# Under this, a top hit deserves a look at its description before it is used: on the skills dev set, hits at
-# 0.4-0.5 are right 48 % of the time and hits at 0.5-0.6 65 % (docs/benchmarks.md, the reliability table). The
-# CLI's text and the search page (static/app.js, which repeats the number) say so beside such a hit; the
-# search_skills tool description tells agents the same.
+# Under this, a top hit deserves a look at its description before it is used. The dev sets, each left out
+# (benchmarks/results/lodo-dev.md, the reliability table), disagree on where a hit becomes more likely right
+# than wrong: above 0.1 on MetaTool, 0.2 on the skills set, 0.6 on Seal-Tools, nowhere on Gorilla; 0.5 is the
+# cautious side of that (a right hit under it gets a needless look, a wrong one over it on Seal-Tools none).
+# The confidence cannot tell a right top hit from a wrong lower one (docs/rules.md, "how the confidence is
+# fitted"), so many right top hits sit under it. The CLI's text and the search page (static/app.js, which
+# repeats the number) say so beside such a hit; the search_skills tool description tells agents the same.
 WEAK_CONFIDENCE = 0.5
 
 # What a caller can do about each empty answer, by its no_match_reason: the API returns it as
