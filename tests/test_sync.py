@@ -263,6 +263,25 @@ def test_bad_stale_unsigned_and_replayed_webhooks_are_refused(catalog: Catalog, 
         assert response.status_code == 400 and response.json()["error"]["code"] == "VALIDATION_ERROR"
 
 
+
+def test_a_webhook_whose_timestamp_or_signature_is_not_ascii_is_401_not_500(catalog: Catalog, upstream_url: str) -> None:
+    """Header values arrive as Latin-1: a timestamp of superscript digits (``"²".isdigit()`` is true, ``int``
+    refuses it) and a signature with a non-ASCII byte (``compare_digest`` refuses to compare it) were 500s."""
+    body = _event("evt-latin1")
+    ts = str(int(time.time())).encode()
+    with serve(_app(catalog, upstream_url)) as url:
+        for timestamp, signature in [("\u00b2\u00b3".encode("latin-1"), b"v1=" + b"0" * 64),
+                                     (ts, b"v1=\xe9" + b"0" * 63),
+                                     (ts, sign_webhook(SECRET, ts.decode(), body).encode() + b",v1=\xff")]:
+            response = httpx.post(f"{url}/v1/sync/webhook", content=body, headers={
+                "Content-Type": "application/json", TIMESTAMP_HEADER: timestamp, SIGNATURE_HEADER: signature})
+            if signature.startswith(b"v1=\xe9") or timestamp != ts:
+                assert response.status_code == 401, response.text
+                assert response.json()["error"]["code"] == "UNAUTHENTICATED"
+            else:  # the right signature still counts beside a non-ASCII one (a key roll lists several)
+                assert response.status_code == 202, response.text
+
+
 def _metric(text: str, name: str, **labels: str) -> float:
     from prometheus_client.parser import text_string_to_metric_families
 
