@@ -48,11 +48,15 @@ def _encode_cursor(skill: Skill) -> str:
 def _decode_cursor(cursor: str) -> tuple[str, str]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        name, skill_id = json.loads(raw)
-        if not isinstance(name, str) or not isinstance(skill_id, str):
+        decoded = json.loads(raw)
+        # Exactly the [name, skill_id] that _encode_cursor wrote: a two-key object unpacked into its keys, and
+        # a lone surrogate (which JSON may escape but SQLite cannot bind), were a 500 once they reached the store.
+        if not isinstance(decoded, list) or len(decoded) != 2 or not all(isinstance(v, str) for v in decoded):
             raise ValueError
+        check_wellformed(decoded, "cursor")
+        name, skill_id = decoded
         return name, skill_id
-    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError, RecursionError):  # nested past json's stack
         # The cursor is not echoed: details name the input at fault, never its value.
         raise ValidationError("invalid cursor: pass the next_cursor of a previous page", {"problems": [
             problem("cursor", "not a next_cursor this catalog gave: pass the next_cursor of a previous page")]}) from None
