@@ -458,6 +458,21 @@ def test_openapi_file_is_the_reference_upstreams_contract() -> None:
     assert set(committed["webhooks"]) == {"skills.changed", "subscription.revoked"}
 
 
+
+def test_the_reference_upstream_refuses_non_ascii_tokens_and_cursors_with_its_error_body(
+        upstream: ReferenceUpstream, upstream_url: str) -> None:
+    """A bearer token with a non-ASCII byte (``compare_digest`` refuses such a str) and a cursor whose
+    sequence is superscript digits (``"²".isdigit()`` is true, ``int`` refuses it) were plain-text 500s."""
+    feed = f"{upstream_url}/v1/subscriptions/{SUB}/skills"
+    wrong = httpx.get(feed, headers={"Authorization": b"Bearer \xe9t\xe9"})
+    assert wrong.status_code == 401 and ErrorBody.model_validate_json(wrong.content).error.code == "UNAUTHENTICATED"
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    epoch = httpx.get(feed, headers=auth, params={"limit": 1}).json()["next_cursor"].rpartition(".")[0]
+    stale = httpx.get(feed, headers=auth, params={"since": f"{epoch}.\u00b2"})
+    assert stale.status_code == 410, stale.text
+    assert ErrorBody.model_validate_json(stale.content).error.code == "CURSOR_EXPIRED"
+
+
 def test_the_contract_file_declares_the_errors_each_side_sends(catalog: Catalog, upstream: ReferenceUpstream,
                                                                upstream_url: str) -> None:
     """``docs/upstream-openapi.json`` declares what the feed and the webhook receiver answer: every error
