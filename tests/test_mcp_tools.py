@@ -305,6 +305,16 @@ async def test_bad_values_are_validation_errors_of_the_one_shape(
     assert len(json.dumps(problem)) < 2_000
 
 
+
+async def test_list_skills_bounds_its_tags_like_the_http_route(operator: Client) -> None:
+    """Each required tag is a clause of list's SQL query: 2,000 of them (the schema sets no bound) passed
+    SQLite's expression depth, an INTERNAL error. At most 16, as GET /v1/skills takes; 16 still list."""
+    problem = error(await operator.call_tool("list_skills", {"tags": [f"t{i}" for i in range(2000)]}))
+    assert problem["code"] == "VALIDATION_ERROR"
+    assert [p["field"] for p in problem["details"]["problems"]] == ["tags"]
+    assert ok(await operator.call_tool("list_skills", {"tags": ["python"] * 16}))["items"]
+
+
 async def test_unknown_skill_is_not_found(operator: Client) -> None:
     for tool in ("get_skill", "resolve_skill"):
         problem = error(await operator.call_tool(tool, {"skill_id": "sk_doesnotexist"}))

@@ -36,9 +36,12 @@ from skillsearch.core.views import (
 from skillsearch.core.visibility import is_visible, visible_grants
 from skillsearch.core.wellformed import IllFormedError, check_wellformed
 
-__all__ = ["get_detail", "list_page", "resolve_flow", "resource_infos", "visible_skill"]
+__all__ = ["MAX_PAGE", "MAX_TAGS", "get_detail", "list_page", "resolve_flow", "resource_infos", "visible_skill"]
 
 MAX_PAGE = 200
+# Tags one list may require: each is a clause of the SQL query, and SQLite refuses past about 1,000 of them (an
+# INTERNAL error over MCP, whose tags were unbounded). The HTTP routes take as many (``http/schemas.Limits``).
+MAX_TAGS = 16
 
 
 def _encode_cursor(skill: Skill) -> str:
@@ -77,6 +80,9 @@ def list_page(
     if kind is not None and kind not in SKILL_KINDS:
         message = f"kind must be {' or '.join(SKILL_KINDS)}"
         raise ValidationError(message, {"problems": [problem("kind", message)]})
+    if len(tags) > MAX_TAGS:
+        message = f"at most {MAX_TAGS} tags"
+        raise ValidationError(message, {"problems": [problem("tags", message)]})
     after = _decode_cursor(cursor) if cursor else None
     grants = visible_grants(principal, store.grants(), store.revoked_subscriptions())
     page = store.list_page(sorted(grants), kind=kind, tags=tags, after=after, limit=limit + 1)
