@@ -66,6 +66,28 @@ def test_resolve_refuses_surrogates_and_non_finite_numbers(catalog: Catalog, tmp
         assert ok.status_code == 200 and ok.json()["steps"][0]["args"]["above"] == 0.5
 
 
+
+def test_a_forged_list_cursor_is_400_never_500(catalog: Catalog, tmp_path: Path) -> None:
+    """``GET /v1/skills?cursor=`` decodes base64 JSON: a lone surrogate (JSON escapes it, SQLite cannot bind
+    it), a two-key object (unpacked into its keys) and a list of another length were 500s or were taken."""
+    import base64
+
+    server, token = _serve(catalog, tmp_path / "principals.toml")
+    headers = {"Authorization": f"Bearer {token}"}
+    forged = [b'["\\ud800", "sk_x"]', b'{"skill_id": [""], "\\uda46": null}', b'{"a": 1, "b": 2}', b'["a", "b", "c"]',
+              b'["a", 1]']
+    with server as url:
+        for raw in forged:
+            cursor = base64.urlsafe_b64encode(raw).decode()
+            resp = httpx.get(f"{url}/v1/skills", params={"cursor": cursor}, headers=headers)
+            assert resp.status_code == 400, (raw, resp.text)
+            error = resp.json()["error"]
+            assert error["code"] == "VALIDATION_ERROR" and error["details"]["problems"][0]["field"] == "query.cursor"
+        page = httpx.get(f"{url}/v1/skills", params={"limit": 1}, headers=headers).json()
+        assert page["items"] and httpx.get(f"{url}/v1/skills", params={"cursor": base64.urlsafe_b64encode(
+            b'["", ""]').decode()}, headers=headers).json()["items"] == page["items"], "a well-formed position still pages"
+
+
 def test_a_broken_principals_file_is_told_to_the_operator_only(
     catalog: Catalog, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

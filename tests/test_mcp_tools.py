@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import shutil
@@ -283,6 +284,8 @@ async def test_an_argument_the_schema_does_not_name_is_refused(operator: Client)
         ("search_skills", {"query": "a" * 5000}, "query"),
         ("list_skills", {"cursor": "not-a-cursor!"}, "cursor"),
         ("list_skills", {"cursor": "garbage"}, "cursor"),
+        # base64 of JSON nested past json's stack (no body limit over stdio): once an INTERNAL error
+        ("list_skills", {"cursor": base64.urlsafe_b64encode(b"[" * 5000 + b"]" * 5000).decode()}, "cursor"),
         ("get_skill", {"skill_id": ""}, "skill_id"),
         ("get_skill", {"skill_id": "s" * 100_000}, "skill_id"),
         ("resolve_skill", {"skill_id": ""}, "skill_id"),
@@ -300,6 +303,16 @@ async def test_bad_values_are_validation_errors_of_the_one_shape(
     rejected = args[field]
     assert rejected.strip() == "" or rejected not in json.dumps(problem)
     assert len(json.dumps(problem)) < 2_000
+
+
+
+async def test_list_skills_bounds_its_tags_like_the_http_route(operator: Client) -> None:
+    """Each required tag is a clause of list's SQL query: 2,000 of them (the schema sets no bound) passed
+    SQLite's expression depth, an INTERNAL error. At most 16, as GET /v1/skills takes; 16 still list."""
+    problem = error(await operator.call_tool("list_skills", {"tags": [f"t{i}" for i in range(2000)]}))
+    assert problem["code"] == "VALIDATION_ERROR"
+    assert [p["field"] for p in problem["details"]["problems"]] == ["tags"]
+    assert ok(await operator.call_tool("list_skills", {"tags": ["python"] * 16}))["items"]
 
 
 async def test_unknown_skill_is_not_found(operator: Client) -> None:

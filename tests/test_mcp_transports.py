@@ -3,6 +3,8 @@ served by uvicorn on 127.0.0.1, each driven by the SDK's own client."""
 
 from __future__ import annotations
 
+import json
+import queue
 import shutil
 import socket
 import subprocess
@@ -175,6 +177,43 @@ def test_named_principal_without_a_principals_file_fails_clearly(
 ) -> None:
     assert main(["mcp", "--data-dir", str(tmp_path), "--principal", "ops"]) == 1
     assert f"no principals file at {tmp_path / 'principals.toml'}" in capsys.readouterr().err
+
+
+
+def test_stdio_answers_a_line_it_cannot_read_under_the_requests_id(data_dir: Path) -> None:
+    """A request the SDK's reader refuses (a lone surrogate escape, as from a client that cut an emoji in
+    half; JSON nested too deeply; no JSON at all) is answered with a JSON-RPC error, under its own id where it
+    can be found: the SDK only logged it, and the client waited forever. A blank line or a notification gets
+    no answer; the session goes on."""
+    params = stdio_params(data_dir)
+    proc = subprocess.Popen([params.command, *params.args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=params.env, cwd=params.cwd)
+    lines: queue.Queue[bytes] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+
+    def ask(line: bytes) -> dict[str, Any]:
+        proc.stdin.write(line + b"\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+        return json.loads(lines.get(timeout=TIMEOUT))  # type: ignore[no-any-return]
+
+    try:
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+        assert "result" in ask(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello}).encode())
+        proc.stdin.write(b'\n{"jsonrpc": "2.0", "method": "notifications/initialized"}\n{"jsonrpc": "2.0", "method": 5}\n')  # type: ignore[union-attr]
+        call = b'{"jsonrpc": "2.0", "id": %s, "method": "tools/call", "params": {"name": "get_skill", "arguments": %s}}'
+        answers = [ask(call % (b'"cut"', b'{"skill_id": "x\\ud83d"}')),
+                   ask(call % (b"2", b'{"skill_id": ' + b"[" * 5000 + b"]" * 5000 + b"}")),
+                   ask(b"{not json"),
+                   ask(b'{"jsonrpc": "2.0", "id": 4, "method": 5}'),
+                   ask(b'{"jsonrpc": "2.0", "id": 5, "method": "ping"}')]
+    finally:
+        proc.stdin.close()  # type: ignore[union-attr]
+        proc.wait(timeout=TIMEOUT)
+        proc.stdout.close()  # type: ignore[union-attr]
+    assert [(a["id"], a.get("error", {}).get("code")) for a in answers] == [
+        ("cut", -32700), (2, -32700), (None, -32700), (4, -32600), (5, None)]
+    assert answers[4]["result"] == {}
+    assert "ud83d" not in json.dumps(answers[0])
 
 
 def _unusable(tmp_path: Path, kind: str) -> Path:

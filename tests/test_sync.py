@@ -263,6 +263,25 @@ def test_bad_stale_unsigned_and_replayed_webhooks_are_refused(catalog: Catalog, 
         assert response.status_code == 400 and response.json()["error"]["code"] == "VALIDATION_ERROR"
 
 
+
+def test_a_webhook_whose_timestamp_or_signature_is_not_ascii_is_401_not_500(catalog: Catalog, upstream_url: str) -> None:
+    """Header values arrive as Latin-1: a timestamp of superscript digits (``"²".isdigit()`` is true, ``int``
+    refuses it) and a signature with a non-ASCII byte (``compare_digest`` refuses to compare it) were 500s."""
+    body = _event("evt-latin1")
+    ts = str(int(time.time())).encode()
+    with serve(_app(catalog, upstream_url)) as url:
+        for timestamp, signature in [("\u00b2\u00b3".encode("latin-1"), b"v1=" + b"0" * 64),
+                                     (ts, b"v1=\xe9" + b"0" * 63),
+                                     (ts, sign_webhook(SECRET, ts.decode(), body).encode() + b",v1=\xff")]:
+            response = httpx.post(f"{url}/v1/sync/webhook", content=body, headers={
+                "Content-Type": "application/json", TIMESTAMP_HEADER: timestamp, SIGNATURE_HEADER: signature})
+            if signature.startswith(b"v1=\xe9") or timestamp != ts:
+                assert response.status_code == 401, response.text
+                assert response.json()["error"]["code"] == "UNAUTHENTICATED"
+            else:  # the right signature still counts beside a non-ASCII one (a key roll lists several)
+                assert response.status_code == 202, response.text
+
+
 def _metric(text: str, name: str, **labels: str) -> float:
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -437,6 +456,21 @@ def test_openapi_file_is_the_reference_upstreams_contract() -> None:
     committed = json.loads((Path(__file__).parents[1] / "docs" / "upstream-openapi.json").read_text("utf-8"))
     assert committed == contract_openapi(), "regenerate: python -m skillsearch.upstream.app > docs/upstream-openapi.json"
     assert set(committed["webhooks"]) == {"skills.changed", "subscription.revoked"}
+
+
+
+def test_the_reference_upstream_refuses_non_ascii_tokens_and_cursors_with_its_error_body(
+        upstream: ReferenceUpstream, upstream_url: str) -> None:
+    """A bearer token with a non-ASCII byte (``compare_digest`` refuses such a str) and a cursor whose
+    sequence is superscript digits (``"²".isdigit()`` is true, ``int`` refuses it) were plain-text 500s."""
+    feed = f"{upstream_url}/v1/subscriptions/{SUB}/skills"
+    wrong = httpx.get(feed, headers={"Authorization": b"Bearer \xe9t\xe9"})
+    assert wrong.status_code == 401 and ErrorBody.model_validate_json(wrong.content).error.code == "UNAUTHENTICATED"
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    epoch = httpx.get(feed, headers=auth, params={"limit": 1}).json()["next_cursor"].rpartition(".")[0]
+    stale = httpx.get(feed, headers=auth, params={"since": f"{epoch}.\u00b2"})
+    assert stale.status_code == 410, stale.text
+    assert ErrorBody.model_validate_json(stale.content).error.code == "CURSOR_EXPIRED"
 
 
 def test_the_contract_file_declares_the_errors_each_side_sends(catalog: Catalog, upstream: ReferenceUpstream,

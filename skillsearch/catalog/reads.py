@@ -36,9 +36,12 @@ from skillsearch.core.views import (
 from skillsearch.core.visibility import is_visible, visible_grants
 from skillsearch.core.wellformed import IllFormedError, check_wellformed
 
-__all__ = ["get_detail", "list_page", "resolve_flow", "resource_infos", "visible_skill"]
+__all__ = ["MAX_PAGE", "MAX_TAGS", "get_detail", "list_page", "resolve_flow", "resource_infos", "visible_skill"]
 
 MAX_PAGE = 200
+# Tags one list may require: each is a clause of the SQL query, and SQLite refuses past about 1,000 of them (an
+# INTERNAL error over MCP, whose tags were unbounded). The HTTP routes take as many (``http/schemas.Limits``).
+MAX_TAGS = 16
 
 
 def _encode_cursor(skill: Skill) -> str:
@@ -48,11 +51,15 @@ def _encode_cursor(skill: Skill) -> str:
 def _decode_cursor(cursor: str) -> tuple[str, str]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        name, skill_id = json.loads(raw)
-        if not isinstance(name, str) or not isinstance(skill_id, str):
+        decoded = json.loads(raw)
+        # Exactly the [name, skill_id] that _encode_cursor wrote: a two-key object unpacked into its keys, and
+        # a lone surrogate (which JSON may escape but SQLite cannot bind), were a 500 once they reached the store.
+        if not isinstance(decoded, list) or len(decoded) != 2 or not all(isinstance(v, str) for v in decoded):
             raise ValueError
+        check_wellformed(decoded, "cursor")
+        name, skill_id = decoded
         return name, skill_id
-    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError, RecursionError):  # nested past json's stack
         # The cursor is not echoed: details name the input at fault, never its value.
         raise ValidationError("invalid cursor: pass the next_cursor of a previous page", {"problems": [
             problem("cursor", "not a next_cursor this catalog gave: pass the next_cursor of a previous page")]}) from None
@@ -73,6 +80,9 @@ def list_page(
     if kind is not None and kind not in SKILL_KINDS:
         message = f"kind must be {' or '.join(SKILL_KINDS)}"
         raise ValidationError(message, {"problems": [problem("kind", message)]})
+    if len(tags) > MAX_TAGS:
+        message = f"at most {MAX_TAGS} tags"
+        raise ValidationError(message, {"problems": [problem("tags", message)]})
     after = _decode_cursor(cursor) if cursor else None
     grants = visible_grants(principal, store.grants(), store.revoked_subscriptions())
     page = store.list_page(sorted(grants), kind=kind, tags=tags, after=after, limit=limit + 1)

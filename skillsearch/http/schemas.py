@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from skillsearch.catalog.reads import MAX_PAGE
+from skillsearch.catalog.reads import MAX_PAGE, MAX_TAGS
 
 __all__ = [
     "STATUS_TEXT",
@@ -31,7 +31,7 @@ class Limits:
     """Request limits; query length and search page size come from :class:`Settings`."""
 
     max_body_bytes: int = 64 * 1024
-    max_tags: int = 16
+    max_tags: int = MAX_TAGS
     max_list_page: int = MAX_PAGE
 
 

@@ -45,6 +45,7 @@ from skillsearch.core.errors import SkillSearchError, ValidationError, echo, err
 from skillsearch.mcp import skills_extension, tools_catalog, tools_recall
 from skillsearch.mcp.changes import ChangeNotifier, WhileOpen, serving_changes
 from skillsearch.mcp.context import ErrorShape, PrincipalProvider, ServerState, ToolGroup, ToolPolicy, error_result
+from skillsearch.mcp.transport import AnswerUnreadable
 from skillsearch.service import Catalog
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES
 
@@ -102,7 +103,8 @@ class SkillSearchMCP(MCPServer[ServerState]):
 
     async def run_stdio_async(self) -> None:
         """As the SDK's, with our notification options: its own passes none, so ``initialize`` would say
-        ``listChanged: false`` while the notifier sends ``notifications/resources/list_changed``. Ends when
+        ``listChanged: false`` while the notifier sends ``notifications/resources/list_changed``; and a line
+        the SDK cannot read is answered (``transport.AnswerUnreadable``), not dropped. Ends when
         the client closes stdin, or after :meth:`stop`."""
         lowlevel = self._lowlevel_server
         loop = asyncio.get_running_loop()
@@ -112,7 +114,7 @@ class SkillSearchMCP(MCPServer[ServerState]):
                     self._cancel = lambda: loop.call_soon_threadsafe(scope.cancel)
                     if self._then is not None:
                         scope.cancel()
-                await lowlevel.run(read_stream, write_stream,
+                await lowlevel.run(AnswerUnreadable(read_stream, write_stream), write_stream,
                                    lowlevel.create_initialization_options(self.notifications))
             if self._then is not None:
                 # The session and its lifespan have ended (writes stopped and joined, the catalog closed). The

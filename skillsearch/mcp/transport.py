@@ -1,21 +1,27 @@
-"""MCP's streamable HTTP transport for our server: standalone (``skillsearch mcp --http``, served by
-``http/server.py`` from the CLI) or mounted at ``/mcp`` inside the HTTP app (``skillsearch serve``)."""
+"""MCP's transports for our server: streamable HTTP, standalone (``skillsearch mcp --http``, served by
+``http/server.py`` from the CLI) or mounted at ``/mcp`` inside the HTTP app (``skillsearch serve``); and over
+stdio, :class:`AnswerUnreadable`, which answers a line the SDK cannot read instead of dropping it."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable
 from contextlib import AbstractAsyncContextManager
+from typing import Any
 
+import anyio
+import pydantic
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import INVALID_REQUEST
+from mcp.shared.message import SessionMessage
+from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from skillsearch.mcp.context import ServerState
 
-__all__ = ["PostOnly", "mountable", "streamable_http_app"]
+__all__ = ["AnswerUnreadable", "PostOnly", "mountable", "streamable_http_app"]
 
 
 class PostOnly:
@@ -77,3 +83,82 @@ def mountable(
     outer app's lifespan: a routed sub-app's own lifespan never runs, and the session manager (which also
     enters this server's lifespan, opening the catalog once) must."""
     return streamable_http_app(server, path="/mcp", host=host, allowed_hosts=allowed_hosts), server.session_manager.run
+
+
+class AnswerUnreadable:
+    """The stdio read stream, less the lines the SDK could not read, each answered on ``write_stream``.
+
+    The SDK's stdio reader hands a line that is not a JSON-RPC message on as an exception, which its
+    dispatcher only logs: a request holding a lone surrogate escape (``"\\ud83d"``: a client that cut an emoji
+    in half), nested too deeply, or not JSON at all was never answered, and its client waited forever. Over
+    HTTP the same body is a 400 with a JSON-RPC error. Here the error goes back at once, under the request's
+    own id where Python's parser (which takes lone surrogates) can still find it, else ``null``: ``-32700``
+    for a line that is not JSON the SDK reads, ``-32600`` for JSON that is not a request. A notification
+    (no id) is not answered. The message names the problem, never the text sent."""
+
+    def __init__(self, read_stream: Any, write_stream: Any) -> None:
+        self._read, self._write = read_stream, write_stream
+
+    def __getattr__(self, name: str) -> Any:  # last_context, which the dispatcher reads, and the rest
+        return getattr(self._read, name)
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self._read.receive()
+            if not isinstance(item, pydantic.ValidationError):
+                return item
+            reply = unreadable_reply(item)
+            if reply is not None:
+                await self._write.send(SessionMessage(reply))
+
+    def __aiter__(self) -> AnswerUnreadable:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._read.aclose()
+
+    async def __aenter__(self) -> AnswerUnreadable:
+        await self._read.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        result: bool | None = await self._read.__aexit__(*exc)
+        return result
+
+
+# The id where JSON-RPC clients write it, before the params: {"jsonrpc": "2.0", "id": 7, ...
+_LEADING_ID = re.compile(r'\s*\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*(-?\d{1,18}|"[A-Za-z0-9._:-]{1,200}")\s*,')
+
+
+def unreadable_reply(error: pydantic.ValidationError) -> JSONRPCError | None:
+    """The JSON-RPC error that answers a line the SDK refused with ``error``; ``None`` for a notification."""
+    problems = error.errors(include_url=False)
+    first: dict[str, Any] = dict(problems[0]) if problems else {}
+    raw = first.get("input")
+    message: Any = raw
+    if first.get("type") == "json_invalid" and isinstance(raw, str):
+        if not raw.strip():
+            return None  # a blank line: nothing was asked
+        try:
+            message = json.loads(raw)
+        except (ValueError, RecursionError):  # nested past Python's stack too: the id leads a client's request
+            lead = _LEADING_ID.match(raw)
+            message = {"id": json.loads(lead.group(1))} if lead else None
+        code, text = PARSE_ERROR, f"Parse error: {first.get('msg', 'not JSON')}"
+    else:  # JSON, not a message: some problem's input is the whole object (the others, one of its values)
+        message = next((p["input"] for p in problems if isinstance(p.get("input"), dict)), raw)
+        code, text = INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 request, notification or response"
+    if isinstance(message, dict) and "id" not in message:
+        return None  # a notification (or something without an id): JSON-RPC answers none
+    request_id = message.get("id") if isinstance(message, dict) else None
+    if isinstance(request_id, bool) or not isinstance(request_id, int | str | None):
+        request_id = None
+    if isinstance(request_id, str) and any("\ud800" <= c <= "\udfff" for c in request_id):
+        request_id = None  # an id holding a lone surrogate cannot be written back as UTF-8
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=text))

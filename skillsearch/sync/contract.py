@@ -196,7 +196,8 @@ def sign_webhook(secret: str, timestamp: int | str, body: bytes) -> str:
 
 
 def signature_matches(secret: str, timestamp: str, body: bytes, header: str) -> bool:
-    """Constant-time check of a signature header (it may list several ``v1=`` values during a key roll)."""
+    """Constant-time check of a signature header (it may list several ``v1=`` values during a key roll). A
+    candidate that is not ASCII never matches (``compare_digest`` refuses to compare such strings)."""
     expected = sign_webhook(secret, timestamp, body)
     candidates = [part.strip() for part in header.split(",") if part.strip()]
-    return any(hmac.compare_digest(expected, c) for c in candidates)
+    return any(c.isascii() and hmac.compare_digest(expected, c) for c in candidates)

@@ -36,7 +36,8 @@ def verify_webhook(secret: str | None, headers: Any, body: bytes, now: float, to
     signature = headers.get(SIGNATURE_HEADER)
     if not timestamp or not signature:
         raise UnauthenticatedError(f"unsigned webhook: {TIMESTAMP_HEADER} and {SIGNATURE_HEADER} are required")
-    if not timestamp.isdigit() or len(timestamp) > 12:
+    # ASCII digits only: a header is read as Latin-1, and ``"²".isdigit()`` is true while ``int("²")`` fails.
+    if not (timestamp.isascii() and timestamp.isdigit()) or len(timestamp) > 12:
         raise UnauthenticatedError(f"{TIMESTAMP_HEADER} must be unix seconds")
     if abs(now - int(timestamp)) > tolerance_s:
         raise UnauthenticatedError(

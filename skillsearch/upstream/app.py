@@ -253,7 +253,9 @@ def create_upstream_app(upstream: ReferenceUpstream) -> FastAPI:
     def bearer(credentials: BearerCredentials) -> None:
         upstream.requests += 1
         token = credentials.credentials if credentials is not None else ""
-        if not any(secrets.compare_digest(token, t) for t in upstream.tokens):
+        # As bytes: compare_digest refuses str with a non-ASCII character (a header is read as Latin-1), a 500.
+        presented = token.encode("utf-8", "surrogateescape")
+        if not any(secrets.compare_digest(presented, t.encode("utf-8", "surrogateescape")) for t in upstream.tokens):
             raise UpstreamError(401, "UNAUTHENTICATED", "a valid bearer token is required")
 
     auth = [Depends(bearer)]

@@ -49,7 +49,7 @@ class Feed:
 
     def _parse(self, cursor: str) -> int:
         epoch, _, seq_text = cursor.rpartition(".")
-        if epoch != self.epoch or not seq_text.isdigit():
+        if epoch != self.epoch or not (seq_text.isascii() and seq_text.isdigit()):  # "²".isdigit(), int() refuses
             raise CursorUnknown(cursor)
         seq = int(seq_text)
         if seq < self._horizon or seq > self._seq:
