@@ -228,6 +228,25 @@ def test_a_port_out_of_range_is_a_usage_error_on_every_command(
 
 
 @pytest.mark.parametrize(("argv", "said"), [
+    (("serve", "--workers", "0"), "argument --workers: 0 is out of range: give a number of worker processes 1 or more"),
+    (("serve", "--degraded-after", "-1"), "argument --degraded-after: -1 is out of range: give a number of seconds"
+                                          " 0 or more"),
+    (("serve", "--degraded-after", "nan"), "argument --degraded-after: nan is out of range"),
+])
+def test_serve_numbers_out_of_range_are_usage_errors_like_its_port(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], said: str
+) -> None:
+    """`--workers 0` and `--degraded-after -1` were exit code 1 (`error: VALIDATION_ERROR: ...`) where
+    `--workers x` and `--port 70000` are usage errors: a value out of range is one, as an unparsable one is."""
+    code, text = run(tmp_path / "d", *argv, "--port", "0")
+    err = capsys.readouterr().err
+    assert code == 2 and text == "" and said in err and "usage: skillsearch serve" in err
+    assert "serving on" not in err and not (tmp_path / "d").exists()
+    code, payload = run(tmp_path / "d", *argv, "--port", "0", "--json")
+    assert code == 2 and payload["error"]["code"] == "VALIDATION_ERROR" and said in payload["error"]["message"]
+
+
+@pytest.mark.parametrize(("argv", "said"), [
     (("search", "foo", "--grant", "starter-pack"), "did you mean sub:starter-pack?"),
     (("get",), "the following arguments are required: SKILL_ID|SLUG"),
     (("search", "foo", "--mode", "fuzzy"), "invalid choice: 'fuzzy'"),
