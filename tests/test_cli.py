@@ -254,6 +254,10 @@ def test_serve_numbers_out_of_range_are_usage_errors_like_its_port(
     (("search", "foo", "--limit", "101"), "argument --limit: 101 is out of range: give a whole number between 1"
                                           " and 100 (SKILLSEARCH_MAX_LIMIT)"),
     (("list", "--limit", "201"), "argument --limit: 201 is out of range: give a whole number between 1 and 200"),
+    (("search", "foo", "--semantic-weight", "2"), "argument --semantic-weight: 2 is out of range: give a weight"
+                                                  " between 0 and 1"),
+    (("search", "foo", "--min-confidence", "-0.5"), "argument --min-confidence: -0.5 is out of range: give a"
+                                                    " confidence between 0 and 1"),
     (("resolve", "some-slug", "--param", "service"), "argument --param: takes NAME=VALUE, got 'service'"),
     (("resolve", "some-slug", "--param", "a=1", "--param", "a=2"), "argument --param: a is given twice"),
     (("import", "skills", "--source", "", "--grant", "team:a"), "argument --source: must not be empty"),
