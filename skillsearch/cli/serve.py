@@ -128,7 +128,10 @@ def _open(args: argparse.Namespace, index: bool) -> tuple[Catalog, SyncConfig | 
     ``Catalog.prepare_in_background``, behind the server's first answers."""
     sync_path = Path(args.sync_config) if args.sync_config else default_config_path(Path(args.data_dir))
     use = not args.no_sync and (args.sync_config or sync_path.exists())
-    sync = (load_config(sync_path) if args.sync_config else load_subscriptions(sync_path)) if use else None
+    if use and args.sync_config and not sync_path.exists():
+        load_config(sync_path, option="--sync-config")  # raises with the reason and what to write
+    # Read as <data-dir>/sync.toml is: a file may hold only [[sources]] (what `sources add` writes).
+    sync = load_subscriptions(sync_path) if use else None
     sources = load_sources(sync_path) if use else ()
     in_use(Path(args.data_dir))  # before any file is opened: a restore refuses this directory while we live
     # A synced catalog is not seeded with the sample: its demo subscriptions would collide with real ones.
