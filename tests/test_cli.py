@@ -490,3 +490,18 @@ def test_get_resource_does_not_write_binary_or_escapes_to_a_terminal(
         assert code == 2 and shown == b"" and b"redirect the output" in err and b"Traceback" not in err, (path, err)
     code, shown, _ = on_a_terminal("scripts/run.py")
     assert code == 0 and b"print('hi')" in shown
+
+
+@pytest.mark.parametrize("argv", [
+    ("calibrate", "--queries", "no-such-queries.jsonl"),  # a command's own VALIDATION_ERROR
+    ("sources", "remove", "no-such-source"),
+    ("list", "--limit", "0"),  # a usage error
+])
+def test_every_validation_error_under_json_has_details_problems(
+    data_dir: Path, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]
+) -> None:
+    """README: `details.problems` is the one shape of every VALIDATION_ERROR on every surface, the CLI's
+    `--json` included; these came with `details: {}` (or only `name`, `usage`), as over HTTP they would not."""
+    code, payload = run(data_dir, *argv, "--json")
+    assert code in (1, 2) and payload["error"]["code"] == "VALIDATION_ERROR"
+    assert payload["error"]["details"]["problems"] == [{"field": "", "message": payload["error"]["message"]}]
