@@ -236,3 +236,21 @@ def test_serve_sync_config_that_does_not_exist_names_its_own_option(tmp_path: Pa
     assert code == 1 and payload["error"]["code"] == "VALIDATION_ERROR"
     assert payload["error"]["message"].startswith(f"no sync configuration at {missing}: ")
     assert "or pass --sync-config (README" in payload["error"]["message"]
+
+
+def test_sources_sync_of_an_unknown_name_is_refused_before_the_catalog_is_made(tmp_path: Path) -> None:
+    """A mistyped name (or --data-dir) made the data directory, a catalog and an empty index, then said
+    `no source named nosuch`; now nothing is created, and the message names the file and what it holds."""
+    data = tmp_path / "data"
+    code, payload = run_cli("--data-dir", str(data), "-q", "sources", "sync", "nosuch")
+    assert code == 1 and payload["error"]["code"] == "VALIDATION_ERROR"
+    assert payload["error"]["message"] == f"no source named 'nosuch' in {data / 'sync.toml'} (it configures none)"
+    assert payload["error"]["details"]["unknown"] == ["nosuch"]
+    assert not data.exists()
+    code, _ = run_cli("--data-dir", str(data), "-q", "sources", "add", "local", "--path", str(tmp_path), "--grant",
+                      "user:me")
+    assert code == 0
+    code, payload = run_cli("--data-dir", str(data), "-q", "sources", "sync", "nosuch", "other", "local")
+    assert code == 1 and payload["error"]["message"] == (
+        f"no source named 'nosuch', 'other' in {data / 'sync.toml'} (it configures: local)")
+    assert not (data / "catalog.sqlite3").exists()
