@@ -228,6 +228,25 @@ def test_a_port_out_of_range_is_a_usage_error_on_every_command(
 
 
 @pytest.mark.parametrize(("argv", "said"), [
+    (("serve", "--workers", "0"), "argument --workers: 0 is out of range: give a number of worker processes 1 or more"),
+    (("serve", "--degraded-after", "-1"), "argument --degraded-after: -1 is out of range: give a number of seconds"
+                                          " 0 or more"),
+    (("serve", "--degraded-after", "nan"), "argument --degraded-after: nan is out of range"),
+])
+def test_serve_numbers_out_of_range_are_usage_errors_like_its_port(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], said: str
+) -> None:
+    """`--workers 0` and `--degraded-after -1` were exit code 1 (`error: VALIDATION_ERROR: ...`) where
+    `--workers x` and `--port 70000` are usage errors: a value out of range is one, as an unparsable one is."""
+    code, text = run(tmp_path / "d", *argv, "--port", "0")
+    err = capsys.readouterr().err
+    assert code == 2 and text == "" and said in err and "usage: skillsearch serve" in err
+    assert "serving on" not in err and not (tmp_path / "d").exists()
+    code, payload = run(tmp_path / "d", *argv, "--port", "0", "--json")
+    assert code == 2 and payload["error"]["code"] == "VALIDATION_ERROR" and said in payload["error"]["message"]
+
+
+@pytest.mark.parametrize(("argv", "said"), [
     (("search", "foo", "--grant", "starter-pack"), "did you mean sub:starter-pack?"),
     (("get",), "the following arguments are required: SKILL_ID|SLUG"),
     (("search", "foo", "--mode", "fuzzy"), "invalid choice: 'fuzzy'"),
@@ -235,6 +254,10 @@ def test_a_port_out_of_range_is_a_usage_error_on_every_command(
     (("search", "foo", "--limit", "101"), "argument --limit: 101 is out of range: give a whole number between 1"
                                           " and 100 (SKILLSEARCH_MAX_LIMIT)"),
     (("list", "--limit", "201"), "argument --limit: 201 is out of range: give a whole number between 1 and 200"),
+    (("search", "foo", "--semantic-weight", "2"), "argument --semantic-weight: 2 is out of range: give a weight"
+                                                  " between 0 and 1"),
+    (("search", "foo", "--min-confidence", "-0.5"), "argument --min-confidence: -0.5 is out of range: give a"
+                                                    " confidence between 0 and 1"),
     (("resolve", "some-slug", "--param", "service"), "argument --param: takes NAME=VALUE, got 'service'"),
     (("resolve", "some-slug", "--param", "a=1", "--param", "a=2"), "argument --param: a is given twice"),
     (("import", "skills", "--source", "", "--grant", "team:a"), "argument --source: must not be empty"),
@@ -467,3 +490,18 @@ def test_get_resource_does_not_write_binary_or_escapes_to_a_terminal(
         assert code == 2 and shown == b"" and b"redirect the output" in err and b"Traceback" not in err, (path, err)
     code, shown, _ = on_a_terminal("scripts/run.py")
     assert code == 0 and b"print('hi')" in shown
+
+
+@pytest.mark.parametrize("argv", [
+    ("calibrate", "--queries", "no-such-queries.jsonl"),  # a command's own VALIDATION_ERROR
+    ("sources", "remove", "no-such-source"),
+    ("list", "--limit", "0"),  # a usage error
+])
+def test_every_validation_error_under_json_has_details_problems(
+    data_dir: Path, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]
+) -> None:
+    """README: `details.problems` is the one shape of every VALIDATION_ERROR on every surface, the CLI's
+    `--json` included; these came with `details: {}` (or only `name`, `usage`), as over HTTP they would not."""
+    code, payload = run(data_dir, *argv, "--json")
+    assert code in (1, 2) and payload["error"]["code"] == "VALIDATION_ERROR"
+    assert payload["error"]["details"]["problems"] == [{"field": "", "message": payload["error"]["message"]}]

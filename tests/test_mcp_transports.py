@@ -156,20 +156,36 @@ async def test_mcp_command_builds_the_server_it_is_told_to(data_dir: Path, encod
     assert problem["code"] == "SKILL_INVALID" and "warehouse.run_job_range" in problem["details"]["unknown_tools"]
 
 
+def test_mcp_command_refuses_an_unknown_principal(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["mcp", "--data-dir", str(data_dir), "--principal", "nobody"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and "VALIDATION_ERROR" in captured.err and "no [principals.nobody] table" in captured.err
+
+
+@pytest.mark.parametrize("http", [[], ["--http", "--port", "0"]])
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--principal", "nobody"], "no [principals.nobody] table"),
-        (["--principal", "ops", "--grant", "sub:x"], "either --principal or --grant"),
+        (["--principal", "ops", "--grant", "sub:x"], "use either --principal or --grant"),
         (["--scope", "memory:read"], "--scope needs --grant"),
     ],
 )
-def test_mcp_command_refuses_bad_principal_options(
-    data_dir: Path, args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+def test_mcp_command_refuses_clashing_principal_options_as_a_usage_error_before_creating_anything(
+    tmp_path: Path, http: list[str], args: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["mcp", "--data-dir", str(data_dir), *args]) == 1
+    """Options that contradict each other are a usage error (exit code 2, as the README says of every usage
+    error), refused before the data directory is created: over stdio it used to be created (with its
+    in-use.lock) and reported as created, then refused with exit code 1."""
+    target = tmp_path / "new"
+    assert main(["mcp", "--data-dir", str(target), *http, *args]) == 2
     captured = capsys.readouterr()
-    assert captured.out == "" and "VALIDATION_ERROR" in captured.err and message in captured.err
+    assert captured.out == "" and f"skillsearch mcp: error: {message}" in captured.err
+    assert "did not exist" not in captured.err
+    assert not target.exists()
+    assert main(["mcp", "--data-dir", str(target), *http, *args, "--json"]) == 2
+    body = json.loads(capsys.readouterr().out)
+    assert body["error"]["code"] == "VALIDATION_ERROR" and message in body["error"]["message"]
+    assert not target.exists()
 
 
 def test_named_principal_without_a_principals_file_fails_clearly(

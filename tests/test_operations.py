@@ -191,6 +191,19 @@ def test_a_data_dir_that_is_a_file_is_one_line_and_exit_code_3_of_every_server(c
                                    f" created in {tmp_path / 'missing'}")
 
 
+@pytest.mark.parametrize("command", [["serve"], ["mcp", "--http"], ["mcp"]])
+def test_a_data_dir_that_is_a_link_to_nothing_says_so_with_exit_code_3(command: list[str], tmp_path: Path) -> None:
+    """A symbolic link to a folder that does not exist: the servers said `cannot be created: File exists`,
+    where the other commands name the link and its target."""
+    data = tmp_path / "data"
+    data.symlink_to(tmp_path / "gone")
+    done = _run("--data-dir", str(data), "--encoder", "hashing", "-q", *command, "--port", "0")
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.strip() == (f"error: data directory {data} is a symbolic link to {tmp_path / 'gone'}, which"
+                                   " does not exist; create that folder first, or check the path")
+    assert not (tmp_path / "gone").exists()
+
+
 @pytest.mark.parametrize("command", [["serve"], ["serve", "--workers", "2"], ["mcp", "--http"]])
 def test_an_unreadable_data_dir_is_one_line_and_exit_code_3(command: list[str]) -> None:
     """A data directory this user may not read and write (``chmod 000``; run unprivileged: root reads

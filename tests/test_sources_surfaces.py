@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -185,3 +189,68 @@ async def test_a_handshake_era_stdio_session_gets_the_notification_too(tmp_path:
             after = await client.call_tool("list_skills", {})
             assert after.structured_content["items"] == []  # type: ignore[index]
     assert "notifications/resources/list_changed" in methods
+
+
+def test_serve_sync_config_holding_only_sources_serves_them(tmp_path: Path) -> None:
+    """`serve --sync-config FILE` reads FILE as it reads `<data-dir>/sync.toml`: a file holding only the
+    `[[sources]]` that `sources add` writes is served with its sources kept in step. It was refused with
+    `missing [upstream] table` (exit 1), though the same file as `<data-dir>/sync.toml` served."""
+    config_home, data, skills = tmp_path / "config", tmp_path / "data", tmp_path / "skills"
+    write_skill(skills, "from-the-side-file", "A skill of a source configured in a sync file outside the data dir.")
+    code, _ = run_cli("--data-dir", str(config_home), "-q", "sources", "add", "side", "--path", str(skills),
+                      "--grant", "user:me")
+    assert code == 0
+    data.mkdir()
+    token = add_principal(data / "principals.toml", "me", ["user:me"], ["skills:read"])
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data), "--encoder", "hashing", "-q", "serve",
+         "--port", "0", "--sync-config", str(config_home / "sync.toml")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        first = proc.stdout.readline()
+        url = re.search(r"serving on (http://127\.0\.0\.1:\d+)", first)
+        assert url, first + (proc.stderr.read() if proc.wait(timeout=30) is not None else "")
+        me = {"Authorization": f"Bearer {token}"}
+
+        def listed() -> list[str]:
+            return [item["name"] for item in httpx.get(url.group(1) + "/v1/skills", headers=me, timeout=30).json()["items"]]
+
+        eventually(lambda: listed() == ["from-the-side-file"])
+    finally:
+        proc.terminate()
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+
+
+def test_serve_sync_config_that_does_not_exist_names_its_own_option(tmp_path: Path) -> None:
+    """The hint named `--config`, which `serve` does not take."""
+    missing = tmp_path / "no-such.toml"
+    code, payload = run_cli("--data-dir", str(tmp_path / "data"), "-q", "serve", "--port", "0",
+                            "--sync-config", str(missing))
+    assert code == 1 and payload["error"]["code"] == "VALIDATION_ERROR"
+    assert payload["error"]["message"].startswith(f"no sync configuration at {missing}: ")
+    assert "or pass --sync-config (README" in payload["error"]["message"]
+
+
+def test_sources_sync_of_an_unknown_name_is_refused_before_the_catalog_is_made(tmp_path: Path) -> None:
+    """A mistyped name (or --data-dir) made the data directory, a catalog and an empty index, then said
+    `no source named nosuch`; now nothing is created, and the message names the file and what it holds."""
+    data = tmp_path / "data"
+    code, payload = run_cli("--data-dir", str(data), "-q", "sources", "sync", "nosuch")
+    assert code == 1 and payload["error"]["code"] == "VALIDATION_ERROR"
+    assert payload["error"]["message"] == f"no source named 'nosuch' in {data / 'sync.toml'} (it configures none)"
+    assert payload["error"]["details"]["unknown"] == ["nosuch"]
+    assert not data.exists()
+    code, _ = run_cli("--data-dir", str(data), "-q", "sources", "add", "local", "--path", str(tmp_path), "--grant",
+                      "user:me")
+    assert code == 0
+    code, payload = run_cli("--data-dir", str(data), "-q", "sources", "sync", "nosuch", "other", "local")
+    assert code == 1 and payload["error"]["message"] == (
+        f"no source named 'nosuch', 'other' in {data / 'sync.toml'} (it configures: local)")
+    assert not (data / "catalog.sqlite3").exists()

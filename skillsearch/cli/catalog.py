@@ -23,7 +23,7 @@ from skillsearch.cli.common import (
     settings_from_args,
 )
 from skillsearch.cli.termination import STOPPING
-from skillsearch.cli.usage import UsageError, int_range, non_empty
+from skillsearch.cli.usage import UsageError, float_range, int_range, non_empty
 from skillsearch.core.domain import SEARCH_MODES, SKILL_KINDS, Parameter
 from skillsearch.core.errors import SkillInvalidError, ValidationError, problem
 from skillsearch.core.fusion import FUSIONS
@@ -308,8 +308,9 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--limit", type=int_range(1), default=10, metavar="N",
                    help="hits to return, 1 to SKILLSEARCH_MAX_LIMIT (100 unless set; default 10)")
     p.add_argument("--fusion", choices=list(FUSIONS), help="fusion method (hybrid mode)")
-    p.add_argument("--semantic-weight", type=float, metavar="W", help="weight of the semantic side in [0, 1]")
-    p.add_argument("--min-confidence", type=float, metavar="C",
+    p.add_argument("--semantic-weight", type=float_range(0, 1, "a weight"), metavar="W",
+                   help="weight of the semantic side in [0, 1]")
+    p.add_argument("--min-confidence", type=float_range(0, 1, "a confidence"), metavar="C",
                    help="leave out hits whose confidence (0-1, hybrid mode) is under this")
 
     p = add_command(sub, "list", cmd_list, "list visible skills, paged")

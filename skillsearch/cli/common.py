@@ -165,6 +165,9 @@ def check_data_dir(path: Path) -> None:
                 raise StartupError(f"data directory {path}: {entry} is not readable and writable by this user",
                                    {"data_dir": str(path), "path": str(entry)})
         return
+    if path.is_symlink():  # a link to nothing: mkdir would say only "File exists"
+        raise StartupError(f"data directory {path} is a symbolic link to {os.readlink(path)}, which does not exist;"
+                           " create that folder first, or check the path", {"data_dir": str(path)})
     parent = path.absolute().parent
     if parent.exists() and not parent.is_dir():
         raise StartupError(f"data directory {path} cannot be created: {parent} is a file, not a folder",

@@ -22,7 +22,7 @@ from skillsearch.cli.common import (
     settings_from_args,
 )
 from skillsearch.cli.termination import STOPPING
-from skillsearch.cli.usage import port_arg
+from skillsearch.cli.usage import UsageError, port_arg
 from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
 from skillsearch.core.errors import ValidationError
 from skillsearch.core.grants import check_grants
@@ -56,14 +56,16 @@ def principal_from_file(data_dir: Path, name: str) -> Principal:
 
 
 def mcp_principal_from_args(args: argparse.Namespace) -> Principal:
-    """``--principal NAME`` (from the principals file), else ``--grant``/``--scope``, else the operator."""
+    """``--principal NAME`` (from the principals file), else ``--grant``/``--scope``, else the operator.
+    Options that contradict each other are a usage error (exit code 2)."""
     grants, scopes = args.grant or [], args.scope
     if args.principal and (grants or scopes is not None):
-        raise ValidationError("use either --principal or --grant/--scope, not both")
+        raise UsageError("skillsearch mcp", "use either --principal or --grant/--scope, not both")
     if args.principal:
         return principal_from_file(Path(args.data_dir), args.principal)
     if scopes is not None and not grants:
-        raise ValidationError("--scope needs --grant (the local operator has every grant and memory:read)")
+        raise UsageError("skillsearch mcp",
+                         "--scope needs --grant (the local operator has every grant and memory:read)")
     if not grants:
         return Principal.operator()
     grants = check_grants(grants)
@@ -115,6 +117,7 @@ def _http_banner(url: str, principal: Principal, catalog: Catalog) -> str:
 
 def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
     """Serve the MCP tools over stdio (stdout carries nothing but protocol) or streamable HTTP."""
+    mcp_principal_from_args(args)  # a usage error or an unknown principal: refused before anything is created
     check_data_dir(Path(args.data_dir))
     if not args.http:
         in_use(Path(args.data_dir))

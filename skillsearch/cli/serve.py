@@ -41,9 +41,8 @@ from skillsearch.cli.common import (
     settings_from_args,
 )
 from skillsearch.cli.termination import STOPPING
-from skillsearch.cli.usage import port_arg
+from skillsearch.cli.usage import float_range, int_range, port_arg
 from skillsearch.core.domain import Principal
-from skillsearch.core.errors import ValidationError
 from skillsearch.service import Catalog
 from skillsearch.sync.config import SyncConfig, default_config_path, load_config, load_subscriptions
 from skillsearch.sync.sources import SourceConfig, load_sources
@@ -129,7 +128,10 @@ def _open(args: argparse.Namespace, index: bool) -> tuple[Catalog, SyncConfig | 
     ``Catalog.prepare_in_background``, behind the server's first answers."""
     sync_path = Path(args.sync_config) if args.sync_config else default_config_path(Path(args.data_dir))
     use = not args.no_sync and (args.sync_config or sync_path.exists())
-    sync = (load_config(sync_path) if args.sync_config else load_subscriptions(sync_path)) if use else None
+    if use and args.sync_config and not sync_path.exists():
+        load_config(sync_path, option="--sync-config")  # raises with the reason and what to write
+    # Read as <data-dir>/sync.toml is: a file may hold only [[sources]] (what `sources add` writes).
+    sync = load_subscriptions(sync_path) if use else None
     sources = load_sources(sync_path) if use else ()
     in_use(Path(args.data_dir))  # before any file is opened: a restore refuses this directory while we live
     # A synced catalog is not seeded with the sample: its demo subscriptions would collide with real ones.
@@ -179,10 +181,6 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     from skillsearch.http.server import listen_socket, serve, serve_workers
     from skillsearch.retrieval.manifest import MANIFEST
 
-    if args.workers < 1:
-        raise ValidationError("--workers must be at least 1")
-    if not args.degraded_after >= 0:
-        raise ValidationError("--degraded-after must be a number of seconds, 0 or more")
     check_data_dir(Path(args.data_dir))
     principals = principals_path(args)
     building = not (Path(args.data_dir) / MANIFEST).exists()  # looked at before anything starts building it
@@ -229,8 +227,9 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--principals", help="principals file (default <data-dir>/principals.toml)")
     p.add_argument("--sync-config", help="sync settings (TOML); default <data-dir>/sync.toml when it exists")
     p.add_argument("--no-sync", action="store_true", help="do not poll the subscription platform nor keep the local sources")
-    p.add_argument("--workers", type=int, default=1, metavar="N",
+    p.add_argument("--workers", type=int_range(1, None, "a number of worker processes"), default=1, metavar="N",
                    help="worker processes on the one port (default 1; about one per core, each holds its own copy"
                         " of the model); one of them at a time runs sync")
-    p.add_argument("--degraded-after", type=float, default=DEFAULT_DEGRADED_AFTER_S, metavar="SECONDS",
+    p.add_argument("--degraded-after", type=float_range(0, None, "a number of seconds"),
+                   default=DEFAULT_DEGRADED_AFTER_S, metavar="SECONDS",
                    help="/readyz says degraded once a sync has been failing this long (default 900)")

@@ -120,8 +120,19 @@ def cmd_sources_remove(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _check_names(sources: tuple[SourceConfig, ...], names: list[str] | None, path: Path) -> None:
+    """Every source named on the command line is configured in ``path``: else refused, before anything opens."""
+    unknown = sorted(set(names or ()) - {s.name for s in sources})
+    if unknown:
+        held = ", ".join(s.name for s in sources)
+        raise ValidationError(f"no source named {', '.join(repr(n) for n in unknown)} in {path}"
+                              f" ({f'it configures: {held}' if held else 'it configures none'})",
+                              {"unknown": unknown, "problems": [problem("name", f"no source named {n!r}") for n in unknown]})
+
+
 def cmd_sources_sync(args: argparse.Namespace, out: TextIO) -> int:
     sources = load_sources(config_path(args))
+    _check_names(sources, args.name, config_path(args))  # a mistyped name creates no data directory
     catalog = Catalog.open(settings_from_args(args), seed=False, progress=progress_factory(not args.quiet),
                            stopping=STOPPING)
     try:

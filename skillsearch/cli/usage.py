@@ -14,6 +14,7 @@ anything is opened or created.
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TextIO
 
@@ -96,16 +97,18 @@ def int_range(low: int, high: int | None = None, what: str = "a whole number") -
     return parse
 
 
-def float_range(low: float, high: float, what: str = "a number") -> Callable[[str], float]:
-    """``type=`` of a number option between ``low`` and ``high`` (inclusive); NaN is refused."""
+def float_range(low: float, high: float | None = None, what: str = "a number") -> Callable[[str], float]:
+    """``type=`` of a number option between ``low`` and ``high`` (inclusive; ``None``: no upper bound);
+    NaN is refused."""
+    span = f"between {low:g} and {high:g}" if high is not None else f"{low:g} or more"
 
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-        if not low <= value <= high:  # NaN compares false
-            raise argparse.ArgumentTypeError(f"{text} is out of range: give {what} between {low:g} and {high:g}")
+        if not low <= value <= (math.inf if high is None else high):  # NaN compares false
+            raise argparse.ArgumentTypeError(f"{text} is out of range: give {what} {span}")
         return value
 
     return parse

@@ -163,8 +163,13 @@ class UpstreamUnavailableError(SkillSearchError):
 
 def error_body(exc: SkillSearchError) -> dict[str, Any]:
     """The one error body of every surface: ``{"error": {"code", "message", "details"}}`` (HTTP responses,
-    MCP catalog tool results, the CLI's ``--json``)."""
-    return {"error": exc.to_dict()}
+    MCP catalog tool results, the CLI's ``--json``). A ``VALIDATION_ERROR`` always has ``details.problems``:
+    one on the input as a whole (``field`` ``""``) when the error named none."""
+    body = exc.to_dict()
+    details = body.get("details")
+    if exc.code == ValidationError.code and not (isinstance(details, dict) and isinstance(details.get("problems"), list)):
+        body["details"] = {**(details or {}), "problems": [problem("", exc.message)]}
+    return {"error": body}
 
 
 def error_json(exc: SkillSearchError) -> str:

@@ -68,19 +68,12 @@ def _moved(entry: Mapping[str, Any], where: str, rename: Mapping[str, str]) -> d
     return {**entry, "field": f"{where}.{rename.get(head, head)}{dot}{rest}"}
 
 
-def _shaped(exc: SkillSearchError) -> SkillSearchError:
-    """A ``VALIDATION_ERROR`` with no ``details.problems`` gets one, on the request as a whole."""
-    if exc.code == ValidationError.code and not isinstance(exc.details.get("problems"), list):
-        exc.details = {**exc.details, "problems": [problem("", exc.message)]}
-    return exc
-
-
 def error_response(exc: SkillSearchError, status: int | None = None,
                    headers: dict[str, str] | None = None) -> JSONResponse:
     status = exc.http_status if status is None else status
     if status == 401:
         headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
-    return JSONResponse(error_body(_shaped(exc)), status_code=status, headers=headers)
+    return JSONResponse(error_body(exc), status_code=status, headers=headers)
 
 
 def is_json(content_type: str | None) -> bool:

@@ -234,7 +234,9 @@ def parse_config(data: dict[str, Any], where: str = "sync config") -> SyncConfig
     return SyncConfig(upstream, tuple(subs))
 
 
-def load_config(path: Path) -> SyncConfig:
+def load_config(path: Path, option: str = "--config") -> SyncConfig:
+    """The sync file at ``path``; a missing one is refused with what to write, and the command's ``option``
+    that names another file."""
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -242,7 +244,7 @@ def load_config(path: Path) -> SyncConfig:
         raise ValidationError(
             f"no sync configuration at {path}: write one with an [upstream] table (url, and token or token_env)"
             " and [[subscriptions]] tables (id), or add a folder or git source with `skillsearch sources add`;"
-            " or pass --config (README: \"Sync from a subscription platform\")",
+            f" or pass {option} (README: \"Sync from a subscription platform\")",
             {"path": str(path)},
         ) from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
