@@ -96,6 +96,17 @@ def test_resolve_reports_missing_parameters_then_substitutes(data_dir: Path) -> 
     assert "{" + required[0]["name"] + "}" not in json.dumps(flow["steps"])
 
 
+def test_resolve_names_the_text_that_is_not_of_the_parameters_type(data_dir: Path) -> None:
+    """Every command-line value is text: "expected integer, got string" told nobody which text was wrong."""
+    code, err = run(data_dir, "resolve", "deploy-service-canary", "--param", "service=api", "--param",
+                    "image_tag=v2", "--param", "canary_percent=25.5", "--json")
+    assert code == 1 and err["error"]["code"] == "VALIDATION_ERROR"
+    assert err["error"]["message"] == ("--param canary_percent=25.5: '25.5' is not a whole number (the parameter's"
+                                       " type is integer)")
+    assert err["error"]["details"]["problems"] == [
+        {"field": "parameters.canary_percent", "message": err["error"]["message"], "code": "invalid"}]
+
+
 def test_import_exit_code_says_whether_anything_failed(tmp_path: Path) -> None:
     good = tmp_path / "skills" / "ok"
     good.mkdir(parents=True)

@@ -296,3 +296,30 @@ def test_a_server_killed_mid_response_has_sent_no_head_without_its_body() -> Non
         proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def test_serve_says_a_principals_file_it_was_given_does_not_exist(sample_dir: Path, tmp_path: Path) -> None:
+    """A mistyped ``--principals`` served on with the demo token alone and said nothing: the banner names it."""
+    data = tmp_path / "data"
+    shutil.copytree(sample_dir, data)
+    typo = tmp_path / "principls.toml"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_HUB_OFFLINE": "1",
+           "SKILLSEARCH_ENCODER": "hashing"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data), "-q", "serve", "--port", "0",
+         "--principals", str(typo)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        assert "serving on" in proc.stdout.readline()  # the banner is written whole: the rest is in the pipe
+        proc.terminate()
+        proc.wait(60)
+        lines = proc.stdout.read().splitlines(keepends=True)
+        said = [x for x in lines if x.strip().startswith("principals:")]
+        assert said == [f"  principals:   {typo} (does not exist yet: no token of yours works until `token add`"
+                        " writes it)\n"], lines
+        assert any("demo token:" in x for x in lines)
+    finally:
+        proc.terminate()
+        proc.wait(60)
+        if proc.stdout is not None:
+            proc.stdout.close()

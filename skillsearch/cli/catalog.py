@@ -213,7 +213,12 @@ def _parse_params(catalog: Catalog, args: argparse.Namespace) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name, text in given.items():
         p = schema.get(name)
-        values[name] = coerce_text_value(Parameter(**p.model_dump()) if p else None, text)
+        values[name] = value = coerce_text_value(Parameter(**p.model_dump()) if p else None, text)
+        if p is not None and p.type != "string" and isinstance(value, str):
+            # Every command-line value is text: say which text did not read as the type, not "got string".
+            what = {"integer": "a whole number", "number": "a number", "boolean": "true or false"}[p.type]
+            message = f"--param {name}={text}: {text!r} is not {what} (the parameter's type is {p.type})"
+            raise ValidationError(message, {"problems": [problem(f"parameters.{name}", message, "invalid")]})
     return values
 
 

@@ -59,7 +59,9 @@ SERVE_ARGS_ENV = "SKILLSEARCH_SERVE_ARGS"
 DEFAULT_DEGRADED_AFTER_S = 900.0
 
 
-def _serve_banner(url: str, demo: bool, principals: Path, building: bool = False) -> str:
+def _serve_banner(url: str, demo: bool, principals: Path, building: bool = False, named: bool = False) -> str:
+    """What ``serve`` prints once it listens. ``named``: the principals file was given (``--principals``), so a
+    file that is not there (a mistyped path) is said even beside the demo token."""
     from skillsearch.http.auth import DEMO_TOKEN
 
     lines = [f"skillsearch is serving on {url}", f"  search page:  {url}/", f"  MCP:          {url}/mcp (streamable HTTP)",
@@ -69,10 +71,14 @@ def _serve_banner(url: str, demo: bool, principals: Path, building: bool = False
             f"  demo token:   {DEMO_TOKEN}   (sample catalog only: sees sub:starter-pack and team:data-science)",
             f"  try:          curl -H 'Authorization: Bearer {DEMO_TOKEN}' '{url}/v1/search?q=profile+python+code'",
         ]
-    else:
+    missing = "" if principals.is_file() else " (does not exist yet: no token of yours works until `token add` writes it)"
+    if demo and named and missing:
+        lines.append(f"  principals:   {principals}{missing}")
+    if not demo:
         lines += [
-            f"  principals:   {principals}",
-            "  add a token:  skillsearch token add NAME --grant sub:<id> --scope skills:read",
+            f"  principals:   {principals}{missing}",
+            "  add a token:  skillsearch token add NAME --grant sub:<id> --scope skills:read"
+            + (f" --principals {principals}" if named else ""),
             f"  try:          curl -H 'Authorization: Bearer <token>' '{url}/v1/search?q=profile+python+code'",
         ]
     if building:  # the first run: say why the first search waits (20-30 s on 2 cores for the sample)
@@ -186,7 +192,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     building = not (Path(args.data_dir) / MANIFEST).exists()  # looked at before anything starts building it
 
     def started(url: str, demo: bool) -> None:
-        out.write(_serve_banner(url, demo, principals, building) + "\n")
+        out.write(_serve_banner(url, demo, principals, building, named=bool(args.principals)) + "\n")
         out.flush()
 
     listen_socket(args.host, args.port).close()  # a busy port fails before the data directory is opened
