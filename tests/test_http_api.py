@@ -427,6 +427,18 @@ async def test_bad_input_is_400_validation_error(client: httpx.AsyncClient, meth
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("name", ["semantic_weight", "min_confidence"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+async def test_a_weight_that_is_not_a_finite_number_is_refused_as_that(client: httpx.AsyncClient, name: str,
+                                                                       value: str) -> None:
+    """NaN compares false with both bounds: it was refused as "should be less than or equal to 1"."""
+    err = assert_error(await client.get("/v1/search", params={"q": "x", name: value}, headers=DEMO), 400,
+                       "VALIDATION_ERROR")
+    assert [p["field"] for p in err["details"]["problems"]] == [f"query.{name}"]
+    assert "finite number" in err["details"]["problems"][0]["message"], err
+
+
+@pytest.mark.anyio
 async def test_validation_problems_have_the_mcp_shape(client: httpx.AsyncClient) -> None:
     # One shape for HTTP and MCP: {"field", "message"}, field names only, never the rejected values.
     resp = await client.get("/v1/search", params={"q": "x", "limit": 1000, "mode": "secret-value"}, headers=DEMO)

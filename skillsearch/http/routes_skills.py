@@ -132,9 +132,10 @@ def skills_router(limits: Limits, settings: Settings) -> APIRouter:
         tag: Annotated[list[Tag], Query(max_length=limits.max_tags, description="Require every tag.")] = [],  # noqa: B006
         limit: Annotated[int, Query(ge=1, le=settings.max_limit)] = 10,
         fusion: Annotated[FusionMethod | None, Query(description="Hybrid fusion.")] = None,
-        semantic_weight: Annotated[float | None, Query(ge=0.0, le=1.0)] = None,
+        semantic_weight: Annotated[float | None, Query(ge=0.0, le=1.0, allow_inf_nan=False)] = None,
         min_confidence: Annotated[float | None, Query(
-            ge=0.0, le=1.0, description="Leave out hits whose confidence is under this (hybrid mode).")] = None,
+            ge=0.0, le=1.0, allow_inf_nan=False,
+            description="Leave out hits whose confidence is under this (hybrid mode).")] = None,
     ) -> SearchResponse:
         started = time.perf_counter()
         try:
