@@ -102,13 +102,13 @@ def _files(data: Path) -> dict[str, int]:
     return {str(p.relative_to(data)): p.stat().st_mtime_ns for p in data.rglob("*")}
 
 
-def _search(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _search(data: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
     """A search by the reading user, with a temporary folder of its own (where the lexical side's links go)."""
     tmp = data.parent / "reader-tmp"
     tmp.mkdir(exist_ok=True)
     if ROOT:
         os.chown(tmp, NOBODY, NOBODY)
-    return _run(data, "search", *args, prefix=UNPRIVILEGED, extra={"TMPDIR": str(tmp)})
+    return _run(data, "search", *args, prefix=UNPRIVILEGED, extra={"TMPDIR": str(tmp), **extra})
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "lexical"])
@@ -243,3 +243,35 @@ def test_a_reader_that_stays_open_searches_the_owners_next_write(read_only: Path
                 assert child.stdout is not None
                 child.stdout.close()
     assert list(tmp.iterdir()) == []  # the links of both opens are gone
+
+
+# The folder's owner writing its index: holds the write lock until its stdin closes.
+HOLDER = """
+import sys
+from pathlib import Path
+from skillsearch.retrieval.writelock import WriteLock
+with WriteLock(Path(sys.argv[1])).hold():
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_read_only_search_waits_for_a_writer_at_work_and_says_so_past_its_bound(read_only: Path) -> None:
+    """The reader takes a shared lock on ``write.lock`` (opened read-only) so no writer changes the files it
+    reads; while the owner's writer holds it past the search's bound, the search says who is writing."""
+    data = read_only
+    holder = _child(HOLDER, str(data), env=env())
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        done = _search(data, "credentials", SKILLSEARCH_MODEL_WAIT_S="1")
+        assert done.returncode == 1
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith(f"error: INDEX_NOT_READY: process {holder.pid} has been"
+                                                       f" writing to the index in {data} for over 1s"), done.stderr
+    finally:
+        assert holder.stdin is not None and holder.stdout is not None
+        holder.stdin.close()
+        holder.wait(60)
+        holder.stdout.close()
+    found = _search(data, "credentials", "--json")
+    assert found.returncode == 0 and len(json.loads(found.stdout)["hits"]) == 3, found.stderr

@@ -206,7 +206,7 @@ class IndexHolder:
         """Open (build, repair) the index; what that embedded, None when it was current. Under ``lock``."""
         idx = self._new_index()
         if self.store.read_only:  # a folder this user cannot write: searched as it is, nothing repaired
-            idx.open_read_only(self.store)
+            idx.open_read_only(self.store, self.settings.model_wait_s)
             self._index = idx
             return None
         stats = idx.open(self.store, progress)

@@ -148,11 +148,12 @@ class SearchIndex:
         with self._lock, self.wlock.hold():
             return self._open(store, progress)
 
-    def open_read_only(self, store: CatalogStore) -> None:
-        """Open the index of a folder this user cannot write, as it is, to search ``store`` (opened read-only);
-        ``INDEX_NOT_READY`` when it cannot serve without a repair (``read_only_open.py``)."""
+    def open_read_only(self, store: CatalogStore, wait_s: float) -> None:
+        """Open the index of a folder this user cannot write, as it is, to search ``store`` (opened read-only),
+        waiting up to ``wait_s`` for a writer at work; ``INDEX_NOT_READY`` when it cannot serve without a
+        repair (``read_only_open.py``)."""
         with self._lock:
-            read_only_open.open_read_only(self, store)
+            read_only_open.open_read_only(self, store, wait_s)
 
     def _open(self, store: CatalogStore, progress: ProgressFactory | None = None) -> IndexStats | None:
         manifest = self.read_manifest()

@@ -4,9 +4,11 @@ A catalog folder restored read-only, or another user's that this one may read, i
 store opens ``mode=ro`` (``catalog/connections.py``), the vectors load from their files, and Tantivy opens
 the lexical side through a private folder of links (``lexical.read_only_view``: it takes a lock file to open
 an index). Nothing is written, so nothing is repaired: an index behind its catalog, built with other
-settings, or never built is ``INDEX_NOT_READY`` saying who can bring it up. No write lock is taken (this user
-cannot open ``write.lock``); the manifest, written last by every write, is read before and after the files,
-and a write that landed in between is read again, so a search never mixes two writes.
+settings, or never built is ``INDEX_NOT_READY`` saying who can bring it up. The files are read under a
+shared ``flock`` of ``write.lock`` (``WriteLock.shared``: opened read-only, it keeps writers out for the
+moment of the read, and waits up to the search's bound for one at work), and the manifest, written last by
+every write, is read before and after them: a write that landed in between is read again, so a search never
+mixes two writes.
 """
 
 from __future__ import annotations
@@ -60,8 +62,14 @@ def _usable(idx: SearchIndex, store: CatalogStore) -> tuple[dict[str, Any], int,
     return manifest, generation, calibration
 
 
-def open_read_only(idx: SearchIndex, store: CatalogStore) -> None:
-    """Open ``idx`` (its folder this user cannot write) for searching ``store`` (opened read-only) as it is."""
+def open_read_only(idx: SearchIndex, store: CatalogStore, wait_s: float) -> None:
+    """Open ``idx`` (its folder this user cannot write) for searching ``store`` (opened read-only) as it is;
+    a writer at work is waited for up to ``wait_s``."""
+    with idx.wlock.shared(wait_s):
+        _open(idx, store)
+
+
+def _open(idx: SearchIndex, store: CatalogStore) -> None:
     for _ in range(TRIES):
         before, generation, calibration = _usable(idx, store)
         vectors = vector_saves.load(idx.data_dir / "vectors")

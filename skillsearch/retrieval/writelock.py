@@ -6,7 +6,9 @@ Every process that writes ``lexical/``, ``vectors/`` or ``manifest.json`` (an im
 and first follows what another process may have written since (``SearchIndex`` reloads from disk). So two
 Tantivy writers never work on one folder, and a serving process never commits a ``meta.json`` for a
 folder another process replaced. A reader that finds the lock held serves its last whole snapshot
-instead of rebuilding; a second writer waits up to ``timeout_s`` and then fails with a clear message.
+instead of rebuilding; a second writer waits up to ``timeout_s`` and then fails with a clear message. A
+reader who may not write the folder takes the lock shared (:meth:`WriteLock.shared`) for the moment it reads
+the files, so no writer changes them under it.
 
 The lock is re-entrant within a process (a depth count behind a thread lock, since ``flock`` locks belong
 to an open file, not to a thread), and the kernel drops it when its holder dies, so a writer killed with
@@ -111,6 +113,33 @@ class WriteLock:
                 self._depth -= 1
                 if self._depth == 0:
                     self._release()
+
+    @contextlib.contextmanager
+    def shared(self, wait_s: float) -> Iterator[bool]:
+        """For a reader who may not write the folder (``read_only_open.py``): a shared ``flock`` on the lock
+        file opened read-only (``flock`` needs no write permission), so no writer changes the index files
+        while they are read; waits up to ``wait_s`` for a writer to finish, then :class:`IndexNotReadyError`.
+        Yields False, holding nothing, when the file cannot be opened (no writer ever made it)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            yield False
+            return
+        try:
+            deadline = time.monotonic() + wait_s
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise IndexNotReadyError(
+                            f"{self.holder()} has been writing to the index in {self.path.parent} for over"
+                            f" {wait_s:g}s; try again when it has finished", {"lock": str(self.path)}) from None
+                    time.sleep(0.05)
+            yield True
+        finally:
+            os.close(fd)  # and with it the shared lock
 
     @contextlib.contextmanager
     def try_hold(self) -> Iterator[bool]:
