@@ -59,6 +59,39 @@ async def test_descriptions_say_what_an_agent_does_with_a_null_confidence_and_a_
     assert "this answer's revision_id" in described["get_skill"]
 
 
+async def test_min_confidence_is_described_as_it_acts_on_a_null_confidence(default_sample: Catalog) -> None:
+    """A French request (answered by the multilingual route) and a lexical search get hits whose confidence is
+    null; min_confidence keeps them, so an agent that passes it as a routine filter must be told so, or it
+    reads every hit left as one at or above its threshold."""
+    async with Client(build_mcp_server(default_sample, Principal.operator())) as client:
+        tool = next(t for t in (await client.list_tools()).tools if t.name == "search_skills")
+        said = " ".join(tool.input_schema["properties"]["min_confidence"]["description"].split())
+        assert "null are kept" in said
+        assert "min_confidence does not cut them" in " ".join((tool.description or "").split())
+        for args in ({"query": "comment renouveler un certificat TLS expiré"},
+                     {"query": "renew an expiring TLS certificate", "mode": "lexical"}):
+            answer = ok(await client.call_tool("search_skills", {**args, "min_confidence": 0.99}))
+            assert answer["hits"] and not answer["no_match"], args
+            assert all(h["confidence"] is None for h in answer["hits"]), args
+
+
+async def test_list_skills_description_names_every_field_of_an_item(operator: Client) -> None:
+    described = {t.name: " ".join((t.description or "").split()) for t in (await operator.list_tools()).tools}
+    (item, *_) = ok(await operator.call_tool("list_skills", {"limit": 1}))["items"]
+    shown = described["list_skills"].split(" Use it")[0]
+    assert all(name.removeprefix("skill_") in shown for name in item), (shown, list(item))
+    assert "skill_uri" in shown
+
+
+async def test_resolve_skill_says_its_answer_has_no_instructions_to_read_first(operator: Client) -> None:
+    """The resolved flow is steps and parameters only; a template's instructions (its checks, when to stop)
+    come from get_skill, which an agent that goes straight from search to resolve would never read."""
+    tools = {t.name: t for t in (await operator.list_tools()).tools}
+    assert "instructions" not in (tools["resolve_skill"].output_schema or {}).get("properties", {})
+    said = " ".join((tools["resolve_skill"].description or "").split())
+    assert "The answer has no instructions: read them with get_skill first" in said
+
+
 async def test_the_server_names_its_version_and_lists_no_prompts(operator: Client) -> None:
     assert operator.server_info is not None and operator.server_info.version == skillsearch.__version__
     prompts = await operator.list_prompts()  # served (the conformance suite's caching scenario needs it), empty

@@ -134,7 +134,8 @@ def skills_router(limits: Limits, settings: Settings) -> APIRouter:
         fusion: Annotated[FusionMethod | None, Query(description="Hybrid fusion.")] = None,
         semantic_weight: Annotated[float | None, Query(ge=0.0, le=1.0)] = None,
         min_confidence: Annotated[float | None, Query(
-            ge=0.0, le=1.0, description="Leave out hits whose confidence is under this (hybrid mode).")] = None,
+            ge=0.0, le=1.0, description="Leave out hits whose confidence is under this (hybrid mode); hits whose "
+            "confidence is null are kept.")] = None,
     ) -> SearchResponse:
         started = time.perf_counter()
         try:
