@@ -44,9 +44,9 @@ def search_skills(
     not force a weak hit. no_match=false is no promise: a request near the catalog's topics can still get
     hits that do not fit, so read the top hit's confidence, and under about 0.5 check its description
     before you load it. confidence is null for a request in another language than English, and in lexical
-    or semantic mode: judge those hits by their descriptions (min_confidence does not cut them). A notice means the request's language is not
-    searchable as configured. Next: get_skill with a hit's skill_id (or recall_cloud_skill for the staged
-    view). To browse everything instead, use list_skills."""
+    or semantic mode: judge those hits by their descriptions (min_confidence does not cut them). A notice
+    means the request's language is not searchable as configured. Next: get_skill with a hit's skill_id
+    (or recall_cloud_skill for the staged view). To browse everything instead, use list_skills."""
     request = SearchRequest(query=query, limit=limit, mode=mode, kind=kind, tags=tuple(tags),
                             min_confidence=min_confidence)
     return run_tool(ctx, "search_skills", lambda c, _policy, p: c.search_view(p, request))
