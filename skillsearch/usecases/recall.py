@@ -182,7 +182,9 @@ def _level0(req: RecallRequest, search: SearchFn) -> CloudSkillEnvelope:
                    tags=list(h.tags), score=h.score, confidence=h.confidence, skill_uri=h.skill_uri)
         for h in found.hits
     ]
-    warnings = ["no skill is a good match for this query"] if found.no_match else []
+    # The search's own sentence for its no_match_reason says what to do next (rephrase, check the grants).
+    said = f"no skill is a good match for this query. {found.no_match_message or ''}".strip()
+    warnings = [said] if found.no_match else []
     if found.notice:
         warnings.append(found.notice)
     return CloudSkillEnvelope(
@@ -234,9 +236,11 @@ def _skill_of(store: CatalogStore, principal: Principal, req: RecallRequest) -> 
 def _revision_of(store: CatalogStore, skill: Skill, revision_id: str, warnings: list[str]) -> Revision:
     revision = store.revision(revision_id)
     if revision is None or revision.skill_id != skill.skill_id:
+        # What to do next: the current revision is the skill's to show (the caller sees the skill).
         raise RevisionNotFoundError(
-            f"skill {skill.skill_id!r} has no revision {revision_id!r}",
-            {"skill_id": skill.skill_id, "revision_id": revision_id},
+            f"skill {skill.skill_id!r} has no revision {revision_id!r}: recall the skill without revision_id for"
+            f" its current revision ({skill.current_revision_id}), then pin that one",
+            {"skill_id": skill.skill_id, "revision_id": revision_id, "current_revision_id": skill.current_revision_id},
         )
     if revision.revision_id != skill.current_revision_id:
         warnings.append(
