@@ -197,6 +197,7 @@ async def test_template_naming_a_tool_the_host_lacks_is_skill_invalid(sample: Ca
         problem = error(await client.call_tool("resolve_skill", {"skill_id": sid, "parameters": values}))
     assert problem["code"] == "SKILL_INVALID"
     assert "warehouse.run_job_range" in problem["details"]["unknown_tools"]
+    assert "search for another skill" in problem["message"]  # what an agent does next
 
 
 async def test_a_guessed_parameter_name_is_answered_with_the_names_the_template_takes(operator: Client,
@@ -306,6 +307,13 @@ async def test_an_argument_the_schema_does_not_name_is_refused(operator: Client)
         assert problem["code"] == "VALIDATION_ERROR", tool
         assert problem["details"]["problems"] == [{"field": "unknown_arg", "message": "Extra inputs are not permitted"}]
         assert "secret-value" not in json.dumps(problem)
+    # A guessed name (get_skill's resources have a `path`; recall reads one by `resource`) is answered with
+    # the names the tool takes.
+    guessed = error(await operator.call_tool("recall_cloud_skill", {"slug": "tls-certificate-renewal", "path": "x"}))
+    assert guessed["message"].endswith(
+        "(recall_cloud_skill takes: query, skill_id, slug, revision_id, resource, offset)")
+    guessed = error(await operator.call_tool("resolve_skill", {"skill_id": "sk_x", "params": {}}))
+    assert "(resolve_skill takes: skill_id, parameters)" in guessed["message"]
     wide = error(await operator.call_tool("search_skills", {"query": "x", "k" * 100_000: 1}))
     assert len(json.dumps(wide)) < 2_000
 
