@@ -312,8 +312,10 @@ async def test_unknown_resource_is_resource_not_found(client: Client, revised: R
 
 
 async def test_unknown_and_archived_skills(client: Client, revised: Revised) -> None:
-    assert error(await client.call_tool(RECALL, {"skill_id": "sk_nothing"}))["code"] == "SKILL_NOT_FOUND"
-    assert error(await client.call_tool(RECALL, {"slug": "no-such-skill"}))["code"] == "SKILL_NOT_FOUND"
+    for args in ({"skill_id": "sk_nothing"}, {"slug": "no-such-skill"}):
+        problem = error(await client.call_tool(RECALL, args))
+        assert problem["code"] == "SKILL_NOT_FOUND"
+        assert "find the skill with query (Level 0)" in problem["message"]  # what to do next
     assert error(await client.call_tool(RECALL, {"skill_id": revised.archived_id}))["code"] == "SKILL_ARCHIVED"
     assert error(await client.call_tool(RECALL, {"slug": "linux-disk-full"}))["code"] == "SKILL_ARCHIVED"
 

@@ -202,6 +202,10 @@ def _in_grants(skill: Skill, principal: Principal, revoked: frozenset[str]) -> b
     return principal.grants is None or skill.grant in principal.grants
 
 
+# What an agent does after a SKILL_NOT_FOUND: the same words for a missing skill and one outside the grants.
+_FIND_IT = ": find the skill with query (Level 0) and pass a descriptor's skill_id or slug"
+
+
 def _skill_of(store: CatalogStore, principal: Principal, req: RecallRequest) -> Skill:
     """The skill named by ``skill_id`` and/or ``slug``, checked against the caller's grants."""
     revoked = store.revoked_subscriptions()
@@ -211,7 +215,7 @@ def _skill_of(store: CatalogStore, principal: Principal, req: RecallRequest) -> 
         if by_id is None or not _in_grants(by_id, principal, revoked):
             # One answer for a missing id and an id outside the caller's grants: ids derive from grant and
             # slug, so a different answer would tell a caller what another grant contains.
-            raise SkillNotFoundError(f"no skill {req.skill_id!r} in your grants", {"skill_id": req.skill_id})
+            raise SkillNotFoundError(f"no skill {req.skill_id!r} in your grants{_FIND_IT}", {"skill_id": req.skill_id})
         if req.slug and by_id.slug != req.slug:
             raise ValidationError("skill_id and slug name different skills: pass one of them",
                                   {"problems": [problem("slug", "names another skill than skill_id")]})
@@ -226,7 +230,7 @@ def _skill_of(store: CatalogStore, principal: Principal, req: RecallRequest) -> 
                  "skill_ids": [s.skill_id for s in active]},
             )
         if not mine:
-            raise SkillNotFoundError(f"no skill with slug {req.slug!r} in your grants", {"slug": req.slug})
+            raise SkillNotFoundError(f"no skill with slug {req.slug!r} in your grants{_FIND_IT}", {"slug": req.slug})
         skill = active[0] if active else mine[0]
     if skill.status != "active":
         raise SkillArchivedError(f"skill {skill.skill_id!r} is archived", {"skill_id": skill.skill_id})
