@@ -57,6 +57,10 @@ async def test_descriptions_say_what_an_agent_does_with_a_null_confidence_and_a_
     assert "confidence is null for a request in another language than English" in described["search_skills"]
     assert "resources/read of its uri" in described["get_skill"]
     assert "this answer's revision_id" in described["get_skill"]
+    # An empty answer's next step is in a field the description names (remove a filter, rephrase...).
+    assert "no_match_message says why and what to do" in described["search_skills"]
+    filtered = ok(await operator.call_tool("search_skills", {"query": "renew a TLS certificate", "tags": ["nope"]}))
+    assert filtered["no_match"] and "Remove a filter" in filtered["no_match_message"]
 
 
 async def test_min_confidence_is_described_as_it_acts_on_a_null_confidence(default_sample: Catalog) -> None:
@@ -90,6 +94,11 @@ async def test_resolve_skill_says_its_answer_has_no_instructions_to_read_first(o
     assert "instructions" not in (tools["resolve_skill"].output_schema or {}).get("properties", {})
     said = " ".join((tools["resolve_skill"].description or "").split())
     assert "The answer has no instructions: read them with get_skill first" in said
+    # recall_cloud_skill's root of a template has its steps unfilled ({{ escapes too): resolve_skill fills them.
+    root = ok(await operator.call_tool("recall_cloud_skill", {"slug": "deploy-service-canary"}))["data"]
+    assert "{service}" in json.dumps(root["steps"]) and "{{" in json.dumps(root["steps"])
+    recall_said = " ".join((tools["recall_cloud_skill"].description or "").split())
+    assert "steps keep their {param} placeholders: fill them with resolve_skill" in recall_said
 
 
 async def test_the_server_names_its_version_and_lists_no_prompts(operator: Client) -> None:

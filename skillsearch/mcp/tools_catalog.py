@@ -39,14 +39,15 @@ def search_skills(
     ] = None,
 ) -> Annotated[CallToolResult, SearchResponse]:
     """Find the skills that fit a task, best first. Use this first whenever a task might be covered by a
-    skill; each hit has its skill_id, kind, tags, a score, a confidence (the probability, in [0, 1], that
-    it is what you asked for) and why it ranked there. no_match=true means nothing in the catalog fits: do
-    not force a weak hit. no_match=false is no promise: a request near the catalog's topics can still get
-    hits that do not fit, so read the top hit's confidence, and under about 0.5 check its description
-    before you load it. confidence is null for a request in another language than English, and in lexical
-    or semantic mode: judge those hits by their descriptions (min_confidence does not cut them). A notice
-    means the request's language is not searchable as configured. Next: get_skill with a hit's skill_id
-    (or recall_cloud_skill for the staged view). To browse everything instead, use list_skills."""
+    skill; each hit has its skill_id, kind, tags, a score, a confidence (the probability, in [0, 1],
+    that it is what you asked for) and why it ranked there. no_match=true means nothing fits
+    (no_match_message says why and what to do): do not force a weak hit. no_match=false is no promise: a
+    request near the catalog's topics can still get hits that do not fit, so read the top hit's
+    confidence, and under about 0.5 check its description before you load it. confidence is null for a
+    request in another language than English, and in lexical or semantic mode: judge those hits by their
+    descriptions (min_confidence does not cut them). A notice means the request's language is not
+    searchable as configured. Next: get_skill with a hit's skill_id (or recall_cloud_skill for the
+    staged view). To browse everything instead, use list_skills."""
     request = SearchRequest(query=query, limit=limit, mode=mode, kind=kind, tags=tuple(tags),
                             min_confidence=min_confidence)
     return run_tool(ctx, "search_skills", lambda c, _policy, p: c.search_view(p, request))
