@@ -94,6 +94,10 @@ async def test_resolve_skill_says_its_answer_has_no_instructions_to_read_first(o
     assert "instructions" not in (tools["resolve_skill"].output_schema or {}).get("properties", {})
     said = " ".join((tools["resolve_skill"].description or "").split())
     assert "The answer has no instructions: read them with get_skill first" in said
+    # get_skill gives a template's instructions beside its steps, and says to keep to them.
+    detail = ok(await operator.call_tool("get_skill", {"skill_id": "deploy-service-canary"}))
+    assert detail["kind"] == "flow_template" and "rollback" in detail["instructions"]
+    assert "keep to its instructions and call resolve_skill" in " ".join((tools["get_skill"].description or "").split())
     # recall_cloud_skill's root of a template has its steps unfilled ({{ escapes too): resolve_skill fills them.
     root = ok(await operator.call_tool("recall_cloud_skill", {"slug": "deploy-service-canary"}))["data"]
     assert "{service}" in json.dumps(root["steps"]) and "{{" in json.dumps(root["steps"])

@@ -87,16 +87,15 @@ def get_skill(
     max_chars: Annotated[int, Field(ge=1, description="Most characters of the instructions to return.")]
     = GET_SKILL_MAX_CHARS,
 ) -> Annotated[CallToolResult, SkillDetail]:
-    """Read one skill in full. A 'knowledge' skill returns its markdown instructions: read and follow
-    them. Long instructions come a part at a time: when instructions_truncated is true and next_offset is
-    not null, call get_skill again with the same skill_id and offset = next_offset for the next part (each
-    part ends at a line end where it can; instructions_chars is the whole length); the parts joined are
-    the whole instructions when every part has the same revision_id (another means the skill changed
-    meanwhile: read again from offset 0). A 'flow_template' returns its ordered steps (tool calls with {param}
-    placeholders) and its parameter schema: next, call resolve_skill with values for those parameters.
-    Also lists the skill's resource files, which its instructions may name: read one with resources/read
-    of its uri, or with recall_cloud_skill (skill_id, this answer's revision_id, resource = its path).
-    Unknown or unavailable ids are SKILL_NOT_FOUND; an offset past the end is VALIDATION_ERROR."""
+    """Read one skill in full. A 'knowledge' skill returns its markdown instructions: read and follow them.
+    Long instructions come a part at a time: when instructions_truncated is true and next_offset is not
+    null, call get_skill again with the same skill_id and offset = next_offset for the next part; the
+    parts joined are the whole instructions when every part has the same revision_id (another means the
+    skill changed meanwhile: read again from offset 0). A 'flow_template' adds its ordered steps (tool
+    calls with {param} placeholders) and its parameter schema: keep to its instructions and call
+    resolve_skill with values for those parameters. Also lists the skill's resource files, which its
+    instructions may name: read one with resources/read of its uri, or with recall_cloud_skill
+    (skill_id, this answer's revision_id, resource = its path)."""
     return run_tool(ctx, "get_skill",
                     lambda c, _policy, p: c.get_skill(p, skill_id, offset=offset, max_chars=max_chars))
 
