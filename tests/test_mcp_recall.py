@@ -104,6 +104,9 @@ async def test_level0_without_a_good_match_is_empty_and_says_so(client: Client) 
     answer = envelope(ok(await client.call_tool(RECALL, {"query": "zqxjv wplmk frobnicate"})), "descriptor")
     assert answer["render_status"] == "empty" and answer["data"]["no_match"] is True  # type: ignore[index]
     assert answer["data"]["descriptors"] == [] and answer["warnings"]  # type: ignore[index]
+    # The warning says what to do next, as search_skills' no_match_message does for the same reason.
+    searched = ok(await client.call_tool("search_skills", {"query": "zqxjv wplmk frobnicate"}))
+    assert searched["no_match_message"] and searched["no_match_message"] in answer["warnings"][0]  # type: ignore[index]
 
 
 async def test_level0_for_another_trade_is_empty_with_the_reason_or_a_weak_list(client: Client) -> None:
@@ -296,6 +299,10 @@ async def test_revision_of_another_skill_or_unknown_is_revision_not_found(client
             problem = error(await client.call_tool(
                 RECALL, {"skill_id": revised.skill_id, "revision_id": revision_id} | extra))
             assert problem["code"] == "REVISION_NOT_FOUND"
+            # What to do next: recall without revision_id, or pin the current revision it names.
+            current = problem["details"]["current_revision_id"]
+            assert current == revised.new_revision and current in problem["message"]
+            assert "without revision_id" in problem["message"]
 
 
 async def test_unknown_resource_is_resource_not_found(client: Client, revised: Revised) -> None:
@@ -305,8 +312,10 @@ async def test_unknown_resource_is_resource_not_found(client: Client, revised: R
 
 
 async def test_unknown_and_archived_skills(client: Client, revised: Revised) -> None:
-    assert error(await client.call_tool(RECALL, {"skill_id": "sk_nothing"}))["code"] == "SKILL_NOT_FOUND"
-    assert error(await client.call_tool(RECALL, {"slug": "no-such-skill"}))["code"] == "SKILL_NOT_FOUND"
+    for args in ({"skill_id": "sk_nothing"}, {"slug": "no-such-skill"}):
+        problem = error(await client.call_tool(RECALL, args))
+        assert problem["code"] == "SKILL_NOT_FOUND"
+        assert "find the skill with query (Level 0)" in problem["message"]  # what to do next
     assert error(await client.call_tool(RECALL, {"skill_id": revised.archived_id}))["code"] == "SKILL_ARCHIVED"
     assert error(await client.call_tool(RECALL, {"slug": "linux-disk-full"}))["code"] == "SKILL_ARCHIVED"
 

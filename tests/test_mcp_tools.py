@@ -57,6 +57,52 @@ async def test_descriptions_say_what_an_agent_does_with_a_null_confidence_and_a_
     assert "confidence is null for a request in another language than English" in described["search_skills"]
     assert "resources/read of its uri" in described["get_skill"]
     assert "this answer's revision_id" in described["get_skill"]
+    # An empty answer's next step is in a field the description names (remove a filter, rephrase...).
+    assert "no_match_message says why and what to do" in described["search_skills"]
+    filtered = ok(await operator.call_tool("search_skills", {"query": "renew a TLS certificate", "tags": ["nope"]}))
+    assert filtered["no_match"] and "Remove a filter" in filtered["no_match_message"]
+
+
+async def test_min_confidence_is_described_as_it_acts_on_a_null_confidence(default_sample: Catalog) -> None:
+    """A French request (answered by the multilingual route) and a lexical search get hits whose confidence is
+    null; min_confidence keeps them, so an agent that passes it as a routine filter must be told so, or it
+    reads every hit left as one at or above its threshold."""
+    async with Client(build_mcp_server(default_sample, Principal.operator())) as client:
+        tool = next(t for t in (await client.list_tools()).tools if t.name == "search_skills")
+        said = " ".join(tool.input_schema["properties"]["min_confidence"]["description"].split())
+        assert "null are kept" in said
+        assert "min_confidence does not cut them" in " ".join((tool.description or "").split())
+        for args in ({"query": "comment renouveler un certificat TLS expiré"},
+                     {"query": "renew an expiring TLS certificate", "mode": "lexical"}):
+            answer = ok(await client.call_tool("search_skills", {**args, "min_confidence": 0.99}))
+            assert answer["hits"] and not answer["no_match"], args
+            assert all(h["confidence"] is None for h in answer["hits"]), args
+
+
+async def test_list_skills_description_names_every_field_of_an_item(operator: Client) -> None:
+    described = {t.name: " ".join((t.description or "").split()) for t in (await operator.list_tools()).tools}
+    (item, *_) = ok(await operator.call_tool("list_skills", {"limit": 1}))["items"]
+    shown = described["list_skills"].split(" Use it")[0]
+    assert all(name.removeprefix("skill_") in shown for name in item), (shown, list(item))
+    assert "skill_uri" in shown
+
+
+async def test_resolve_skill_says_its_answer_has_no_instructions_to_read_first(operator: Client) -> None:
+    """The resolved flow is steps and parameters only; a template's instructions (its checks, when to stop)
+    come from get_skill, which an agent that goes straight from search to resolve would never read."""
+    tools = {t.name: t for t in (await operator.list_tools()).tools}
+    assert "instructions" not in (tools["resolve_skill"].output_schema or {}).get("properties", {})
+    said = " ".join((tools["resolve_skill"].description or "").split())
+    assert "The answer has no instructions: read them with get_skill first" in said
+    # get_skill gives a template's instructions beside its steps, and says to keep to them.
+    detail = ok(await operator.call_tool("get_skill", {"skill_id": "deploy-service-canary"}))
+    assert detail["kind"] == "flow_template" and "rollback" in detail["instructions"]
+    assert "keep to its instructions and call resolve_skill" in " ".join((tools["get_skill"].description or "").split())
+    # recall_cloud_skill's root of a template has its steps unfilled ({{ escapes too): resolve_skill fills them.
+    root = ok(await operator.call_tool("recall_cloud_skill", {"slug": "deploy-service-canary"}))["data"]
+    assert "{service}" in json.dumps(root["steps"]) and "{{" in json.dumps(root["steps"])
+    recall_said = " ".join((tools["recall_cloud_skill"].description or "").split())
+    assert "steps keep their {param} placeholders: fill them with resolve_skill" in recall_said
 
 
 async def test_the_server_names_its_version_and_lists_no_prompts(operator: Client) -> None:
@@ -164,6 +210,7 @@ async def test_template_naming_a_tool_the_host_lacks_is_skill_invalid(sample: Ca
         problem = error(await client.call_tool("resolve_skill", {"skill_id": sid, "parameters": values}))
     assert problem["code"] == "SKILL_INVALID"
     assert "warehouse.run_job_range" in problem["details"]["unknown_tools"]
+    assert "search for another skill" in problem["message"]  # what an agent does next
 
 
 async def test_a_guessed_parameter_name_is_answered_with_the_names_the_template_takes(operator: Client,
@@ -273,6 +320,13 @@ async def test_an_argument_the_schema_does_not_name_is_refused(operator: Client)
         assert problem["code"] == "VALIDATION_ERROR", tool
         assert problem["details"]["problems"] == [{"field": "unknown_arg", "message": "Extra inputs are not permitted"}]
         assert "secret-value" not in json.dumps(problem)
+    # A guessed name (get_skill's resources have a `path`; recall reads one by `resource`) is answered with
+    # the names the tool takes.
+    guessed = error(await operator.call_tool("recall_cloud_skill", {"slug": "tls-certificate-renewal", "path": "x"}))
+    assert guessed["message"].endswith(
+        "(recall_cloud_skill takes: query, skill_id, slug, revision_id, resource, offset)")
+    guessed = error(await operator.call_tool("resolve_skill", {"skill_id": "sk_x", "params": {}}))
+    assert "(resolve_skill takes: skill_id, parameters)" in guessed["message"]
     wide = error(await operator.call_tool("search_skills", {"query": "x", "k" * 100_000: 1}))
     assert len(json.dumps(wide)) < 2_000
 

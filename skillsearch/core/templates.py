@@ -71,7 +71,8 @@ def resolve_steps(
         unknown_tools = sorted({s.tool for s in steps} - known)
         if unknown_tools:
             raise SkillInvalidError(
-                f"template names tool(s) this host does not provide: {', '.join(unknown_tools)}",
+                f"template names tool(s) this host does not provide: {', '.join(unknown_tools)}; it cannot run"
+                " here, so search for another skill",
                 {"unknown_tools": unknown_tools},
             )
     by_name = {p.name: p for p in parameters}

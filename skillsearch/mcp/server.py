@@ -148,7 +148,13 @@ class SkillSearchMCP(MCPServer[ServerState]):
         except ToolError as exc:
             if isinstance(exc.__cause__, pydantic.ValidationError):
                 errors = exc.__cause__.errors(include_input=False, include_url=False)
-                return self._error(name, invalid_input(errors, "invalid arguments: "))
+                refused = invalid_input(errors, "invalid arguments: ")
+                if any(e.get("type") == "extra_forbidden" for e in errors):
+                    # A guessed name (`params`, `path`, `id`): say the names the tool does take.
+                    schema = self._tool_input_schema(name) or {}
+                    takes = ", ".join(schema.get("properties", {}))
+                    refused = ValidationError(f"{refused.message} ({name} takes: {takes})", refused.details)
+                return self._error(name, refused)
             if name not in self.error_shapes:
                 return self._error(name, ValidationError(
                     f"unknown tool {echo(name)!r}: call one of {', '.join(self.error_shapes)}",

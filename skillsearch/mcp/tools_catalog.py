@@ -34,18 +34,20 @@ def search_skills(
         Field(description="hybrid (default: keywords and meaning), lexical (keywords), semantic (meaning)."),
     ] = "hybrid",
     min_confidence: Annotated[
-        float | None, Field(ge=0.0, le=1.0, description="Leave out hits whose confidence is under this.")
+        float | None, Field(ge=0.0, le=1.0, description="Leave out hits whose confidence is under this; hits whose"
+                                                        " confidence is null are kept.")
     ] = None,
 ) -> Annotated[CallToolResult, SearchResponse]:
     """Find the skills that fit a task, best first. Use this first whenever a task might be covered by a
-    skill; each hit has its skill_id, kind, tags, a score, a confidence (the probability, in [0, 1], that
-    it is what you asked for) and why it ranked there. no_match=true means nothing in the catalog fits: do
-    not force a weak hit. no_match=false is no promise: a request near the catalog's topics can still get
-    hits that do not fit, so read the top hit's confidence, and under about 0.5 check its description
-    before you load it. confidence is null for a request in another language than English and outside
-    hybrid mode: judge those hits by their descriptions. A notice means the request's language is not
-    searchable as configured. Next: get_skill with a hit's skill_id (or recall_cloud_skill for the staged
-    view). To browse everything instead, use list_skills."""
+    skill; each hit has its skill_id, kind, tags, a score, a confidence (the probability, in [0, 1],
+    that it is what you asked for) and why it ranked there. no_match=true means nothing fits
+    (no_match_message says why and what to do): do not force a weak hit. no_match=false is no promise: a
+    request near the catalog's topics can still get hits that do not fit, so read the top hit's
+    confidence, and under about 0.5 check its description before you load it. confidence is null for a
+    request in another language than English, and in lexical or semantic mode: judge those hits by their
+    descriptions (min_confidence does not cut them). A notice means the request's language is not
+    searchable as configured. Next: get_skill with a hit's skill_id (or recall_cloud_skill for the
+    staged view). To browse everything instead, use list_skills."""
     request = SearchRequest(query=query, limit=limit, mode=mode, kind=kind, tags=tuple(tags),
                             min_confidence=min_confidence)
     return run_tool(ctx, "search_skills", lambda c, _policy, p: c.search_view(p, request))
@@ -59,7 +61,7 @@ def list_skills(
     kind: Annotated[SkillKind | None, Field(description="Only skills of this kind.")] = None,
     tags: Annotated[list[str], Field(description="Only skills carrying every one of these tags.")] = [],  # noqa: B006
 ) -> Annotated[CallToolResult, ListResponse]:
-    """Page through every skill you can use, by name: id, name, description, kind and tags only. Use it
+    """Page through every skill you can use, by name: id, name, description, kind, tags and skill_uri. Use it
     to browse or enumerate; to find a skill for a task, search_skills is faster and ranked. Pass
     next_cursor back as cursor for the next page (null at the end). Next: get_skill with a skill_id."""
     return run_tool(ctx, "list_skills",
@@ -85,16 +87,15 @@ def get_skill(
     max_chars: Annotated[int, Field(ge=1, description="Most characters of the instructions to return.")]
     = GET_SKILL_MAX_CHARS,
 ) -> Annotated[CallToolResult, SkillDetail]:
-    """Read one skill in full. A 'knowledge' skill returns its markdown instructions: read and follow
-    them. Long instructions come a part at a time: when instructions_truncated is true and next_offset is
-    not null, call get_skill again with the same skill_id and offset = next_offset for the next part (each
-    part ends at a line end where it can; instructions_chars is the whole length); the parts joined are
-    the whole instructions when every part has the same revision_id (another means the skill changed
-    meanwhile: read again from offset 0). A 'flow_template' returns its ordered steps (tool calls with {param}
-    placeholders) and its parameter schema: next, call resolve_skill with values for those parameters.
-    Also lists the skill's resource files, which its instructions may name: read one with resources/read
-    of its uri, or with recall_cloud_skill (skill_id, this answer's revision_id, resource = its path).
-    Unknown or unavailable ids are SKILL_NOT_FOUND; an offset past the end is VALIDATION_ERROR."""
+    """Read one skill in full. A 'knowledge' skill returns its markdown instructions: read and follow them.
+    Long instructions come a part at a time: when instructions_truncated is true and next_offset is not
+    null, call get_skill again with the same skill_id and offset = next_offset for the next part; the
+    parts joined are the whole instructions when every part has the same revision_id (another means the
+    skill changed meanwhile: read again from offset 0). A 'flow_template' adds its ordered steps (tool
+    calls with {param} placeholders) and its parameter schema: keep to its instructions and call
+    resolve_skill with values for those parameters. Also lists the skill's resource files, which its
+    instructions may name: read one with resources/read of its uri, or with recall_cloud_skill
+    (skill_id, this answer's revision_id, resource = its path)."""
     return run_tool(ctx, "get_skill",
                     lambda c, _policy, p: c.get_skill(p, skill_id, offset=offset, max_chars=max_chars))
 
@@ -110,7 +111,8 @@ def resolve_skill(
 ) -> Annotated[CallToolResult, ResolvedFlow]:
     """Fill a flow template's parameters and get back its ordered steps with every {param} substituted
     and defaults applied. It executes nothing: you then call each step's tool yourself, in order, with
-    its args. Missing, unknown or mistyped parameters give one VALIDATION_ERROR naming each of them;
-    fix them and call again. Knowledge skills have no steps: read them with get_skill instead."""
+    its args. The answer has no instructions: read them with get_skill first (checks, when to stop).
+    Missing, unknown or mistyped parameters give one VALIDATION_ERROR naming each of them; fix them and
+    call again. Knowledge skills have no steps: read them with get_skill instead."""
     return run_tool(ctx, "resolve_skill",
                     lambda c, policy, p: c.resolve(p, skill_id, parameters, policy.host_tools))

@@ -44,7 +44,8 @@ def recall_cloud_skill(
     revision (or of revision_id): instructions, revision_id, canonical_hash and the resource list.
     Instructions past the size cap come a part at a time: when next_offset is not null, call again with
     the same skill_id, revision_id = revision.revision_id and offset = next_offset; the parts joined are
-    the whole instructions.
+    the whole instructions. A flow_template's steps keep their {param} placeholders: fill them with
+    resolve_skill.
     Level 2: skill_id or slug + revision_id (from Level 1) + resource (path such as
     'scripts/check.py', or resource_id) returns that file: text as text, binary as base64, cut at a
     size cap (render_status 'truncated'). A resource without revision_id is

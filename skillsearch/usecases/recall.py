@@ -182,7 +182,9 @@ def _level0(req: RecallRequest, search: SearchFn) -> CloudSkillEnvelope:
                    tags=list(h.tags), score=h.score, confidence=h.confidence, skill_uri=h.skill_uri)
         for h in found.hits
     ]
-    warnings = ["no skill is a good match for this query"] if found.no_match else []
+    # The search's own sentence for its no_match_reason says what to do next (rephrase, check the grants).
+    said = f"no skill is a good match for this query. {found.no_match_message or ''}".strip()
+    warnings = [said] if found.no_match else []
     if found.notice:
         warnings.append(found.notice)
     return CloudSkillEnvelope(
@@ -200,6 +202,10 @@ def _in_grants(skill: Skill, principal: Principal, revoked: frozenset[str]) -> b
     return principal.grants is None or skill.grant in principal.grants
 
 
+# What an agent does after a SKILL_NOT_FOUND: the same words for a missing skill and one outside the grants.
+_FIND_IT = ": find the skill with query (Level 0) and pass a descriptor's skill_id or slug"
+
+
 def _skill_of(store: CatalogStore, principal: Principal, req: RecallRequest) -> Skill:
     """The skill named by ``skill_id`` and/or ``slug``, checked against the caller's grants."""
     revoked = store.revoked_subscriptions()
@@ -209,7 +215,7 @@ def _skill_of(store: CatalogStore, principal: Principal, req: RecallRequest) -> 
         if by_id is None or not _in_grants(by_id, principal, revoked):
             # One answer for a missing id and an id outside the caller's grants: ids derive from grant and
             # slug, so a different answer would tell a caller what another grant contains.
-            raise SkillNotFoundError(f"no skill {req.skill_id!r} in your grants", {"skill_id": req.skill_id})
+            raise SkillNotFoundError(f"no skill {req.skill_id!r} in your grants{_FIND_IT}", {"skill_id": req.skill_id})
         if req.slug and by_id.slug != req.slug:
             raise ValidationError("skill_id and slug name different skills: pass one of them",
                                   {"problems": [problem("slug", "names another skill than skill_id")]})
@@ -224,7 +230,7 @@ def _skill_of(store: CatalogStore, principal: Principal, req: RecallRequest) -> 
                  "skill_ids": [s.skill_id for s in active]},
             )
         if not mine:
-            raise SkillNotFoundError(f"no skill with slug {req.slug!r} in your grants", {"slug": req.slug})
+            raise SkillNotFoundError(f"no skill with slug {req.slug!r} in your grants{_FIND_IT}", {"slug": req.slug})
         skill = active[0] if active else mine[0]
     if skill.status != "active":
         raise SkillArchivedError(f"skill {skill.skill_id!r} is archived", {"skill_id": skill.skill_id})
@@ -234,9 +240,11 @@ def _skill_of(store: CatalogStore, principal: Principal, req: RecallRequest) -> 
 def _revision_of(store: CatalogStore, skill: Skill, revision_id: str, warnings: list[str]) -> Revision:
     revision = store.revision(revision_id)
     if revision is None or revision.skill_id != skill.skill_id:
+        # What to do next: the current revision is the skill's to show (the caller sees the skill).
         raise RevisionNotFoundError(
-            f"skill {skill.skill_id!r} has no revision {revision_id!r}",
-            {"skill_id": skill.skill_id, "revision_id": revision_id},
+            f"skill {skill.skill_id!r} has no revision {revision_id!r}: recall the skill without revision_id for"
+            f" its current revision ({skill.current_revision_id}), then pin that one",
+            {"skill_id": skill.skill_id, "revision_id": revision_id, "current_revision_id": skill.current_revision_id},
         )
     if revision.revision_id != skill.current_revision_id:
         warnings.append(
