@@ -99,12 +99,16 @@ def test_resolve_reports_missing_parameters_then_substitutes(data_dir: Path) -> 
 def test_resolve_names_the_text_that_is_not_of_the_parameters_type(data_dir: Path) -> None:
     """Every command-line value is text: "expected integer, got string" told nobody which text was wrong."""
     code, err = run(data_dir, "resolve", "deploy-service-canary", "--param", "service=api", "--param",
-                    "image_tag=v2", "--param", "canary_percent=25.5", "--json")
+                    "canary_percent=25.5", "--json")
     assert code == 1 and err["error"]["code"] == "VALIDATION_ERROR"
-    assert err["error"]["message"] == ("--param canary_percent=25.5: '25.5' is not a whole number (the parameter's"
-                                       " type is integer)")
-    assert err["error"]["details"]["problems"] == [
-        {"field": "parameters.canary_percent", "message": err["error"]["message"], "code": "invalid"}]
+    # Said beside the other problems of the same call, as every surface reports them.
+    assert "missing required parameter 'image_tag'" in err["error"]["message"]
+    assert "canary_percent: '25.5' is not a whole number (expected integer)" in err["error"]["message"]
+    assert "got string" not in err["error"]["message"]
+    assert {"field": "parameters.canary_percent", "code": "invalid",
+            "message": "canary_percent: '25.5' is not a whole number (expected integer)"} in err["error"]["details"]["problems"]
+    assert {p["field"] for p in err["error"]["details"]["problems"]} == {"parameters.canary_percent",
+                                                                        "parameters.image_tag"}
 
 
 def test_import_exit_code_says_whether_anything_failed(tmp_path: Path) -> None:

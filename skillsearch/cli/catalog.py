@@ -196,7 +196,13 @@ def param_arg(item: str) -> str:
     return item
 
 
-def _parse_params(catalog: Catalog, args: argparse.Namespace) -> dict[str, Any]:
+# What a command-line text that did not read as its parameter's type is not.
+_NOT_A = {"integer": "a whole number", "number": "a number", "boolean": "true or false"}
+
+
+def _parse_params(catalog: Catalog, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, tuple[str, str]]]:
+    """The ``--param`` values, each read as its parameter's type where it can be, and the texts that could
+    not (name -> (text, type)): resolution reports those with every other problem, in :func:`_said_of_texts`."""
     given: dict[str, str] = {}
     for item in args.param or []:
         name, _, text = item.partition("=")
@@ -211,21 +217,37 @@ def _parse_params(catalog: Catalog, args: argparse.Namespace) -> dict[str, Any]:
             f" read it with `skillsearch get {args.skill_id}`", {"skill_id": args.skill_id, "kind": detail.kind})
     schema = {p.name: p for p in (detail.parameters or [])}
     values: dict[str, Any] = {}
+    unread: dict[str, tuple[str, str]] = {}
     for name, text in given.items():
         p = schema.get(name)
         values[name] = value = coerce_text_value(Parameter(**p.model_dump()) if p else None, text)
-        if p is not None and p.type != "string" and isinstance(value, str):
-            # Every command-line value is text: say which text did not read as the type, not "got string".
-            what = {"integer": "a whole number", "number": "a number", "boolean": "true or false"}[p.type]
-            message = f"--param {name}={text}: {text!r} is not {what} (the parameter's type is {p.type})"
-            raise ValidationError(message, {"problems": [problem(f"parameters.{name}", message, "invalid")]})
-    return values
+        if p is not None and p.type in _NOT_A and isinstance(value, str):
+            unread[name] = (text, p.type)
+    return values, unread
+
+
+def _said_of_texts(exc: ValidationError, unread: dict[str, tuple[str, str]]) -> ValidationError:
+    """Every command-line value is text: a type problem said "expected integer, got string"; it names the
+    text that did not read as the type instead ("'25.5' is not a whole number"), in the message and its
+    ``details.problems`` entry, beside the other problems."""
+    message, details = exc.message, dict(exc.details)
+    problems = [dict(p) for p in details.get("problems", [])]
+    for name, (text, kind) in unread.items():
+        said, plain = f"expected {kind}, got string", f"{text!r} is not {_NOT_A[kind]} (expected {kind})"
+        message = message.replace(f"{name}: {said}", f"{name}: {plain}")
+        for p in problems:
+            if p.get("field") == f"parameters.{name}" and p.get("message", "").endswith(said):
+                p["message"] = p["message"].removesuffix(said) + plain
+    return ValidationError(message, {**details, "problems": problems} if problems else details)
 
 
 def cmd_resolve(args: argparse.Namespace, out: TextIO) -> int:
     catalog = open_catalog(args, index=False)  # the store alone: no index, no model
-    values = _parse_params(catalog, args)
-    flow = catalog.resolve(principal_from_args(args), args.skill_id, values)
+    values, unread = _parse_params(catalog, args)
+    try:
+        flow = catalog.resolve(principal_from_args(args), args.skill_id, values)
+    except ValidationError as exc:
+        raise _said_of_texts(exc, unread) from None
     emit(out, args, flow.model_dump(), lambda: "\n".join(
         f"{i}. {s.tool} {json.dumps(s.args, ensure_ascii=False)}" for i, s in enumerate(flow.steps, start=1)
     ))
