@@ -174,8 +174,8 @@ async def test_list_pages_with_a_cursor_and_shows_only_summary_fields(operator: 
         args: dict[str, Any] = {"limit": 7} | ({"cursor": cursor} if cursor else {})
         page = ok(await operator.call_tool("list_skills", args))
         for item in page["items"]:
-            assert set(item) == {"skill_id", "name", "description", "kind", "tags", "skill_uri"}
-            assert item["skill_uri"].startswith("skill://") and item["skill_uri"].endswith("/SKILL.md")
+            assert set(item) == {"skill_id", "slug", "name", "description", "kind", "tags", "skill_uri"}
+            assert item["skill_uri"].startswith("skill://") and item["skill_uri"].endswith(f"/{item['slug']}/SKILL.md")
         seen += [i["skill_id"] for i in page["items"]]
         pages += 1
         cursor = page["next_cursor"]

@@ -87,8 +87,8 @@ def list_page(
     grants = visible_grants(principal, store.grants(), store.revoked_subscriptions())
     page = store.list_page(sorted(grants), kind=kind, tags=tags, after=after, limit=limit + 1)
     items = [
-        SkillSummary(skill_id=s.skill_id, name=s.name, description=s.description, kind=s.kind, tags=list(s.tags),
-                     skill_uri=skill_uri(s.grant, s.slug))
+        SkillSummary(skill_id=s.skill_id, slug=s.slug, name=s.name, description=s.description, kind=s.kind,
+                     tags=list(s.tags), skill_uri=skill_uri(s.grant, s.slug))
         for s in page[:limit]
     ]
     return ListResponse(items=items, next_cursor=_encode_cursor(page[limit - 1]) if len(page) > limit else None)

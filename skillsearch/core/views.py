@@ -53,6 +53,7 @@ class SkillSummary(BaseModel):
     """What a list shows of a skill: no upstream fields."""
 
     skill_id: str = Field(description="Stable opaque id; pass it to get_skill or resolve_skill.")
+    slug: str = Field("", description="Its slug, as search hits show it; get_skill and resolve_skill take it too.")
     name: str
     description: str
     kind: str = Field(description="'knowledge' (instructions to read) or 'flow_template' (steps to run).")

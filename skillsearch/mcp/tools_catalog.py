@@ -61,9 +61,10 @@ def list_skills(
     kind: Annotated[SkillKind | None, Field(description="Only skills of this kind.")] = None,
     tags: Annotated[list[str], Field(description="Only skills carrying every one of these tags.")] = [],  # noqa: B006
 ) -> Annotated[CallToolResult, ListResponse]:
-    """Page through every skill you can use, by name: id, name, description, kind, tags and skill_uri. Use it
-    to browse or enumerate; to find a skill for a task, search_skills is faster and ranked. Pass
-    next_cursor back as cursor for the next page (null at the end). Next: get_skill with a skill_id."""
+    """Page through every skill you can use, by name: id, slug, name, description, kind, tags and
+    skill_uri. Use it to browse or enumerate; to find a skill for a task, search_skills is faster and
+    ranked. Pass next_cursor back as cursor for the next page (null at the end). Next: get_skill with a
+    skill_id."""
     return run_tool(ctx, "list_skills",
                     lambda c, _policy, p: c.list_skills(p, kind=kind, tags=tags, cursor=cursor, limit=limit))
 
