@@ -33,7 +33,7 @@ from skillsearch.http.sync_routes import make_sync_router
 from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 from skillsearch.sync.contract import SIGNATURE_HEADER, TIMESTAMP_HEADER, ErrorBody, sign_webhook
-from skillsearch.upstream.app import ReferenceUpstream, WebhookTarget, contract_openapi
+from skillsearch.upstream.app import ReferenceUpstream, WebhookTarget, contract_openapi, create_upstream_app
 
 SUB = "starter-pack"
 SOURCE = f"upstream:{SUB}"
@@ -573,3 +573,35 @@ def test_serve_polls_in_the_background_and_serves_webhook_and_status(catalog: Ca
         response = _post(url, _event("evt-serve-1"))
         assert response.status_code == 202 and response.json()["action"] == "revoked"
         assert httpx.get(f"{url}/v1/skills/{BISECT}", headers=auth).json()["error"]["code"] == "SKILL_NOT_FOUND"
+
+
+def test_an_admin_change_whose_webhook_fails_says_it_was_made_and_one_with_no_receiver_is_not_made() -> None:
+    """``?notify=true``: a webhook the receiver does not take (nothing listens) is a 502 that says the change
+    was made, since it was (a bare WEBHOOK_FAILED read as a failed revoke, and a retried publish made
+    another revision); an upstream with no receiver refuses the notify before making the change."""
+    import socket
+
+    with socket.socket() as probe:  # a port where nothing listens
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}/v1/sync/webhook"
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    with serve(create_upstream_app(upstream_with_starter(SUB, webhook_url=dead))) as url:
+        revoked = httpx.post(f"{url}/admin/subscriptions/{SUB}/revoke", params={"notify": "true"}, headers=auth)
+        assert revoked.status_code == 502, revoked.text
+        error = revoked.json()["error"]
+        assert error["code"] == "WEBHOOK_FAILED" and error["details"]["changed"] is True, error
+        assert "the change was made" in error["message"] and f"/admin/webhooks/subscription.revoked/{SUB}" \
+            in error["message"], error
+        feed = httpx.get(f"{url}/v1/subscriptions/{SUB}/skills", headers=auth)
+        assert feed.json()["error"]["code"] == "SUBSCRIPTION_REVOKED"
+
+    up = upstream_with_starter(SUB)
+    with serve(create_upstream_app(up)) as url:
+        before = httpx.get(f"{url}/admin/subscriptions/{SUB}/skills", headers=auth).json()
+        edited = httpx.post(f"{url}/admin/subscriptions/{SUB}/skills/{PROFILING}/edit", params={"notify": "true"},
+                            headers=auth, json={"description": "Never published."})
+        assert edited.status_code == 409 and edited.json()["error"]["code"] == "WEBHOOK_NOT_CONFIGURED", edited.text
+        revoked = httpx.post(f"{url}/admin/subscriptions/{SUB}/revoke", params={"notify": "true"}, headers=auth)
+        assert revoked.status_code == 409, revoked.text
+        assert httpx.get(f"{url}/admin/subscriptions/{SUB}/skills", headers=auth).json() == before
+        assert httpx.get(f"{url}/v1/subscriptions/{SUB}/skills", headers=auth).status_code == 200
