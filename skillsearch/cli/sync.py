@@ -14,7 +14,7 @@ from skillsearch.cli.common import Subparsers, add_command, emit, progress_facto
 from skillsearch.cli.sources import report_text, run_sources
 from skillsearch.cli.termination import STOPPING
 from skillsearch.cli.usage import port_arg
-from skillsearch.core.errors import ValidationError
+from skillsearch.core.errors import ValidationError, WriteStopped
 from skillsearch.core.wellformed import terminal_safe
 from skillsearch.service import Catalog
 from skillsearch.sync.config import SyncConfig, default_config_path, load_config, load_subscriptions
@@ -81,6 +81,9 @@ def cmd_sync(args: argparse.Namespace, out: TextIO) -> int:
         ), *(f"source {report_text(r)}" for r in source_reports)]) or "no subscriptions or sources configured"
 
     emit(out, args, payload, text)
+    if STOPPING.is_set():  # SIGTERM stopped a request (or kept a later subscription from starting): exit 143
+        raise WriteStopped("stopped syncing: every page stored before the signal is kept, and the next"
+                           " `skillsearch sync` resumes each subscription from its stored cursor")
     failed = any(r.error or r.outcome.rejected for r in reports) or any(r.error or r.refused for r in source_reports)
     return 1 if failed else 0
 
