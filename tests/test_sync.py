@@ -25,13 +25,14 @@ from syncsupport import (
 from skillsearch import cli
 from skillsearch.cli import build_serve_app
 from skillsearch.core.domain import Principal
-from skillsearch.core.errors import SkillNotFoundError
+from skillsearch.core.errors import SkillNotFoundError, ValidationError
 from skillsearch.core.hashing import stable_id
 from skillsearch.http.app import create_app
 from skillsearch.http.auth import PrincipalRegistry, add_principal
 from skillsearch.http.sync_routes import make_sync_router
 from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
+from skillsearch.sync.config import load_subscriptions
 from skillsearch.sync.contract import SIGNATURE_HEADER, TIMESTAMP_HEADER, ErrorBody, sign_webhook
 from skillsearch.upstream.app import ReferenceUpstream, WebhookTarget, contract_openapi, create_upstream_app
 
@@ -450,6 +451,34 @@ def test_a_misspelt_setting_in_sync_toml_is_refused_with_the_closest_name(tmp_pa
     assert cli.main(["--data-dir", str(data), "-q", "sources", "list", "--json"], out) == 1
     problems = json.loads(out.getvalue())["error"]["details"]["problems"]
     assert [p["message"] for p in problems] == ["sourcse is not a setting (did you mean sources?)"]
+
+
+def test_sync_asks_only_for_the_secrets_it_uses(catalog: Catalog, upstream_url: str, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Secrets named by variables that only the server's environment sets: a one-shot `sync` (cron, a shell)
+    pulls with the token and needs no webhook secret, `sync --status` needs neither; both were refused
+    ("webhook_secret_env names ..., which is not set"). A server, which takes webhooks, still needs both."""
+    data = tmp_path / "d"
+    data.mkdir()
+    (data / "sync.toml").write_text(
+        f'[upstream]\nurl = "{upstream_url}"\ntoken_env = "OPS_TEST_TOKEN"\nwebhook_secret_env = "OPS_TEST_SECRET"\n'
+        f'retries = 0\n\n[[subscriptions]]\nid = "{SUB}"\n', encoding="utf-8")
+    monkeypatch.delenv("OPS_TEST_TOKEN", raising=False)
+    monkeypatch.delenv("OPS_TEST_SECRET", raising=False)
+    base = ["--data-dir", str(data), "--encoder", "hashing", "-q", "sync"]
+    out = io.StringIO()
+    assert cli.main([*base, "--status", "--json"], out) == 0, out.getvalue()
+    assert [s["subscription_id"] for s in json.loads(out.getvalue())["subscriptions"]] == [SUB]
+    out = io.StringIO()
+    assert cli.main([*base, "--json"], out) == 1  # the pull sends the token: that one is needed
+    assert [p["message"] for p in json.loads(out.getvalue())["error"]["details"]["problems"]] == [
+        "upstream.token_env names OPS_TEST_TOKEN, which is not set"]
+    monkeypatch.setenv("OPS_TEST_TOKEN", TOKEN)
+    out = io.StringIO()
+    assert cli.main([*base, "--json"], out) == 0, out.getvalue()
+    assert json.loads(out.getvalue())["subscriptions"][0]["created"] > 0
+    with pytest.raises(ValidationError, match="webhook_secret_env names OPS_TEST_SECRET"):
+        load_subscriptions(data / "sync.toml")  # what a server reads
 
 
 def test_openapi_file_is_the_reference_upstreams_contract() -> None:

@@ -30,7 +30,10 @@ def _sync_config(args: argparse.Namespace) -> tuple[Path, SyncConfig | None, tup
     """The sync file, its subscriptions and its local sources. No file is refused with what to write; a file
     that configures neither (``sources remove`` took out the last source) is nothing to do."""
     path = Path(args.config) if args.config else default_config_path(Path(args.data_dir))
-    config, sources = load_subscriptions(path), load_sources(path)
+    # A pull sends the token; nothing here takes webhooks, and --status sends nothing: a variable that only a
+    # server's environment sets (webhook_secret_env, token_env) is not asked of this shell.
+    config = load_subscriptions(path, frozenset() if args.status else frozenset({"token"}))
+    sources = load_sources(path)
     if config is None and not sources and not path.exists():
         load_config(path)  # raises with the reason and what to write
     return path, config, sources
