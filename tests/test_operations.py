@@ -203,6 +203,15 @@ def test_a_busy_port_is_one_line_and_exit_code_3(command: list[str], busy_port: 
     assert not (tmp_path / "data").exists()  # refused before the data directory was touched
 
 
+def test_the_reference_upstream_on_a_busy_port_ends_with_one_line_and_exit_code_3(busy_port: socket.socket) -> None:
+    """README, exit code 3: `upstream` is a server too (it loads its folders, then cannot listen)."""
+    port = str(busy_port.getsockname()[1])
+    done = _run("upstream", "--from", f"starter-pack={REPO / 'skillsearch' / 'sample' / 'starter'}", "--port", port)
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == f"error: cannot listen on 127.0.0.1:{port}: Address already in" \
+        " use (another server is listening there: stop it, or pick another --port; 0 picks a free one)", done.stderr
+
+
 @pytest.mark.parametrize("command", [["serve"], ["mcp", "--http"], ["mcp"]])
 def test_a_data_dir_that_is_a_file_is_one_line_and_exit_code_3_of_every_server(command: list[str], tmp_path: Path) -> None:
     """A server's data directory that cannot be one is a server that cannot start (README: exit code 3, one
