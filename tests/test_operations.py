@@ -128,9 +128,36 @@ def test_failing_time_counts_from_the_first_failure_since_the_last_success_not_f
     assert health.failing_for_s is None
 
 
+def test_a_new_replica_whose_first_sync_fails_is_not_ready_until_a_sync_succeeds(
+    empty_catalog: Catalog, tmp_path: Path
+) -> None:
+    """docs/deploy.md: a replica whose index is still empty, such as a new one on its first full sync, is 503.
+    One whose platform is unreachable from the start answered 200 `ready` with 0 documents, so a balancer
+    sent it requests it answered with nothing; it is 503 `INDEX_NOT_READY` (naming the syncs) until a sync
+    succeeds, then ready."""
+    down = "http://127.0.0.1:9"  # the platform is unreachable
+    app = build_serve_app(empty_catalog, PrincipalRegistry(tmp_path / "principals.toml"),
+                          sync=config_for(down, SUB, interval_s=3600), degraded_after_s=600)
+    with ServerThread(app) as url:
+        assert _wait(lambda: (s := empty_catalog.store.sync.state(f"upstream:{SUB}")) is not None and s.last_error)
+        resp = httpx.get(url + "/readyz", timeout=10)
+        assert resp.status_code == 503, resp.text
+        error = resp.json()["error"]
+        assert error["code"] == "INDEX_NOT_READY" and error["details"]["first_sync"] == [f"subscription {SUB}"], error
+        assert "no sync has succeeded" in error["message"]
+
+        with serve(create_upstream_app(upstream_with_starter(SUB))) as upstream_url:  # the platform is back
+            [report] = empty_catalog.subscriptions.sync_once(config_for(upstream_url, SUB))
+        assert report.error is None
+        ready = httpx.get(url + "/readyz", timeout=10)
+        assert ready.status_code == 200 and ready.json()["documents"] > 0, ready.text
+
+
 def test_a_process_that_is_not_the_writer_says_so(empty_catalog: Catalog, tmp_path: Path) -> None:
     from skillsearch.sync.leader import Leadership
 
+    # Skills imported here: a catalog with nothing in it, never synced, is not ready (nothing to serve).
+    assert empty_catalog.import_path(REPO / "skillsearch" / "sample" / "ops", "local", "team:ops").created
     holder = Leadership(empty_catalog.data_dir, [])
     holder.start()  # another process's writer, as far as this app can tell (its own open of leader.lock)
     try:
@@ -174,6 +201,15 @@ def test_a_busy_port_is_one_line_and_exit_code_3(command: list[str], busy_port: 
     assert done.stderr.strip() == f"error: cannot listen on 127.0.0.1:{port}: Address already in use (another server" \
                                   " is listening there: stop it, or pick another --port; 0 picks a free one)"
     assert not (tmp_path / "data").exists()  # refused before the data directory was touched
+
+
+def test_the_reference_upstream_on_a_busy_port_ends_with_one_line_and_exit_code_3(busy_port: socket.socket) -> None:
+    """README, exit code 3: `upstream` is a server too (it loads its folders, then cannot listen)."""
+    port = str(busy_port.getsockname()[1])
+    done = _run("upstream", "--from", f"starter-pack={REPO / 'skillsearch' / 'sample' / 'starter'}", "--port", port)
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == f"error: cannot listen on 127.0.0.1:{port}: Address already in" \
+        " use (another server is listening there: stop it, or pick another --port; 0 picks a free one)", done.stderr
 
 
 @pytest.mark.parametrize("command", [["serve"], ["mcp", "--http"], ["mcp"]])

@@ -236,6 +236,23 @@ def test_restore_into_a_new_folder_says_once_that_it_created_it(
     assert not (tmp_path / "never").exists()
 
 
+def test_a_restore_target_that_cannot_be_a_data_directory_is_a_usage_error(
+    hashing_snapshot: Path, tmp_path: Path
+) -> None:
+    """The README's exit code 2 for a --data-dir that is a file, a symbolic link to nothing or a new folder
+    whose parent does not exist holds for the restore's --data-dir D too: it was exit 1 `INDEX_NOT_READY: ...
+    is not a folder` for the first two, and a mistyped parent was created, folders and all."""
+    a_file, dangling, orphan = tmp_path / "a-file", tmp_path / "dangling", tmp_path / "no-such" / "replica"
+    a_file.write_text("not a data directory\n")
+    dangling.symlink_to(tmp_path / "nowhere")
+    for target in (a_file, dangling, orphan):
+        code, body = run("--encoder", "hashing", "snapshot", "restore", str(hashing_snapshot), "--data-dir", str(target))
+        assert code == 2, body
+        assert body["error"]["code"] == "VALIDATION_ERROR" and f"--data-dir {target}" in body["error"]["message"], body
+    assert a_file.read_text() == "not a data directory\n" and not (tmp_path / "nowhere").exists()
+    assert not (tmp_path / "no-such").exists()
+
+
 def test_another_encoders_snapshot_is_refused_with_one_line(hashing_snapshot: Path, target: Path) -> None:
     """The hashing encoder's snapshot restored by a replica configured for MiniLM."""
     before = tree_digest(target)

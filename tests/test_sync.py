@@ -25,15 +25,16 @@ from syncsupport import (
 from skillsearch import cli
 from skillsearch.cli import build_serve_app
 from skillsearch.core.domain import Principal
-from skillsearch.core.errors import SkillNotFoundError
+from skillsearch.core.errors import SkillNotFoundError, ValidationError
 from skillsearch.core.hashing import stable_id
 from skillsearch.http.app import create_app
 from skillsearch.http.auth import PrincipalRegistry, add_principal
 from skillsearch.http.sync_routes import make_sync_router
 from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
+from skillsearch.sync.config import load_subscriptions
 from skillsearch.sync.contract import SIGNATURE_HEADER, TIMESTAMP_HEADER, ErrorBody, sign_webhook
-from skillsearch.upstream.app import ReferenceUpstream, WebhookTarget, contract_openapi
+from skillsearch.upstream.app import ReferenceUpstream, WebhookTarget, contract_openapi, create_upstream_app
 
 SUB = "starter-pack"
 SOURCE = f"upstream:{SUB}"
@@ -452,6 +453,34 @@ def test_a_misspelt_setting_in_sync_toml_is_refused_with_the_closest_name(tmp_pa
     assert [p["message"] for p in problems] == ["sourcse is not a setting (did you mean sources?)"]
 
 
+def test_sync_asks_only_for_the_secrets_it_uses(catalog: Catalog, upstream_url: str, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Secrets named by variables that only the server's environment sets: a one-shot `sync` (cron, a shell)
+    pulls with the token and needs no webhook secret, `sync --status` needs neither; both were refused
+    ("webhook_secret_env names ..., which is not set"). A server, which takes webhooks, still needs both."""
+    data = tmp_path / "d"
+    data.mkdir()
+    (data / "sync.toml").write_text(
+        f'[upstream]\nurl = "{upstream_url}"\ntoken_env = "OPS_TEST_TOKEN"\nwebhook_secret_env = "OPS_TEST_SECRET"\n'
+        f'retries = 0\n\n[[subscriptions]]\nid = "{SUB}"\n', encoding="utf-8")
+    monkeypatch.delenv("OPS_TEST_TOKEN", raising=False)
+    monkeypatch.delenv("OPS_TEST_SECRET", raising=False)
+    base = ["--data-dir", str(data), "--encoder", "hashing", "-q", "sync"]
+    out = io.StringIO()
+    assert cli.main([*base, "--status", "--json"], out) == 0, out.getvalue()
+    assert [s["subscription_id"] for s in json.loads(out.getvalue())["subscriptions"]] == [SUB]
+    out = io.StringIO()
+    assert cli.main([*base, "--json"], out) == 1  # the pull sends the token: that one is needed
+    assert [p["message"] for p in json.loads(out.getvalue())["error"]["details"]["problems"]] == [
+        "upstream.token_env names OPS_TEST_TOKEN, which is not set"]
+    monkeypatch.setenv("OPS_TEST_TOKEN", TOKEN)
+    out = io.StringIO()
+    assert cli.main([*base, "--json"], out) == 0, out.getvalue()
+    assert json.loads(out.getvalue())["subscriptions"][0]["created"] > 0
+    with pytest.raises(ValidationError, match="webhook_secret_env names OPS_TEST_SECRET"):
+        load_subscriptions(data / "sync.toml")  # what a server reads
+
+
 def test_openapi_file_is_the_reference_upstreams_contract() -> None:
     committed = json.loads((Path(__file__).parents[1] / "docs" / "upstream-openapi.json").read_text("utf-8"))
     assert committed == contract_openapi(), "regenerate: python -m skillsearch.upstream.app > docs/upstream-openapi.json"
@@ -573,3 +602,35 @@ def test_serve_polls_in_the_background_and_serves_webhook_and_status(catalog: Ca
         response = _post(url, _event("evt-serve-1"))
         assert response.status_code == 202 and response.json()["action"] == "revoked"
         assert httpx.get(f"{url}/v1/skills/{BISECT}", headers=auth).json()["error"]["code"] == "SKILL_NOT_FOUND"
+
+
+def test_an_admin_change_whose_webhook_fails_says_it_was_made_and_one_with_no_receiver_is_not_made() -> None:
+    """``?notify=true``: a webhook the receiver does not take (nothing listens) is a 502 that says the change
+    was made, since it was (a bare WEBHOOK_FAILED read as a failed revoke, and a retried publish made
+    another revision); an upstream with no receiver refuses the notify before making the change."""
+    import socket
+
+    with socket.socket() as probe:  # a port where nothing listens
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}/v1/sync/webhook"
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    with serve(create_upstream_app(upstream_with_starter(SUB, webhook_url=dead))) as url:
+        revoked = httpx.post(f"{url}/admin/subscriptions/{SUB}/revoke", params={"notify": "true"}, headers=auth)
+        assert revoked.status_code == 502, revoked.text
+        error = revoked.json()["error"]
+        assert error["code"] == "WEBHOOK_FAILED" and error["details"]["changed"] is True, error
+        assert "the change was made" in error["message"] and f"/admin/webhooks/subscription.revoked/{SUB}" \
+            in error["message"], error
+        feed = httpx.get(f"{url}/v1/subscriptions/{SUB}/skills", headers=auth)
+        assert feed.json()["error"]["code"] == "SUBSCRIPTION_REVOKED"
+
+    up = upstream_with_starter(SUB)
+    with serve(create_upstream_app(up)) as url:
+        before = httpx.get(f"{url}/admin/subscriptions/{SUB}/skills", headers=auth).json()
+        edited = httpx.post(f"{url}/admin/subscriptions/{SUB}/skills/{PROFILING}/edit", params={"notify": "true"},
+                            headers=auth, json={"description": "Never published."})
+        assert edited.status_code == 409 and edited.json()["error"]["code"] == "WEBHOOK_NOT_CONFIGURED", edited.text
+        revoked = httpx.post(f"{url}/admin/subscriptions/{SUB}/revoke", params={"notify": "true"}, headers=auth)
+        assert revoked.status_code == 409, revoked.text
+        assert httpx.get(f"{url}/admin/subscriptions/{SUB}/skills", headers=auth).json() == before
+        assert httpx.get(f"{url}/v1/subscriptions/{SUB}/skills", headers=auth).status_code == 200

@@ -134,3 +134,18 @@ def test_two_workers_when_the_writer_is_killed_the_other_takes_over_sync(
         finally:
             server.stop()
     assert server.proc.returncode in (0, 130)
+
+
+def test_two_workers_on_a_new_data_directory_say_once_that_it_was_created(tmp_path: Path) -> None:
+    """The process preparing the data directory creates and seeds it and says so; the workers and the
+    supervisor find it made and say nothing (each of the three said `did not exist: created it` before)."""
+    data = tmp_path / "new"
+    server = ServeProcess(data, "--workers", "2")
+    try:
+        assert wait_for(lambda: httpx.get(server.url + "/healthz", timeout=10).status_code == 200, 30)
+    finally:
+        server.stop()  # the banner came once both workers served: each had composed its app by then
+    err = (tmp_path / "new.stderr").read_text(errors="replace")
+    notes = [line for line in err.splitlines() if "did not exist" in line]
+    assert notes == [f"note: {data} did not exist: created it and seeded it with the bundled sample catalog"
+                     " (45 skills)"], err[-4000:]

@@ -29,7 +29,15 @@ from typing import TextIO
 
 from skillsearch.cli import bench, catalog, mcp, serve, snapshot, sources, sync, termination, tokens
 from skillsearch.cli.common import note_new_data_dir
-from skillsearch.cli.usage import EXIT_USAGE, CliParser, UsageError, check_text, show_usage_error, wants_json
+from skillsearch.cli.usage import (
+    EXIT_USAGE,
+    CliParser,
+    UsageError,
+    check_text,
+    data_dir_problem,
+    show_usage_error,
+    wants_json,
+)
 from skillsearch.core.errors import SkillSearchError, StartupError, WriteStopped, error_json
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoders import ENCODERS
@@ -70,8 +78,8 @@ def _check_globals(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     be a new catalog, silently."""
     path = Path(args.data_dir)
     # A server (``server=True``) checks its own data directory: one line and exit code 3 (``check_data_dir``).
-    if not getattr(args, "server", False):
-        _check_data_dir_arg(parser, args.data_dir, path)
+    if not getattr(args, "server", False) and (problem := data_dir_problem(args.data_dir)) is not None:
+        parser.error(problem)
     args.fresh_data_dir = not path.exists()
     encoder = args.encoder or os.environ.get("SKILLSEARCH_ENCODER")
     if encoder and encoder not in ENCODERS:
@@ -80,21 +88,6 @@ def _check_globals(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         Settings.from_env()
     except ValueError as exc:
         parser.error(str(exc))
-
-
-def _check_data_dir_arg(parser: argparse.ArgumentParser, given: str, path: Path) -> None:
-    """A ``--data-dir`` that cannot be a data directory for a command other than a server: a usage error."""
-    if path.exists() and not path.is_dir():
-        parser.error(f"--data-dir {given}: not a folder (a data directory is a folder)")
-    if not path.exists() and not path.absolute().parent.is_dir():
-        parser.error(f"--data-dir {given}: the folder {path.absolute().parent} does not exist;"
-                     " create it first, or check the path")
-    if path.is_symlink() and not path.exists():
-        parser.error(f"--data-dir {given}: a symbolic link to {os.readlink(path)}, which does not exist;"
-                     " create that folder first, or check the path")
-    if not path.exists() and not os.access(path.absolute().parent, os.W_OK | os.X_OK):
-        parser.error(f"--data-dir {given}: does not exist and cannot be created: this user may not write"
-                     f" the folder {path.absolute().parent}")
 
 
 # The commands whose work is an index write that can embed for minutes (an import, a sync, a source's run, a

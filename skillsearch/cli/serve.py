@@ -216,6 +216,9 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
 
         termination.on_terminate(pass_on)
         demo = preparing.result()
+    # The preparing process created (and seeded) a new data directory and said so: neither this supervisor
+    # nor a worker, which find it made, says it again.
+    args.fresh_data_dir = shared["fresh_data_dir"] = False
     if termination.terminated():
         return 0  # main says terminated
     os.environ[SERVE_ARGS_ENV] = json.dumps(shared)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from skillsearch.cli.common import Subparsers, add_command, emit, settings_from_args
+from skillsearch.cli.usage import UsageError, data_dir_problem
 from skillsearch.core.errors import DataDirInUseError, SnapshotInvalidError, error_json
 from skillsearch.service import Catalog
 
@@ -45,6 +46,9 @@ def cmd_create(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_restore(args: argparse.Namespace, out: TextIO) -> int:
     if args.target_dir:
+        # The global --data-dir was checked before the command ran; this one is checked the same way (exit 2).
+        if (problem := data_dir_problem(args.target_dir)) is not None:
+            raise UsageError("skillsearch snapshot restore", problem)
         args.data_dir = args.target_dir
         args.fresh_data_dir = not Path(args.target_dir).exists()  # said of the target, not the global --data-dir
     try:

@@ -14,7 +14,7 @@ from skillsearch.cli.common import Subparsers, add_command, emit, progress_facto
 from skillsearch.cli.sources import report_text, run_sources
 from skillsearch.cli.termination import STOPPING
 from skillsearch.cli.usage import port_arg
-from skillsearch.core.errors import ValidationError
+from skillsearch.core.errors import ValidationError, WriteStopped
 from skillsearch.core.wellformed import terminal_safe
 from skillsearch.service import Catalog
 from skillsearch.sync.config import SyncConfig, default_config_path, load_config, load_subscriptions
@@ -30,7 +30,10 @@ def _sync_config(args: argparse.Namespace) -> tuple[Path, SyncConfig | None, tup
     """The sync file, its subscriptions and its local sources. No file is refused with what to write; a file
     that configures neither (``sources remove`` took out the last source) is nothing to do."""
     path = Path(args.config) if args.config else default_config_path(Path(args.data_dir))
-    config, sources = load_subscriptions(path), load_sources(path)
+    # A pull sends the token; nothing here takes webhooks, and --status sends nothing: a variable that only a
+    # server's environment sets (webhook_secret_env, token_env) is not asked of this shell.
+    config = load_subscriptions(path, frozenset() if args.status else frozenset({"token"}))
+    sources = load_sources(path)
     if config is None and not sources and not path.exists():
         load_config(path)  # raises with the reason and what to write
     return path, config, sources
@@ -81,6 +84,9 @@ def cmd_sync(args: argparse.Namespace, out: TextIO) -> int:
         ), *(f"source {report_text(r)}" for r in source_reports)]) or "no subscriptions or sources configured"
 
     emit(out, args, payload, text)
+    if STOPPING.is_set():  # SIGTERM stopped a request (or kept a later subscription from starting): exit 143
+        raise WriteStopped("stopped syncing: every page stored before the signal is kept, and the next"
+                           " `skillsearch sync` resumes each subscription from its stored cursor")
     failed = any(r.error or r.outcome.rejected for r in reports) or any(r.error or r.refused for r in source_reports)
     return 1 if failed else 0
 

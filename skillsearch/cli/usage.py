@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from skillsearch.core.errors import ValidationError, error_json
@@ -26,6 +28,7 @@ __all__ = [
     "CliParser",
     "UsageError",
     "check_text",
+    "data_dir_problem",
     "float_range",
     "int_range",
     "non_empty",
@@ -176,3 +179,20 @@ def check_text(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
                     " line is read as UTF-8: set your terminal to UTF-8, or type the text again)",
                     chain[-1].format_usage(),
                 )
+
+
+def data_dir_problem(given: str) -> str | None:
+    """Why ``--data-dir given`` cannot be a data directory for a command other than a server (a usage error):
+    a file, a symbolic link to nothing, a new folder whose parent does not exist or may not be written."""
+    path = Path(given)
+    if path.exists() and not path.is_dir():
+        return f"--data-dir {given}: not a folder (a data directory is a folder)"
+    if not path.exists() and not path.absolute().parent.is_dir():
+        return f"--data-dir {given}: the folder {path.absolute().parent} does not exist; create it first, or check the path"
+    if path.is_symlink() and not path.exists():
+        return (f"--data-dir {given}: a symbolic link to {os.readlink(path)}, which does not exist;"
+                " create that folder first, or check the path")
+    if not path.exists() and not os.access(path.absolute().parent, os.W_OK | os.X_OK):
+        return (f"--data-dir {given}: does not exist and cannot be created: this user may not write"
+                f" the folder {path.absolute().parent}")
+    return None

@@ -8,6 +8,7 @@ from typing import cast
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.http.deps import CatalogDep, MetricsDep
 from skillsearch.http.metrics import CONTENT_TYPE, Operations
 from skillsearch.http.schemas import HealthResponse, ReadyResponse, documented_errors
@@ -29,7 +30,13 @@ def healthz() -> HealthResponse:
 def readyz(catalog: CatalogDep, request: Request) -> ReadyResponse:
     ready = catalog.readiness()  # INDEX_NOT_READY (503) otherwise
     ops = cast(Operations, request.app.state.operations)
-    reasons = degraded_reasons(ops.health(), ops.degraded_after_s)
+    health = ops.health()
+    if ready.documents == 0 and health and all(h.last_success_age_s is None for h in health):
+        # A new replica whose first sync has not stored anything yet (still running, or failing: an unreachable
+        # platform) has nothing to serve: it stays out of the balancer's pool, as docs/deploy.md says.
+        raise IndexNotReadyError("nothing to serve yet: the catalog is empty and no sync has succeeded (see"
+                                 " /v1/sync/status)", {"first_sync": [f"{h.kind} {h.name}" for h in health]})
+    reasons = degraded_reasons(health, ops.degraded_after_s)
     return ReadyResponse(status="degraded" if reasons else "ready", degraded=reasons, writer=ops.writer(),
                          documents=ready.documents, generation=ready.generation, changed_at=ready.changed_at,
                          catching_up=ready.catching_up)

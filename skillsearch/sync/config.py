@@ -98,11 +98,16 @@ class SyncConfig:
         return next((s for s in self.subscriptions if s.id == subscription_id), None)
 
 
+SECRETS = frozenset({"token", "webhook_secret"})  # what a server uses
+
+
 def default_config_path(data_dir: Path) -> Path:
     return Path(data_dir) / CONFIG_FILENAME
 
 
-def _secret(table: dict[str, Any], name: str, problems: list[str]) -> str | None:
+def _secret(table: dict[str, Any], name: str, problems: list[str], needed: bool = True) -> str | None:
+    """The secret, from the file or the variable it names; that variable unset is a problem only where the
+    command uses the secret (``needed``)."""
     value = table.get(name)
     env = table.get(f"{name}_env")
     if value is None and env is not None:
@@ -110,7 +115,7 @@ def _secret(table: dict[str, Any], name: str, problems: list[str]) -> str | None
             problems.append(f"upstream.{name}_env must name an environment variable")
             return None
         value = os.environ.get(env)
-        if value is None:
+        if value is None and needed:
             problems.append(f"upstream.{name}_env names {env}, which is not set")
     if value is not None and (not isinstance(value, str) or not value):
         problems.append(f"upstream.{name} must be a non-empty string")
@@ -177,8 +182,10 @@ def _url_problem(url: Any, allow_insecure_http: bool) -> str | None:
     return None
 
 
-def parse_config(data: dict[str, Any], where: str = "sync config") -> SyncConfig:
-    """Validate a parsed TOML document; every problem is listed in one ``VALIDATION_ERROR``."""
+def parse_config(data: dict[str, Any], where: str = "sync config", needs: frozenset[str] = SECRETS) -> SyncConfig:
+    """Validate a parsed TOML document; every problem is listed in one ``VALIDATION_ERROR``. ``needs``: the
+    secrets the command uses (a server both; ``sync`` the token; ``sync --status`` none), so a variable
+    named by ``token_env`` or ``webhook_secret_env`` is required only where it is used."""
     problems: list[str] = unknown_keys(data, TOP_LEVEL_KEYS, "")
     up = data.get("upstream")
     if not isinstance(up, dict):
@@ -191,13 +198,13 @@ def parse_config(data: dict[str, Any], where: str = "sync config") -> SyncConfig
         insecure = False
     if url_problem := _url_problem(url, insecure):
         problems.append(url_problem)
-    token = _secret(up, "token", problems)
-    if token is None and not any("upstream.token" in p for p in problems):
+    token = _secret(up, "token", problems, "token" in needs)
+    if token is None and "token_env" not in up and not any("upstream.token" in p for p in problems):
         problems.append("upstream.token (or token_env) is required")
     upstream = UpstreamConfig(
         url=str(url).rstrip("/"),
         token=token or "",
-        webhook_secret=_secret(up, "webhook_secret", problems),
+        webhook_secret=_secret(up, "webhook_secret", problems, "webhook_secret" in needs),
         timeout_s=float(_number(up, "timeout_s", 10.0, 0.01, 600, problems)),
         retries=int(_number(up, "retries", 4, 0, 20, problems)),
         backoff_base_s=float(_number(up, "backoff_base_s", 0.5, 0.0, 600, problems)),
@@ -252,7 +259,7 @@ def load_config(path: Path, option: str = "--config") -> SyncConfig:
     return parse_config(data, str(path))
 
 
-def load_subscriptions(path: Path) -> SyncConfig | None:
+def load_subscriptions(path: Path, needs: frozenset[str] = SECRETS) -> SyncConfig | None:
     """Like :func:`load_config`, but ``None`` when the file is missing or configures no upstream and no
     subscription (a file may hold only local ``[[sources]]``, see ``skillsearch.sync.sources``)."""
     path = Path(path)
@@ -264,4 +271,4 @@ def load_subscriptions(path: Path) -> SyncConfig | None:
         raise ValidationError(f"{path} is not a readable TOML file: {exc}", {"path": str(path)}) from None
     if "upstream" not in data and not data.get("subscriptions"):
         return None
-    return parse_config(data, str(path))
+    return parse_config(data, str(path), needs)

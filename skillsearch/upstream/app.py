@@ -206,14 +206,19 @@ class ReferenceUpstream:
             raise UpstreamError(404, "SKILL_NOT_FOUND", f"no skill {skill_id!r} in {subscription_id!r}")
         return item
 
-    def notify(self, event_type: str, subscription_id: str) -> int:
-        """Send one signed webhook to the configured receiver; returns its HTTP status."""
+    def receiver(self) -> WebhookTarget:
+        """Where webhooks go; none is a 409 (an admin route's ``?notify=true`` asks before making its change)."""
         if self.webhook is None:
             raise UpstreamError(409, "WEBHOOK_NOT_CONFIGURED", "start the upstream with --webhook-url and a secret")
+        return self.webhook
+
+    def notify(self, event_type: str, subscription_id: str) -> int:
+        """Send one signed webhook to the configured receiver; returns its HTTP status."""
+        webhook = self.receiver()
         event = WebhookEvent(id=f"evt_{uuid.uuid4().hex}", type=event_type, subscription_id=subscription_id,
                              created_at=utc_now())
         try:
-            return send_webhook(self.webhook.url, self.webhook.secret, event)
+            return send_webhook(webhook.url, webhook.secret, event)
         except UpstreamUnavailableError as exc:
             raise UpstreamError(502, "WEBHOOK_FAILED", exc.message) from None
 
@@ -302,8 +307,14 @@ def create_upstream_app(upstream: ReferenceUpstream) -> FastAPI:
 
     async def _changed(seq: int, notify: bool, subscription_id: str,
                        event_type: str = "skills.changed") -> dict[str, Any]:
-        """The admin answer; with ``notify`` the matching signed webhook is sent first."""
-        status = await anyio.to_thread.run_sync(upstream.notify, event_type, subscription_id) if notify else None
+        """The admin answer once the change is made; with ``notify`` the matching signed webhook is sent first:
+        one that is not delivered is a 502 saying that the change was made (not to make it again)."""
+        try:
+            status = await anyio.to_thread.run_sync(upstream.notify, event_type, subscription_id) if notify else None
+        except UpstreamError as exc:
+            raise UpstreamError(exc.status, exc.code, f"the change was made (seq {seq}), but its webhook was not"
+                                f" delivered: {exc.message}; send it again: POST /admin/webhooks/{event_type}/"
+                                f"{subscription_id}", {"changed": True, "seq": seq}) from None
         return {"seq": seq, "webhook_status": status}
 
     @app.get("/admin/subscriptions/{subscription_id}/skills", include_in_schema=False, dependencies=auth)
@@ -312,32 +323,38 @@ def create_upstream_app(upstream: ReferenceUpstream) -> FastAPI:
 
     @app.put("/admin/subscriptions/{subscription_id}/skills", include_in_schema=False, dependencies=auth)
     async def publish(subscription_id: SubPath, item: UpsertItem, notify: bool = False) -> dict[str, Any]:
+        _ = upstream.receiver() if notify else None
         return await _changed(upstream.publish(subscription_id, item.model_dump(mode="json")), notify, subscription_id)
 
     @app.post("/admin/subscriptions/{subscription_id}/skills/{skill_id}/edit", include_in_schema=False,
               dependencies=auth)
     async def edit(subscription_id: SubPath, skill_id: str, changes: dict[str, Any],
                    notify: bool = False) -> dict[str, Any]:
+        _ = upstream.receiver() if notify else None
         return await _changed(upstream.edit(subscription_id, skill_id, **changes), notify, subscription_id)
 
     @app.post("/admin/subscriptions/{subscription_id}/skills/{skill_id}/archive", include_in_schema=False,
               dependencies=auth)
     async def archive(subscription_id: SubPath, skill_id: str, notify: bool = False) -> dict[str, Any]:
+        _ = upstream.receiver() if notify else None
         return await _changed(upstream.archive(subscription_id, skill_id), notify, subscription_id)
 
     @app.delete("/admin/subscriptions/{subscription_id}/skills/{skill_id}", include_in_schema=False,
                 dependencies=auth)
     async def delete(subscription_id: SubPath, skill_id: str, notify: bool = False) -> dict[str, Any]:
+        _ = upstream.receiver() if notify else None
         return await _changed(upstream.delete(subscription_id, skill_id), notify, subscription_id)
 
     @app.post("/admin/subscriptions/{subscription_id}/revoke", include_in_schema=False, dependencies=auth)
     async def revoke(subscription_id: SubPath, notify: bool = False) -> dict[str, Any]:
+        _ = upstream.receiver() if notify else None
         upstream.set_revoked(subscription_id, True)
         return {"revoked": True, **await _changed(0, notify, subscription_id, "subscription.revoked")}
 
     @app.post("/admin/subscriptions/{subscription_id}/reinstate", include_in_schema=False, dependencies=auth)
     async def reinstate(subscription_id: SubPath, notify: bool = False) -> dict[str, Any]:
         """With ``notify``, a ``skills.changed``: the catalog's pull then lifts the revocation at once."""
+        _ = upstream.receiver() if notify else None
         upstream.set_revoked(subscription_id, False)
         return {"revoked": False, **await _changed(0, notify, subscription_id)}
 
