@@ -132,7 +132,7 @@ def sync_subscription(
     if cursor is None:
         store.sync.clear_listed(sub.source)
     full = cursor is None or store.sync.full_sync_in_progress(sub.source)
-    log.info("sync %s: starting a %s sync from cursor %s", sub.id, "full" if full else "incremental", cursor)
+    log.info("sync %s: starting %s sync from cursor %s", sub.id, "a full" if full else "an incremental", cursor)
     restarts = 0
     seen_cursors: set[str | None] = {cursor}
     pending: list[str] = []
