@@ -369,6 +369,15 @@ async def test_list_skills_bounds_its_tags_like_the_http_route(operator: Client)
     assert ok(await operator.call_tool("list_skills", {"tags": ["python"] * 16}))["items"]
 
 
+async def test_search_skills_bounds_its_tags_like_list_skills_and_the_http_route(operator: Client) -> None:
+    """The schema sets no bound: 8,000 tags were searched; at most 16, as list_skills and GET /v1/search take."""
+    problem = error(await operator.call_tool("search_skills", {"query": "deploy", "tags": [f"t{i}" for i in range(17)]}))
+    assert problem["code"] == "VALIDATION_ERROR"
+    assert [p["field"] for p in problem["details"]["problems"]] == ["tags"]
+    hits = ok(await operator.call_tool("search_skills", {"query": "profile python code", "tags": ["python"] * 16}))["hits"]
+    assert hits and all("python" in h["tags"] for h in hits)
+
+
 async def test_unknown_skill_is_not_found(operator: Client) -> None:
     for tool in ("get_skill", "resolve_skill"):
         problem = error(await operator.call_tool(tool, {"skill_id": "sk_doesnotexist"}))

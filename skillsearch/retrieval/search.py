@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from skillsearch.catalog.read_cache import SkillReads
+from skillsearch.catalog.reads import MAX_TAGS
 from skillsearch.core.domain import (
     SEARCH_MODES,
     SKILL_KINDS,
@@ -103,6 +104,8 @@ def validate(request: SearchRequest, settings: Settings) -> SearchRequest:
         problems.append(problem("semantic_weight", "semantic_weight must be between 0 and 1"))
     if request.min_confidence is not None and not 0.0 <= request.min_confidence <= 1.0:
         problems.append(problem("min_confidence", "min_confidence must be between 0 and 1"))
+    if len(request.tags) > MAX_TAGS:  # as every list and the HTTP routes take
+        problems.append(problem("tags", f"at most {MAX_TAGS} tags"))
     if problems:
         raise ValidationError("; ".join(p["message"] for p in problems), {"problems": problems})
     return request
