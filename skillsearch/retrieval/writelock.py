@@ -75,23 +75,16 @@ class WriteLock:
 
     def _take(self, blocking: bool) -> bool:
         fd = self._open()
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if not blocking or time.monotonic() >= deadline:
-                    holder = self.holder()
-                    os.close(fd)
-                    if not blocking:
-                        return False
-                    raise IndexNotReadyError(
-                        f"{holder} has been writing to the index in {self.path.parent} for over {self.timeout_s:.0f}s;"
-                        " try again when it has finished (SKILLSEARCH_WRITE_LOCK_TIMEOUT_S sets the wait)",
-                        {"lock": str(self.path)},
-                    ) from None
-                time.sleep(0.05)
+        if not _flock_within(fd, fcntl.LOCK_EX, self.timeout_s if blocking else 0.0):
+            holder = self.holder()
+            os.close(fd)
+            if not blocking:
+                return False
+            raise IndexNotReadyError(
+                f"{holder} has been writing to the index in {self.path.parent} for over {self.timeout_s:.0f}s;"
+                " try again when it has finished (SKILLSEARCH_WRITE_LOCK_TIMEOUT_S sets the wait)",
+                {"lock": str(self.path)},
+            )
         claim_pid_lock(fd)
         self._fd = fd
         return True
@@ -126,17 +119,10 @@ class WriteLock:
             yield False
             return
         try:
-            deadline = time.monotonic() + wait_s
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise IndexNotReadyError(
-                            f"{self.holder()} has been writing to the index in {self.path.parent} for over"
-                            f" {wait_s:g}s; try again when it has finished", {"lock": str(self.path)}) from None
-                    time.sleep(0.05)
+            if not _flock_within(fd, fcntl.LOCK_SH, wait_s):
+                raise IndexNotReadyError(
+                    f"{self.holder()} has been writing to the index in {self.path.parent} for over {wait_s:g}s;"
+                    " try again when it has finished", {"lock": str(self.path)})
             yield True
         finally:
             os.close(fd)  # and with it the shared lock
@@ -161,6 +147,20 @@ class WriteLock:
                     self._release()
         finally:
             self._mutex.release()
+
+
+def _flock_within(fd: int, operation: int, wait_s: float) -> bool:
+    """Take ``flock(fd, operation)`` (``LOCK_EX`` or ``LOCK_SH``), trying again every 50 ms for up to ``wait_s``
+    (0: once); whether it was taken."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, operation | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
 
 
 def claim_pid_lock(fd: int) -> None:
