@@ -158,8 +158,10 @@ class LexicalIndex:
         self.path = Path(path)
         self.schema = schema()
         self.read_only = read_only and not create
-        self._view: Path | None = None
+        # Removes the read-only view's links at ``close``, else when the index is collected or the process exits.
         self._drop_view: weakref.finalize[Any, Any] | None = None
+        # A reader who cannot write the folder cannot reindex it either (``read_only_open.py`` says who can).
+        fix = "" if self.read_only else "; run `skillsearch reindex`"
         try:
             if create:
                 _remove_folder(self.path)
@@ -168,21 +170,17 @@ class LexicalIndex:
                 share_like_folder(self.path)
             else:
                 if not tantivy.Index.exists(str(self.path)):
-                    raise IndexNotReadyError(
-                        f"no lexical index at {self.path}; run `skillsearch reindex`", {"path": str(self.path)}
-                    )
+                    raise IndexNotReadyError(f"no lexical index at {self.path}{fix}", {"path": str(self.path)})
+                opened = self.path
                 if self.read_only:
-                    self._view = read_only_view(self.path)
-                    # Removed at ``close``, else when the index is collected or the process exits.
-                    self._drop_view = weakref.finalize(self, shutil.rmtree, self._view, True)
-                self.index = tantivy.Index.open(str(self._view or self.path))
+                    opened = read_only_view(self.path)
+                    self._drop_view = weakref.finalize(self, shutil.rmtree, opened, True)
+                self.index = tantivy.Index.open(str(opened))
                 self.schema = self.index.schema
         except (ValueError, OSError) as exc:
             self._remove_view()
-            raise IndexNotReadyError(
-                f"the lexical index at {self.path} cannot be opened ({exc}); run `skillsearch reindex`",
-                {"path": str(self.path)},
-            ) from exc
+            raise IndexNotReadyError(f"the lexical index at {self.path} cannot be opened ({exc}){fix}",
+                                     {"path": str(self.path)}) from exc
         register_analyzers(self.index)
         self._english = english_analyzer()
         self._french = french_analyzer()
@@ -249,10 +247,7 @@ class LexicalIndex:
 
     def _remove_view(self) -> None:
         if self._drop_view is not None:
-            self._drop_view()  # ``rmtree`` of the links only, never of what they point to
-        elif self._view is not None:
-            shutil.rmtree(self._view, ignore_errors=True)
-        self._view = self._drop_view = None
+            self._drop_view()  # ``rmtree`` of the links only, never of what they point to; once
 
     # -- reads ------------------------------------------------------------------------------------
 

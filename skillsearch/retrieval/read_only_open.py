@@ -77,7 +77,7 @@ def _open(idx: SearchIndex, store: CatalogStore) -> None:
             lexical = LexicalIndex(idx.data_dir / "lexical", french=idx.french, head_chars=idx.head_chars,
                                    read_only=True)
         except IndexNotReadyError as exc:
-            raise IndexNotReadyError(f"{exc.message.split('; run `skillsearch reindex`')[0]}: {ADVICE}",
+            raise IndexNotReadyError(f"{exc.message}: {ADVICE}",
                                      {"path": str(idx.data_dir), "reason": "read_only_unreadable"}) from exc
         after = idx.read_manifest()
         if after is None or after.get("write_id") != before.get("write_id"):
