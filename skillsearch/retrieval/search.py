@@ -259,8 +259,8 @@ def candidates_stage(
     # both modes that read it; in hybrid mode with their exact cosine (``exact`` above). ``named_rows`` holds
     # visible skills only; their kind and tags are the re-check's (and the mask's: a row it hides has no
     # cosine to fuse, so it stays out).
-    also = named[np.isfinite(sem_all[named])] if sem_all is not None and named.size else named
-    cands = candidates(lex_rows, lex_scores, sem_rows, sem_all, also if also.size else None)
+    also = named if sem_all is None else named[np.isfinite(sem_all[named])]
+    cands = candidates(lex_rows, lex_scores, sem_rows, sem_all, also)
     return Found(cands, background, named, route, notice, revoked, query_idf)
 
 
