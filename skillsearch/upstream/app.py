@@ -19,7 +19,7 @@ import secrets
 import sys
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -305,10 +305,14 @@ def create_upstream_app(upstream: ReferenceUpstream) -> FastAPI:
 
     # -- admin ------------------------------------------------------------------------------------
 
-    async def _changed(seq: int, notify: bool, subscription_id: str,
+    async def _changed(change: Callable[[], int], notify: bool, subscription_id: str,
                        event_type: str = "skills.changed") -> dict[str, Any]:
-        """The admin answer once the change is made; with ``notify`` the matching signed webhook is sent first:
-        one that is not delivered is a 502 saying that the change was made (not to make it again)."""
+        """Make ``change`` (it returns the feed's new seq) and answer; with ``notify`` a receiver must be configured
+        before anything changes (409), and the matching signed webhook is sent first: one that is not delivered
+        is a 502 saying that the change was made (not to make it again)."""
+        if notify:
+            upstream.receiver()
+        seq = change()
         try:
             status = await anyio.to_thread.run_sync(upstream.notify, event_type, subscription_id) if notify else None
         except UpstreamError as exc:
@@ -317,46 +321,45 @@ def create_upstream_app(upstream: ReferenceUpstream) -> FastAPI:
                                 f"{subscription_id}", {"changed": True, "seq": seq}) from None
         return {"seq": seq, "webhook_status": status}
 
+    def _revoked(subscription_id: str, revoked: bool) -> int:
+        """(Un)revoke a subscription: no feed changes, seq 0."""
+        upstream.set_revoked(subscription_id, revoked)
+        return 0
+
     @app.get("/admin/subscriptions/{subscription_id}/skills", include_in_schema=False, dependencies=auth)
     def live(subscription_id: SubPath) -> dict[str, Any]:
         return {"items": list(upstream.feed(subscription_id).live().values())}
 
     @app.put("/admin/subscriptions/{subscription_id}/skills", include_in_schema=False, dependencies=auth)
     async def publish(subscription_id: SubPath, item: UpsertItem, notify: bool = False) -> dict[str, Any]:
-        _ = upstream.receiver() if notify else None
-        return await _changed(upstream.publish(subscription_id, item.model_dump(mode="json")), notify, subscription_id)
+        return await _changed(lambda: upstream.publish(subscription_id, item.model_dump(mode="json")), notify,
+                              subscription_id)
 
     @app.post("/admin/subscriptions/{subscription_id}/skills/{skill_id}/edit", include_in_schema=False,
               dependencies=auth)
     async def edit(subscription_id: SubPath, skill_id: str, changes: dict[str, Any],
                    notify: bool = False) -> dict[str, Any]:
-        _ = upstream.receiver() if notify else None
-        return await _changed(upstream.edit(subscription_id, skill_id, **changes), notify, subscription_id)
+        return await _changed(lambda: upstream.edit(subscription_id, skill_id, **changes), notify, subscription_id)
 
     @app.post("/admin/subscriptions/{subscription_id}/skills/{skill_id}/archive", include_in_schema=False,
               dependencies=auth)
     async def archive(subscription_id: SubPath, skill_id: str, notify: bool = False) -> dict[str, Any]:
-        _ = upstream.receiver() if notify else None
-        return await _changed(upstream.archive(subscription_id, skill_id), notify, subscription_id)
+        return await _changed(lambda: upstream.archive(subscription_id, skill_id), notify, subscription_id)
 
     @app.delete("/admin/subscriptions/{subscription_id}/skills/{skill_id}", include_in_schema=False,
                 dependencies=auth)
     async def delete(subscription_id: SubPath, skill_id: str, notify: bool = False) -> dict[str, Any]:
-        _ = upstream.receiver() if notify else None
-        return await _changed(upstream.delete(subscription_id, skill_id), notify, subscription_id)
+        return await _changed(lambda: upstream.delete(subscription_id, skill_id), notify, subscription_id)
 
     @app.post("/admin/subscriptions/{subscription_id}/revoke", include_in_schema=False, dependencies=auth)
     async def revoke(subscription_id: SubPath, notify: bool = False) -> dict[str, Any]:
-        _ = upstream.receiver() if notify else None
-        upstream.set_revoked(subscription_id, True)
-        return {"revoked": True, **await _changed(0, notify, subscription_id, "subscription.revoked")}
+        return {"revoked": True, **await _changed(lambda: _revoked(subscription_id, True), notify, subscription_id,
+                                                  "subscription.revoked")}
 
     @app.post("/admin/subscriptions/{subscription_id}/reinstate", include_in_schema=False, dependencies=auth)
     async def reinstate(subscription_id: SubPath, notify: bool = False) -> dict[str, Any]:
         """With ``notify``, a ``skills.changed``: the catalog's pull then lifts the revocation at once."""
-        _ = upstream.receiver() if notify else None
-        upstream.set_revoked(subscription_id, False)
-        return {"revoked": False, **await _changed(0, notify, subscription_id)}
+        return {"revoked": False, **await _changed(lambda: _revoked(subscription_id, False), notify, subscription_id)}
 
     @app.post("/admin/subscriptions/{subscription_id}/expire-cursors", include_in_schema=False,
               dependencies=auth)
