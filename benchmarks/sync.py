@@ -47,7 +47,8 @@ from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.retrieval.wrapper import Wrapper
 from skillsearch.service import Catalog
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig, UpstreamConfig
-from skillsearch.upstream.app import ReferenceUpstream, WebhookTarget, create_upstream_app
+from skillsearch.upstream.app import create_upstream_app
+from skillsearch.upstream.platform import ReferenceUpstream, WebhookTarget
 
 # -- knobs ---------------------------------------------------------------------------------------------
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,12 +6,10 @@ use case to the surfaces (CLI, MCP, HTTP). Surfaces never reach below this class
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from importlib import resources as importlib_resources
 from pathlib import Path
 from threading import Event
 from typing import TYPE_CHECKING, Any
@@ -20,6 +18,7 @@ from skillsearch.catalog.changes import visible_mark
 from skillsearch.catalog.imports import ImportReport, store_import
 from skillsearch.catalog.read_cache import GenerationReads
 from skillsearch.catalog.reads import get_detail, get_resource, list_page, resolve_flow
+from skillsearch.catalog.sample import holds_only_sample, sample_sources
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.domain import Principal, Resource, Skill
 from skillsearch.core.errors import StopFlag, ValidationError
@@ -49,13 +48,9 @@ if TYPE_CHECKING:
     from skillsearch.usecases.restore import RestoreInfo
     from skillsearch.usecases.snapshots import SnapshotInfo
 
-__all__ = ["Catalog", "ImportReport", "Readiness", "sample_catalog_dir"]
+__all__ = ["Catalog", "ImportReport", "Readiness"]
 
 log = logging.getLogger("skillsearch")
-
-
-def sample_catalog_dir() -> Path:
-    return Path(str(importlib_resources.files("skillsearch") / "sample"))
 
 
 class Catalog:
@@ -243,14 +238,8 @@ class Catalog:
         return sum(active for _, (_, active, _) in visible_mark(self.store, principal))
 
     def runs_on_sample(self) -> bool:
-        """True when every skill came from the bundled sample's sources (and there is one): the only
-        catalog on which a server offers the demo principal."""
-        manifest = json.loads((sample_catalog_dir() / "manifest.json").read_text(encoding="utf-8"))
-        sources = [s["source"] for s in manifest["sources"] if s["source"].startswith("sample-")]
-        sample_count = sum(len(self.store.skill_ids_of_source(s)) for s in sources)
-        synced = [s for s in self.store.sync.states() if s.source not in sources]
-        total = self.store.count()
-        return total > 0 and sample_count == total and not synced
+        """True when the catalog holds the bundled sample and nothing else (``catalog/sample.py``)."""
+        return holds_only_sample(self.store)
 
     # -- writes: import ---------------------------------------------------------------------------
 
@@ -283,16 +272,13 @@ class Catalog:
     def import_sample(self, progress: ProgressFactory | None = None, *, index: bool = True) -> list[ImportReport]:
         """Import the bundled sample catalog. ``index=False``: into the store alone, embedding nothing; the
         index is brought up to the store by its next open (a whole build where there is none)."""
-        root = sample_catalog_dir()
-        manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
         if index:
-            reports = [self.import_path(root / s["path"], s["source"], s["grant"], progress)
-                       for s in manifest["sources"]]
+            reports = [self.import_path(s.path, s.source, s.grant, progress) for s in sample_sources()]
         else:
             from skillsearch.catalog.importer import parse_path
 
-            reports = [store_import(self.store, parse_path(root / s["path"], s["source"], s["grant"]), s["source"],
-                                    s["grant"]) for s in manifest["sources"]]
+            reports = [store_import(self.store, parse_path(s.path, s.source, s.grant), s.source, s.grant)
+                       for s in sample_sources()]
         for r in reports:
             for p in r.problems:
                 log.warning("sample catalog: %s", p)

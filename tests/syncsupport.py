@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from skillsearch.catalog.sample import sample_catalog_dir
 from skillsearch.http.server import ServerThread
 from skillsearch.retrieval.documents import doc_hash as _doc_hash  # the index's own freshness key: the honest thing to compare
-from skillsearch.service import Catalog, sample_catalog_dir
+from skillsearch.service import Catalog
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig, UpstreamConfig
-from skillsearch.upstream.app import ReferenceUpstream, WebhookTarget
+from skillsearch.upstream.platform import ReferenceUpstream, WebhookTarget
 
 TOKEN = "test-token"
 SECRET = "test-webhook-secret"

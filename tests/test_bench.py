@@ -119,8 +119,8 @@ def test_unknown_mode_is_refused(beir_dir: Path, encoder: Encoder) -> None:
 def test_skills_relevance_reports_scores_abstention_and_the_fitted_decision(tmp_path: Path, encoder: Encoder) -> None:
     """``bench relevance`` on a skills folder (the issue-14 dev layout): scores by group and the decision used."""
     from skillsearch.bench.skills import QUERIES_FILE, SkillsOptions, run_skills
+    from skillsearch.catalog.sample import sample_catalog_dir
     from skillsearch.retrieval.confidence import packaged_decision
-    from skillsearch.service import sample_catalog_dir
 
     folder = tmp_path / "skills"
     for slug in ("kubernetes-crashloop-debugging", "tls-certificate-renewal", "postgres-failover", "linux-disk-full"):
@@ -191,7 +191,7 @@ def test_a_partial_run_never_takes_the_canonical_result_name(beir_dir: Path, tmp
 
 def _skills_folder(root: Path, slugs: tuple[str, ...], want: str) -> Path:
     from skillsearch.bench.skills import QUERIES_FILE
-    from skillsearch.service import sample_catalog_dir
+    from skillsearch.catalog.sample import sample_catalog_dir
 
     for slug in slugs:
         shutil.copytree(sample_catalog_dir() / "ops" / slug, root / slug)

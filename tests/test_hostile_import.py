@@ -212,7 +212,7 @@ def test_search_still_answers_after_a_hostile_import(catalog: Catalog, tmp_path:
 def test_the_reference_upstream_loads_folders_through_the_same_walk(tmp_path: Path, outside: Path) -> None:
     """The reference upstream (`skillsearch upstream --from`) reads folders with the importer's walk: a
     symlinked resource is skipped with a reason and nothing from outside the folder reaches its feed."""
-    from skillsearch.upstream.app import ReferenceUpstream
+    from skillsearch.upstream.platform import ReferenceUpstream
 
     skill = write_skill(tmp_path / "up" / "served", "served")
     (skill / "leak.txt").symlink_to(outside / "secret.txt")

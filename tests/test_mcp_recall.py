@@ -16,11 +16,12 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from mcp_support import NO_SCOPE, STARTER, error, ok
 
+from skillsearch.catalog.sample import sample_catalog_dir
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.mcp.server import ServerState, build_mcp_server
 from skillsearch.retrieval.encoder import Encoder
-from skillsearch.service import Catalog, sample_catalog_dir
+from skillsearch.service import Catalog
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES
 
 pytestmark = pytest.mark.anyio

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from skillsearch.catalog.sample import sample_catalog_dir
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import IndexMismatchError
 from skillsearch.core.language import is_foreign, is_french
@@ -32,7 +33,7 @@ from skillsearch.retrieval.encoders import setting_fingerprint
 from skillsearch.retrieval.query_cache import CachedQueryEncoder
 from skillsearch.retrieval.routed_encoder import RoutedEncoder
 from skillsearch.retrieval.search_types import SearchRequest
-from skillsearch.service import Catalog, sample_catalog_dir
+from skillsearch.service import Catalog
 
 SKILLS = {
     "tls-certificate-renewal": "ops",  # English

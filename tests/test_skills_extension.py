@@ -17,11 +17,12 @@ from mcp_support import DATA_TEAM, STARTER, ok
 from skills_support import EXTENSION_ID, call, digest, list_all, read_bytes, verify_entry
 
 from skillsearch.catalog.frontmatter import split_front_matter
+from skillsearch.catalog.sample import sample_catalog_dir
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.mcp.server import build_mcp_server
 from skillsearch.retrieval.hashing_encoder import HashingEncoder
-from skillsearch.service import Catalog, sample_catalog_dir
+from skillsearch.service import Catalog
 from skillsearch.usecases.skill_files import SKILL_MD_KEPT, CursorError, entries_page, legacy_skill_md_note
 
 pytestmark = pytest.mark.anyio

@@ -31,7 +31,7 @@ from skillsearch.mcp.server import build_mcp_server
 from skillsearch.mcp.skills_extension import ACCESS_DENIED_CODE, SkillsExtension
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.service import Catalog
-from skillsearch.upstream.app import ReferenceUpstream
+from skillsearch.upstream.platform import ReferenceUpstream
 from skillsearch.usecases.skill_files import entries_page
 
 pytestmark = pytest.mark.anyio

@@ -33,7 +33,8 @@ from skillsearch.retrieval.minilm import MiniLMEncoder
 from skillsearch.retrieval.model_files import minilm_dir
 from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
-from skillsearch.upstream.app import ReferenceUpstream, create_upstream_app
+from skillsearch.upstream.app import create_upstream_app
+from skillsearch.upstream.platform import ReferenceUpstream
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}

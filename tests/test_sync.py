@@ -34,7 +34,8 @@ from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 from skillsearch.sync.config import load_subscriptions
 from skillsearch.sync.contract import SIGNATURE_HEADER, TIMESTAMP_HEADER, ErrorBody, sign_webhook
-from skillsearch.upstream.app import ReferenceUpstream, WebhookTarget, contract_openapi, create_upstream_app
+from skillsearch.upstream.app import contract_openapi, create_upstream_app
+from skillsearch.upstream.platform import ReferenceUpstream, WebhookTarget
 
 SUB = "starter-pack"
 SOURCE = f"upstream:{SUB}"

@@ -13,7 +13,7 @@ from syncsupport import TOKEN, catalog_content, config_for, index_matches_store,
 from skillsearch.core.domain import Principal
 from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
-from skillsearch.upstream.app import ReferenceUpstream
+from skillsearch.upstream.platform import ReferenceUpstream
 
 QUERIES = ["handles alpha task", "beta task helper", "archived task", "quick task number 7", "helper"]
 

@@ -27,7 +27,7 @@ from syncsupport import TOKEN, catalog_content, index_matches_store, upstream_co
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.service import Catalog
-from skillsearch.upstream.app import ReferenceUpstream
+from skillsearch.upstream.platform import ReferenceUpstream
 
 SUB = "crashy"
 SOURCE = f"upstream:{SUB}"

@@ -29,7 +29,7 @@ from skillsearch.core.hashing import stable_id
 from skillsearch.service import Catalog
 from skillsearch.sync.client import HttpSubscriptionClient
 from skillsearch.sync.config import UpstreamConfig
-from skillsearch.upstream.app import ReferenceUpstream, UpstreamError
+from skillsearch.upstream.platform import ReferenceUpstream, UpstreamError
 
 SUB = "starter-pack"
 SOURCE = f"upstream:{SUB}"

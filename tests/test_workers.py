@@ -30,7 +30,8 @@ from fleetsupport import (
 from syncsupport import serve, upstream_with_starter
 
 from skillsearch.sync.leader import Leadership, leader_pid
-from skillsearch.upstream.app import ReferenceUpstream, create_upstream_app
+from skillsearch.upstream.app import create_upstream_app
+from skillsearch.upstream.platform import ReferenceUpstream
 
 
 class Recording:
