@@ -369,3 +369,20 @@ async def test_streamable_http_without_a_token_is_unauthenticated(http_url: str)
     async with Client(http_url) as session:
         assert error(await session.call_tool("get_skill", {"skill_id": "x"}))["code"] == "UNAUTHENTICATED"
         assert error(await session.call_tool("recall_cloud_skill", {"query": "x"}))["code"] == "UNAUTHENTICATED"
+
+
+@pytest.mark.parametrize(("headers", "status", "words"), [
+    ({"Content-Type": "text/plain"}, 400, "Invalid Content-Type header"),
+    ({"Content-Type": "application/json", "Host": "attacker.example"}, 421, "Invalid Host header"),
+    ({"Content-Type": "application/json", "Origin": "http://attacker.example"}, 403, "Invalid Origin header"),
+])
+def test_streamable_http_refusals_of_the_transport_are_json_rpc_errors(
+    http_url: str, headers: dict[str, str], status: int, words: str
+) -> None:
+    """The SDK's transport security answers these in plain text; a client parsing every answer of the endpoint
+    as JSON-RPC gets the same status and words as a JSON-RPC error."""
+    answer = httpx.post(http_url, content=b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}', timeout=30, headers={
+        "Authorization": "Bearer tok-starter", "Accept": "application/json, text/event-stream", **headers})
+    assert answer.status_code == status
+    assert answer.headers["content-type"] == "application/json"
+    assert answer.json() == {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": words}}

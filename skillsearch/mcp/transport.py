@@ -17,11 +17,11 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
 from starlette.applications import Starlette
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from skillsearch.mcp.context import ServerState
 
-__all__ = ["AnswerUnreadable", "PostOnly", "mountable", "streamable_http_app"]
+__all__ = ["AnswerUnreadable", "JsonErrorBodies", "PostOnly", "mountable", "streamable_http_app"]
 
 
 class PostOnly:
@@ -47,6 +47,50 @@ class PostOnly:
         await send({"type": "http.response.body", "body": body})
 
 
+def _jsonrpc_error(message: str) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}).encode()
+
+
+class JsonErrorBodies:
+    """ASGI middleware: the SDK's transport security answers a refused request in plain text ("Invalid Host
+    header" 421, "Invalid Origin header" 403, "Invalid Content-Type header" 400, "Request body too large" 413);
+    here such an answer keeps its status and its words, as a JSON-RPC error body (``application/json``), like
+    every other refusal of this endpoint. Answers that are already JSON, or not errors, pass untouched."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start: Message | None = None
+        text = bytearray()
+
+        async def rewrite(message: Message) -> None:
+            nonlocal start
+            if message["type"] == "http.response.start":
+                content_type = dict(message.get("headers", [])).get(b"content-type", b"")
+                if message["status"] >= 400 and not content_type.startswith(b"application/json"):
+                    start = message  # held until the body is whole
+                    return
+            elif start is not None and message["type"] == "http.response.body":
+                text.extend(message.get("body", b""))
+                if message.get("more_body", False):
+                    return
+                body = _jsonrpc_error(text.decode("utf-8", "replace").strip() or f"HTTP {start['status']}")
+                headers = [(k, v) for k, v in start.get("headers", [])
+                           if k.lower() not in (b"content-type", b"content-length")]
+                await send({**start, "headers": [*headers, (b"content-type", b"application/json"),
+                                                 (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+                start = None
+                return
+            await send(message)
+
+        await self.app(scope, receive, rewrite)
+
+
 def streamable_http_app(
     server: MCPServer[ServerState],
     *,
@@ -70,6 +114,7 @@ def streamable_http_app(
         streamable_http_path=path, json_response=True, stateless_http=True, host=host, transport_security=security,
     )
     app.add_middleware(PostOnly, path=path.rstrip("/"))
+    app.add_middleware(JsonErrorBodies)
     return app
 
 
