@@ -205,6 +205,68 @@ async def test_a_smaller_cap_truncates_binary_and_instructions_too(revised: Revi
     assert len(root["data"]["instructions"].encode()) <= 100 and root["warnings"]  # type: ignore[index]
 
 
+async def _read_resource_whole(client: Client, revised: Revised, path: str) -> tuple[bytes, list[dict[str, Any]]]:
+    """Follow next_offset from 0 to the end; the parts' bytes joined, and each part's data."""
+    pin = {"skill_id": revised.skill_id, "revision_id": revised.new_revision, "resource": path}
+    joined, parts, offset = b"", [], 0
+    while True:
+        answer = envelope(ok(await client.call_tool(RECALL, pin | {"offset": offset})), "resource")
+        data: dict[str, Any] = answer["data"]  # type: ignore[assignment]
+        parts.append(data)
+        assert data["offset"] == offset == len(joined)
+        chunk = data["content"].encode("utf-8") if data["encoding"] == "text" else base64.b64decode(data["content"])
+        assert len(chunk) == data["returned_bytes"] > 0
+        joined += chunk
+        if data["next_offset"] is None:
+            return joined, parts
+        assert answer["render_status"] == "truncated" and data["truncated"] is True
+        assert data["next_offset"] == len(joined)
+        assert any(f"offset={data['next_offset']}" in w and revised.new_revision in w
+                   for w in answer["warnings"])  # type: ignore[union-attr]
+        offset = data["next_offset"]
+
+
+async def test_level2_a_resource_past_the_cap_is_read_whole_by_following_next_offset(
+    client: Client, revised: Revised
+) -> None:
+    """A memory:read caller has no other read of a resource: past the 256 KiB cap it comes a part at a time."""
+    joined, parts = await _read_resource_whole(client, revised, "references/big.md")
+    assert joined == revised.big and len(parts) >= 2
+    assert all(0 < p["returned_bytes"] <= DEFAULT_MAX_CONTENT_BYTES for p in parts)
+    assert {p["size"] for p in parts} == {len(revised.big)}
+    assert {p["sha256"] for p in parts} == {hashlib.sha256(revised.big).hexdigest()}
+
+
+async def test_level2_parts_under_a_tiny_cap_keep_characters_whole_and_binary_bytes_exact(revised: Revised) -> None:
+    """A cap of 3 bytes: a text part is at least one character (4-byte ones included) and never half of one;
+    a binary resource's base64 parts decode to its bytes."""
+    async with Client(build(revised.catalog, Principal.operator(), max_content_bytes=3)) as tiny:
+        pin = {"skill_id": revised.skill_id, "revision_id": revised.new_revision}
+        binary, _ = await _read_resource_whole(tiny, revised, "assets/logo.png")
+        text = revised.big[:40]
+        read, offset = b"", 0
+        while len(read) < len(text):
+            data = envelope(ok(await tiny.call_tool(RECALL, pin | {"resource": "references/big.md", "offset": offset})),
+                            "resource")["data"]
+            read += data["content"].encode("utf-8")  # type: ignore[index]
+            offset = data["next_offset"]  # type: ignore[index]
+    assert binary == PNG
+    assert read.startswith(text) and read.decode("utf-8")
+
+
+async def test_level2_offset_inside_a_character_or_past_the_end_is_a_validation_error(
+    client: Client, revised: Revised
+) -> None:
+    pin = {"skill_id": revised.skill_id, "revision_id": revised.new_revision, "resource": "references/big.md"}
+    inside = revised.big.index("é".encode()) + 1
+    split = error(await client.call_tool(RECALL, pin | {"offset": inside}))
+    past = error(await client.call_tool(RECALL, pin | {"offset": len(revised.big) + 1}))
+    end = envelope(ok(await client.call_tool(RECALL, pin | {"offset": len(revised.big)})), "resource")["data"]
+    assert split["code"] == past["code"] == "VALIDATION_ERROR"
+    assert "inside a UTF-8 character" in split["message"] and "past the end" in past["message"]
+    assert end["content"] == "" and end["next_offset"] is None and end["returned_bytes"] == 0  # type: ignore[index]
+
+
 # -- Level 1: instructions past the cap, read on -------------------------------------------------------------
 
 
@@ -269,7 +331,7 @@ async def test_level1_offset_needs_a_pinned_revision_and_a_place_in_the_instruct
         end = envelope(ok(await c.call_tool(RECALL, pin | {"offset": chars})), "root")
     assert unpinned["code"] == "REVISION_PINNING_VIOLATION"
     assert past["code"] == "VALIDATION_ERROR" and "past the end" in past["message"]
-    assert with_resource["code"] == level0["code"] == "VALIDATION_ERROR"
+    assert with_resource["code"] == "RESOURCE_NOT_FOUND" and level0["code"] == "VALIDATION_ERROR"
     assert end["data"]["instructions"] == "" and end["data"]["next_offset"] is None  # type: ignore[index]
 
 

@@ -68,8 +68,8 @@ class RecallBody(BaseModel):
     slug: str = Field("", max_length=64)
     revision_id: str = Field("", max_length=200)
     resource: str = Field("", max_length=512)
-    offset: int = Field(0, ge=0, description="Where to read a root's instructions on from, in characters: the "
-                        "next_offset of the previous answer (with its revision_id).")
+    offset: int = Field(0, ge=0, description="Where to read on from: the next_offset of the previous answer (with"
+                        " its revision_id); a root's instructions count characters, a resource counts bytes.")
 
 
 class HealthResponse(BaseModel):

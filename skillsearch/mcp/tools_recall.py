@@ -36,8 +36,9 @@ def recall_cloud_skill(
     slug: Annotated[str, Field(description="Readable skill identity, for the root or a resource.")] = "",
     revision_id: Annotated[str, Field(description="Pins the root to a revision; required for a resource (Level 2).")] = "",
     resource: Annotated[str, Field(description="Logical path or resource id to read (Level 2).")] = "",
-    offset: Annotated[int, Field(ge=0, description="Level 1: where to read the instructions on from, in characters:"
-                                                   " the next_offset of the previous answer, with its revision_id.")] = 0,
+    offset: Annotated[int, Field(ge=0, description="Where to read on from: the next_offset of the previous answer,"
+                                                   " with its revision_id (Level 1: characters of the instructions;"
+                                                   " Level 2: bytes of the resource).")] = 0,
 ) -> Annotated[CallToolResult, CloudSkillEnvelope]:
     """Load only the layer of a skill you need. Level 0: query alone returns descriptors (discovery
     metadata, not instructions). Level 1: skill_id or slug returns the root manifest of the current
@@ -47,8 +48,9 @@ def recall_cloud_skill(
     the whole instructions. A flow_template's steps keep their {param} placeholders: fill them with
     resolve_skill.
     Level 2: skill_id or slug + revision_id (from Level 1) + resource (path such as
-    'scripts/check.py', or resource_id) returns that file: text as text, binary as base64, cut at a
-    size cap (render_status 'truncated'). A resource without revision_id is
+    'scripts/check.py', or resource_id) returns that file: text as text, binary as base64; past the size
+    cap a part at a time (render_status 'truncated'): call again with the same skill_id, revision_id and
+    resource and offset = data.next_offset until it is null. A resource without revision_id is
     REVISION_PINNING_VIOLATION. Needs the memory:read scope. It never runs scripts or saves skills."""
     return run_tool(ctx, RECALL, lambda c, policy, p: c.recall(
         p, query=query, skill_id=skill_id, slug=slug, revision_id=revision_id, resource=resource, offset=offset,

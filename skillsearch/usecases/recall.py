@@ -10,7 +10,9 @@
   must come from one revision to join into its instructions).
 - **Level 2** (``resource`` set): one resource, by logical path or id, of the revision pinned by
   ``revision_id``. Without a pin it is ``REVISION_PINNING_VIOLATION``: a resource read must name the
-  immutable revision it belongs to, so that what the caller inspected is what it gets.
+  immutable revision it belongs to, so that what the caller inspected is what it gets. A resource longer
+  than the cap comes a part at a time too, counted in bytes (a resource may be binary; a text part never
+  splits a UTF-8 character): ``offset = next_offset`` gives the next part, the parts joined are its bytes.
 
 Every answer is one :class:`CloudSkillEnvelope`. Access follows the tool's own reference rather than the
 catalog reads in one way: the ``memory:read`` scope is required at every level (``ACCESS_DENIED``
@@ -126,7 +128,7 @@ def recall(
                 {"skill_id": skill.skill_id, "resource": req.resource},
             )
         revision = _revision_of(store, skill, req.revision_id, warnings)
-        return _level2(store, skill, revision, req.resource, warnings, max_content_bytes)
+        return _level2(store, skill, revision, req.resource, warnings, max_content_bytes, req.offset)
     if req.offset and not req.revision_id:
         raise RevisionPinningError(
             "reading the instructions on from offset needs revision_id: pass the revision_id of the answer"
@@ -161,9 +163,9 @@ def _validated(req: RecallRequest) -> RecallRequest:
         problems.append(problem("revision_id", "revision_id is not a valid identifier"))
     if resource and (len(resource) > 512 or any(ord(c) < 32 for c in resource)):
         problems.append(problem("resource", "resource must be a logical path or resource id of at most 512 characters"))
-    if offset and (resource or not (skill_id or slug)):
-        problems.append(problem("offset", "offset reads a skill's instructions on (Level 1): give skill_id or slug,"
-                                          " revision_id, and no resource"))
+    if offset and not (skill_id or slug):
+        problems.append(problem("offset", "offset reads on from a part (Level 1's instructions, or a Level 2"
+                                          " resource): give skill_id or slug and revision_id"))
     if not skill_id and not slug:
         if revision_id or resource:
             problems.append(problem("skill_id", "revision_id and resource need skill_id or slug"))
@@ -260,13 +262,6 @@ def _revision_meta(skill: Skill, revision: Revision) -> RevisionMeta:
                         is_current=revision.revision_id == skill.current_revision_id)
 
 
-def _cut_text(text: str, max_bytes: int) -> tuple[str, bool]:
-    raw = text.encode("utf-8")
-    if len(raw) <= max_bytes:
-        return text, False
-    return raw[:max_bytes].decode("utf-8", errors="ignore"), True
-
-
 def _instructions_part(text: str, offset: int, max_bytes: int) -> tuple[str, int | None]:
     """``text`` from ``offset``, at most ``max_bytes`` of UTF-8 (at least one character, so reading on always
     moves), cut where ``get_skill`` cuts (``core/text_parts.text_part``: after a line end where it can);
@@ -314,7 +309,8 @@ def _level1(
 
 
 def _level2(
-    store: CatalogStore, skill: Skill, revision: Revision, wanted: str, warnings: list[str], max_bytes: int
+    store: CatalogStore, skill: Skill, revision: Revision, wanted: str, warnings: list[str], max_bytes: int,
+    offset: int = 0,
 ) -> CloudSkillEnvelope:
     found = store.resource(revision.revision_id, wanted)
     if found is None:
@@ -323,23 +319,45 @@ def _level2(
             {"skill_id": skill.skill_id, "revision_id": revision.revision_id, "resource": wanted},
         )
     raw = found.content
-    if is_text(found.media_type, raw):
-        encoding: Literal["text", "base64"] = "text"
-        content, cut = _cut_text(raw.decode("utf-8"), max_bytes)
-        returned = len(content.encode("utf-8"))
-    else:
-        encoding = "base64"
-        cut = len(raw) > max_bytes
-        returned = min(len(raw), max_bytes)
-        content = base64.b64encode(raw[:returned]).decode("ascii")
+    text = is_text(found.media_type, raw)
+    end = _resource_part_end(raw, offset, max_bytes, text)
+    encoding: Literal["text", "base64"] = "text" if text else "base64"
+    content = raw[offset:end].decode("utf-8") if text else base64.b64encode(raw[offset:end]).decode("ascii")
+    next_offset = end if end < len(raw) else None
+    cut = offset > 0 or next_offset is not None
+    returned = end - offset
     if cut:
-        warnings.append(
-            f"content truncated to {returned} of {len(raw)} bytes; sha256 and size describe the whole resource"
-        )
+        read_on = "" if next_offset is None else (
+            f"; read on: the same skill, revision_id={revision.revision_id}, resource={found.path} and"
+            f" offset={next_offset}")
+        warnings.append(f"content truncated: bytes {offset} to {end} of {len(raw)}{read_on}; sha256 and size"
+                        " describe the whole resource")
     payload = ResourcePayload(
         skill_id=skill.skill_id, revision_id=revision.revision_id, resource_id=found.resource_id, path=found.path,
         kind=found.kind, media_type=found.media_type, size=len(raw), sha256=found.sha256, encoding=encoding,
-        content=content, returned_bytes=returned, truncated=cut,
+        content=content, returned_bytes=returned, truncated=cut, offset=offset, next_offset=next_offset,
     )
     return CloudSkillEnvelope(kind="resource", render_status="truncated" if cut else "complete", warnings=warnings,
                               data=payload)
+
+
+def _resource_part_end(raw: bytes, offset: int, max_bytes: int, text: bool) -> int:
+    """Where the part of a resource that starts at byte ``offset`` ends: at most ``max_bytes`` on, and for text
+    never inside a UTF-8 character (at least one character, so reading on always moves). An offset past the
+    end, or inside a character of a text resource, is a ``VALIDATION_ERROR`` naming it."""
+    if offset > len(raw):
+        raise ValidationError(f"offset {offset} is past the end of the resource ({len(raw)} bytes)",
+                              {"problems": [problem("offset", "past the end of the resource")]})
+    if text and offset < len(raw) and raw[offset] & 0xC0 == 0x80:
+        raise ValidationError(f"offset {offset} falls inside a UTF-8 character of the resource: pass the"
+                              " next_offset of the previous part", {"problems": [problem("offset", "inside a character")]})
+    end = min(len(raw), offset + max_bytes)
+    if not text:
+        return end
+    while offset < end < len(raw) and raw[end] & 0xC0 == 0x80:
+        end -= 1
+    if end == offset and end < len(raw):  # a cap smaller than one character: that character whole
+        end += 1
+        while end < len(raw) and raw[end] & 0xC0 == 0x80:
+            end += 1
+    return end

@@ -108,7 +108,10 @@ class ResourcePayload(BaseModel):
     encoding: Literal["text", "base64"] = Field(description="'text' (UTF-8 text) or 'base64' (binary bytes).")
     content: str
     returned_bytes: int = Field(description="Bytes of the resource that content holds.")
-    truncated: bool
+    truncated: bool = Field(description="content is a part of the resource, not the whole of it.")
+    offset: int = Field(0, description="Where content starts in the resource, in bytes.")
+    next_offset: int | None = Field(None, description="Where the rest starts, in bytes: recall again with the same"
+                                    " skill, revision_id and resource and offset = next_offset; null at the end.")
 
 
 class ErrorPayload(BaseModel):
