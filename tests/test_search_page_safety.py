@@ -1,0 +1,80 @@
+"""The search page against hostile catalog text and a failing server, in a real headless Chromium, and the
+headers it is served with.
+
+Catalog text is anyone's: a skill's instructions and files are kept byte for byte, and names, tags and
+descriptions may be one unbroken 1,000-character word. The page must run none of it, show it without
+hiding what it says (a bidi override reverses what a reader sees) and keep its layout. A request the page
+cannot send whole, or one the server never answers, must say so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from page_support import chromium, search
+from playwright.sync_api import Browser, Page
+
+from skillsearch.http.app import create_app
+from skillsearch.http.auth import PrincipalRegistry
+from skillsearch.http.server import ServerThread
+from skillsearch.service import Catalog
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with chromium() as b:
+        yield b
+
+
+def open_page(browser: Browser, url: str) -> Page:
+    page = browser.new_context(viewport={"width": 1200, "height": 900}).new_page()
+    page.goto(url + "/")
+    page.wait_for_selector("body[data-ready=true]")
+    return page
+
+
+@pytest.fixture(scope="module")
+def sample_server(sample: Catalog) -> Iterator[str]:
+    with ServerThread(create_app(sample, principals=PrincipalRegistry(None, demo=True))) as url:
+        yield url
+
+
+# -- headers --------------------------------------------------------------------------------------------------
+
+
+def test_the_page_runs_only_its_own_script_files_and_is_revalidated(sample_server: str) -> None:
+    with httpx.Client(base_url=sample_server) as client:
+        for path in ("/", "/static/app.js", "/static/app.css"):
+            resp = client.get(path)
+            assert resp.status_code == 200, path
+            policy = resp.headers.get("content-security-policy", "")
+            assert "script-src 'self';" in policy and "unsafe-inline" not in policy, (path, policy)
+            assert "frame-ancestors 'none'" in policy and "object-src 'none'" in policy, path
+            assert resp.headers.get("x-content-type-options") == "nosniff", path
+            assert resp.headers.get("cache-control") == "no-cache", path  # never an older app.js after an upgrade
+        again = client.get("/static/app.js", headers={"If-None-Match": client.get("/static/app.js").headers["etag"]})
+        assert again.status_code == 304 and again.headers.get("cache-control") == "no-cache"
+
+
+def test_markup_that_reached_the_page_cannot_run(browser: Browser, sample_server: str) -> None:
+    """Defence in depth: even an element with an inline handler put into the page by some future bug does
+    not run, and the page itself needs nothing its policy refuses."""
+    page = open_page(browser, sample_server)
+    page.evaluate("""() => { window.__violations = [];
+        document.addEventListener('securitypolicyviolation', (e) => window.__violations.push(e.violatedDirective)); }""")
+    search(page, "profile slow python code")
+    page.locator("[data-testid=result-name]").first.click()
+    page.wait_for_selector("[data-testid=detail-name]")
+    assert page.evaluate("window.__violations") == []  # the page's own work stays inside the policy
+    page.evaluate("""() => { document.querySelector('#detail-view').insertAdjacentHTML('beforeend',
+        '<img id=probe src="data:," onerror="window.__ran=1" onload="window.__ran=1">');
+        // Listeners added after the inline handler run after it, in the same dispatch.
+        const settled = () => { window.__settled = true; };
+        document.querySelector('#probe').addEventListener('error', settled);
+        document.querySelector('#probe').addEventListener('load', settled); }""")
+    page.wait_for_function("window.__settled === true")
+    assert page.evaluate("window.__ran") is None
+    page.wait_for_function("window.__violations.length > 0")  # refused by the policy, not by chance
+    page.context.close()
