@@ -9,17 +9,42 @@ cannot send whole, or one the server never answers, must say so.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import httpx
 import pytest
-from page_support import chromium, search
+from page_support import chromium, search, searches_done, wait_for_search_after
 from playwright.sync_api import Browser, Page
 
+from skillsearch.core.settings import Settings
 from skillsearch.http.app import create_app
 from skillsearch.http.auth import PrincipalRegistry
 from skillsearch.http.server import ServerThread
+from skillsearch.retrieval.encoder import Encoder
 from skillsearch.service import Catalog
+
+# Each payload would add its number to window.__ran if the page ever ran it.
+RUN = "window.__ran=(window.__ran||[]).concat({})"
+LONG_WORD = "Supercalifragilistic" * 50  # 1,000 characters with no place to break
+RTL = "invoice\u202egnp.exe\u202c"  # shows as "invoiceexe.png" where the override acts
+HOSTILE = [
+    {"slug": "hostile-markup", "name": "<img src=x onerror=window.__ran=[1]> hostile", "kind": "knowledge",
+     "description": f"<svg onload=\"{RUN.format(2)}\"> hostile {LONG_WORD[:900]}", "version": "1",
+     "tags": [f"<img src=x onerror={RUN.format(3)}>", "T" * 300],
+     "instructions": "\n".join([
+         f"# Title <img src=x onerror=\"{RUN.format(4)}\">",
+         f"[click](javascript:{RUN.format(5)}) <script>{RUN.format(6)}</script>",
+         f"[ok](https://example.com/\"onmouseover=\"{RUN.format(7)})",
+         f"Open {RTL} now; NUL:\x00; isolate \u2067x\u2069.",
+         LONG_WORD,
+         f"```\n<script>{RUN.format(8)}</script> if (user\u202e) {{ admin() }}\n```",
+     ]),
+     "resources": [{"path": "scripts/<img src=x onerror=1>.sh", "kind": "script", "media_type": "text/x-shellscript",
+                    "text": f"echo ok # {RTL}\n<script>{RUN.format(9)}</script>\n"}]},
+    {"slug": "hostile-long", "name": "L" * 64, "kind": "knowledge", "version": "1",
+     "description": "hostile " + "verylongword" * 80, "tags": ["t" * 64], "instructions": "hostile"},
+]
 
 
 @pytest.fixture(scope="module")
@@ -28,11 +53,52 @@ def browser() -> Iterator[Browser]:
         yield b
 
 
+@pytest.fixture(scope="module")
+def hostile_server(tmp_path_factory: pytest.TempPathFactory, encoder: Encoder) -> Iterator[str]:
+    root = tmp_path_factory.mktemp("hostile-page")
+    bundle = root / "hostile.json"
+    bundle.write_text(json.dumps(HOSTILE), encoding="utf-8")
+    catalog = Catalog.open(Settings(data_dir=root / "data", seed_sample=False), encoder=encoder)
+    try:
+        report = catalog.import_path(bundle, "hostile", "sub:starter-pack")  # a grant the demo caller sees
+        assert len(report.created) == len(HOSTILE), report
+        with ServerThread(create_app(catalog, principals=PrincipalRegistry(None, demo=True))) as url:
+            yield url
+    finally:
+        catalog.close()
+
+
 def open_page(browser: Browser, url: str) -> Page:
     page = browser.new_context(viewport={"width": 1200, "height": 900}).new_page()
     page.goto(url + "/")
     page.wait_for_selector("body[data-ready=true]")
     return page
+
+
+def page_fits(page: Page) -> bool:
+    return bool(page.evaluate("document.documentElement.scrollWidth <= innerWidth"))
+
+
+def open_detail(page: Page, name_part: str) -> None:
+    page.locator("[data-testid=result-name]", has_text=name_part).first.click()
+    page.wait_for_selector("[data-testid=detail-name]")
+
+
+def test_long_unbroken_words_wrap_rather_than_widen_the_page(browser: Browser, hostile_server: str) -> None:
+    page = open_page(browser, hostile_server)
+    search(page, "hostile")
+    assert page.locator("[data-testid=result]").count() == len(HOSTILE)
+    assert page_fits(page)  # a 1,000-character word made the results 13,000 px wide
+    for name in ("hostile", "LLLL"):
+        open_detail(page, name)
+        assert page_fits(page), name
+        before = searches_done(page)
+        page.go_back()
+        wait_for_search_after(page, before)
+    page.context.close()
+
+
+# -- the page's own answers ---------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
