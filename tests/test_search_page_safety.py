@@ -98,6 +98,37 @@ def test_long_unbroken_words_wrap_rather_than_widen_the_page(browser: Browser, h
     page.context.close()
 
 
+def test_bidi_overrides_and_control_characters_show_as_escapes(browser: Browser, hostile_server: str) -> None:
+    """A U+202E in instructions or a file reversed what the reader saw ("invoiceexe.png" for a .exe, code
+    that reads otherwise than it runs); the CLI shows such characters as escapes, and so does the page."""
+    page = open_page(browser, hostile_server)
+    search(page, "hostile")
+    open_detail(page, "hostile")
+    shown = page.locator("[data-testid=instructions]").text_content() or ""
+    assert "invoice\\u202egnp.exe\\u202c" in shown and "NUL:\\x00;" in shown and "\\u2067x\\u2069" in shown
+    assert "(user\\u202e)" in page.locator("[data-testid=instructions] pre").text_content()
+    assert not any(c in shown for c in "\u202e\u202c\u2067\u2069\x00")
+    page.click("[data-testid=resource-open]")
+    page.wait_for_selector("[data-testid=resource-text]:not([hidden])")
+    text = page.locator("[data-testid=resource-text]").text_content() or ""
+    assert "\\u202egnp.exe" in text and "\u202e" not in text and text.endswith("</script>\n")
+    page.context.close()
+
+
+def test_catalog_markup_never_runs(browser: Browser, hostile_server: str) -> None:
+    page = open_page(browser, hostile_server)
+    search(page, "hostile")
+    assert "<img src=x onerror=" in page.locator("[data-testid=result-name]", has_text="hostile").inner_text()
+    open_detail(page, "hostile")
+    page.click("[data-testid=resource-open]")
+    for link in page.locator("[data-testid=instructions] a").all():
+        link.hover()
+        assert (link.get_attribute("href") or "").startswith("https://")
+    assert page.locator("#detail-view :is(script, img, svg, iframe)").count() == 0
+    assert page.evaluate("window.__ran") is None
+    page.context.close()
+
+
 # -- the page's own answers ---------------------------------------------------------------------------------
 
 

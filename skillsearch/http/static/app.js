@@ -18,9 +18,22 @@ function el(tag, attrs = {}, ...children) {
   }
   for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined) continue;
-    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    node.append(c instanceof Node ? c : document.createTextNode(visible(String(c))));
   }
   return node;
+}
+
+// Control characters (but tab and line breaks) and the bidi embeddings, overrides and isolates, shown as
+// their escapes, as the CLI shows them (core/wellformed.py, terminal_safe): a skill's instructions and files
+// are kept byte for byte, and U+202E there makes "abc\u202egnp.exe" read "abcexe.png", or code read in
+// another order than it runs.
+const HIDDEN = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]|\r(?!\n)/g;
+
+function visible(text) {
+  return text.replace(HIDDEN, (c) => {
+    const code = c.charCodeAt(0);
+    return code < 0x100 ? "\\x" + code.toString(16).padStart(2, "0") : "\\u" + code.toString(16).padStart(4, "0");
+  });
 }
 
 // -- API ---------------------------------------------------------------------------------------------
@@ -92,7 +105,7 @@ function inline(text) {
 
 function renderMarkdown(source) {
   const root = el("div", { class: "instructions" });
-  const lines = (source || "").replace(/\r\n?/g, "\n").split("\n");
+  const lines = visible((source || "").replace(/\r\n?/g, "\n")).split("\n");
   let para = [];
   let list = null;
   const flush = () => {
@@ -331,7 +344,7 @@ function resourceItem(d, r) {
         }
         showError(null);
         if (/;\s*charset="?utf-8"?/i.test(resp.headers.get("content-type") || "")) {
-          shown.textContent = await resp.text();
+          shown.textContent = visible(await resp.text());
           shown.hidden = false;
           open.textContent = "close";
         } else {
