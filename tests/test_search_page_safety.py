@@ -138,6 +138,22 @@ def sample_server(sample: Catalog) -> Iterator[str]:
         yield url
 
 
+def test_a_query_over_the_limit_is_kept_whole_and_refused_plainly(browser: Browser, sample_server: str) -> None:
+    """The box cut a pasted request at 2,000 characters without a word and searched the rest."""
+    page = open_page(browser, sample_server)
+    limit = Settings().max_query_chars
+    page.focus("#q")
+    page.keyboard.insert_text("profile slow python code " + "x" * limit)
+    assert len(page.locator("#q").input_value()) == limit + len("profile slow python code ")
+    before = searches_done(page)
+    page.keyboard.press("Enter")
+    wait_for_search_after(page, before)
+    error = page.locator("#error")
+    assert error.is_visible() and f"at most {limit} characters" in error.inner_text()
+    assert page.locator("[data-testid=result]").count() == 0
+    page.context.close()
+
+
 # -- headers --------------------------------------------------------------------------------------------------
 
 
