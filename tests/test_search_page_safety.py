@@ -154,6 +154,20 @@ def test_a_query_over_the_limit_is_kept_whole_and_refused_plainly(browser: Brows
     page.context.close()
 
 
+def test_a_server_that_stopped_is_said_plainly(browser: Browser, sample: Catalog) -> None:
+    """A search after the server stopped showed the browser's "ERROR: Failed to fetch"."""
+    server = ServerThread(create_app(sample, principals=PrincipalRegistry(None, demo=True)))
+    with server as url:
+        page = open_page(browser, url)
+        search(page, "profile slow python code")
+        assert page.locator("[data-testid=result]").count() > 0
+    search(page, "clean a messy dataset with pandas")
+    shown = page.locator("#error").inner_text()
+    assert shown.startswith("SERVER_UNREACHABLE: the server did not answer") and "Failed to fetch" not in shown
+    assert page.locator("[data-testid=result]").count() == 0
+    page.context.close()
+
+
 # -- headers --------------------------------------------------------------------------------------------------
 
 

@@ -48,14 +48,29 @@ class ApiError extends Error {
   }
 }
 
-async function api(path, options = {}) {
-  const headers = { Accept: "application/json", ...(options.headers || {}) };
+// A call with the page's token; an error answer thrown as an ApiError. No answer at all (the server
+// stopped, the network down) is one too, saying so: the browser's own words ("Failed to fetch") do not.
+async function call(path, options = {}) {
+  const headers = { ...(options.headers || {}) };
   if (token) headers.Authorization = "Bearer " + token;
-  const resp = await fetch(path, { ...options, headers });
-  let body = null;
-  try { body = await resp.json(); } catch (_) { body = null; }
-  if (!resp.ok) throw new ApiError(resp.status, body);
-  return body;
+  let resp;
+  try {
+    resp = await fetch(path, { ...options, headers });
+  } catch (_) {
+    throw new ApiError(0, { error: { code: "SERVER_UNREACHABLE", message: "the server did not answer: it may " +
+      "be stopped or restarting, or the network is down. Try again in a moment." } });
+  }
+  if (!resp.ok) {
+    let body = null;
+    try { body = await resp.json(); } catch (_) { body = null; }
+    throw new ApiError(resp.status, body);
+  }
+  return resp;
+}
+
+async function api(path, options = {}) {
+  const resp = await call(path, { ...options, headers: { Accept: "application/json", ...(options.headers || {}) } });
+  try { return await resp.json(); } catch (_) { return null; }
 }
 
 // One problem of details.problems ({field, message, code?}) as a sentence: the message, led by the field
@@ -334,14 +349,8 @@ function resourceItem(d, r) {
     onclick: async () => {
       if (!shown.hidden) { shown.hidden = true; open.textContent = "open"; return; }
       try {
-        const headers = token ? { Authorization: "Bearer " + token } : {};
-        const resp = await fetch("/v1/skills/" + encodeURIComponent(d.skill_id) + "/resources/" +
-          r.path.split("/").map(encodeURIComponent).join("/"), { headers });
-        if (!resp.ok) {
-          let body = null;
-          try { body = await resp.json(); } catch (_) { body = null; }
-          throw new ApiError(resp.status, body);
-        }
+        const resp = await call("/v1/skills/" + encodeURIComponent(d.skill_id) + "/resources/" +
+          r.path.split("/").map(encodeURIComponent).join("/"));
         showError(null);
         if (/;\s*charset="?utf-8"?/i.test(resp.headers.get("content-type") || "")) {
           shown.textContent = visible(await resp.text());
