@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from page_support import chromium, search, searches_done, wait_for_search_after
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, Page, Route
 
 from skillsearch.core.settings import Settings
 from skillsearch.http.app import create_app
@@ -168,6 +168,27 @@ def test_a_server_that_stopped_is_said_plainly(browser: Browser, sample: Catalog
     page.context.close()
 
 
+def test_an_answer_that_arrives_after_the_next_search_began_is_not_shown(browser: Browser, sample_server: str) -> None:
+    """A slow hybrid search (the model still loading) answered after the lexical one that replaced it, and
+    its results or its INDEX_NOT_READY took the page, under a box and an address that said lexical."""
+    page = open_page(browser, sample_server)
+    held: list[Route] = []
+    page.route("**/v1/search?*mode=hybrid*", lambda route: held.append(route))  # the hybrid answer waits until it is let go
+    page.fill("#q", "pandas")
+    page.click("#search-form button[type=submit]")
+    page.wait_for_function("() => document.querySelector('#status').innerText === 'searching…'")
+    page.check("input[name=mode][value=lexical]")
+    page.wait_for_function("() => document.querySelector('#status').innerText.includes('lexical')")
+    assert len(held) == 1
+    before = searches_done(page)
+    held[0].continue_()  # the real server's hybrid answer, now, after the lexical one
+    wait_for_search_after(page, before)
+    assert "lexical" in page.locator("#status").inner_text() and "hybrid" not in page.locator("#status").inner_text()
+    assert "semantic: off" in page.locator("[data-testid=why]").first.inner_text()
+    assert page.locator("#error").is_hidden()
+    page.context.close()
+
+
 # -- headers --------------------------------------------------------------------------------------------------
 
 
@@ -201,7 +222,7 @@ def test_markup_that_reached_the_page_cannot_run(browser: Browser, sample_server
         const settled = () => { window.__settled = true; };
         document.querySelector('#probe').addEventListener('error', settled);
         document.querySelector('#probe').addEventListener('load', settled); }""")
-    page.wait_for_function("window.__settled === true")
+    page.wait_for_function("() => window.__settled === true")
     assert page.evaluate("window.__ran") is None
-    page.wait_for_function("window.__violations.length > 0")  # refused by the policy, not by chance
+    page.wait_for_function("() => window.__violations.length > 0")  # refused by the policy, not by chance
     page.context.close()

@@ -273,7 +273,7 @@ async function showChanged() {
   } catch (_) { /* the page works without it */ }
 }
 
-async function runSearch(state) {
+async function runSearch(state, view) {
   $("#detail-view").hidden = true;
   $("#results-view").hidden = false;
   applyState(state);
@@ -286,6 +286,7 @@ async function runSearch(state) {
   $("#status").textContent = "searching…";
   try {
     const data = await api("/v1/search?" + params);
+    if (view !== views) return;  // replaced while it waited: shown, it would answer another request
     showError(null);
     results.replaceChildren(...data.hits.map((h, i) => el("li", { class: "hit", "data-testid": "result" },
       el("h2", {}, el("span", { class: "rank" }, `${i + 1}.`),
@@ -300,12 +301,15 @@ async function runSearch(state) {
       : `${data.hits.length} result${data.hits.length === 1 ? "" : "s"} · ${data.mode}` +
         (data.fusion ? ` (${data.fusion})` : "") + ` · ${fmt(data.took_ms, 1)} ms`;
   } catch (err) {
+    if (view !== views) return;
     results.replaceChildren();
     $("#status").textContent = "";
     showError(err);
+  } finally {
+    // Counted shown or not, so a test can wait for a replaced search's answer too.
+    document.body.dataset.searches = String(++searches);
   }
   await showChanged();
-  document.body.dataset.searches = String(++searches);
 }
 
 function parameterInput(p) {
@@ -420,16 +424,17 @@ function flowSection(d) {
   return out;
 }
 
-async function showSkill(skillId) {
+async function showSkill(skillId, view) {
   $("#results-view").hidden = true;
-  const view = $("#detail-view");
-  view.hidden = false;
-  view.replaceChildren(el("p", { class: "status" }, "loading…"));
+  const box = $("#detail-view");
+  box.hidden = false;
+  box.replaceChildren(el("p", { class: "status" }, "loading…"));
   try {
     const d = await api("/v1/skills/" + encodeURIComponent(skillId));
+    if (view !== views) return;
     showError(null);
     document.title = d.name + " · skillsearch";
-    view.replaceChildren(...[
+    box.replaceChildren(...[
       el("a", { class: "back", href: "#", onclick: (ev) => { ev.preventDefault(); history.back(); } }, "← back to results"),
       el("h1", { "data-testid": "detail-name" }, d.name), kindBadge(d.kind), tagList(d.tags),
       el("p", { class: "desc" }, d.description),
@@ -438,9 +443,10 @@ async function showSkill(skillId) {
       d.instructions ? [el("h2", {}, d.kind === "flow_template" ? "Notes" : "Instructions"), renderMarkdown(d.instructions)] : [],
       d.resources.length ? [el("h2", {}, "Resources"), el("ul", {}, d.resources.map((r) => resourceItem(d, r)))] : [],
     ].flat());
-    view.querySelector(".instructions")?.setAttribute("data-testid", "instructions");
+    box.querySelector(".instructions")?.setAttribute("data-testid", "instructions");
   } catch (err) {
-    view.replaceChildren();
+    if (view !== views) return;
+    box.replaceChildren();
     showError(err);
   }
 }
@@ -459,17 +465,21 @@ function showBadLink(message) {
   showError({ code: "INVALID_LINK", message });
 }
 
+// Each route() is a new view; an answer that arrives after the next one began is not shown.
+let views = 0;
+
 function route() {
+  const view = ++views;
   const hash = location.hash.replace(/^#/, "") || "/";
   if (hash.startsWith("/skill/")) {
     const skillId = linkedSkillId(hash.slice("/skill/".length));
     if (skillId === null) return showBadLink("this link's skill id is not valid percent-encoded text.");
-    return showSkill(skillId);
+    return showSkill(skillId, view);
   }
   const query = hash.includes("?") ? hash.slice(hash.indexOf("?") + 1) : "";
   const p = new URLSearchParams(query);
   document.title = "skillsearch";
-  return runSearch({ q: p.get("q") || "", mode: p.get("mode") || "hybrid", kind: p.get("kind") || "" });
+  return runSearch({ q: p.get("q") || "", mode: p.get("mode") || "hybrid", kind: p.get("kind") || "" }, view);
 }
 
 // route(), with anything it did not expect shown as the page's error rather than left blank.
