@@ -17,6 +17,7 @@ import pytest
 from page_support import chromium, search, searches_done, wait_for_search_after
 from playwright.sync_api import Browser, Page, Route
 
+from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.http.app import create_app
 from skillsearch.http.auth import PrincipalRegistry
@@ -186,6 +187,27 @@ def test_an_answer_that_arrives_after_the_next_search_began_is_not_shown(browser
     assert "lexical" in page.locator("#status").inner_text() and "hybrid" not in page.locator("#status").inner_text()
     assert "semantic: off" in page.locator("[data-testid=why]").first.inner_text()
     assert page.locator("#error").is_hidden()
+    page.context.close()
+
+
+def test_back_from_a_skill_link_opened_alone_stays_on_the_page(browser: Browser, sample_server: str,
+                                                                sample: Catalog) -> None:
+    """"← back to results" was history.back(): on a skill's link opened in a new tab it left the page."""
+    skill_id = sample.get_skill(Principal.operator(), "git-bisect-regressions").skill_id
+    page = browser.new_context().new_page()
+    page.goto(f"{sample_server}/#/skill/{skill_id}")
+    page.wait_for_selector("[data-testid=detail-name]")
+    page.click("a.back")
+    page.wait_for_selector("[data-testid=intro]:not([hidden])")  # the first screen, with its examples
+    assert page.url == f"{sample_server}/#/"
+    search(page, "find the commit that broke the build")  # within the page, it goes back to those results
+    page.locator("[data-testid=result-name]", has_text="git-bisect-regressions").click()
+    page.wait_for_selector("[data-testid=detail-name]")
+    before = searches_done(page)
+    page.click("a.back")
+    wait_for_search_after(page, before)
+    assert page.locator("#q").input_value() == "find the commit that broke the build"
+    assert page.locator("[data-testid=result]").count() > 0
     page.context.close()
 
 

@@ -424,6 +424,14 @@ function flowSection(d) {
   return out;
 }
 
+// Back to the results this page showed before, or, for a skill's link opened on its own (shared, bookmarked,
+// a new tab), to the search box: history.back() would leave the page then.
+function backLink() {
+  if (!movedWithin) return el("a", { class: "back", href: "#/" }, "← search");
+  return el("a", { class: "back", href: "#/", onclick: (ev) => { ev.preventDefault(); history.back(); } },
+    "← back to results");
+}
+
 async function showSkill(skillId, view) {
   $("#results-view").hidden = true;
   const box = $("#detail-view");
@@ -435,7 +443,7 @@ async function showSkill(skillId, view) {
     showError(null);
     document.title = d.name + " · skillsearch";
     box.replaceChildren(...[
-      el("a", { class: "back", href: "#", onclick: (ev) => { ev.preventDefault(); history.back(); } }, "← back to results"),
+      backLink(),
       el("h1", { "data-testid": "detail-name" }, d.name), kindBadge(d.kind), tagList(d.tags),
       el("p", { class: "desc" }, d.description),
       el("p", { class: "meta" }, `slug ${d.slug} · version ${d.version || "–"} · revision ${d.revision_id} · updated ${d.updated_at}`),
@@ -467,6 +475,9 @@ function showBadLink(message) {
 
 // Each route() is a new view; an answer that arrives after the next one began is not shown.
 let views = 0;
+// Whether this page has moved from one of its views to another (a hashchange): then the history entry
+// before this one is one of its own.
+let movedWithin = false;
 
 function route() {
   const view = ++views;
@@ -519,7 +530,7 @@ async function init() {
     radio.addEventListener("change", () => { if ($("#q").value.trim()) $("#search-form").requestSubmit(); });
   }
   $("#kind").addEventListener("change", () => { if ($("#q").value.trim()) $("#search-form").requestSubmit(); });
-  window.addEventListener("hashchange", safeRoute);
+  window.addEventListener("hashchange", () => { movedWithin = true; safeRoute(); });
   await showChanged();
   await safeRoute();
   document.body.dataset.ready = "true";
