@@ -45,6 +45,10 @@ HOSTILE = [
                     "text": f"echo ok # {RTL}\n<script>{RUN.format(9)}</script>\n"}]},
     {"slug": "hostile-long", "name": "L" * 64, "kind": "knowledge", "version": "1",
      "description": "hostile " + "verylongword" * 80, "tags": ["t" * 64], "instructions": "hostile"},
+    {"slug": "hostile-flow", "name": "hostile flow", "kind": "flow_template", "version": "1",
+     "description": "a hostile flow template", "tags": ["flow"], "instructions": "notes",
+     "parameters": [{"name": "target_" + "x" * 57, "type": "string", "required": True, "enum": ["short", "Q" * 120]}],
+     "steps": [{"tool": "deploy", "args": {"to": "{target_" + "x" * 57 + "}", "note": "N" * 300}}]},
 ]
 
 
@@ -90,9 +94,13 @@ def test_long_unbroken_words_wrap_rather_than_widen_the_page(browser: Browser, h
     search(page, "hostile")
     assert page.locator("[data-testid=result]").count() == len(HOSTILE)
     assert page_fits(page)  # a 1,000-character word made the results 13,000 px wide
-    for name in ("hostile", "LLLL"):
+    for name in ("onerror", "LLLL", "hostile flow"):
         open_detail(page, name)
         assert page_fits(page), name
+        if name == "hostile flow":  # a long allowed value made the resolve form's select wider than a phone
+            page.set_viewport_size({"width": 390, "height": 800})
+            assert page_fits(page), name
+            page.set_viewport_size({"width": 1200, "height": 900})
         before = searches_done(page)
         page.go_back()
         wait_for_search_after(page, before)
@@ -104,7 +112,7 @@ def test_bidi_overrides_and_control_characters_show_as_escapes(browser: Browser,
     that reads otherwise than it runs); the CLI shows such characters as escapes, and so does the page."""
     page = open_page(browser, hostile_server)
     search(page, "hostile")
-    open_detail(page, "hostile")
+    open_detail(page, "onerror")
     shown = page.locator("[data-testid=instructions]").text_content() or ""
     assert "invoice\\u202egnp.exe\\u202c" in shown and "NUL:\\x00;" in shown and "\\u2067x\\u2069" in shown
     assert "(user\\u202e)" in page.locator("[data-testid=instructions] pre").text_content()
@@ -119,8 +127,8 @@ def test_bidi_overrides_and_control_characters_show_as_escapes(browser: Browser,
 def test_catalog_markup_never_runs(browser: Browser, hostile_server: str) -> None:
     page = open_page(browser, hostile_server)
     search(page, "hostile")
-    assert "<img src=x onerror=" in page.locator("[data-testid=result-name]", has_text="hostile").inner_text()
-    open_detail(page, "hostile")
+    assert "<img src=x onerror=" in page.locator("[data-testid=result-name]", has_text="onerror").inner_text()
+    open_detail(page, "onerror")
     page.click("[data-testid=resource-open]")
     for link in page.locator("[data-testid=instructions] a").all():
         link.hover()
