@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from page_support import chromium, search, searches_done, wait_for_search_after
+from playwright.sync_api import Browser, Page
 
 from skillsearch.core.domain import Principal
 from skillsearch.core.views import NO_MATCH_MESSAGES, WEAK_CONFIDENCE
@@ -22,19 +23,11 @@ from skillsearch.http.auth import PrincipalRegistry
 from skillsearch.http.server import ServerThread
 from skillsearch.service import Catalog
 
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium (apt-get install chromium)")
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+    with chromium() as b:
         yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")
@@ -54,21 +47,6 @@ def page(browser: Browser, server: str) -> Iterator[Page]:
     yield p
     context.close()
     assert not errors, errors
-
-
-def searches_done(page: Page) -> int:
-    return int(page.evaluate("document.body.dataset.searches || '0'"))
-
-
-def wait_for_search_after(page: Page, before: int) -> None:
-    page.wait_for_function("n => Number(document.body.dataset.searches || 0) > n", arg=before)
-
-
-def search(page: Page, query: str) -> None:
-    before = searches_done(page)
-    page.fill("#q", query)
-    page.click("#search-form button[type=submit]")
-    wait_for_search_after(page, before)
 
 
 def test_query_top_hit_and_detail_view(page: Page, tmp_path: Path) -> None:

@@ -1,5 +1,10 @@
 """The search page: ``/`` (static HTML), ``/static`` (its script and style) and ``/ui/config`` (what the
-page needs before its first call: the demo token, only while the server runs on the sample catalog)."""
+page needs before its first call: the demo token, only while the server runs on the sample catalog).
+
+The page and its files leave with :data:`PAGE_HEADERS`: a Content-Security-Policy that runs only this
+server's script files (no inline script, no inline handler: markup that ever reached the page from catalog
+text could not run, nor read the token the page keeps), and ``no-cache``, so a browser revalidates them by
+their ETag and never runs an older ``app.js`` against a newer server."""
 
 from __future__ import annotations
 
@@ -8,15 +13,33 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.types import Scope
 
 from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry
 from skillsearch.http.deps import registry_of
 
-__all__ = ["install_page", "router", "static_dir"]
+__all__ = ["PAGE_HEADERS", "install_page", "router", "static_dir"]
 
 router = APIRouter(include_in_schema=False)
+
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+
+class PageFiles(StaticFiles):
+    """The page's script and style, with :data:`PAGE_HEADERS` (a 304 too: it carries the cache policy)."""
+
+    def file_response(self, full_path: Any, stat_result: Any, scope: Scope, status_code: int = 200) -> Response:
+        response = super().file_response(full_path, stat_result, scope, status_code)
+        response.headers.update(PAGE_HEADERS)
+        return response
 
 
 def static_dir() -> Path:
@@ -25,7 +48,7 @@ def static_dir() -> Path:
 
 @router.get("/")
 def index() -> FileResponse:
-    return FileResponse(static_dir() / "index.html", media_type="text/html")
+    return FileResponse(static_dir() / "index.html", media_type="text/html", headers=PAGE_HEADERS)
 
 
 # Requests the first screen offers on the bundled sample catalog: each finds, as the demo token's caller
@@ -42,5 +65,5 @@ def ui_config(registry: Annotated[PrincipalRegistry, Depends(registry_of)]) -> d
 
 
 def install_page(app: FastAPI) -> None:
-    app.mount("/static", StaticFiles(directory=static_dir()), name="static")
+    app.mount("/static", PageFiles(directory=static_dir()), name="static")
     app.include_router(router)

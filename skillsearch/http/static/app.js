@@ -18,9 +18,22 @@ function el(tag, attrs = {}, ...children) {
   }
   for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined) continue;
-    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    node.append(c instanceof Node ? c : document.createTextNode(visible(String(c))));
   }
   return node;
+}
+
+// Control characters (but tab and line breaks) and the bidi embeddings, overrides and isolates, shown as
+// their escapes, as the CLI shows them (core/wellformed.py, terminal_safe): a skill's instructions and files
+// are kept byte for byte, and U+202E there makes "abc\u202egnp.exe" read "abcexe.png", or code read in
+// another order than it runs.
+const HIDDEN = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]|\r(?!\n)/g;
+
+function visible(text) {
+  return text.replace(HIDDEN, (c) => {
+    const code = c.charCodeAt(0);
+    return code < 0x100 ? "\\x" + code.toString(16).padStart(2, "0") : "\\u" + code.toString(16).padStart(4, "0");
+  });
 }
 
 // -- API ---------------------------------------------------------------------------------------------
@@ -35,14 +48,29 @@ class ApiError extends Error {
   }
 }
 
-async function api(path, options = {}) {
-  const headers = { Accept: "application/json", ...(options.headers || {}) };
+// A call with the page's token; an error answer thrown as an ApiError. No answer at all (the server
+// stopped, the network down) is one too, saying so: the browser's own words ("Failed to fetch") do not.
+async function call(path, options = {}) {
+  const headers = { ...(options.headers || {}) };
   if (token) headers.Authorization = "Bearer " + token;
-  const resp = await fetch(path, { ...options, headers });
-  let body = null;
-  try { body = await resp.json(); } catch (_) { body = null; }
-  if (!resp.ok) throw new ApiError(resp.status, body);
-  return body;
+  let resp;
+  try {
+    resp = await fetch(path, { ...options, headers });
+  } catch (_) {
+    throw new ApiError(0, { error: { code: "SERVER_UNREACHABLE", message: "the server did not answer: it may " +
+      "be stopped or restarting, or the network is down. Try again in a moment." } });
+  }
+  if (!resp.ok) {
+    let body = null;
+    try { body = await resp.json(); } catch (_) { body = null; }
+    throw new ApiError(resp.status, body);
+  }
+  return resp;
+}
+
+async function api(path, options = {}) {
+  const resp = await call(path, { ...options, headers: { Accept: "application/json", ...(options.headers || {}) } });
+  try { return await resp.json(); } catch (_) { return null; }
 }
 
 // One problem of details.problems ({field, message, code?}) as a sentence: the message, led by the field
@@ -92,7 +120,7 @@ function inline(text) {
 
 function renderMarkdown(source) {
   const root = el("div", { class: "instructions" });
-  const lines = (source || "").replace(/\r\n?/g, "\n").split("\n");
+  const lines = visible((source || "").replace(/\r\n?/g, "\n")).split("\n");
   let para = [];
   let list = null;
   const flush = () => {
@@ -245,7 +273,7 @@ async function showChanged() {
   } catch (_) { /* the page works without it */ }
 }
 
-async function runSearch(state) {
+async function runSearch(state, view) {
   $("#detail-view").hidden = true;
   $("#results-view").hidden = false;
   applyState(state);
@@ -258,6 +286,7 @@ async function runSearch(state) {
   $("#status").textContent = "searching…";
   try {
     const data = await api("/v1/search?" + params);
+    if (view !== views) return;  // replaced while it waited: shown, it would answer another request
     showError(null);
     results.replaceChildren(...data.hits.map((h, i) => el("li", { class: "hit", "data-testid": "result" },
       el("h2", {}, el("span", { class: "rank" }, `${i + 1}.`),
@@ -272,12 +301,15 @@ async function runSearch(state) {
       : `${data.hits.length} result${data.hits.length === 1 ? "" : "s"} · ${data.mode}` +
         (data.fusion ? ` (${data.fusion})` : "") + ` · ${fmt(data.took_ms, 1)} ms`;
   } catch (err) {
+    if (view !== views) return;
     results.replaceChildren();
     $("#status").textContent = "";
     showError(err);
+  } finally {
+    // Counted shown or not, so a test can wait for a replaced search's answer too.
+    document.body.dataset.searches = String(++searches);
   }
   await showChanged();
-  document.body.dataset.searches = String(++searches);
 }
 
 function parameterInput(p) {
@@ -321,17 +353,11 @@ function resourceItem(d, r) {
     onclick: async () => {
       if (!shown.hidden) { shown.hidden = true; open.textContent = "open"; return; }
       try {
-        const headers = token ? { Authorization: "Bearer " + token } : {};
-        const resp = await fetch("/v1/skills/" + encodeURIComponent(d.skill_id) + "/resources/" +
-          r.path.split("/").map(encodeURIComponent).join("/"), { headers });
-        if (!resp.ok) {
-          let body = null;
-          try { body = await resp.json(); } catch (_) { body = null; }
-          throw new ApiError(resp.status, body);
-        }
+        const resp = await call("/v1/skills/" + encodeURIComponent(d.skill_id) + "/resources/" +
+          r.path.split("/").map(encodeURIComponent).join("/"));
         showError(null);
         if (/;\s*charset="?utf-8"?/i.test(resp.headers.get("content-type") || "")) {
-          shown.textContent = await resp.text();
+          shown.textContent = visible(await resp.text());
           shown.hidden = false;
           open.textContent = "close";
         } else {
@@ -398,17 +424,26 @@ function flowSection(d) {
   return out;
 }
 
-async function showSkill(skillId) {
+// Back to the results this page showed before, or, for a skill's link opened on its own (shared, bookmarked,
+// a new tab), to the search box: history.back() would leave the page then.
+function backLink() {
+  if (!movedWithin) return el("a", { class: "back", href: "#/" }, "← search");
+  return el("a", { class: "back", href: "#/", onclick: (ev) => { ev.preventDefault(); history.back(); } },
+    "← back to results");
+}
+
+async function showSkill(skillId, view) {
   $("#results-view").hidden = true;
-  const view = $("#detail-view");
-  view.hidden = false;
-  view.replaceChildren(el("p", { class: "status" }, "loading…"));
+  const box = $("#detail-view");
+  box.hidden = false;
+  box.replaceChildren(el("p", { class: "status" }, "loading…"));
   try {
     const d = await api("/v1/skills/" + encodeURIComponent(skillId));
+    if (view !== views) return;
     showError(null);
     document.title = d.name + " · skillsearch";
-    view.replaceChildren(...[
-      el("a", { class: "back", href: "#", onclick: (ev) => { ev.preventDefault(); history.back(); } }, "← back to results"),
+    box.replaceChildren(...[
+      backLink(),
       el("h1", { "data-testid": "detail-name" }, d.name), kindBadge(d.kind), tagList(d.tags),
       el("p", { class: "desc" }, d.description),
       el("p", { class: "meta" }, `slug ${d.slug} · version ${d.version || "–"} · revision ${d.revision_id} · updated ${d.updated_at}`),
@@ -416,9 +451,10 @@ async function showSkill(skillId) {
       d.instructions ? [el("h2", {}, d.kind === "flow_template" ? "Notes" : "Instructions"), renderMarkdown(d.instructions)] : [],
       d.resources.length ? [el("h2", {}, "Resources"), el("ul", {}, d.resources.map((r) => resourceItem(d, r)))] : [],
     ].flat());
-    view.querySelector(".instructions")?.setAttribute("data-testid", "instructions");
+    box.querySelector(".instructions")?.setAttribute("data-testid", "instructions");
   } catch (err) {
-    view.replaceChildren();
+    if (view !== views) return;
+    box.replaceChildren();
     showError(err);
   }
 }
@@ -437,17 +473,24 @@ function showBadLink(message) {
   showError({ code: "INVALID_LINK", message });
 }
 
+// Each route() is a new view; an answer that arrives after the next one began is not shown.
+let views = 0;
+// Whether this page has moved from one of its views to another (a hashchange): then the history entry
+// before this one is one of its own.
+let movedWithin = false;
+
 function route() {
+  const view = ++views;
   const hash = location.hash.replace(/^#/, "") || "/";
   if (hash.startsWith("/skill/")) {
     const skillId = linkedSkillId(hash.slice("/skill/".length));
     if (skillId === null) return showBadLink("this link's skill id is not valid percent-encoded text.");
-    return showSkill(skillId);
+    return showSkill(skillId, view);
   }
   const query = hash.includes("?") ? hash.slice(hash.indexOf("?") + 1) : "";
   const p = new URLSearchParams(query);
   document.title = "skillsearch";
-  return runSearch({ q: p.get("q") || "", mode: p.get("mode") || "hybrid", kind: p.get("kind") || "" });
+  return runSearch({ q: p.get("q") || "", mode: p.get("mode") || "hybrid", kind: p.get("kind") || "" }, view);
 }
 
 // route(), with anything it did not expect shown as the page's error rather than left blank.
@@ -487,7 +530,7 @@ async function init() {
     radio.addEventListener("change", () => { if ($("#q").value.trim()) $("#search-form").requestSubmit(); });
   }
   $("#kind").addEventListener("change", () => { if ($("#q").value.trim()) $("#search-form").requestSubmit(); });
-  window.addEventListener("hashchange", safeRoute);
+  window.addEventListener("hashchange", () => { movedWithin = true; safeRoute(); });
   await showChanged();
   await safeRoute();
   document.body.dataset.ready = "true";
