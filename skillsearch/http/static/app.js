@@ -1,170 +1,11 @@
 // The search page: plain DOM, no build step. It calls the same /v1 API as agents, with a bearer token
 // (the demo token on the sample catalog, otherwise one pasted into the token box and kept in localStorage).
-// Every piece of catalog text is inserted as text or through the escaping Markdown renderer below.
-"use strict";
+// Every piece of catalog text is inserted as text or through the escaping Markdown renderer (dom.js).
+import { api, call, currentToken, keepToken, showError } from "./api.js";
+import { $, el, inline, renderMarkdown, visible } from "./dom.js";
+import { flowSection } from "./flow.js";
 
-const $ = (sel) => document.querySelector(sel);
-const TOKEN_KEY = "skillsearch.token";
-let token = localStorage.getItem(TOKEN_KEY) || "";
 let searches = 0;  // finished searches, exposed as body[data-searches] so tests can wait for the next one
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (v === null || v === undefined || v === false) continue;
-    if (k === "class") node.className = v;
-    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
-    else node.setAttribute(k, v === true ? "" : v);
-  }
-  for (const c of children.flat(Infinity)) {
-    if (c === null || c === undefined) continue;
-    node.append(c instanceof Node ? c : document.createTextNode(visible(String(c))));
-  }
-  return node;
-}
-
-// Control characters (but tab and line breaks) and the bidi embeddings, overrides and isolates, shown as
-// their escapes, as the CLI shows them (core/wellformed.py, terminal_safe): a skill's instructions and files
-// are kept byte for byte, and U+202E there makes "abc\u202egnp.exe" read "abcexe.png", or code read in
-// another order than it runs.
-const HIDDEN = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]|\r(?!\n)/g;
-
-function visible(text) {
-  return text.replace(HIDDEN, (c) => {
-    const code = c.charCodeAt(0);
-    return code < 0x100 ? "\\x" + code.toString(16).padStart(2, "0") : "\\u" + code.toString(16).padStart(4, "0");
-  });
-}
-
-// -- API ---------------------------------------------------------------------------------------------
-
-class ApiError extends Error {
-  constructor(status, body) {
-    const err = (body && body.error) || { code: "HTTP_" + status, message: "request failed" };
-    super(err.message);
-    this.status = status;
-    this.code = err.code;
-    this.details = err.details || {};
-  }
-}
-
-// A call with the page's token; an error answer thrown as an ApiError. No answer at all (the server
-// stopped, the network down) is one too, saying so: the browser's own words ("Failed to fetch") do not.
-async function call(path, options = {}) {
-  const headers = { ...(options.headers || {}) };
-  if (token) headers.Authorization = "Bearer " + token;
-  let resp;
-  try {
-    resp = await fetch(path, { ...options, headers });
-  } catch (_) {
-    throw new ApiError(0, { error: { code: "SERVER_UNREACHABLE", message: "the server did not answer: it may " +
-      "be stopped or restarting, or the network is down. Try again in a moment." } });
-  }
-  if (!resp.ok) {
-    let body = null;
-    try { body = await resp.json(); } catch (_) { body = null; }
-    throw new ApiError(resp.status, body);
-  }
-  return resp;
-}
-
-async function api(path, options = {}) {
-  const resp = await call(path, { ...options, headers: { Accept: "application/json", ...(options.headers || {}) } });
-  try { return await resp.json(); } catch (_) { return null; }
-}
-
-// One problem of details.problems ({field, message, code?}) as a sentence: the message, led by the field
-// when the message does not already name it.
-function problemText(p) {
-  if (typeof p === "string") return p;
-  const field = String(p.field || "").split(".").pop();
-  const message = String(p.message || "");
-  return field && !message.includes(field) ? `${field}: ${message}` : message;
-}
-
-function errorContent(err) {
-  const problems = (err.details && err.details.problems) || [];
-  const out = [el("strong", {}, err.code || "ERROR")];
-  // A validation error's message repeats its problems: show the list alone then.
-  out.push(": ", problems.length ? "please check the values below." : err.message);
-  if (err.code === "UNAUTHENTICATED") out.push(" — open the token box at the top right and paste a token.");
-  if (problems.length) out.push(el("ul", {}, problems.map((p) => el("li", {}, problemText(p)))));
-  return out;
-}
-
-function showError(err) {
-  const box = $("#error");
-  box.replaceChildren();
-  if (!err) { box.hidden = true; return; }
-  box.append(...errorContent(err));
-  box.hidden = false;
-}
-
-// -- Markdown (a safe subset: headings, lists, code, quotes, emphasis, links) --------------------------
-
-function inline(text) {
-  const out = document.createDocumentFragment();
-  const pattern = /(`[^`]+`)|(\*\*[^*]+\*\*)|(\*[^*\s][^*]*\*)|(\[[^\]]+\]\((https?:\/\/[^)\s]+)\))/g;
-  let last = 0;
-  for (const m of text.matchAll(pattern)) {
-    out.append(text.slice(last, m.index));
-    if (m[1]) out.append(el("code", {}, m[1].slice(1, -1)));
-    else if (m[2]) out.append(el("strong", {}, m[2].slice(2, -2)));
-    else if (m[3]) out.append(el("em", {}, m[3].slice(1, -1)));
-    else if (m[4]) out.append(el("a", { href: m[5], rel: "noopener noreferrer" }, m[4].slice(1, m[4].indexOf("]"))));
-    last = m.index + m[0].length;
-  }
-  out.append(text.slice(last));
-  return out;
-}
-
-function renderMarkdown(source) {
-  const root = el("div", { class: "instructions" });
-  const lines = visible((source || "").replace(/\r\n?/g, "\n")).split("\n");
-  let para = [];
-  let list = null;
-  const flush = () => {
-    if (para.length) root.append(el("p", {}, inline(para.join(" "))));
-    para = [];
-    list = null;
-  };
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i];
-    const fence = line.match(/^\s*(```|~~~)\s*([\w+-]*)/);
-    if (fence) {
-      flush();
-      const body = [];
-      for (i++; i < lines.length && !lines[i].trim().startsWith(fence[1]); i++) body.push(lines[i]);
-      root.append(el("pre", {}, el("code", { "data-lang": fence[2] || null }, body.join("\n"))));
-      continue;
-    }
-    const heading = line.match(/^(#{1,6})\s+(.*)$/);
-    const bullet = line.match(/^\s*[-*+]\s+(.*)$/);
-    const numbered = line.match(/^\s*\d+[.)]\s+(.*)$/);
-    const quote = line.match(/^>\s?(.*)$/);
-    if (heading) {
-      flush();
-      root.append(el("h" + Math.min(6, heading[1].length + 1), {}, inline(heading[2])));
-    } else if (bullet || numbered) {
-      const tag = bullet ? "ul" : "ol";
-      if (para.length) { root.append(el("p", {}, inline(para.join(" ")))); para = []; }
-      if (!list || list.tagName.toLowerCase() !== tag) { list = el(tag); root.append(list); }
-      list.append(el("li", {}, inline((bullet || numbered)[1])));
-    } else if (quote) {
-      flush();
-      root.append(el("blockquote", {}, inline(quote[1])));
-    } else if (!line.trim()) {
-      flush();
-    } else if (list && /^\s+/.test(line)) {
-      list.lastChild.append(" ", inline(line.trim()));
-    } else {
-      list = null;
-      para.push(line.trim());
-    }
-  }
-  flush();
-  return root;
-}
 
 // -- views ---------------------------------------------------------------------------------------------
 
@@ -312,39 +153,6 @@ async function runSearch(state, view) {
   await showChanged();
 }
 
-function parameterInput(p) {
-  const id = "param-" + p.name;
-  let input;
-  if (p.enum && p.enum.length) {
-    input = el("select", { id, name: p.name },
-      p.required ? null : el("option", { value: "" }, "(default)"),
-      p.enum.map((v) => el("option", { value: JSON.stringify(v), selected: v === p.default }, String(v))));
-    input.dataset.json = "1";
-  } else if (p.type === "boolean") {
-    input = el("select", { id, name: p.name }, el("option", { value: "" }, "(default)"),
-      el("option", { value: "true" }, "true"), el("option", { value: "false" }, "false"));
-  } else {
-    input = el("input", { id, name: p.name, type: p.type === "string" ? "text" : "number",
-      step: p.type === "number" ? "any" : null, placeholder: p.default !== null ? String(p.default) : "" });
-  }
-  input.dataset.type = p.type;
-  return [el("label", { for: id }, p.name + (p.required ? " *" : "")), input];
-}
-
-function collectValues(form) {
-  const values = {};
-  for (const input of form.querySelectorAll("input, select")) {
-    const raw = input.value;
-    if (raw === "") continue;
-    const type = input.dataset.type;
-    if (input.dataset.json) values[input.name] = JSON.parse(raw);
-    else if (type === "integer" || type === "number") values[input.name] = Number(raw);
-    else if (type === "boolean") values[input.name] = raw === "true";
-    else values[input.name] = raw;
-  }
-  return values;
-}
-
 // One file of the skill: "open" fetches its bytes (with the token) and shows UTF-8 text in place, as text
 // (never as markup); anything else is saved as a download under its own name.
 function resourceItem(d, r) {
@@ -373,55 +181,6 @@ function resourceItem(d, r) {
       }
     } }, "open");
   return el("li", {}, el("code", {}, r.path), ` (${r.kind}, ${r.media_type}, ${r.size} bytes) `, open, shown);
-}
-
-function flowSection(d) {
-  const out = [];
-  out.push(el("h2", {}, "Parameters"));
-  out.push(el("table", { class: "params", "data-testid": "parameters" },
-    el("thead", {}, el("tr", {}, ["name", "type", "required", "default", "allowed", "description"].map((h) => el("th", {}, h)))),
-    el("tbody", {}, (d.parameters || []).map((p) => el("tr", {},
-      el("td", {}, el("code", {}, p.name)), el("td", {}, p.type), el("td", {}, p.required ? "yes" : "no"),
-      el("td", {}, p.default === null || p.default === undefined ? "" : JSON.stringify(p.default)),
-      el("td", {}, p.enum ? p.enum.map(String).join(", ") : ""), el("td", {}, p.description || ""))))));
-  out.push(el("h2", {}, "Steps"));
-  const steps = el("ol", { class: "steps", "data-testid": "steps" },
-    (d.steps || []).map((s) => el("li", {}, el("code", {}, s.tool), el("pre", {}, JSON.stringify(s.args)))));
-  out.push(steps);
-  const result = el("div", { "data-testid": "resolved" });
-  // A resolve error shows here, beside the button that caused it (the page's error box is far above).
-  const problems = el("div", { class: "error", role: "alert", "data-testid": "resolve-error", hidden: true });
-  const form = el("form", { class: "resolve" }, (d.parameters || []).map(parameterInput),
-    el("button", { type: "submit" }, "Resolve steps"));
-  form.addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    for (const input of form.querySelectorAll("[aria-invalid]")) input.removeAttribute("aria-invalid");
-    try {
-      const flow = await api(`/v1/skills/${encodeURIComponent(d.skill_id)}/resolve`, {
-        method: "POST", headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ parameters: collectValues(form) }),
-      });
-      showError(null);
-      problems.hidden = true;
-      result.replaceChildren(el("h3", {}, "Resolved (nothing was executed)"),
-        el("ol", { class: "steps" }, flow.steps.map((s) => el("li", {}, el("code", {}, s.tool),
-          el("pre", {}, JSON.stringify(s.args))))));
-    } catch (err) {
-      result.replaceChildren();
-      problems.replaceChildren(...errorContent(err));
-      problems.hidden = false;
-      for (const p of (err.details && err.details.problems) || []) {
-        // Over HTTP a parameter's problem is located in the body: body.parameters.<name>.
-        const name = typeof p === "object" && String(p.field || "").startsWith("body.parameters.")
-          ? p.field.slice("body.parameters.".length) : null;
-        const input = name ? form.querySelector(`[name="${CSS.escape(name)}"]`) : null;
-        if (input) input.setAttribute("aria-invalid", "true");
-      }
-      problems.scrollIntoView({ block: "nearest" });
-    }
-  });
-  out.push(el("h2", {}, "Try it"), form, problems, result);
-  return out;
 }
 
 // Back to the results this page showed before, or, for a skill's link opened on its own (shared, bookmarked,
@@ -499,8 +258,7 @@ async function safeRoute() {
 }
 
 function setToken(value, hint) {
-  token = value.trim();
-  if (token) localStorage.setItem(TOKEN_KEY, token); else localStorage.removeItem(TOKEN_KEY);
+  const token = keepToken(value);
   $("#token").value = token;
   $("#token-summary").textContent = token ? "token set" : "no token";
   if (hint !== undefined) $("#token-hint").textContent = hint;
@@ -510,12 +268,12 @@ async function init() {
   try {
     const config = await (await fetch("/ui/config")).json();
     if (config.demo_token) examples = config.examples || [];
-    if (config.demo_token && !token) {
+    if (config.demo_token && !currentToken()) {
       setToken(config.demo_token, "Using the demo token of the bundled sample catalog: it sees sub:starter-pack and " +
         "team:data-science, not sub:ops-pro.");
     }
   } catch (_) { /* the page still works with a pasted token */ }
-  setToken(token, $("#token-hint").textContent || "Create one with: skillsearch token add NAME --grant sub:<id>");
+  setToken(currentToken(), $("#token-hint").textContent || "Create one with: skillsearch token add NAME --grant sub:<id>");
   $("#token-form").addEventListener("submit", (ev) => { ev.preventDefault(); $("#token").blur(); });
   $("#token").addEventListener("change", (ev) => { setToken(ev.target.value); safeRoute(); });
   $("#search-form").addEventListener("submit", (ev) => {
