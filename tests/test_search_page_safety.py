@@ -256,3 +256,20 @@ def test_markup_that_reached_the_page_cannot_run(browser: Browser, sample_server
     assert page.evaluate("window.__ran") is None
     page.wait_for_function("() => window.__violations.length > 0")  # refused by the policy, not by chance
     page.context.close()
+
+
+def test_a_search_that_takes_long_says_what_it_waits_for(browser: Browser, sample_server: str) -> None:
+    """The first search after a start waits for the model and the index (27 s on a fresh data directory here):
+    past a few seconds the status says so, rather than "searching…" alone; the answer then replaces it."""
+    page = open_page(browser, sample_server)
+    held: list[Route] = []
+    page.route("**/v1/search?*", lambda route: held.append(route))
+    page.fill("#q", "pandas")
+    page.click("#search-form button[type=submit]")
+    page.wait_for_function("() => document.querySelector('#status').innerText.startsWith('still searching')")
+    assert "model and index" in page.locator("#status").inner_text()
+    before = searches_done(page)
+    held[0].continue_()
+    wait_for_search_after(page, before)
+    assert "result" in page.locator("#status").inner_text() and "still" not in page.locator("#status").inner_text()
+    page.context.close()

@@ -114,6 +114,10 @@ async function showChanged() {
   } catch (_) { /* the page works without it */ }
 }
 
+// A search still unanswered after this long is most often the first one after the server started, waiting for
+// its model and index to load (the server bounds that wait, then answers INDEX_NOT_READY): the status says so.
+const SLOW_MS = 3000;
+
 async function runSearch(state, view) {
   $("#detail-view").hidden = true;
   $("#results-view").hidden = false;
@@ -125,6 +129,12 @@ async function runSearch(state, view) {
   const params = new URLSearchParams({ q: state.q, mode: state.mode || "hybrid", limit: "10" });
   if (state.kind) params.set("kind", state.kind);
   $("#status").textContent = "searching…";
+  const slow = setTimeout(() => {
+    if (view === views) {
+      $("#status").textContent = "still searching… a server that has just started loads its model and index " +
+        "first: this can take up to a minute.";
+    }
+  }, SLOW_MS);
   try {
     const data = await api("/v1/search?" + params);
     if (view !== views) return;  // replaced while it waited: shown, it would answer another request
@@ -147,6 +157,7 @@ async function runSearch(state, view) {
     $("#status").textContent = "";
     showError(err);
   } finally {
+    clearTimeout(slow);
     // Counted shown or not, so a test can wait for a replaced search's answer too.
     document.body.dataset.searches = String(++searches);
   }
