@@ -11,6 +11,8 @@ last page; a second run waits for it (and then reads the cursor the first one le
 
 The kernel drops the lock when its holder dies (even by ``kill -9``), so a killed sync never leaves the
 directory locked. Waiting is bounded only by ``stop``: a process that is stopping gives up the wait.
+``snapshot restore`` refuses a directory whose sync is running (between two pages it holds no other lock),
+and holds this lock through its swap (:func:`sync_runs_held_off`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 from skillsearch.core.errors import IndexNotReadyError, StopFlag, UpstreamUnavailableError
 from skillsearch.retrieval.writelock import claim_pid_lock, release_pid_lock
 
-__all__ = ["SYNC_LOCK_FILE", "sync_run_lock"]
+__all__ = ["SYNC_LOCK_FILE", "sync_run_lock", "sync_runs_held_off"]
 
 log = logging.getLogger("skillsearch.sync")
 
@@ -75,3 +77,29 @@ def sync_run_lock(data_dir: Path, subscription_id: str, stops: tuple[StopFlag | 
         yield
     finally:
         release_pid_lock(fd)
+
+
+@contextlib.contextmanager
+def sync_runs_held_off(data_dir: Path) -> Iterator[int | None]:
+    """For ``snapshot restore``'s swap: hold ``<data-dir>/sync.lock`` if no run holds it, so none starts
+    meanwhile, and yield ``None``; else hold nothing and yield the running sync's pid (0: not recorded). A
+    directory no sync ever ran in has no such file: nothing to hold off."""
+    path = Path(data_dir) / SYNC_LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        yield None
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = _holder(path).removeprefix("process ")
+            yield int(text) if text.isdigit() else 0
+            return
+        try:
+            yield None
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
