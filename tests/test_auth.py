@@ -169,3 +169,35 @@ def test_token_cli_prints_the_token_once(tmp_path: Path) -> None:
     assert json.loads(bad.getvalue())["error"]["code"] == "VALIDATION_ERROR"
     assert main(["--data-dir", data, "token", "remove", "bot"], out=io.StringIO()) == 0
     assert main(["--data-dir", data, "token", "remove", "bot"], out=io.StringIO()) == 1
+
+
+def test_a_rekeyed_token_stops_working_on_a_server_even_within_one_timestamp_tick(tmp_path: Path) -> None:
+    """Re-keying a principal (same name, grants and scopes) writes a file of the same size; when both writes
+    fall in one tick of the file system's clock (coarse on some file systems, or an mtime a deploy tool
+    kept), the file's mtime and size are unchanged and the running server kept the old entries: the revoked
+    token went on reading, the new one was refused. The file is replaced by a rename, so its inode says it
+    changed. A real ``serve`` process over HTTP; ``os.utime`` plays the coarse clock."""
+    import os
+
+    import httpx
+    from fleetsupport import ServeProcess
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    path = data_dir / "principals.toml"
+    old = add_principal(path, "bot", ["sub:starter-pack"], ["skills:read"])
+    server = ServeProcess(data_dir)
+    try:
+        def status(token: str) -> int:
+            return httpx.get(server.url + "/v1/skills", headers={"Authorization": f"Bearer {token}"},
+                             timeout=30).status_code
+
+        assert status(old) == 200  # the server has read the file
+        before = path.stat()
+        new = add_principal(path, "bot", ["sub:starter-pack"], ["skills:read"])
+        assert path.stat().st_size == before.st_size
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+        assert status(old) == 401
+        assert status(new) == 200
+    finally:
+        server.stop()

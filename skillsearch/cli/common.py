@@ -147,7 +147,7 @@ def in_use(path: Path) -> None:
 # What a server writes in place in its data directory (the rest it replaces by a rename, which the folder's
 # own permission allows).
 _SERVER_WRITES = ("catalog.sqlite3", "catalog.sqlite3-wal", "catalog.sqlite3-shm", "write.lock", "in-use.lock",
-                  "leader.lock", "lexical", "vectors")
+                  "leader.lock", "sync.lock", "lexical", "vectors")
 
 
 def check_data_dir(path: Path) -> None:

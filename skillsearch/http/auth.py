@@ -220,9 +220,9 @@ class PrincipalRegistry:
         self._demo = demo
         self._demo_now: bool | None = None
         self._lock = threading.Lock()
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, ...] | None = None
         self._loaded = False
-        self._broken_stamp: tuple[int, int] | None = None
+        self._broken_stamp: tuple[int, ...] | None = None
         self._entries: dict[str, PrincipalEntry] = {}
         self._reload(starting=True)
 
@@ -248,11 +248,14 @@ class PrincipalRegistry:
 
     def _reload(self, starting: bool = False) -> None:
         demo = self.demo
-        stamp: tuple[int, int] | None = None
+        stamp: tuple[int, ...] | None = None
         if self.path is not None:
             try:
                 st = self.path.stat()
-                stamp = (st.st_mtime_ns, st.st_size)
+                # Not mtime and size alone: a re-keyed principal writes a file of the same size, and two writes
+                # within one tick of a coarse clock (or a deploy tool that keeps mtimes) share the mtime. Every
+                # write replaces the file by a rename (a new inode), and ctime cannot be set back.
+                stamp = (st.st_ino, st.st_dev, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
             except FileNotFoundError:
                 stamp = None
         if self._loaded and stamp == self._stamp and demo == self._demo_now:

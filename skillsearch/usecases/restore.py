@@ -20,7 +20,8 @@ Nothing in ``D`` changes until the snapshot is proven whole and right for this r
    The old contents are deleted only after the swap.
 
 A refusal deletes the new folder and leaves ``D`` exactly as it was. A ``D`` that a live process serves
-(``serve``, ``mcp``: the shared lock of ``retrieval/inuse.py``) or writes (the write lock) is refused before
+(``serve``, ``mcp``: the shared lock of ``retrieval/inuse.py``) or writes (the write lock; a sync run, which
+holds ``sync.lock`` between its pages, is refused at the swap) is refused before
 anything is copied, and again at the swap, which holds that lock alone (``DataDirInUseError``, naming the
 pids): a running process would keep the files it had open. Stop it first, or restore into a new folder and
 start the server there. The restored catalog holds the sync cursors, so the replica's first sync resumes from
@@ -47,6 +48,7 @@ from skillsearch.retrieval.encoders import encoder_choice, setting_fingerprint
 from skillsearch.retrieval.inuse import IN_USE_FILE, exclusive
 from skillsearch.retrieval.manifest import MANIFEST
 from skillsearch.retrieval.writelock import LOCK_FILE, WriteLock
+from skillsearch.sync.run_lock import sync_runs_held_off
 from skillsearch.usecases.snapshots import (
     CATALOG,
     FORMAT,
@@ -306,9 +308,14 @@ def restore_snapshot(src: Path, data_dir: Path, encoder: str) -> RestoreInfo:
         else:
             # Held through the swap: no server starts on the old files meanwhile (one waits, then opens the new).
             created = not (data_dir / IN_USE_FILE).exists()
-            with exclusive(data_dir) as users, WriteLock(data_dir).try_hold() as got:
+            with exclusive(data_dir) as users, WriteLock(data_dir).try_hold() as got, \
+                    sync_runs_held_off(data_dir) as syncing:
                 if users is not None:
                     raise _in_use(data_dir, users)
+                if syncing is not None:  # a `skillsearch sync` between two pages holds no other lock
+                    if created:
+                        (data_dir / IN_USE_FILE).unlink(missing_ok=True)
+                    raise _in_use(data_dir, [syncing] if syncing else [])
                 if not got:
                     if created:  # a refusal leaves D as it was (a server opening it meanwhile retries)
                         (data_dir / IN_USE_FILE).unlink(missing_ok=True)

@@ -52,11 +52,13 @@ class SubscriptionsUseCase:
         cancel: Event | None = None,
         max_pages: int = 1000,
     ) -> SyncReport:
-        """Pull and apply every waiting change of one subscription (see :mod:`skillsearch.sync.runner`)."""
+        """Pull and apply every waiting change of one subscription (see :mod:`skillsearch.sync.runner`), one
+        run at a time per data directory, whichever process asks (:mod:`skillsearch.sync.run_lock`)."""
+        from skillsearch.sync.run_lock import sync_run_lock
         from skillsearch.sync.runner import sync_subscription
 
         index = self._catalog.index(bounded=False)  # a server's background open: waited for
-        with self._catalog.writing():
+        with sync_run_lock(self._catalog.data_dir, sub.id, (cancel, self._catalog.stopping)), self._catalog.writing():
             return sync_subscription(self._catalog.store, index, client, sub, page_limit=page_limit, cancel=cancel,
                                      max_pages=max_pages)
 
