@@ -77,6 +77,11 @@ def _contract_openapi(app: FastAPI) -> dict[str, Any]:
     return app.openapi_schema
 
 
+def _error_response(exc: UpstreamError) -> JSONResponse:
+    body = {"error": {"code": exc.code, "message": exc.message, "details": exc.details}}
+    return JSONResponse(body, status_code=exc.status)
+
+
 def create_upstream_app(upstream: ReferenceUpstream) -> FastAPI:
     app = FastAPI(
         title="Subscription platform (skillsearch reference upstream)",
@@ -87,12 +92,12 @@ def create_upstream_app(upstream: ReferenceUpstream) -> FastAPI:
 
     @app.exception_handler(UpstreamError)
     async def _upstream_error(request: Request, exc: UpstreamError) -> JSONResponse:
-        return exc.response()
+        return _error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         error = invalid_input(exc.errors())
-        return UpstreamError(400, error.code, error.message, error.details).response()
+        return _error_response(UpstreamError(400, error.code, error.message, error.details))
 
     app.openapi = lambda: _contract_openapi(app)  # type: ignore[method-assign]
 

@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fastapi.responses import JSONResponse
-
 from skillsearch.catalog.frontmatter import split_front_matter
 from skillsearch.catalog.importer import parse_path
 from skillsearch.catalog.store import utc_now
@@ -31,14 +29,11 @@ __all__ = ["ReferenceUpstream", "UpstreamError", "WebhookTarget", "wire_item"]
 
 
 class UpstreamError(Exception):
+    """A refusal of the platform: its HTTP status and the contract's error body (``app.py`` answers it)."""
+
     def __init__(self, status: int, code: str, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.details = status, code, message, details or {}
-
-    def response(self) -> JSONResponse:
-        body = {"error": {"code": self.code, "message": self.message, "details": self.details}}
-        return JSONResponse(body, status_code=self.status)
-
 
 
 def wire_item(content: SkillContent, status: str = "active") -> dict[str, Any]:
