@@ -39,6 +39,7 @@ from typing import IO
 
 from skillsearch.core.errors import StopFlag, UpstreamUnavailableError, ValidationError
 from skillsearch.core.limits import Limits
+from skillsearch.core.wellformed import printable
 from skillsearch.sync.git_runs import GIT_ENV, POLL_S, GitRuns, git_message
 
 __all__ = ["GitCache", "Tree", "export_folder"]
@@ -236,18 +237,25 @@ class GitCache:
                 if rel.is_absolute() or ".." in rel.parts or not (member.isfile() or member.isdir()):
                     continue
                 target = root.joinpath(*rel.parts)
-                if member.isdir():
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                written += ENTRY_BYTES + member.size
-                if written > self.max_bytes:
-                    raise ValidationError(f"the exported tree is over the limit of {self.max_bytes} bytes",
-                                          {"limit": self.max_bytes})
-                target.parent.mkdir(parents=True, exist_ok=True)
-                handle = tar.extractfile(member)
-                if handle is None:
-                    continue
-                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+                try:
+                    if member.isdir():
+                        target.mkdir(parents=True, exist_ok=True)
+                        continue
+                    written += ENTRY_BYTES + member.size
+                    if written > self.max_bytes:
+                        raise ValidationError(f"the exported tree is over the limit of {self.max_bytes} bytes",
+                                              {"limit": self.max_bytes})
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    handle = tar.extractfile(member)
+                    if handle is None:
+                        continue
+                    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+                except (FileExistsError, NotADirectoryError):
+                    # Only a crafted tree names a path twice (git itself never writes one): the temporary
+                    # folder's path in "File exists: ..." would be no help to whoever reads the error.
+                    raise ValidationError(f"the tree names {printable(member.name)!r} more than once (a malformed "
+                                          "tree, which git fsck reports): nothing of this commit was applied",
+                                          {"path": printable(member.name)}) from None
                 with os.fdopen(fd, "wb") as out:
                     shutil.copyfileobj(handle, out, _CHUNK)
 

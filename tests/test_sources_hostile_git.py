@@ -1,0 +1,60 @@
+"""Git sources whose commits were crafted (trees git itself never writes, fetched unchecked): real
+repositories, real git plumbing (``hash-object --literally``), the real model in process."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from test_sources import commit, git, init_repo, listed, write_skill
+
+from skillsearch.service import Catalog
+from skillsearch.sync.sources import SourceConfig
+
+
+def _object(repo: Path, kind: str, data: bytes) -> str:
+    out = subprocess.run(["git", "-C", str(repo), "hash-object", "-w", "--literally", "-t", kind, "--stdin"],
+                         input=data, capture_output=True, check=True)
+    return out.stdout.decode().strip()
+
+
+def _tree(repo: Path, entries: list[tuple[str, str, str]]) -> str:
+    """A tree object of ``(mode, name, sha)`` entries as given: duplicates and order unchecked."""
+    return _object(repo, "tree", b"".join(f"{mode} {name}".encode() + b"\0" + bytes.fromhex(sha)
+                                          for mode, name, sha in entries))
+
+
+def _skill_md(repo: Path, name: str) -> str:
+    return _object(repo, "blob", f"---\nname: {name}\ndescription: crafted skill {name}\n---\nBody.\n".encode())
+
+
+@pytest.mark.parametrize("twice", ["SKILL.md", "notes"])
+def test_a_tree_naming_a_path_twice_is_refused_by_name_and_keeps_the_last_good_commit(
+        empty_catalog: Catalog, tmp_path: Path, twice: str) -> None:
+    """Such a tree failed with "git archive failed: [Errno 17] File exists: '<data-dir>/sources/export-.../
+    tree/dup/SKILL.md'", a temporary folder gone by then; now the error names the path in the tree."""
+    catalog, repo = empty_catalog, init_repo(tmp_path / "repo")
+    write_skill(repo, "good-skill", "A skill committed the ordinary way.")
+    commit(repo, "one good skill")
+    source = SourceConfig("team", "team:eng", git=f"file://{repo}", ref="main")
+    assert catalog.sources.sync(source).added
+    head = git(repo, "rev-parse", "HEAD")
+    good_tree = git(repo, "rev-parse", "HEAD^{tree}")
+    note = _object(repo, "blob", b"a note\n")
+    if twice == "SKILL.md":
+        dup = _tree(repo, [("100644", "SKILL.md", _skill_md(repo, "dup")), ("100644", "SKILL.md", _skill_md(repo, "dup2"))])
+    else:  # a file and a folder of one name
+        dup = _tree(repo, [("100644", "SKILL.md", _skill_md(repo, "dup")), ("100644", "notes", note),
+                           ("40000", "notes", _tree(repo, [("100644", "inner.md", note)]))])
+    good = git(repo, "ls-tree", good_tree).split("\t")[0].split()
+    top = _tree(repo, [("40000", "dup", dup), (good[0], "good-skill", good[2])])
+    crafted = git(repo, "commit-tree", top, "-p", head, "-m", "crafted")
+    git(repo, "update-ref", "refs/heads/main", crafted)
+
+    report = catalog.sources.sync(source)
+    assert report.error == (f"the tree names 'dup/{twice}' more than once (a malformed tree, which git fsck "
+                            "reports): nothing of this commit was applied"), report.error
+    assert "export-" not in report.error and not report.added and not report.removed
+    assert listed(catalog) == {"good-skill"}
+    assert not list((catalog.data_dir / "sources").glob("export-*/"))
