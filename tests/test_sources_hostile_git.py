@@ -58,3 +58,26 @@ def test_a_tree_naming_a_path_twice_is_refused_by_name_and_keeps_the_last_good_c
     assert "export-" not in report.error and not report.added and not report.removed
     assert listed(catalog) == {"good-skill"}
     assert not list((catalog.data_dir / "sources").glob("export-*/"))
+
+
+def test_a_token_pasted_in_the_repository_url_is_in_no_status_refusal_or_error(
+        empty_catalog: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`https://user:token@host/...` (as a README tells one to paste it) was shown whole by `sources list`
+    and `/v1/sync/status` (any authenticated caller) in the location and in every refused file's name."""
+    catalog, repo = empty_catalog, init_repo(tmp_path / "repo")
+    folder = write_skill(repo, "deploy-app", "Deploy the app to the cluster.")
+    (folder / "passwd.md").symlink_to("/etc/passwd")  # one refusal, named after the repository
+    commit(repo, "a skill with a link")
+    url = "https://alice:s3cretTOKEN@git.example.invalid/team/skills.git"
+    # git itself takes the https URL to the repository on disk (a real fetch, no network)
+    config = tmp_path / "gitconfig"
+    config.write_text(f'[url "file://{repo}"]\n\tinsteadOf = {url}\n', encoding="utf-8")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    source = SourceConfig("team", "team:eng", git=url, ref="main")
+
+    report = catalog.sources.sync(source)
+    assert report.added and not report.error and report.refused
+    assert report.refused[0].file.startswith("https://***@git.example.invalid/team/skills.git@")
+    (status,) = catalog.subscriptions.sync_status(None, sources=[source]).sources
+    assert status.location == "https://***@git.example.invalid/team/skills.git#main"
+    assert "s3cretTOKEN" not in status.model_dump_json() and "alice" not in status.model_dump_json()
