@@ -81,3 +81,55 @@ def test_a_token_pasted_in_the_repository_url_is_in_no_status_refusal_or_error(
     (status,) = catalog.subscriptions.sync_status(None, sources=[source]).sources
     assert status.location == "https://***@git.example.invalid/team/skills.git#main"
     assert "s3cretTOKEN" not in status.model_dump_json() and "alice" not in status.model_dump_json()
+
+
+def test_deep_folders_with_long_names_do_not_fail_the_whole_tree(empty_catalog: Catalog, tmp_path: Path) -> None:
+    """The archive's byte cap counted a header per file only, not per folder (`ls-tree -r` lists no trees),
+    so a few chains of folders with long names, well within every limit, failed the whole source with
+    "git archive wrote more than N bytes, over the limit"."""
+    catalog, repo = empty_catalog, init_repo(tmp_path / "repo")
+    write_skill(repo, "plain-skill", "A plain skill beside a deep one.")
+    folder = write_skill(repo, "deep-skill", "A skill whose references nest deep under long names.")
+    for branch in "abcdefghij":  # resource paths of 491 characters, under the 512 a resource may have
+        deep = folder.joinpath("references", *[branch * 39] * 12)
+        deep.mkdir(parents=True)
+        (deep / "note.md").write_text("a deep note\n", encoding="utf-8")
+    commit(repo, "deep references")
+    report = catalog.sources.sync(SourceConfig("team", "team:eng", git=f"file://{repo}", ref="main"))
+    assert not report.error and not report.refused, report.error or report.refused
+    assert listed(catalog) == {"plain-skill", "deep-skill"}
+
+
+def _deep(repo: Path, folders: int) -> str:
+    """The skill folder ``deep`` (its references ``folders`` folders of 20 characters deep, then a note) beside
+    the skill folder ``fine``, committed on main."""
+    chain = _tree(repo, [("100644", "note.md", _object(repo, "blob", b"a deep note\n"))])
+    for _ in range(folders):
+        chain = _tree(repo, [("40000", "a" * 20, chain)])
+    skill = _tree(repo, [("100644", "SKILL.md", _skill_md(repo, "deep")), ("40000", "references", chain)])
+    top = _tree(repo, [("40000", "deep", skill), ("40000", "fine", _tree(repo, [("100644", "SKILL.md",
+                                                                                  _skill_md(repo, "fine"))]))])
+    return git(repo, "update-ref", "refs/heads/main", git(repo, "commit-tree", top, "-m", "deep"))
+
+
+def test_a_path_over_4096_bytes_is_refused_by_name_before_any_export(empty_catalog: Catalog, tmp_path: Path) -> None:
+    """Only a path at the end of one 1 MiB read of `git ls-tree` was measured; one anywhere else reached the
+    export and failed it with "git archive wrote more than N bytes, over the limit", naming no path."""
+    catalog, repo = empty_catalog, init_repo(tmp_path / "repo")
+    _deep(repo, 200)  # a path of 4223 bytes, which no checkout could hold
+    report = catalog.sources.sync(SourceConfig("team", "team:eng", git=f"file://{repo}", ref="main"))
+    assert report.error is not None and "holds a path over 4096 bytes ('deep/references/aaaa" in report.error, report.error
+    assert report.error.endswith("nothing was exported") and listed(catalog) == set()
+
+
+def test_a_path_too_long_under_the_data_directory_is_refused_by_name(empty_catalog: Catalog, tmp_path: Path) -> None:
+    """A path under 4096 bytes that the export folder's own path takes over the system's limit failed with
+    "git archive failed: [Errno 36] File name too long: '<data-dir>/sources/export-.../tree/...'", a
+    temporary folder gone by then; the error now names the path in the tree and the folder it is exported under."""
+    catalog, repo = empty_catalog, init_repo(tmp_path / "repo")
+    _deep(repo, 193)  # a path of 4076 bytes: under the limit, not under <data-dir>/sources/export-*/tree/
+    report = catalog.sources.sync(SourceConfig("team", "team:eng", git=f"file://{repo}", ref="main"))
+    sources = catalog.data_dir / "sources"
+    assert report.error is not None and report.error.startswith("the path 'deep/references/aaaa"), report.error
+    assert report.error.endswith(f"is too long for this system under {sources}: nothing of this commit was applied")
+    assert listed(catalog) == set() and not list(sources.glob("export-*/"))
