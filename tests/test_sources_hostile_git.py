@@ -133,3 +133,18 @@ def test_a_path_too_long_under_the_data_directory_is_refused_by_name(empty_catal
     assert report.error is not None and report.error.startswith("the path 'deep/references/aaaa"), report.error
     assert report.error.endswith(f"is too long for this system under {sources}: nothing of this commit was applied")
     assert listed(catalog) == set() and not list(sources.glob("export-*/"))
+
+
+@pytest.mark.parametrize("target", ["HEAD:good-skill/SKILL.md", "HEAD^{tree}"])
+def test_a_ref_naming_a_blob_or_a_tree_is_refused_by_its_name(empty_catalog: Catalog, tmp_path: Path,
+                                                              target: str) -> None:
+    """It failed with "git rev-parse failed: refs/skillsearch/fetched^{commit}: expected commit type, ...",
+    naming the cache's own ref rather than the one configured."""
+    catalog, repo = empty_catalog, init_repo(tmp_path / "repo")
+    write_skill(repo, "good-skill", "A skill committed the ordinary way.")
+    commit(repo, "one good skill")
+    git(repo, "tag", "-a", "odd", "-m", "not a commit", git(repo, "rev-parse", target))
+    report = catalog.sources.sync(SourceConfig("team", "team:eng", git=f"file://{repo}", ref="odd"))
+    kind = "blob" if ":" in target else "tree"
+    assert report.error == f"'odd' names a {kind}, not a commit: a git source reads a branch, a tag of a commit or a commit"
+    assert listed(catalog) == set()

@@ -130,7 +130,12 @@ class GitCache:
                 raise UpstreamUnavailableError(f"cannot create the git cache {self.git_dir}")
         self._attributes()
         self.runs.run("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", url, f"+{ref}:{FETCHED}")
-        return self.commit_of(FETCHED)
+        try:
+            return self.commit_of(FETCHED)
+        except UpstreamUnavailableError:  # a tag of a tree or a blob: name it, not our own ref
+            kind = self.runs.run("cat-file", "-t", f"{FETCHED}^{{}}", check=False).stdout.decode().strip()
+            raise UpstreamUnavailableError(f"{ref!r} names a {kind or 'object'}, not a commit: a git source reads a "
+                                           "branch, a tag of a commit or a commit") from None
 
     def _attributes(self) -> None:
         """Make ``git archive`` export the committed bytes (also in a cache made before this rule)."""
