@@ -192,6 +192,10 @@ def test_a_half_written_skill_is_refused_and_its_last_good_revision_still_served
     report = catalog.sources.sync(source)
     assert not report.removed and not report.changed and not report.error
     assert {Path(r.file).parent.name for r in report.refused} == {"tls-renew", "oddly named"}
+    # a file cut short was said to need a first line '---', which it has
+    assert {Path(r.file).parent.name: r.reason for r in report.refused} == {
+        "tls-renew": "the front matter is not closed (no line '---' after it)",
+        "oddly named": "no YAML front matter (the file must start with a line '---')"}
     assert all(r.file.startswith(str(root)) for r in report.refused)
     assert catalog.get_skill(OPERATOR, skill.skill_id).instructions == "Run certbot renew."
     assert "tls-renew" in slugs(catalog, "renew TLS certificate")

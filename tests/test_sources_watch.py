@@ -96,3 +96,24 @@ def test_a_folder_that_appears_later_is_picked_up(empty_catalog: Catalog, tmp_pa
         eventually(lambda: listed(empty_catalog) == {"late-skill"})
     finally:
         keeper.stop()
+
+
+def test_the_catalogs_own_writes_do_not_run_a_folder_that_holds_its_data_directory(
+        empty_catalog: Catalog, tmp_path: Path) -> None:
+    # `sources add here --path .` beside the default data directory `./index`: the watched folder holds the
+    # data directory, so every run's writes of the catalog were a change of the folder, and ran it again, endlessly.
+    catalog = empty_catalog
+    assert catalog.data_dir.resolve().is_relative_to(tmp_path.resolve())
+    write_skill(tmp_path, "ssh-hardening", "Harden an SSH server: disable passwords, limit users, rotate host keys.")
+    keeper = catalog.sources.keeper([SourceConfig("here", "user:me", path=tmp_path)])
+    keeper.start()
+    try:
+        assert keeper.poller.wait_for_runs("here", 1, TIMEOUT)
+        time.sleep(2.0)  # what the first run wrote has been seen by now
+        runs = keeper.poller.runs("here")
+        time.sleep(3.0)
+        assert keeper.poller.runs("here") == runs, "the catalog's own writes ran the source again"
+        write_skill(tmp_path, "nginx-tuning", "Tune nginx worker processes and buffers for high traffic.")
+        eventually(lambda: "nginx-tuning" in listed(catalog))  # a change of the folder itself still runs it
+    finally:
+        keeper.stop()

@@ -26,6 +26,7 @@ __all__ = ["FRONT_MATTER", "FrontMatterError", "dump_front_matter", "is_plain_sc
            "split_front_matter"]
 
 FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)(.*)\Z", re.DOTALL)
+_OPENED = re.compile(r"\A---[ \t]*(?:\r?\n|\Z)")
 
 
 class FrontMatterError(ValueError):
@@ -93,6 +94,8 @@ def split_front_matter(text: str, limits: Limits | None = None) -> tuple[dict[st
     """(the parsed front matter, the Markdown body) of a ``SKILL.md``."""
     match = FRONT_MATTER.match(text.removeprefix("\ufeff"))
     if not match:
+        if _OPENED.match(text.removeprefix("\ufeff")):  # a file cut short, as a watcher may read one mid-write
+            raise FrontMatterError("the front matter is not closed (no line '---' after it)")
         raise FrontMatterError("no YAML front matter (the file must start with a line '---')")
     return load_front_matter(match.group(1), limits), match.group(2)
 

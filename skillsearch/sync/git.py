@@ -11,8 +11,9 @@ under ``refs/skillsearch/fetched`` and earlier fetched commits under ``refs/skil
 A tree is exported byte for byte as committed: the cache's ``info/attributes`` turns off every attribute
 ``git archive`` would apply (``export-subst``, ``export-ignore``, end-of-line and encoding conversions,
 ``ident``, filters), whatever the tree's ``.gitattributes`` say. Before anything is exported,
-``git ls-tree -r -l`` gives every blob's size: a tree over ``max_bytes`` (files' bytes plus 512 per entry,
-``Limits.max_source_bytes``) is refused without a byte of it being read. The archive is then streamed
+``git ls-tree -r -t -l`` gives every blob's size and every folder (the archive gives each a header too): a
+tree over ``max_bytes`` (files' bytes plus 512 per entry, ``Limits.max_source_bytes``), or holding a path
+over ``MAX_PATH_BYTES``, is refused without a byte of it being read. The archive is then streamed
 through :mod:`tarfile` into a temporary folder (regular files and folders only: no links, devices or paths
 outside the folder) with a hard stop at the limit, so memory stays flat whatever the tree holds. Committed
 symbolic links and submodules are listed (:class:`Tree`) so the caller can report them.
@@ -23,6 +24,7 @@ folders left by a killed run are removed by the next run that finds no other exp
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import re
@@ -39,6 +41,7 @@ from typing import IO
 
 from skillsearch.core.errors import StopFlag, UpstreamUnavailableError, ValidationError
 from skillsearch.core.limits import Limits
+from skillsearch.core.wellformed import printable
 from skillsearch.sync.git_runs import GIT_ENV, POLL_S, GitRuns, git_message
 
 __all__ = ["GitCache", "Tree", "export_folder"]
@@ -127,7 +130,12 @@ class GitCache:
                 raise UpstreamUnavailableError(f"cannot create the git cache {self.git_dir}")
         self._attributes()
         self.runs.run("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", url, f"+{ref}:{FETCHED}")
-        return self.commit_of(FETCHED)
+        try:
+            return self.commit_of(FETCHED)
+        except UpstreamUnavailableError:  # a tag of a tree or a blob: name it, not our own ref
+            kind = self.runs.run("cat-file", "-t", f"{FETCHED}^{{}}", check=False).stdout.decode().strip()
+            raise UpstreamUnavailableError(f"{ref!r} names a {kind or 'object'}, not a commit: a git source reads a "
+                                           "branch, a tag of a commit or a commit") from None
 
     def _attributes(self) -> None:
         """Make ``git archive`` export the committed bytes (also in a cache made before this rule)."""
@@ -185,6 +193,10 @@ class GitCache:
                     meta, _, raw_path = record.partition(b"\t")
                     mode, kind, _obj, size = meta.split()
                     path = raw_path.decode("utf-8", "surrogateescape")
+                    if len(raw_path) > MAX_PATH_BYTES:  # in the middle of a chunk too, not only at its end
+                        raise ValidationError(f"the tree at {shown} holds a path over {MAX_PATH_BYTES} bytes "
+                                              f"({printable(path[:60])!r}...): nothing was exported",
+                                              {"limit": MAX_PATH_BYTES})
                     entries += 1
                     blob = int(size) if kind == b"blob" else 0
                     total += ENTRY_BYTES + blob
@@ -202,7 +214,7 @@ class GitCache:
                             {"limit": self.max_bytes})
             return Tree(entries, total, tuple(links), tuple(submodules))
 
-        return self.runs.stream(["ls-tree", "-r", "-l", "-z", where], consume)
+        return self.runs.stream(["ls-tree", "-r", "-t", "-l", "-z", where], consume)
 
     def export(self, sha: str, subdir: str | None, dest: Path) -> tuple[Path, Tree]:
         """Write the tree of ``sha`` (or its ``subdir``) into ``dest``; returns the folder that holds it and
@@ -236,18 +248,31 @@ class GitCache:
                 if rel.is_absolute() or ".." in rel.parts or not (member.isfile() or member.isdir()):
                     continue
                 target = root.joinpath(*rel.parts)
-                if member.isdir():
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                written += ENTRY_BYTES + member.size
-                if written > self.max_bytes:
-                    raise ValidationError(f"the exported tree is over the limit of {self.max_bytes} bytes",
-                                          {"limit": self.max_bytes})
-                target.parent.mkdir(parents=True, exist_ok=True)
-                handle = tar.extractfile(member)
-                if handle is None:
-                    continue
-                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+                try:
+                    if member.isdir():
+                        target.mkdir(parents=True, exist_ok=True)
+                        continue
+                    written += ENTRY_BYTES + member.size
+                    if written > self.max_bytes:
+                        raise ValidationError(f"the exported tree is over the limit of {self.max_bytes} bytes",
+                                              {"limit": self.max_bytes})
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    handle = tar.extractfile(member)
+                    if handle is None:
+                        continue
+                    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+                except (FileExistsError, NotADirectoryError):
+                    # Only a crafted tree names a path twice (git itself never writes one): the temporary
+                    # folder's path in "File exists: ..." would be no help to whoever reads the error.
+                    raise ValidationError(f"the tree names {printable(member.name)!r} more than once (a malformed "
+                                          "tree, which git fsck reports): nothing of this commit was applied",
+                                          {"path": printable(member.name)}) from None
+                except OSError as exc:
+                    if exc.errno != errno.ENAMETOOLONG:
+                        raise
+                    raise ValidationError(f"the path {printable(member.name[:60])!r}... ({len(member.name)} bytes) "
+                                          f"is too long for this system under {root.parent.parent}: nothing of this commit was"
+                                          " applied", {"path": printable(member.name)}) from None
                 with os.fdopen(fd, "wb") as out:
                     shutil.copyfileobj(handle, out, _CHUNK)
 

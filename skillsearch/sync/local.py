@@ -33,7 +33,7 @@ class LocalSources:
     (only those are read again), ``None`` the whole source (the first run, each interval, a new folder)."""
 
     def __init__(self, run: SourceRun, sources: Sequence[SourceConfig], *, quiet_ms: int = 400,
-                 backoff_base_s: float = 1.0, backoff_max_s: float = 300.0) -> None:
+                 backoff_base_s: float = 1.0, backoff_max_s: float = 300.0, data_dir: Path | None = None) -> None:
         self.sources = tuple(sources)
         self._run = run
         self._lock = threading.Lock()
@@ -41,7 +41,8 @@ class LocalSources:
         self.poller: Poller[SourceConfig] = Poller(self._run_one, self.sources, backoff_base_s=backoff_base_s,
                                                    backoff_max_s=backoff_max_s)
         folders: dict[str, Path] = {s.name: s.path for s in self.sources if s.path is not None}
-        self.watcher = FolderWatcher(folders, self._changed, quiet_ms=quiet_ms)
+        # The catalog's writes (inside ``data_dir``) are no change of a folder that holds the data directory.
+        self.watcher = FolderWatcher(folders, self._changed, quiet_ms=quiet_ms, ignore=data_dir)
 
     def _changed(self, name: str, paths: frozenset[str]) -> None:
         tops = {p.split("/", 1)[0] for p in paths}

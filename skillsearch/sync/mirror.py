@@ -221,7 +221,7 @@ def read_source(store: CatalogStore, source: SourceConfig, cache_dir: Path, *, f
         if last == commit and not force:
             return SourceRead(source, commit=commit, skipped=True)
         cache.keep(commit)
-        shown = f"{source.git}@{commit[:12]}" + (f":{source.subdir}" if source.subdir else "")
+        shown = f"{source.shown_git}@{commit[:12]}" + (f":{source.subdir}" if source.subdir else "")
         with export_folder(cache.git_dir.parent) as tmp:
             root, tree = cache.export(commit, source.subdir, tmp / "tree")
             read = _parse(source, root, shown, left_out=_left_out(root, tree), stopping=stopping, progress=progress)

@@ -40,6 +40,7 @@ __all__ = [
     "add_source",
     "load_sources",
     "parse_sources",
+    "redact_url",
     "remove_source",
 ]
 
@@ -68,9 +69,14 @@ class SourceConfig:
         return "git" if self.git is not None else "folder"
 
     @property
+    def shown_git(self) -> str | None:
+        """The repository URL as statuses, reports and logs show it: any ``user:token@`` hidden."""
+        return redact_url(self.git) if self.git is not None else None
+
+    @property
     def location(self) -> str:
         if self.git is not None:
-            where = f"{self.git}#{self.ref}"
+            where = f"{self.shown_git}#{self.ref}"
             return f"{where}:{self.subdir}" if self.subdir else where
         return str(self.path)
 
@@ -84,6 +90,17 @@ class SourceConfig:
             out["path"] = str(self.path)
         out["interval_s"] = self.interval_s
         return out
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its user information (``https://user:token@host/...``, a token pasted with the URL) shown
+    as ``***@``: the URL itself stays in the configuration only. Any ``/v1/sync/status`` caller reads a
+    source's location and refusals, and the server's log holds them."""
+    scheme, sep, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    if sep and "@" in authority:
+        authority = "***@" + authority.rsplit("@", 1)[1]
+    return f"{scheme}{sep}{authority}{slash}{path}"
 
 
 def _check_subdir(value: Any) -> str | None:

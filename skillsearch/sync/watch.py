@@ -10,7 +10,9 @@ A folder that does not exist yet (or was removed) is looked for again (every ``W
 folder is watched, every ``recheck_s`` when none exists); when it appears its source is reported changed.
 :meth:`FolderWatcher.start` returns once the OS watches are in place, so a runner started after it misses
 no write. Hidden folders (``.git``, ...) and editor droppings are ignored by
-watchfiles' default filter.
+watchfiles' default filter, and so are the writes inside the catalog's own data directory (``ignore``) when
+a watched folder holds it (``--path .`` beside the default ``./index``): each run writes the catalog, and
+those writes must not trigger the next run, endlessly.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ WAKE_MS = 250  # how often the watch thread looks at which folders exist (a stat
 
 class FolderWatcher:
     """Calls ``on_change(name, changed)`` after each burst of writes under ``folders[name]``: ``changed``
-    holds the paths relative to that folder (empty when the folder itself appeared or vanished)."""
+    holds the paths relative to that folder (empty when the folder itself appeared or vanished). A write
+    inside ``ignore`` (the data directory) is not a change of a folder that holds it."""
 
     def __init__(
         self,
@@ -45,8 +48,10 @@ class FolderWatcher:
         quiet_ms: int = 400,
         max_batch_ms: int = 10_000,
         recheck_s: float = 2.0,
+        ignore: Path | None = None,
     ) -> None:
         self._folders = {name: Path(p).expanduser() for name, p in folders.items()}
+        self._ignore = Path(ignore).expanduser().resolve() if ignore is not None else None
         self._on_change = on_change
         self.quiet_ms = quiet_ms
         self.max_batch_ms = max_batch_ms
@@ -129,6 +134,11 @@ class FolderWatcher:
                 self._stop.wait(self.recheck_s)
                 present = self._present()
 
+    def _ignored(self, path: Path, root: Path) -> bool:
+        """A write of the catalog itself: inside the data directory, which is ``root`` or inside it (a folder
+        kept inside the data directory is watched as any other)."""
+        return self._ignore is not None and path.is_relative_to(self._ignore) and self._ignore.is_relative_to(root)
+
     def _watch(self, present: dict[str, Path]) -> dict[str, Path]:
         """Watch ``present`` until the set of existing folders changes; returns the new set."""
         for changes in watchfiles.watch(
@@ -146,7 +156,7 @@ class FolderWatcher:
             for _, raw in changes:
                 path = Path(raw)
                 for name, root in present.items():
-                    if path == root or path.is_relative_to(root):
+                    if (path == root or path.is_relative_to(root)) and not self._ignored(path, root):
                         touched.setdefault(name, set()).add(path.relative_to(root).as_posix())
             for name in sorted(touched):
                 self._changed(name, frozenset(touched[name]))

@@ -73,4 +73,5 @@ class LocalSourcesUseCase:
         its last write, reading only the folders that changed."""
         from skillsearch.sync.local import LocalSources
 
-        return LocalSources(lambda s, folders: self.sync(s, folders=folders), sources, quiet_ms=quiet_ms)
+        return LocalSources(lambda s, folders: self.sync(s, folders=folders), sources, quiet_ms=quiet_ms,
+                            data_dir=self._catalog.data_dir)
