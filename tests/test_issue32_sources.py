@@ -199,6 +199,31 @@ def test_a_git_blob_over_the_source_limit_is_refused_before_export(
     assert not list((catalog.data_dir / "sources").glob("export-*"))
 
 
+def test_a_git_tree_of_too_many_entries_is_refused_before_export(
+    empty_catalog: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tree of many small files, within the byte limit (once: 200,000 files written for 120 s, then minutes
+    to remove, on every run), is refused from `git ls-tree` by its count; nothing is exported."""
+    catalog, repo = empty_catalog, init_repo(tmp_path / "repo")
+    write_skill(repo, "alpha-skill", "The alpha skill does one thing well.")
+    good = commit(repo, "one skill")
+    source = SourceConfig("team", "team:eng", git=f"file://{repo}", ref="main")
+    assert len(catalog.sources.sync(source).added) == 1
+    monkeypatch.setenv("SKILLSEARCH_MAX_SOURCE_ENTRIES", "40")
+    for i in range(5):
+        for j in range(8):
+            (repo / "many" / f"d{i}").mkdir(parents=True, exist_ok=True)
+            (repo / "many" / f"d{i}" / f"f{j}.txt").write_text(f"{i}.{j}\n", encoding="utf-8")
+    commit(repo, "many small files")
+    report = catalog.sources.sync(source)
+    assert report.error is not None and "more than 40 entries" in report.error
+    assert "SKILLSEARCH_MAX_SOURCE_ENTRIES" in report.error and "nothing was exported" in report.error
+    assert not report.removed and listed(catalog) == {"alpha-skill"}
+    state = catalog.store.sync.state("team")
+    assert state is not None and json.loads(state.cursor or "{}")["commit"] == good
+    assert not list((catalog.data_dir / "sources").glob("export-*"))
+
+
 # -- 5. a directory with a sync configuration is never seeded --------------------------------------------
 
 

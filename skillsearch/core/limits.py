@@ -52,6 +52,9 @@ class Limits:
     max_bundle_bytes: int = 256 * MiB
     # A git source's tree as exported: its files' bytes plus 512 per entry (checked before exporting).
     max_source_bytes: int = 512 * MiB
+    # Entries (files and folders) of a git source's tree (checked before exporting): writing and removing a
+    # hostile tree of many small files took minutes a run, within the byte limit.
+    max_source_entries: int = 50_000
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Limits:

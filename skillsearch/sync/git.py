@@ -12,10 +12,11 @@ A tree is exported byte for byte as committed: the cache's ``info/attributes`` t
 ``git archive`` would apply (``export-subst``, ``export-ignore``, end-of-line and encoding conversions,
 ``ident``, filters), whatever the tree's ``.gitattributes`` say. Before anything is exported,
 ``git ls-tree -r -t -l`` gives every blob's size and every folder (the archive gives each a header too): a
-tree over ``max_bytes`` (files' bytes plus 512 per entry, ``Limits.max_source_bytes``), or holding a path
-over ``MAX_PATH_BYTES``, is refused without a byte of it being read. The archive is then streamed
-through :mod:`tarfile` into a temporary folder (regular files and folders only: no links, devices or paths
-outside the folder) with a hard stop at the limit, so memory stays flat whatever the tree holds. Committed
+tree over ``max_bytes`` (files' bytes plus 512 per entry, ``Limits.max_source_bytes``), over
+``Limits.max_source_entries`` entries, or holding a path over ``MAX_PATH_BYTES``, is refused without a byte
+of it being read. The archive is then streamed through :mod:`tarfile` into a temporary folder (regular files
+and folders only: no links, devices or paths outside the folder) with a hard stop at the limit, so memory
+stays flat whatever the tree holds. Committed
 symbolic links and submodules are listed (:class:`Tree`) so the caller can report them.
 
 Each export runs in ``<cache-dir>/export-*`` under a shared ``flock`` of ``<cache-dir>/exports.lock``;
@@ -89,7 +90,9 @@ class GitCache:
                  stopping: StopFlag | None = None) -> None:
         self.git_dir = Path(git_dir)
         self.timeout_s = timeout_s
-        self.max_bytes = max_bytes if max_bytes is not None else Limits.from_env().max_source_bytes
+        limits = Limits.from_env()
+        self.max_bytes = max_bytes if max_bytes is not None else limits.max_source_bytes
+        self.max_entries = limits.max_source_entries
         # Set when the process stops (SIGTERM, a server's shutdown): a git run in progress is ended (SIGTERM to
         # its process group, then SIGKILL after TERM_WAIT_S) and ``WriteStopped`` raised; nothing was applied.
         self.stopping = stopping
@@ -198,6 +201,10 @@ class GitCache:
                                               f"({printable(path[:60])!r}...): nothing was exported",
                                               {"limit": MAX_PATH_BYTES})
                     entries += 1
+                    if entries > self.max_entries:
+                        raise ValidationError(
+                            f"the tree at {shown} has more than {self.max_entries} entries (files and folders;"
+                            " SKILLSEARCH_MAX_SOURCE_ENTRIES): nothing was exported", {"limit": self.max_entries})
                     blob = int(size) if kind == b"blob" else 0
                     total += ENTRY_BYTES + blob
                     if blob > largest[1]:
