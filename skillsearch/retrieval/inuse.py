@@ -62,11 +62,12 @@ def lock_pids(path: Path) -> list[int]:
 
 
 @contextlib.contextmanager
-def exclusive(data_dir: Path, *, create: bool = True) -> Iterator[list[int] | None]:
-    """Hold ``data_dir``'s in-use lock alone if no other live process holds it: yields ``None`` then; else
-    holds nothing and yields the pids of the processes that do (empty where ``/proc/locks`` is not read).
-    ``create=False``: a directory without the file (no server ever started there) is just free."""
-    path = Path(data_dir) / IN_USE_FILE
+def exclusive(data_dir: Path, *, create: bool = True, name: str = IN_USE_FILE) -> Iterator[list[int] | None]:
+    """Hold ``data_dir``'s in-use lock (or the lock file ``name``) alone if no other live process holds it:
+    yields ``None`` then; else holds nothing and yields the pids of the processes that do (empty where
+    ``/proc/locks`` is not read). ``create=False``: a directory without the file (no server ever started
+    there) is just free."""
+    path = Path(data_dir) / name
     try:
         fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0), 0o644)
     except FileNotFoundError:

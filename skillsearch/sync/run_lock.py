@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from skillsearch.core.errors import IndexNotReadyError, StopFlag, UpstreamUnavailableError
+from skillsearch.retrieval.inuse import exclusive
 from skillsearch.retrieval.writelock import claim_pid_lock, release_pid_lock
 
 __all__ = ["SYNC_LOCK_FILE", "sync_run_lock", "sync_runs_held_off"]
@@ -79,27 +80,8 @@ def sync_run_lock(data_dir: Path, subscription_id: str, stops: tuple[StopFlag | 
         release_pid_lock(fd)
 
 
-@contextlib.contextmanager
-def sync_runs_held_off(data_dir: Path) -> Iterator[int | None]:
+def sync_runs_held_off(data_dir: Path) -> contextlib.AbstractContextManager[list[int] | None]:
     """For ``snapshot restore``'s swap: hold ``<data-dir>/sync.lock`` if no run holds it, so none starts
-    meanwhile, and yield ``None``; else hold nothing and yield the running sync's pid (0: not recorded). A
-    directory no sync ever ran in has no such file: nothing to hold off."""
-    path = Path(data_dir) / SYNC_LOCK_FILE
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-    except FileNotFoundError:
-        yield None
-        return
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            text = _holder(path).removeprefix("process ")
-            yield int(text) if text.isdigit() else 0
-            return
-        try:
-            yield None
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+    meanwhile, and yield ``None``; else hold nothing and yield the running syncs' pids. A directory no sync
+    ever ran in has no such file: nothing to hold off."""
+    return exclusive(data_dir, create=False, name=SYNC_LOCK_FILE)

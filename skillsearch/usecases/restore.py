@@ -315,7 +315,7 @@ def restore_snapshot(src: Path, data_dir: Path, encoder: str) -> RestoreInfo:
                 if syncing is not None:  # a `skillsearch sync` between two pages holds no other lock
                     if created:
                         (data_dir / IN_USE_FILE).unlink(missing_ok=True)
-                    raise _in_use(data_dir, [syncing] if syncing else [])
+                    raise _in_use(data_dir, syncing)
                 if not got:
                     if created:  # a refusal leaves D as it was (a server opening it meanwhile retries)
                         (data_dir / IN_USE_FILE).unlink(missing_ok=True)
