@@ -54,6 +54,8 @@ def test_serve_keeps_a_watched_folder_in_step(empty_catalog: Catalog, tmp_path: 
         assert mine["runner"]["watch"]["watching"] is True and status["catalog_changed_at"]
         assert http.get("/readyz").json()["changed_at"] == status["catalog_changed_at"]
         assert http.get("/v1/sync/status").status_code == 401
+        # Another grant's caller reads nothing of this source: not its name, folder, errors or skill count.
+        assert http.get("/v1/sync/status", headers=them).json()["sources"] == []
 
         shutil.rmtree(root / "kafka-offsets")
         eventually(lambda: "kafka-offsets" not in found())

@@ -588,6 +588,7 @@ def test_serve_polls_in_the_background_and_serves_webhook_and_status(catalog: Ca
                                                                     upstream_url: str, tmp_path: Path) -> None:
     principals = tmp_path / "principals.toml"
     token = add_principal(principals, "ops", [f"sub:{SUB}"], ["skills:read"])
+    other = add_principal(principals, "other", ["team:other"], ["skills:read"])
     registry = PrincipalRegistry.for_catalog(catalog, principals)
     app = build_serve_app(catalog, registry, sync=config_for(upstream_url, SUB, interval_s=3600))
     with serve(app, lifespan="on") as url:
@@ -597,6 +598,10 @@ def test_serve_polls_in_the_background_and_serves_webhook_and_status(catalog: Ca
             assert time.monotonic() < deadline, "the poller started with the app and ran a first sync"
             time.sleep(0.1)
         assert httpx.get(f"{url}/v1/sync/status").status_code == 401
+        # A caller of another grant reads nothing of this subscription (its id, errors, skill counts).
+        assert httpx.get(f"{url}/v1/sync/status", headers={"Authorization": f"Bearer {other}"}).json()[
+            "subscriptions"] == []
+        assert httpx.get(f"{url}/v1/sync/status", headers=auth).json()["subscriptions"][0]["grant"] == f"sub:{SUB}"
         assert httpx.get(f"{url}/v1/skills/{BISECT}", headers=auth).status_code == 200
 
         upstream.set_revoked(SUB, True)

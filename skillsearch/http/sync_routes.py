@@ -1,7 +1,8 @@
 """The sync routes of our HTTP app: ``POST /v1/sync/webhook`` and ``GET /v1/sync/status``.
 
 The webhook proves itself with its HMAC (``sync/webhook.py``), never with the app's bearer tokens; the
-status route names subscriptions and errors, so it is guarded by ``authenticate``.
+status route names subscriptions and errors, so it is guarded by ``authenticate`` and shows a caller only
+the subscriptions and sources of its grants (``sync/status.visible_to``).
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ import pydantic
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from skillsearch.core.domain import Principal
 from skillsearch.core.errors import SkillSearchError, ValidationError, invalid_input, problem
 from skillsearch.http.errors import NOT_JSON_STATUS, TOO_LARGE_STATUS, error_response, is_json, not_json, too_large
 from skillsearch.http.schemas import documented_errors
 from skillsearch.sync.config import SyncConfig
 from skillsearch.sync.contract import WebhookEvent
 from skillsearch.sync.sources import SourceConfig
-from skillsearch.sync.status import SyncStatus
+from skillsearch.sync.status import SyncStatus, visible_to
 from skillsearch.sync.webhook import MAX_WEBHOOK_BYTES, verify_webhook
 
 if TYPE_CHECKING:
@@ -57,7 +59,7 @@ def make_sync_router(
     config: SyncConfig | None,
     poller: Poller | None = None,
     *,
-    authenticate: Callable[[str | None], object] | None = None,
+    authenticate: Callable[[str | None], Principal] | None = None,
     clock: Callable[[], float] = time.time,
     sources: Sequence[SourceConfig] = (),
     keeper: LocalSources | None = None,
@@ -128,7 +130,7 @@ def _add_webhook(router: APIRouter, catalog: Catalog, config: SyncConfig, pull: 
 
 
 def _add_status(router: APIRouter, catalog: Catalog, config: SyncConfig | None, poller: Poller | None,
-                authenticate: Callable[[str | None], object] | None, sources: Sequence[SourceConfig],
+                authenticate: Callable[[str | None], Principal] | None, sources: Sequence[SourceConfig],
                 keeper: LocalSources | None) -> None:
     @router.get(
         "/v1/sync/status",
@@ -137,9 +139,11 @@ def _add_status(router: APIRouter, catalog: Catalog, config: SyncConfig | None, 
         responses={401: {"description": "missing or unknown bearer token"}},
     )
     def status(request: Request) -> Any:
+        """Each subscription and source the caller's grants see (all of them for the operator)."""
+        grants: frozenset[str] | None = None
         if authenticate is not None:
             try:
-                authenticate(request.headers.get("authorization"))
+                grants = authenticate(request.headers.get("authorization")).grants
             except SkillSearchError as exc:
                 return error_response(exc)
-        return catalog.subscriptions.sync_status(config, poller, sources, keeper)
+        return visible_to(catalog.subscriptions.sync_status(config, poller, sources, keeper), grants)

@@ -15,11 +15,12 @@ from skillsearch.catalog.sync_state import failing, stamp
 from skillsearch.sync.config import SyncConfig
 from skillsearch.sync.sources import SourceConfig
 
-__all__ = ["SourceStatus", "SubscriptionStatus", "SyncStatus", "error_line", "sources_status", "sync_status"]
+__all__ = ["SourceStatus", "SubscriptionStatus", "SyncStatus", "error_line", "sources_status", "sync_status", "visible_to"]
 
 
 class SubscriptionStatus(BaseModel):
     subscription_id: str
+    grant: str = Field(description="The grant its skills are visible under (sub:<subscription_id>).")
     source: str = Field(description="The store's name for what this subscription owns.")
     cursor: str | None = Field(description="Where the next pull starts; null means a full sync.")
     last_success: str | None = Field(description="When a pull last reached the end of the changes.")
@@ -102,6 +103,7 @@ def sync_status(store: CatalogStore, config: SyncConfig | None, poller: dict[str
         revoked_at = store.revoked_at(sub.id)
         out.append(SubscriptionStatus(
             subscription_id=sub.id,
+            grant=sub.grant,
             source=sub.source,
             cursor=state.cursor if state else None,
             last_success=state.last_success if state else None,
@@ -116,3 +118,15 @@ def sync_status(store: CatalogStore, config: SyncConfig | None, poller: dict[str
         ))
     return SyncStatus(upstream_url=config.upstream.url if config is not None else None, subscriptions=out,
                       sources=sources_status(store, sources, runner), catalog_changed_at=changed_at(store))
+
+
+def visible_to(status: SyncStatus, grants: frozenset[str] | None) -> SyncStatus:
+    """``status`` as a caller holding ``grants`` may read it (``None``: every grant, the operator): only the
+    subscriptions and local sources whose skills it may see. Their names, locations, errors and skill counts
+    would otherwise tell any caller what other grants hold."""
+    if grants is None:
+        return status
+    return status.model_copy(update={
+        "subscriptions": [s for s in status.subscriptions if s.grant in grants],
+        "sources": [s for s in status.sources if s.grant in grants],
+    })
