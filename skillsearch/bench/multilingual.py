@@ -41,6 +41,7 @@ from skillsearch.core.language import is_foreign
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.encoders import make_encoder
+from skillsearch.retrieval.model_files import minilm_words
 from skillsearch.retrieval.routed_encoder import RoutedEncoder
 from skillsearch.retrieval.search import QUERY_SENTENCES
 from skillsearch.retrieval.search_types import SearchRequest
@@ -272,18 +273,18 @@ def part_matrix(options: Options, rows: int = 100_000, repeats: int = 50) -> dic
 
 def part_routing(options: Options) -> dict[str, Any]:
     """Where ``minilm+e5`` sends real requests (``RoutedEncoder.route``: e5 only on positive evidence of another
-    language, ``language.is_foreign``), no model needed."""
+    language, ``language.is_foreign`` with MiniLM's vocabulary), no model needed."""
     out: dict[str, Any] = {}
     for name in options.datasets:
         for split in ("dev", "test"):
             ds = load_beir(options.data_root / name, split)
             qids = ds.query_ids()
-            english = [not is_foreign(ds.queries[q][:2000]) for q in qids]
+            english = [not is_foreign(ds.queries[q][:2000], minilm_words()) for q in qids]
             out[f"{name}|{split}"] = {"queries": len(qids), "to_minilm": round(statistics.fmean(english), 4),
                                       "to_e5": [ds.queries[q][:120] for q, e in zip(qids, english, strict=True) if not e]}
     items = _devset(options)
     for lang in LANGS:
-        english = [not is_foreign(i["query"]) for i in items if i["lang"] == lang]
+        english = [not is_foreign(i["query"], minilm_words()) for i in items if i["lang"] == lang]
         out[f"devset|{lang}"] = {"queries": len(english), "to_minilm": round(statistics.fmean(english), 4)}
     return out
 

@@ -6,8 +6,12 @@ little: it only decides whether the French-analysed field is filled (documents) 
 
 ``is_foreign`` routes a request between the two models of the ``minilm+e5`` encoder (multilingual-e5 for a
 request with positive evidence of another language, MiniLM for the rest) and decides the "multilingual
-search is off" notice. A wrong guess there costs relevance, not correctness: e5 also reads English
-(0.06-0.16 nDCG@10 weaker on MetaTool), MiniLM reads Latin-script languages poorly and CJK not at all.
+search is off" notice. Given the English model's vocabulary (the route passes MiniLM's), a request of
+content words alone ("Datenbank-Passwort rotieren": no function word, no accent) is foreign when none of
+them is a word that model knows; the notice does not pass it, so gibberish or rare English words on a
+MiniLM-only index are refused as before rather than told that multilingual search is off. A wrong guess
+there costs relevance, not correctness: e5 also reads English (0.06-0.16 nDCG@10 weaker on MetaTool),
+MiniLM reads Latin-script languages poorly and CJK not at all.
 (The stricter ``is_english``, "English" only on positive evidence, routed ``minilm+e5`` until English
 keyword requests and cue-less ones were measured going to e5 for nothing: docs/benchmarks.md, "Routing".)
 """
@@ -15,8 +19,9 @@ keyword requests and cue-less ones were measured going to e5 for nothing: docs/b
 from __future__ import annotations
 
 import re
+from collections.abc import Set
 
-__all__ = ["CJK_RANGES", "FRENCH_WORDS", "cjk_runs", "is_foreign", "is_french"]
+__all__ = ["CJK_RANGES", "FRENCH_WORDS", "UNKNOWN_WORDS_MIN", "cjk_runs", "is_foreign", "is_french", "unknown_words_only"]
 
 # Frequent French function words that are not also common English words ("a", "on", "in" are left out).
 _FRENCH = (
@@ -85,13 +90,42 @@ _OTHER_LATIN = frozenset(_OTHER.split())
 _LATIN_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?", re.UNICODE)
 _ACCENTED = re.compile("[\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff¿¡]")
 _NON_LATIN = re.compile(r"[^\x00-\u024f\u1e00-\u1eff\u2000-\u2bff\W\d_]", re.UNICODE)
-def is_foreign(text: str) -> bool:
+# A product or code name rather than a word of some language: CamelCase, two capitals, a digit
+# ("PostgreSQL", "README", "ViewModels", "BRCA1", "ASP.NET").
+_NAME_SHAPED = re.compile(r"[a-z][A-Z]|[A-Z]{2}|\d")
+_LETTER_RUN = re.compile(r"[^\W\d_]+", re.UNICODE)
+_TOKEN_EDGES = ".,;:!?()[]{}\"'«»¿¡“”‘’"
+# The fewest content words (of 4+ letters) a cue-less request needs, all unknown to the English model, to
+# read as foreign: one unknown word alone is as often an English product name ("Spotify playlist").
+UNKNOWN_WORDS_MIN = 2
+
+
+def unknown_words_only(text: str, known_words: Set[str]) -> bool:
+    """True when ``text`` holds at least ``UNKNOWN_WORDS_MIN`` Latin-script words of 4+ letters and none of
+    them is in ``known_words`` (lower case); name-shaped tokens are left out of the count."""
+    unknown = 0
+    for token in text.split():
+        token = token.strip(_TOKEN_EDGES)
+        if _NAME_SHAPED.search(token):
+            continue
+        for part in _LETTER_RUN.findall(token):
+            if len(part) < 4 or _NON_LATIN.search(part):
+                continue
+            if part.lower() in known_words:
+                return False
+            unknown += 1
+    return unknown >= UNKNOWN_WORDS_MIN
+
+
+def is_foreign(text: str, known_words: Set[str] | None = None) -> bool:
     """True when a request shows positive evidence of another language than English: mostly non-Latin
     script, French, more function words of another Latin-script language than English cues, or accented
     letters beside fewer than two English cues. A run of English keywords without a function word
     ("academic CV publications list"), or a request with no cue at all, is not foreign; a quoted Japanese or
     Greek word in an English sentence, or an accented loanword beside clear English ("résumé"), is not
-    either."""
+    either. With ``known_words`` (the English model's vocabulary, lower case), a request with no English
+    cue whose content words are all unknown to it is foreign too (``unknown_words_only``: "Datenbank-Passwort
+    rotieren", "Optimiza plan entrenamiento"); measured in docs/rules.md, "Routing"."""
     head = text[:4000]
     words = [w.lower().replace("’", "'") for w in _LATIN_WORD.findall(head) if not _NON_LATIN.search(w)]
     foreign = len(_NON_LATIN.findall(head))
@@ -103,4 +137,6 @@ def is_foreign(text: str) -> bool:
         return True
     en = sum(w in _ENGLISH_CUES or (len(w) > 5 and w.endswith("ing")) for w in words)
     other = sum(w in _OTHER_LATIN for w in words)
-    return other > en or (bool(_ACCENTED.findall(head)) and en < 2)
+    if other > en or (bool(_ACCENTED.findall(head)) and en < 2):
+        return True
+    return known_words is not None and en == 0 and unknown_words_only(head, known_words)

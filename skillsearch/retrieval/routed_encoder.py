@@ -9,9 +9,7 @@ import numpy as np
 
 from skillsearch.core.language import is_foreign
 from skillsearch.retrieval.encoder import ENGLISH_ROUTE, OTHER_ROUTE, Encoder, ProgressCallback
-from skillsearch.retrieval.model_files import (
-    routed_fingerprint,
-)
+from skillsearch.retrieval.model_files import minilm_words, routed_fingerprint
 from skillsearch.retrieval.query_cache import CachedQueryEncoder
 
 __all__ = ["RoutedEncoder"]
@@ -28,7 +26,8 @@ class RoutedEncoder:
     chosen model's cosine; search does better and scores only that half's columns (:meth:`route` and
     ``columns``), with that route's calibration (``calibration["routes"]``). The route is decided once per
     request, never per sentence (the two models' cosines are not comparable): e5 when the request shows
-    positive evidence of another language (``language.is_foreign``), MiniLM otherwise (docs/benchmarks.md).
+    positive evidence of another language (``language.is_foreign``, given MiniLM's vocabulary, so a cue-less
+    request none of whose words MiniLM knows goes to e5), MiniLM otherwise (docs/benchmarks.md, docs/rules.md).
     """
 
     ENGLISH = ENGLISH_ROUTE
@@ -59,7 +58,7 @@ class RoutedEncoder:
         return routed_fingerprint(self.parts[self.ENGLISH].fingerprint(), self.parts[self.OTHER].fingerprint())
 
     def route(self, text: str) -> str:
-        return self.OTHER if is_foreign(text) else self.ENGLISH
+        return self.OTHER if is_foreign(text, minilm_words()) else self.ENGLISH
 
     def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
