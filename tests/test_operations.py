@@ -23,6 +23,7 @@ from skillsearch.cli import build_serve_app
 from skillsearch.http.auth import PrincipalRegistry
 from skillsearch.http.server import ServerThread
 from skillsearch.service import Catalog
+from skillsearch.sync.health import degraded_reasons
 from skillsearch.upstream.app import create_upstream_app
 
 
@@ -126,6 +127,29 @@ def test_failing_time_counts_from_the_first_failure_since_the_last_success_not_f
     assert healed is not None and healed.failing_since is None
     [health] = empty_catalog.subscriptions.sync_health(config_for(upstream_url, SUB), (), 0.0)
     assert health.failing_for_s is None
+
+
+def test_a_revoked_subscription_is_not_a_failing_sync(empty_catalog: Catalog, tmp_path: Path) -> None:
+    """The platform revoked the subscription: every pull answers 403 and records why, but the replica shows
+    what it must (none of its skills), so /readyz does not turn degraded and the status does not say failing."""
+    upstream = upstream_with_starter(SUB)
+    with serve(create_upstream_app(upstream)) as upstream_url:
+        config = config_for(upstream_url, SUB)
+        assert empty_catalog.subscriptions.sync_once(config)[0].error is None
+        upstream.set_revoked(SUB, True)
+        for _ in range(2):  # revoked, then the next poll's 403 again
+            [report] = empty_catalog.subscriptions.sync_once(config)
+            assert report.revoked
+        [health] = empty_catalog.subscriptions.sync_health(config, (), 0.0)
+        assert health.failing_for_s is None and degraded_reasons([health], 0.0) == []
+        [status] = empty_catalog.subscriptions.sync_status(config).subscriptions
+        assert status.revoked and not status.failing and "revoked" in (status.last_error or "")
+        app = build_serve_app(empty_catalog, PrincipalRegistry(tmp_path / "principals.toml"),
+                              sync=config_for(upstream_url, SUB, interval_s=3600), degraded_after_s=0.0)
+        with ServerThread(app) as url:
+            assert _wait(lambda: httpx.get(url + "/readyz", timeout=10).status_code == 200)
+            ready = httpx.get(url + "/readyz", timeout=10).json()
+        assert ready["status"] == "ready" and ready["degraded"] == []
 
 
 def test_a_new_replica_whose_first_sync_fails_is_not_ready_until_a_sync_succeeds(

@@ -6,7 +6,8 @@ that succeeded while refusing some skills records both at the same moment, which
 been failing since the first failure after its last success (``SyncState.failing_since``, kept by the
 ledger; a catalog written before that was kept falls back to the latest failure), and, when it never
 succeeded, for at most as long as this process has been watching (``since``). How old the served data is
-stays ``last_success_age_s``: one failed poll after a long interval is not yet a failing sync. A replica
+stays ``last_success_age_s``: one failed poll after a long interval is not yet a failing sync, and a revoked
+subscription (the platform answers 403 to each pull) is not failing at all. A replica
 whose sync has been failing for longer than the operator's bound is degraded: it still answers, from its
 last good state.
 """
@@ -53,7 +54,10 @@ def sync_health(store: CatalogStore, config: SyncConfig | None, sources: Sequenc
         state = store.sync.state(key)
         success = _stamp(state.last_success) if state else None
         failing_for: float | None = None
-        if state is not None and failing(state.last_success, state.last_error):
+        # A subscription the platform revoked is not failing: the replica shows what it must (none of its
+        # skills), however often the platform repeats its 403.
+        revoked = kind == "subscription" and store.revoked_at(name) is not None
+        if state is not None and not revoked and failing(state.last_success, state.last_error):
             began = _stamp(state.failing_since)
             if began is None or (success is not None and began < success):
                 began = _stamp(state.last_error)  # written before the first failure was kept

@@ -108,7 +108,7 @@ def sync_status(store: CatalogStore, config: SyncConfig | None, poller: dict[str
             cursor=state.cursor if state else None,
             last_success=state.last_success if state else None,
             last_error=state.last_error if state else None,
-            failing=failing(state.last_success, state.last_error) if state else False,
+            failing=failing(state.last_success, state.last_error) if state and revoked_at is None else False,
             revoked=revoked_at is not None,
             revoked_at=revoked_at,
             skills_active=active,
