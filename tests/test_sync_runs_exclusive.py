@@ -29,7 +29,8 @@ from urllib.parse import parse_qs
 import pytest
 from syncsupport import TOKEN, serve
 
-from skillsearch.upstream.app import ReferenceUpstream, create_upstream_app
+from skillsearch.upstream.app import create_upstream_app
+from skillsearch.upstream.platform import ReferenceUpstream
 
 SUB = "shared"
 REPO = Path(__file__).resolve().parents[1]
