@@ -320,6 +320,12 @@ def test_sigterm_stops_a_one_shot_sync_waiting_on_its_upstream(tmp_path: Path) -
     assert "terminated: stopped syncing: every page stored before the signal is kept, and the next `skillsearch" \
         " sync` resumes each subscription from its stored cursor" in err.splitlines(), err
     assert "Traceback" not in err, err
+    # A stop is not a failure of the upstream: recorded as the subscription's last error it made the sync
+    # `failing` (and, past --degraded-after, a replica `degraded`) though nothing had failed.
+    status = subprocess.run(_cli(data_dir, "sync", "--status", "--json"), capture_output=True, text=True, env=ENV,
+                            cwd=REPO, timeout=WAIT_S)
+    (sub,) = json.loads(status.stdout)["subscriptions"]
+    assert sub["last_error"] is None and sub["failing"] is False, sub
 
 
 LARGE = 8_000  # a lexical rebuild of this many skills takes half a second or more: many APPLY_CHUNKs after the first

@@ -46,6 +46,7 @@ __all__ = [
     "SnapshotEncoderError",
     "SnapshotInvalidError",
     "StartupError",
+    "SyncStopped",
     "UnauthenticatedError",
     "UpstreamUnavailableError",
     "ValidationError",
@@ -159,6 +160,13 @@ class SnapshotEncoderError(SnapshotInvalidError):
 class UpstreamUnavailableError(SkillSearchError):
     code = "UPSTREAM_UNAVAILABLE"
     http_status = 502
+
+
+class SyncStopped(UpstreamUnavailableError):
+    """A sync run ended because its process or poller is stopping (SIGTERM, a server's shutdown), during a
+    request, a retry wait or the wait for another run: not a failure of the upstream, so it is not recorded
+    as the subscription's last error (which would make it ``failing`` and, past ``--degraded-after``, a
+    replica ``degraded``); every page stored before it stands."""
 
 
 def error_body(exc: SkillSearchError) -> dict[str, Any]:

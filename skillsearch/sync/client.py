@@ -46,7 +46,7 @@ from urllib.parse import quote
 import pydantic
 
 from skillsearch.core.domain import validation_text
-from skillsearch.core.errors import UpstreamUnavailableError
+from skillsearch.core.errors import SyncStopped, UpstreamUnavailableError
 from skillsearch.sync.config import UpstreamConfig
 from skillsearch.sync.contract import (
     SIGNATURE_HEADER,
@@ -208,7 +208,7 @@ class HttpSubscriptionClient:
         if self._sleep is not None:
             self._sleep(seconds)
         elif self._cancel.wait(seconds):
-            raise UpstreamUnavailableError("sync was stopped while waiting to retry the upstream")
+            raise SyncStopped("sync was stopped while waiting to retry the upstream")
 
     def _get(self, path: str, params: dict[str, str | int]) -> tuple[int, httpx.Headers, bytes]:
         """One GET within the total deadline: (status, headers, the decoded body, bounded)."""
@@ -258,7 +258,7 @@ class HttpSubscriptionClient:
                 status, headers, body = self._get(path, params)
             except _Interrupted as exc:
                 if str(exc) == "stopped":
-                    raise UpstreamUnavailableError("sync was stopped during a request to the upstream", details) \
+                    raise SyncStopped("sync was stopped during a request to the upstream", details) \
                         from None
                 reason = f"no complete answer within the deadline of {self.config.deadline_s}s"
             except _TooLarge as exc:

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from skillsearch.core.errors import IndexNotReadyError, StopFlag, UpstreamUnavailableError
+from skillsearch.core.errors import IndexNotReadyError, StopFlag, SyncStopped
 from skillsearch.retrieval.inuse import exclusive
 from skillsearch.retrieval.writelock import claim_pid_lock, release_pid_lock
 
@@ -63,7 +63,7 @@ def sync_run_lock(data_dir: Path, subscription_id: str, stops: tuple[StopFlag | 
                 break
             except BlockingIOError:
                 if any(s is not None and s.is_set() for s in stops):
-                    raise UpstreamUnavailableError("sync was stopped while it waited for another sync run to finish",
+                    raise SyncStopped("sync was stopped while it waited for another sync run to finish",
                                                    {"subscription_id": subscription_id}) from None
                 if not waited:
                     waited = True

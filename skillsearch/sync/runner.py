@@ -27,7 +27,7 @@ from typing import Any
 
 from skillsearch.catalog.store import CatalogStore, utc_now
 from skillsearch.catalog.sync_state import SyncState
-from skillsearch.core.errors import SkillSearchError, UpstreamUnavailableError, WriteStopped
+from skillsearch.core.errors import SkillSearchError, SyncStopped, UpstreamUnavailableError, WriteStopped
 from skillsearch.core.wellformed import terminal_safe
 from skillsearch.retrieval.indexer import SearchIndex
 from skillsearch.sync.apply import PageOutcome, apply_page, purge_subscription
@@ -146,7 +146,7 @@ def sync_subscription(
     try:
         while True:
             if cancel is not None and cancel.is_set():
-                raise UpstreamUnavailableError("sync was stopped before it finished", {"subscription_id": sub.id})
+                raise SyncStopped("sync was stopped before it finished", {"subscription_id": sub.id})
             try:
                 page = client.fetch_page(sub.id, cursor, page_limit)
             except CursorExpired:
@@ -203,6 +203,8 @@ def sync_subscription(
                     " the next run continues from the stored cursor",
                     {"subscription_id": sub.id, "pages": report.pages},
                 )
+    except SyncStopped:  # the process is stopping, not a failure of the upstream: nothing to record
+        raise
     except SkillSearchError as exc:
         _record_error(store, sub, exc.message)
         raise
