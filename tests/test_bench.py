@@ -111,6 +111,38 @@ def test_relevance_end_to_end(beir_dir: Path, tmp_path: Path, encoder: Encoder) 
     assert "| hybrid |" in paths[0].read_text() and paths[2].read_bytes()[:4] == b"\x89PNG"
 
 
+class Recorder:
+    """A progress factory that keeps, per label, the total announced and the ticks counted."""
+
+    def __init__(self) -> None:
+        self.bars: dict[str, list[int]] = {}
+
+    def __call__(self, total: int, label: str) -> Any:
+        bar = self.bars.setdefault(label, [0, 0])
+        bar[0] += total
+
+        def tick(n: int) -> None:
+            bar[1] += n
+
+        return tick
+
+
+def test_a_relevance_run_shows_the_imports_embedding_and_the_query_embedding_as_progress(
+        beir_dir: Path, tmp_path: Path, encoder: Encoder) -> None:
+    """Audit (bench): only the search had a progress bar; the import (4,076 uncached Seal-Tools APIs: minutes)
+    and the queries' embedding (3,000 MetaTool requests: over a minute) printed nothing. Two of the three
+    query vectors cached: the count still reaches every text (it stopped at the one encoded)."""
+    cache = tmp_path / "cache"
+    run_relevance(RelevanceOptions(dataset=beir_dir, split="test", modes=["semantic"], max_queries=2,
+                                   cache_dir=cache), encoder=encoder)  # two of three queries cached
+    shown = Recorder()
+    run_relevance(RelevanceOptions(dataset=beir_dir, split="test", modes=["lexical", "semantic"], cache_dir=cache),
+                  encoder=encoder, progress=shown)
+    assert shown.bars["embedding"] == [len(CORPUS), len(CORPUS)]
+    assert shown.bars["embedding queries"] == [len(QUERIES), len(QUERIES)]
+    assert shown.bars["searching"] == [2 * len(QUERIES), 2 * len(QUERIES)]
+
+
 def test_unknown_mode_is_refused(beir_dir: Path, encoder: Encoder) -> None:
     with pytest.raises(ValueError, match="unknown modes"):
         run_relevance(RelevanceOptions(dataset=beir_dir, split="test", modes=["fancy"], cache_dir=None), encoder)
@@ -133,8 +165,11 @@ def test_skills_relevance_reports_scores_abstention_and_the_fitted_decision(tmp_
         {"_id": "n1", "q": "bake a sourdough loaf with a crisp crust", "want": [], "lang": "en", "style": "negative"},
     ]
     (folder / QUERIES_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    report = run_skills(SkillsOptions(dataset=folder, cache_dir=None), encoder=encoder)
+    shown = Recorder()
+    report = run_skills(SkillsOptions(dataset=folder, cache_dir=None), encoder=encoder, progress=shown)
     assert report["kind"] == "skills-relevance" and report["skills"] == 4 and report["queries"] == 3
+    # Audit (bench): the 883 skills' import (minutes) and the queries' embedding showed no progress.
+    assert shown.bars["embedding"] == [4, 4] and shown.bars["embedding queries"] == [3, 3]
     english = report["scores"]["english"]
     assert english["n"] == 2 and english["hit@1"] == 1.0 and english["no_match"] == 0
     shipped = packaged_decision(encoder.name)

@@ -91,7 +91,7 @@ def cmd_bench_relevance(args: argparse.Namespace, out: TextIO) -> int:
                              " every request of its queries.dev.jsonl in every mode; --max-queries, --modes,"
                              " --canonical and a --split other than dev apply to BEIR folders only")
         check_out(args)
-        return skills_command(args, out, overrides)
+        return skills_command(args, out, overrides, progress_factory(not args.quiet))
     check_out(args)
     args.split = args.split or "test"
     modes = [m for chunk in (args.modes or [",".join(ALL_MODES)]) for m in chunk.split(",") if m]
