@@ -304,6 +304,25 @@ def test_lodo_refuses_to_ship_a_decision_fitted_on_fewer_than_four_sets(
     assert not (tmp_path / "out").exists() and not (tmp_path / "c").exists()
 
 
+def test_lodo_refuses_a_data_root_that_lacks_a_set_before_any_work(tmp_path: Path, beir_dir: Path) -> None:
+    """Audit (bench): a data root without gorilla/ was found only after MetaTool, Seal-Tools and the skills
+    set had been imported and searched (minutes), and said as "--dataset names a BEIR folder", an option
+    lodo does not have."""
+    from skillsearch.cli import main
+
+    root = tmp_path / "data"
+    shutil.copytree(beir_dir, root / "metatool")
+    (root / "metatool" / "qrels.test.tsv").rename(root / "metatool" / "qrels.dev.tsv")
+    err = io.StringIO()
+    with redirect_stderr(err):
+        code = main(["-q", "bench", "lodo", "--data-root", str(root), "--sets", "metatool,gorilla",
+                     "--cache-dir", str(tmp_path / "c"), "--out", str(tmp_path / "out")], out=io.StringIO())
+    assert code == 1
+    said = err.getvalue()
+    assert f"--data-root {root} lacks {root / 'gorilla' / 'corpus.jsonl'}" in said and "metatool/" not in said
+    assert not (tmp_path / "c").exists() and not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize(("argv", "named"), [
     (["relevance", "--max-queries", "0"], "--max-queries: 0 is out of range"),
     (["relevance", "--max-queries", "-5"], "--max-queries: -5 is out of range"),

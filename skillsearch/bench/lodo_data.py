@@ -20,7 +20,7 @@ the decision). Only dev splits are read.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from skillsearch.retrieval.exact_name import request_slug
 from skillsearch.retrieval.search import query_texts, semantic_scores
 from skillsearch.service import Catalog
 
-__all__ = ["DATASETS", "LEX_DEPTH", "METATOOL_QUERIES", "SetData", "collect_set"]
+__all__ = ["DATASETS", "LEX_DEPTH", "METATOOL_QUERIES", "SetData", "collect_set", "missing_sets"]
 
 DATASETS: tuple[str, ...] = ("metatool", "sealtools", "skills", "gorilla")
 METATOOL_QUERIES = 1500
@@ -123,6 +123,17 @@ def _outputs(name: str, metric: str, catalog: Catalog, texts: dict[str, str], re
                    {"whole": whole, "sentences": sent}, named,
                    [lexical.query_idf(t, snapshot.searcher) for t in qtexts], cards,
                    float(calibration.get("no_match_cosine", 0.27)), bm25s_rows)
+
+
+def missing_sets(data_root: Path, names: Sequence[str]) -> list[str]:
+    """The files ``data_root`` lacks for these dev sets (each BEIR set's corpus, queries and dev qrels, the
+    skills set's folder and ``queries.dev.jsonl``); empty when nothing is missing. Checked before the run:
+    a set missing at the end was found after the others' minutes of import and search."""
+    if not data_root.is_dir():
+        return [f"{data_root}/ (no such folder)"]
+    need = {name: ("skills-catalog/queries.dev.jsonl",) if name == "skills"
+            else tuple(f"{name}/{f}" for f in ("corpus.jsonl", "queries.jsonl", "qrels.dev.tsv")) for name in names}
+    return [str(data_root / f) for files in need.values() for f in files if not (data_root / f).is_file()]
 
 
 def collect_set(name: str, data_root: Path, encoder: BenchEncoder, cache_dir: Path,

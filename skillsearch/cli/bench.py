@@ -147,8 +147,8 @@ def cmd_bench_latency(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_bench_lodo(args: argparse.Namespace, out: TextIO) -> int:
-    from skillsearch.bench.lodo_data import DATASETS
-    from skillsearch.bench.lodo_report import lodo_markdown, run_lodo
+    from skillsearch.bench.lodo_data import DATASETS, missing_sets
+    from skillsearch.bench.lodo_report import lodo_markdown, run_lodo, saved_set
     from skillsearch.bench.report import write_results
 
     names = [n for chunk in args.sets for n in chunk.split(",") if n] if args.sets else list(DATASETS)
@@ -166,6 +166,14 @@ def cmd_bench_lodo(args: argparse.Namespace, out: TextIO) -> int:
         if args.no_save:
             raise UsageError("skillsearch bench lodo", "argument --write-decision: not allowed with --no-save (a"
                              " shipped decision is written with the report it was fitted in)")
+    # Before any work (a set found missing at the end cost the others' minutes); a set --reuse finds kept
+    # needs no data.
+    to_collect = [n for n in names if not (args.reuse and saved_set(Path(args.cache_dir), n).is_file())]
+    if missing := missing_sets(Path(args.data_root), to_collect):
+        raise ValidationError(f"--data-root {args.data_root} lacks {', '.join(missing)} (the dev sets of"
+                              f" {', '.join(to_collect)}; the default, {DATA_ROOT}, is relative to the current folder"
+                              f" ({os.getcwd()}): run from the repository root, or give --data-root or"
+                              " SKILLSEARCH_BENCH_DATA)")
     check_out(args)
     report = run_lodo(Path(args.data_root), Path(args.cache_dir), reuse=args.reuse, names=names,
                       command="skillsearch " + " ".join(sys.argv[1:]),
