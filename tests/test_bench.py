@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 from contextlib import redirect_stderr
 from pathlib import Path
@@ -321,6 +322,18 @@ def test_lodo_refuses_a_data_root_that_lacks_a_set_before_any_work(tmp_path: Pat
     said = err.getvalue()
     assert f"--data-root {root} lacks {root / 'gorilla' / 'corpus.jsonl'}" in said and "metatool/" not in said
     assert not (tmp_path / "c").exists() and not (tmp_path / "out").exists()
+
+
+def test_the_relevance_script_refuses_an_unknown_split_as_usage() -> None:
+    """Audit (bench): ``python benchmarks/relevance.py nosuch`` ended in a ValidationError traceback."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "benchmarks/relevance.py", "nosuch"], cwd=root, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(root)}, timeout=120)
+    assert done.returncode == 2 and "invalid choice: 'nosuch'" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 @pytest.mark.parametrize(("argv", "named"), [
