@@ -336,6 +336,24 @@ def test_the_relevance_script_refuses_an_unknown_split_as_usage() -> None:
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize(("script", "said"), [
+    (["benchmarks/tuning/fusion_dev.py", "nosuch"], "error: VALIDATION_ERROR: "),
+    (["benchmarks/tuning/lexical_vs_bm25s.py", "--split", "nosuch", "metatool"], "missing qrels.nosuch.tsv"),
+    (["benchmarks/tuning/e5_blend.py", "--data-root", "/nonexistent"], "error: [Errno 2] No such file"),
+])
+def test_a_tuning_script_says_missing_data_in_one_line(script: list[str], said: str) -> None:
+    """Audit (bench): a dataset name, split or data root that is not there ended the tuning scripts in a
+    traceback (ValidationError, FileNotFoundError)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, *script], cwd=root, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1"}, timeout=300)
+    assert done.returncode == 1 and said in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize(("argv", "named"), [
     (["relevance", "--max-queries", "0"], "--max-queries: 0 is out of range"),
     (["relevance", "--max-queries", "-5"], "--max-queries: -5 is out of range"),
