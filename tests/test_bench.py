@@ -401,6 +401,20 @@ def test_a_bad_out_or_tag_is_refused_before_the_run(tmp_path: Path, beir_dir: Pa
     assert not (tmp_path / "c").exists() and not (tmp_path / "d").exists()  # nothing ran
 
 
+def test_the_tag_help_names_every_character_a_tag_may_hold() -> None:
+    """Audit (bench): ``--tag``'s help listed ". _ -" while tags take ``+`` too (``--tag 1m-minilm+e5``, the
+    committed latency stems)."""
+    from skillsearch.cli.bench import tag_arg
+    from skillsearch.cli.main import build_parser
+
+    assert tag_arg("1m-minilm+e5") == "1m-minilm+e5"
+    bench = next(a for a in build_parser()._subparsers._group_actions[0].choices["bench"]._actions
+                 if a.dest == "bench_command")
+    for name, sub in bench.choices.items():
+        tag = next(a for a in sub._actions if "--tag" in a.option_strings)
+        assert all(c in (tag.help or "") for c in "._-+"), name
+
+
 def test_results_are_written_all_or_none(tmp_path: Path) -> None:
     """A failure while writing (the chart fails, a target is a folder) leaves no partial set and no temporary
     files; the earlier result stays as it was."""

@@ -199,7 +199,7 @@ def add_commands(sub: Subparsers) -> None:
         p.add_argument("--json", action="store_true", help="print one JSON object")
         p.add_argument("--out", default="benchmarks/results", help="folder for the .md/.json/.png results")
         p.add_argument("--no-save", action="store_true", help="print only, write no result files")
-        p.add_argument("--tag", type=tag_arg, help="suffix for the result file names (letters, digits, . _ -)")
+        p.add_argument("--tag", type=tag_arg, help="suffix for the result file names (up to 64 letters, digits, . _ - +)")
         p.add_argument("--cache-dir", default="benchmarks/.cache", help="on-disk embedding cache")
         p.add_argument("--no-cache", action="store_true", help="encode everything, cache nothing")
 
