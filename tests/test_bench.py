@@ -415,6 +415,20 @@ def test_the_tag_help_names_every_character_a_tag_may_hold() -> None:
         assert all(c in (tag.help or "") for c in "._-+"), name
 
 
+def test_the_dataset_help_names_the_encoder_each_kind_of_folder_is_searched_with() -> None:
+    """Audit (bench): the README said "bench uses minilm unless told", but a skills folder's dev set runs with
+    the default encoder (``run_skills``: ``make_encoder(settings.encoder)``, minilm+e5), a cold run embedding
+    every skill with both models; neither the README nor ``--dataset``'s help said so."""
+    from skillsearch.cli.main import build_parser
+    from skillsearch.retrieval.encoders import DEFAULT_ENCODER
+
+    bench = next(a for a in build_parser()._subparsers._group_actions[0].choices["bench"]._actions
+                 if a.dest == "bench_command")
+    dataset = next(a for a in bench.choices["relevance"]._actions if "--dataset" in a.option_strings)
+    said = dataset.help or ""
+    assert "minilm unless --encoder" in said and f"the default encoder, {DEFAULT_ENCODER}" in said
+
+
 def test_results_are_written_all_or_none(tmp_path: Path) -> None:
     """A failure while writing (the chart fails, a target is a folder) leaves no partial set and no temporary
     files; the earlier result stays as it was."""

@@ -206,8 +206,9 @@ def add_commands(sub: Subparsers) -> None:
     p = inner.add_parser("relevance", help="nDCG@10, Recall@10/50, MRR@10, P@1 on a BEIR-layout folder")
     p.set_defaults(func=needs_bench_extra(cmd_bench_relevance), record_command=True)
     common(p)
-    p.add_argument("--dataset", required=True, help="folder with corpus.jsonl, queries.jsonl, qrels.<split>.tsv,"
-                   " or a folder of skills with queries.dev.jsonl (the skills dev set)")
+    p.add_argument("--dataset", required=True, help="folder with corpus.jsonl, queries.jsonl, qrels.<split>.tsv"
+                   " (searched with minilm unless --encoder is given before 'bench'), or a folder of skills with"
+                   " queries.dev.jsonl (the skills dev set, searched with the default encoder, minilm+e5)")
     p.add_argument("--split", choices=["dev", "test", "all"],
                    help="a BEIR folder's qrels split (default test); a skills folder runs its dev set only")
     p.add_argument("--modes", action="append", metavar="M,M",
