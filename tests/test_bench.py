@@ -429,6 +429,40 @@ def test_the_dataset_help_names_the_encoder_each_kind_of_folder_is_searched_with
     assert "minilm unless --encoder" in said and f"the default encoder, {DEFAULT_ENCODER}" in said
 
 
+def test_sigterm_during_a_bench_run_removes_its_temporary_catalog(tmp_path: Path, beir_dir: Path) -> None:
+    """Audit (bench): SIGTERM (``timeout``'s default signal) ended a run at once and left its temporary
+    catalog in the temp folder (``/tmp/skillsearch-bench-*``; a 1M-skill latency run's is gigabytes). It now
+    unwinds as Ctrl-C does and exits 143."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    many = [{"_id": f"q{i}", "text": f"{q['text']} number {i}"} for i in range(20_000) for q in QUERIES[:1]]
+    (beir_dir / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in many))
+    (beir_dir / "qrels.test.tsv").write_text("query-id\tcorpus-id\tscore\n"
+                                             + "".join(f"{q['_id']}\tkubeCrashLoop\t1\n" for q in many))
+    temp, err = tmp_path / "tmp", tmp_path / "err.txt"
+    temp.mkdir()
+    root = Path(__file__).resolve().parents[1]
+    with err.open("w") as stderr:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "skillsearch.cli", "--encoder", "hashing", "bench", "relevance", "--dataset",
+             str(beir_dir), "--modes", "lexical", "--no-save", "--no-cache"], cwd=root, stdout=subprocess.DEVNULL,
+            stderr=stderr, env={**os.environ, "PYTHONPATH": str(root), "TMPDIR": str(temp), "HF_HUB_OFFLINE": "1"})
+        try:
+            deadline = time.monotonic() + 120
+            while "searching" not in err.read_text() and child.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert child.poll() is None and any(temp.iterdir())  # searching, its catalog in the temp folder
+            child.send_signal(signal.SIGTERM)
+            assert child.wait(timeout=60) == 143
+        finally:
+            child.kill()
+    assert "terminated" in err.read_text() and "Traceback" not in err.read_text()
+    assert list(temp.iterdir()) == []
+
+
 def test_results_are_written_all_or_none(tmp_path: Path) -> None:
     """A failure while writing (the chart fails, a target is a folder) leaves no partial set and no temporary
     files; the earlier result stays as it was."""

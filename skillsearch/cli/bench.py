@@ -6,12 +6,16 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
 import tempfile
+import threading
 from pathlib import Path
+from types import FrameType
 from typing import TextIO
 
 from skillsearch.cli.common import Command, Subparsers, emit, progress_factory
+from skillsearch.cli.termination import EXIT_TERMINATED
 from skillsearch.cli.usage import UsageError, float_range, int_range
 from skillsearch.core.errors import ValidationError
 from skillsearch.core.fusion import FUSIONS
@@ -56,11 +60,28 @@ def check_out(args: argparse.Namespace) -> None:
                          f"argument --out: cannot write results to {args.out}: {exc.strerror or exc}") from None
 
 
+class BenchTerminated(SystemExit):
+    """SIGTERM during a benchmark: unwinds like Ctrl-C, so its temporary catalogs are removed (``timeout``'s
+    default signal left ``/tmp/skillsearch-bench-*`` behind, a 1M-skill latency run's gigabytes), and a
+    latency run's search child is killed by ``subprocess.run`` on the way out. Exit status 143."""
+
+    def __init__(self) -> None:
+        super().__init__(EXIT_TERMINATED)
+
+
+def _terminate(_signum: int, _frame: FrameType | None) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM kills at once
+    print("terminated", file=sys.stderr, flush=True)
+    raise BenchTerminated
+
+
 def needs_bench_extra(func: Command) -> Command:
     """``func`` with a missing module of the ``bench`` extra said as what to install (exit 1), not as
-    ``INTERNAL: ModuleNotFoundError``."""
+    ``INTERNAL: ModuleNotFoundError``; SIGTERM unwinds it (:class:`BenchTerminated`)."""
 
     def run(args: argparse.Namespace, out: TextIO) -> int:
+        main_thread = threading.current_thread() is threading.main_thread()
+        before = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
         try:
             return func(args, out)
         except ModuleNotFoundError as exc:
@@ -69,6 +90,9 @@ def needs_bench_extra(func: Command) -> Command:
             print(f"error: skillsearch bench needs the 'bench' extra (no module {exc.name!r}): "
                   "pip install 'skillsearch[bench]'", file=sys.stderr)
             return 1
+        finally:
+            if main_thread:
+                signal.signal(signal.SIGTERM, before)
 
     return run
 
