@@ -324,6 +324,20 @@ def test_lodo_refuses_a_data_root_that_lacks_a_set_before_any_work(tmp_path: Pat
     assert not (tmp_path / "c").exists() and not (tmp_path / "out").exists()
 
 
+def test_lodo_says_which_set_it_imports_before_the_import(tmp_path: Path, beir_dir: Path, encoder: Encoder) -> None:
+    """Audit (bench): lodo's first line for a set came after its import (Seal-Tools' 4,076 APIs, the 883
+    skills: minutes each when not cached), so a fresh run printed nothing for its first minutes."""
+    from skillsearch.bench.cache import BenchEncoder
+    from skillsearch.bench.lodo_data import collect_set
+
+    shutil.copytree(beir_dir, tmp_path / "data" / "gorilla")
+    (tmp_path / "data" / "gorilla" / "qrels.test.tsv").rename(tmp_path / "data" / "gorilla" / "qrels.dev.tsv")
+    said: list[str] = []
+    data = collect_set("gorilla", tmp_path / "data", BenchEncoder(encoder, None), tmp_path / "c", said.append)
+    assert len(data.qids) == len(QUERIES)
+    assert said[0] == f"gorilla: importing {len(CORPUS)} documents ({len(QUERIES)} requests)"
+
+
 def test_the_relevance_script_refuses_an_unknown_split_as_usage() -> None:
     """Audit (bench): ``python benchmarks/relevance.py nosuch`` ended in a ValidationError traceback."""
     import subprocess
