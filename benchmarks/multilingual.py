@@ -19,6 +19,7 @@ from typing import Any
 
 from skillsearch.bench import multilingual as ml
 from skillsearch.bench.report import run_metadata
+from skillsearch.bench.script import run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = {"devset": ml.part_devset, "beir": ml.part_beir, "speed": ml.part_speed, "routing": ml.part_routing,
@@ -66,4 +67,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

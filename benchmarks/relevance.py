@@ -1,7 +1,7 @@
 """Relevance on the evaluation sets (what ``make bench`` runs; ``skillsearch bench relevance`` is the same
 harness, ``skillsearch.bench.relevance``, one dataset at a time).
 
-Knobs: DATA (folder holding metatool/ and sealtools/), SPLIT (report on test; tune on dev only),
+Knobs: DATA (folder holding metatool/ and sealtools/), the split argument (report on test; tune on dev only),
 MAX_QUERIES per dataset (MetaTool: the first 3,000 test queries by id, as the anchors in
 ``../shared/data/README.md``; None = all). Results land in benchmarks/results/relevance-<dataset>-<split>.*
 
@@ -10,21 +10,31 @@ MAX_QUERIES per dataset (MetaTool: the first 3,000 test queries by id, as the an
 
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
 from skillsearch.bench.relevance import RelevanceOptions, run_relevance
 from skillsearch.bench.report import to_markdown, write_results
+from skillsearch.bench.script import run_script
+from skillsearch.cli.common import progress_factory
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-SPLIT = sys.argv[1] if len(sys.argv) > 1 else "test"
 MAX_QUERIES: dict[str, int | None] = {"metatool": 3000, "sealtools": None}
 RESULTS = Path("benchmarks/results")
 
-if __name__ == "__main__":
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Relevance on MetaTool (first 3,000 queries) and Seal-Tools.")
+    parser.add_argument("split", nargs="?", default="test", choices=["dev", "test", "all"],
+                        help="the qrels split (default test; tune on dev)")
+    split = parser.parse_args().split
     for name, limit in MAX_QUERIES.items():
-        options = RelevanceOptions(dataset=DATA / name, split=SPLIT, max_queries=limit,
-                                   command=f"python benchmarks/relevance.py {SPLIT}")
-        report = run_relevance(options)
-        report["files"] = [str(p) for p in write_results(report, RESULTS, f"relevance-{name}-{SPLIT}")]
+        options = RelevanceOptions(dataset=DATA / name, split=split, max_queries=limit,
+                                   command=f"python benchmarks/relevance.py {split}")
+        report = run_relevance(options, progress=progress_factory(True))
+        report["files"] = [str(p) for p in write_results(report, RESULTS, f"relevance-{name}-{split}")]
         print(to_markdown(report))
+
+
+if __name__ == "__main__":
+    run_script(main)

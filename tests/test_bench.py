@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 from contextlib import redirect_stderr
 from pathlib import Path
@@ -111,6 +112,38 @@ def test_relevance_end_to_end(beir_dir: Path, tmp_path: Path, encoder: Encoder) 
     assert "| hybrid |" in paths[0].read_text() and paths[2].read_bytes()[:4] == b"\x89PNG"
 
 
+class Recorder:
+    """A progress factory that keeps, per label, the total announced and the ticks counted."""
+
+    def __init__(self) -> None:
+        self.bars: dict[str, list[int]] = {}
+
+    def __call__(self, total: int, label: str) -> Any:
+        bar = self.bars.setdefault(label, [0, 0])
+        bar[0] += total
+
+        def tick(n: int) -> None:
+            bar[1] += n
+
+        return tick
+
+
+def test_a_relevance_run_shows_the_imports_embedding_and_the_query_embedding_as_progress(
+        beir_dir: Path, tmp_path: Path, encoder: Encoder) -> None:
+    """Audit (bench): only the search had a progress bar; the import (4,076 uncached Seal-Tools APIs: minutes)
+    and the queries' embedding (3,000 MetaTool requests: over a minute) printed nothing. Two of the three
+    query vectors cached: the count still reaches every text (it stopped at the one encoded)."""
+    cache = tmp_path / "cache"
+    run_relevance(RelevanceOptions(dataset=beir_dir, split="test", modes=["semantic"], max_queries=2,
+                                   cache_dir=cache), encoder=encoder)  # two of three queries cached
+    shown = Recorder()
+    run_relevance(RelevanceOptions(dataset=beir_dir, split="test", modes=["lexical", "semantic"], cache_dir=cache),
+                  encoder=encoder, progress=shown)
+    assert shown.bars["embedding"] == [len(CORPUS), len(CORPUS)]
+    assert shown.bars["embedding queries"] == [len(QUERIES), len(QUERIES)]
+    assert shown.bars["searching"] == [2 * len(QUERIES), 2 * len(QUERIES)]
+
+
 def test_unknown_mode_is_refused(beir_dir: Path, encoder: Encoder) -> None:
     with pytest.raises(ValueError, match="unknown modes"):
         run_relevance(RelevanceOptions(dataset=beir_dir, split="test", modes=["fancy"], cache_dir=None), encoder)
@@ -133,8 +166,11 @@ def test_skills_relevance_reports_scores_abstention_and_the_fitted_decision(tmp_
         {"_id": "n1", "q": "bake a sourdough loaf with a crisp crust", "want": [], "lang": "en", "style": "negative"},
     ]
     (folder / QUERIES_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    report = run_skills(SkillsOptions(dataset=folder, cache_dir=None), encoder=encoder)
+    shown = Recorder()
+    report = run_skills(SkillsOptions(dataset=folder, cache_dir=None), encoder=encoder, progress=shown)
     assert report["kind"] == "skills-relevance" and report["skills"] == 4 and report["queries"] == 3
+    # Audit (bench): the 883 skills' import (minutes) and the queries' embedding showed no progress.
+    assert shown.bars["embedding"] == [4, 4] and shown.bars["embedding queries"] == [3, 3]
     english = report["scores"]["english"]
     assert english["n"] == 2 and english["hit@1"] == 1.0 and english["no_match"] == 0
     shipped = packaged_decision(encoder.name)
@@ -269,6 +305,69 @@ def test_lodo_refuses_to_ship_a_decision_fitted_on_fewer_than_four_sets(
     assert not (tmp_path / "out").exists() and not (tmp_path / "c").exists()
 
 
+def test_lodo_refuses_a_data_root_that_lacks_a_set_before_any_work(tmp_path: Path, beir_dir: Path) -> None:
+    """Audit (bench): a data root without gorilla/ was found only after MetaTool, Seal-Tools and the skills
+    set had been imported and searched (minutes), and said as "--dataset names a BEIR folder", an option
+    lodo does not have."""
+    from skillsearch.cli import main
+
+    root = tmp_path / "data"
+    shutil.copytree(beir_dir, root / "metatool")
+    (root / "metatool" / "qrels.test.tsv").rename(root / "metatool" / "qrels.dev.tsv")
+    err = io.StringIO()
+    with redirect_stderr(err):
+        code = main(["-q", "bench", "lodo", "--data-root", str(root), "--sets", "metatool,gorilla",
+                     "--cache-dir", str(tmp_path / "c"), "--out", str(tmp_path / "out")], out=io.StringIO())
+    assert code == 1
+    said = err.getvalue()
+    assert f"--data-root {root} lacks {root / 'gorilla' / 'corpus.jsonl'}" in said and "metatool/" not in said
+    assert not (tmp_path / "c").exists() and not (tmp_path / "out").exists()
+
+
+def test_lodo_says_which_set_it_imports_before_the_import(tmp_path: Path, beir_dir: Path, encoder: Encoder) -> None:
+    """Audit (bench): lodo's first line for a set came after its import (Seal-Tools' 4,076 APIs, the 883
+    skills: minutes each when not cached), so a fresh run printed nothing for its first minutes."""
+    from skillsearch.bench.cache import BenchEncoder
+    from skillsearch.bench.lodo_data import collect_set
+
+    shutil.copytree(beir_dir, tmp_path / "data" / "gorilla")
+    (tmp_path / "data" / "gorilla" / "qrels.test.tsv").rename(tmp_path / "data" / "gorilla" / "qrels.dev.tsv")
+    said: list[str] = []
+    data = collect_set("gorilla", tmp_path / "data", BenchEncoder(encoder, None), tmp_path / "c", said.append)
+    assert len(data.qids) == len(QUERIES)
+    assert said[0] == f"gorilla: importing {len(CORPUS)} documents ({len(QUERIES)} requests)"
+
+
+def test_the_relevance_script_refuses_an_unknown_split_as_usage() -> None:
+    """Audit (bench): ``python benchmarks/relevance.py nosuch`` ended in a ValidationError traceback."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "benchmarks/relevance.py", "nosuch"], cwd=root, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(root)}, timeout=120)
+    assert done.returncode == 2 and "invalid choice: 'nosuch'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("script", "said"), [
+    (["benchmarks/tuning/fusion_dev.py", "nosuch"], "error: VALIDATION_ERROR: "),
+    (["benchmarks/tuning/lexical_vs_bm25s.py", "--split", "nosuch", "metatool"], "missing qrels.nosuch.tsv"),
+    (["benchmarks/tuning/e5_blend.py", "--data-root", "/nonexistent"], "error: [Errno 2] No such file"),
+])
+def test_a_tuning_script_says_missing_data_in_one_line(script: list[str], said: str) -> None:
+    """Audit (bench): a dataset name, split or data root that is not there ended the tuning scripts in a
+    traceback (ValidationError, FileNotFoundError)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, *script], cwd=root, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1"}, timeout=300)
+    assert done.returncode == 1 and said in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize(("argv", "named"), [
     (["relevance", "--max-queries", "0"], "--max-queries: 0 is out of range"),
     (["relevance", "--max-queries", "-5"], "--max-queries: -5 is out of range"),
@@ -314,6 +413,68 @@ def test_a_bad_out_or_tag_is_refused_before_the_run(tmp_path: Path, beir_dir: Pa
                      "--out", str(tmp_path / "out"), *extra], out=io.StringIO())
     assert code == 2 and named in err.getvalue()
     assert not (tmp_path / "c").exists() and not (tmp_path / "d").exists()  # nothing ran
+
+
+def test_the_tag_help_names_every_character_a_tag_may_hold() -> None:
+    """Audit (bench): ``--tag``'s help listed ". _ -" while tags take ``+`` too (``--tag 1m-minilm+e5``, the
+    committed latency stems)."""
+    from skillsearch.cli.bench import tag_arg
+    from skillsearch.cli.main import build_parser
+
+    assert tag_arg("1m-minilm+e5") == "1m-minilm+e5"
+    bench = next(a for a in build_parser()._subparsers._group_actions[0].choices["bench"]._actions
+                 if a.dest == "bench_command")
+    for name, sub in bench.choices.items():
+        tag = next(a for a in sub._actions if "--tag" in a.option_strings)
+        assert all(c in (tag.help or "") for c in "._-+"), name
+
+
+def test_the_dataset_help_names_the_encoder_each_kind_of_folder_is_searched_with() -> None:
+    """Audit (bench): the README said "bench uses minilm unless told", but a skills folder's dev set runs with
+    the default encoder (``run_skills``: ``make_encoder(settings.encoder)``, minilm+e5), a cold run embedding
+    every skill with both models; neither the README nor ``--dataset``'s help said so."""
+    from skillsearch.cli.main import build_parser
+    from skillsearch.retrieval.encoders import DEFAULT_ENCODER
+
+    bench = next(a for a in build_parser()._subparsers._group_actions[0].choices["bench"]._actions
+                 if a.dest == "bench_command")
+    dataset = next(a for a in bench.choices["relevance"]._actions if "--dataset" in a.option_strings)
+    said = dataset.help or ""
+    assert "minilm unless --encoder" in said and f"the default encoder, {DEFAULT_ENCODER}" in said
+
+
+def test_sigterm_during_a_bench_run_removes_its_temporary_catalog(tmp_path: Path, beir_dir: Path) -> None:
+    """Audit (bench): SIGTERM (``timeout``'s default signal) ended a run at once and left its temporary
+    catalog in the temp folder (``/tmp/skillsearch-bench-*``; a 1M-skill latency run's is gigabytes). It now
+    unwinds as Ctrl-C does and exits 143."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    many = [{"_id": f"q{i}", "text": f"{q['text']} number {i}"} for i in range(20_000) for q in QUERIES[:1]]
+    (beir_dir / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in many))
+    (beir_dir / "qrels.test.tsv").write_text("query-id\tcorpus-id\tscore\n"
+                                             + "".join(f"{q['_id']}\tkubeCrashLoop\t1\n" for q in many))
+    temp, err = tmp_path / "tmp", tmp_path / "err.txt"
+    temp.mkdir()
+    root = Path(__file__).resolve().parents[1]
+    with err.open("w") as stderr:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "skillsearch.cli", "--encoder", "hashing", "bench", "relevance", "--dataset",
+             str(beir_dir), "--modes", "lexical", "--no-save", "--no-cache"], cwd=root, stdout=subprocess.DEVNULL,
+            stderr=stderr, env={**os.environ, "PYTHONPATH": str(root), "TMPDIR": str(temp), "HF_HUB_OFFLINE": "1"})
+        try:
+            deadline = time.monotonic() + 120
+            while "searching" not in err.read_text() and child.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert child.poll() is None and any(temp.iterdir())  # searching, its catalog in the temp folder
+            child.send_signal(signal.SIGTERM)
+            assert child.wait(timeout=60) == 143
+        finally:
+            child.kill()
+    assert "terminated" in err.read_text() and "Traceback" not in err.read_text()
+    assert list(temp.iterdir()) == []
 
 
 def test_results_are_written_all_or_none(tmp_path: Path) -> None:

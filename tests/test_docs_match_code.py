@@ -383,3 +383,23 @@ def test_every_argument_of_every_command_says_what_it_is() -> None:
 
     walk(build_parser(), "")
     assert not silent, f"arguments without a help text: {silent}"
+
+
+def test_the_rules_decision_table_quotes_the_lodo_report() -> None:
+    """docs/rules.md's decision table reads its figures from ``benchmarks/results/lodo-dev.md`` (audit: the
+    confidence as the refusal, 8.3 % of the negatives, and MetaTool's hits at confidence >= 0.8, 0.97 right,
+    were the figures of a report two refits old; the report says 6.2 % and 0.964)."""
+    rules = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
+    report = (ROOT / "benchmarks" / "results" / "lodo-dev.md").read_text(encoding="utf-8")
+    rows = {cells[0]: cells for row in report.splitlines() if row.startswith("| ")
+            for cells in [[c.strip() for c in row.strip().strip("|").split("|")]]}
+    fits = {"confidence": "as the refusal it answered {neg} of the negatives `no_match` left out (worst false"
+                          " refusals {worst})",
+            "cos": "alone: negatives {neg} left out, worst false refusals {worst}",
+            "cos + cos_bg": "with `cos`, negatives {neg} (worst {worst})"}
+    for fit, said in fits.items():
+        worst, neg = float(rows[fit][2]), float(rows[fit][-1])
+        assert said.format(neg=f"{neg * 100:.1f} %", worst=f"{worst * 100:.2f} %") in rules, fit
+    right = {name: float(rows[name][-1].split()[0]) for name in ("metatool", "skills")}
+    assert (f"hits at confidence >= 0.8 right: MetaTool {right['metatool']:.2f}, skills {right['skills']:.2f}"
+            in rules)

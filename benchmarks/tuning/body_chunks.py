@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from skillsearch.bench.cache import BenchEncoder
+from skillsearch.bench.script import run_script
 from skillsearch.bench.skills import load_queries, open_skills_catalog, skills_index_dir
 from skillsearch.core.domain import Principal
 from skillsearch.core.fusion import zscore
@@ -118,4 +119,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_script(main)

@@ -14,6 +14,7 @@ import argparse
 from pathlib import Path
 
 from skillsearch.bench.dev import common_term_rule, dev_split, requests_losing_a_term, score_modes
+from skillsearch.bench.script import run_script
 
 # (label, share, short-request terms); share 1.0 never drops a term.
 RULES = [("off", 1.0, 8), ("share 0.5, >8 terms", 0.5, 8), ("share 0.5, any length", 0.5, 0),
@@ -37,4 +38,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -27,6 +27,7 @@ from skillsearch.bench.beir import load_beir
 from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.metrics import evaluate
 from skillsearch.bench.relevance import open_bench_catalog
+from skillsearch.bench.script import run_script
 from skillsearch.bench.skills import load_queries, open_skills_catalog, skills_index_dir
 from skillsearch.core.domain import Principal
 from skillsearch.core.fusion import zscore
@@ -123,4 +124,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_script(main)

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from skillsearch.bench.dev import dev_split, score_requests
+from skillsearch.bench.script import run_script
 from skillsearch.retrieval.search_types import SearchRequest
 
 SETTINGS = [("lexical", None, None), ("semantic", None, None)] + [
@@ -43,4 +44,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -23,6 +23,7 @@ from skillsearch.bench.baseline import bm25s_run
 from skillsearch.bench.beir import load_beir
 from skillsearch.bench.metrics import evaluate
 from skillsearch.bench.relevance import open_bench_catalog
+from skillsearch.bench.script import run_script
 from skillsearch.bench.skills import load_queries, open_skills_catalog
 from skillsearch.retrieval.documents import lexical_doc
 from skillsearch.retrieval.hashing_encoder import HashingEncoder
@@ -87,4 +88,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -72,11 +72,11 @@ class BenchEncoder(Wrapper):
     def _cached(self, texts: Sequence[str], kind: str, progress: ProgressCallback | None) -> np.ndarray:
         keys = [_key(self.name, kind, t) for t in texts]
         missing = sorted({k: i for i, k in enumerate(keys) if k not in self._vectors}.values())
+        if progress and len(missing) < len(texts):  # the cached ones first: the count ends at len(texts)
+            progress(len(texts) - len(missing))
         if missing:
             vecs = self.inner.encode_documents([texts[i] for i in missing], progress)
             self._store([keys[i] for i in missing], vecs)
-        elif progress:
-            progress(len(texts))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for i, k in enumerate(keys):
             out[i] = self._vectors[k]
@@ -92,21 +92,30 @@ class BenchEncoder(Wrapper):
         """The cached vector of each text, or ``None``; encodes nothing."""
         return [self._vectors.get(_key(self.name, "document", t)) for t in texts]
 
-    def prime_queries(self, texts: Sequence[str], sentences: int = 0) -> None:
+    def prime_queries(self, texts: Sequence[str], sentences: int = 0,
+                      progress: ProgressCallback | None = None) -> None:
         """Encode these queries once so that search's ``encode_query_parts`` is a lookup: whole queries in
-        batches (cached on disk), and for a query of several sentences its vectors as search asks for them."""
+        batches (cached on disk), and for a query of several sentences its vectors as search asks for them.
+        ``progress(n)`` counts the distinct texts done (3,000 MetaTool requests take a minute on 2 cores)."""
         parts = {text: tuple(query_texts(text, sentences)[1:]) for text in texts}
         # A query of several sentences is embedded through its parts only; the rest as a batch.
         whole = [text for text, p in parts.items() if not p]
         # A symmetric encoder embeds a query exactly like a document: batch them as documents (cached).
         if not self.symmetric:
-            vecs = np.stack([self.inner.encode_query(t) for t in whole]) if whole else np.zeros((0, self.dim))
+            one = []
+            for t in whole:
+                one.append(self.inner.encode_query(t))
+                if progress:
+                    progress(1)
+            vecs = np.stack(one) if one else np.zeros((0, self.dim))
         else:
-            vecs = self._cached(whole, "query", None)
+            vecs = self._cached(whole, "query", progress)
         self._queries.update(zip(whole, vecs, strict=True))
         for text, p in parts.items():
             if p:
                 self._parts[(text, p)] = self.inner.encode_query_parts(text, p)
+                if progress:
+                    progress(1)
 
     def encode_query(self, text: str) -> np.ndarray:
         vec = self._queries.get(text)

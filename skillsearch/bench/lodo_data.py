@@ -20,7 +20,7 @@ the decision). Only dev splits are read.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from skillsearch.retrieval.exact_name import request_slug
 from skillsearch.retrieval.search import query_texts, semantic_scores
 from skillsearch.service import Catalog
 
-__all__ = ["DATASETS", "LEX_DEPTH", "METATOOL_QUERIES", "SetData", "collect_set"]
+__all__ = ["DATASETS", "LEX_DEPTH", "METATOOL_QUERIES", "SetData", "collect_set", "missing_sets"]
 
 DATASETS: tuple[str, ...] = ("metatool", "sealtools", "skills", "gorilla")
 METATOOL_QUERIES = 1500
@@ -125,6 +125,17 @@ def _outputs(name: str, metric: str, catalog: Catalog, texts: dict[str, str], re
                    float(calibration.get("no_match_cosine", 0.27)), bm25s_rows)
 
 
+def missing_sets(data_root: Path, names: Sequence[str]) -> list[str]:
+    """The files ``data_root`` lacks for these dev sets (each BEIR set's corpus, queries and dev qrels, the
+    skills set's folder and ``queries.dev.jsonl``); empty when nothing is missing. Checked before the run:
+    a set missing at the end was found after the others' minutes of import and search."""
+    if not data_root.is_dir():
+        return [f"{data_root}/ (no such folder)"]
+    need = {name: ("skills-catalog/queries.dev.jsonl",) if name == "skills"
+            else tuple(f"{name}/{f}" for f in ("corpus.jsonl", "queries.jsonl", "qrels.dev.tsv")) for name in names}
+    return [str(data_root / f) for files in need.values() for f in files if not (data_root / f).is_file()]
+
+
 def collect_set(name: str, data_root: Path, encoder: BenchEncoder, cache_dir: Path,
                 log: Callable[[str], None] = lambda _s: None) -> SetData:
     """Search one dev set once (see the module docstring)."""
@@ -134,6 +145,7 @@ def collect_set(name: str, data_root: Path, encoder: BenchEncoder, cache_dir: Pa
         folder = data_root / "skills-catalog"
         queries = [q for q in load_queries(folder / "queries.dev.jsonl") if q.lang == "en" and not is_foreign(q.text)]
         with tempfile.TemporaryDirectory(prefix="skillsearch-lodo-") as tmp:
+            log(f"{name}: importing {folder} ({len(queries)} requests)")  # 883 skills: minutes when not cached
             catalog, _ = open_skills_catalog(folder, encoder, Path(tmp) / "data", settings)
             try:
                 vrows = catalog.index().snapshot().vectors.rows
@@ -147,6 +159,7 @@ def collect_set(name: str, data_root: Path, encoder: BenchEncoder, cache_dir: Pa
     ds = load_beir(data_root / name, "dev")
     qids = ds.query_ids(METATOOL_QUERIES if name == "metatool" else None)
     with tempfile.TemporaryDirectory(prefix="skillsearch-lodo-") as tmp:
+        log(f"{name}: importing {len(ds.corpus)} documents ({len(qids)} requests)")  # 4,076 Seal-Tools APIs: minutes
         catalog, id_map = open_bench_catalog(ds, Path(tmp) / "data", encoder, settings)
         try:
             doc_row = {}

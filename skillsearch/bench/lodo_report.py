@@ -18,16 +18,24 @@ from skillsearch.bench.lodo import SHIPPED, TODAY, bm25s_scores, lodo_table, sco
 from skillsearch.bench.lodo_data import DATASETS, METATOOL_QUERIES, SetData, collect_set
 from skillsearch.bench.report import run_metadata
 from skillsearch.retrieval.encoders import make_encoder
+from skillsearch.retrieval.minilm import MiniLMEncoder
 
-__all__ = ["collect_sets", "lodo_markdown", "run_lodo"]
+__all__ = ["collect_sets", "lodo_markdown", "run_lodo", "saved_set"]
+
+ENCODER = "minilm"  # the dev sets are collected with MiniLM (English requests)
+
+
+def saved_set(cache_dir: Path, name: str) -> Path:
+    """Where a collected set is kept for ``--reuse``."""
+    return cache_dir / f"lodo-{name}-{folder_name(MiniLMEncoder.name)}.pkl"
 
 
 def collect_sets(data_root: Path, cache_dir: Path, names: Sequence[str] = DATASETS, reuse: bool = False,
                  log: Callable[[str], None] = lambda _s: None) -> list[SetData]:
-    encoder = BenchEncoder(make_encoder("minilm"), cache_dir)
+    encoder = BenchEncoder(make_encoder(ENCODER), cache_dir)
     out = []
     for name in names:
-        saved = cache_dir / f"lodo-{name}-{folder_name(encoder.name)}.pkl"
+        saved = saved_set(cache_dir, name)
         if reuse and saved.is_file():
             out.append(pickle.loads(saved.read_bytes()))  # our own cache file, written below
             continue

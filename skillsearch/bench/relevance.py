@@ -30,6 +30,7 @@ from skillsearch.core.domain import FUSION_METHODS, FusionMethod, Principal, Sea
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.encoders import make_encoder
+from skillsearch.retrieval.indexer import ProgressFactory
 from skillsearch.retrieval.lexical import FIELD_BOOSTS
 from skillsearch.retrieval.search import QUERY_SENTENCES
 from skillsearch.retrieval.search_types import SearchRequest
@@ -56,13 +57,15 @@ class RelevanceOptions:
 
 
 def open_bench_catalog(
-    dataset: BeirDataset, data_dir: Path, encoder: Encoder, settings: Mapping[str, Any] | None = None
+    dataset: BeirDataset, data_dir: Path, encoder: Encoder, settings: Mapping[str, Any] | None = None,
+    progress: ProgressFactory | None = None,
 ) -> tuple[Catalog, dict[str, str]]:
-    """A catalog in ``data_dir`` holding the dataset's corpus as skills; returns it and skill_id -> BEIR id."""
+    """A catalog in ``data_dir`` holding the dataset's corpus as skills; returns it and skill_id -> BEIR id.
+    ``progress`` shows the import's embedding (4,076 uncached Seal-Tools APIs take minutes on 2 cores)."""
     bundle = data_dir.parent / f"{data_dir.name}-bundle.jsonl"
     slugs = write_bundle(dataset, bundle)
     catalog = Catalog(Settings(data_dir=data_dir, seed_sample=False, **dict(settings or {})), encoder=encoder)
-    report = catalog.import_path(bundle, f"beir-{dataset.name}", BENCH_GRANT)
+    report = catalog.import_path(bundle, f"beir-{dataset.name}", BENCH_GRANT, progress)
     if report.problems:
         first = report.problems[0]
         raise ValueError(f"{len(report.problems)} corpus entries failed to import, first: {first}")
@@ -130,13 +133,14 @@ def run_relevance(options: RelevanceOptions, encoder: Encoder | None = None,
     ours = [m for m in options.modes if m != "bm25s"]
     with tempfile.TemporaryDirectory(prefix="skillsearch-bench-") as tmp:
         t = time.perf_counter()
-        catalog, id_map = open_bench_catalog(dataset, Path(tmp) / "data", bench_encoder, options.settings)
+        catalog, id_map = open_bench_catalog(dataset, Path(tmp) / "data", bench_encoder, options.settings, progress)
         timing["import_s"] = time.perf_counter() - t
         try:
             if any(m != "lexical" for m in ours):
                 t = time.perf_counter()
                 texts = [v.strip()[: settings.max_query_chars] for v in queries.values()]
-                bench_encoder.prime_queries(texts, QUERY_SENTENCES)
+                tick = progress(len(set(texts)), "embedding queries") if progress and texts else None
+                bench_encoder.prime_queries(texts, QUERY_SENTENCES, tick)
                 timing["encode_queries_s"] = time.perf_counter() - t
             bar = progress(len(queries) * len(ours), "searching") if progress and ours else None
             runs, mean_ms = search_runs(catalog, id_map, queries, ours, tick=(lambda: bar(1)) if bar else None)

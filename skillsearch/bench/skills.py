@@ -37,6 +37,7 @@ from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.encoders import make_encoder
+from skillsearch.retrieval.indexer import ProgressFactory
 from skillsearch.retrieval.search import QUERY_SENTENCES
 from skillsearch.retrieval.search_types import SearchRequest, SearchResult
 from skillsearch.service import Catalog
@@ -132,13 +133,14 @@ def load_queries(path: Path) -> list[SkillQuery]:
 
 
 def open_skills_catalog(
-    dataset: Path, encoder: Encoder, data_dir: Path, settings: Mapping[str, Any] | None = None
+    dataset: Path, encoder: Encoder, data_dir: Path, settings: Mapping[str, Any] | None = None,
+    progress: ProgressFactory | None = None,
 ) -> tuple[Catalog, int]:
     """The skills folder imported into ``data_dir`` (kept between runs); returns the catalog and how many
-    skill folders failed validation."""
+    skill folders failed validation. ``progress`` shows the import (883 uncached skills take minutes)."""
     catalog = Catalog(Settings(data_dir=data_dir, seed_sample=False, **dict(settings or {})), encoder=encoder)
-    report = catalog.import_path(Path(dataset), SOURCE, GRANT)
-    catalog.index()
+    report = catalog.import_path(Path(dataset), SOURCE, GRANT, progress)
+    catalog.index(progress)
     return catalog, len(report.problems)
 
 
@@ -249,7 +251,7 @@ def _decisions(calibration: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_skills(options: SkillsOptions, encoder: Encoder | None = None,
-               log: Callable[[str], None] | None = None) -> dict[str, Any]:
+               log: Callable[[str], None] | None = None, progress: ProgressFactory | None = None) -> dict[str, Any]:
     """Import, search every request, score; returns the report (kind ``skills-relevance``)."""
     started = time.time()
     say = log or (lambda _s: None)
@@ -262,12 +264,14 @@ def run_skills(options: SkillsOptions, encoder: Encoder | None = None,
                     if options.cache_dir else Path(tmp) / "data")
         t = time.perf_counter()
         say(f"importing {options.dataset} into {data_dir}")
-        catalog, invalid = open_skills_catalog(Path(options.dataset), bench_encoder, data_dir, options.settings)
+        catalog, invalid = open_skills_catalog(Path(options.dataset), bench_encoder, data_dir, options.settings,
+                                               progress)
         timing["import_s"] = time.perf_counter() - t
         try:
             t = time.perf_counter()
             texts = [q.text.strip()[: settings.max_query_chars] for q in queries]
-            bench_encoder.prime_queries(texts, QUERY_SENTENCES)
+            tick = progress(len(set(texts)), "embedding queries") if progress and texts else None
+            bench_encoder.prime_queries(texts, QUERY_SENTENCES, tick)
             timing["encode_queries_s"] = time.perf_counter() - t
             t = time.perf_counter()
             answers = answer_queries(catalog, queries)

@@ -6,12 +6,16 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
 import tempfile
+import threading
 from pathlib import Path
+from types import FrameType
 from typing import TextIO
 
 from skillsearch.cli.common import Command, Subparsers, emit, progress_factory
+from skillsearch.cli.termination import EXIT_TERMINATED
 from skillsearch.cli.usage import UsageError, float_range, int_range
 from skillsearch.core.errors import ValidationError
 from skillsearch.core.fusion import FUSIONS
@@ -56,11 +60,28 @@ def check_out(args: argparse.Namespace) -> None:
                          f"argument --out: cannot write results to {args.out}: {exc.strerror or exc}") from None
 
 
+class BenchTerminated(SystemExit):
+    """SIGTERM during a benchmark: unwinds like Ctrl-C, so its temporary catalogs are removed (``timeout``'s
+    default signal left ``/tmp/skillsearch-bench-*`` behind, a 1M-skill latency run's gigabytes), and a
+    latency run's search child is killed by ``subprocess.run`` on the way out. Exit status 143."""
+
+    def __init__(self) -> None:
+        super().__init__(EXIT_TERMINATED)
+
+
+def _terminate(_signum: int, _frame: FrameType | None) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM kills at once
+    print("terminated", file=sys.stderr, flush=True)
+    raise BenchTerminated
+
+
 def needs_bench_extra(func: Command) -> Command:
     """``func`` with a missing module of the ``bench`` extra said as what to install (exit 1), not as
-    ``INTERNAL: ModuleNotFoundError``."""
+    ``INTERNAL: ModuleNotFoundError``; SIGTERM unwinds it (:class:`BenchTerminated`)."""
 
     def run(args: argparse.Namespace, out: TextIO) -> int:
+        main_thread = threading.current_thread() is threading.main_thread()
+        before = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
         try:
             return func(args, out)
         except ModuleNotFoundError as exc:
@@ -69,6 +90,9 @@ def needs_bench_extra(func: Command) -> Command:
             print(f"error: skillsearch bench needs the 'bench' extra (no module {exc.name!r}): "
                   "pip install 'skillsearch[bench]'", file=sys.stderr)
             return 1
+        finally:
+            if main_thread:
+                signal.signal(signal.SIGTERM, before)
 
     return run
 
@@ -91,7 +115,7 @@ def cmd_bench_relevance(args: argparse.Namespace, out: TextIO) -> int:
                              " every request of its queries.dev.jsonl in every mode; --max-queries, --modes,"
                              " --canonical and a --split other than dev apply to BEIR folders only")
         check_out(args)
-        return skills_command(args, out, overrides)
+        return skills_command(args, out, overrides, progress_factory(not args.quiet))
     check_out(args)
     args.split = args.split or "test"
     modes = [m for chunk in (args.modes or [",".join(ALL_MODES)]) for m in chunk.split(",") if m]
@@ -147,8 +171,8 @@ def cmd_bench_latency(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_bench_lodo(args: argparse.Namespace, out: TextIO) -> int:
-    from skillsearch.bench.lodo_data import DATASETS
-    from skillsearch.bench.lodo_report import lodo_markdown, run_lodo
+    from skillsearch.bench.lodo_data import DATASETS, missing_sets
+    from skillsearch.bench.lodo_report import lodo_markdown, run_lodo, saved_set
     from skillsearch.bench.report import write_results
 
     names = [n for chunk in args.sets for n in chunk.split(",") if n] if args.sets else list(DATASETS)
@@ -166,6 +190,14 @@ def cmd_bench_lodo(args: argparse.Namespace, out: TextIO) -> int:
         if args.no_save:
             raise UsageError("skillsearch bench lodo", "argument --write-decision: not allowed with --no-save (a"
                              " shipped decision is written with the report it was fitted in)")
+    # Before any work (a set found missing at the end cost the others' minutes); a set --reuse finds kept
+    # needs no data.
+    to_collect = [n for n in names if not (args.reuse and saved_set(Path(args.cache_dir), n).is_file())]
+    if missing := missing_sets(Path(args.data_root), to_collect):
+        raise ValidationError(f"--data-root {args.data_root} lacks {', '.join(missing)} (the dev sets of"
+                              f" {', '.join(to_collect)}; the default, {DATA_ROOT}, is relative to the current folder"
+                              f" ({os.getcwd()}): run from the repository root, or give --data-root or"
+                              " SKILLSEARCH_BENCH_DATA)")
     check_out(args)
     report = run_lodo(Path(args.data_root), Path(args.cache_dir), reuse=args.reuse, names=names,
                       command="skillsearch " + " ".join(sys.argv[1:]),
@@ -191,15 +223,16 @@ def add_commands(sub: Subparsers) -> None:
         p.add_argument("--json", action="store_true", help="print one JSON object")
         p.add_argument("--out", default="benchmarks/results", help="folder for the .md/.json/.png results")
         p.add_argument("--no-save", action="store_true", help="print only, write no result files")
-        p.add_argument("--tag", type=tag_arg, help="suffix for the result file names (letters, digits, . _ -)")
+        p.add_argument("--tag", type=tag_arg, help="suffix for the result file names (up to 64 letters, digits, . _ - +)")
         p.add_argument("--cache-dir", default="benchmarks/.cache", help="on-disk embedding cache")
         p.add_argument("--no-cache", action="store_true", help="encode everything, cache nothing")
 
     p = inner.add_parser("relevance", help="nDCG@10, Recall@10/50, MRR@10, P@1 on a BEIR-layout folder")
     p.set_defaults(func=needs_bench_extra(cmd_bench_relevance), record_command=True)
     common(p)
-    p.add_argument("--dataset", required=True, help="folder with corpus.jsonl, queries.jsonl, qrels.<split>.tsv,"
-                   " or a folder of skills with queries.dev.jsonl (the skills dev set)")
+    p.add_argument("--dataset", required=True, help="folder with corpus.jsonl, queries.jsonl, qrels.<split>.tsv"
+                   " (searched with minilm unless --encoder is given before 'bench'), or a folder of skills with"
+                   " queries.dev.jsonl (the skills dev set, searched with the default encoder, minilm+e5)")
     p.add_argument("--split", choices=["dev", "test", "all"],
                    help="a BEIR folder's qrels split (default test); a skills folder runs its dev set only")
     p.add_argument("--modes", action="append", metavar="M,M",

@@ -92,7 +92,8 @@ def _check_globals(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
 
 # The commands whose work is an index write that can embed for minutes (an import, a sync, a source's run, a
 # server's): SIGTERM stops that write after the encoder's current batch, keeps what it embedded and exits 143
-# saying what was left (cli/termination.py). Every other command keeps the default: SIGTERM ends it at once.
+# saying what was left (cli/termination.py). A bench command unwinds on SIGTERM (cli/bench.py, its temporary
+# catalogs removed). Every other command keeps the default: SIGTERM ends it at once.
 _STOPPED_BETWEEN_BATCHES = frozenset({
     catalog.cmd_import, catalog.cmd_reindex, sync.cmd_sync, sources.cmd_sources_sync,
     serve.cmd_serve, mcp.cmd_mcp,
