@@ -232,6 +232,39 @@ def test_stdio_answers_a_line_it_cannot_read_under_the_requests_id(data_dir: Pat
     assert "ud83d" not in json.dumps(answers[0])
 
 
+def test_stdio_says_a_request_before_initialize_is_one_before_initialize(data_dir: Path) -> None:
+    """A host that asks before its ``initialize`` was told its params were invalid (the SDK's ``-32602
+    "Invalid request parameters"``, no data), which they were not; now the same code says to initialize
+    first. A method the server lacks is still ``-32601`` and ``ping`` still answered, before the handshake
+    as after; once initialized, the same request is served."""
+    params = stdio_params(data_dir)
+    proc = subprocess.Popen([params.command, *params.args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=params.env, cwd=params.cwd)
+    lines: queue.Queue[bytes] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+
+    def ask(message: dict[str, Any]) -> dict[str, Any]:
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+        return json.loads(lines.get(timeout=TIMEOUT))  # type: ignore[no-any-return]
+
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    try:
+        early = ask({"id": 1, "method": "tools/list"})
+        unknown = ask({"id": 2, "method": "no/such"})
+        pinged = ask({"id": 3, "method": "ping"})
+        assert "result" in ask({"id": 4, "method": "initialize", "params": hello})
+        later = ask({"id": 5, "method": "tools/list"})
+    finally:
+        proc.stdin.close()  # type: ignore[union-attr]
+        proc.wait(timeout=TIMEOUT)
+        proc.stdout.close()  # type: ignore[union-attr]
+    assert early["id"] == 1 and early["error"]["code"] == -32602
+    assert "not initialized; send initialize first" in early["error"]["message"]
+    assert unknown["error"]["code"] == METHOD_NOT_FOUND and pinged["result"] == {}
+    assert sorted(t["name"] for t in later["result"]["tools"]) == sorted(TOOL_NAMES)
+
+
 def _unusable(tmp_path: Path, kind: str) -> Path:
     (tmp_path / "file").write_text("x", encoding="utf-8")
     return {"a file": tmp_path / "file", "under a file": tmp_path / "file" / "data",
