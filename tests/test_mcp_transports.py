@@ -265,6 +265,20 @@ def test_stdio_says_a_request_before_initialize_is_one_before_initialize(data_di
     assert sorted(t["name"] for t in later["result"]["tools"]) == sorted(TOOL_NAMES)
 
 
+@pytest.mark.anyio
+async def test_stdio_says_it_created_and_seeded_a_new_data_dir_when_it_does(tmp_path: Path) -> None:
+    """A host's mistyped ``--data-dir`` is a new catalog seeded with the sample: the note saying so is in the
+    host's server log once the session is up (it came only as the session ended, without the seeding)."""
+    new = tmp_path / "typo"
+    stderr_path = tmp_path / "stderr.txt"
+    with stderr_path.open("w") as stderr:
+        async with Client(stdio_client(stdio_params(new), errlog=stderr), read_timeout_seconds=TIMEOUT) as session:
+            await session.list_tools()
+            said = stderr_path.read_text()
+    assert f"note: {new} did not exist: created it and seeded it with the bundled sample catalog (45 skills)" in said
+    assert stderr_path.read_text().count("did not exist") == 1
+
+
 def _unusable(tmp_path: Path, kind: str) -> Path:
     (tmp_path / "file").write_text("x", encoding="utf-8")
     return {"a file": tmp_path / "file", "under a file": tmp_path / "file" / "data",
