@@ -4,6 +4,7 @@ served by uvicorn on 127.0.0.1, each driven by the SDK's own client."""
 from __future__ import annotations
 
 import json
+import os
 import queue
 import shutil
 import socket
@@ -11,7 +12,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,6 +38,7 @@ from skillsearch.core.errors import UnauthenticatedError
 from skillsearch.mcp.server import TOOL_NAMES, build_mcp_server
 from skillsearch.mcp.transport import mountable, streamable_http_app
 from skillsearch.retrieval.encoder import Encoder
+from skillsearch.retrieval.writelock import WriteLock
 from skillsearch.service import Catalog
 
 
@@ -277,6 +279,37 @@ async def test_stdio_says_it_created_and_seeded_a_new_data_dir_when_it_does(tmp_
             said = stderr_path.read_text()
     assert f"note: {new} did not exist: created it and seeded it with the bundled sample catalog (45 skills)" in said
     assert stderr_path.read_text().count("did not exist") == 1
+
+
+@pytest.mark.anyio
+async def test_a_search_waiting_on_another_process_write_names_the_writer(
+    sample_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second editor window's server starts while an import (here: this test process) holds the index's
+    write lock, and its index needs a repair under that lock: the search's bounded wait ends in
+    INDEX_NOT_READY naming the writing process, not only "still being opened"; once the writer is done,
+    search answers."""
+    data = tmp_path / "data"
+    shutil.copytree(sample_dir, data)
+    manifest_path = data / "manifest.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest["lexical"] = {**manifest["lexical"], "fields": manifest["lexical"]["fields"] - 1}
+    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
+    monkeypatch.setenv("SKILLSEARCH_MODEL_WAIT_S", "2")
+    with ExitStack() as writing, (tmp_path / "stderr.txt").open("w") as stderr:
+        writing.enter_context(WriteLock(data).hold())  # from before the server starts: its open must wait
+        async with Client(stdio_client(stdio_params(data), errlog=stderr), read_timeout_seconds=TIMEOUT) as session:
+            waited = error(await session.call_tool("search_skills", {"query": "rotate tls certificates"}))
+            writing.close()  # the writer is done
+            for _ in range(60):
+                later = await session.call_tool("search_skills", {"query": "rotate tls certificates"})
+                if not later.is_error:
+                    break
+                await anyio.sleep(1)
+    assert waited["code"] == "INDEX_NOT_READY"
+    assert f"process {os.getpid()} is writing to the index in {data}" in waited["message"]
+    assert waited["details"]["writer_pid"] == os.getpid()
+    assert ok(later)["hits"][0]["slug"] == "tls-certificate-renewal"
 
 
 def _unusable(tmp_path: Path, kind: str) -> Path:
