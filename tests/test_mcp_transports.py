@@ -4,6 +4,7 @@ served by uvicorn on 127.0.0.1, each driven by the SDK's own client."""
 from __future__ import annotations
 
 import json
+import os
 import queue
 import shutil
 import socket
@@ -11,7 +12,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,6 +38,7 @@ from skillsearch.core.errors import UnauthenticatedError
 from skillsearch.mcp.server import TOOL_NAMES, build_mcp_server
 from skillsearch.mcp.transport import mountable, streamable_http_app
 from skillsearch.retrieval.encoder import Encoder
+from skillsearch.retrieval.writelock import WriteLock
 from skillsearch.service import Catalog
 
 
@@ -230,6 +232,84 @@ def test_stdio_answers_a_line_it_cannot_read_under_the_requests_id(data_dir: Pat
         ("cut", -32700), (2, -32700), (None, -32700), (4, -32600), (5, None)]
     assert answers[4]["result"] == {}
     assert "ud83d" not in json.dumps(answers[0])
+
+
+def test_stdio_says_a_request_before_initialize_is_one_before_initialize(data_dir: Path) -> None:
+    """A host that asks before its ``initialize`` was told its params were invalid (the SDK's ``-32602
+    "Invalid request parameters"``, no data), which they were not; now the same code says to initialize
+    first. A method the server lacks is still ``-32601`` and ``ping`` still answered, before the handshake
+    as after; once initialized, the same request is served."""
+    params = stdio_params(data_dir)
+    proc = subprocess.Popen([params.command, *params.args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=params.env, cwd=params.cwd)
+    lines: queue.Queue[bytes] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+
+    def ask(message: dict[str, Any]) -> dict[str, Any]:
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+        return json.loads(lines.get(timeout=TIMEOUT))  # type: ignore[no-any-return]
+
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    try:
+        early = ask({"id": 1, "method": "tools/list"})
+        unknown = ask({"id": 2, "method": "no/such"})
+        pinged = ask({"id": 3, "method": "ping"})
+        assert "result" in ask({"id": 4, "method": "initialize", "params": hello})
+        later = ask({"id": 5, "method": "tools/list"})
+    finally:
+        proc.stdin.close()  # type: ignore[union-attr]
+        proc.wait(timeout=TIMEOUT)
+        proc.stdout.close()  # type: ignore[union-attr]
+    assert early["id"] == 1 and early["error"]["code"] == -32602
+    assert "not initialized; send initialize first" in early["error"]["message"]
+    assert unknown["error"]["code"] == METHOD_NOT_FOUND and pinged["result"] == {}
+    assert sorted(t["name"] for t in later["result"]["tools"]) == sorted(TOOL_NAMES)
+
+
+@pytest.mark.anyio
+async def test_stdio_says_it_created_and_seeded_a_new_data_dir_when_it_does(tmp_path: Path) -> None:
+    """A host's mistyped ``--data-dir`` is a new catalog seeded with the sample: the note saying so is in the
+    host's server log once the session is up (it came only as the session ended, without the seeding)."""
+    new = tmp_path / "typo"
+    stderr_path = tmp_path / "stderr.txt"
+    with stderr_path.open("w") as stderr:
+        async with Client(stdio_client(stdio_params(new), errlog=stderr), read_timeout_seconds=TIMEOUT) as session:
+            await session.list_tools()
+            said = stderr_path.read_text()
+    assert f"note: {new} did not exist: created it and seeded it with the bundled sample catalog (45 skills)" in said
+    assert stderr_path.read_text().count("did not exist") == 1
+
+
+@pytest.mark.anyio
+async def test_a_search_waiting_on_another_process_write_names_the_writer(
+    sample_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second editor window's server starts while an import (here: this test process) holds the index's
+    write lock, and its index needs a repair under that lock: the search's bounded wait ends in
+    INDEX_NOT_READY naming the writing process, not only "still being opened"; once the writer is done,
+    search answers."""
+    data = tmp_path / "data"
+    shutil.copytree(sample_dir, data)
+    manifest_path = data / "manifest.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest["lexical"] = {**manifest["lexical"], "fields": manifest["lexical"]["fields"] - 1}
+    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
+    monkeypatch.setenv("SKILLSEARCH_MODEL_WAIT_S", "2")
+    with ExitStack() as writing, (tmp_path / "stderr.txt").open("w") as stderr:
+        writing.enter_context(WriteLock(data).hold())  # from before the server starts: its open must wait
+        async with Client(stdio_client(stdio_params(data), errlog=stderr), read_timeout_seconds=TIMEOUT) as session:
+            waited = error(await session.call_tool("search_skills", {"query": "rotate tls certificates"}))
+            writing.close()  # the writer is done
+            for _ in range(60):
+                later = await session.call_tool("search_skills", {"query": "rotate tls certificates"})
+                if not later.is_error:
+                    break
+                await anyio.sleep(1)
+    assert waited["code"] == "INDEX_NOT_READY"
+    assert f"process {os.getpid()} is writing to the index in {data}" in waited["message"]
+    assert waited["details"]["writer_pid"] == os.getpid()
+    assert ok(later)["hits"][0]["slug"] == "tls-certificate-renewal"
 
 
 def _unusable(tmp_path: Path, kind: str) -> Path:

@@ -87,10 +87,17 @@ def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = Non
              "every grant" if principal.grants is None else ", ".join(sorted(principal.grants)))
     sources = () if getattr(args, "no_sources", False) else load_sources(default_config_path(Path(args.data_dir)))
     stdio = not getattr(args, "http", False)
-    return build_mcp_server(
+
+    def open_store() -> Catalog:
         # The store only: the server opens (and repairs) the index behind its first answer (prepare_in_background).
-        catalog or (lambda: Catalog.open(settings, encoder=encoder, progress=progress, seed=False if sources else None,
-                                         index=False, stopping=STOPPING)),
+        opened = Catalog.open(settings, encoder=encoder, progress=progress, seed=False if sources else None,
+                              index=False, stopping=STOPPING)
+        # Said now, in the host's server log, not when the session ends hours later.
+        note_new_data_dir(args, opened.seeded)
+        return opened
+
+    return build_mcp_server(
+        catalog or open_store,
         principal,
         known_tools=args.host_tool,
         log_level="INFO" if args.verbose else "WARNING",

@@ -45,7 +45,7 @@ from skillsearch.core.errors import SkillSearchError, ValidationError, echo, err
 from skillsearch.mcp import skills_extension, tools_catalog, tools_recall
 from skillsearch.mcp.changes import ChangeNotifier, WhileOpen, serving_changes
 from skillsearch.mcp.context import ErrorShape, PrincipalProvider, ServerState, ToolGroup, ToolPolicy, error_result
-from skillsearch.mcp.transport import AnswerUnreadable
+from skillsearch.mcp.transport import AnswerUnreadable, SayNotInitialized
 from skillsearch.service import Catalog
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES
 
@@ -104,7 +104,8 @@ class SkillSearchMCP(MCPServer[ServerState]):
     async def run_stdio_async(self) -> None:
         """As the SDK's, with our notification options: its own passes none, so ``initialize`` would say
         ``listChanged: false`` while the notifier sends ``notifications/resources/list_changed``; and a line
-        the SDK cannot read is answered (``transport.AnswerUnreadable``), not dropped. Ends when
+        the SDK cannot read is answered (``transport.AnswerUnreadable``), not dropped; a request sent before
+        ``initialize`` is told so (``transport.SayNotInitialized``), not that its params are invalid. Ends when
         the client closes stdin, or after :meth:`stop`."""
         lowlevel = self._lowlevel_server
         loop = asyncio.get_running_loop()
@@ -114,7 +115,8 @@ class SkillSearchMCP(MCPServer[ServerState]):
                     self._cancel = lambda: loop.call_soon_threadsafe(scope.cancel)
                     if self._then is not None:
                         scope.cancel()
-                await lowlevel.run(AnswerUnreadable(read_stream, write_stream), write_stream,
+                replies = SayNotInitialized(write_stream)
+                await lowlevel.run(AnswerUnreadable(read_stream, write_stream, replies), replies,
                                    lowlevel.create_initialization_options(self.notifications))
             if self._then is not None:
                 # The session and its lifespan have ended (writes stopped and joined, the catalog closed). The

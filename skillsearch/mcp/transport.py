@@ -15,13 +15,13 @@ import pydantic
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.message import SessionMessage
-from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, JSONRPCRequest, RequestId
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from skillsearch.mcp.context import ServerState
 
-__all__ = ["AnswerUnreadable", "JsonErrorBodies", "PostOnly", "mountable", "streamable_http_app"]
+__all__ = ["AnswerUnreadable", "JsonErrorBodies", "PostOnly", "SayNotInitialized", "mountable", "streamable_http_app"]
 
 
 class PostOnly:
@@ -141,8 +141,8 @@ class AnswerUnreadable:
     for a line that is not JSON the SDK reads, ``-32600`` for JSON that is not a request. A notification
     (no id) is not answered. The message names the problem, never the text sent."""
 
-    def __init__(self, read_stream: Any, write_stream: Any) -> None:
-        self._read, self._write = read_stream, write_stream
+    def __init__(self, read_stream: Any, write_stream: Any, handshake: SayNotInitialized | None = None) -> None:
+        self._read, self._write, self._handshake = read_stream, write_stream, handshake
 
     def __getattr__(self, name: str) -> Any:  # last_context, which the dispatcher reads, and the rest
         return getattr(self._read, name)
@@ -151,6 +151,8 @@ class AnswerUnreadable:
         while True:
             item = await self._read.receive()
             if not isinstance(item, pydantic.ValidationError):
+                if self._handshake is not None and isinstance(item, SessionMessage):
+                    self._handshake.saw(item.message)
                 return item
             reply = unreadable_reply(item)
             if reply is not None:
@@ -174,6 +176,61 @@ class AnswerUnreadable:
 
     async def __aexit__(self, *exc: Any) -> bool | None:
         result: bool | None = await self._read.__aexit__(*exc)
+        return result
+
+
+# The SDK's answer to a request its handshake gate refused: the words of a malformed request's, no data.
+_GATE_ERROR = ErrorData(code=INVALID_PARAMS, message="Invalid request parameters", data="")
+NOT_INITIALIZED = ("Invalid request parameters: the session is not initialized; send initialize first"
+                   " (and then notifications/initialized)")
+
+
+class SayNotInitialized:
+    """The stdio write stream, where the SDK's refusal of a request sent before ``initialize`` says so.
+
+    The SDK answers such a request (``tools/list`` first, say) exactly as one with malformed params:
+    ``-32602 "Invalid request parameters"``, no data, though its params may be fine, and a host's developer
+    is left guessing. Here the requests of the handshake era read before any ``initialize``
+    (:meth:`saw`, called by :class:`AnswerUnreadable`) are remembered, and that one answer to one of them
+    keeps its code and gains the reason. Requests of the 2026-07-28 era (their ``_meta`` carries the
+    protocol version) need no handshake and are left alone."""
+
+    def __init__(self, write_stream: Any) -> None:
+        self._write = write_stream
+        self._greeted = False
+        self._early: set[RequestId] = set()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._write, name)
+
+    def saw(self, message: Any) -> None:
+        if not isinstance(message, JSONRPCRequest) or self._greeted:
+            return
+        meta = (message.params or {}).get("_meta")
+        if message.method == "initialize":
+            self._greeted = True
+        elif not (isinstance(meta, dict) and "io.modelcontextprotocol/protocolVersion" in meta):
+            self._early.add(message.id)
+
+    async def send(self, item: Any) -> None:
+        message = getattr(item, "message", None)
+        answered = getattr(message, "id", None)
+        if self._early and isinstance(answered, int | str) and answered in self._early:
+            self._early.discard(answered)
+            if isinstance(message, JSONRPCError) and message.error == _GATE_ERROR:
+                item = SessionMessage(JSONRPCError(jsonrpc="2.0", id=message.id, error=ErrorData(
+                    code=INVALID_PARAMS, message=NOT_INITIALIZED)))
+        await self._write.send(item)
+
+    async def aclose(self) -> None:
+        await self._write.aclose()
+
+    async def __aenter__(self) -> SayNotInitialized:
+        await self._write.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        result: bool | None = await self._write.__aexit__(*exc)
         return result
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from skillsearch.core.errors import IndexNotReadyError, SkillSearchError, StopFlag, WriteStopped
 from skillsearch.retrieval.background_repair import RETRY_FIRST_S, RETRY_MAX_S
 from skillsearch.retrieval.loading import LazyModel
+from skillsearch.retrieval.writelock import writer_elsewhere
 
 __all__ = ["BackgroundOpen"]
 
@@ -174,6 +175,12 @@ class BackgroundOpen:
             if not self.opening():
                 return  # the background open stopped (the catalog closed, or its writes stopped)
             if end is not None and time.monotonic() >= end:
+                writer = writer_elsewhere(self.data_dir)
+                if writer is not None:  # what it waits for, so a caller knows when to try again
+                    raise IndexNotReadyError(
+                        f"the search index is still being opened after {wait_s:g} s: process {writer} is writing"
+                        f" to the index in {self.data_dir} (an import, a sync or a reindex), and search answers once"
+                        " it has finished; try again then", {"waited_s": wait_s, "writer_pid": writer})
                 raise IndexNotReadyError(
                     f"the search index is still being opened (and repaired where needed) after {wait_s:g} s;"
                     " try again shortly", {"waited_s": wait_s})

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from skillsearch.core.errors import IndexNotReadyError
 
-__all__ = ["LOCK_FILE", "WriteLock", "claim_pid_lock", "release_pid_lock"]
+__all__ = ["LOCK_FILE", "WriteLock", "claim_pid_lock", "release_pid_lock", "writer_elsewhere"]
 
 LOCK_FILE = "write.lock"
 DEFAULT_TIMEOUT_S = float(os.environ.get("SKILLSEARCH_WRITE_LOCK_TIMEOUT_S", "300"))
@@ -161,6 +161,26 @@ def _flock_within(fd: int, operation: int, wait_s: float) -> bool:
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.05)
+
+
+def writer_elsewhere(data_dir: Path) -> int | None:
+    """The id of another process writing to the index in ``data_dir`` now (its ``flock`` held), for a
+    message; ``None`` when nobody is, when this process is, or when it cannot be told."""
+    lock = WriteLock(data_dir)
+    try:
+        fd = os.open(lock.path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return None  # free: taken for an instant, let go with the file
+    except BlockingIOError:
+        pid = lock.holder_pid()
+        return pid if pid is not None and pid != os.getpid() else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def claim_pid_lock(fd: int) -> None:
