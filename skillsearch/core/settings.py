@@ -88,7 +88,9 @@ class Settings:
     seed_sample: bool = True
     # Servers (serve, mcp) answer at once and load the embedding model in the background; a search that
     # arrives first waits for it up to this many seconds, then gets INDEX_NOT_READY (retrieval/loading.py).
-    model_wait_s: float = 120.0
+    # Under the 60 s an MCP host commonly waits for an answer (the TypeScript SDK's default request timeout):
+    # past it the host shows its own timeout, never the INDEX_NOT_READY that says why and what to do.
+    model_wait_s: float = 50.0
     # For tests and demos only: the background model load starts this many seconds late. 0 in service.
     model_load_delay_s: float = 0.0
     # Every HTTP server (serve, mcp --http, upstream) bounds each connection before any request handling
