@@ -8,7 +8,7 @@ import json
 import re
 from collections.abc import Callable, Iterable
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import Any, Self
 
 import anyio
 import pydantic
@@ -130,7 +130,29 @@ def mountable(
     return streamable_http_app(server, path="/mcp", host=host, allowed_hosts=allowed_hosts), server.session_manager.run
 
 
-class AnswerUnreadable:
+class _Wrapped:
+    """One stream of the SDK's stdio transport, wrapped: its other attributes (``last_context``, which the
+    dispatcher reads, and the rest), its closing and its context manager go to the stream itself."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> Self:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        result: bool | None = await self._stream.__aexit__(*exc)
+        return result
+
+
+class AnswerUnreadable(_Wrapped):
     """The stdio read stream, less the lines the SDK could not read, each answered on ``write_stream``.
 
     The SDK's stdio reader hands a line that is not a JSON-RPC message on as an exception, which its
@@ -142,10 +164,8 @@ class AnswerUnreadable:
     (no id) is not answered. The message names the problem, never the text sent."""
 
     def __init__(self, read_stream: Any, write_stream: Any, handshake: SayNotInitialized | None = None) -> None:
+        super().__init__(read_stream)
         self._read, self._write, self._handshake = read_stream, write_stream, handshake
-
-    def __getattr__(self, name: str) -> Any:  # last_context, which the dispatcher reads, and the rest
-        return getattr(self._read, name)
 
     async def receive(self) -> Any:
         while True:
@@ -167,17 +187,6 @@ class AnswerUnreadable:
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             raise StopAsyncIteration from None
 
-    async def aclose(self) -> None:
-        await self._read.aclose()
-
-    async def __aenter__(self) -> AnswerUnreadable:
-        await self._read.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        result: bool | None = await self._read.__aexit__(*exc)
-        return result
-
 
 # The SDK's answer to a request its handshake gate refused: the words of a malformed request's, no data.
 _GATE_ERROR = ErrorData(code=INVALID_PARAMS, message="Invalid request parameters", data="")
@@ -185,7 +194,7 @@ NOT_INITIALIZED = ("Invalid request parameters: the session is not initialized; 
                    " (and then notifications/initialized)")
 
 
-class SayNotInitialized:
+class SayNotInitialized(_Wrapped):
     """The stdio write stream, where the SDK's refusal of a request sent before ``initialize`` says so.
 
     The SDK answers such a request (``tools/list`` first, say) exactly as one with malformed params:
@@ -196,12 +205,10 @@ class SayNotInitialized:
     protocol version) need no handshake and are left alone."""
 
     def __init__(self, write_stream: Any) -> None:
+        super().__init__(write_stream)
         self._write = write_stream
         self._greeted = False
         self._early: set[RequestId] = set()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._write, name)
 
     def saw(self, message: Any) -> None:
         if not isinstance(message, JSONRPCRequest) or self._greeted:
@@ -221,17 +228,6 @@ class SayNotInitialized:
                 item = SessionMessage(JSONRPCError(jsonrpc="2.0", id=message.id, error=ErrorData(
                     code=INVALID_PARAMS, message=NOT_INITIALIZED)))
         await self._write.send(item)
-
-    async def aclose(self) -> None:
-        await self._write.aclose()
-
-    async def __aenter__(self) -> SayNotInitialized:
-        await self._write.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        result: bool | None = await self._write.__aexit__(*exc)
-        return result
 
 
 # The id where JSON-RPC clients write it, before the params: {"jsonrpc": "2.0", "id": 7, ...
