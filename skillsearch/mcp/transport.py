@@ -24,6 +24,10 @@ from skillsearch.mcp.context import ServerState
 __all__ = ["AnswerUnreadable", "JsonErrorBodies", "PostOnly", "SayNotInitialized", "mountable", "streamable_http_app"]
 
 
+def _jsonrpc_error(message: str) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}).encode()
+
+
 class PostOnly:
     """ASGI middleware: at the MCP path, anything but ``POST`` is 405 with ``Allow: POST`` and a JSON-RPC error
     body. The server is stateless with JSON responses, so there is no session to ``DELETE`` and nothing could
@@ -37,18 +41,12 @@ class PostOnly:
         if scope["type"] != "http" or scope["method"] == "POST" or scope["path"].rstrip("/") != self.path:
             await self.app(scope, receive, send)
             return
-        body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {
-            "code": INVALID_REQUEST,
-            "message": f"Method Not Allowed: {scope['method']}; this server is stateless: send each JSON-RPC"
-                       " message with POST (there is no session to delete and no stream to open)"}}).encode()
+        body = _jsonrpc_error(f"Method Not Allowed: {scope['method']}; this server is stateless: send each JSON-RPC"
+                              " message with POST (there is no session to delete and no stream to open)")
         await send({"type": "http.response.start", "status": 405, "headers": [
             (b"content-type", b"application/json"), (b"allow", b"POST"), (b"content-length", str(len(body)).encode()),
         ]})
         await send({"type": "http.response.body", "body": body})
-
-
-def _jsonrpc_error(message: str) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}).encode()
 
 
 class JsonErrorBodies:
