@@ -172,9 +172,8 @@ def writer_elsewhere(data_dir: Path) -> int | None:
     except OSError:
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return None  # free: taken for an instant, let go with the file
-    except BlockingIOError:
+        if _flock_within(fd, fcntl.LOCK_SH, 0.0):
+            return None  # free: taken for an instant, let go with the file
         pid = lock.holder_pid()
         return pid if pid is not None and pid != os.getpid() else None
     except OSError:

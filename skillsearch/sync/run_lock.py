@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from skillsearch.core.errors import IndexNotReadyError, StopFlag, SyncStopped
-from skillsearch.retrieval.inuse import exclusive
+from skillsearch.retrieval.inuse import exclusive, lock_pids
 from skillsearch.retrieval.writelock import claim_pid_lock, release_pid_lock
 
 __all__ = ["SYNC_LOCK_FILE", "sync_run_lock", "sync_runs_held_off"]
@@ -37,18 +37,10 @@ SYNC_LOCK_FILE = "sync.lock"
 POLL_S = 0.05
 
 
-def _holder(path: Path) -> str:
-    try:
-        text = path.read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError):
-        return "another process"
-    return f"process {text}" if text.isdigit() else "another process"
-
-
 @contextlib.contextmanager
 def sync_run_lock(data_dir: Path, subscription_id: str, stops: tuple[StopFlag | None, ...] = ()) -> Iterator[None]:
     """Hold ``<data-dir>/sync.lock`` for one run, waiting while another run (in this process or another) holds
-    it; a set flag of ``stops`` ends the wait with ``UpstreamUnavailableError`` (the run did not start)."""
+    it; a set flag of ``stops`` ends the wait with ``SyncStopped`` (the run did not start)."""
     path = Path(data_dir) / SYNC_LOCK_FILE
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -64,11 +56,12 @@ def sync_run_lock(data_dir: Path, subscription_id: str, stops: tuple[StopFlag | 
             except BlockingIOError:
                 if any(s is not None and s.is_set() for s in stops):
                     raise SyncStopped("sync was stopped while it waited for another sync run to finish",
-                                                   {"subscription_id": subscription_id}) from None
+                                      {"subscription_id": subscription_id}) from None
                 if not waited:
                     waited = True
+                    pids = lock_pids(path)
                     log.warning("sync %s: %s is syncing %s; waiting for its run to finish", subscription_id,
-                                _holder(path), data_dir)
+                                f"process {pids[0]}" if pids else "another process", data_dir)
                 threading.Event().wait(POLL_S)
     except BaseException:
         os.close(fd)
