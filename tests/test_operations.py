@@ -12,7 +12,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -177,7 +179,64 @@ def test_a_new_replica_whose_first_sync_fails_is_not_ready_until_a_sync_succeeds
         assert ready.status_code == 200 and ready.json()["documents"] > 0, ready.text
 
 
+class HeldPulls:
+    """ASGI middleware in front of the reference upstream (the process boundary we do not own): a request
+    for a subscription's skills waits until ``released`` is set (at most a minute)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.released = threading.Event()
+        self.asked = threading.Event()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        import anyio
+
+        if scope["type"] == "http" and scope["path"].endswith(f"/subscriptions/{SUB}/skills"):
+            self.asked.set()
+            await anyio.to_thread.run_sync(self.released.wait, 60)
+        await self.app(scope, receive, send)
+
+
+def test_a_restarted_replica_is_not_ready_until_a_pull_has_applied_the_revocation_it_missed(
+    empty_catalog: Catalog, tmp_path: Path
+) -> None:
+    """A replica down (or restored from an older snapshot) when the platform revoked a subscription missed
+    the webhook: its catalog still holds the revoked skills. It answered /readyz 200 at once, so the balancer
+    sent it requests it answered with those skills until its first pull. It is 503 `INDEX_NOT_READY`
+    (``details.first_pull`` naming the subscription) until a pull has finished since its writer started."""
+    upstream = upstream_with_starter(SUB)
+    held = HeldPulls(create_upstream_app(upstream))
+    held.released.set()
+    with serve(held) as upstream_url:
+        [report] = empty_catalog.subscriptions.sync_once(config_for(upstream_url, SUB))
+        assert report.error is None and report.outcome.changed  # the replica's earlier life
+        upstream.set_revoked(SUB, True)  # while it is down: the webhook never reaches it
+        held.released.clear()
+        held.asked.clear()
+        app = build_serve_app(empty_catalog, PrincipalRegistry(tmp_path / "principals.toml"),
+                              sync=config_for(upstream_url, SUB, interval_s=3600), degraded_after_s=600)
+        with ServerThread(app) as url:
+            assert held.asked.wait(60), "the restarted replica's poller never pulled"
+
+            def held_back() -> bool:
+                resp = httpx.get(url + "/readyz", timeout=10)
+                return resp.status_code == 503 and "first_pull" in resp.json()["error"]["details"]
+
+            try:
+                assert _wait(held_back, 30), httpx.get(url + "/readyz", timeout=10).text
+                error = httpx.get(url + "/readyz", timeout=10).json()["error"]
+                assert error["code"] == "INDEX_NOT_READY" and error["details"]["first_pull"] == [f"subscription {SUB}"]
+                assert empty_catalog.store.revoked_at(SUB) is None  # what it would have served meanwhile
+            finally:
+                held.released.set()
+            assert _wait(lambda: httpx.get(url + "/readyz", timeout=10).status_code == 200)
+            assert empty_catalog.store.revoked_at(SUB) is not None
+            assert httpx.get(url + "/readyz", timeout=10).json()["status"] == "ready"
+
+
 def test_a_process_that_is_not_the_writer_says_so(empty_catalog: Catalog, tmp_path: Path) -> None:
+    from skillsearch.catalog.store import utc_now
+    from skillsearch.catalog.sync_state import SyncState
     from skillsearch.sync.leader import Leadership
 
     # Skills imported here: a catalog with nothing in it, never synced, is not ready (nothing to serve).
@@ -190,11 +249,16 @@ def test_a_process_that_is_not_the_writer_says_so(empty_catalog: Catalog, tmp_pa
         with ServerThread(app) as url:
             text = httpx.get(url + "/metrics", timeout=10).text
             assert _metric(text, "skillsearch_sync_writer") == 0
-            assert httpx.get(url + "/readyz", timeout=10).json()["writer"] is False
             # Its poller never ran: the subscription was not pulled here.
             assert math.isnan(_metric(text, "skillsearch_sync_last_success_age_seconds", kind="subscription",
                                       name=SUB))
             assert _metric(text, "skillsearch_sync_failing_seconds", kind="subscription", name=SUB) == 0
+            # Nor by the writer since it took the lead: held back, whichever process is asked.
+            held = httpx.get(url + "/readyz", timeout=10)
+            assert held.status_code == 503 and held.json()["error"]["details"]["first_pull"] == [f"subscription {SUB}"]
+            # The writer's pull (here: recorded as a writer records it) lets every process in.
+            empty_catalog.store.sync.save(SyncState(f"upstream:{SUB}", "c1", utc_now(), None, {}))
+            assert httpx.get(url + "/readyz", timeout=10).json()["writer"] is False
     finally:
         holder.stop()
 

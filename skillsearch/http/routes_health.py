@@ -12,7 +12,7 @@ from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.http.deps import CatalogDep, MetricsDep
 from skillsearch.http.metrics import CONTENT_TYPE, Operations
 from skillsearch.http.schemas import HealthResponse, ReadyResponse, documented_errors
-from skillsearch.sync.health import degraded_reasons
+from skillsearch.sync.health import behind, degraded_reasons
 
 __all__ = ["router"]
 
@@ -36,6 +36,12 @@ def readyz(catalog: CatalogDep, request: Request) -> ReadyResponse:
         # platform) has nothing to serve: it stays out of the balancer's pool, as docs/deploy.md says.
         raise IndexNotReadyError("nothing to serve yet: the catalog is empty and no sync has succeeded (see"
                                  " /v1/sync/status)", {"first_sync": [f"{h.kind} {h.name}" for h in health]})
+    pending = behind(health)
+    if pending:
+        # Restarted, or restored from a snapshot: until its writer's first pull since it took the lead has
+        # finished, the replica may still hold skills revoked or removed meanwhile (a webhook it missed).
+        raise IndexNotReadyError("catching up with the platform: no pull has finished since this data"
+                                 " directory's writer started (see /v1/sync/status)", {"first_pull": pending})
     reasons = degraded_reasons(health, ops.degraded_after_s)
     return ReadyResponse(status="degraded" if reasons else "ready", degraded=reasons, writer=ops.writer(),
                          documents=ready.documents, generation=ready.generation, changed_at=ready.changed_at,

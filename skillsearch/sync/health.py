@@ -10,6 +10,11 @@ stays ``last_success_age_s``: one failed poll after a long interval is not yet a
 subscription (the platform answers 403 to each pull) is not failing at all. A replica
 whose sync has been failing for longer than the operator's bound is degraded: it still answers, from its
 last good state.
+
+A subscription is **caught up** once a pull of it has finished (stored, failed or found revoked) since the
+data directory's writer took the lead (``sync/leader.term_began``): until then the replica may hold skills
+whose revocation or removal it has not heard of (it was down when the webhook went out, or it was restored
+from an older snapshot), and ``/readyz`` keeps it out of the balancer's pool.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from skillsearch.catalog.sync_state import failing, stamp
 from skillsearch.sync.config import SyncConfig
 from skillsearch.sync.sources import SourceConfig
 
-__all__ = ["SyncHealth", "degraded_reasons", "sync_health"]
+__all__ = ["SyncHealth", "behind", "degraded_reasons", "sync_health"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,7 @@ class SyncHealth:
     name: str
     last_success_age_s: float | None  # None: never succeeded
     failing_for_s: float | None  # None: the last attempt did not fail
+    caught_up: bool = True  # a pull finished since the writer took the lead (always True for a source)
 
 
 def _stamp(text: str | None) -> float | None:
@@ -42,8 +48,10 @@ def _stamp(text: str | None) -> float | None:
 
 
 def sync_health(store: CatalogStore, config: SyncConfig | None, sources: Sequence[SourceConfig], since: float,
-                now: float | None = None) -> list[SyncHealth]:
-    """Per configured subscription and source; ``since``: when this process started watching (unix s)."""
+                now: float | None = None, term_began: float | None = None) -> list[SyncHealth]:
+    """Per configured subscription and source; ``since``: when this process started watching (unix s);
+    ``term_began``: when the data directory's writer took the lead (unix s; ``None``: every sync counts as
+    caught up)."""
     now = time.time() if now is None else now
     named: list[tuple[Literal["subscription", "source"], str, str]] = [
         *(("subscription", s.id, s.source) for s in (config.subscriptions if config is not None else ())),
@@ -64,7 +72,12 @@ def sync_health(store: CatalogStore, config: SyncConfig | None, sources: Sequenc
             if success is None:
                 began = max(began or since, since)
             failing_for = max(0.0, now - (began if began is not None else since))
-        out.append(SyncHealth(kind, name, None if success is None else max(0.0, now - success), failing_for))
+        caught_up = True
+        if kind == "subscription" and not revoked and term_began is not None:
+            attempts = [t for t in (success, _stamp(state.last_error) if state else None) if t is not None]
+            caught_up = bool(attempts) and max(attempts) >= term_began
+        out.append(SyncHealth(kind, name, None if success is None else max(0.0, now - success), failing_for,
+                              caught_up))
     return out
 
 
@@ -74,3 +87,8 @@ def degraded_reasons(health: Sequence[SyncHealth], bound_s: float) -> list[str]:
         f"{h.kind} {h.name}: sync failing for {h.failing_for_s:.0f}s (bound {bound_s:.0f}s)"
         for h in health if h.failing_for_s is not None and h.failing_for_s > bound_s
     ]
+
+
+def behind(health: Sequence[SyncHealth]) -> list[str]:
+    """The subscriptions with no pull finished since the writer took the lead (``kind name``)."""
+    return [f"{h.kind} {h.name}" for h in health if not h.caught_up]

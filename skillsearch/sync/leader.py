@@ -35,7 +35,7 @@ from skillsearch.retrieval.writelock import claim_pid_lock, release_pid_lock
 from skillsearch.sync.background import running
 from skillsearch.sync.contract import SUBSCRIPTION_ID_PATTERN
 
-__all__ = ["LEADER_FILE", "REQUESTS_DIR", "Duty", "Leadership", "leader_pid"]
+__all__ = ["LEADER_FILE", "REQUESTS_DIR", "Duty", "Leadership", "leader_pid", "term_began"]
 
 log = logging.getLogger("skillsearch.sync")
 
@@ -61,6 +61,16 @@ def leader_pid(data_dir: Path) -> int | None:
     except (OSError, UnicodeDecodeError):
         return None
     return int(text) if text.isdigit() else None
+
+
+def term_began(data_dir: Path) -> float | None:
+    """When the data directory's current (or last) writer took the lead, in unix seconds: ``leader.lock``'s
+    modification time, which the writer sets by writing its pid as it takes the lock (``None``: no writer
+    ever ran here). ``/readyz`` holds a replica back until a pull has finished since then."""
+    try:
+        return (Path(data_dir) / LEADER_FILE).stat().st_mtime
+    except OSError:
+        return None
 
 
 class Leadership:
