@@ -158,3 +158,53 @@ def test_restore_refuses_a_data_directory_whose_sync_is_running(
     assert error["details"]["reason"] == "in_use" and error["details"]["pids"] == [running.pid]
     assert running.returncode == 0, err[-2000:]
     assert _stored(data_dir) == set(up.feed(SUB).live())
+
+
+def _has_open(pid: int, path: Path) -> bool:
+    try:
+        return any(os.readlink(f"/proc/{pid}/fd/{fd}") == str(path) for fd in os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return False
+
+
+def test_restore_refuses_a_data_directory_that_a_waiting_sync_has_opened(
+        tmp_path: Path, gated_upstream: tuple[str, ReferenceUpstream, OverlapGate]) -> None:
+    """A ``skillsearch sync`` opens its catalog, then waits for ``sync.lock`` while another run holds it. A
+    restore that came then found no process in the folder (the waiting sync held no lock), took
+    ``sync.lock`` through its swap, and the sync, let go, ran into the old, deleted catalog. Every command
+    that writes a data directory now marks it in use before it opens anything: the restore refuses
+    (exit 4, ``in_use``) naming the waiting sync, which then runs normally."""
+    import fcntl
+
+    url, up, gate = gated_upstream
+    data_dir = _data_dir(tmp_path, url)
+    gate.armed = False
+    with _sync(data_dir) as first:
+        assert first.wait(timeout=120) == 0
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    cli = [sys.executable, "-m", "skillsearch.cli", "--encoder", "hashing", "-q"]
+    made = subprocess.run([*cli, "--data-dir", str(data_dir), "snapshot", "create", str(tmp_path / "snap"), "--json"],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    assert made.returncode == 0, made.stderr[-2000:]
+
+    other_run = os.open(data_dir / "sync.lock", os.O_RDWR | os.O_CLOEXEC)  # another run of this folder, in hand
+    fcntl.flock(other_run, fcntl.LOCK_EX)
+    waiting = _sync(data_dir)
+    try:
+        catalog_file = (data_dir / "catalog.sqlite3").resolve()
+        for _ in range(1200):
+            if _has_open(waiting.pid, catalog_file) or waiting.poll() is not None:
+                break
+            threading.Event().wait(0.1)
+        assert _has_open(waiting.pid, catalog_file), "the sync never opened its catalog"
+        restore = subprocess.run([*cli, "snapshot", "restore", str(tmp_path / "snap"), "--data-dir", str(data_dir),
+                                  "--json"], capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    finally:
+        fcntl.flock(other_run, fcntl.LOCK_UN)
+        os.close(other_run)
+        _out, err = waiting.communicate(timeout=180)
+    assert restore.returncode == 4, restore.stdout[-200:] + restore.stderr[-2000:]
+    error = json.loads(restore.stdout)["error"]
+    assert error["details"]["reason"] == "in_use" and error["details"]["pids"] == [waiting.pid], error
+    assert waiting.returncode == 0, err[-2000:]
+    assert _stored(data_dir) == set(up.feed(SUB).live())

@@ -17,6 +17,7 @@ from skillsearch.cli.common import (
     add_grants,
     emit,
     grant_arg,
+    in_use,
     open_catalog,
     principal_from_args,
     progress_factory,
@@ -39,6 +40,7 @@ __all__ = ["add_calibrate", "add_commands"]
 
 def cmd_import(args: argparse.Namespace, out: TextIO) -> int:
     _check_not_a_mirrored_source(Path(args.data_dir), args.source)
+    in_use(Path(args.data_dir))
     catalog = Catalog(settings_from_args(args), stopping=STOPPING)
     report = catalog.import_path(Path(args.path), args.source, args.grant, progress_factory(not args.quiet))
     for invalid in report.problems:
@@ -255,6 +257,7 @@ def cmd_resolve(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace, out: TextIO) -> int:
+    in_use(Path(args.data_dir))
     catalog = Catalog(settings_from_args(args), stopping=STOPPING)
     stats = catalog.reindex(progress_factory(not args.quiet))
     payload = {"documents": stats.upserted, "embedded": stats.embedded, "seconds": round(stats.seconds, 3)}

@@ -75,8 +75,11 @@ def open_catalog(args: argparse.Namespace, seed: bool | None = None, index: bool
     """The data directory's catalog; ``index=False`` for commands that read only the store. A command that
     only reads (those, and ``search``: ``reads_only``) opens a catalog this user cannot write read-only, its
     index as it is."""
+    reads_only = not index if reads_only is None else reads_only
+    if not reads_only:
+        in_use(Path(args.data_dir))
     catalog = Catalog.open(settings_from_args(args), seed=seed, progress=progress_factory(not args.quiet), index=index,
-                           stopping=STOPPING, reads_only=not index if reads_only is None else reads_only)
+                           stopping=STOPPING, reads_only=reads_only)
     note_new_data_dir(args, catalog.seeded)
     return catalog
 
@@ -136,8 +139,11 @@ def principals_path(args: argparse.Namespace) -> Path:
 
 
 def in_use(path: Path) -> None:
-    """Mark the data directory used by this long-lived process (``serve``, ``mcp``) before anything in it
-    is opened, so ``snapshot restore`` refuses to swap it under us (``retrieval/inuse.py``)."""
+    """Mark the data directory used by this process (``serve``, ``mcp``, and every command that writes it:
+    ``import``, ``reindex``, ``sync``, ``sources sync``/``remove``, ``calibrate``) before anything in it is
+    opened, so ``snapshot restore`` refuses to swap it under us, and one that is swapping it now is waited
+    for (``retrieval/inuse.py``). A writer that opened the old files and then waited for a lock the restore
+    held (``sync.lock``, ``write.lock``) wrote into the deleted catalog once the swap had let it go."""
     from skillsearch.retrieval.inuse import hold_in_use
 
     path.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from skillsearch.cli.common import Subparsers, add_command, emit, grant_arg, progress_factory, settings_from_args
+from skillsearch.cli.common import Subparsers, add_command, emit, grant_arg, in_use, progress_factory, settings_from_args
 from skillsearch.cli.termination import STOPPING
 from skillsearch.core.errors import ValidationError, problem
 from skillsearch.core.wellformed import terminal_safe
@@ -109,6 +109,7 @@ def cmd_sources_remove(args: argparse.Namespace, out: TextIO) -> int:
     removed = remove_source(path, args.name)
     archived: list[str] = []
     if not args.keep_skills:
+        in_use(Path(args.data_dir))
         catalog = Catalog.open(settings_from_args(args), seed=False, progress=progress_factory(not args.quiet),
                            stopping=STOPPING)
         try:
@@ -133,6 +134,7 @@ def _check_names(sources: tuple[SourceConfig, ...], names: list[str] | None, pat
 def cmd_sources_sync(args: argparse.Namespace, out: TextIO) -> int:
     sources = load_sources(config_path(args))
     _check_names(sources, args.name, config_path(args))  # a mistyped name creates no data directory
+    in_use(Path(args.data_dir))
     catalog = Catalog.open(settings_from_args(args), seed=False, progress=progress_factory(not args.quiet),
                            stopping=STOPPING)
     try:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from skillsearch.cli.common import Subparsers, add_command, emit, progress_factory, settings_from_args
+from skillsearch.cli.common import Subparsers, add_command, emit, in_use, progress_factory, settings_from_args
 from skillsearch.cli.sources import report_text, run_sources
 from skillsearch.cli.termination import STOPPING
 from skillsearch.cli.usage import port_arg
@@ -48,6 +48,8 @@ def cmd_sync(args: argparse.Namespace, out: TextIO) -> int:
             raise ValidationError(f"no subscriptions are configured in {path}", {"unknown": args.subscription})
         emit(out, args, {"subscriptions": [], "sources": []}, lambda: nothing)
         return 0
+    if not args.status:
+        in_use(Path(args.data_dir))  # before the store is opened: a restore refuses this folder, or is waited for
     catalog = Catalog(settings_from_args(args), stopping=STOPPING)  # creates the store before anything is announced
     if args.status:
         status = catalog.subscriptions.sync_status(config, sources=sources)
