@@ -20,7 +20,7 @@ from playwright.sync_api import Browser, Page, Route
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.http.app import create_app
-from skillsearch.http.auth import PrincipalRegistry
+from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry
 from skillsearch.http.server import ServerThread
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.service import Catalog
@@ -273,3 +273,21 @@ def test_a_search_that_takes_long_says_what_it_waits_for(browser: Browser, sampl
     wait_for_search_after(page, before)
     assert "result" in page.locator("#status").inner_text() and "still" not in page.locator("#status").inner_text()
     page.context.close()
+
+
+def test_a_client_that_asks_for_json_at_the_root_gets_where_the_surfaces_are(sample_server: str) -> None:
+    """An agent's HTTP tool asking ``/`` for JSON got the page's HTML; it gets the service's links now, each
+    of which answers, while a browser (which lists text/html) still gets the page."""
+    with httpx.Client(base_url=sample_server) as client:
+        resp = client.get("/", headers={"Accept": "application/json"})
+        assert resp.status_code == 200 and resp.headers["content-type"].startswith("application/json"), resp.text[:200]
+        links = resp.json()
+        assert links["service"] == "skillsearch" and links["mcp"] is None  # this app mounts no MCP endpoint
+        for key in ("openapi", "docs", "health", "ready", "metrics"):
+            assert client.get(links[key]).status_code == 200, key
+        assert client.get(links["list"]).status_code == 401  # the token the "auth" line names
+        assert client.get(links["search"] + "tests", headers={"Authorization": f"Bearer {DEMO_TOKEN}"}).status_code == 200
+        browser_accept = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+        page = client.get("/", headers={"Accept": browser_accept})
+        assert page.headers["content-type"].startswith("text/html") and page.headers["vary"] == "Accept"
+        assert client.get("/").headers["content-type"].startswith("text/html")  # no Accept: the page, as before

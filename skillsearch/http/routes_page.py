@@ -12,9 +12,10 @@ from importlib import resources as importlib_resources
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI
-from fastapi.responses import FileResponse, Response
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.routing import Mount
 from starlette.types import Scope
 
 from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry
@@ -46,9 +47,25 @@ def static_dir() -> Path:
     return Path(str(importlib_resources.files("skillsearch.http") / "static"))
 
 
+def _wants_json(accept: str) -> bool:
+    """A client that asks for JSON and not for HTML (an agent's HTTP tool, ``curl -H 'Accept: application/json'``);
+    a browser always lists ``text/html``."""
+    types = {part.split(";", 1)[0].strip().lower() for part in accept.split(",")}
+    return "text/html" not in types and bool(types & {"application/json", "application/*"})
+
+
 @router.get("/")
-def index() -> FileResponse:
-    return FileResponse(static_dir() / "index.html", media_type="text/html", headers=PAGE_HEADERS)
+def index(request: Request) -> Response:
+    """The search page; to a client that asks for JSON, where this server's surfaces are."""
+    if _wants_json(request.headers.get("accept", "")):
+        mcp = any(isinstance(r, Mount) and r.path == "/mcp" for r in request.app.routes)
+        return JSONResponse({"service": "skillsearch", "version": request.app.version,
+                             "auth": "every /v1 route and /mcp need Authorization: Bearer <token>",
+                             "list": "/v1/skills", "search": "/v1/search?q=", "openapi": "/openapi.json",
+                             "docs": "/docs", "mcp": "/mcp" if mcp else None, "health": "/healthz",
+                             "ready": "/readyz", "metrics": "/metrics"},
+                            headers={"Vary": "Accept", "Cache-Control": "no-cache"})
+    return FileResponse(static_dir() / "index.html", media_type="text/html", headers={**PAGE_HEADERS, "Vary": "Accept"})
 
 
 # Requests the first screen offers on the bundled sample catalog: each finds, as the demo token's caller
