@@ -155,7 +155,8 @@ def test_a_server_on_files_it_cannot_write_stops_with_one_line_and_exit_code_3(
 
 def test_a_write_on_a_lock_file_it_cannot_open_is_one_line_naming_it(
         left_by_another_user: tuple[Path, list[str]]) -> None:
-    """A search reads such a catalog as it is (``test_read_only_catalog.py``); a write needs the write lock."""
+    """A search reads such a catalog as it is (``test_read_only_catalog.py``); a write needs the in-use lock
+    (which every writing command takes before it opens anything) and the write lock."""
     data, unprivileged = left_by_another_user
     found = _run(data, "search", "owned", "--mode", "lexical", prefix=unprivileged,
                  extra_env={"HOME": str(data.parent)})
@@ -165,7 +166,7 @@ def test_a_write_on_a_lock_file_it_cannot_open_is_one_line_naming_it(
     done = _run(data, "reindex", prefix=unprivileged, extra_env={"HOME": str(data.parent)})
     assert done.returncode == 1, done.stderr
     line = _one_error_line(done)
-    assert line.startswith(f"error: INDEX_NOT_READY: the write lock {data / 'write.lock'} cannot be opened ("), line
+    assert line.startswith(f"error: INDEX_NOT_READY: the in-use lock {data / 'in-use.lock'} cannot be opened ("), line
 
 
 _SAVE_PAST_THE_LIMIT = """

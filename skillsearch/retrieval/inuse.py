@@ -15,6 +15,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from skillsearch.core.errors import IndexNotReadyError
+
 __all__ = ["IN_USE_FILE", "exclusive", "hold_in_use", "lock_pids"]
 
 IN_USE_FILE = "in-use.lock"
@@ -28,7 +30,12 @@ def hold_in_use(data_dir: Path) -> None:
         return
     path = data_dir / IN_USE_FILE
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:  # another user's file, a read-only folder: one line naming it, not a traceback
+            raise IndexNotReadyError(f"the in-use lock {path} cannot be opened ({exc.strerror or exc}): this user"
+                                     " must be able to write the data directory and the files in it",
+                                     {"lock": str(path)}) from None
         fcntl.flock(fd, fcntl.LOCK_SH)
         try:
             same = os.stat(path).st_ino == os.fstat(fd).st_ino
