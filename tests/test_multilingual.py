@@ -523,6 +523,22 @@ def test_a_short_german_request_finds_its_sample_skill_on_the_default_configurat
     assert result.hits[0].skill.slug == "rotate-database-credentials"
 
 
+@pytest.mark.parametrize("configuration", ["default_sample", "sample"])
+def test_a_request_in_full_width_letters_is_the_english_request_it_spells(
+    configuration: str, request: pytest.FixtureRequest,
+) -> None:
+    """A Japanese input method types Latin letters full-width. The lexical side reads them in NFKC; the route
+    and the model read them so too: routed to e5 as "another language" (on ``minilm+e5``) the request lost
+    its confidence and its order, and on a MiniLM-only index it was told multilingual search is off."""
+    catalog: Catalog = request.getfixturevalue(configuration)
+    ascii_answer = catalog.search(OPERATOR, SearchRequest("write a good commit message", limit=3))
+    wide = catalog.search(OPERATOR, SearchRequest("ｗｒｉｔｅ ａ ｇｏｏｄ ｃｏｍｍｉｔ ｍｅｓｓａｇｅ", limit=3))
+    assert wide.notice is None and not wide.no_match
+    assert [h.skill.skill_id for h in wide.hits] == [h.skill.skill_id for h in ascii_answer.hits]
+    assert wide.hits[0].confidence is not None
+    assert [h.confidence for h in wide.hits] == pytest.approx([h.confidence for h in ascii_answer.hits], abs=1e-4)
+
+
 def test_a_data_dir_built_with_minilm_is_opened_with_minilm_without_a_flag(sample_dir: Path) -> None:
     # The session's sample index is built with MiniLM alone; unconfigured, a later command picks that up.
     assert Catalog(Settings(data_dir=sample_dir)).encoder_choice() == "minilm"
