@@ -428,6 +428,11 @@ def test_foreign_language_detection(text: str, english: bool) -> None:
     ("Spotify", True),
     ("Fix a leaky single-handle kitchen faucet.", True),
     ("Postgres-Backup wiederherstellen", True),  # "backup" is a word MiniLM knows: its words are read
+    # A plural whose singular MiniLM knows is a word it knows (its vocabulary holds "token", not "tokens").
+    ("jwt refresh tokens", True),
+    ("grafana dashboards", True),
+    ("elasticsearch mappings", True),
+    ("consultas lentas optimizar", False),  # Spanish plurals whose singulars are no English words
 ])
 def test_a_request_of_words_the_english_model_does_not_know_is_foreign(text: str, english: bool) -> None:
     words = minilm_words()
