@@ -520,3 +520,14 @@ def test_every_validation_error_under_json_has_details_problems(
     code, payload = run(data_dir, *argv, "--json")
     assert code in (1, 2) and payload["error"]["code"] == "VALIDATION_ERROR"
     assert payload["error"]["details"]["problems"] == [{"field": "", "message": payload["error"]["message"]}]
+
+
+def test_python_dash_m_skillsearch_runs_the_command(tmp_path: Path) -> None:
+    """An MCP host configured with ``python -m skillsearch mcp`` (no script on its PATH) got "No module named
+    skillsearch.__main__"."""
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(root), HF_HUB_OFFLINE="1")
+    done = subprocess.run([sys.executable, "-m", "skillsearch", "--data-dir", str(tmp_path / "d"), "list", "--json"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(done.stdout)["items"]) == 45

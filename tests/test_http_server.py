@@ -90,6 +90,22 @@ def test_hooks_over_real_http(sample: Catalog) -> None:
     assert events == ["start", "stop"]
 
 
+def test_a_target_whose_percent_encoded_bytes_are_not_utf8_is_a_400_naming_the_field(sample: Catalog) -> None:
+    """A URL cut inside a character (``ログ`` is ``%E3%83%AD%E3%82%B0``) or written in Latin-1 was decoded with
+    replacement characters and answered: hits for ``ロ\ufffd``, a ``SKILL_NOT_FOUND`` naming ``\ufffd``."""
+    app = create_app(sample, principals=PrincipalRegistry(None, demo=True))
+    with ServerThread(app) as url, httpx.Client(base_url=url, timeout=60, headers=DEMO) as c:
+        whole = c.get("/v1/search?q=%E3%83%AD%E3%82%B0&limit=2")
+        assert whole.status_code == 200 and whole.json()["query"] == "ログ"
+        cut = assert_error(c.get("/v1/search?q=%E3%83%AD%E3%82&limit=2"), 400, "VALIDATION_ERROR")
+        assert [p["field"] for p in cut["details"]["problems"]] == ["query.q"]
+        latin1 = assert_error(c.get("/v1/skills?tag=caf%E9"), 400, "VALIDATION_ERROR")
+        assert [p["field"] for p in latin1["details"]["problems"]] == ["query.tag"]
+        path = assert_error(c.get("/v1/skills/%E3%83"), 400, "VALIDATION_ERROR")
+        assert [p["field"] for p in path["details"]["problems"]] == ["path"]
+        assert "\ufffd" not in cut["message"] + latin1["message"] + path["message"]
+
+
 def test_real_http_concurrency_and_streamed_limits(sample: Catalog) -> None:
     app = create_app(sample, principals=PrincipalRegistry(None, demo=True), limits=Limits(max_body_bytes=2048))
     queries = ["profile python", "clean pandas data", "sql window functions", "feature drift", "git bisect",

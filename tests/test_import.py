@@ -69,6 +69,26 @@ def test_invalid_entries_are_reported_one_per_line_and_valid_ones_still_import(
     assert (numbered.name, numbered.description) == ("2048", "2024-01-31")
 
 
+def test_a_name_with_no_ascii_spelling_in_a_folder_of_that_name_says_how_to_give_it_a_slug(
+    empty_catalog: Catalog, tmp_path: Path
+) -> None:
+    """``发布说明/SKILL.md`` named 发布说明 leaves the slug empty: the report said "invalid slug ''", which names
+    neither the cause (no letter a-z in the name) nor the fix (an ASCII folder name), which imports it."""
+    root = tmp_path / "skills"
+    write_skill(root, "发布说明", "name: 发布说明\ndescription: 根据合并的拉取请求生成版本发布说明。")
+    write_skill(root, "코드-리뷰", "name: 코드 리뷰\ndescription: 풀 리퀘스트의 코드를 검토한다.")
+    report = empty_catalog.import_path(root, "local", "user:me")
+    reasons = {Path(p.file).parent.name: p.reason for p in report.problems}
+    assert set(reasons) == {"发布说明", "코드-리뷰"}
+    assert "'发布说明' has no letter a-z or digit" in reasons["发布说明"] and "folder" in reasons["发布说明"]
+    assert "invalid slug ''" not in reasons["코드-리뷰"]
+    (root / "发布说明").rename(root / "release-notes")
+    (root / "코드-리뷰").rename(root / "code-review")
+    again = empty_catalog.import_path(root, "local", "user:me")
+    assert again.ok and len(again.created) == 2
+    assert empty_catalog.get_skill(Principal.operator(), "release-notes").name == "发布说明"
+
+
 def test_bundle_duplicates_and_undeclared_placeholders_are_rejected(empty_catalog: Catalog, tmp_path: Path) -> None:
     flow = {"slug": "scale", "name": "Scale", "description": "Scale a service.", "kind": "flow_template",
             "parameters": [{"name": "service", "type": "string", "required": True}],

@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("use cases", ("skillsearch.usecases",)),
     ("service", ("skillsearch.service",)),
     ("surfaces", ("skillsearch.http", "skillsearch.mcp", "skillsearch.upstream", "skillsearch.bench")),
-    ("entry", ("skillsearch.cli",)),
+    ("entry", ("skillsearch.cli", "skillsearch.__main__")),
 ]
 FACADE = "skillsearch"  # the package's __init__: re-exports the public API, imported by nobody inside
 

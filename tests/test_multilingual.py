@@ -428,6 +428,11 @@ def test_foreign_language_detection(text: str, english: bool) -> None:
     ("Spotify", True),
     ("Fix a leaky single-handle kitchen faucet.", True),
     ("Postgres-Backup wiederherstellen", True),  # "backup" is a word MiniLM knows: its words are read
+    # A plural whose singular MiniLM knows is a word it knows (its vocabulary holds "token", not "tokens").
+    ("jwt refresh tokens", True),
+    ("grafana dashboards", True),
+    ("elasticsearch mappings", True),
+    ("consultas lentas optimizar", False),  # Spanish plurals whose singulars are no English words
 ])
 def test_a_request_of_words_the_english_model_does_not_know_is_foreign(text: str, english: bool) -> None:
     words = minilm_words()
@@ -521,6 +526,22 @@ def test_a_short_german_request_finds_its_sample_skill_on_the_default_configurat
     of it is in MiniLM's vocabulary, so e5 answers it (docs/rules.md, "Routing")."""
     result = default_sample.search(OPERATOR, SearchRequest("Datenbank-Passwort rotieren", limit=3))
     assert result.hits[0].skill.slug == "rotate-database-credentials"
+
+
+@pytest.mark.parametrize("configuration", ["default_sample", "sample"])
+def test_a_request_in_full_width_letters_is_the_english_request_it_spells(
+    configuration: str, request: pytest.FixtureRequest,
+) -> None:
+    """A Japanese input method types Latin letters full-width. The lexical side reads them in NFKC; the route
+    and the model read them so too: routed to e5 as "another language" (on ``minilm+e5``) the request lost
+    its confidence and its order, and on a MiniLM-only index it was told multilingual search is off."""
+    catalog: Catalog = request.getfixturevalue(configuration)
+    ascii_answer = catalog.search(OPERATOR, SearchRequest("write a good commit message", limit=3))
+    wide = catalog.search(OPERATOR, SearchRequest("ｗｒｉｔｅ ａ ｇｏｏｄ ｃｏｍｍｉｔ ｍｅｓｓａｇｅ", limit=3))
+    assert wide.notice is None and not wide.no_match
+    assert [h.skill.skill_id for h in wide.hits] == [h.skill.skill_id for h in ascii_answer.hits]
+    assert wide.hits[0].confidence is not None
+    assert [h.confidence for h in wide.hits] == pytest.approx([h.confidence for h in ascii_answer.hits], abs=1e-4)
 
 
 def test_a_data_dir_built_with_minilm_is_opened_with_minilm_without_a_flag(sample_dir: Path) -> None:

@@ -41,7 +41,7 @@ from skillsearch.core.domain import (
     SkillContent,
     validation_text,
 )
-from skillsearch.core.errors import StopFlag, WriteStopped
+from skillsearch.core.errors import StopFlag, WriteStopped, echo
 from skillsearch.core.hashing import stable_id
 from skillsearch.core.limits import Limits
 from skillsearch.core.wellformed import printable
@@ -121,6 +121,11 @@ def _content(entry: dict[str, Any], source: str, grant: str, resources: list[Res
     if not isinstance(description, str) or not description.strip():
         raise ValueError("missing description")
     slug = entry.get("slug") or slugify(name)
+    if slug == "":
+        # A name in a script with no ASCII spelling ("发布说明", "코드 리뷰") leaves slugify nothing.
+        raise ValueError(f"no slug: the name {echo(name)!r} has no letter a-z or digit to make one from; name the"
+                         " skill's folder with a-z, 0-9 and '-' (e.g. release-notes/SKILL.md) or give a bundle"
+                         " entry a 'slug'; the name itself may stay as it is")
     if not isinstance(slug, str) or not SLUG_PATTERN.match(slug):
         raise ValueError(f"invalid slug {slug!r}: use 1-64 characters of a-z, 0-9 and '-'")
     tags = entry.get("tags") or []

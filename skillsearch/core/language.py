@@ -100,9 +100,21 @@ _TOKEN_EDGES = ".,;:!?()[]{}\"'«»¿¡“”‘’"
 UNKNOWN_WORDS_MIN = 2
 
 
+def _known(word: str, known_words: Set[str]) -> bool:
+    """``word`` or, for an English plural the vocabulary holds only in the singular ("tokens", "dashboards",
+    "retries"), its singular is in ``known_words``."""
+    if word in known_words:
+        return True
+    if word.endswith("ies") and word[:-3] + "y" in known_words:
+        return True
+    return word.endswith("s") and (word[:-1] in known_words or (word.endswith("es") and word[:-2] in known_words))
+
+
 def unknown_words_only(text: str, known_words: Set[str]) -> bool:
     """True when ``text`` holds at least ``UNKNOWN_WORDS_MIN`` Latin-script words of 4+ letters and none of
-    them is in ``known_words`` (lower case); name-shaped tokens are left out of the count."""
+    them is in ``known_words`` (lower case), an English plural counting as known when its singular is
+    (``_known``: MiniLM's vocabulary holds "token" and "dashboard" but not their plurals, so "jwt refresh
+    tokens" went to e5); name-shaped tokens are left out of the count."""
     unknown = 0
     for token in text.split():
         token = token.strip(_TOKEN_EDGES)
@@ -111,7 +123,7 @@ def unknown_words_only(text: str, known_words: Set[str]) -> bool:
         for part in _LETTER_RUN.findall(token):
             if len(part) < 4 or _NON_LATIN.search(part):
                 continue
-            if part.lower() in known_words:
+            if _known(part.lower(), known_words):
                 return False
             unknown += 1
     return unknown >= UNKNOWN_WORDS_MIN

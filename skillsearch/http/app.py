@@ -34,6 +34,7 @@ from skillsearch.http.middleware import ASGIApp, RequestContextMiddleware
 from skillsearch.http.openapi import install_openapi
 from skillsearch.http.routes_skills import skills_router
 from skillsearch.http.schemas import ErrorBody, Limits
+from skillsearch.http.utf8_target import Utf8Target
 from skillsearch.service import Catalog
 
 __all__ = ["BearerGuard", "ErrorBody", "Lifespan", "Limits", "Operations", "create_app", "require_bearer"]
@@ -99,6 +100,8 @@ def create_app(
     app.state.principals = registry
     app.state.metrics = metrics
     app.state.operations = operations
+    # Inside the request middleware (a request id and a log line for its 400): a target that is not UTF-8.
+    app.add_middleware(Utf8Target)
     # Inside the request middleware, which sees (and logs) HEAD as sent; not for the mounts (MCP's GET is a stream).
     app.add_middleware(HeadAsGet, exclude=frozenset(path for path, _ in mounts))
     app.add_middleware(RequestContextMiddleware, metrics=metrics, max_body_bytes=limits.max_body_bytes)

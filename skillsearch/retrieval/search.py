@@ -55,6 +55,7 @@ from skillsearch.retrieval.indexer import IndexSnapshot
 from skillsearch.retrieval.lexical import LexicalIndex
 from skillsearch.retrieval.routing import RequestRoute
 from skillsearch.retrieval.search_types import Hit, SearchRequest, SearchResult
+from skillsearch.retrieval.text_terms import fold
 from skillsearch.retrieval.visible_lexical import visible_lexical_matches
 
 __all__ = [
@@ -194,12 +195,16 @@ def candidates_stage(
     vectors = snapshot.vectors
     use_lex = request.mode in ("lexical", "hybrid")
     use_sem = request.mode in ("semantic", "hybrid")
-    route = snapshot.routing.route(request.query)
+    # The route and the model read the request in Unicode's compatibility form, as the lexical side does: a
+    # request typed in full-width Latin letters (as a Japanese input method types them) is
+    # the English request it spells, routed to MiniLM, whose vocabulary has no full-width letters.
+    folded = fold(request.query)
+    route = snapshot.routing.route(folded)
     encoded = None
     if use_sem and len(vectors):
         # Started first: with a batching service a worker encodes while SQLite and Tantivy run below.
         t = time.perf_counter()
-        texts = query_texts(request.query, QUERY_SENTENCES)
+        texts = query_texts(folded, QUERY_SENTENCES)
         embed = (query_encoders or {}).get(route.route) or route.encoder
         soon = getattr(embed, "encode_soon", None)
         encoded = soon(texts[0], texts[1:]) if soon else (lambda: embed.encode_query_parts(texts[0], texts[1:]))
@@ -233,7 +238,7 @@ def candidates_stage(
         by_name = [int(r) for r in lex_rows[: request.limit + 5]
                    if same_name(getattr(leaders.get(vectors.rows.skill_id(int(r))), "name", ""), request.query)]
         named = np.union1d(named_rows(request.query, store, snapshot, principal, revoked), by_name).astype(np.int64)
-    notice = unreadable_language_notice(route.encoder, request.query) if use_sem else None
+    notice = unreadable_language_notice(route.encoder, folded) if use_sem else None
     query_idf = lexical.query_idf(request.query, snapshot.searcher) if request.mode == "hybrid" else {}
 
     background: tuple[float, float] | None = None
