@@ -201,3 +201,58 @@ def test_a_rekeyed_token_stops_working_on_a_server_even_within_one_timestamp_tic
         assert status(new) == 200
     finally:
         server.stop()
+
+
+def test_a_principals_file_copied_in_place_keeps_its_tokens_while_it_is_being_written(tmp_path: Path) -> None:
+    """An operator gives every replica the fleet's principals file with ``cp`` (truncate, then write): a
+    request that read the file in between found no principal, and valid tokens were answered 401 (84 of 851
+    searches while the file was copied 300 times onto a live replica). A file changed less than
+    ``WRITE_GRACE_S`` ago that is empty or unreadable is taken for one still being written; the clock is the
+    registry's, fixed here at the file's own mtime so nothing depends on how fast this test runs."""
+    from skillsearch.http.auth import WRITE_GRACE_S
+
+    path = tmp_path / "principals.toml"
+    token = add_principal(path, "bot", ["sub:starter-pack"], ["skills:read"])
+    whole = path.read_bytes()
+    now = {"t": 0.0}
+    registry = PrincipalRegistry(path, clock=lambda: now["t"])
+    now["t"] = path.stat().st_mtime
+    assert registry.authenticate(token).name == "bot"
+
+    path.write_bytes(b"")  # cp's O_TRUNC, before its write
+    now["t"] = path.stat().st_mtime
+    assert registry.authenticate(token).name == "bot"
+    path.write_bytes(whole[: len(whole) - 20])  # a read in the middle of the write: not TOML
+    now["t"] = path.stat().st_mtime
+    assert registry.authenticate(token).name == "bot"
+    path.write_bytes(whole)
+    assert registry.authenticate(token).name == "bot"
+
+    # Left empty or broken past the grace, it is what it says: no principal, or fail closed.
+    path.write_bytes(b"")
+    now["t"] = path.stat().st_mtime + WRITE_GRACE_S + 1
+    with pytest.raises(UnauthenticatedError, match="invalid bearer token"):
+        registry.authenticate(token)
+    path.write_bytes(whole[: len(whole) - 20])
+    now["t"] = path.stat().st_mtime + WRITE_GRACE_S + 1
+    with pytest.raises(UnauthenticatedError, match="authentication is unavailable"):
+        registry.authenticate(token)
+
+
+def test_a_whole_principals_file_revokes_at_once_even_just_written(tmp_path: Path) -> None:
+    """The grace is for a file caught mid-write only: a complete file that no longer holds a token (``token
+    remove``, or a copy of the fleet's file without it) refuses that token at its first read."""
+    path = tmp_path / "principals.toml"
+    token = add_principal(path, "bot", ["sub:starter-pack"], ["skills:read"])
+    other = add_principal(path, "other", ["sub:starter-pack"], ["skills:read"])
+    now = {"t": path.stat().st_mtime}
+    registry = PrincipalRegistry(path, clock=lambda: now["t"])
+    assert registry.authenticate(token).name == "bot"
+    assert remove_principal(path, "bot")
+    now["t"] = path.stat().st_mtime
+    with pytest.raises(UnauthenticatedError, match="invalid bearer token"):
+        registry.authenticate(token)
+    assert registry.authenticate(other).name == "other"
+    assert remove_principal(path, "other")  # the last one: a file with no principal, not an empty file
+    with pytest.raises(UnauthenticatedError, match="invalid bearer token"):
+        registry.authenticate(other)

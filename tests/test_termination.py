@@ -419,3 +419,32 @@ def test_a_write_stopped_while_embedding_keeps_both_sides_alike_without_a_lexica
         catalog.close()
     manifest = json.loads((data_dir / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["store_generation"] == -1 and manifest["lexical"] != indexer.LEXICAL_INCOMPLETE, manifest
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stopped_server_says_so_in_its_json_log(tmp_path: Path, sig: signal.Signals) -> None:
+    """``serve``'s stderr is its JSON log (one object per line, what a log shipper parses): its last line at a
+    SIGTERM (exit 143) or a Ctrl-C (130) was the plain word ``terminated`` / ``interrupted``, the one line of
+    the stream that did not parse. A real ``serve`` process, stopped after it answered."""
+    import httpx
+    from fleetsupport import ServeProcess
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()  # an operator's folder: no "did not exist" note before the log starts
+    server = ServeProcess(data_dir)
+    try:
+        assert httpx.get(server.url + "/healthz", timeout=30).status_code == 200
+        server.proc.send_signal(sig)
+        code = server.proc.wait(timeout=60)
+    finally:
+        server.stop()
+    assert code == (128 + signal.SIGTERM if sig == signal.SIGTERM else 130)
+    lines = (tmp_path / "data.stderr").read_text(encoding="utf-8").splitlines()
+    records = []
+    for line in lines:
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            raise AssertionError(f"a line of serve's JSON log is not JSON: {line!r}") from None
+    said = "terminated" if sig == signal.SIGTERM else "interrupted"
+    assert records[-1]["msg"] == said and records[-1]["logger"] == "skillsearch", records[-3:]

@@ -128,7 +128,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     try:
         code = int(args.func(args, out))
         if termination.terminated():  # a server shut down by SIGTERM (uvicorn passes the signal on at its end)
-            print("terminated", file=sys.stderr)
+            _say_stopped("terminated")
             return termination.EXIT_TERMINATED
         return code
     except WriteStopped as exc:  # SIGTERM during an index write: what it left for the next open
@@ -144,7 +144,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         _print_error(out, args, exc, f"error: {exc.code}: {exc.message}")
         return EXIT_ERROR
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        _say_stopped("interrupted")
         return 130
     except Exception as exc:  # the last line of defence: one line, never a traceback (-v logs it)
         log.info("unexpected error", exc_info=True)  # shown under -v (INFO), never by default
@@ -153,6 +153,17 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return EXIT_ERROR
     finally:
         note_new_data_dir(args)
+
+
+def _say_stopped(word: str) -> None:
+    """``terminated`` / ``interrupted`` on stderr; a server whose stderr is its JSON log (``serve``: the
+    ``skillsearch`` logger has its own handler there) says it as one more JSON line, so a log shipper that
+    parses every line of that stream never meets a plain one at each shutdown."""
+    package = logging.getLogger("skillsearch")
+    if package.handlers and not package.propagate:
+        package.info(word)
+    else:
+        print(word, file=sys.stderr)
 
 
 if __name__ == "__main__":

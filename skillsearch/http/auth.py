@@ -27,6 +27,7 @@ import os
 import re
 import secrets
 import threading
+import time
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -70,6 +71,12 @@ DEMO_GRANTS = frozenset({"sub:starter-pack", "team:data-science"})
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 MAX_TOKEN_CHARS = 512
+
+# A principals file changed this recently that is empty or unreadable is taken for one still being written in
+# place (``cp``, ``scp``, a config tool that truncates, then writes): its previous principals keep answering
+# until it is whole or this old. An operator copying the fleet's file onto a live replica saw valid tokens
+# answered 401 in that window (84 of 851 requests while the file was copied 300 times).
+WRITE_GRACE_S = 2.0
 
 
 def hash_token(token: str) -> str:
@@ -144,16 +151,22 @@ def _entry(name: str, table: Mapping[str, Any], path: Path) -> PrincipalEntry:
 
 def read_entries(path: Path) -> dict[str, PrincipalEntry]:
     """Every principal of a principals file, validated; an absent file has none."""
+    return _read(path)[1]
+
+
+def _read(path: Path) -> tuple[str, dict[str, PrincipalEntry]]:
+    """The file's text as read (empty when absent) and its principals."""
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        raw = tomllib.loads(text)
     except FileNotFoundError:
-        return {}
+        return "", {}
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ValidationError(f"principals file {path} is unreadable: {exc}") from None
     tables = raw.get("principals", {})
     if not isinstance(tables, dict):
         raise ValidationError(f"{path}: [principals] must be a table of tables")
-    return {name: _entry(name, t, path) for name, t in tables.items() if isinstance(t, dict)}
+    return text, {name: _entry(name, t, path) for name, t in tables.items() if isinstance(t, dict)}
 
 
 def _toml_string(value: str) -> str:
@@ -215,9 +228,11 @@ def remove_principal(path: Path, name: str) -> bool:
 class PrincipalRegistry:
     """The principals of one file (re-read when it changes on disk) plus, optionally, the demo principal."""
 
-    def __init__(self, path: Path | None, *, demo: bool | Callable[[], bool] = False) -> None:
+    def __init__(self, path: Path | None, *, demo: bool | Callable[[], bool] = False,
+                 clock: Callable[[], float] = time.time) -> None:
         self.path = path
         self._demo = demo
+        self._clock = clock
         self._demo_now: bool | None = None
         self._lock = threading.Lock()
         self._stamp: tuple[int, ...] | None = None
@@ -249,6 +264,7 @@ class PrincipalRegistry:
     def _reload(self, starting: bool = False) -> None:
         demo = self.demo
         stamp: tuple[int, ...] | None = None
+        st: os.stat_result | None = None
         if self.path is not None:
             try:
                 st = self.path.stat()
@@ -260,11 +276,16 @@ class PrincipalRegistry:
                 stamp = None
         if self._loaded and stamp == self._stamp and demo == self._demo_now:
             return
+        # Not at start (the operator sees the file as it is) and not once it is this old, whatever it holds.
+        being_written = (not starting and self._loaded and st is not None
+                         and abs(self._clock() - st.st_mtime) < WRITE_GRACE_S)
         try:
-            entries = read_entries(self.path) if self.path is not None else {}
+            text, entries = _read(self.path) if self.path is not None else ("", {})
         except ValidationError as exc:
             if starting:  # the operator starting a server (or a CLI command) sees the whole reason
                 raise
+            if being_written:
+                return  # the stamp is not kept: the next request reads it again
             # Fail closed, and tell the operator (path and TOML error in the log), never the bearer client.
             if stamp != self._broken_stamp:
                 log.error("principals file unusable, every bearer request is refused until it is fixed: %s",
@@ -274,6 +295,8 @@ class PrincipalRegistry:
             raise UnauthenticatedError(
                 "authentication is unavailable: the server's principals file is broken (the operator's log"
                 " says why)") from None
+        if being_written and not text:  # what was read, not the size stat saw: a copy may truncate in between
+            return  # truncated, not yet written (a file emptied on purpose revokes WRITE_GRACE_S later)
         self._broken_stamp = None
         if demo:
             entries.setdefault(DEMO_PRINCIPAL, PrincipalEntry(
