@@ -123,7 +123,7 @@ def build_serve_app(catalog: Catalog, registry: PrincipalRegistry, host: str = "
         lifespans.append(lambda _app: leadership.lifespan())
         started = time.time()
         operations = Operations(writer=lambda: leadership.is_writer,
-                                health=lambda: catalog.subscriptions.sync_health(sync, sources, started),
+                                health=lambda: catalog.subscriptions.sync_health(sync, sources, started, poller),
                                 degraded_after_s=degraded_after_s)
     return create_app(catalog, principals=registry, mounts=[("/mcp", mcp_app)], routers=routers,
                       lifespans=lifespans, operations=operations)

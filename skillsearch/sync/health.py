@@ -20,7 +20,7 @@ from an older snapshot), and ``/readyz`` keeps it out of the balancer's pool.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -48,10 +48,13 @@ def _stamp(text: str | None) -> float | None:
 
 
 def sync_health(store: CatalogStore, config: SyncConfig | None, sources: Sequence[SourceConfig], since: float,
-                now: float | None = None, term_began: float | None = None) -> list[SyncHealth]:
+                now: float | None = None, term_began: float | None = None,
+                ran: Mapping[str, tuple[float | None, float | None]] | None = None) -> list[SyncHealth]:
     """Per configured subscription and source; ``since``: when this process started watching (unix s);
     ``term_began``: when the data directory's writer took the lead (unix s; ``None``: every sync counts as
-    caught up)."""
+    caught up); ``ran``: this process's poller's own record per subscription id (``Poller.run_times``: when
+    its last run ended, since when its runs fail), which counts too: a failure the store could not record
+    (a full disk refuses that write as well) is still a failing sync."""
     now = time.time() if now is None else now
     named: list[tuple[Literal["subscription", "source"], str, str]] = [
         *(("subscription", s.id, s.source) for s in (config.subscriptions if config is not None else ())),
@@ -72,9 +75,12 @@ def sync_health(store: CatalogStore, config: SyncConfig | None, sources: Sequenc
             if success is None:
                 began = max(began or since, since)
             failing_for = max(0.0, now - (began if began is not None else since))
+        finished, failing_since = (ran or {}).get(name, (None, None)) if kind == "subscription" else (None, None)
+        if failing_since is not None and not revoked:
+            failing_for = max(failing_for or 0.0, now - failing_since)
         caught_up = True
         if kind == "subscription" and not revoked and term_began is not None:
-            attempts = [t for t in (success, _stamp(state.last_error) if state else None) if t is not None]
+            attempts = [t for t in (success, _stamp(state.last_error) if state else None, finished) if t is not None]
             caught_up = bool(attempts) and max(attempts) >= term_began
         out.append(SyncHealth(kind, name, None if success is None else max(0.0, now - success), failing_for,
                               caught_up))

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Generic, Protocol
 
 from typing_extensions import TypeVar
@@ -53,6 +54,11 @@ class Scheduled(Protocol):
 T = TypeVar("T", bound=Scheduled, default=SubscriptionConfig)
 
 
+def _iso(moment: float | None) -> str | None:
+    return None if moment is None else datetime.fromtimestamp(moment, UTC).isoformat(timespec="seconds").replace(
+        "+00:00", "Z")
+
+
 @dataclass
 class PollerEntry(Generic[T]):
     sub: T
@@ -63,6 +69,10 @@ class PollerEntry(Generic[T]):
     again: bool = False
     last_error: str | None = None
     last_report: dict[str, Any] | None = None
+    # Wall-clock (unix s): when the last run ended, and when the failures in a row began (None: not failing).
+    # Kept here as well as in the store, which cannot record a failure it cannot write (a full disk).
+    finished_at: float | None = None
+    failing_since: float | None = None
 
 
 class Poller(Generic[T]):
@@ -158,9 +168,17 @@ class Poller(Generic[T]):
                     "next_run_in_s": round(max(0.0, e.due - now), 3),
                     "interval_s": e.sub.interval_s,
                     "last_error": e.last_error,
+                    "last_finished_at": _iso(e.finished_at),
+                    "failing_since": _iso(e.failing_since),
                 }
                 for sid, e in self._entries.items()
             }
+
+    def run_times(self) -> dict[str, tuple[float | None, float | None]]:
+        """Per subscription, when its last run here ended and since when its runs have been failing (unix s;
+        ``None``: none ended, not failing), as this process saw them (``sync/health.py``)."""
+        with self._cond:
+            return {sid: (e.finished_at, e.failing_since) for sid, e in self._entries.items()}
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -206,14 +224,17 @@ class Poller(Generic[T]):
                 entry.running = False
                 entry.runs += 1
                 now = time.monotonic()
+                entry.finished_at = time.time()
                 if error is None:
                     entry.failures = 0
                     entry.last_error = None
+                    entry.failing_since = None
                     entry.last_report = report.to_dict() if hasattr(report, "to_dict") else None
                     delay = self._jitter(entry.sub.interval_s)
                 else:
                     entry.failures += 1
                     entry.last_error = error
+                    entry.failing_since = entry.failing_since or entry.finished_at
                     delay = min(self.backoff_max_s, self.backoff_base_s * 2 ** (entry.failures - 1))
                     delay = self._rng.uniform(delay / 2, delay)
                     log.warning("sync %s failed (%d in a row), next try in %.1fs: %s", entry.sub.id,

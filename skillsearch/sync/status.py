@@ -25,7 +25,9 @@ class SubscriptionStatus(BaseModel):
     cursor: str | None = Field(description="Where the next pull starts; null means a full sync.")
     last_success: str | None = Field(description="When a pull last reached the end of the changes.")
     last_error: str | None = Field(description="The latest failure or rejected item, with its time.")
-    failing: bool = Field(False, description="The last attempt failed: last_error is newer than last_success.")
+    failing: bool = Field(False, description="The last attempt failed: last_error is newer than last_success, or"
+                                             " this server's poller failed where the store could not record it"
+                                             " (a full disk: poller.last_error says why).")
     revoked: bool
     revoked_at: str | None = None
     skills_active: int
@@ -108,7 +110,9 @@ def sync_status(store: CatalogStore, config: SyncConfig | None, poller: dict[str
             cursor=state.cursor if state else None,
             last_success=state.last_success if state else None,
             last_error=state.last_error if state else None,
-            failing=failing(state.last_success, state.last_error) if state and revoked_at is None else False,
+            # Also when this process's poller failed where the store could not record it (a full disk).
+            failing=revoked_at is None and ((failing(state.last_success, state.last_error) if state else False)
+                                            or bool(((poller or {}).get(sub.id) or {}).get("failures"))),
             revoked=revoked_at is not None,
             revoked_at=revoked_at,
             skills_active=active,

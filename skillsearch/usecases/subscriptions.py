@@ -33,14 +33,16 @@ class SubscriptionsUseCase:
     def __init__(self, catalog: CatalogParts) -> None:
         self._catalog = catalog
 
-    def sync_health(self, config: SyncConfig | None, sources: Sequence[SourceConfig], since: float) -> list[SyncHealth]:
+    def sync_health(self, config: SyncConfig | None, sources: Sequence[SourceConfig], since: float,
+                    poller: Poller | None = None) -> list[SyncHealth]:
         """Per configured subscription and source: the age of its last success, how long it has been failing,
         whether a pull of it has finished since the data directory's writer took the lead."""
         from skillsearch.sync.health import sync_health
         from skillsearch.sync.leader import term_began
 
         return sync_health(self._catalog.store, config, sources, since,
-                           term_began=term_began(self._catalog.data_dir))
+                           term_began=term_began(self._catalog.data_dir),
+                           ran=poller.run_times() if poller is not None else None)
 
     def last_sync_successes(self) -> list[str | None]:
         """Per synced subscription, when its last run succeeded (``None``: never)."""
