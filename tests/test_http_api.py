@@ -592,6 +592,19 @@ async def test_request_ids_and_json_logs_never_hold_the_token(
     assert all(DEMO_TOKEN not in line and "python" not in line for line in lines)
 
 
+@pytest.mark.anyio
+async def test_probes_that_answer_200_are_logged_at_debug_and_a_failing_one_at_info(
+    client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A balancer checks /readyz every second per replica: at info, those lines buried the requests."""
+    caplog.set_level("DEBUG", logger="skillsearch.http")
+    for path in ("/healthz", "/readyz", "/metrics"):
+        assert (await client.get(path)).status_code == 200
+    await client.get("/v1/search", params={"q": "python"}, headers=DEMO)
+    levels = {r.route: r.levelname for r in caplog.records if r.name == "skillsearch.http"}  # type: ignore[attr-defined]
+    assert levels == {"/healthz": "DEBUG", "/readyz": "DEBUG", "/metrics": "DEBUG", "/v1/search": "INFO"}, levels
+
+
 def _metric(text: str, name: str, **labels: str) -> float:
     for family in text_string_to_metric_families(text):
         for s in family.samples:

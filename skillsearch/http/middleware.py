@@ -35,6 +35,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 access_log = logging.getLogger("skillsearch.http")
+_PROBES = frozenset({"/healthz", "/readyz", "/metrics"})
 REQUEST_ID_HEADER = "x-request-id"
 _CLIENT_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -172,7 +173,10 @@ class RequestContextMiddleware:
             method = method if method in _METHODS else "OTHER"
             self.metrics.observe_request(template, method, status, seconds)
             principal = state.get("principal")
-            access_log.info("request", extra={
+            # A balancer's and Prometheus' probes that answer 200 are logged at debug (-v): every second per
+            # checker otherwise, burying the requests. A probe that fails (a 503 /readyz) stays at info.
+            level = logging.DEBUG if template in _PROBES and status == 200 else logging.INFO
+            access_log.log(level, "request", extra={
                 "request_id": request_id,
                 "method": method,
                 "path": scope.get("path", ""),
