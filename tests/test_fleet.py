@@ -12,6 +12,7 @@ HAProxy is Debian's package (``make test`` installs it when missing, as root); w
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -162,6 +163,16 @@ def test_fleet_behind_haproxy_loses_no_request_and_serves_a_change_everywhere(tm
             assert len(outcomes) > 50 and not failed, \
                 f"{len(failed)} of {len(outcomes)} failed: {failed[:3]}; haproxy: {_tail(tmp_path / 'haproxy.log')}"
             assert _serves(lb, token, slug, word)
+            # The replica's log names the client, not the balancer (option forwardfor; uvicorn trusts the
+            # header from 127.0.0.1, FORWARDED_ALLOW_IPS elsewhere): a client on another loopback address.
+            with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"), timeout=30) as http:
+                assert http.get(lb + "/v1/skills", params={"limit": 1}, headers={
+                    "Authorization": f"Bearer {token}", "X-Request-ID": "fleet-client-127-0-0-2"}).status_code == 200
+            for s in live:
+                s.log.flush()
+            logged = [json.loads(line) for s in live for line in (s.data_dir.parent / f"{s.data_dir.name}.stderr")
+                      .read_text(errors="replace").splitlines() if "fleet-client-127-0-0-2" in line]
+            assert [entry["client"] for entry in logged] == ["127.0.0.2"], logged
             for s in live:  # both took part in the load
                 metrics = httpx.get(s.url + "/metrics", timeout=10).text
                 assert any(line.startswith("skillsearch_http_requests_total{") and 'route="/v1/search"' in line
