@@ -88,8 +88,8 @@ def test_filters_kind_and_tags_apply_in_every_mode(sample: Catalog) -> None:
 
 
 def test_a_tag_filter_ignores_case_in_every_mode_and_in_list(fresh_sample: Catalog, tmp_path: Path) -> None:
-    """Agents write ``Kubernetes`` for the tag ``kubernetes``: it found nothing (audit). A catalog may hold
-    both spellings; a filter by either finds both, in the index's three filters (vector mask, Tantivy's tag
+    """Agents write ``Kubernetes`` for the tag ``kubernetes``: it found nothing (audit); nor did the tag in
+    full-width letters (a later audit). A catalog may hold both spellings; a filter by either finds both, in the index's three filters (vector mask, Tantivy's tag
     terms, the store's list) and in the re-check."""
     bundle = tmp_path / "tagged.json"
     bundle.write_text(json.dumps([
@@ -100,7 +100,8 @@ def test_a_tag_filter_ignores_case_in_every_mode_and_in_list(fresh_sample: Catal
     ]))
     assert fresh_sample.import_path(bundle, "extra", "team:ops").ok
     both = {"helm-upgrade-k8s", "drain-a-node"}
-    for spelling in ("zephyrcloud", "ZEPHYRCLOUD", "Zephyrcloud"):
+    full_width = "".join(chr(ord(c) + 0xFEE0) for c in "ZEPHYRCLOUD")  # as a Japanese input method types it
+    for spelling in ("zephyrcloud", "ZEPHYRCLOUD", "Zephyrcloud", full_width):
         for mode in ("lexical", "semantic", "hybrid"):
             hits = fresh_sample.search(OPERATOR, SearchRequest("cluster", mode=mode, tags=(spelling,))).hits
             assert {h.skill.slug for h in hits} == both, (spelling, mode)

@@ -32,7 +32,7 @@ from skillsearch.catalog.schema import SCHEMA as CATALOG_SCHEMA
 from skillsearch.catalog.sync_state import SCHEMA as SYNC_SCHEMA
 from skillsearch.catalog.sync_state import SyncLedger
 from skillsearch.core.confusables import SKELETON_VERSION, skeleton
-from skillsearch.core.domain import Resource, Revision, Skill, SkillContent
+from skillsearch.core.domain import Resource, Revision, Skill, SkillContent, tag_key
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.core.hashing import canonical_hash, revision_body, sha256_hex, stable_id
 
@@ -58,7 +58,7 @@ class CatalogStore:
         self.read_only = reads_only and self.path.is_file() and not writable(self.path)
         if not self.read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = Connections(self.path, {"casefold": _casefold}, read_only=self.read_only)
+        self._db = Connections(self.path, {"tag_key": _tag_key}, read_only=self.read_only)
         self.sync = SyncLedger(self)
         try:
             if self.read_only:
@@ -338,8 +338,8 @@ class CatalogStore:
             clauses.append("kind = ?")
             params.append(kind)
         for tag in tags:
-            clauses.append("EXISTS (SELECT 1 FROM json_each(skills.tags) WHERE casefold(json_each.value) = ?)")
-            params.append(tag.casefold())
+            clauses.append("EXISTS (SELECT 1 FROM json_each(skills.tags) WHERE tag_key(json_each.value) = ?)")
+            params.append(tag_key(tag))
         if after is not None:
             clauses.append("(name, skill_id) > (?, ?)")
             params.extend(after)
@@ -390,6 +390,6 @@ class CatalogStore:
             yield index_row_from_row(row)
 
 
-def _casefold(value: str | int | float | bytes | None) -> str | int | float | bytes | None:
-    """SQLite's ``casefold()``: Python's, for text (SQLite's own ``lower`` folds ASCII only)."""
-    return value.casefold() if isinstance(value, str) else value
+def _tag_key(value: str | int | float | bytes | None) -> str | int | float | bytes | None:
+    """SQLite's ``tag_key()``: ``core.domain.tag_key`` for text (SQLite's own ``lower`` folds ASCII only)."""
+    return tag_key(value) if isinstance(value, str) else value

@@ -39,6 +39,7 @@ __all__ = [
     "SkillKind",
     "SkillStatus",
     "placeholders_in",
+    "tag_key",
     "validation_text",
 ]
 
@@ -314,3 +315,10 @@ def validation_text(exc: ValidationError, limit: int | None = None) -> str:
         msg = err["msg"].removeprefix("Value error, ")
         parts.append(f"{loc}: {msg}" if loc else msg)
     return "; ".join(parts)
+
+
+def tag_key(tag: str) -> str:
+    """What a tag filter compares: the tag in Unicode's compatibility form, case-folded, so ``Kubernetes``,
+    ``kubernetes`` and its full-width letters (U+FF4B ..., a Japanese input method's) are one tag, and
+    ``GRÖSSE`` finds ``größe``. Stored tags keep their spelling; only the comparison folds."""
+    return unicodedata.normalize("NFKC", tag).casefold()

@@ -41,6 +41,7 @@ from skillsearch.core.domain import (
     SEARCH_MODES,
     SKILL_KINDS,
     Principal,
+    tag_key,
 )
 from skillsearch.core.errors import ValidationError, problem
 from skillsearch.core.fusion import FUSIONS, Candidates, adapted_weight, candidates, fuse, fusion
@@ -313,7 +314,7 @@ def recheck_stage(
     hits: list[Hit] = []
     picked: list[int] = []
     chunk = request.limit + 5
-    wanted_tags = {t.casefold() for t in request.tags}
+    wanted_tags = {tag_key(t) for t in request.tags}
     for start in range(0, order.size, chunk):
         part = order[start : start + chunk]
         ids = [snapshot.vectors.rows.skill_id(int(rows[i])) for i in part]
@@ -322,7 +323,7 @@ def recheck_stage(
             skill = skills.get(skill_id)
             if skill is None or not (is_visible(skill.status, skill.grant, principal, found.revoked)
                                      and (not request.kind or skill.kind == request.kind)
-                                     and wanted_tags <= {t.casefold() for t in skill.tags}):
+                                     and wanted_tags <= {tag_key(t) for t in skill.tags}):
                 continue
             hits.append(Hit(skill, float(fused[i]), _explain(found.cands, int(i), fused, method, weight, request.mode)))
             picked.append(int(i))

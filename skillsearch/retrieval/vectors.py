@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from skillsearch.core.domain import tag_key
 from skillsearch.retrieval import vector_stage
 from skillsearch.retrieval.compact import Compact
 from skillsearch.retrieval.cosines import max_cosines, nearest_rows, top_k, zero_tiny
@@ -124,7 +125,7 @@ class VectorSnapshot:
         bounds = np.searchsorted(table.tag_codes[order], np.arange(len(table.tag_sets) + 1))
         lists: dict[str, list[np.ndarray]] = {}
         for code, tags in enumerate(table.tag_sets):
-            for t in {t.casefold() for t in tags}:
+            for t in {tag_key(t) for t in tags}:
                 lists.setdefault(t, []).append(order[bounds[code] : bounds[code + 1]])
         return {t: np.unique(np.concatenate(v)).astype(np.int64) for t, v in lists.items()}
 
@@ -133,13 +134,13 @@ class VectorSnapshot:
         spellings: dict[str, set[str]] = {}
         for tags in self.rows.tag_sets:
             for t in tags:
-                spellings.setdefault(t.casefold(), set()).add(t)
+                spellings.setdefault(tag_key(t), set()).add(t)
         return {k: sorted(v) for k, v in spellings.items()}
 
     def tag_spellings(self, tag: str) -> list[str]:
         """The spellings of ``tag`` the index holds, whatever their case (the lexical side's tag terms are
         exact); ``[tag]`` when it holds none."""
-        return self._tag_spellings.get(tag.casefold()) or [tag]
+        return self._tag_spellings.get(tag_key(tag)) or [tag]
 
     # -- search -----------------------------------------------------------------------------------
 
@@ -152,7 +153,7 @@ class VectorSnapshot:
             m &= self.kind_codes == (self.kind_names.index(kind) if kind in self.kind_names else -1)
         for t in tags:
             tag_mask = np.zeros(len(self.rows), dtype=bool)
-            tag_mask[self.tag_rows.get(t.casefold(), np.zeros(0, np.int64))] = True
+            tag_mask[self.tag_rows.get(tag_key(t), np.zeros(0, np.int64))] = True
             m &= tag_mask
         return m
 
