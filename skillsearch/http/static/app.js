@@ -32,11 +32,13 @@ function shownConfidence(c) {
   return c < 0.005 ? "<0.01" : fmt(c, 2);
 }
 
+// A weak confidence says so in words too, not by its colour alone.
 function confidenceBadge(c) {
   if (c === null || c === undefined) return null;
-  return el("span", { class: "confidence" + (c < WEAK_CONFIDENCE ? " weak" : ""), "data-testid": "confidence",
+  const weak = c < WEAK_CONFIDENCE;
+  return el("span", { class: "confidence" + (weak ? " weak" : ""), "data-testid": "confidence",
     title: "the probability, fitted on labelled requests, that this is the skill asked for" },
-  `confidence ${shownConfidence(c)}`);
+  `confidence ${shownConfidence(c)}` + (weak ? " (weak)" : ""));
 }
 
 function advice(data) {
@@ -121,11 +123,12 @@ const SLOW_MS = 3000;
 async function runSearch(state, view) {
   $("#detail-view").hidden = true;
   $("#results-view").hidden = false;
+  oneHeading();
   applyState(state);
   const results = $("#results");
   showAdvice("");
   $("#intro").hidden = true;
-  if (!state.q) { results.replaceChildren(); $("#status").textContent = ""; showIntro(); return; }
+  if (!state.q) { results.replaceChildren(); $("#status").textContent = ""; showIntro(); refocus(results); return; }
   const params = new URLSearchParams({ q: state.q, mode: state.mode || "hybrid", limit: "10" });
   if (state.kind) params.set("kind", state.kind);
   $("#status").textContent = "searching…";
@@ -147,6 +150,7 @@ async function runSearch(state, view) {
       tagList(h.tags),
       el("p", { class: "why", "data-testid": "why" }, whyLine(h.explanation)))));
     showAdvice(advice(data));
+    refocus(results);
     $("#status").textContent = data.no_match
       ? "No good match. " + (data.no_match_message || "Nothing you can see is close enough to this request.")
       : `${data.hits.length} result${data.hits.length === 1 ? "" : "s"} · ${data.mode}` +
@@ -167,10 +171,14 @@ async function runSearch(state, view) {
 // One file of the skill: "open" fetches its bytes (with the token) and shows UTF-8 text in place, as text
 // (never as markup); anything else is saved as a download under its own name.
 function resourceItem(d, r) {
-  const shown = el("pre", { class: "resource-text", "data-testid": "resource-text", hidden: true });
+  // Focusable, so a keyboard can scroll a long file's text.
+  const shown = el("pre", { class: "resource-text", "data-testid": "resource-text", hidden: true, tabindex: "0",
+    role: "region", "aria-label": r.path });
+  // Its name says which file: a list of buttons each called "open" tells a screen reader nothing.
+  const label = (verb) => { open.textContent = verb; open.setAttribute("aria-label", `${verb} ${r.path}`); };
   const open = el("button", { type: "button", class: "resource-open", "data-testid": "resource-open",
-    onclick: async () => {
-      if (!shown.hidden) { shown.hidden = true; open.textContent = "open"; return; }
+    "aria-label": `open ${r.path}`, onclick: async () => {
+      if (!shown.hidden) { shown.hidden = true; label("open"); open.setAttribute("aria-expanded", "false"); return; }
       try {
         const resp = await call("/v1/skills/" + encodeURIComponent(d.skill_id) + "/resources/" +
           r.path.split("/").map(encodeURIComponent).join("/"));
@@ -178,7 +186,8 @@ function resourceItem(d, r) {
         if (/;\s*charset="?utf-8"?/i.test(resp.headers.get("content-type") || "")) {
           shown.textContent = visible(await resp.text());
           shown.hidden = false;
-          open.textContent = "close";
+          label("close");
+          open.setAttribute("aria-expanded", "true");
         } else {
           const url = URL.createObjectURL(await resp.blob());
           const link = el("a", { href: url, download: r.path.split("/").pop() });
@@ -206,6 +215,7 @@ async function showSkill(skillId, view) {
   $("#results-view").hidden = true;
   const box = $("#detail-view");
   box.hidden = false;
+  opened = skillId;
   box.replaceChildren(el("p", { class: "status" }, "loading…"));
   try {
     const d = await api("/v1/skills/" + encodeURIComponent(skillId));
@@ -214,7 +224,7 @@ async function showSkill(skillId, view) {
     document.title = d.name + " · skillsearch";
     box.replaceChildren(...[
       backLink(),
-      el("h1", { "data-testid": "detail-name" }, d.name), kindBadge(d.kind), tagList(d.tags),
+      el("h1", { "data-testid": "detail-name", tabindex: "-1" }, d.name), kindBadge(d.kind), tagList(d.tags),
       el("p", { class: "desc" }, d.description),
       el("p", { class: "meta" }, `slug ${d.slug} · version ${d.version || "–"} · revision ${d.revision_id} · updated ${d.updated_at}`),
       d.kind === "flow_template" ? flowSection(d) : [],
@@ -222,11 +232,36 @@ async function showSkill(skillId, view) {
       d.resources.length ? [el("h2", {}, "Resources"), el("ul", {}, d.resources.map((r) => resourceItem(d, r)))] : [],
     ].flat());
     box.querySelector(".instructions")?.setAttribute("data-testid", "instructions");
+    oneHeading();
+    box.querySelector("h1").focus();  // a keyboard or screen-reader user lands on what opened
   } catch (err) {
     if (view !== views) return;
     box.replaceChildren();
+    oneHeading();
     showError(err);
   }
+}
+
+// -- headings and focus across views ---------------------------------------------------------------------
+
+// One h1 at a time: the page's own ("Find a skill") unless a skill's view shows its name as one.
+function oneHeading() {
+  $("#page-heading").hidden = !$("#detail-view").hidden && !!$("#detail-view h1");
+}
+
+// The skill whose view was opened last: back on the results, focus returns to its link.
+let opened = null;
+
+// Focus that the change of view left nowhere (on the body, or inside a view now hidden: the link that opened
+// a skill, the back link, an example request) goes to the opened skill's link if it is shown, else to the
+// query box. Focus the reader put somewhere else stays there.
+function refocus(results) {
+  const active = document.activeElement;
+  const lost = !active || active === document.body || !!active.closest("[hidden]");
+  const link = opened === null ? null
+    : [...results.querySelectorAll("a[href]")].find((a) => a.getAttribute("href") === "#/skill/" + encodeURIComponent(opened));
+  opened = null;
+  if (lost) (link || $("#q")).focus();
 }
 
 // -- routing: #/?q=...&mode=...&kind=... and #/skill/<id> -------------------------------------------------
@@ -240,6 +275,7 @@ function showBadLink(message) {
   $("#results-view").hidden = true;
   $("#detail-view").hidden = false;
   $("#detail-view").replaceChildren();
+  oneHeading();
   showError({ code: "INVALID_LINK", message });
 }
 

@@ -19,6 +19,7 @@ function parameterInput(p) {
       step: p.type === "number" ? "any" : null, placeholder: p.default !== null ? String(p.default) : "" });
   }
   input.dataset.type = p.type;
+  if (p.required) input.setAttribute("aria-required", "true");  // not `required`: the server says what is missing
   return [el("label", { for: id }, p.name + (p.required ? " *" : "")), input];
 }
 
@@ -50,13 +51,19 @@ export function flowSection(d) {
     (d.steps || []).map((s) => el("li", {}, el("code", {}, s.tool), el("pre", {}, JSON.stringify(s.args)))));
   out.push(steps);
   const result = el("div", { "data-testid": "resolved" });
+  // Said to a screen reader when the steps resolve (an error is said by the alert below).
+  const said = el("p", { class: "visually-hidden", role: "status", "data-testid": "resolve-said" });
   // A resolve error shows here, beside the button that caused it (the page's error box is far above).
-  const problems = el("div", { class: "error", role: "alert", "data-testid": "resolve-error", hidden: true });
+  const problems = el("div", { class: "error", role: "alert", id: "resolve-problems", "data-testid": "resolve-error",
+    hidden: true });
   const form = el("form", { class: "resolve" }, (d.parameters || []).map(parameterInput),
     el("button", { type: "submit" }, "Resolve steps"));
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
-    for (const input of form.querySelectorAll("[aria-invalid]")) input.removeAttribute("aria-invalid");
+    for (const input of form.querySelectorAll("[aria-invalid]")) {
+      input.removeAttribute("aria-invalid");
+      input.removeAttribute("aria-describedby");
+    }
     try {
       const flow = await api(`/v1/skills/${encodeURIComponent(d.skill_id)}/resolve`, {
         method: "POST", headers: { "Content-Type": "application/json" },
@@ -64,11 +71,13 @@ export function flowSection(d) {
       });
       showError(null);
       problems.hidden = true;
+      said.textContent = `Resolved ${flow.steps.length} steps, shown below. Nothing was executed.`;
       result.replaceChildren(el("h3", {}, "Resolved (nothing was executed)"),
         el("ol", { class: "steps" }, flow.steps.map((s) => el("li", {}, el("code", {}, s.tool),
           el("pre", {}, JSON.stringify(s.args))))));
     } catch (err) {
       result.replaceChildren();
+      said.textContent = "";
       problems.replaceChildren(...errorContent(err));
       problems.hidden = false;
       for (const p of (err.details && err.details.problems) || []) {
@@ -76,12 +85,15 @@ export function flowSection(d) {
         const name = typeof p === "object" && String(p.field || "").startsWith("body.parameters.")
           ? p.field.slice("body.parameters.".length) : null;
         const input = name ? form.querySelector(`[name="${CSS.escape(name)}"]`) : null;
-        if (input) input.setAttribute("aria-invalid", "true");
+        if (input) {
+          input.setAttribute("aria-invalid", "true");
+          input.setAttribute("aria-describedby", problems.id);  // read with the field: what is wrong with it
+        }
       }
       problems.scrollIntoView({ block: "nearest" });
     }
   });
-  out.push(el("h2", {}, "Try it"), form, problems, result);
+  out.push(el("h2", {}, "Try it"), form, said, problems, result);
   return out;
 }
 
