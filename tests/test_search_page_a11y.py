@@ -218,3 +218,27 @@ def test_a_files_button_says_which_file_and_whether_it_is_open(page: Page) -> No
     assert page.get_by_role("region", name=path).count() == 1  # the text itself: focusable, so a keyboard scrolls it
     page.keyboard.press("Enter")
     assert button.get_attribute("aria-expanded") == "false" and page.locator("[data-testid=resource-text]").is_hidden()
+
+
+def test_a_flow_templates_parameters_read_at_320_px(browser: Browser, server: str) -> None:
+    """At 320 px (or 200% zoom) the six-column parameter table broke every word letter by letter ("ve/rs/io/n"):
+    each parameter stacks as labelled lines now, still a table of rows and cells to a screen reader."""
+    context = browser.new_context(viewport={"width": 320, "height": 800})
+    p = context.new_page()
+    try:
+        p.goto(server + "/#/?q=cut+a+tagged+release&mode=hybrid&kind=flow_template")
+        p.wait_for_selector("body[data-searches]")
+        p.locator("[data-testid=result-name]").first.click()
+        table = p.locator("[data-testid=parameters]")
+        table.wait_for()
+        assert p.evaluate("document.documentElement.scrollWidth <= innerWidth")
+        lines = table.locator("tbody td").evaluate_all("""tds => tds.filter(td => td.textContent).map(td => {
+            const r = document.createRange(); r.selectNodeContents(td.lastChild);
+            return [td.textContent, new Set([...r.getClientRects()].map(x => Math.round(x.top))).size]; })""")
+        words = {text: n for text, n in lines if " " not in text}  # a single word is never split over lines
+        assert words and all(n == 1 for n in words.values()), words
+        assert p.get_by_role("table").get_by_role("columnheader").count() == 6
+        rows = p.get_by_role("table").get_by_role("row")
+        assert all(rows.nth(i).get_by_role("cell").count() == 6 for i in range(1, rows.count()))
+    finally:
+        context.close()

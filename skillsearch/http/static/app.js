@@ -258,8 +258,8 @@ let opened = null;
 function refocus(results) {
   const active = document.activeElement;
   const lost = !active || active === document.body || !!active.closest("[hidden]");
-  const link = opened === null ? null
-    : [...results.querySelectorAll("a[href]")].find((a) => a.getAttribute("href") === "#/skill/" + encodeURIComponent(opened));
+  const href = opened === null ? null : "#/skill/" + encodeURIComponent(opened);
+  const link = [...results.querySelectorAll("a[href]")].find((a) => a.getAttribute("href") === href);
   opened = null;
   if (lost) (link || $("#q")).focus();
 }

@@ -40,12 +40,18 @@ function collectValues(form) {
 export function flowSection(d) {
   const out = [];
   out.push(el("h2", {}, "Parameters"));
-  out.push(el("table", { class: "params", "data-testid": "parameters" },
-    el("thead", {}, el("tr", {}, ["name", "type", "required", "default", "allowed", "description"].map((h) => el("th", {}, h)))),
-    el("tbody", {}, (d.parameters || []).map((p) => el("tr", {},
-      el("td", {}, el("code", {}, p.name)), el("td", {}, p.type), el("td", {}, p.required ? "yes" : "no"),
-      el("td", {}, p.default === null || p.default === undefined ? "" : JSON.stringify(p.default)),
-      el("td", {}, p.enum ? p.enum.map(String).join(", ") : ""), el("td", {}, p.description || ""))))));
+  // On a narrow screen (app.css) each row stacks as "name: value" lines: the roles keep it a table to a screen
+  // reader then, and data-label names each value.
+  const columns = ["name", "type", "required", "default", "allowed", "description"];
+  const row = (cells) => el("tr", { role: "row" },
+    cells.map((c, i) => el("td", { role: "cell", "data-label": columns[i] }, c)));
+  out.push(el("table", { class: "params", "data-testid": "parameters", role: "table" },
+    el("thead", { role: "rowgroup" },
+      el("tr", { role: "row" }, columns.map((h) => el("th", { role: "columnheader" }, h)))),
+    el("tbody", { role: "rowgroup" }, (d.parameters || []).map((p) => row([
+      el("code", {}, p.name), p.type, p.required ? "yes" : "no",
+      p.default === null || p.default === undefined ? "" : JSON.stringify(p.default),
+      p.enum ? p.enum.map(String).join(", ") : "", p.description || ""])))));
   out.push(el("h2", {}, "Steps"));
   const steps = el("ol", { class: "steps", "data-testid": "steps" },
     (d.steps || []).map((s) => el("li", {}, el("code", {}, s.tool), el("pre", {}, JSON.stringify(s.args)))));
