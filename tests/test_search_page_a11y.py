@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 from page_support import chromium, search, searches_done, wait_for_search_after
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, Page, expect
 
 from skillsearch.http.app import create_app
 from skillsearch.http.auth import PrincipalRegistry
@@ -242,3 +242,13 @@ def test_a_flow_templates_parameters_read_at_320_px(browser: Browser, server: st
         assert all(rows.nth(i).get_by_role("cell").count() == 6 for i in range(1, rows.count()))
     finally:
         context.close()
+
+
+def test_the_token_box_reads_its_hint_with_the_field(page: Page) -> None:
+    """The hint under the token field (which token is in use, how to make one) was not tied to the field."""
+    page.keyboard.press("Shift+Tab")  # from the query box, back to the token box's summary
+    page.keyboard.press("Enter")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == "token"
+    expect(page.locator("#token")).to_have_accessible_name("Bearer token")
+    expect(page.locator("#token")).to_have_accessible_description(page.locator("#token-hint").inner_text())
