@@ -252,3 +252,17 @@ def test_the_token_box_reads_its_hint_with_the_field(page: Page) -> None:
     assert page.evaluate("document.activeElement.id") == "token"
     expect(page.locator("#token")).to_have_accessible_name("Bearer token")
     expect(page.locator("#token")).to_have_accessible_description(page.locator("#token-hint").inner_text())
+
+
+def test_a_skill_that_cannot_be_shown_leaves_focus_in_the_query_box(page: Page) -> None:
+    """A link to a skill the token does not see (removed since, or another's) hid the focused link and showed
+    only the error: focus fell to the body and the next Tab went to the footer."""
+    search(page, "profile slow python code")
+    link = page.locator("[data-testid=result-name]").first
+    link.evaluate("a => a.setAttribute('href', '#/skill/sk_00000000000000000000')")
+    link.focus()
+    page.keyboard.press("Enter")
+    page.locator("#error").wait_for(state="visible")
+    assert "NOT_FOUND" in page.locator("#error").inner_text()
+    assert page.evaluate("document.activeElement.id") == "q"  # set with the error, in the same task
+    assert page.get_by_role("heading", level=1).inner_text() == "Find a skill"

@@ -4,6 +4,7 @@
 import { api, call, currentToken, keepToken, showError } from "./api.js";
 import { $, el, inline, renderMarkdown, visible } from "./dom.js";
 import { flowSection } from "./flow.js";
+import { focusLost, oneHeading, opening, refocus } from "./focus.js";
 
 let searches = 0;  // finished searches, exposed as body[data-searches] so tests can wait for the next one
 
@@ -160,6 +161,7 @@ async function runSearch(state, view) {
     results.replaceChildren();
     $("#status").textContent = "";
     showError(err);
+    refocus(results);
   } finally {
     clearTimeout(slow);
     // Counted shown or not, so a test can wait for a replaced search's answer too.
@@ -215,7 +217,7 @@ async function showSkill(skillId, view) {
   $("#results-view").hidden = true;
   const box = $("#detail-view");
   box.hidden = false;
-  opened = skillId;
+  opening(skillId);
   box.replaceChildren(el("p", { class: "status" }, "loading…"));
   try {
     const d = await api("/v1/skills/" + encodeURIComponent(skillId));
@@ -239,29 +241,8 @@ async function showSkill(skillId, view) {
     box.replaceChildren();
     oneHeading();
     showError(err);
+    if (focusLost()) $("#q").focus();  // the link that opened it is hidden: back to where a search starts
   }
-}
-
-// -- headings and focus across views ---------------------------------------------------------------------
-
-// One h1 at a time: the page's own ("Find a skill") unless a skill's view shows its name as one.
-function oneHeading() {
-  $("#page-heading").hidden = !$("#detail-view").hidden && !!$("#detail-view h1");
-}
-
-// The skill whose view was opened last: back on the results, focus returns to its link.
-let opened = null;
-
-// Focus that the change of view left nowhere (on the body, or inside a view now hidden: the link that opened
-// a skill, the back link, an example request) goes to the opened skill's link if it is shown, else to the
-// query box. Focus the reader put somewhere else stays there.
-function refocus(results) {
-  const active = document.activeElement;
-  const lost = !active || active === document.body || !!active.closest("[hidden]");
-  const href = opened === null ? null : "#/skill/" + encodeURIComponent(opened);
-  const link = [...results.querySelectorAll("a[href]")].find((a) => a.getAttribute("href") === href);
-  opened = null;
-  if (lost) (link || $("#q")).focus();
 }
 
 // -- routing: #/?q=...&mode=...&kind=... and #/skill/<id> -------------------------------------------------
@@ -277,6 +258,7 @@ function showBadLink(message) {
   $("#detail-view").replaceChildren();
   oneHeading();
   showError({ code: "INVALID_LINK", message });
+  if (focusLost()) $("#q").focus();
 }
 
 // Each route() is a new view; an answer that arrives after the next one began is not shown.
