@@ -114,7 +114,8 @@ async def test_search_page_and_its_config(client: httpx.AsyncClient, empty_catal
     page = await client.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert "/static/app.js" in page.text and 'id="q"' in page.text
-    for asset in ("/static/app.css", "/static/app.js", "/static/api.js", "/static/dom.js", "/static/flow.js"):
+    for asset in ("/static/app.css", "/static/app.js", "/static/api.js", "/static/dom.js", "/static/flow.js",
+                  "/static/focus.js"):
         answer = await client.get(asset)
         assert answer.status_code == 200, asset
         if asset.endswith(".js"):  # a module script of another type is refused by the browser (nosniff too)

@@ -224,7 +224,8 @@ def test_back_from_a_skill_link_opened_alone_stays_on_the_page(browser: Browser,
 
 def test_the_page_runs_only_its_own_script_files_and_is_revalidated(sample_server: str) -> None:
     with httpx.Client(base_url=sample_server) as client:
-        for path in ("/", "/static/app.css", "/static/app.js", "/static/api.js", "/static/dom.js", "/static/flow.js"):
+        for path in ("/", "/static/app.css", "/static/app.js", "/static/api.js", "/static/dom.js", "/static/flow.js",
+                     "/static/focus.js"):
             resp = client.get(path)
             assert resp.status_code == 200, path
             policy = resp.headers.get("content-security-policy", "")

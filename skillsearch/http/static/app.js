@@ -4,6 +4,7 @@
 import { api, call, currentToken, keepToken, showError } from "./api.js";
 import { $, el, inline, renderMarkdown, visible } from "./dom.js";
 import { flowSection } from "./flow.js";
+import { focusLost, oneHeading, opening, refocus } from "./focus.js";
 
 let searches = 0;  // finished searches, exposed as body[data-searches] so tests can wait for the next one
 
@@ -32,11 +33,13 @@ function shownConfidence(c) {
   return c < 0.005 ? "<0.01" : fmt(c, 2);
 }
 
+// A weak confidence says so in words too, not by its colour alone.
 function confidenceBadge(c) {
   if (c === null || c === undefined) return null;
-  return el("span", { class: "confidence" + (c < WEAK_CONFIDENCE ? " weak" : ""), "data-testid": "confidence",
+  const weak = c < WEAK_CONFIDENCE;
+  return el("span", { class: "confidence" + (weak ? " weak" : ""), "data-testid": "confidence",
     title: "the probability, fitted on labelled requests, that this is the skill asked for" },
-  `confidence ${shownConfidence(c)}`);
+  `confidence ${shownConfidence(c)}` + (weak ? " (weak)" : ""));
 }
 
 function advice(data) {
@@ -121,11 +124,12 @@ const SLOW_MS = 3000;
 async function runSearch(state, view) {
   $("#detail-view").hidden = true;
   $("#results-view").hidden = false;
+  oneHeading();
   applyState(state);
   const results = $("#results");
   showAdvice("");
   $("#intro").hidden = true;
-  if (!state.q) { results.replaceChildren(); $("#status").textContent = ""; showIntro(); return; }
+  if (!state.q) { results.replaceChildren(); $("#status").textContent = ""; showIntro(); refocus(results); return; }
   const params = new URLSearchParams({ q: state.q, mode: state.mode || "hybrid", limit: "10" });
   if (state.kind) params.set("kind", state.kind);
   $("#status").textContent = "searching…";
@@ -147,6 +151,7 @@ async function runSearch(state, view) {
       tagList(h.tags),
       el("p", { class: "why", "data-testid": "why" }, whyLine(h.explanation)))));
     showAdvice(advice(data));
+    refocus(results);
     $("#status").textContent = data.no_match
       ? "No good match. " + (data.no_match_message || "Nothing you can see is close enough to this request.")
       : `${data.hits.length} result${data.hits.length === 1 ? "" : "s"} · ${data.mode}` +
@@ -156,6 +161,7 @@ async function runSearch(state, view) {
     results.replaceChildren();
     $("#status").textContent = "";
     showError(err);
+    refocus(results);
   } finally {
     clearTimeout(slow);
     // Counted shown or not, so a test can wait for a replaced search's answer too.
@@ -167,10 +173,14 @@ async function runSearch(state, view) {
 // One file of the skill: "open" fetches its bytes (with the token) and shows UTF-8 text in place, as text
 // (never as markup); anything else is saved as a download under its own name.
 function resourceItem(d, r) {
-  const shown = el("pre", { class: "resource-text", "data-testid": "resource-text", hidden: true });
+  // Focusable, so a keyboard can scroll a long file's text.
+  const shown = el("pre", { class: "resource-text", "data-testid": "resource-text", hidden: true, tabindex: "0",
+    role: "region", "aria-label": r.path });
+  // Its name says which file: a list of buttons each called "open" tells a screen reader nothing.
+  const label = (verb) => { open.textContent = verb; open.setAttribute("aria-label", `${verb} ${r.path}`); };
   const open = el("button", { type: "button", class: "resource-open", "data-testid": "resource-open",
-    onclick: async () => {
-      if (!shown.hidden) { shown.hidden = true; open.textContent = "open"; return; }
+    "aria-label": `open ${r.path}`, onclick: async () => {
+      if (!shown.hidden) { shown.hidden = true; label("open"); open.setAttribute("aria-expanded", "false"); return; }
       try {
         const resp = await call("/v1/skills/" + encodeURIComponent(d.skill_id) + "/resources/" +
           r.path.split("/").map(encodeURIComponent).join("/"));
@@ -178,7 +188,8 @@ function resourceItem(d, r) {
         if (/;\s*charset="?utf-8"?/i.test(resp.headers.get("content-type") || "")) {
           shown.textContent = visible(await resp.text());
           shown.hidden = false;
-          open.textContent = "close";
+          label("close");
+          open.setAttribute("aria-expanded", "true");
         } else {
           const url = URL.createObjectURL(await resp.blob());
           const link = el("a", { href: url, download: r.path.split("/").pop() });
@@ -206,6 +217,7 @@ async function showSkill(skillId, view) {
   $("#results-view").hidden = true;
   const box = $("#detail-view");
   box.hidden = false;
+  opening(skillId);
   box.replaceChildren(el("p", { class: "status" }, "loading…"));
   try {
     const d = await api("/v1/skills/" + encodeURIComponent(skillId));
@@ -214,7 +226,7 @@ async function showSkill(skillId, view) {
     document.title = d.name + " · skillsearch";
     box.replaceChildren(...[
       backLink(),
-      el("h1", { "data-testid": "detail-name" }, d.name), kindBadge(d.kind), tagList(d.tags),
+      el("h1", { "data-testid": "detail-name", tabindex: "-1" }, d.name), kindBadge(d.kind), tagList(d.tags),
       el("p", { class: "desc" }, d.description),
       el("p", { class: "meta" }, `slug ${d.slug} · version ${d.version || "–"} · revision ${d.revision_id} · updated ${d.updated_at}`),
       d.kind === "flow_template" ? flowSection(d) : [],
@@ -222,10 +234,14 @@ async function showSkill(skillId, view) {
       d.resources.length ? [el("h2", {}, "Resources"), el("ul", {}, d.resources.map((r) => resourceItem(d, r)))] : [],
     ].flat());
     box.querySelector(".instructions")?.setAttribute("data-testid", "instructions");
+    oneHeading();
+    box.querySelector("h1").focus();  // a keyboard or screen-reader user lands on what opened
   } catch (err) {
     if (view !== views) return;
     box.replaceChildren();
+    oneHeading();
     showError(err);
+    if (focusLost()) $("#q").focus();  // the link that opened it is hidden: back to where a search starts
   }
 }
 
@@ -240,7 +256,9 @@ function showBadLink(message) {
   $("#results-view").hidden = true;
   $("#detail-view").hidden = false;
   $("#detail-view").replaceChildren();
+  oneHeading();
   showError({ code: "INVALID_LINK", message });
+  if (focusLost()) $("#q").focus();
 }
 
 // Each route() is a new view; an answer that arrives after the next one began is not shown.

@@ -75,7 +75,8 @@ export function renderMarkdown(source) {
     const quote = line.match(/^>\s?(.*)$/);
     if (heading) {
       flush();
-      root.append(el("h" + Math.min(6, heading[1].length + 1), {}, inline(heading[2])));
+      // Under the view's own h2 ("Instructions", "Notes"): "#" is an h3, so the outline stays one outline.
+      root.append(el("h" + Math.min(6, heading[1].length + 2), {}, inline(heading[2])));
     } else if (bullet || numbered) {
       const tag = bullet ? "ul" : "ol";
       if (para.length) { root.append(el("p", {}, inline(para.join(" ")))); para = []; }
