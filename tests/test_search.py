@@ -89,8 +89,8 @@ def test_filters_kind_and_tags_apply_in_every_mode(sample: Catalog) -> None:
 
 def test_a_tag_filter_ignores_case_in_every_mode_and_in_list(fresh_sample: Catalog, tmp_path: Path) -> None:
     """Agents write ``Kubernetes`` for the tag ``kubernetes``: it found nothing (audit); nor did the tag in
-    full-width letters (a later audit). A catalog may hold both spellings; a filter by either finds both, in the index's three filters (vector mask, Tantivy's tag
-    terms, the store's list) and in the re-check."""
+    full-width letters (a later audit). A catalog may hold both spellings; a filter by either finds both,
+    in the index's three filters (vector mask, Tantivy's tag terms, the store's list) and in the re-check."""
     bundle = tmp_path / "tagged.json"
     bundle.write_text(json.dumps([
         {"slug": "helm-upgrade-k8s", "name": "Helm upgrade", "description": "Upgrade a Helm release on a cluster.",
