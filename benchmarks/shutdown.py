@@ -3,8 +3,8 @@
 An orchestrator stops a replica with SIGTERM and kills it with SIGKILL after a grace period (Docker and
 Kubernetes: 10 and 30 s by default). Past uvicorn's own shut-down, the interpreter's last garbage
 collection over the whole heap (torch and the model's objects: about a million tracked objects) took 1-9 s
-here; the CLI freezes the heap when a command returns (``gc.freeze`` in ``cli/main.py``), so that last
-collection skips what was alive then.
+here; a server now closes its SQLite connections and freezes the heap as it exits (``gc.freeze`` in
+``cli/main._freeze_for_exit``), so that last collection skips what was alive then.
 
 What is timed: a real ``serve`` on a copy of the sample catalog (``python -m skillsearch.cli``), ready
 (``/readyz`` 200) and warmed by a few hybrid searches, then SIGTERM; the time until the process has exited.

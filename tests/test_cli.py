@@ -531,3 +531,14 @@ def test_python_dash_m_skillsearch_runs_the_command(tmp_path: Path) -> None:
                           capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert len(json.loads(done.stdout)["items"]) == 45
+
+
+def test_a_caller_of_main_goes_on_with_its_heap_unfrozen(tmp_path: Path) -> None:
+    """A server's own process freezes its heap as it exits (``cli/main._freeze_for_exit``); a caller of
+    ``main(argv)`` that goes on (a test, an embedding program) must not be left with a frozen heap, whose
+    cycles would never be collected."""
+    import gc
+
+    before = gc.get_freeze_count()
+    code, _ = run(tmp_path / "d", "list")
+    assert code == 0 and gc.get_freeze_count() == before == 0

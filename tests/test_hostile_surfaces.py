@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -102,6 +103,9 @@ def test_a_broken_principals_file_is_told_to_the_operator_only(
     with server as url, caplog.at_level(logging.ERROR, logger="skillsearch"):
         assert httpx.get(f"{url}/v1/skills", headers=headers).status_code == 200
         principals.write_text(good + "\n[principals.broken\n", encoding="utf-8")
+        # Past the write grace (http/auth.WRITE_GRACE_S: a file this new that does not parse may be one still
+        # being copied in place): a broken file, not a half-written one.
+        os.utime(principals, (time.time() - 60, time.time() - 60))
         resp = httpx.get(f"{url}/v1/skills", headers=headers)
         assert resp.status_code == 401 and resp.json()["error"]["code"] == "UNAUTHENTICATED"
         assert "secret-place" not in resp.text and "principals.toml" not in resp.text and "line" not in resp.text

@@ -425,7 +425,9 @@ def test_a_write_stopped_while_embedding_keeps_both_sides_alike_without_a_lexica
 def test_a_stopped_server_says_so_in_its_json_log(tmp_path: Path, sig: signal.Signals) -> None:
     """``serve``'s stderr is its JSON log (one object per line, what a log shipper parses): its last line at a
     SIGTERM (exit 143) or a Ctrl-C (130) was the plain word ``terminated`` / ``interrupted``, the one line of
-    the stream that did not parse. A real ``serve`` process, stopped after it answered."""
+    the stream that did not parse. A real ``serve`` process, stopped after it answered. It freezes its heap
+    before it exits (so the interpreter's last collection does not walk it) and closes every thread's SQLite
+    connection first, as that collection did: the catalog's WAL is checkpointed and gone, as before."""
     import httpx
     from fleetsupport import ServeProcess
 
@@ -434,6 +436,8 @@ def test_a_stopped_server_says_so_in_its_json_log(tmp_path: Path, sig: signal.Si
     server = ServeProcess(data_dir)
     try:
         assert httpx.get(server.url + "/healthz", timeout=30).status_code == 200
+        assert httpx.get(server.url + "/v1/skills", timeout=30).status_code in (200, 401)  # a request thread's connection
+        assert (data_dir / "catalog.sqlite3-wal").exists()  # seeded with the sample: written, open
         server.proc.send_signal(sig)
         code = server.proc.wait(timeout=60)
     finally:
@@ -448,3 +452,4 @@ def test_a_stopped_server_says_so_in_its_json_log(tmp_path: Path, sig: signal.Si
             raise AssertionError(f"a line of serve's JSON log is not JSON: {line!r}") from None
     said = "terminated" if sig == signal.SIGTERM else "interrupted"
     assert records[-1]["msg"] == said and records[-1]["logger"] == "skillsearch", records[-3:]
+    assert not (data_dir / "catalog.sqlite3-wal").exists()  # every connection closed: checkpointed into the file

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import Any
 
 from skillsearch.core.errors import IndexNotReadyError
 
-__all__ = ["Connections", "unwritable_reason", "writable"]
+__all__ = ["Connections", "close_every_connection", "unwritable_reason", "writable"]
 
 
 # What the disk or the permissions did when SQLite could not write the catalog (its primary result codes):
@@ -52,6 +53,17 @@ def unwritable_reason(exc: sqlite3.Error) -> str | None:
     return _UNWRITABLE.get(code & 0xFF) if isinstance(code, int) else None
 
 
+_LIVE: weakref.WeakSet[Connections] = weakref.WeakSet()
+
+
+def close_every_connection() -> None:
+    """Close every SQLite connection this process opened, any thread's: the last one closed checkpoints the
+    WAL into the catalog file and removes it. At exit the interpreter's last garbage collection did this;
+    a server that freezes its heap before it exits (``cli/main.py``) calls this first."""
+    for connections in list(_LIVE):
+        connections.close_all()
+
+
 class Connections:
     """The connections to the catalog at ``path``; ``functions``: SQL functions of one argument every
     connection gets (deterministic)."""
@@ -64,6 +76,9 @@ class Connections:
         self.created = read_only
         self._local = threading.local()
         self._write_lock = threading.RLock()
+        self._opened: list[sqlite3.Connection] = []  # every thread's, for close_all
+        self._opened_lock = threading.Lock()
+        _LIVE.add(self)
 
     def connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -81,6 +96,8 @@ class Connections:
                 conn.close()
                 raise self._unopenable(exc) from exc
             self._local.conn = conn
+            with self._opened_lock:
+                self._opened.append(conn)
         return conn
 
     def _connect(self) -> sqlite3.Connection:
@@ -162,7 +179,17 @@ class Connections:
         conn.execute("RELEASE block")
 
     def close(self) -> None:
+        """This thread's connection."""
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()
             self._local.conn = None
+            with self._opened_lock:
+                self._opened = [c for c in self._opened if c is not conn]
+
+    def close_all(self) -> None:
+        """Every thread's connection (a thread that uses its own again after this gets an error)."""
+        with self._opened_lock:
+            opened, self._opened = self._opened, []
+        for conn in opened:
+            conn.close()

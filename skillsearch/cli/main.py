@@ -155,11 +155,20 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return EXIT_ERROR
     finally:
         note_new_data_dir(args)
-        if entry:  # about to exit
-            # The interpreter's last collection walks every tracked object (torch and the model: about a
-            # million), 1-9 s of a server's SIGTERM-to-exit; frozen, it skips what is alive now
-            # (benchmarks/shutdown.py). Not for a caller that goes on (a test calling main(argv)).
-            gc.freeze()
+        if entry and getattr(args, "server", False):  # serve, mcp: about to exit
+            _freeze_for_exit()
+
+
+def _freeze_for_exit() -> None:
+    """The interpreter's last collection walks every tracked object (torch and the model: about a million),
+    1-9 s of a server's SIGTERM-to-exit (benchmarks/shutdown.py); frozen, the heap is skipped. What that
+    collection also did, closing the SQLite connections of every thread (the last one checkpoints and
+    removes the WAL), is done first. Only for a server's own process, never for a caller of ``main(argv)``
+    that goes on, nor for the one-shot commands, whose exit the collection does not delay."""
+    connections = sys.modules.get("skillsearch.catalog.connections")
+    if connections is not None:
+        connections.close_every_connection()
+    gc.freeze()
 
 
 def _say_stopped(word: str) -> None:
