@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from skillsearch.catalog.store import CatalogStore
-from skillsearch.catalog.sync_state import failing, stamp
+from skillsearch.catalog.sync_state import ended_pull, failing, stamp
 from skillsearch.sync.config import SyncConfig
 from skillsearch.sync.sources import SourceConfig
 
@@ -80,7 +80,9 @@ def sync_health(store: CatalogStore, config: SyncConfig | None, sources: Sequenc
             failing_for = max(failing_for or 0.0, now - failing_since)
         caught_up = True
         if kind == "subscription" and not revoked and term_began is not None:
-            attempts = [t for t in (success, _stamp(state.last_error) if state else None, finished) if t is not None]
+            # A page's note of refused items is no end: the pages after it (removals it missed) are still to come.
+            ended = _stamp(state.last_error) if state and ended_pull(state.last_error) else None
+            attempts = [t for t in (success, ended, finished) if t is not None]
             caught_up = bool(attempts) and max(attempts) >= term_began
         out.append(SyncHealth(kind, name, None if success is None else max(0.0, now - success), failing_for,
                               caught_up))
