@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
-__all__ = ["SCHEMA", "Connected", "SyncLedger", "SyncState", "failing", "stamp"]
+__all__ = ["REJECTED_NOTE", "SCHEMA", "Connected", "SyncLedger", "SyncState", "ended_pull", "failing", "stamp"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sync_state (
@@ -73,6 +73,17 @@ def stamp(text: str | None) -> datetime | None:
     except ValueError:
         return None
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+# How a page's note of the items it refused starts, after its time: ``"<time> rejected 2 item(s): ..."``. It is
+# written with the page, while the pull goes on; every other ``last_error`` ends a pull (a failure, a revocation).
+REJECTED_NOTE = "rejected "
+
+
+def ended_pull(last_error: str | None) -> bool:
+    """Whether ``last_error`` records the end of a pull (it failed, or found the subscription revoked), not a
+    page's note of refused items written while the pull went on."""
+    return bool(last_error) and not (last_error or "").partition(" ")[2].startswith(REJECTED_NOTE)
 
 
 def failing(last_success: str | None, last_error: str | None) -> bool:

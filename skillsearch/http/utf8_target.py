@@ -5,7 +5,7 @@ uvicorn and Starlette decode the path and the query with replacement characters,
 a URL inside a character (``q=%E3%83%AD%E3%82``) or sent another encoding (Latin-1 ``%E9`` for ``é``) got
 an answer for ``ロ\\ufffd``: hits for a request it never made, or a ``SKILL_NOT_FOUND`` naming ``\\ufffd``.
 :class:`Utf8Target` refuses such a request before the routes read it, as the CLI refuses an argument that
-is not UTF-8: ``VALIDATION_ERROR`` with a problem per field at fault (``path``, ``query.<name>``).
+is not UTF-8: ``VALIDATION_ERROR`` with a problem per field at fault (``path``, ``query.<name>``; the first ten).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from urllib.parse import unquote_to_bytes
 
 from skillsearch.core.errors import ValidationError, echo, error_bytes, problem
 
-__all__ = ["Utf8Target", "target_problems"]
+__all__ = ["MAX_PROBLEMS", "Utf8Target", "target_problems"]
 
 _NOT_UTF8 = "not UTF-8 text: percent-encode the UTF-8 bytes of each character (%E3%83%AD for ロ), whole characters only"
 
@@ -28,9 +28,14 @@ def _utf8(raw: bytes) -> bool:
     return True
 
 
+# The most problems a 400 names: a head of tens of KB can hold thousands of fields at fault, and a body (and a
+# message) naming each was a megabyte answered to every such request.
+MAX_PROBLEMS = 10
+
+
 def target_problems(scope: Any) -> list[dict[str, str]]:
     """The problems of the request target in ``scope`` (ASGI): its path and each query parameter's name and
-    value, percent-decoded, must be UTF-8 text."""
+    value, percent-decoded, must be UTF-8 text. Each problem once, the first :data:`MAX_PROBLEMS` of them."""
     problems: list[dict[str, str]] = []
     raw_path = scope.get("raw_path")
     # Some clients put the query in raw_path too (httpx's ASGI transport); the query is checked below.
@@ -39,11 +44,17 @@ def target_problems(scope: Any) -> list[dict[str, str]]:
         problems.append(problem("path", _NOT_UTF8))
     for pair in bytes(scope.get("query_string") or b"").split(b"&"):
         raw_name, _, raw_value = pair.partition(b"=")
+        if len(problems) >= MAX_PROBLEMS:
+            break
         name = unquote_to_bytes(raw_name.replace(b"+", b" "))
         if not _utf8(name):
-            problems.append(problem("query", f"a parameter name is {_NOT_UTF8}"))
+            found = problem("query", f"a parameter name is {_NOT_UTF8}")
         elif not _utf8(unquote_to_bytes(raw_value.replace(b"+", b" "))):
-            problems.append(problem(echo(f"query.{name.decode('utf-8')}"), _NOT_UTF8))
+            found = problem(echo(f"query.{name.decode('utf-8')}"), _NOT_UTF8)
+        else:
+            continue
+        if found not in problems:
+            problems.append(found)
     return problems
 
 

@@ -1,7 +1,9 @@
 """Which live processes use a data directory: ``fcntl.flock`` on ``<data-dir>/in-use.lock``.
 
-Every ``skillsearch serve`` process (each worker of ``--workers N``) and ``skillsearch mcp`` holds a shared
-lock on it for its whole life (:func:`hold_in_use`); ``snapshot restore`` takes it exclusively around its swap
+Every ``skillsearch serve`` process (each worker of ``--workers N``), ``skillsearch mcp`` and every command that
+writes the directory (``import``, ``reindex``, ``sync``, ``sources sync``/``remove``, ``calibrate``:
+``cli/common.in_use``) holds a shared lock on it for its whole life, taken before it opens anything
+(:func:`hold_in_use`); ``snapshot restore`` takes it exclusively around its swap
 (:func:`exclusive`), so it refuses a directory in use, naming the processes (from ``/proc/locks``), and no
 server starts on the old files meanwhile: one that starts then waits for the swap and opens the new ones.
 The kernel drops a dead process's lock, so a killed server never leaves the directory marked in use.

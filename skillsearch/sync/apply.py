@@ -26,7 +26,7 @@ import pydantic
 
 from skillsearch.catalog.frontmatter import FrontMatterError, split_front_matter
 from skillsearch.catalog.store import CatalogStore, utc_now
-from skillsearch.catalog.sync_state import SyncState
+from skillsearch.catalog.sync_state import REJECTED_NOTE, SyncState
 from skillsearch.core.domain import Resource, Revision, SkillContent, validation_text
 from skillsearch.core.limits import Limits
 from skillsearch.core.wellformed import printable
@@ -222,7 +222,7 @@ def apply_page(
         counts["pages"] += 1
         last_error = state.last_error
         if out.rejected:
-            last_error = f"{now} rejected {len(out.rejected)} item(s): " + "; ".join(map(str, out.rejected[:3]))
+            last_error = f"{now} {REJECTED_NOTE}{len(out.rejected)} item(s): " + "; ".join(map(str, out.rejected[:3]))
         new_state = SyncState(sub.source, cursor, now if finished else state.last_success, last_error, counts)
         store.sync.save(new_state)
         after = store.generation()

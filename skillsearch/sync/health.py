@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from skillsearch.catalog.store import CatalogStore
-from skillsearch.catalog.sync_state import failing, stamp
+from skillsearch.catalog.sync_state import ended_pull, failing, stamp
 from skillsearch.sync.config import SyncConfig
 from skillsearch.sync.sources import SourceConfig
 
-__all__ = ["SyncHealth", "behind", "degraded_reasons", "sync_health"]
+__all__ = ["SyncHealth", "behind", "degraded_reasons", "poller_failing", "sync_health"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,13 @@ def _stamp(text: str | None) -> float | None:
     """Unix seconds of an ISO time, or of the time that starts a ``last_error`` (``"<time> <message>"``)."""
     moment = stamp(text)
     return None if moment is None else moment.timestamp()
+
+
+def poller_failing(failing_since: float | None, finished: float | None, success: float | None) -> bool:
+    """Whether a poller's own record says failing (``failing_since``; its last run ended at ``finished``) where
+    the store may not (a full disk refuses the record of a failure too): only while that failed run is newer
+    than the stored ``success``, which another process (``skillsearch sync``) may have stored since."""
+    return failing_since is not None and (success is None or (finished is not None and finished > success))
 
 
 def sync_health(store: CatalogStore, config: SyncConfig | None, sources: Sequence[SourceConfig], since: float,
@@ -76,11 +83,13 @@ def sync_health(store: CatalogStore, config: SyncConfig | None, sources: Sequenc
                 began = max(began or since, since)
             failing_for = max(0.0, now - (began if began is not None else since))
         finished, failing_since = (ran or {}).get(name, (None, None)) if kind == "subscription" else (None, None)
-        if failing_since is not None and not revoked:
-            failing_for = max(failing_for or 0.0, now - failing_since)
+        if not revoked and poller_failing(failing_since, finished, success):
+            failing_for = max(failing_for or 0.0, now - (failing_since or now))
         caught_up = True
         if kind == "subscription" and not revoked and term_began is not None:
-            attempts = [t for t in (success, _stamp(state.last_error) if state else None, finished) if t is not None]
+            # A page's note of refused items is no end: the pages after it (removals it missed) are still to come.
+            ended = _stamp(state.last_error) if state and ended_pull(state.last_error) else None
+            attempts = [t for t in (success, ended, finished) if t is not None]
             caught_up = bool(attempts) and max(attempts) >= term_began
         out.append(SyncHealth(kind, name, None if success is None else max(0.0, now - success), failing_for,
                               caught_up))

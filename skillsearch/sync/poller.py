@@ -55,7 +55,7 @@ T = TypeVar("T", bound=Scheduled, default=SubscriptionConfig)
 
 
 def _iso(moment: float | None) -> str | None:
-    return None if moment is None else datetime.fromtimestamp(moment, UTC).isoformat(timespec="seconds").replace(
+    return None if moment is None else datetime.fromtimestamp(moment, UTC).isoformat(timespec="milliseconds").replace(
         "+00:00", "Z")
 
 

@@ -11,8 +11,9 @@ from pydantic import BaseModel, Field
 
 from skillsearch.catalog.changes import changed_at
 from skillsearch.catalog.store import CatalogStore
-from skillsearch.catalog.sync_state import failing, stamp
+from skillsearch.catalog.sync_state import SyncState, failing, stamp
 from skillsearch.sync.config import SyncConfig
+from skillsearch.sync.health import poller_failing
 from skillsearch.sync.sources import SourceConfig
 
 __all__ = ["SourceStatus", "SubscriptionStatus", "SyncStatus", "error_line", "sources_status", "sync_status", "visible_to"]
@@ -94,6 +95,16 @@ def sources_status(store: CatalogStore, sources: Sequence[SourceConfig],
     return out
 
 
+def _poller_failing(entry: dict[str, Any] | None, state: SyncState | None) -> bool:
+    """A poller's status entry says its runs fail, the last one after the stored success (``sync/health.py``)."""
+    if not entry or not entry.get("failures"):
+        return False
+    moments = [stamp(t) for t in (entry.get("failing_since"), entry.get("last_finished_at"),
+                                  state.last_success if state else None)]
+    since, finished, success = (None if m is None else m.timestamp() for m in moments)
+    return poller_failing(since if since is not None else 0.0, finished, success)
+
+
 def sync_status(store: CatalogStore, config: SyncConfig | None, poller: dict[str, dict[str, Any]] | None = None,
                 sources: Sequence[SourceConfig] = (), runner: dict[str, dict[str, Any]] | None = None) -> SyncStatus:
     out = []
@@ -112,7 +123,7 @@ def sync_status(store: CatalogStore, config: SyncConfig | None, poller: dict[str
             last_error=state.last_error if state else None,
             # Also when this process's poller failed where the store could not record it (a full disk).
             failing=revoked_at is None and ((failing(state.last_success, state.last_error) if state else False)
-                                            or bool(((poller or {}).get(sub.id) or {}).get("failures"))),
+                                            or _poller_failing((poller or {}).get(sub.id), state)),
             revoked=revoked_at is not None,
             revoked_at=revoked_at,
             skills_active=active,
