@@ -27,8 +27,15 @@ Part ``changes`` (no model): how many whole dev requests change their ``query_te
 dev set (MetaTool, Seal-Tools and Gorilla ``qrels.dev.tsv`` queries, the skills dev set, the multilingual
 dev set): a request whose texts do not change gets the same answer, so zero means no dev number can move.
 
+Part ``sealtools``: the Seal-Tools dev requests a rule changes, hybrid nDCG@10 (MiniLM, as ``bench lodo``)
+under ``today`` and under it, and the whole set's change.
+
+Part ``multilingual``: the multilingual dev set's requests a CJK rule changes, their wanted skill's rank
+under ``ends`` and under it (``benchmarks/multilingual.py devset``'s catalog).
+
 Usage: ``PYTHONPATH=. HF_HUB_OFFLINE=1 python benchmarks/tuning/long_requests.py [--data-root ../shared/data]
-[--cache-dir benchmarks/.cache] [--rules today,ends] [--n 0,4,8,16] [--part search|changes|both]``.
+[--cache-dir benchmarks/.cache] [--rules today,ends] [--n 0,4,8,16]
+[--part search|changes|sealtools|multilingual|both]``.
 Not collected by pytest. Results: ``benchmarks/tuning/long_requests.md``.
 """
 
@@ -390,19 +397,57 @@ def part_sealtools(data_root: Path, cache_dir: Path, rules: list[str]) -> list[d
     return rows
 
 
+# --- part "multilingual" -------------------------------------------------------------------------------
+
+def part_multilingual(data_root: Path, cache_dir: Path, rules: list[str]) -> list[dict[str, object]]:
+    """The multilingual dev set's requests (``benchmarks/data/multilingual.jsonl``) whose texts a rule
+    changes against ``ends``, searched under both over its catalog (the sample and the 883 skills,
+    ``minilm+e5``, as ``benchmarks/multilingual.py devset``): the wanted skill's rank under each."""
+    from skillsearch.bench.multilingual import OPERATOR, Options, devset_catalog
+
+    devset = ROOT / "benchmarks" / "data" / "multilingual.jsonl"
+    items = [json.loads(line) for line in devset.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows: list[dict[str, object]] = []
+    original = search_module.query_texts
+    options = Options(devset=devset, data_root=data_root, cache_dir=cache_dir, encoders=["minilm+e5"])
+    with devset_catalog(options, "minilm+e5", "both") as (catalog, _):
+        try:
+            for rule in (r for r in rules if r not in ("today", "ends")):
+                for item in items:
+                    q = fold(item["query"])
+                    if RULES[rule](q, 6) == RULES["ends"](q, 6):
+                        continue
+                    row: dict[str, object] = {"rule": rule, "id": item["id"]}
+                    # The catalog's result cache keys on the request: each rule asks for another limit.
+                    for limit, name in ((10, "ends"), (9, rule)):
+                        search_module.query_texts = RULES[name]
+                        hits = catalog.search(OPERATOR, SearchRequest(item["query"], limit=limit)).hits
+                        ranked = [(h.skill.slug, "sample" if h.skill.source.startswith("sample-") else "skills-catalog")
+                                  for h in hits]
+                        want = {(slug, item["corpus"]) for slug in item["expected"]}
+                        row[f"rank {name}"] = next((i for i, r in enumerate(ranked, start=1) if r in want), None)
+                    rows.append(row)
+        finally:
+            search_module.query_texts = original
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data")
     ap.add_argument("--cache-dir", type=Path, default=ROOT / "benchmarks" / ".cache")
     ap.add_argument("--rules", default=",".join(RULES))
     ap.add_argument("--n", default="0,4,8,16")
-    ap.add_argument("--part", choices=("search", "changes", "sealtools", "both"), default="both")
+    ap.add_argument("--part", choices=("search", "changes", "sealtools", "multilingual", "both"), default="both")
     args = ap.parse_args()
     rules = args.rules.split(",")
     if args.part in ("changes", "both"):
         print("dev requests whose query_texts change (of all dev requests of each set):")
         for name, row in part_changes(args.data_root, rules).items():
             print(f"  {name}: " + ", ".join(f"{k} {v}" for k, v in row.items()))
+    if args.part == "multilingual":
+        for row in part_multilingual(args.data_root, args.cache_dir, rules):
+            print(row)
     if args.part == "sealtools":
         for row in part_sealtools(args.data_root, args.cache_dir, rules):
             print(row)
