@@ -31,6 +31,9 @@ from skillsearch.retrieval.query_cache import CachedQueryEncoder
 from skillsearch.retrieval.routed_encoder import RoutedEncoder
 from skillsearch.service import Catalog
 
+# The search page's browser fixtures (browser, server, page), for its three test modules.
+pytest_plugins = ["page_support"]
+
 DATA = Path(__file__).parent / "data"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 

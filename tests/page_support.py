@@ -1,5 +1,7 @@
-"""The search page's browser tests' shared parts: Debian's Chromium driven by Playwright, and waiting for
-the page's next finished search (``body[data-searches]``)."""
+"""The search page's browser tests' shared parts: Debian's Chromium driven by Playwright (one browser per
+test process, the ``browser`` fixture), the sample catalog served for the page (``server``), a fresh page on
+it that fails its test on any script error (``page``), and waiting for the page's next finished search
+(``body[data-searches]``). ``tests/conftest.py`` loads the fixtures (``pytest_plugins``)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,11 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
+
+from skillsearch.http.app import create_app
+from skillsearch.http.auth import PrincipalRegistry
+from skillsearch.http.server import ServerThread
+from skillsearch.service import Catalog
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -23,6 +30,32 @@ def chromium() -> Iterator[Browser]:
         b = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         yield b
         b.close()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    with chromium() as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def server(sample: Catalog) -> Iterator[str]:
+    """The sample catalog served as the demo token's caller sees it."""
+    with ServerThread(create_app(sample, principals=PrincipalRegistry(None, demo=True))) as url:
+        yield url
+
+
+@pytest.fixture
+def page(browser: Browser, server: str) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    p = context.new_page()
+    errors: list[str] = []
+    p.on("pageerror", lambda exc: errors.append(str(exc)))
+    p.goto(server + "/")
+    p.wait_for_selector("body[data-ready=true]")
+    yield p
+    context.close()
+    assert not errors, errors
 
 
 def searches_done(page: Page) -> int:

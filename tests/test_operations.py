@@ -154,37 +154,6 @@ def test_a_revoked_subscription_is_not_a_failing_sync(empty_catalog: Catalog, tm
         assert ready["status"] == "ready" and ready["degraded"] == []
 
 
-def test_a_sync_failure_the_store_could_not_record_still_counts_as_failing(empty_catalog: Catalog) -> None:
-    """On a full disk the store refuses the page and the record of its failure alike: the poller failed 36
-    times in a row over 11 minutes while /metrics said failing 0 s, /v1/sync/status said not failing and
-    /readyz never turned degraded. The poller's own record counts too now. The disk is the boundary here:
-    the run fails as SQLite fails on a full disk, having recorded nothing."""
-    import sqlite3
-    import time
-
-    from skillsearch.sync.poller import Poller
-
-    config = config_for("http://127.0.0.1:9", SUB, interval_s=3600)
-    (empty_catalog.data_dir / "leader.lock").write_text(str(os.getpid()), encoding="ascii")  # a writer's term began
-
-    def run(_sub: Any, _stop: threading.Event) -> None:
-        raise sqlite3.OperationalError("database or disk is full")
-
-    poller = Poller(run, config.subscriptions, backoff_base_s=3600)
-    poller.start()
-    try:
-        assert poller.wait_for_runs(SUB, 1, 30)
-    finally:
-        poller.stop()
-    assert empty_catalog.store.sync.state(f"upstream:{SUB}") is None  # nothing reached the store
-    [health] = empty_catalog.subscriptions.sync_health(config, (), time.time() - 60, poller)
-    assert health.failing_for_s is not None and degraded_reasons([health], 0.0), health
-    assert health.caught_up  # a pull ended since the writer's term began, failed: the replica comes in, degraded
-    [status] = empty_catalog.subscriptions.sync_status(config, poller).subscriptions
-    assert status.failing and "disk is full" in (status.poller or {}).get("last_error", "")
-    assert status.poller is not None and status.poller["failing_since"] is not None
-
-
 def test_a_new_replica_whose_first_sync_fails_is_not_ready_until_a_sync_succeeds(
     empty_catalog: Catalog, tmp_path: Path
 ) -> None:

@@ -9,44 +9,15 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from page_support import chromium, search, searches_done, wait_for_search_after
+from page_support import search, searches_done, wait_for_search_after
 from playwright.sync_api import Browser, Page
 
 from skillsearch.core.domain import Principal
 from skillsearch.core.views import NO_MATCH_MESSAGES, WEAK_CONFIDENCE
-from skillsearch.http.app import create_app
-from skillsearch.http.auth import PrincipalRegistry
-from skillsearch.http.server import ServerThread
 from skillsearch.service import Catalog
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as b:
-        yield b
-
-
-@pytest.fixture(scope="module")
-def server(sample: Catalog) -> Iterator[str]:
-    with ServerThread(create_app(sample, principals=PrincipalRegistry(None, demo=True))) as url:
-        yield url
-
-
-@pytest.fixture
-def page(browser: Browser, server: str) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
-    p = context.new_page()
-    errors: list[str] = []
-    p.on("pageerror", lambda exc: errors.append(str(exc)))
-    p.goto(server + "/")
-    p.wait_for_selector("body[data-ready=true]")
-    yield p
-    context.close()
-    assert not errors, errors
 
 
 def test_query_top_hit_and_detail_view(page: Page, tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from page_support import chromium, search, searches_done, wait_for_search_after
+from page_support import search, searches_done, wait_for_search_after
 from playwright.sync_api import Browser, Page, Route
 
 from skillsearch.core.domain import Principal
@@ -50,12 +50,6 @@ HOSTILE = [
      "parameters": [{"name": "target_" + "x" * 57, "type": "string", "required": True, "enum": ["short", "Q" * 120]}],
      "steps": [{"tool": "deploy", "args": {"to": "{target_" + "x" * 57 + "}", "note": "N" * 300}}]},
 ]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as b:
-        yield b
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ from skillsearch.catalog.store import utc_now
 from skillsearch.catalog.sync_state import SyncState
 from skillsearch.service import Catalog
 from skillsearch.sync.apply import apply_page
+from skillsearch.sync.config import SyncConfig
 from skillsearch.sync.health import degraded_reasons
 from skillsearch.sync.poller import Poller
 
@@ -51,14 +52,9 @@ def test_a_page_that_refused_items_is_not_a_pull_that_finished(empty_catalog: Ca
     assert caught_up()
 
 
-def test_a_success_stored_after_the_pollers_failures_ends_them(empty_catalog: Catalog) -> None:
-    """The writer's poller fails where the store cannot record it (a full disk); the operator frees the disk and
-    runs ``skillsearch sync``, which succeeds and stores it. The poller's own record of its failures, kept
-    for the case the store could not record them, went on saying failing (``/readyz`` degraded, the failing
-    seconds growing, ``/v1/sync/status`` ``failing: true`` beside a newer ``last_success``) until the poller's
-    next run, up to its 300 s backoff later. A failure counts while it is newer than the stored success."""
-    config = config_for("http://127.0.0.1:9", SUB, interval_s=3600)
-    [sub] = config.subscriptions
+def _failed_once_on_a_full_disk(config: SyncConfig) -> Poller:
+    """A real poller whose one run failed as SQLite fails on a full disk, having recorded nothing (the disk
+    is the boundary here: the store refuses the page and the record of its failure alike)."""
 
     def run(_sub: object, _stop: threading.Event) -> None:
         raise sqlite3.OperationalError("database or disk is full")
@@ -69,6 +65,34 @@ def test_a_success_stored_after_the_pollers_failures_ends_them(empty_catalog: Ca
         assert poller.wait_for_runs(SUB, 1, 30)
     finally:
         poller.stop()
+    return poller
+
+
+def test_a_sync_failure_the_store_could_not_record_still_counts_as_failing(empty_catalog: Catalog) -> None:
+    """On a full disk the store refuses the page and the record of its failure alike: the poller failed 36
+    times in a row over 11 minutes while /metrics said failing 0 s, /v1/sync/status said not failing and
+    /readyz never turned degraded. The poller's own record counts too now."""
+    config = config_for("http://127.0.0.1:9", SUB, interval_s=3600)
+    (empty_catalog.data_dir / "leader.lock").write_text(str(os.getpid()), encoding="ascii")  # a writer's term began
+    poller = _failed_once_on_a_full_disk(config)
+    assert empty_catalog.store.sync.state(f"upstream:{SUB}") is None  # nothing reached the store
+    [health] = empty_catalog.subscriptions.sync_health(config, (), time.time() - 60, poller)
+    assert health.failing_for_s is not None and degraded_reasons([health], 0.0), health
+    assert health.caught_up  # a pull ended since the writer's term began, failed: the replica comes in, degraded
+    [status] = empty_catalog.subscriptions.sync_status(config, poller).subscriptions
+    assert status.failing and "disk is full" in (status.poller or {}).get("last_error", "")
+    assert status.poller is not None and status.poller["failing_since"] is not None
+
+
+def test_a_success_stored_after_the_pollers_failures_ends_them(empty_catalog: Catalog) -> None:
+    """The writer's poller fails where the store cannot record it (a full disk); the operator frees the disk and
+    runs ``skillsearch sync``, which succeeds and stores it. The poller's own record of its failures, kept
+    for the case the store could not record them, went on saying failing (``/readyz`` degraded, the failing
+    seconds growing, ``/v1/sync/status`` ``failing: true`` beside a newer ``last_success``) until the poller's
+    next run, up to its 300 s backoff later. A failure counts while it is newer than the stored success."""
+    config = config_for("http://127.0.0.1:9", SUB, interval_s=3600)
+    [sub] = config.subscriptions
+    poller = _failed_once_on_a_full_disk(config)
     since = time.time() - 60
     [health] = empty_catalog.subscriptions.sync_health(config, (), since, poller)
     assert health.failing_for_s is not None  # the poller's record: nothing reached the store

@@ -126,13 +126,9 @@ def test_two_syncs_at_once_keep_every_upstream_skill(tmp_path: Path,
     assert _stored(data_dir) == live
 
 
-def test_restore_refuses_a_data_directory_whose_sync_is_running(
-        tmp_path: Path, gated_upstream: tuple[str, ReferenceUpstream, OverlapGate]) -> None:
-    """Between two pages a ``skillsearch sync`` holds neither the write lock nor the in-use lock, so a restore
-    swapped the folder under it: the rest of its run went into the deleted catalog, and its index writes into
-    the restored folder. The restore now refuses (exit 4, ``in_use``, naming the sync) and leaves the folder
-    as it was; the sync ends normally."""
-    url, up, gate = gated_upstream
+def _synced_with_snapshot(tmp_path: Path, url: str, gate: OverlapGate) -> tuple[Path, list[str], dict[str, str]]:
+    """A data directory synced once (the gate open), its snapshot at ``tmp_path/snap``; the CLI's command
+    line and environment for more commands."""
     data_dir = _data_dir(tmp_path, url)
     gate.armed = False
     with _sync(data_dir) as first:
@@ -142,6 +138,17 @@ def test_restore_refuses_a_data_directory_whose_sync_is_running(
     made = subprocess.run([*cli, "--data-dir", str(data_dir), "snapshot", "create", str(tmp_path / "snap"), "--json"],
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
     assert made.returncode == 0, made.stderr[-2000:]
+    return data_dir, cli, env
+
+
+def test_restore_refuses_a_data_directory_whose_sync_is_running(
+        tmp_path: Path, gated_upstream: tuple[str, ReferenceUpstream, OverlapGate]) -> None:
+    """Between two pages a ``skillsearch sync`` holds neither the write lock nor the in-use lock, so a restore
+    swapped the folder under it: the rest of its run went into the deleted catalog, and its index writes into
+    the restored folder. The restore now refuses (exit 4, ``in_use``, naming the sync) and leaves the folder
+    as it was; the sync ends normally."""
+    url, up, gate = gated_upstream
+    data_dir, cli, env = _synced_with_snapshot(tmp_path, url, gate)
     up.expire_cursors(SUB)  # the next run is a full one: several pages
     gate.armed, gate.hold_s = True, 120.0  # held until the restore has answered
 
@@ -177,15 +184,7 @@ def test_restore_refuses_a_data_directory_that_a_waiting_sync_has_opened(
     import fcntl
 
     url, up, gate = gated_upstream
-    data_dir = _data_dir(tmp_path, url)
-    gate.armed = False
-    with _sync(data_dir) as first:
-        assert first.wait(timeout=120) == 0
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
-    cli = [sys.executable, "-m", "skillsearch.cli", "--encoder", "hashing", "-q"]
-    made = subprocess.run([*cli, "--data-dir", str(data_dir), "snapshot", "create", str(tmp_path / "snap"), "--json"],
-                          capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
-    assert made.returncode == 0, made.stderr[-2000:]
+    data_dir, cli, env = _synced_with_snapshot(tmp_path, url, gate)
 
     other_run = os.open(data_dir / "sync.lock", os.O_RDWR | os.O_CLOEXEC)  # another run of this folder, in hand
     fcntl.flock(other_run, fcntl.LOCK_EX)
