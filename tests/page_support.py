@@ -1,5 +1,5 @@
 """The search page's browser tests' shared parts: Debian's Chromium driven by Playwright (one browser per
-test process, the ``browser`` fixture), the sample catalog served for the page (``server``), a fresh page on
+test module, the ``browser`` fixture), the sample catalog served for the page (``server``), a fresh page on
 it that fails its test on any script error (``page``), and waiting for the page's next finished search
 (``body[data-searches]``). ``tests/conftest.py`` loads the fixtures (``pytest_plugins``)."""
 
@@ -32,8 +32,10 @@ def chromium() -> Iterator[Browser]:
         b.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    """Per module, not per session: Playwright's sync API keeps an event loop running in this thread while
+    it lives, and the asyncio tests that the same worker runs later cannot start their own."""
     with chromium() as b:
         yield b
 
