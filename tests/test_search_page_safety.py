@@ -286,3 +286,5 @@ def test_a_client_that_asks_for_json_at_the_root_gets_where_the_surfaces_are(sam
         page = client.get("/", headers={"Accept": browser_accept})
         assert page.headers["content-type"].startswith("text/html") and page.headers["vary"] == "Accept"
         assert client.get("/").headers["content-type"].startswith("text/html")  # no Accept: the page, as before
+        refused_html = client.get("/", headers={"Accept": "application/json, text/html;q=0"})  # q=0: "not HTML"
+        assert refused_html.headers["content-type"].startswith("application/json")

@@ -50,8 +50,23 @@ def static_dir() -> Path:
 def _wants_json(accept: str) -> bool:
     """A client that asks for JSON and not for HTML (an agent's HTTP tool, ``curl -H 'Accept: application/json'``);
     a browser always lists ``text/html``."""
-    types = {part.split(";", 1)[0].strip().lower() for part in accept.split(",")}
+    types = set()
+    for part in accept.split(","):
+        media, *params = (p.replace(" ", "").lower() for p in part.split(";"))
+        if _weight(params) > 0:  # q=0 says "not this one"
+            types.add(media)
     return "text/html" not in types and bool(types & {"application/json", "application/*"})
+
+
+def _weight(params: list[str]) -> float:
+    """An Accept entry's ``q`` (1 when it has none or an unreadable one)."""
+    for p in params:
+        if p.startswith("q="):
+            try:
+                return float(p[2:])
+            except ValueError:
+                return 1.0
+    return 1.0
 
 
 @router.get("/")
