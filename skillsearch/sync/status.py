@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -95,18 +95,19 @@ def sources_status(store: CatalogStore, sources: Sequence[SourceConfig],
     return out
 
 
-def _poller_failing(entry: dict[str, Any] | None, state: SyncState | None) -> bool:
-    """A poller's status entry says its runs fail, the last one after the stored success (``sync/health.py``)."""
-    if not entry or not entry.get("failures"):
-        return False
-    moments = [stamp(t) for t in (entry.get("failing_since"), entry.get("last_finished_at"),
-                                  state.last_success if state else None)]
-    since, finished, success = (None if m is None else m.timestamp() for m in moments)
-    return poller_failing(since if since is not None else 0.0, finished, success)
+def _poller_failing(run_times: tuple[float | None, float | None], state: SyncState | None) -> bool:
+    """The poller's own record (``Poller.run_times``) says its runs fail, the last one after the stored
+    success (``sync/health.py``)."""
+    finished, failing_since = run_times
+    success = stamp(state.last_success) if state else None
+    return poller_failing(failing_since, finished, None if success is None else success.timestamp())
 
 
 def sync_status(store: CatalogStore, config: SyncConfig | None, poller: dict[str, dict[str, Any]] | None = None,
-                sources: Sequence[SourceConfig] = (), runner: dict[str, dict[str, Any]] | None = None) -> SyncStatus:
+                sources: Sequence[SourceConfig] = (), runner: dict[str, dict[str, Any]] | None = None,
+                ran: Mapping[str, tuple[float | None, float | None]] | None = None) -> SyncStatus:
+    """``poller``: its status per subscription id, shown as is; ``ran``: its run times (``Poller.run_times``),
+    which count towards ``failing``."""
     out = []
     for sub in config.subscriptions if config is not None else ():
         state = store.sync.state(sub.source)
@@ -123,7 +124,7 @@ def sync_status(store: CatalogStore, config: SyncConfig | None, poller: dict[str
             last_error=state.last_error if state else None,
             # Also when this process's poller failed where the store could not record it (a full disk).
             failing=revoked_at is None and ((failing(state.last_success, state.last_error) if state else False)
-                                            or _poller_failing((poller or {}).get(sub.id), state)),
+                                            or _poller_failing((ran or {}).get(sub.id, (None, None)), state)),
             revoked=revoked_at is not None,
             revoked_at=revoked_at,
             skills_active=active,

@@ -85,7 +85,8 @@ class SubscriptionsUseCase:
         from skillsearch.sync.status import sync_status
 
         return sync_status(self._catalog.store, config, poller.status() if poller is not None else None,
-                           sources, keeper.status() if keeper is not None else None)
+                           sources, keeper.status() if keeper is not None else None,
+                           ran=poller.run_times() if poller is not None else None)
 
     def receive_webhook_event(self, config: SyncConfig, event: WebhookEvent, now: float) -> str:
         """Applies a webhook event that :func:`~skillsearch.sync.webhook.verify_webhook` proved."""
