@@ -81,10 +81,8 @@ def query_texts(query: str, max_sentences: int) -> list[str]:
     ``max_sentences`` of them, the first ``max_sentences // 2`` and the last ones.
 
     One vector for a request that asks for three things lands between them; a vector per sentence finds
-    each. A skill's cosine is its best over these texts. An agent's long request tends to give its context
-    first and its ask last: with only its first sentences, a request of 8 context sentences and the ask
-    found the wanted skill first for 2% of the skills dev set's requests, with its ends for 76%
-    (``benchmarks/tuning/long_requests.py``, docs/rules.md).
+    each. A skill's cosine is its best over these texts. An agent's long request gives its context first
+    and its ask last, so its ends are kept (measured in docs/rules.md).
     """
     if max_sentences <= 0:
         return [query]
