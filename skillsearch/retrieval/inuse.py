@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.retrieval.writelock import open_lock_file
 
 __all__ = ["IN_USE_FILE", "exclusive", "hold_in_use", "lock_pids"]
 
@@ -32,12 +32,7 @@ def hold_in_use(data_dir: Path) -> None:
         return
     path = data_dir / IN_USE_FILE
     while True:
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except OSError as exc:  # another user's file, a read-only folder: one line naming it, not a traceback
-            raise IndexNotReadyError(f"the in-use lock {path} cannot be opened ({exc.strerror or exc}): this user"
-                                     " must be able to write the data directory and the files in it",
-                                     {"lock": str(path)}) from None
+        fd = open_lock_file(path, "the in-use lock")
         fcntl.flock(fd, fcntl.LOCK_SH)
         try:
             same = os.stat(path).st_ino == os.fstat(fd).st_ino

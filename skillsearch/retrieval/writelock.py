@@ -27,7 +27,7 @@ from pathlib import Path
 
 from skillsearch.core.errors import IndexNotReadyError
 
-__all__ = ["LOCK_FILE", "WriteLock", "claim_pid_lock", "release_pid_lock", "writer_elsewhere"]
+__all__ = ["LOCK_FILE", "WriteLock", "claim_pid_lock", "open_lock_file", "release_pid_lock", "writer_elsewhere"]
 
 LOCK_FILE = "write.lock"
 DEFAULT_TIMEOUT_S = float(os.environ.get("SKILLSEARCH_WRITE_LOCK_TIMEOUT_S", "300"))
@@ -49,15 +49,7 @@ class WriteLock:
     def _open(self) -> int:
         """The lock file, opened for writing; one that cannot be (another user's file, a read-only folder,
         a full disk) is :class:`IndexNotReadyError` naming it and the cause, never a bare ``OSError``."""
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except OSError as exc:
-            raise IndexNotReadyError(
-                f"the write lock {self.path} cannot be opened ({exc.strerror or exc}): this user must be able to"
-                " write the data directory and the files in it",
-                {"lock": str(self.path)},
-            ) from None
+        return open_lock_file(self.path, "the write lock", make_folder=True)
 
     def holder_pid(self) -> int | None:
         """The process id the holder wrote into the lock file (``None``: none recorded). Advisory, for
@@ -180,6 +172,19 @@ def writer_elsewhere(data_dir: Path) -> int | None:
         return None
     finally:
         os.close(fd)
+
+
+def open_lock_file(path: Path, what: str, *, make_folder: bool = False) -> int:
+    """A data directory's lock file, opened (created, with its folder when ``make_folder``) for writing; one
+    that cannot be (another user's file, a read-only folder, a full disk) is :class:`IndexNotReadyError`
+    naming ``what`` and the cause in one line, never a bare ``OSError``."""
+    try:
+        if make_folder:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise IndexNotReadyError(f"{what} {path} cannot be opened ({exc.strerror or exc}): this user must be able"
+                                 " to write the data directory and the files in it", {"lock": str(path)}) from None
 
 
 def claim_pid_lock(fd: int) -> None:

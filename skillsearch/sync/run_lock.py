@@ -25,9 +25,9 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from skillsearch.core.errors import IndexNotReadyError, StopFlag, SyncStopped
+from skillsearch.core.errors import StopFlag, SyncStopped
 from skillsearch.retrieval.inuse import exclusive, lock_pids
-from skillsearch.retrieval.writelock import claim_pid_lock, release_pid_lock
+from skillsearch.retrieval.writelock import claim_pid_lock, open_lock_file, release_pid_lock
 
 __all__ = ["SYNC_LOCK_FILE", "sync_run_lock", "sync_runs_held_off"]
 
@@ -42,11 +42,7 @@ def sync_run_lock(data_dir: Path, subscription_id: str, stops: tuple[StopFlag | 
     """Hold ``<data-dir>/sync.lock`` for one run, waiting while another run (in this process or another) holds
     it; a set flag of ``stops`` ends the wait with ``SyncStopped`` (the run did not start)."""
     path = Path(data_dir) / SYNC_LOCK_FILE
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as exc:  # another user's file, a read-only folder: one line naming it, not a traceback
-        raise IndexNotReadyError(f"the sync lock {path} cannot be opened ({exc.strerror or exc}): this user must be"
-                                 " able to write the data directory and the files in it", {"lock": str(path)}) from None
+    fd = open_lock_file(path, "the sync lock")
     waited = False
     try:
         while True:
