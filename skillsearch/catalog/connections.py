@@ -26,7 +26,7 @@ from typing import Any
 
 from skillsearch.core.errors import IndexNotReadyError
 
-__all__ = ["Connections", "close_every_connection", "unwritable_reason", "writable"]
+__all__ = ["Connections", "close_every_connection", "opens_read_only", "unwritable_reason", "writable"]
 
 
 # What the disk or the permissions did when SQLite could not write the catalog (its primary result codes):
@@ -45,6 +45,12 @@ def writable(path: Path) -> bool:
     """Whether this user may write the catalog's file and its folder (SQLite's ``-wal`` and ``-shm`` are made
     there); a catalog it may not write is opened ``read_only`` by a reader."""
     return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
+
+
+def opens_read_only(path: Path) -> bool:
+    """Whether a reader opens the catalog at ``path`` read-only: one is there that this user may not write.
+    Any other open may write it (create it, upgrade its schema, seed it) and its folder."""
+    return path.is_file() and not writable(path)
 
 
 def unwritable_reason(exc: sqlite3.Error) -> str | None:

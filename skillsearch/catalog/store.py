@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from skillsearch.catalog.connections import Connections, unwritable_reason, writable
+from skillsearch.catalog.connections import Connections, opens_read_only, unwritable_reason
 from skillsearch.catalog.rows import (
     SKILL_COLUMNS,
     IndexRow,
@@ -55,7 +55,7 @@ class CatalogStore:
         write (the file, or its folder, where SQLite keeps its ``-wal`` and ``-shm``) is then opened read-only
         (``read_only``), as it is: no schema upgrade, no name keys given."""
         self.path = Path(path)
-        self.read_only = reads_only and self.path.is_file() and not writable(self.path)
+        self.read_only = reads_only and opens_read_only(self.path)
         if not self.read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = Connections(self.path, {"tag_key": _tag_key}, read_only=self.read_only)

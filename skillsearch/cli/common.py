@@ -4,13 +4,17 @@ one-JSON-object-or-text output, and the parser helpers that give each command ``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TextIO
 
+from skillsearch.catalog.connections import opens_read_only
+from skillsearch.catalog.store import CatalogStore
 from skillsearch.cli.termination import STOPPING
 from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
 from skillsearch.core.errors import StartupError
@@ -28,6 +32,8 @@ __all__ = [
     "emit",
     "grant_arg",
     "grant_or_all_arg",
+    "in_use",
+    "marks_of_the_call",
     "note_new_data_dir",
     "open_catalog",
     "principal_from_args",
@@ -74,9 +80,10 @@ def open_catalog(args: argparse.Namespace, seed: bool | None = None, index: bool
                  reads_only: bool | None = None) -> Catalog:
     """The data directory's catalog; ``index=False`` for commands that read only the store. A command that
     only reads (those, and ``search``: ``reads_only``) opens a catalog this user cannot write read-only, its
-    index as it is."""
+    index as it is; any other open may write the directory (create the catalog, upgrade it, seed an empty
+    one with the sample, build or repair the index), so it marks the directory in use first (:func:`in_use`)."""
     reads_only = not index if reads_only is None else reads_only
-    if not reads_only:
+    if not reads_only or not opens_read_only(Path(args.data_dir) / CatalogStore.FILENAME):
         in_use(Path(args.data_dir))
     catalog = Catalog.open(settings_from_args(args), seed=seed, progress=progress_factory(not args.quiet), index=index,
                            stopping=STOPPING, reads_only=reads_only)
@@ -139,15 +146,42 @@ def principals_path(args: argparse.Namespace) -> Path:
 
 
 def in_use(path: Path) -> None:
-    """Mark the data directory used by this process (``serve``, ``mcp``, and every command that writes it:
-    ``import``, ``reindex``, ``sync``, ``sources sync``/``remove``, ``calibrate``) before anything in it is
-    opened, so ``snapshot restore`` refuses to swap it under us, and one that is swapping it now is waited
+    """Mark the data directory used by this process (``serve``, ``mcp``, every command that writes it:
+    ``import``, ``reindex``, ``sync``, ``sources sync``/``remove``, ``calibrate``, and the reads ``search``,
+    ``list``, ``get`` and ``resolve`` on a directory they may write: they create its catalog, seed an empty
+    one with the sample, upgrade it, build or repair its index; :func:`open_catalog`) before anything in it
+    is opened, so ``snapshot restore`` refuses to swap it under us, and one that is swapping it now is waited
     for (``retrieval/inuse.py``). A writer that opened the old files and then waited for a lock the restore
-    held (``sync.lock``, ``write.lock``) wrote into the deleted catalog once the swap had let it go."""
+    held (``sync.lock``, ``write.lock``), or for SQLite's own, wrote into the deleted catalog once the swap
+    had let it go. The command's process keeps the mark until it exits; a caller of ``main(argv)`` in its own
+    process has the marks its command took let go when it returns (:func:`marks_of_the_call`)."""
     from skillsearch.retrieval.inuse import hold_in_use
 
     path.mkdir(parents=True, exist_ok=True)
-    hold_in_use(path)
+    if hold_in_use(path) and (taken := _TAKEN.get()) is not None:
+        taken.append(path)
+
+
+# The data directories the running command of a ``main(argv)`` call marked in use (``None``: not in one).
+_TAKEN: ContextVar[list[Path] | None] = ContextVar("skillsearch_in_use_taken", default=None)
+
+
+@contextlib.contextmanager
+def marks_of_the_call() -> Iterator[None]:
+    """Let go of the in-use marks the command run inside takes (:func:`in_use`) when it returns: for a caller
+    of ``main(argv)`` in its own process (tests, tools), which goes on; each mark held for that process's
+    life would keep a file open per data directory, and refuse its own later ``snapshot restore`` there. A
+    mark the process held before the call (a server it runs beside) is kept."""
+    from skillsearch.retrieval.inuse import release_in_use
+
+    taken: list[Path] = []
+    token = _TAKEN.set(taken)
+    try:
+        yield
+    finally:
+        _TAKEN.reset(token)
+        for path in taken:
+            release_in_use(path)
 
 
 # What a server writes in place in its data directory (the rest it replaces by a rename, which the folder's

@@ -20,6 +20,7 @@ The commands live in one module per group (``catalog``, ``sync``, ``mcp``, ``ser
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import logging
 import os
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import TextIO
 
 from skillsearch.cli import bench, catalog, mcp, serve, snapshot, sources, sync, termination, tokens
-from skillsearch.cli.common import note_new_data_dir
+from skillsearch.cli.common import marks_of_the_call, note_new_data_dir
 from skillsearch.cli.usage import (
     EXIT_USAGE,
     CliParser,
@@ -128,7 +129,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     if args.func in _STOPPED_BETWEEN_BATCHES:
         termination.install()
     try:
-        code = int(args.func(args, out))
+        # A caller in its own process goes on: the data directories its command marked in use are let go.
+        with contextlib.nullcontext() if entry else marks_of_the_call():
+            code = int(args.func(args, out))
         if termination.terminated():  # a server shut down by SIGTERM (uvicorn passes the signal on at its end)
             _say_stopped("terminated")
             return termination.EXIT_TERMINATED
