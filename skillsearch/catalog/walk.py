@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from skillsearch.core.limits import Limits
-from skillsearch.core.wellformed import printable
+from skillsearch.core.wellformed import is_unicode, printable
 
 __all__ = ["FolderUnreadable", "SkillFolder", "TooLarge", "read_bounded", "read_skill_folder", "skill_folders"]
 
@@ -64,14 +64,6 @@ class SkillFolder:
 class _Entry:
     name: str
     kind: str  # "dir", "file", "link", "other"
-
-
-def _valid_name(name: str) -> bool:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _hidden(name: str) -> bool:
@@ -202,7 +194,7 @@ def skill_folders(root: Path, limits: Limits, only: Collection[str] | None = Non
         for e in entries:
             if _hidden(e.name):
                 continue
-            if not _valid_name(e.name):
+            if not is_unicode(e.name):
                 skipped.append((printable(e.name), "folder name is not valid UTF-8 (skipped)"))
             elif e.kind == "link":
                 skipped.append((e.name, "symbolic link (not followed)"))
@@ -275,7 +267,7 @@ def _walk(skill_fd: int, limits: Limits, folder: SkillFolder, fds: list[int]) ->
         if _hidden(entry.name) or (not prefix and entry.name == SKILL_FILE):
             continue
         rel = prefix + entry.name
-        if not _valid_name(entry.name):
+        if not is_unicode(entry.name):
             folder.skipped.append((printable(rel), "file name is not valid UTF-8 (skipped)"))
         elif entry.kind == "link":
             folder.skipped.append((rel, "symbolic link (not followed)"))

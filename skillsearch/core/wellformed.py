@@ -46,12 +46,14 @@ class IllFormedError(ValueError):
         self.reason = reason
 
 
-def _bad_text(value: str) -> bool:
+def is_unicode(value: str) -> bool:
+    """Whether ``value`` is valid Unicode text: a ``str`` can hold lone surrogates (a JSON ``\\ud800``, a file
+    name's undecodable bytes under ``surrogateescape``), which UTF-8 cannot encode."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        return True
-    return False
+        return False
+    return True
 
 
 def check_wellformed(value: Any, where: str, max_depth: int = 32) -> None:
@@ -61,7 +63,7 @@ def check_wellformed(value: Any, where: str, max_depth: int = 32) -> None:
     while stack:
         item, at, depth = stack.pop()
         if isinstance(item, str):
-            if _bad_text(item):
+            if not is_unicode(item):
                 raise IllFormedError(at, "not valid Unicode text (a lone surrogate)",
                                     f"{at} is not valid Unicode text (a lone surrogate)")
         elif isinstance(item, float) and not math.isfinite(item):
@@ -73,7 +75,7 @@ def check_wellformed(value: Any, where: str, max_depth: int = 32) -> None:
                                     f"{at} nests deeper than {max_depth} levels")
             if isinstance(item, dict):
                 for key, child in item.items():
-                    if isinstance(key, str) and _bad_text(key):
+                    if isinstance(key, str) and not is_unicode(key):
                         raise IllFormedError(at, "a key is not valid Unicode text (a lone surrogate)",
                                         f"a key of {at} is not valid Unicode text (a lone surrogate)")
                     name = f"{at}.{key}" if isinstance(key, str) and len(key) < 40 and len(at) < 60 else at
