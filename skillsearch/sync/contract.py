@@ -16,14 +16,18 @@ import base64
 import binascii
 import hashlib
 import hmac
+import json
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from skillsearch.core.domain import SKILL_ID_PATTERN, FlowStep, Parameter, ResourceKind, SkillKind
+from skillsearch.core.wellformed import terminal_safe
 from skillsearch.sync.config import SUBSCRIPTION_ID_PATTERN
 
 __all__ = [
+    "ERROR_CODE",
     "SIGNATURE_HEADER",
     "SUBSCRIPTION_ID_PATTERN",
     "TIMESTAMP_HEADER",
@@ -37,6 +41,8 @@ __all__ = [
     "WireResource",
     "WireRevision",
     "WireSkill",
+    "error_text",
+    "parse_error_body",
     "parse_item",
     "sign_webhook",
     "signature_matches",
@@ -137,6 +143,14 @@ _ITEM = TypeAdapter(ChangeItem)
 
 def parse_item(raw: Any) -> UpsertItem | DeleteItem:
     """One change item, strictly; raises pydantic's ``ValidationError`` when it is malformed."""
+    # Each op by its own model, so a problem is named where it sits in the item (``revision.name``), not under
+    # the union's tag (``upsert.revision.name``: no such field on the wire); any other op gets the union's
+    # message, which names the tags it takes.
+    op = raw.get("op") if isinstance(raw, dict) else None
+    if op == "upsert":
+        return UpsertItem.model_validate(raw)
+    if op == "delete":
+        return DeleteItem.model_validate(raw)
     return _ITEM.validate_python(raw)
 
 
@@ -175,6 +189,46 @@ class ErrorBody(BaseModel):
     model_config = _TOLERANT
 
     error: ErrorDetail
+
+
+# An error code is printed and stored as it came only when it is a code: never a terminal's escape sequences.
+ERROR_CODE = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+_ERROR_MESSAGE_CHARS = 300
+_ERROR_FIELD_CHARS = 120
+_ERROR_PROBLEMS = 3
+
+
+def parse_error_body(body: bytes) -> ErrorDetail | None:
+    """The platform's ``{"error": {...}}`` body, or ``None`` when the body is not one."""
+    try:
+        return ErrorBody.model_validate(json.loads(body)).error
+    except (ValueError, RecursionError, ValidationError):
+        return None
+
+
+def error_text(body: bytes) -> str:
+    """`` CODE: message (field: problem; ...)`` from the platform's error body, or ``""`` without one: bounded
+    and one line, each control character and bidi control escaped, as every upstream text that is printed."""
+    error = parse_error_body(body)
+    if error is None:
+        return ""
+    code = error.code if ERROR_CODE.fullmatch(error.code) else ""
+    text = f" {code}" if code else ""
+    message = terminal_safe(error.message, one_line=True)[:_ERROR_MESSAGE_CHARS]
+    if message:
+        text += f": {message}"
+    problems = error.details.get("problems")
+    if isinstance(problems, list):
+        named = []
+        for problem in problems[:_ERROR_PROBLEMS]:
+            if isinstance(problem, dict):
+                field = terminal_safe(str(problem.get("field", "")), one_line=True)[:_ERROR_FIELD_CHARS]
+                what = terminal_safe(str(problem.get("message", "")), one_line=True)[:_ERROR_FIELD_CHARS]
+                named.append(f"{field}: {what}" if field else what)
+        if named:
+            more = len(problems) - len(named)
+            text += " (" + "; ".join(named) + (f"; {more} more" if more > 0 else "") + ")"
+    return text
 
 
 class WebhookEvent(BaseModel):
