@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -181,8 +181,13 @@ def apply_page(
     cursor: str | None,
     finished: bool,
     full: bool = False,
+    earlier_rejected: Sequence[Rejection] = (),
 ) -> tuple[PageOutcome, SyncState]:
     """Store one page and save ``cursor`` with it; returns what happened and the sync state now stored.
+
+    ``earlier_rejected`` are the items earlier pages of the same pull refused: the note stored with the page
+    counts and names them too, so ``sync --status`` tells of every item the pull refused (not of the last
+    page's alone), as refused in the last run (not as an earlier error) when a later page refused none.
 
     In a ``full`` sync the skill ids the upstream listed are recorded in the store with the page, so a full
     sync resumed after a crash still knows them; on its last page (``finished``) the skills of this
@@ -221,8 +226,9 @@ def apply_page(
             counts[k] += len(getattr(out, k))
         counts["pages"] += 1
         last_error = state.last_error
-        if out.rejected:
-            last_error = f"{now} {REJECTED_NOTE}{len(out.rejected)} item(s): " + "; ".join(map(str, out.rejected[:3]))
+        refused = [*earlier_rejected, *out.rejected]
+        if refused:  # stamped with this page: on the last one, the same moment as the pull's success
+            last_error = f"{now} {REJECTED_NOTE}{len(refused)} item(s): " + "; ".join(map(str, refused[:3]))
         new_state = SyncState(sub.source, cursor, now if finished else state.last_success, last_error, counts)
         store.sync.save(new_state)
         after = store.generation()
