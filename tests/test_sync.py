@@ -266,6 +266,27 @@ def test_bad_stale_unsigned_and_replayed_webhooks_are_refused(catalog: Catalog, 
 
 
 
+def test_a_signature_in_another_scheme_is_told_what_the_scheme_is(catalog: Catalog, upstream_url: str) -> None:
+    """A platform that sent the bare hex digest, or GitHub's ``sha256=`` prefix, or uppercase hex, got "webhook
+    signature does not match", the same as a wrong secret: nothing said the header needs ``v1=`` and what is
+    signed. Now a header with no ``v1=`` value says so, and a mismatch names the scheme (never the expected
+    value)."""
+    body = _event("evt-scheme", "skills.changed")
+    ts = int(time.time())
+    digest = sign_webhook(SECRET, ts, body).removeprefix("v1=")
+    with serve(_app(catalog, upstream_url)) as url:
+        for signature in (digest, f"sha256={digest}"):
+            response = _post(url, body, timestamp=ts, signature=signature)
+            assert response.status_code == 401, response.text
+            message = response.json()["error"]["message"]
+            assert "no v1= signature" in message and "HMAC-SHA256" in message and digest not in message
+        upper = _post(url, body, timestamp=ts, signature=f"v1={digest.upper()}")
+        assert upper.status_code == 401
+        message = upper.json()["error"]["message"]
+        assert "does not match" in message and "lowercase hex" in message and "<timestamp>." in message
+        assert _post(url, body, timestamp=ts).status_code == 202, "nothing was spent by the refusals"
+
+
 def test_a_webhook_whose_timestamp_or_signature_is_not_ascii_is_401_not_500(catalog: Catalog, upstream_url: str) -> None:
     """Header values arrive as Latin-1: a timestamp of superscript digits (``"²".isdigit()`` is true, ``int``
     refuses it) and a signature with a non-ASCII byte (``compare_digest`` refuses to compare it) were 500s."""
