@@ -393,6 +393,30 @@ def test_webhook_refusals_have_the_one_error_shape_and_are_counted_under_its_rou
     assert ("/v1/sync/webhook", 413) in logged and all(route == "/v1/sync/webhook" for route, _ in logged)
 
 
+def test_cli_status_of_a_revoked_subscription_is_not_failing(catalog: Catalog, upstream: ReferenceUpstream,
+                                                             upstream_url: str, tmp_path: Path) -> None:
+    """After the platform's 403 confirmed a revocation, ``sync --status`` printed "last error (failing now):
+    ... subscription revoked upstream" while ``GET /v1/sync/status`` (the same view, the README says) said
+    ``failing: false``. Now the text says it is revoked, not failing, as the JSON does."""
+    config_file = tmp_path / "sync.toml"
+    config_file.write_text(f'[upstream]\nurl = "{upstream_url}"\ntoken = "{TOKEN}"\n\n'
+                           f'[[subscriptions]]\nid = "{SUB}"\n', encoding="utf-8")
+    catalog.subscriptions.sync_once(config_for(upstream_url, SUB))
+    upstream.set_revoked(SUB, True)
+    [report] = catalog.subscriptions.sync_once(config_for(upstream_url, SUB))
+    assert report.revoked
+    data_dir = str(catalog.data_dir)
+    catalog.close()
+    text, as_json = io.StringIO(), io.StringIO()
+    assert cli.main(["--data-dir", data_dir, "sync", "--config", str(config_file), "--status"], text) == 0
+    assert cli.main(["--data-dir", data_dir, "sync", "--config", str(config_file), "--status", "--json"],
+                    as_json) == 0
+    [status] = json.loads(as_json.getvalue())["subscriptions"]
+    assert status["revoked"] and not status["failing"]
+    assert "REVOKED" in text.getvalue() and "failing now" not in text.getvalue(), text.getvalue()
+    assert "last error (revoked, so not failing): " in text.getvalue()
+
+
 def test_cli_sync_and_status(catalog: Catalog, upstream: ReferenceUpstream, upstream_url: str,
                              tmp_path: Path) -> None:
     config_file = tmp_path / "sync.toml"
