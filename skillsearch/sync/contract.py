@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from skillsearch.core.domain import SKILL_ID_PATTERN, FlowStep, Parameter, ResourceKind, SkillKind
+from skillsearch.core.domain import SKILL_ID_PATTERN, SLUG_PATTERN, FlowStep, Parameter, ResourceKind, SkillKind
 from skillsearch.core.wellformed import terminal_safe
 from skillsearch.sync.config import SUBSCRIPTION_ID_PATTERN
 
@@ -86,7 +86,10 @@ class WireSkill(BaseModel):
     model_config = _TOLERANT
 
     skill_id: str = Field(pattern=SKILL_ID_PATTERN, description="Stable, opaque; kept as the local skill id.")
-    slug: str = Field(min_length=1, max_length=64)
+    # The pattern is checked with the item (core/domain.py, whose message names the rule); it is in the schema
+    # so a platform validating against docs/upstream-openapi.json finds the rule there too.
+    slug: str = Field(min_length=1, max_length=64, json_schema_extra={"pattern": SLUG_PATTERN.pattern},
+                      description="Unique within the subscription; a-z, 0-9 and '-', not starting or ending with '-'.")
     status: Literal["active", "archived"] = "active"
     updated_at: str | None = None
 
