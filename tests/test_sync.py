@@ -150,6 +150,23 @@ def test_expired_cursor_resyncs_fully_and_drops_what_was_missed(catalog: Catalog
     index_matches_store(catalog)
 
 
+def test_one_skill_id_in_two_subscriptions_is_refused_saying_ids_are_catalog_wide(
+        catalog: Catalog, upstream: ReferenceUpstream, upstream_url: str) -> None:
+    """A platform offering one skill in two plans under one id got "the skill id belongs to source
+    'upstream:starter-pack'" for the second, and the contract never said ids are catalog-wide. Now the
+    rejection names the subscription that holds the id and the rule (docs/upstream-api.md, "Identity")."""
+    upstream.feed("pro-pack", create=True)
+    upstream.publish("pro-pack", upstream.feed(SUB).live()[BISECT])
+    config = config_for(upstream_url, SUB, "pro-pack")
+    first, second = catalog.subscriptions.sync_once(config)
+    assert first.error is None and second.error is None
+    [rejected] = second.outcome.rejected
+    assert rejected.skill_id == BISECT
+    assert "already synced from subscription 'starter-pack'" in rejected.reason, rejected.reason
+    assert "unique across every subscription" in rejected.reason
+    assert catalog.store.skill(BISECT).source == SOURCE  # type: ignore[union-attr]
+
+
 def test_pagination_across_many_pages(catalog: Catalog, upstream: ReferenceUpstream, upstream_url: str) -> None:
     config = config_for(upstream_url, SUB, page_limit=3)
     [report] = catalog.subscriptions.sync_once(config)

@@ -136,6 +136,14 @@ def _raw_skill_id(raw: Any) -> str | None:
     return None
 
 
+def _held_by(source: str) -> str:
+    """Who holds a skill, in the terms of the platform's operator reading the rejection."""
+    kind, _, name = source.partition(":")
+    if kind == "upstream" and name:
+        return f"synced from subscription {name!r}"
+    return f"held by the local source {source!r}"
+
+
 def _apply_one(store: CatalogStore, sub: SubscriptionConfig, item: UpsertItem | DeleteItem,
                out: PageOutcome, now: str) -> None:
     """Apply one valid item; raises ``ValueError`` when the store must refuse it."""
@@ -145,14 +153,16 @@ def _apply_one(store: CatalogStore, sub: SubscriptionConfig, item: UpsertItem | 
             out.unchanged.append(item.skill_id)
             return
         if owner.source != sub.source:
-            raise ValueError(f"delete refused: the skill belongs to source {owner.source!r}")
+            raise ValueError(f"delete refused: the skill is {_held_by(owner.source)}")
         store.delete(item.skill_id)
         out.deleted.append(item.skill_id)
         return
     content = to_content(item, sub)
     existing = store.skill(content.skill_id)
     if existing is not None and existing.source != sub.source:
-        raise ValueError(f"the skill id belongs to source {existing.source!r}")
+        # A platform that offers one skill in two plans must send it under two ids (docs/upstream-api.md).
+        raise ValueError(f"the skill id is already {_held_by(existing.source)}: a skill id must be unique across"
+                         " every subscription and source of the catalog")
     clash = store.skill_by_slug(content.grant, content.slug)
     if clash is not None and clash.skill_id != content.skill_id:
         raise ValueError(f"slug {content.slug!r} is already used in {content.grant} by skill {clash.skill_id}")
