@@ -37,6 +37,7 @@ __all__ = [
     "ErrorBody",
     "RawChangePage",
     "UpsertItem",
+    "WebhookAccepted",
     "WebhookEvent",
     "WireResource",
     "WireRevision",
@@ -244,6 +245,21 @@ class WebhookEvent(BaseModel):
     subscription_id: str = Field(pattern=SUBSCRIPTION_ID_PATTERN)
     created_at: str = ""
     data: dict[str, Any] = Field(default_factory=dict)
+
+
+WebhookAction = Literal["pull_scheduled", "revoked", "ignored"]
+
+
+class WebhookAccepted(BaseModel):
+    """The catalog's ``202`` to an event it took (its id is spent from then on)."""
+
+    accepted: Literal[True]
+    event_id: str
+    type: str
+    action: WebhookAction = Field(
+        description="pull_scheduled: the next pull moved to now; revoked: the subscription's skills are hidden"
+                    " and a pull scheduled; ignored: a type the catalog does not act on, or a subscription it"
+                    " does not sync (nothing changed).")
 
 
 def sign_webhook(secret: str, timestamp: int | str, body: bytes) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.errors import UnauthenticatedError
 from skillsearch.sync.config import SyncConfig
-from skillsearch.sync.contract import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookEvent, signature_matches
+from skillsearch.sync.contract import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookAction, WebhookEvent, signature_matches
 
 __all__ = ["MAX_WEBHOOK_BYTES", "apply_event", "verify_webhook"]
 
@@ -53,7 +53,7 @@ def verify_webhook(secret: str | None, headers: Any, body: bytes, now: float, to
         raise UnauthenticatedError(f"webhook signature does not match ({_SCHEME})")
 
 
-def apply_event(store: CatalogStore, config: SyncConfig, event: WebhookEvent, now: float) -> str:
+def apply_event(store: CatalogStore, config: SyncConfig, event: WebhookEvent, now: float) -> WebhookAction:
     """Records ``event`` (refusing a replayed id) and applies it in one transaction; returns the action:
     ``revoked``, ``pull_scheduled`` (the caller triggers the poller) or ``ignored``."""
     tolerance_s = config.upstream.webhook_tolerance_s
