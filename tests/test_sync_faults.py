@@ -99,6 +99,10 @@ class FlakyUpstream:
                 elif behaviour == "reject-first":  # the page's first item gets a name no catalog takes
                     body["items"][0]["revision"]["name"] = "bad\x1bname"
                     self._send(status, json.dumps(body).encode())
+                elif behaviour == "bad-ops":  # no op, an op the contract does not have, an array for an item
+                    body["items"] = [{"skill": {"skill_id": "sk_no_op", "slug": "no-op"}},
+                                     {"op": "replace", "skill_id": "sk_replace"}, ["sk_listed"], *body["items"]]
+                    self._send(status, json.dumps(body).encode())
                 elif behaviour == "malformed":
                     body["items"] = MALFORMED + body["items"]
                     self._send(status, json.dumps(body).encode())
@@ -278,6 +282,23 @@ def test_a_refusal_says_what_the_platform_said_and_which_page(
     flaky.script.extend(["503-maintenance", "503-maintenance"])
     [report] = catalog.subscriptions.sync_once(config)
     assert report.error is not None and "HTTP 503 MAINTENANCE: back at 15:00 UTC" in report.error["message"]
+
+
+def test_an_item_without_a_known_op_is_rejected_in_the_contracts_words(
+    catalog: Catalog, upstream: ReferenceUpstream, flaky: FlakyUpstream
+) -> None:
+    """An item with no ``op`` was rejected as "Unable to extract tag using discriminator 'op'" (pydantic's
+    words for the union) and an array as "Input should be a valid dictionary or object to extract fields
+    from". Now each says what the contract wants."""
+    flaky.script.extend(["bad-ops"])
+    [report] = catalog.subscriptions.sync_once(config_for(flaky.url, SUB))
+    reasons = [(r.skill_id, r.reason) for r in report.outcome.rejected]
+    assert reasons == [
+        ("sk_no_op", "op: Field required ('upsert' or 'delete')"),
+        ("sk_replace", "op: must be 'upsert' or 'delete', not 'replace'"),
+        (None, "an item must be a JSON object, not an array"),
+    ]
+    assert len(report.outcome.created) == 18
 
 
 def _mock_client(responses: list[httpx.Response], **config: Any) -> tuple[HttpSubscriptionClient, list[float]]:

@@ -20,7 +20,7 @@ import json
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from skillsearch.core.domain import SKILL_ID_PATTERN, SLUG_PATTERN, FlowStep, Parameter, ResourceKind, SkillKind
 from skillsearch.core.wellformed import terminal_safe
@@ -142,20 +142,34 @@ class DeleteItem(BaseModel):
 
 
 ChangeItem = Annotated[UpsertItem | DeleteItem, Field(discriminator="op")]
-_ITEM = TypeAdapter(ChangeItem)
 
 
 def parse_item(raw: Any) -> UpsertItem | DeleteItem:
-    """One change item, strictly; raises pydantic's ``ValidationError`` when it is malformed."""
+    """One change item, strictly; raises pydantic's ``ValidationError`` when it is malformed, ``ValueError``
+    when it is no object or its ``op`` is missing or unknown."""
     # Each op by its own model, so a problem is named where it sits in the item (``revision.name``), not under
-    # the union's tag (``upsert.revision.name``: no such field on the wire); any other op gets the union's
-    # message, which names the tags it takes.
-    op = raw.get("op") if isinstance(raw, dict) else None
+    # the union's tag (``upsert.revision.name``: no such field on the wire), and a missing or unknown op says
+    # so in the contract's words (pydantic's was "Unable to extract tag using discriminator 'op'").
+    if not isinstance(raw, dict):
+        raise ValueError(f"an item must be a JSON object, not {_json_type(raw)}")
+    op = raw.get("op")
     if op == "upsert":
         return UpsertItem.model_validate(raw)
     if op == "delete":
         return DeleteItem.model_validate(raw)
-    return _ITEM.validate_python(raw)
+    if op is None:
+        raise ValueError("op: Field required ('upsert' or 'delete')")
+    shown = terminal_safe(op if isinstance(op, str) else json.dumps(op), one_line=True)[:40]
+    raise ValueError(f"op: must be 'upsert' or 'delete', not '{shown}'")
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type, for a message (``array``, not ``list``)."""
+    for kind, name in ((bool, "a boolean"), (int, "a number"), (float, "a number"), (str, "a string"),
+                       (list, "an array")):
+        if isinstance(value, kind):
+            return name
+    return "null" if value is None else type(value).__name__
 
 
 class ChangePage(BaseModel):
