@@ -141,6 +141,9 @@ class DeleteItem(BaseModel):
     skill_id: str = Field(pattern=SKILL_ID_PATTERN)
 
 
+# Opaque, but printed by `sync --status` and stored: no control characters (a terminal's escapes).
+CURSOR_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]+$"
+
 ChangeItem = Annotated[UpsertItem | DeleteItem, Field(discriminator="op")]
 
 
@@ -178,7 +181,8 @@ class ChangePage(BaseModel):
     model_config = _TOLERANT
 
     items: list[ChangeItem]
-    next_cursor: str = Field(min_length=1, max_length=512, description="Pass as `since` for the next page.")
+    next_cursor: str = Field(min_length=1, max_length=512, pattern=CURSOR_PATTERN,
+                             description="Pass as `since` for the next page; no control characters.")
     has_more: bool = Field(description="True while more changes are waiting after `next_cursor`.")
 
 
@@ -188,8 +192,7 @@ class RawChangePage(BaseModel):
     model_config = _TOLERANT
 
     items: list[Any]
-    # Opaque, but printed by `sync --status` and stored: no control characters (a terminal's escapes).
-    next_cursor: str = Field(min_length=1, max_length=512, pattern=r"^[^\x00-\x1f\x7f-\x9f]+$")
+    next_cursor: str = Field(min_length=1, max_length=512, pattern=CURSOR_PATTERN)
     has_more: bool
 
 
