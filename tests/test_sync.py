@@ -150,6 +150,23 @@ def test_expired_cursor_resyncs_fully_and_drops_what_was_missed(catalog: Catalog
     index_matches_store(catalog)
 
 
+def test_one_skill_id_in_two_subscriptions_is_refused_saying_ids_are_catalog_wide(
+        catalog: Catalog, upstream: ReferenceUpstream, upstream_url: str) -> None:
+    """A platform offering one skill in two plans under one id got "the skill id belongs to source
+    'upstream:starter-pack'" for the second, and the contract never said ids are catalog-wide. Now the
+    rejection names the subscription that holds the id and the rule (docs/upstream-api.md, "Identity")."""
+    upstream.feed("pro-pack", create=True)
+    upstream.publish("pro-pack", upstream.feed(SUB).live()[BISECT])
+    config = config_for(upstream_url, SUB, "pro-pack")
+    first, second = catalog.subscriptions.sync_once(config)
+    assert first.error is None and second.error is None
+    [rejected] = second.outcome.rejected
+    assert rejected.skill_id == BISECT
+    assert "already synced from subscription 'starter-pack'" in rejected.reason, rejected.reason
+    assert "unique across every subscription" in rejected.reason
+    assert catalog.store.skill(BISECT).source == SOURCE  # type: ignore[union-attr]
+
+
 def test_pagination_across_many_pages(catalog: Catalog, upstream: ReferenceUpstream, upstream_url: str) -> None:
     config = config_for(upstream_url, SUB, page_limit=3)
     [report] = catalog.subscriptions.sync_once(config)
@@ -266,6 +283,27 @@ def test_bad_stale_unsigned_and_replayed_webhooks_are_refused(catalog: Catalog, 
 
 
 
+def test_a_signature_in_another_scheme_is_told_what_the_scheme_is(catalog: Catalog, upstream_url: str) -> None:
+    """A platform that sent the bare hex digest, or GitHub's ``sha256=`` prefix, or uppercase hex, got "webhook
+    signature does not match", the same as a wrong secret: nothing said the header needs ``v1=`` and what is
+    signed. Now a header with no ``v1=`` value says so, and a mismatch names the scheme (never the expected
+    value)."""
+    body = _event("evt-scheme", "skills.changed")
+    ts = int(time.time())
+    digest = sign_webhook(SECRET, ts, body).removeprefix("v1=")
+    with serve(_app(catalog, upstream_url)) as url:
+        for signature in (digest, f"sha256={digest}"):
+            response = _post(url, body, timestamp=ts, signature=signature)
+            assert response.status_code == 401, response.text
+            message = response.json()["error"]["message"]
+            assert "no v1= signature" in message and "HMAC-SHA256" in message and digest not in message
+        upper = _post(url, body, timestamp=ts, signature=f"v1={digest.upper()}")
+        assert upper.status_code == 401
+        message = upper.json()["error"]["message"]
+        assert "does not match" in message and "lowercase hex" in message and "<timestamp>." in message
+        assert _post(url, body, timestamp=ts).status_code == 202, "nothing was spent by the refusals"
+
+
 def test_a_webhook_whose_timestamp_or_signature_is_not_ascii_is_401_not_500(catalog: Catalog, upstream_url: str) -> None:
     """Header values arrive as Latin-1: a timestamp of superscript digits (``"²".isdigit()`` is true, ``int``
     refuses it) and a signature with a non-ASCII byte (``compare_digest`` refuses to compare it) were 500s."""
@@ -370,6 +408,30 @@ def test_webhook_refusals_have_the_one_error_shape_and_are_counted_under_its_rou
     logged = [(getattr(r, "route", None), getattr(r, "status", None)) for r in caplog.records
               if r.name == "skillsearch.http" and getattr(r, "path", "") == "/v1/sync/webhook"]
     assert ("/v1/sync/webhook", 413) in logged and all(route == "/v1/sync/webhook" for route, _ in logged)
+
+
+def test_cli_status_of_a_revoked_subscription_is_not_failing(catalog: Catalog, upstream: ReferenceUpstream,
+                                                             upstream_url: str, tmp_path: Path) -> None:
+    """After the platform's 403 confirmed a revocation, ``sync --status`` printed "last error (failing now):
+    ... subscription revoked upstream" while ``GET /v1/sync/status`` (the same view, the README says) said
+    ``failing: false``. Now the text says it is revoked, not failing, as the JSON does."""
+    config_file = tmp_path / "sync.toml"
+    config_file.write_text(f'[upstream]\nurl = "{upstream_url}"\ntoken = "{TOKEN}"\n\n'
+                           f'[[subscriptions]]\nid = "{SUB}"\n', encoding="utf-8")
+    catalog.subscriptions.sync_once(config_for(upstream_url, SUB))
+    upstream.set_revoked(SUB, True)
+    [report] = catalog.subscriptions.sync_once(config_for(upstream_url, SUB))
+    assert report.revoked
+    data_dir = str(catalog.data_dir)
+    catalog.close()
+    text, as_json = io.StringIO(), io.StringIO()
+    assert cli.main(["--data-dir", data_dir, "sync", "--config", str(config_file), "--status"], text) == 0
+    assert cli.main(["--data-dir", data_dir, "sync", "--config", str(config_file), "--status", "--json"],
+                    as_json) == 0
+    [status] = json.loads(as_json.getvalue())["subscriptions"]
+    assert status["revoked"] and not status["failing"]
+    assert "REVOKED" in text.getvalue() and "failing now" not in text.getvalue(), text.getvalue()
+    assert "last error (revoked, so not failing): " in text.getvalue()
 
 
 def test_cli_sync_and_status(catalog: Catalog, upstream: ReferenceUpstream, upstream_url: str,

@@ -89,6 +89,20 @@ class FlakyUpstream:
                     self.wfile.flush()
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
+                elif behaviour == "refuse-400":  # a platform's own validation error, naming its parameter
+                    self._send(400, json.dumps({"error": {
+                        "code": "VALIDATION_ERROR", "message": "limit is over this plan's page size",
+                        "details": {"problems": [{"field": "query.limit", "message": "at most 50 \x1b[2J"}]},
+                    }}).encode())
+                elif behaviour == "503-maintenance":
+                    self._send(503, b'{"error": {"code": "MAINTENANCE", "message": "back at 15:00 UTC"}}')
+                elif behaviour == "reject-first":  # the page's first item gets a name no catalog takes
+                    body["items"][0]["revision"]["name"] = "bad\x1bname"
+                    self._send(status, json.dumps(body).encode())
+                elif behaviour == "bad-ops":  # no op, an op the contract does not have, an array for an item
+                    body["items"] = [{"skill": {"skill_id": "sk_no_op", "slug": "no-op"}},
+                                     {"op": "replace", "skill_id": "sk_replace"}, ["sk_listed"], *body["items"]]
+                    self._send(status, json.dumps(body).encode())
                 elif behaviour == "malformed":
                     body["items"] = MALFORMED + body["items"]
                     self._send(status, json.dumps(body).encode())
@@ -216,7 +230,7 @@ def test_malformed_items_are_rejected_and_the_valid_ones_stored(
 
     reasons = {r.skill_id: r.reason for r in report.outcome.rejected}
     assert len(report.outcome.rejected) == len(MALFORMED)
-    assert "revision.name" in reasons["sk_nameless"]
+    assert reasons["sk_nameless"].startswith("revision.name: "), "named where it sits on the wire, no union tag"
     assert "slug" in reasons["sk_bad_slug"]
     assert "sha256 does not match" in reasons["sk_bad-hash"]
     assert "no matching parameter: query" in reasons["sk_bad-flow"]
@@ -226,6 +240,65 @@ def test_malformed_items_are_rejected_and_the_valid_ones_stored(
     assert state is not None and state.cursor == report.cursor and state.counts["rejected"] == len(MALFORMED)
     assert "rejected 6 item(s)" in (state.last_error or "")
     assert_consistent_and_complete(catalog, upstream)
+
+
+def test_items_rejected_on_every_page_of_a_pull_are_all_in_its_status(
+    catalog: Catalog, upstream: ReferenceUpstream, flaky: FlakyUpstream
+) -> None:
+    """Each page wrote its own note of the items it refused over the last: a pull that refused one item on
+    page 1 and one on page 2 showed "rejected 1 item(s)" naming the second only, and a pull whose last page
+    refused none showed page 1's note as an earlier error, as if a later pull had succeeded since. Now the
+    note counts and names every item of the pull, stamped with its success."""
+    flaky.script.extend(["reject-first", "reject-first", "ok"])
+    [report] = catalog.subscriptions.sync_once(config_for(flaky.url, SUB, page_limit=5))
+    assert report.pages == 4 and len(report.outcome.rejected) == 2
+    first, second = (r.skill_id for r in report.outcome.rejected)
+    state = catalog.store.sync.state(SOURCE)
+    assert state is not None and state.last_error is not None
+    assert "rejected 2 item(s)" in state.last_error, state.last_error
+    assert f"{first}: name holds" in state.last_error and f"{second}: name holds" in state.last_error
+    assert state.last_error.split(" ", 1)[0] == state.last_success, "refused in this pull, not an earlier one"
+
+
+def test_a_refusal_says_what_the_platform_said_and_which_page(
+    catalog: Catalog, upstream: ReferenceUpstream, flaky: FlakyUpstream
+) -> None:
+    """A 4xx was recorded as "upstream refused ...: HTTP 400 VALIDATION_ERROR", dropping the message and the
+    ``details.problems`` the contract asks the platform for, and a 503 as "HTTP 503": the platform's operator
+    could not tell from ``sync --status`` which parameter it refused. Now its message and up to three
+    problems (escaped, bounded) are kept, with the request's cursor."""
+    config = config_for(flaky.url, SUB, retries=1, backoff_base_s=0.01)
+    catalog.subscriptions.sync_once(config)
+    cursor = catalog.store.sync.state(SOURCE).cursor  # type: ignore[union-attr]
+    flaky.script.extend(["refuse-400"])
+    [report] = catalog.subscriptions.sync_once(config)
+    assert report.error is not None
+    state = catalog.store.sync.state(SOURCE)
+    assert state is not None and state.last_error is not None
+    for text in (report.error["message"], state.last_error):
+        assert "HTTP 400 VALIDATION_ERROR: limit is over this plan's page size" in text, text
+        assert "(query.limit: at most 50 \\x1b[2J)" in text and "\x1b" not in text
+        assert f"since={cursor}" in text
+    flaky.script.extend(["503-maintenance", "503-maintenance"])
+    [report] = catalog.subscriptions.sync_once(config)
+    assert report.error is not None and "HTTP 503 MAINTENANCE: back at 15:00 UTC" in report.error["message"]
+
+
+def test_an_item_without_a_known_op_is_rejected_in_the_contracts_words(
+    catalog: Catalog, upstream: ReferenceUpstream, flaky: FlakyUpstream
+) -> None:
+    """An item with no ``op`` was rejected as "Unable to extract tag using discriminator 'op'" (pydantic's
+    words for the union) and an array as "Input should be a valid dictionary or object to extract fields
+    from". Now each says what the contract wants."""
+    flaky.script.extend(["bad-ops"])
+    [report] = catalog.subscriptions.sync_once(config_for(flaky.url, SUB))
+    reasons = [(r.skill_id, r.reason) for r in report.outcome.rejected]
+    assert reasons == [
+        ("sk_no_op", "op: Field required ('upsert' or 'delete')"),
+        ("sk_replace", "op: must be 'upsert' or 'delete', not 'replace'"),
+        (None, "an item must be a JSON object, not an array"),
+    ]
+    assert len(report.outcome.created) == 18
 
 
 def _mock_client(responses: list[httpx.Response], **config: Any) -> tuple[HttpSubscriptionClient, list[float]]:

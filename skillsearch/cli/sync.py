@@ -56,7 +56,7 @@ def cmd_sync(args: argparse.Namespace, out: TextIO) -> int:
         emit(out, args, status.model_dump(), lambda: "\n".join([
             *(f"{s.subscription_id}: cursor={s.cursor or '-'} last_success={s.last_success or '-'}"
               f" active={s.skills_active} archived={s.skills_archived}{' REVOKED' if s.revoked else ''}"
-              + error_line(s.last_success, s.last_error) for s in status.subscriptions),
+              + error_line(s.last_success, s.last_error, revoked=s.revoked) for s in status.subscriptions),
             *(f"source {s.name} ({s.kind}): last_success={s.last_success or '-'} active={s.skills_active}"
               f" archived={s.skills_archived}" + (f" commit={s.commit[:12]}" if s.commit else "")
               + error_line(s.last_success, s.last_error) for s in status.sources),

@@ -22,7 +22,7 @@ from skillsearch.core.errors import SkillSearchError, ValidationError, invalid_i
 from skillsearch.http.errors import NOT_JSON_STATUS, TOO_LARGE_STATUS, error_response, is_json, not_json, too_large
 from skillsearch.http.schemas import documented_errors
 from skillsearch.sync.config import SyncConfig
-from skillsearch.sync.contract import WebhookEvent
+from skillsearch.sync.contract import WebhookAccepted, WebhookEvent
 from skillsearch.sync.sources import SourceConfig
 from skillsearch.sync.status import SyncStatus, visible_to
 from skillsearch.sync.webhook import MAX_WEBHOOK_BYTES, verify_webhook
@@ -125,8 +125,8 @@ def _add_webhook(router: APIRouter, catalog: Catalog, config: SyncConfig, pull: 
         if action in ("revoked", "pull_scheduled") and pull is not None:
             await anyio.to_thread.run_sync(pull, event.subscription_id)
         log.info("webhook %s %s for %s: %s", event.id, event.type, event.subscription_id, action)
-        return JSONResponse({"accepted": True, "event_id": event.id, "type": event.type, "action": action},
-                            status_code=202)
+        accepted = WebhookAccepted(accepted=True, event_id=event.id, type=event.type, action=action)
+        return JSONResponse(accepted.model_dump(), status_code=202)
 
 
 def _add_status(router: APIRouter, catalog: Catalog, config: SyncConfig | None, poller: Poller | None,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,6 +136,14 @@ def _raw_skill_id(raw: Any) -> str | None:
     return None
 
 
+def _held_by(source: str) -> str:
+    """Who holds a skill, in the terms of the platform's operator reading the rejection."""
+    kind, _, name = source.partition(":")
+    if kind == "upstream" and name:
+        return f"synced from subscription {name!r}"
+    return f"held by the local source {source!r}"
+
+
 def _apply_one(store: CatalogStore, sub: SubscriptionConfig, item: UpsertItem | DeleteItem,
                out: PageOutcome, now: str) -> None:
     """Apply one valid item; raises ``ValueError`` when the store must refuse it."""
@@ -145,14 +153,16 @@ def _apply_one(store: CatalogStore, sub: SubscriptionConfig, item: UpsertItem | 
             out.unchanged.append(item.skill_id)
             return
         if owner.source != sub.source:
-            raise ValueError(f"delete refused: the skill belongs to source {owner.source!r}")
+            raise ValueError(f"delete refused: the skill is {_held_by(owner.source)}")
         store.delete(item.skill_id)
         out.deleted.append(item.skill_id)
         return
     content = to_content(item, sub)
     existing = store.skill(content.skill_id)
     if existing is not None and existing.source != sub.source:
-        raise ValueError(f"the skill id belongs to source {existing.source!r}")
+        # A platform that offers one skill in two plans must send it under two ids (docs/upstream-api.md).
+        raise ValueError(f"the skill id is already {_held_by(existing.source)}: a skill id must be unique across"
+                         " every subscription and source of the catalog")
     clash = store.skill_by_slug(content.grant, content.slug)
     if clash is not None and clash.skill_id != content.skill_id:
         raise ValueError(f"slug {content.slug!r} is already used in {content.grant} by skill {clash.skill_id}")
@@ -181,8 +191,13 @@ def apply_page(
     cursor: str | None,
     finished: bool,
     full: bool = False,
+    earlier_rejected: Sequence[Rejection] = (),
 ) -> tuple[PageOutcome, SyncState]:
     """Store one page and save ``cursor`` with it; returns what happened and the sync state now stored.
+
+    ``earlier_rejected`` are the items earlier pages of the same pull refused: the note stored with the page
+    counts and names them too, so ``sync --status`` tells of every item the pull refused (not of the last
+    page's alone), as refused in the last run (not as an earlier error) when a later page refused none.
 
     In a ``full`` sync the skill ids the upstream listed are recorded in the store with the page, so a full
     sync resumed after a crash still knows them; on its last page (``finished``) the skills of this
@@ -221,8 +236,9 @@ def apply_page(
             counts[k] += len(getattr(out, k))
         counts["pages"] += 1
         last_error = state.last_error
-        if out.rejected:
-            last_error = f"{now} {REJECTED_NOTE}{len(out.rejected)} item(s): " + "; ".join(map(str, out.rejected[:3]))
+        refused = [*earlier_rejected, *out.rejected]
+        if refused:  # stamped with this page: on the last one, the same moment as the pull's success
+            last_error = f"{now} {REJECTED_NOTE}{len(refused)} item(s): " + "; ".join(map(str, refused[:3]))
         new_state = SyncState(sub.source, cursor, now if finished else state.last_success, last_error, counts)
         store.sync.save(new_state)
         after = store.generation()

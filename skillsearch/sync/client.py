@@ -33,7 +33,6 @@ import itertools
 import json
 import logging
 import random
-import re
 import socket
 import threading
 import time
@@ -47,13 +46,16 @@ import pydantic
 
 from skillsearch.core.domain import validation_text
 from skillsearch.core.errors import SyncStopped, UpstreamUnavailableError
+from skillsearch.core.wellformed import terminal_safe
 from skillsearch.sync.config import UpstreamConfig
 from skillsearch.sync.contract import (
+    ERROR_CODE,
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
-    ErrorBody,
     RawChangePage,
     WebhookEvent,
+    error_text,
+    parse_error_body,
     sign_webhook,
 )
 from skillsearch.sync.decoding import BadEncoding, Decoder
@@ -73,7 +75,7 @@ log = logging.getLogger("skillsearch.sync")
 
 _RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 _ERROR_BODY_BYTES = 64 * 1024
-_ERROR_CODE = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+_CURSOR_CHARS = 120
 
 
 class _Interrupted(Exception):
@@ -283,14 +285,16 @@ class HttpSubscriptionClient:
                 elif status == 410:
                     raise CursorExpired(cursor)
                 elif status in _RETRY_STATUSES:
-                    reason = f"HTTP {status}"
+                    reason = f"HTTP {status}{error_text(body)}"
                     retry_after = retry_after_seconds(headers.get("Retry-After"))
                 else:
                     code = _error_code(body)
                     if status == 403 and code == "SUBSCRIPTION_REVOKED":
                         raise SubscriptionRevoked(subscription_id)
+                    # The platform's own message and problems name what it refused (a field, a parameter):
+                    # the operator of the platform reads them in `sync --status`, not only the status code.
                     raise UpstreamUnavailableError(
-                        f"upstream refused {path}: HTTP {status}" + (f" {code}" if code else ""),
+                        f"upstream refused {path} ({_page_name(cursor)}): HTTP {status}{error_text(body)}",
                         {"status": status, "upstream_code": code, "subscription_id": subscription_id},
                     )
             if attempt >= self.config.retries:
@@ -337,12 +341,16 @@ def _parse_page(headers: httpx.Headers, body: bytes) -> tuple[RawChangePage | No
 
 
 def _error_code(body: bytes) -> str | None:
-    try:
-        code = ErrorBody.model_validate(json.loads(body)).error.code
-    except (ValueError, RecursionError, pydantic.ValidationError):
-        return None
+    error = parse_error_body(body)
     # Printed and stored as it came: only a code's characters, never a terminal's escape sequences.
-    return code if _ERROR_CODE.fullmatch(code) else None
+    return error.code if error is not None and ERROR_CODE.fullmatch(error.code) else None
+
+
+def _page_name(cursor: str | None) -> str:
+    """Which request it was, in the platform's terms: the cursor it handed out, or the full listing."""
+    if cursor is None:
+        return "full listing, no since"
+    return f"since={terminal_safe(cursor, one_line=True)[:_CURSOR_CHARS]}"
 
 
 def send_webhook(url: str, secret: str, event: WebhookEvent, *, timeout_s: float = 10.0,

@@ -16,14 +16,18 @@ import base64
 import binascii
 import hashlib
 import hmac
+import json
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from skillsearch.core.domain import SKILL_ID_PATTERN, FlowStep, Parameter, ResourceKind, SkillKind
+from skillsearch.core.domain import SKILL_ID_PATTERN, SLUG_PATTERN, FlowStep, Parameter, ResourceKind, SkillKind
+from skillsearch.core.wellformed import terminal_safe
 from skillsearch.sync.config import SUBSCRIPTION_ID_PATTERN
 
 __all__ = [
+    "ERROR_CODE",
     "SIGNATURE_HEADER",
     "SUBSCRIPTION_ID_PATTERN",
     "TIMESTAMP_HEADER",
@@ -33,10 +37,13 @@ __all__ = [
     "ErrorBody",
     "RawChangePage",
     "UpsertItem",
+    "WebhookAccepted",
     "WebhookEvent",
     "WireResource",
     "WireRevision",
     "WireSkill",
+    "error_text",
+    "parse_error_body",
     "parse_item",
     "sign_webhook",
     "signature_matches",
@@ -80,7 +87,10 @@ class WireSkill(BaseModel):
     model_config = _TOLERANT
 
     skill_id: str = Field(pattern=SKILL_ID_PATTERN, description="Stable, opaque; kept as the local skill id.")
-    slug: str = Field(min_length=1, max_length=64)
+    # The pattern is checked with the item (core/domain.py, whose message names the rule); it is in the schema
+    # so a platform validating against docs/upstream-openapi.json finds the rule there too.
+    slug: str = Field(min_length=1, max_length=64, json_schema_extra={"pattern": SLUG_PATTERN.pattern},
+                      description="Unique within the subscription; a-z, 0-9 and '-', not starting or ending with '-'.")
     status: Literal["active", "archived"] = "active"
     updated_at: str | None = None
 
@@ -131,13 +141,38 @@ class DeleteItem(BaseModel):
     skill_id: str = Field(pattern=SKILL_ID_PATTERN)
 
 
+# Opaque, but printed by `sync --status` and stored: no control characters (a terminal's escapes).
+CURSOR_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]+$"
+
 ChangeItem = Annotated[UpsertItem | DeleteItem, Field(discriminator="op")]
-_ITEM = TypeAdapter(ChangeItem)
 
 
 def parse_item(raw: Any) -> UpsertItem | DeleteItem:
-    """One change item, strictly; raises pydantic's ``ValidationError`` when it is malformed."""
-    return _ITEM.validate_python(raw)
+    """One change item, strictly; raises pydantic's ``ValidationError`` when it is malformed, ``ValueError``
+    when it is no object or its ``op`` is missing or unknown."""
+    # Each op by its own model, so a problem is named where it sits in the item (``revision.name``), not under
+    # the union's tag (``upsert.revision.name``: no such field on the wire), and a missing or unknown op says
+    # so in the contract's words (pydantic's was "Unable to extract tag using discriminator 'op'").
+    if not isinstance(raw, dict):
+        raise ValueError(f"an item must be a JSON object, not {_json_type(raw)}")
+    op = raw.get("op")
+    if op == "upsert":
+        return UpsertItem.model_validate(raw)
+    if op == "delete":
+        return DeleteItem.model_validate(raw)
+    if op is None:
+        raise ValueError("op: Field required ('upsert' or 'delete')")
+    shown = terminal_safe(op if isinstance(op, str) else json.dumps(op), one_line=True)[:40]
+    raise ValueError(f"op: must be 'upsert' or 'delete', not '{shown}'")
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type, for a message (``array``, not ``list``)."""
+    for kind, name in ((bool, "a boolean"), (int, "a number"), (float, "a number"), (str, "a string"),
+                       (list, "an array")):
+        if isinstance(value, kind):
+            return name
+    return "null" if value is None else type(value).__name__
 
 
 class ChangePage(BaseModel):
@@ -146,7 +181,8 @@ class ChangePage(BaseModel):
     model_config = _TOLERANT
 
     items: list[ChangeItem]
-    next_cursor: str = Field(min_length=1, max_length=512, description="Pass as `since` for the next page.")
+    next_cursor: str = Field(min_length=1, max_length=512, pattern=CURSOR_PATTERN,
+                             description="Pass as `since` for the next page; no control characters.")
     has_more: bool = Field(description="True while more changes are waiting after `next_cursor`.")
 
 
@@ -156,8 +192,7 @@ class RawChangePage(BaseModel):
     model_config = _TOLERANT
 
     items: list[Any]
-    # Opaque, but printed by `sync --status` and stored: no control characters (a terminal's escapes).
-    next_cursor: str = Field(min_length=1, max_length=512, pattern=r"^[^\x00-\x1f\x7f-\x9f]+$")
+    next_cursor: str = Field(min_length=1, max_length=512, pattern=CURSOR_PATTERN)
     has_more: bool
 
 
@@ -177,6 +212,46 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
+# An error code is printed and stored as it came only when it is a code: never a terminal's escape sequences.
+ERROR_CODE = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+_ERROR_MESSAGE_CHARS = 300
+_ERROR_FIELD_CHARS = 120
+_ERROR_PROBLEMS = 3
+
+
+def parse_error_body(body: bytes) -> ErrorDetail | None:
+    """The platform's ``{"error": {...}}`` body, or ``None`` when the body is not one."""
+    try:
+        return ErrorBody.model_validate(json.loads(body)).error
+    except (ValueError, RecursionError, ValidationError):
+        return None
+
+
+def error_text(body: bytes) -> str:
+    """`` CODE: message (field: problem; ...)`` from the platform's error body, or ``""`` without one: bounded
+    and one line, each control character and bidi control escaped, as every upstream text that is printed."""
+    error = parse_error_body(body)
+    if error is None:
+        return ""
+    code = error.code if ERROR_CODE.fullmatch(error.code) else ""
+    text = f" {code}" if code else ""
+    message = terminal_safe(error.message, one_line=True)[:_ERROR_MESSAGE_CHARS]
+    if message:
+        text += f": {message}"
+    problems = error.details.get("problems")
+    if isinstance(problems, list):
+        named = []
+        for problem in problems[:_ERROR_PROBLEMS]:
+            if isinstance(problem, dict):
+                field = terminal_safe(str(problem.get("field", "")), one_line=True)[:_ERROR_FIELD_CHARS]
+                what = terminal_safe(str(problem.get("message", "")), one_line=True)[:_ERROR_FIELD_CHARS]
+                named.append(f"{field}: {what}" if field else what)
+        if named:
+            more = len(problems) - len(named)
+            text += " (" + "; ".join(named) + (f"; {more} more" if more > 0 else "") + ")"
+    return text
+
+
 class WebhookEvent(BaseModel):
     """A push notification. ``id`` is unique per event: the receiver refuses to act on one twice."""
 
@@ -187,6 +262,21 @@ class WebhookEvent(BaseModel):
     subscription_id: str = Field(pattern=SUBSCRIPTION_ID_PATTERN)
     created_at: str = ""
     data: dict[str, Any] = Field(default_factory=dict)
+
+
+WebhookAction = Literal["pull_scheduled", "revoked", "ignored"]
+
+
+class WebhookAccepted(BaseModel):
+    """The catalog's ``202`` to an event it took (its id is spent from then on)."""
+
+    accepted: Literal[True]
+    event_id: str
+    type: str
+    action: WebhookAction = Field(
+        description="pull_scheduled: the next pull moved to now; revoked: the subscription's skills are hidden"
+                    " and a pull scheduled; ignored: a type the catalog does not act on, or a subscription it"
+                    " does not sync (nothing changed).")
 
 
 def sign_webhook(secret: str, timestamp: int | str, body: bytes) -> str:

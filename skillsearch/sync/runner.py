@@ -186,6 +186,7 @@ def sync_subscription(
                 cursor=page.next_cursor,
                 finished=last,
                 full=full,
+                earlier_rejected=report.outcome.rejected,
             )
             report.outcome.merge(outcome)
             report.pages += 1

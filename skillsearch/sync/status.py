@@ -59,12 +59,15 @@ class SyncStatus(BaseModel):
     catalog_changed_at: str | None = Field(None, description="When the catalog last changed, from any source.")
 
 
-def error_line(last_success: str | None, last_error: str | None) -> str:
+def error_line(last_success: str | None, last_error: str | None, *, revoked: bool = False) -> str:
     """The status text's line for ``last_error`` ("" without one), saying whether it is still the news: the
     last attempt failed, the last successful run refused some items (the same moment), or a run has
-    succeeded since."""
+    succeeded since. A ``revoked`` subscription is not failing (as ``SubscriptionStatus.failing`` says): the
+    platform's 403 is the answer it was asked for, not an outage."""
     if not last_error:
         return ""
+    if revoked:
+        return f"\n  last error (revoked, so not failing): {last_error}"
     if failing(last_success, last_error):
         return f"\n  last error (failing now): {last_error}"
     if stamp(last_error) == stamp(last_success):

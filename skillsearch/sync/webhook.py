@@ -21,11 +21,13 @@ from typing import Any
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.errors import UnauthenticatedError
 from skillsearch.sync.config import SyncConfig
-from skillsearch.sync.contract import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookEvent, signature_matches
+from skillsearch.sync.contract import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookAction, WebhookEvent, signature_matches
 
 __all__ = ["MAX_WEBHOOK_BYTES", "apply_event", "verify_webhook"]
 
 MAX_WEBHOOK_BYTES = 64 * 1024
+_SCHEME = ('expected v1= and the lowercase hex of HMAC-SHA256(secret, "<timestamp>." + the body\'s bytes as sent),'
+           ' comma-separated when several')
 
 
 def verify_webhook(secret: str | None, headers: Any, body: bytes, now: float, tolerance_s: int) -> None:
@@ -44,11 +46,14 @@ def verify_webhook(secret: str | None, headers: Any, body: bytes, now: float, to
             f"webhook timestamp is outside the accepted window of {tolerance_s}s",
             {"tolerance_s": tolerance_s},
         )
+    # What a platform got wrong, said in the contract's terms (never what was expected: that is the secret's).
+    if not any(part.strip().startswith("v1=") for part in signature.split(",")):
+        raise UnauthenticatedError(f"{SIGNATURE_HEADER} holds no v1= signature ({_SCHEME})")
     if not signature_matches(secret, timestamp, body, signature):
-        raise UnauthenticatedError("webhook signature does not match")
+        raise UnauthenticatedError(f"webhook signature does not match ({_SCHEME})")
 
 
-def apply_event(store: CatalogStore, config: SyncConfig, event: WebhookEvent, now: float) -> str:
+def apply_event(store: CatalogStore, config: SyncConfig, event: WebhookEvent, now: float) -> WebhookAction:
     """Records ``event`` (refusing a replayed id) and applies it in one transaction; returns the action:
     ``revoked``, ``pull_scheduled`` (the caller triggers the poller) or ``ignored``."""
     tolerance_s = config.upstream.webhook_tolerance_s

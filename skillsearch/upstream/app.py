@@ -29,7 +29,7 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from skillsearch.core.errors import ValidationError, invalid_input, problem
-from skillsearch.sync.contract import SUBSCRIPTION_ID_PATTERN, ChangePage, ErrorBody, UpsertItem, WebhookEvent
+from skillsearch.sync.contract import SUBSCRIPTION_ID_PATTERN, ChangePage, ErrorBody, UpsertItem, WebhookAccepted, WebhookEvent
 from skillsearch.upstream.platform import ReferenceUpstream, UpstreamError, WebhookTarget
 
 __all__ = ["contract_openapi", "create_upstream_app", "load_upstream_app", "parse_sources"]
@@ -126,7 +126,7 @@ def create_upstream_app(upstream: ReferenceUpstream) -> FastAPI:
         return JSONResponse(upstream.changes(subscription_id, since, limit))
 
     @app.webhooks.post("skills.changed", summary="Skills of a subscription changed: pull now",
-                       status_code=202, responses=_WEBHOOK_ERRORS)
+                       status_code=202, responses=_WEBHOOK_ERRORS, response_model=WebhookAccepted)
     def skills_changed(
         event: WebhookEvent,
         x_skillsearch_timestamp: TimestampHeader,
@@ -136,7 +136,7 @@ def create_upstream_app(upstream: ReferenceUpstream) -> FastAPI:
         the catalog pulls `GET /v1/subscriptions/{id}/skills` on its interval anyway."""
 
     @app.webhooks.post("subscription.revoked", summary="A subscription was revoked: hide its skills now",
-                       status_code=202, responses=_WEBHOOK_ERRORS)
+                       status_code=202, responses=_WEBHOOK_ERRORS, response_model=WebhookAccepted)
     def subscription_revoked(
         event: WebhookEvent,
         x_skillsearch_timestamp: TimestampHeader,

@@ -18,7 +18,7 @@ from skillsearch.usecases.sources import CatalogParts
 if TYPE_CHECKING:
     from skillsearch.sync.client import SubscriptionClient
     from skillsearch.sync.config import SubscriptionConfig, SyncConfig
-    from skillsearch.sync.contract import WebhookEvent
+    from skillsearch.sync.contract import WebhookAction, WebhookEvent
     from skillsearch.sync.health import SyncHealth
     from skillsearch.sync.local import LocalSources
     from skillsearch.sync.poller import Poller
@@ -88,7 +88,7 @@ class SubscriptionsUseCase:
                            sources, keeper.status() if keeper is not None else None,
                            ran=poller.run_times() if poller is not None else None)
 
-    def receive_webhook_event(self, config: SyncConfig, event: WebhookEvent, now: float) -> str:
+    def receive_webhook_event(self, config: SyncConfig, event: WebhookEvent, now: float) -> WebhookAction:
         """Applies a webhook event that :func:`~skillsearch.sync.webhook.verify_webhook` proved."""
         from skillsearch.sync.webhook import apply_event
 
