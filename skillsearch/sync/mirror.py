@@ -203,8 +203,14 @@ def read_source(store: CatalogStore, source: SourceConfig, cache_dir: Path, *, f
     assert source.git is not None
     _, cursor = _last(store, source)
     last = cursor.get("commit") if isinstance(cursor.get("commit"), str) else None
-    cache = GitCache(Path(cache_dir) / f"{source.name}.git", stopping=stopping)
     warnings: list[str] = []
+    was = cursor.get("tracks")
+    if last and isinstance(was, dict) and was != tracking(source):
+        # The configuration now names another repository, ref or subdir: what was applied is no earlier
+        # state of what is read now, so neither "nothing new" nor "moved backwards" can be judged from it.
+        warnings.append(f"now reading {source.location} (was {_shown(was)}): applied in full")
+        last = None
+    cache = GitCache(Path(cache_dir) / f"{source.name}.git", stopping=stopping)
     try:
         commit = cache.fetch(source.git, source.ref)
         if last and commit != last and cache.has_commit(last):
@@ -232,6 +238,17 @@ def read_source(store: CatalogStore, source: SourceConfig, cache_dir: Path, *, f
     read.commit = commit
     read.warnings = warnings + read.warnings
     return read
+
+
+def tracking(source: SourceConfig) -> dict[str, str]:
+    """What a git source reads (its URL as shown, without user information, its ref and subdir), kept in the
+    cursor beside the commit applied: a run compares its commit with the last one only while these match."""
+    return {"git": source.shown_git or "", "ref": source.ref, "subdir": source.subdir or ""}
+
+
+def _shown(tracks: dict[str, Any]) -> str:
+    where = f"{tracks.get('git')}#{tracks.get('ref')}"
+    return f"{where}:{tracks['subdir']}" if tracks.get("subdir") else where
 
 
 def _versioned(content: SkillContent, commit: str, version: str) -> SkillContent:
@@ -337,7 +354,10 @@ def apply_source(store: CatalogStore, index: SearchIndex | None, read: SourceRea
             last_error = (f"{now} refused {len(report.refused)}: " + "; ".join(
                 f"{r.file}: {r.reason}" for r in report.refused[:3]) + (f"; and {more} more" if more > 0 else "")
             ) if report.refused else None
-            new_cursor = json.dumps({"commit": read.commit, "folders": kept_folders}, sort_keys=True)
+            written: dict[str, Any] = {"commit": read.commit, "folders": kept_folders}
+            if source.git is not None:
+                written["tracks"] = tracking(source)
+            new_cursor = json.dumps(written, sort_keys=True)
             store.sync.save(SyncState(source.name, new_cursor, now, last_error, counts))
     if report.error:
         log.warning("source %s: %s", source.name, report.error)
