@@ -4,12 +4,52 @@ and the commands the CLI tells its user to run next. Real git repositories, real
 
 from __future__ import annotations
 
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from test_sources import OPERATOR, commit, git, init_repo, listed, slugs, write_skill
+import httpx
+from test_sources import OPERATOR, commit, eventually, git, init_repo, listed, slugs, write_skill
 
+from skillsearch.cli import main
+from skillsearch.http.auth import add_principal
 from skillsearch.service import Catalog
 from skillsearch.sync.sources import SourceConfig
+
+
+def run_cli(*args: str) -> tuple[int, Any]:
+    out = io.StringIO()
+    code = main([*args, "--json"], out=out)
+    return code, json.loads(out.getvalue())
+
+
+@contextmanager
+def serving(data: Path) -> Iterator[str]:
+    """``skillsearch serve`` on ``data`` as its own process (the hashing encoder: nothing to load); its URL."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data), "--encoder", "hashing", "-q", "serve",
+         "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        first = proc.stdout.readline()
+        url = re.search(r"serving on (http://127\.0\.0\.1:\d+)", first)
+        assert url, first + (proc.stderr.read() if proc.wait(timeout=30) is not None else "")
+        yield url.group(1)
+    finally:
+        proc.terminate()
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
 
 
 def team_repo(tmp_path: Path) -> Path:
@@ -58,3 +98,33 @@ def test_changing_the_subdir_at_the_same_commit_reads_the_new_folder(empty_catal
     assert len(report.added) == 1 and len(report.removed) == 2
     assert listed(empty_catalog) == {"kangaroo-billing"}
     assert slugs(empty_catalog, "kangaroo billing ledger")[:1] == ["kangaroo-billing"]
+
+
+def test_a_source_removed_while_serve_runs_stays_removed(tmp_path: Path) -> None:
+    """`sources remove` from another terminal archives the source's skills at once; the running server's
+    watcher and interval runs then brought them back at the next write in the folder (or the next interval),
+    since the server kept running the sources it had read at start."""
+    data, skills = tmp_path / "data", tmp_path / "skills"
+    write_skill(skills, "kafka-offsets", "Reset and rotate Kafka consumer group offsets safely.")
+    code, _ = run_cli("--data-dir", str(data), "-q", "sources", "add", "mine", "--path", str(skills),
+                      "--grant", "user:me", "--interval", "1")
+    assert code == 0
+    me = {"Authorization": f"Bearer {add_principal(data / 'principals.toml', 'me', ['user:me'], ['skills:read'])}"}
+    with serving(data) as url, httpx.Client(base_url=url, headers=me, timeout=30) as http:
+
+        def names() -> list[str]:
+            return [item["name"] for item in http.get("/v1/skills").json()["items"]]
+
+        def runs() -> int:
+            (mine,) = http.get("/v1/sync/status").json()["sources"]
+            return int((mine["runner"] or {}).get("runs", 0))
+
+        eventually(lambda: names() == ["kafka-offsets"])
+        code, removed = run_cli("--data-dir", str(data), "--encoder", "hashing", "-q", "sources", "remove", "mine")
+        assert code == 0 and len(removed["archived"]) == 1
+        assert names() == []  # at once
+        before = runs()
+        write_skill(skills, "kafka-offsets", "Reset, rotate and audit Kafka consumer group offsets.")
+        write_skill(skills, "pg-vacuum", "Vacuum and analyze a bloated PostgreSQL table.")
+        eventually(lambda: runs() >= before + 2)  # the watcher's run and an interval run have come and gone
+        assert names() == []
