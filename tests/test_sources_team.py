@@ -128,3 +128,25 @@ def test_a_source_removed_while_serve_runs_stays_removed(tmp_path: Path) -> None
         write_skill(skills, "pg-vacuum", "Vacuum and analyze a bloated PostgreSQL table.")
         eventually(lambda: runs() >= before + 2)  # the watcher's run and an interval run have come and gone
         assert names() == []
+
+
+def test_a_source_that_holds_no_skill_says_so_and_where_skills_are(tmp_path: Path, capsys: Any) -> None:
+    """A repository keeping its skills in skills/, added without --subdir, and a folder holding only notes:
+    each run said `0 added, ... 0 refused` and nothing else, as if the skills had been read and were none."""
+    repo = team_repo(tmp_path)
+    notes = tmp_path / "notes"
+    (notes / "drafts").mkdir(parents=True)
+    (notes / "drafts" / "README.md").write_text("not a skill\n", encoding="utf-8")
+    data = tmp_path / "data"
+    for argv in (["root", "--git", f"file://{repo}", "--ref", "main"], ["notes", "--path", str(notes)]):
+        code, _ = run_cli("--data-dir", str(data), "-q", "sources", "add", *argv, "--grant", "team:eng")
+        assert code == 0
+    capsys.readouterr()
+    code, synced = run_cli("--data-dir", str(data), "--encoder", "hashing", "-q", "sources", "sync")
+    assert code == 0  # an empty source is a state, not a failure
+    root, empty = synced["sources"]
+    assert root["added"] == [] and empty["added"] == []
+    assert any("holds no skill" in w and "--subdir other" in w for w in root["warnings"]), root["warnings"]
+    assert any("holds no skill" in w and "--path" not in w for w in empty["warnings"]), empty["warnings"]
+    err = capsys.readouterr().err
+    assert f"warning: notes: {notes} holds no skill" in err and "warning: root: " in err

@@ -34,6 +34,7 @@ from typing import Any
 from skillsearch.catalog.importer import ImportProblem, ParsedImport, parse_path
 from skillsearch.catalog.store import CatalogStore, utc_now
 from skillsearch.catalog.sync_state import SyncState
+from skillsearch.catalog.walk import folder_holding_skills
 from skillsearch.core.domain import SLUG_PATTERN, SkillContent
 from skillsearch.core.errors import SkillSearchError, StopFlag
 from skillsearch.core.hashing import stable_id
@@ -178,7 +179,11 @@ def _parse(source: SourceConfig, root: Path, shown: str, scope: frozenset[str] |
     problems = []
     for problem in parsed.problems:
         if problem.file == str(root):
-            continue  # "no SKILL.md here": the source holds no skill now, which is a state like any other
+            # "No SKILL.md here": a state like any other (nothing is refused, the run succeeds), but said,
+            # since a source pointed one level too high (a repository keeping its skills in skills/) says so.
+            if scope is None:
+                read.warnings.append(_holds_no_skill(source, root, shown))
+            continue
         folder = _folder_of(problem.file, root)
         if folder is not None:
             read.broken.add(folder)
@@ -186,6 +191,18 @@ def _parse(source: SourceConfig, root: Path, shown: str, scope: frozenset[str] |
     parsed.problems = problems
     read.parsed = parsed
     return read
+
+
+def _holds_no_skill(source: SourceConfig, root: Path, shown: str) -> str:
+    """The warning for a source that holds no skill, naming a folder one level down that holds some."""
+    text = f"{shown} holds no skill (a skill is a folder right under it with a SKILL.md: <name>/SKILL.md)"
+    below = folder_holding_skills(root)
+    if below is None:
+        return text
+    if source.git is not None:
+        subdir = f"{source.subdir}/{below}" if source.subdir else below
+        return f"{text}; {below}/ holds skills: set subdir = {subdir!r} (sources add --subdir {subdir})"
+    return f"{text}; {below}/ holds skills: point the source at {root / below} (sources add --path)"
 
 
 def read_source(store: CatalogStore, source: SourceConfig, cache_dir: Path, *, force: bool = False,
