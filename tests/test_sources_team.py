@@ -150,3 +150,22 @@ def test_a_source_that_holds_no_skill_says_so_and_where_skills_are(tmp_path: Pat
     assert any("holds no skill" in w and "--path" not in w for w in empty["warnings"]), empty["warnings"]
     err = capsys.readouterr().err
     assert f"warning: notes: {notes} holds no skill" in err and "warning: root: " in err
+
+
+def test_the_commands_a_hint_names_act_on_the_same_data_directory(tmp_path: Path, capsys: Any) -> None:
+    """`sources add` said `run: skillsearch sources sync NAME` and a ref moved backwards said to run
+    `skillsearch sources sync NAME --allow-rewind`, both without the `--data-dir` given: pasted, they ran
+    on ./index, which holds no such source."""
+    repo = team_repo(tmp_path)
+    data = tmp_path / "data dir"
+    out = io.StringIO()
+    assert main(["--data-dir", str(data), "-q", "sources", "add", "team", "--git", f"file://{repo}", "--ref", "release",
+                 "--subdir", "skills", "--grant", "team:eng"], out=out) == 0
+    assert f"run: skillsearch --data-dir '{data}' sources sync team" in out.getvalue()
+    code, _ = run_cli("--data-dir", str(data), "--encoder", "hashing", "-q", "sources", "sync")
+    assert code == 0
+    git(repo, "branch", "-f", "release", "main")  # release moved back to its parent
+    capsys.readouterr()
+    code, _ = run_cli("--data-dir", str(data), "--encoder", "hashing", "-q", "sources", "sync", "team")
+    assert code == 1
+    assert f"`skillsearch --data-dir '{data}' sources sync team --allow-rewind`" in capsys.readouterr().err
