@@ -169,3 +169,25 @@ def test_the_commands_a_hint_names_act_on_the_same_data_directory(tmp_path: Path
     code, _ = run_cli("--data-dir", str(data), "--encoder", "hashing", "-q", "sources", "sync", "team")
     assert code == 1
     assert f"`skillsearch --data-dir '{data}' sources sync team --allow-rewind`" in capsys.readouterr().err
+
+
+def test_the_same_skill_name_from_two_sources_in_two_grants_is_told_apart_in_text(tmp_path: Path) -> None:
+    """The team repository and a developer's folder both carry `transcribe`, in team:eng and user:me: both
+    are served, and `list` and `search` printed two identical `transcribe` rows, with nothing to say which."""
+    team, mine, data = tmp_path / "team", tmp_path / "mine", tmp_path / "data"
+    write_skill(team, "transcribe", "Transcribe audio files to text with speaker labels.")
+    write_skill(team, "pr-review", "Review a pull request for correctness and tests.")
+    write_skill(mine, "transcribe", "Transcribe audio files to text, my own way.")
+    for name, folder, grant in (("team", team, "team:eng"), ("mine", mine, "user:me")):
+        code, _ = run_cli("--data-dir", str(data), "-q", "sources", "add", name, "--path", str(folder), "--grant", grant)
+        assert code == 0
+    code, _ = run_cli("--data-dir", str(data), "--encoder", "hashing", "-q", "sources", "sync")
+    assert code == 0
+    for argv in (["list"], ["search", "transcribe audio", "--mode", "lexical"]):
+        out = io.StringIO()
+        assert main(["--data-dir", str(data), "-q", *argv], out=out) == 0
+        rows = [line for line in out.getvalue().splitlines() if "transcribe" in line and "sk_" in line]
+        assert len(rows) == 2 and rows[0] != rows[1]
+        assert sorted(row.rsplit("(", 1)[-1] for row in rows) == ["team:eng)", "user:me)"], rows
+        pr = [line for line in out.getvalue().splitlines() if "pr-review" in line and "sk_" in line]
+        assert all("(" not in line for line in pr)  # a name no other skill has keeps its row as it was
