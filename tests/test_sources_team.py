@@ -34,14 +34,16 @@ def run_cli(*args: str) -> tuple[int, Any]:
 def serving(data: Path) -> Iterator[str]:
     """``skillsearch serve`` on ``data`` as its own process (the hashing encoder: nothing to load); its URL."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data), "--encoder", "hashing", "-q", "serve",
-         "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    log = data.parent / "serve.log"  # a file, not a pipe: a pipe nobody reads would block the server's log
+    with log.open("w", encoding="utf-8") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data), "--encoder", "hashing", "-q", "serve",
+             "--port", "0"], stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
     try:
-        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout is not None
         first = proc.stdout.readline()
         url = re.search(r"serving on (http://127\.0\.0\.1:\d+)", first)
-        assert url, first + (proc.stderr.read() if proc.wait(timeout=30) is not None else "")
+        assert url, first + (log.read_text(encoding="utf-8") if proc.wait(timeout=30) is not None else "")
         yield url.group(1)
     finally:
         proc.terminate()
@@ -191,3 +193,24 @@ def test_the_same_skill_name_from_two_sources_in_two_grants_is_told_apart_in_tex
         assert sorted(row.rsplit("(", 1)[-1] for row in rows) == ["team:eng)", "user:me)"], rows
         pr = [line for line in out.getvalue().splitlines() if "pr-review" in line and "sk_" in line]
         assert all("(" not in line for line in pr)  # a name no other skill has keeps its row as it was
+
+
+def test_a_ref_edited_in_sync_toml_while_serve_runs_is_followed(tmp_path: Path) -> None:
+    """The team moves the catalog from `release` to `main` by editing `ref` in sync.toml: the running server
+    follows it at its next run (the server fetched the ref it had read at start until restarted)."""
+    repo, data = team_repo(tmp_path), tmp_path / "data"
+    code, _ = run_cli("--data-dir", str(data), "-q", "sources", "add", "team", "--git", f"file://{repo}", "--ref",
+                      "release", "--subdir", "skills", "--grant", "team:eng", "--interval", "1")
+    assert code == 0
+    me = {"Authorization": f"Bearer {add_principal(data / 'principals.toml', 'me', ['team:eng'], ['skills:read'])}"}
+    with serving(data) as url, httpx.Client(base_url=url, headers=me, timeout=30) as http:
+
+        def review() -> str:
+            response = http.get("/v1/skills/pr-review")
+            return str(response.json().get("description", "")) if response.status_code == 200 else ""
+
+        eventually(lambda: "security" in review())
+        config = data / "sync.toml"
+        config.write_text(config.read_text(encoding="utf-8").replace('ref = "release"', 'ref = "main"'),
+                          encoding="utf-8")
+        eventually(lambda: review() == "Review a pull request for correctness and tests.")
