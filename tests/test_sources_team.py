@@ -214,3 +214,25 @@ def test_a_ref_edited_in_sync_toml_while_serve_runs_is_followed(tmp_path: Path) 
         config.write_text(config.read_text(encoding="utf-8").replace('ref = "release"', 'ref = "main"'),
                           encoding="utf-8")
         eventually(lambda: review() == "Review a pull request for correctness and tests.")
+
+
+def test_a_cursor_from_before_tracking_learns_what_it_tracks_on_a_run_that_changes_nothing(
+    empty_catalog: Catalog, tmp_path: Path
+) -> None:
+    """A data directory synced before cursors recorded the ref: its first run with nothing new records it,
+    so the team's later switch to another branch is no rewind there either."""
+    from skillsearch.catalog.sync_state import SyncState
+
+    repo = team_repo(tmp_path)
+    release = SourceConfig("team", "team:eng", git=f"file://{repo}", ref="release", subdir="skills")
+    assert len(empty_catalog.sources.sync(release).added) == 2
+    state = empty_catalog.store.sync.state("team")
+    assert state is not None and state.cursor is not None
+    older = {k: v for k, v in json.loads(state.cursor).items() if k != "tracks"}
+    with empty_catalog.store.transaction():
+        empty_catalog.store.sync.save(SyncState("team", json.dumps(older), state.last_success, None, state.counts))
+    assert empty_catalog.sources.sync(release).skipped
+    main_ref = SourceConfig("team", "team:eng", git=f"file://{repo}", ref="main", subdir="skills")
+    report = empty_catalog.sources.sync(main_ref)
+    assert report.error is None, report.error
+    assert len(report.changed) == 1

@@ -323,7 +323,10 @@ def apply_source(store: CatalogStore, index: SearchIndex | None, read: SourceRea
             counts["errors"] += read.error is not None
             last_error = f"{now} {read.error}" if read.error else state.last_error
             success = state.last_success if read.error else now
-            store.sync.save(SyncState(source.name, state.cursor, success, last_error, counts))
+            kept = state.cursor
+            if read.skipped and source.git is not None and "tracks" not in cursor:  # a cursor of an older version
+                kept = json.dumps({**cursor, "tracks": tracking(source)}, sort_keys=True)
+            store.sync.save(SyncState(source.name, kept, success, last_error, counts))
         else:
             kept_folders: dict[str, str] = {}
             previous: dict[str, str] = cursor.get("folders", {}) if isinstance(cursor.get("folders"), dict) else {}
