@@ -27,6 +27,7 @@ Hidden entries (a name starting with ``.``) and ``__pycache__`` are left out sil
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import stat
 from collections.abc import Collection, Iterator
@@ -36,7 +37,8 @@ from pathlib import Path
 from skillsearch.core.limits import Limits
 from skillsearch.core.wellformed import is_unicode, printable
 
-__all__ = ["FolderUnreadable", "SkillFolder", "TooLarge", "read_bounded", "read_skill_folder", "skill_folders"]
+__all__ = ["FolderUnreadable", "SkillFolder", "TooLarge", "folder_holding_skills", "read_bounded", "read_skill_folder",
+           "skill_folders"]
 
 SKILL_FILE = "SKILL.md"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -297,3 +299,28 @@ def _walk(skill_fd: int, limits: Limits, folder: SkillFolder, fds: list[int]) ->
             folder.files.append((rel, data))
             if len(folder.files) > limits.max_resources:
                 raise ValueError(f"the skill has more than {limits.max_resources} resources, over the limit")
+
+
+def folder_holding_skills(root: Path, most: int = 200) -> str | None:
+    """The first top-level folder of ``root`` whose own folders hold a regular ``SKILL.md`` (``root/skills/x/
+    SKILL.md`` gives ``skills``): the hint for a source pointed one level too high. A bounded look (``most``
+    entries a folder) that follows no link and passes over anything it cannot read; it reads no file."""
+    try:
+        with os.scandir(root) as entries:
+            tops = sorted(e.name for e in itertools.islice(entries, most)
+                          if not _hidden(e.name) and e.is_dir(follow_symlinks=False))
+    except OSError:
+        return None
+    for top in tops:
+        try:
+            with os.scandir(root / top) as entries:
+                inner = [e.name for e in itertools.islice(entries, most) if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue
+        for name in inner:
+            try:
+                if stat.S_ISREG(os.lstat(root / top / name / "SKILL.md").st_mode):
+                    return top
+            except OSError:
+                continue
+    return None

@@ -7,6 +7,8 @@ import argparse
 import base64
 import json
 import sys
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -28,6 +30,7 @@ from skillsearch.cli.usage import UsageError, float_range, int_range, non_empty
 from skillsearch.core.domain import SEARCH_MODES, SKILL_KINDS, Parameter
 from skillsearch.core.errors import SkillInvalidError, ValidationError, problem
 from skillsearch.core.fusion import FUSIONS
+from skillsearch.core.skill_uri import parse_skill_uri
 from skillsearch.core.templates import coerce_text_value
 from skillsearch.core.textual import is_text
 from skillsearch.core.views import WEAK_CONFIDENCE
@@ -94,10 +97,12 @@ def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
         if len(view.hits) == 1 and args.limit > 1 and args.min_confidence is None:  # not a cut of many
             lines.append("note: the only skill you can see that matched: its score ranks it against no other hit;"
                          " judge it by its description")
+        twins = grants_of_twins(view.hits)
         for i, h in enumerate(view.hits, start=1):
             e = h.explanation
             conf = f"  confidence={shown(h.confidence)}" if h.confidence is not None else ""
-            lines.append(f"{i:>2}. {terminal_safe(h.name, one_line=True)}  [{h.kind}]  {h.skill_id}  score={h.score:.3f}{conf}")
+            lines.append(f"{i:>2}. {terminal_safe(h.name, one_line=True)}  [{h.kind}]  {h.skill_id}  score={h.score:.3f}"
+                         f"{conf}{twins.get(h.skill_id, '')}")
             lines.append(f"    {h.description[:160]}")
             lines.append(f"    why: lexical rank {e.lexical_rank or '-'}, semantic rank {e.semantic_rank or '-'}"
                          f" (cos {e.semantic_score if e.semantic_score is not None else '-'})")
@@ -113,14 +118,28 @@ def shown(confidence: float) -> str:
     return "<0.01" if confidence < 0.005 else f"{confidence:.2f}"
 
 
+def grants_of_twins(items: Sequence[Any]) -> dict[str, str]:
+    """``"  (team:x)"`` by skill id for the items whose name another item also has (one skill per source and
+    grant, so two sources' `transcribe` in two grants), else nothing: the text rows tell them apart."""
+    seen = Counter(item.name for item in items)
+    out = {}
+    for item in items:
+        address = parse_skill_uri(item.skill_uri) if seen[item.name] > 1 else None
+        if address is not None:
+            out[item.skill_id] = f"  ({address.grant})"
+    return out
+
+
 def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
     catalog = open_catalog(args, index=False)  # the store alone: no index, no model
     page = catalog.list_skills(
         principal_from_args(args), kind=args.kind, tags=args.tag or (), cursor=args.cursor, limit=args.limit
     )
     filtered = " with that kind or tag" if args.kind or args.tag else ""
+    twins = grants_of_twins(page.items)
     emit(out, args, page.model_dump(), lambda: "\n".join(
-        [f"{s.skill_id}  {s.kind:<13}  {terminal_safe(s.name, one_line=True)}" for s in page.items]
+        [f"{s.skill_id}  {s.kind:<13}  {terminal_safe(s.name, one_line=True)}{twins.get(s.skill_id, '')}"
+         for s in page.items]
         + ([f"(more: --cursor {page.next_cursor})"] if page.next_cursor else [])
     ) or f"(no skills you can see{filtered})")
     return 0

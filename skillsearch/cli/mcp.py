@@ -85,7 +85,8 @@ def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = Non
     progress = progress_factory(not args.quiet)
     log.info("MCP server as principal %s (%s)", principal.name,
              "every grant" if principal.grants is None else ", ".join(sorted(principal.grants)))
-    sources = () if getattr(args, "no_sources", False) else load_sources(default_config_path(Path(args.data_dir)))
+    config = default_config_path(Path(args.data_dir))
+    sources = () if getattr(args, "no_sources", False) else load_sources(config)
     stdio = not getattr(args, "http", False)
 
     def open_store() -> Catalog:
@@ -103,7 +104,7 @@ def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = Non
         log_level="INFO" if args.verbose else "WARNING",
         # Over stdio the one principal's sessions are told when what they see changes; HTTP is stateless.
         notifier=ChangeNotifier(principal) if stdio else None,
-        while_open=[lambda catalog: catalog.sources.keeper(sources).lifespan()] if sources else [],
+        while_open=[lambda catalog: catalog.sources.keeper(sources, config=config).lifespan()] if sources else [],
     )
 
 

@@ -89,12 +89,13 @@ def _serve_banner(url: str, demo: bool, principals: Path, building: bool = False
 
 def build_serve_app(catalog: Catalog, registry: PrincipalRegistry, host: str = "127.0.0.1",
                     sync: SyncConfig | None = None, sources: Sequence[SourceConfig] = (),
-                    degraded_after_s: float = DEFAULT_DEGRADED_AFTER_S) -> FastAPI:
+                    degraded_after_s: float = DEFAULT_DEGRADED_AFTER_S, sources_config: Path | None = None) -> FastAPI:
     """What ``skillsearch serve`` runs: the HTTP app with MCP's streamable HTTP transport at ``/mcp``, both
     authenticated by the same bearer tokens (the MCP catalog tools need ``skills:read`` as the REST routes
     do; recall needs ``memory:read`` on both). With ``sync``, a background poller keeps the subscriptions in
     sync, and ``POST /v1/sync/webhook`` (HMAC-signed) and ``GET /v1/sync/status`` (bearer token) are served.
-    With ``sources``, the local sources are mirrored on their intervals and folder sources watched. The
+    With ``sources``, the local sources are mirrored on their intervals and folder sources watched (each run
+    follows ``sources_config`` as it is then: a source removed from it is no longer run). The
     poller and the sources' runner run only while this process is the data directory's writer
     (``sync/leader.py``); ``/readyz`` says ``degraded`` once a sync has failed for ``degraded_after_s``."""
     from skillsearch.http.app import Operations, create_app
@@ -115,7 +116,7 @@ def build_serve_app(catalog: Catalog, registry: PrincipalRegistry, host: str = "
         from skillsearch.http.sync_routes import make_sync_router
 
         poller = catalog.subscriptions.make_poller(sync) if sync is not None else None
-        keeper = catalog.sources.keeper(sources) if sources else None
+        keeper = catalog.sources.keeper(sources, config=sources_config) if sources else None
         duties: list[Duty] = [d for d in (poller, keeper) if d is not None]
         leadership = Leadership(catalog.data_dir, duties, on_pull=poller.trigger if poller is not None else None)
         routers.append(make_sync_router(catalog, sync, poller, authenticate=registry.authenticate_header,
@@ -129,10 +130,15 @@ def build_serve_app(catalog: Catalog, registry: PrincipalRegistry, host: str = "
                       lifespans=lifespans, operations=operations)
 
 
+def sync_config_path(args: argparse.Namespace) -> Path:
+    """The file ``serve`` reads its subscriptions and sources from (``--sync-config``, else the default)."""
+    return Path(args.sync_config) if args.sync_config else default_config_path(Path(args.data_dir))
+
+
 def _open(args: argparse.Namespace, index: bool) -> tuple[Catalog, SyncConfig | None, Sequence[SourceConfig]]:
     """The data directory's catalog; ``index``: its index opened (built, repaired) now, else left to
     ``Catalog.prepare_in_background``, behind the server's first answers."""
-    sync_path = Path(args.sync_config) if args.sync_config else default_config_path(Path(args.data_dir))
+    sync_path = sync_config_path(args)
     use = not args.no_sync and (args.sync_config or sync_path.exists())
     if use and args.sync_config and not sync_path.exists():
         load_config(sync_path, option="--sync-config")  # raises with the reason and what to write
@@ -153,7 +159,8 @@ def _compose(args: argparse.Namespace) -> tuple[Catalog, PrincipalRegistry, Fast
     catalog, sync, sources = _open(args, index=False)
     catalog.prepare_in_background()  # answers at once; a search waits for the index's open and the model
     registry = PrincipalRegistry.for_catalog(catalog, principals_path(args))
-    app = build_serve_app(catalog, registry, args.host, sync, sources, degraded_after_s=args.degraded_after)
+    app = build_serve_app(catalog, registry, args.host, sync, sources, degraded_after_s=args.degraded_after,
+                          sources_config=sync_config_path(args))
     return catalog, registry, app
 
 

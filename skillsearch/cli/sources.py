@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -21,11 +23,19 @@ from skillsearch.sync.status import error_line
 if TYPE_CHECKING:  # the mirror (and the importer, git) only for a command that runs a source
     from skillsearch.sync.mirror import SourceReport
 
-__all__ = ["add_commands", "config_path", "report_text", "run_sources"]
+__all__ = ["add_commands", "command_prefix", "config_path", "report_text", "run_sources"]
 
 
 def config_path(args: argparse.Namespace) -> Path:
     return Path(args.config) if getattr(args, "config", None) else default_config_path(Path(args.data_dir))
+
+
+def command_prefix(args: argparse.Namespace) -> str:
+    """``skillsearch`` as the user runs it again on this data directory: ``--data-dir DIR`` when not the
+    default (``SKILLSEARCH_DATA_DIR``, else ``index``), so a command a hint names acts on the same catalog."""
+    given = str(args.data_dir)
+    return "skillsearch" if given == os.environ.get("SKILLSEARCH_DATA_DIR", "index") else \
+        f"skillsearch --data-dir {shlex.quote(given)}"
 
 
 def report_text(r: SourceReport) -> str:
@@ -47,8 +57,9 @@ class _PrintedHere(logging.Filter):
 
 
 def run_sources(catalog: Catalog, sources: tuple[SourceConfig, ...], names: list[str] | None = None,
-                **kwargs: Any) -> list[SourceReport]:
-    """One run of each source (or of those named); problems go to stderr, one per line."""
+                command: str = "skillsearch", **kwargs: Any) -> list[SourceReport]:
+    """One run of each source (or of those named); problems go to stderr, one per line, a command they name
+    (``skillsearch sources sync NAME --allow-rewind``) as ``command`` (:func:`command_prefix`) runs it."""
     if names:
         unknown = sorted(set(names) - {s.name for s in sources})
         if unknown:
@@ -67,7 +78,8 @@ def run_sources(catalog: Catalog, sources: tuple[SourceConfig, ...], names: list
         for ref in r.refused:
             print(terminal_safe(f"refused: {r.source}: {ref.file}: {ref.reason}"), file=sys.stderr)
         if r.error:
-            print(terminal_safe(f"error: {r.source}: {r.error}"), file=sys.stderr)
+            error = r.error.replace("`skillsearch sources ", f"`{command} sources ")
+            print(terminal_safe(f"error: {r.source}: {error}"), file=sys.stderr)
     return reports
 
 
@@ -100,7 +112,8 @@ def cmd_sources_add(args: argparse.Namespace, out: TextIO) -> int:
     path = config_path(args)
     add_source(path, source)
     emit(out, args, {"added": source.to_dict(), "config": str(path)},
-         lambda: f"added source {source.name} ({source.location}) to {path}; run: skillsearch sources sync {source.name}")
+         lambda: f"added source {source.name} ({source.location}) to {path};"
+                 f" run: {command_prefix(args)} sources sync {source.name}")
     return 0
 
 
@@ -138,7 +151,8 @@ def cmd_sources_sync(args: argparse.Namespace, out: TextIO) -> int:
     catalog = Catalog.open(settings_from_args(args), seed=False, progress=progress_factory(not args.quiet),
                            stopping=STOPPING)
     try:
-        reports = run_sources(catalog, sources, args.name or None, force=args.force, allow_rewind=args.allow_rewind,
+        reports = run_sources(catalog, sources, args.name or None, command_prefix(args), force=args.force,
+                              allow_rewind=args.allow_rewind,
                               progress=progress_factory(not args.quiet))
     finally:
         catalog.close()

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TextIO
 
 from skillsearch.cli.common import Subparsers, add_command, emit, in_use, progress_factory, settings_from_args
-from skillsearch.cli.sources import report_text, run_sources
+from skillsearch.cli.sources import command_prefix, report_text, run_sources
 from skillsearch.cli.termination import STOPPING
 from skillsearch.cli.usage import port_arg
 from skillsearch.core.errors import ValidationError, WriteStopped
@@ -72,7 +72,7 @@ def cmd_sync(args: argparse.Namespace, out: TextIO) -> int:
             print(terminal_safe(f"rejected: {r.subscription_id}: {rej}"), file=sys.stderr)
         if r.error:
             print(terminal_safe(f"error: {r.subscription_id}: {r.error['code']}: {r.error['message']}"), file=sys.stderr)
-    source_reports = run_sources(catalog, sources) if not args.subscription else []
+    source_reports = run_sources(catalog, sources, command=command_prefix(args)) if not args.subscription else []
     payload = {"subscriptions": [r.to_dict() for r in reports], "sources": [r.to_dict() for r in source_reports]}
 
     def text() -> str:

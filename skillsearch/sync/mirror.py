@@ -34,6 +34,7 @@ from typing import Any
 from skillsearch.catalog.importer import ImportProblem, ParsedImport, parse_path
 from skillsearch.catalog.store import CatalogStore, utc_now
 from skillsearch.catalog.sync_state import SyncState
+from skillsearch.catalog.walk import folder_holding_skills
 from skillsearch.core.domain import SLUG_PATTERN, SkillContent
 from skillsearch.core.errors import SkillSearchError, StopFlag
 from skillsearch.core.hashing import stable_id
@@ -178,7 +179,11 @@ def _parse(source: SourceConfig, root: Path, shown: str, scope: frozenset[str] |
     problems = []
     for problem in parsed.problems:
         if problem.file == str(root):
-            continue  # "no SKILL.md here": the source holds no skill now, which is a state like any other
+            # "No SKILL.md here": a state like any other (nothing is refused, the run succeeds), but said,
+            # since a source pointed one level too high (a repository keeping its skills in skills/) says so.
+            if scope is None:
+                read.warnings.append(_holds_no_skill(source, root, shown))
+            continue
         folder = _folder_of(problem.file, root)
         if folder is not None:
             read.broken.add(folder)
@@ -186,6 +191,18 @@ def _parse(source: SourceConfig, root: Path, shown: str, scope: frozenset[str] |
     parsed.problems = problems
     read.parsed = parsed
     return read
+
+
+def _holds_no_skill(source: SourceConfig, root: Path, shown: str) -> str:
+    """The warning for a source that holds no skill, naming a folder one level down that holds some."""
+    text = f"{shown} holds no skill (a skill is a folder right under it with a SKILL.md: <name>/SKILL.md)"
+    below = folder_holding_skills(root)
+    if below is None:
+        return text
+    if source.git is not None:
+        subdir = f"{source.subdir}/{below}" if source.subdir else below
+        return f"{text}; {below}/ holds skills: set subdir = {subdir!r} (sources add --subdir {subdir})"
+    return f"{text}; {below}/ holds skills: point the source at {root / below} (sources add --path)"
 
 
 def read_source(store: CatalogStore, source: SourceConfig, cache_dir: Path, *, force: bool = False,
@@ -203,8 +220,14 @@ def read_source(store: CatalogStore, source: SourceConfig, cache_dir: Path, *, f
     assert source.git is not None
     _, cursor = _last(store, source)
     last = cursor.get("commit") if isinstance(cursor.get("commit"), str) else None
-    cache = GitCache(Path(cache_dir) / f"{source.name}.git", stopping=stopping)
     warnings: list[str] = []
+    was = cursor.get("tracks")
+    if last and isinstance(was, dict) and was != tracking(source):
+        # The configuration now names another repository, ref or subdir: what was applied is no earlier
+        # state of what is read now, so neither "nothing new" nor "moved backwards" can be judged from it.
+        warnings.append(f"now reading {source.location} (was {_shown(was)}): applied in full")
+        last = None
+    cache = GitCache(Path(cache_dir) / f"{source.name}.git", stopping=stopping)
     try:
         commit = cache.fetch(source.git, source.ref)
         if last and commit != last and cache.has_commit(last):
@@ -232,6 +255,17 @@ def read_source(store: CatalogStore, source: SourceConfig, cache_dir: Path, *, f
     read.commit = commit
     read.warnings = warnings + read.warnings
     return read
+
+
+def tracking(source: SourceConfig) -> dict[str, str]:
+    """What a git source reads (its URL as shown, without user information, its ref and subdir), kept in the
+    cursor beside the commit applied: a run compares its commit with the last one only while these match."""
+    return {"git": source.shown_git or "", "ref": source.ref, "subdir": source.subdir or ""}
+
+
+def _shown(tracks: dict[str, Any]) -> str:
+    where = f"{tracks.get('git')}#{tracks.get('ref')}"
+    return f"{where}:{tracks['subdir']}" if tracks.get("subdir") else where
 
 
 def _versioned(content: SkillContent, commit: str, version: str) -> SkillContent:
@@ -289,7 +323,10 @@ def apply_source(store: CatalogStore, index: SearchIndex | None, read: SourceRea
             counts["errors"] += read.error is not None
             last_error = f"{now} {read.error}" if read.error else state.last_error
             success = state.last_success if read.error else now
-            store.sync.save(SyncState(source.name, state.cursor, success, last_error, counts))
+            kept = state.cursor
+            if read.skipped and source.git is not None and "tracks" not in cursor:  # a cursor of an older version
+                kept = json.dumps({**cursor, "tracks": tracking(source)}, sort_keys=True)
+            store.sync.save(SyncState(source.name, kept, success, last_error, counts))
         else:
             kept_folders: dict[str, str] = {}
             previous: dict[str, str] = cursor.get("folders", {}) if isinstance(cursor.get("folders"), dict) else {}
@@ -337,7 +374,10 @@ def apply_source(store: CatalogStore, index: SearchIndex | None, read: SourceRea
             last_error = (f"{now} refused {len(report.refused)}: " + "; ".join(
                 f"{r.file}: {r.reason}" for r in report.refused[:3]) + (f"; and {more} more" if more > 0 else "")
             ) if report.refused else None
-            new_cursor = json.dumps({"commit": read.commit, "folders": kept_folders}, sort_keys=True)
+            written: dict[str, Any] = {"commit": read.commit, "folders": kept_folders}
+            if source.git is not None:
+                written["tracks"] = tracking(source)
+            new_cursor = json.dumps(written, sort_keys=True)
             store.sync.save(SyncState(source.name, new_cursor, now, last_error, counts))
     if report.error:
         log.warning("source %s: %s", source.name, report.error)

@@ -46,17 +46,26 @@ class LocalSourcesUseCase:
         self._catalog = catalog
 
     def sync(self, source: SourceConfig, *, force: bool = False, allow_rewind: bool = False,
-             folders: frozenset[str] | None = None, progress: ProgressFactory | None = None) -> SourceReport:
+             folders: frozenset[str] | None = None, progress: ProgressFactory | None = None,
+             config: Path | None = None) -> SourceReport:
         """Mirror one source (see :mod:`skillsearch.sync.mirror`); a git fetch runs outside the write lock.
         ``folders``: only these top-level folders of a folder source changed (a watcher's batch). ``progress``:
-        the read shown as it goes. The catalog's ``stopping`` ends a git run or a folder's read early."""
-        from skillsearch.sync.mirror import apply_source, read_source
+        the read shown as it goes. The catalog's ``stopping`` ends a git run or a folder's read early.
+        ``config`` (a server's keeper): the file the source was configured in, read again before the run and
+        once more under the write lock: a source taken out of it meanwhile (``sources remove``, which archives
+        its skills) is not run, so nothing brings its skills back; a source changed there runs as it is now."""
+        from skillsearch.sync.mirror import SourceReport, apply_source, read_source
 
         c = self._catalog
-        read = read_source(c.store, source, c.data_dir / "sources", force=force, allow_rewind=allow_rewind,
-                           folders=folders, stopping=c.stopping, progress=progress)
+        current = _as_configured(source, config)
+        if current is None:
+            return SourceReport(source.name, source.kind, source.grant, skipped=True)
+        read = read_source(c.store, current, c.data_dir / "sources", force=force, allow_rewind=allow_rewind,
+                           folders=folders if current == source else None, stopping=c.stopping, progress=progress)
         index = c.index(bounded=False)  # a server's background open: waited for, however long
         with c.writing():
+            if _as_configured(current, config) is None:
+                return SourceReport(source.name, source.kind, source.grant, skipped=True)
             return apply_source(c.store, index, read)
 
     def retire(self, name: str) -> list[str]:
@@ -67,11 +76,28 @@ class LocalSourcesUseCase:
         with self._catalog.writing():
             return retire_source(self._catalog.store, index, name)
 
-    def keeper(self, sources: Sequence[SourceConfig], *, quiet_ms: int = 400) -> LocalSources:
+    def keeper(self, sources: Sequence[SourceConfig], *, quiet_ms: int = 400,
+               config: Path | None = None) -> LocalSources:
         """The background runner of ``sources`` (not started): each on its interval, with the poller's
         backoff after a failed run, and each folder source watched: a change is applied ``quiet_ms`` after
-        its last write, reading only the folders that changed."""
+        its last write, reading only the folders that changed. ``config``: the file they were loaded from;
+        each run follows what it says now (see :meth:`sync`)."""
         from skillsearch.sync.local import LocalSources
 
-        return LocalSources(lambda s, folders: self.sync(s, folders=folders), sources, quiet_ms=quiet_ms,
-                            data_dir=self._catalog.data_dir)
+        return LocalSources(lambda s, folders: self.sync(s, folders=folders, config=config), sources,
+                            quiet_ms=quiet_ms, data_dir=self._catalog.data_dir)
+
+
+def _as_configured(source: SourceConfig, config: Path | None) -> SourceConfig | None:
+    """``source`` as ``config`` holds it now: ``None`` once it is no longer there. A file that does not read
+    (half written by an editor) changes nothing: the source runs as it was."""
+    if config is None:
+        return source
+    from skillsearch.core.errors import ValidationError
+    from skillsearch.sync.sources import load_sources
+
+    try:
+        configured = load_sources(config)
+    except ValidationError:
+        return source
+    return next((s for s in configured if s.name == source.name), None)
