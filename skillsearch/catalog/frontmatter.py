@@ -102,7 +102,10 @@ def load_front_matter(text: str, limits: Limits | None = None) -> dict[str, Any]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 2}" if mark is not None else ""
-        raise FrontMatterError(f"bad front matter{where}: {getattr(exc, 'problem', None) or exc}") from None
+        problem = getattr(exc, "problem", None) or exc
+        if problem == "exceeded maximum nesting depth":  # libyaml's bound, said as the Python parser's is
+            problem = "nested too deeply"
+        raise FrontMatterError(f"bad front matter{where}: {problem}") from None
     except RecursionError:
         raise FrontMatterError("bad front matter: nested too deeply") from None
     if not isinstance(meta, dict):
