@@ -41,6 +41,20 @@ def test_folder_import_stores_skills_and_typed_resources(empty_catalog: Catalog,
     assert [h.skill.slug for h in hits] == ["csv-cleaner"]
 
 
+def test_a_front_matter_value_after_a_tab_imports_as_yaml_1_2_and_hosts_read_it(
+    empty_catalog: Catalog, tmp_path: Path
+) -> None:
+    """A tab between a key and its value is separation space in YAML 1.2 (and to the JavaScript ``yaml``
+    hosts parse SKILL.md with); PyYAML's Python scanner refused it ("found character '\\t' that cannot start
+    any token"), so an authored skill every host loads was refused here. libyaml reads it."""
+    root = tmp_path / "skills"
+    write_skill(root, "tabbed", "name:\ttabbed\ndescription:\tClean messy CSV files.")
+    report = empty_catalog.import_path(root, "local", "team:data")
+    assert report.ok and len(report.created) == 1, report.problems
+    detail = empty_catalog.get_skill(Principal.operator(), report.created[0])
+    assert (detail.slug, detail.description) == ("tabbed", "Clean messy CSV files.")
+
+
 def test_invalid_entries_are_reported_one_per_line_and_valid_ones_still_import(
     empty_catalog: Catalog, tmp_path: Path
 ) -> None:

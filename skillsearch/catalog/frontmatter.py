@@ -18,6 +18,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from skillsearch.core.limits import Limits
+from skillsearch.core.wellformed import is_unicode
 
 if TYPE_CHECKING:
     import yaml
@@ -35,21 +36,40 @@ class FrontMatterError(ValueError):
 
 @functools.cache
 def _no_alias_loader() -> type[yaml.SafeLoader]:
-    """PyYAML's safe loader, refusing every anchor (``&name``) and alias (``*name``) as it composes."""
+    """PyYAML's safe loader, refusing every anchor (``&name``) and alias (``*name``) as it composes: where
+    PyYAML was built without libyaml (``_load``)."""
     import yaml
 
     class NoAliasLoader(yaml.SafeLoader):  # type: ignore[misc]
         def compose_node(self, parent: Any, index: Any) -> Any:
-            event = self.peek_event()
-            if isinstance(event, yaml.events.AliasEvent):
-                raise yaml.composer.ComposerError(None, None, "YAML aliases (*name) are not allowed",
-                                                  event.start_mark)
-            if getattr(event, "anchor", None) is not None:
-                raise yaml.composer.ComposerError(None, None, "YAML anchors (&name) are not allowed",
-                                                  event.start_mark)
+            _refuse_anchor(self.peek_event())
             return super().compose_node(parent, index)
 
     return NoAliasLoader
+
+
+def _refuse_anchor(event: Any) -> None:
+    import yaml
+
+    if isinstance(event, yaml.events.AliasEvent):
+        raise yaml.composer.ComposerError(None, None, "YAML aliases (*name) are not allowed", event.start_mark)
+    if getattr(event, "anchor", None) is not None:
+        raise yaml.composer.ComposerError(None, None, "YAML anchors (&name) are not allowed", event.start_mark)
+
+
+def _load(text: str) -> Any:
+    """``text`` parsed by PyYAML's safe loader, no anchor or alias allowed. With libyaml (PyYAML's wheels
+    carry it) the events are read in C first, refused on the first anchor or alias, and the document then
+    loaded in C: 0.13 s for the 883 real skills' front matter against 0.85 s in PyYAML's Python parser,
+    whose composer the no-alias rule otherwise hooks. libyaml also bounds nesting (1,000 levels)."""
+    import yaml
+
+    if not getattr(yaml, "__with_libyaml__", False) or not is_unicode(text):
+        # libyaml takes UTF-8, which a lone surrogate is not: PyYAML's reader names the character instead
+        return yaml.load(text, Loader=_no_alias_loader())  # a SafeLoader subclass
+    for event in yaml.parse(text, Loader=yaml.CSafeLoader):
+        _refuse_anchor(event)
+    return yaml.load(text, Loader=yaml.CSafeLoader)
 
 
 def _jsonable(value: Any) -> Any:
@@ -78,11 +98,14 @@ def load_front_matter(text: str, limits: Limits | None = None) -> dict[str, Any]
     import yaml
 
     try:
-        meta = _jsonable(yaml.load(text + "\n", Loader=_no_alias_loader()))  # a SafeLoader subclass
+        meta = _jsonable(_load(text + "\n"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 2}" if mark is not None else ""
-        raise FrontMatterError(f"bad front matter{where}: {getattr(exc, 'problem', None) or exc}") from None
+        problem = getattr(exc, "problem", None) or exc
+        if problem == "exceeded maximum nesting depth":  # libyaml's bound, said as the Python parser's is
+            problem = "nested too deeply"
+        raise FrontMatterError(f"bad front matter{where}: {problem}") from None
     except RecursionError:
         raise FrontMatterError("bad front matter: nested too deeply") from None
     if not isinstance(meta, dict):
