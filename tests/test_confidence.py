@@ -8,10 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hostile_support import write_skill
 
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import ValidationError
 from skillsearch.core.settings import Settings
+from skillsearch.retrieval import confidence
 from skillsearch.retrieval.confidence import FEATURES, Decision, packaged_decision
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.search_types import SearchRequest
@@ -213,3 +215,26 @@ def test_no_match_reads_the_top_hits_fit_not_its_confidence() -> None:
     assert decision.fit(row) == pytest.approx(expected)
     with pytest.raises(ValueError, match="refusal"):
         Decision.from_dict({**stored, "refusal": {"cos": 1.0, "nope": 1.0}})
+
+
+def test_a_server_following_another_processes_writes_keeps_a_bounded_number_of_parsed_decisions(
+    fresh_sample: Catalog, tmp_path: Path,
+) -> None:
+    """Each write of another process is followed by reading its manifest again: a new calibration dict per
+    snapshot. The decisions parsed from them are kept by identity, at most ``PARSED_KEPT`` of them (a soak of
+    ``skillsearch serve`` beside ``skillsearch import`` kept one more for every import)."""
+    writer = Catalog.open(Settings(data_dir=fresh_sample.data_dir), encoder=fresh_sample.encoder)
+    request = SearchRequest("the TLS certificate on our web server expires next week")
+    try:
+        generations = set()
+        for i in range(confidence.PARSED_KEPT + 4):
+            folder = tmp_path / f"round-{i}" / "soak-churn"
+            write_skill(folder, "soak-churn", f"Rotate the soak churn note, round {i}.")
+            writer.import_path(folder.parent, "soak", "team:soak")
+            result = fresh_sample.search(OPERATOR, request)
+            assert result.hits and result.hits[0].confidence is not None
+            generations.add(fresh_sample.index_generation())
+        assert len(generations) == confidence.PARSED_KEPT + 4  # each round served a newly followed snapshot
+        assert len(confidence._PARSED) <= confidence.PARSED_KEPT
+    finally:
+        writer.close()

@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -360,3 +361,28 @@ def test_serve_says_a_principals_file_it_was_given_does_not_exist(sample_dir: Pa
         proc.wait(60)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+@pytest.mark.parametrize("era", [b"", b"MCP-Protocol-Version: 2026-07-28\r\n"], ids=["handshake", "2026-07-28"])
+def test_an_mcp_client_gone_before_its_body_is_whole_is_a_499_not_a_500(sample: Catalog, era: bytes) -> None:
+    """A host killed while it sent a request to ``/mcp`` (a soak of ``skillsearch serve`` abandoned 42 MCP
+    clients mid-session, one was caught mid-body): the transport's read of the body raised ``ClientDisconnect``
+    (2026-07-28 requests: logged as an unhandled error with its traceback) or answered 500 (handshake-era
+    requests), either counted as a 500 in ``/metrics``, which a 5xx alert pages on."""
+    app = build_serve_app(sample, PrincipalRegistry(None, demo=True))
+    with ServerThread(app) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: " + f"{host}:{port}".encode() + b"\r\nAuthorization: Bearer "
+                         + DEMO_TOKEN.encode() + b"\r\nContent-Type: application/json\r\n"
+                         b"Accept: application/json, text/event-stream\r\nContent-Length: 4000\r\n" + era + b"\r\n"
+                         b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {')
+        with httpx.Client(base_url=url, timeout=30) as c:
+            counted: list[str] = []
+            for _ in range(600):  # until the server has finished with the request (not a timing assertion)
+                counted = [line for line in c.get("/metrics").text.splitlines()
+                           if line.startswith("skillsearch_http_requests_total") and 'route="/mcp"' in line]
+                if counted:
+                    break
+                time.sleep(0.05)
+    assert counted == ['skillsearch_http_requests_total{method="POST",route="/mcp",status="499"} 1.0']

@@ -1,6 +1,7 @@
 """The catalog file's SQLite connections: one a thread, in WAL mode, and the transactions every write runs in.
 
-A connection is opened on a thread's first use. Until the catalog's schema is in place (``created``) it may
+A connection is opened on a thread's first use, and closed by the next one opened once its thread has ended
+(a server's worker threads come and go). Until the catalog's schema is in place (``created``) it may
 create the file; after, never: a file deleted under a server would otherwise come back empty in the next
 thread. A file SQLite cannot open, or a write the disk or the permissions refuse, is
 :class:`IndexNotReadyError` naming the file and the cause (:func:`unwritable_reason`), never a bare
@@ -82,7 +83,11 @@ class Connections:
         self.created = read_only
         self._local = threading.local()
         self._write_lock = threading.RLock()
-        self._opened: list[sqlite3.Connection] = []  # every thread's, for close_all
+        # Every thread's, for close_all, by the thread that opened it: a thread that ended leaves its connection
+        # here (its thread-local is gone), so the next connection opened closes those of ended threads. A
+        # server's worker threads come and go (anyio's idle ones end after 10 s): keeping them all held two file
+        # descriptors each, for ever, and their read snapshots could hold back the WAL's checkpoints.
+        self._opened: dict[threading.Thread, sqlite3.Connection] = {}
         self._opened_lock = threading.Lock()
         _LIVE.add(self)
 
@@ -103,7 +108,11 @@ class Connections:
                 raise self._unopenable(exc) from exc
             self._local.conn = conn
             with self._opened_lock:
-                self._opened.append(conn)
+                ended = [t for t in self._opened if not t.is_alive()]
+                orphans = [self._opened.pop(t) for t in ended]
+                self._opened[threading.current_thread()] = conn
+            for orphan in orphans:
+                orphan.close()
         return conn
 
     def _connect(self) -> sqlite3.Connection:
@@ -191,11 +200,11 @@ class Connections:
             conn.close()
             self._local.conn = None
             with self._opened_lock:
-                self._opened = [c for c in self._opened if c is not conn]
+                self._opened = {t: c for t, c in self._opened.items() if c is not conn}
 
     def close_all(self) -> None:
         """Every thread's connection (a thread that uses its own again after this gets an error)."""
         with self._opened_lock:
-            opened, self._opened = self._opened, []
+            opened, self._opened = list(self._opened.values()), {}
         for conn in opened:
             conn.close()

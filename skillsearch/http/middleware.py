@@ -21,12 +21,14 @@ import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from starlette.requests import ClientDisconnect
+
 from skillsearch.core.errors import SkillSearchError, error_bytes
 from skillsearch.http.body_deadline import BodyTimeout, body_timeout_error
 from skillsearch.http.errors import too_large as body_too_large
 from skillsearch.http.metrics import HttpMetrics
 
-__all__ = ["JsonLogFormatter", "RequestContextMiddleware", "configure_json_logging"]
+__all__ = ["CLIENT_CLOSED", "JsonLogFormatter", "RequestContextMiddleware", "configure_json_logging"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -37,6 +39,9 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 access_log = logging.getLogger("skillsearch.http")
 _PROBES = frozenset({"/healthz", "/readyz", "/metrics"})
 REQUEST_ID_HEADER = "x-request-id"
+# The status a request is counted and logged with when its client closed the connection before its body was
+# whole, so no answer could be sent (nginx's "client closed request").
+CLIENT_CLOSED = 499
 _CLIENT_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _STANDARD_RECORD_KEYS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
@@ -123,14 +128,23 @@ class RequestContextMiddleware:
         async def refused_receive() -> Message:
             raise _Refused
 
+        # The client closed the connection before its body was whole (a host killed mid-request): nobody is
+        # left to answer, and nothing failed here. The MCP transport's body read raised ``ClientDisconnect``
+        # (logged as an unhandled error with its traceback) or answered 500 itself, and either was counted as
+        # a 500, which an operator's 5xx alert pages on; such a request is counted and logged as 499.
+        client_gone = body_whole = False
+
         async def limited_receive() -> Message:
-            nonlocal received, refusal
+            nonlocal received, refusal, client_gone, body_whole
             try:
                 message = await receive()
             except BodyTimeout as exc:
                 refusal = (408, error_bytes(body_timeout_error(exc.seconds)))
                 raise _Refused from None
+            if message["type"] == "http.disconnect" and not body_whole:
+                client_gone = True
             if message["type"] == "http.request":
+                body_whole = not message.get("more_body", False)
                 received += len(message.get("body", b""))
                 if received > self.max_body_bytes:
                     refusal = (413, too_large)
@@ -160,12 +174,16 @@ class RequestContextMiddleware:
         except _Refused:
             if not response_started and refusal is not None:
                 await reply(*refusal)
+        except ClientDisconnect:
+            client_gone = True
         except Exception:
             access_log.exception("unhandled error", extra={"request_id": request_id})
             if not response_started:
                 await reply(500, error_bytes(SkillSearchError(
                     "internal error; quote the request id when reporting it", {"request_id": request_id})))
         finally:
+            if client_gone and (status >= 500 or not response_started):
+                status = CLIENT_CLOSED
             seconds = time.perf_counter() - started
             route = scope.get("route")
             template = getattr(route, "path", None) or ("unmatched" if status in (404, 405) else "other")

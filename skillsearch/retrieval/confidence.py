@@ -31,6 +31,8 @@ them from there, so an index always answers with the numbers it was built with.
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from importlib import resources
@@ -97,7 +99,13 @@ def refusal_weights(refusal: dict[str, float]) -> np.ndarray:
     return np.asarray([float(refusal.get(f, 0.0)) for f in FEATURES], np.float64)
 
 
-_PARSED: dict[int, tuple[Any, Decision | None]] = {}
+# The decisions parsed last, by the identity of the stored dict they were parsed from. Each index snapshot a
+# process follows from another's write reads the manifest again, so its calibration is a new dict: kept by
+# identity without a bound, a server fed by an import or sync in another process kept one more entry (and the
+# dict it pins) per write, for its whole life. The routes of the few snapshots still serving are enough.
+PARSED_KEPT = 8
+_PARSED: OrderedDict[int, tuple[Any, Decision | None]] = OrderedDict()
+_PARSED_LOCK = threading.Lock()
 
 
 def decision_of(calibration: dict[str, Any] | None) -> Decision | None:
@@ -105,11 +113,17 @@ def decision_of(calibration: dict[str, Any] | None) -> Decision | None:
     stored = (calibration or {}).get("decision")
     if not stored or stored.get("version") != DECISION_VERSION:
         return None
-    cached = _PARSED.get(id(stored))
-    if cached is not None and cached[0] is stored:
-        return cached[1]
+    with _PARSED_LOCK:
+        cached = _PARSED.get(id(stored))
+        if cached is not None and cached[0] is stored:
+            _PARSED.move_to_end(id(stored))
+            return cached[1]
     decision = Decision.from_dict(stored)
-    _PARSED[id(stored)] = (stored, decision)
+    with _PARSED_LOCK:
+        _PARSED[id(stored)] = (stored, decision)
+        _PARSED.move_to_end(id(stored))
+        while len(_PARSED) > PARSED_KEPT:
+            _PARSED.popitem(last=False)
     return decision
 
 
