@@ -231,6 +231,8 @@ def test_a_catalog_from_before_the_name_keys_gets_them_when_opened(
     catalog.close()
     conn = sqlite3.connect(data_dir / "catalog.sqlite3")
     conn.execute("DROP INDEX skills_by_name_key")
+    for trigger in ("skills_name_key_unset", "skills_name_key_kept"):
+        conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
     conn.execute("ALTER TABLE skills DROP COLUMN name_key")  # the table as it was before the column
     conn.execute("DELETE FROM meta WHERE key = 'name_key_version'")
     conn.commit()
@@ -254,3 +256,46 @@ def test_a_catalog_from_before_the_name_keys_gets_them_when_opened(
     again = Catalog.open(Settings(data_dir=data_dir, seed_sample=False, encoder="hashing"), encoder=fake_encoder)
     assert dict(again.store.connection().execute("SELECT slug, name_key FROM skills").fetchall()) == keys
     again.close()
+
+
+# How a version from before ``skills.name_key`` (3d068da and older) wrote a skill: its two statements as
+# they were, which leave the column to its default ('') or as it was.
+_OLD_INSERT = ("INSERT INTO skills (slug, name, description, kind, tags, grant_key, status, current_revision_id,"
+               " updated_at, source, skill_id) VALUES (?, ?, 'd', 'knowledge', '[]', ?, 'active', ?, ?, 'src', ?)")
+_OLD_UPDATE = ("UPDATE skills SET slug = ?, name = ?, description = 'd', kind = 'knowledge', tags = '[]',"
+               " grant_key = ?, status = 'active', current_revision_id = ?, updated_at = ?, source = 'src'"
+               " WHERE skill_id = ?")
+
+
+def test_a_rollback_that_writes_skills_without_keys_has_them_keyed_at_the_next_open(
+    catalog: Catalog, fake_encoder: Encoder, tmp_path: Path
+) -> None:
+    """Upgrade, roll back, upgrade again: the older version adds a skill with no name key and renames one
+    without changing its key, while the meta row says every key is current. Reopened by this version, both
+    refuse a look-alike newcomer (before, 'Stripe Checkout' written by the older version let its look-alike
+    in, with a Cyrillic S, and the renamed skill was found under its old name's key only)."""
+    bundle = tmp_path / "a.json"
+    bundle.write_text(json.dumps([_entry("deploy", name="Deploy tool")]), encoding="utf-8")
+    assert catalog.import_path(bundle, "src", "team:a").created
+    deploy = catalog.store.skills_by_slug("deploy")[0]
+    data_dir = catalog.data_dir
+    catalog.close()
+
+    conn = sqlite3.connect(data_dir / "catalog.sqlite3")  # the older version, on the upgraded file
+    now = "2026-12-03T00:00:00Z"
+    conn.execute(_OLD_INSERT, ("stripe", "Stripe Checkout", "team:a", deploy.current_revision_id, now, "sk_old1"))
+    conn.execute(_OLD_UPDATE, ("deploy", "Release helper", "team:a", deploy.current_revision_id, now,
+                               deploy.skill_id))
+    conn.commit()
+    conn.close()
+
+    reopened = Catalog.open(Settings(data_dir=data_dir, seed_sample=False, encoder="hashing"), encoder=fake_encoder)
+    keys = dict(reopened.store.connection().execute("SELECT slug, name_key FROM skills").fetchall())
+    assert keys == {"stripe": "stripe checkout", "deploy": "release helper"}
+    fake = tmp_path / "b.json"
+    fake.write_text(json.dumps([_entry("fake-stripe", name="\u0405tripe Checkout"),
+                                _entry("fake-release", name="R\u0435lease helper")]), encoding="utf-8")
+    report = reopened.import_path(fake, "src", "team:a")
+    assert not report.created and len(report.problems) == 2
+    assert all("look-alike letters" in p.reason for p in report.problems)
+    reopened.close()

@@ -8,9 +8,16 @@ opened (``CatalogStore.ensure_name_keys``).
 ``skills_by_slug`` serves the search's exact-name lookup (a request written as a slug, in any grant): the
 ``UNIQUE (grant_key, slug)`` index starts with the grant, so without it that lookup read the whole table, 0.1
 to 1 s per short request at 1M skills (docs/benchmarks.md, "Lexical at 1M"). An older catalog gets it when
-opened."""
+opened.
 
-__all__ = ["NAME_KEY_INDEX", "SCHEMA"]
+A version from before ``name_key`` that writes the catalog again (a rollback after an upgrade) inserts a skill
+with no key (the column's default, ``''``) and renames one without changing its key, while the meta row still
+says every key is current: that skill would then pass the look-alike check. The triggers of
+``NAME_KEY_TRIGGERS`` live in the file, so they run in that version's writes too: such a write deletes the
+meta row, and the next open keys every name again. A rename by this version that keeps the skeleton (a
+change of case) sets them off as well, which costs the next open that one pass (1.2 s at 100k skills)."""
+
+__all__ = ["NAME_KEY_INDEX", "NAME_KEY_TRIGGERS", "SCHEMA"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS skills (
@@ -59,3 +66,12 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
 # Created after the column exists (a catalog from before it gets the column first).
 NAME_KEY_INDEX = "CREATE INDEX IF NOT EXISTS skills_by_name_key ON skills (grant_key, name_key)"
+
+# Created after the column exists, at every open (a catalog keyed before the triggers existed gets them too).
+NAME_KEY_TRIGGERS = """
+CREATE TRIGGER IF NOT EXISTS skills_name_key_unset AFTER INSERT ON skills WHEN NEW.name_key = ''
+BEGIN DELETE FROM meta WHERE key = 'name_key_version'; END;
+CREATE TRIGGER IF NOT EXISTS skills_name_key_kept AFTER UPDATE OF name ON skills
+WHEN NEW.name <> OLD.name AND NEW.name_key = OLD.name_key
+BEGIN DELETE FROM meta WHERE key = 'name_key_version'; END;
+"""

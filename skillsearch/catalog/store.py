@@ -27,7 +27,7 @@ from skillsearch.catalog.rows import (
     revision_from_row,
     skill_from_row,
 )
-from skillsearch.catalog.schema import NAME_KEY_INDEX
+from skillsearch.catalog.schema import NAME_KEY_INDEX, NAME_KEY_TRIGGERS
 from skillsearch.catalog.schema import SCHEMA as CATALOG_SCHEMA
 from skillsearch.catalog.sync_state import SCHEMA as SYNC_SCHEMA
 from skillsearch.catalog.sync_state import SyncLedger
@@ -66,6 +66,7 @@ class CatalogStore:
             else:
                 self.connection().executescript(CATALOG_SCHEMA + SYNC_SCHEMA)
                 self.ensure_name_keys()
+                self.connection().executescript(NAME_KEY_TRIGGERS)
                 self._db.created = True
         except sqlite3.DatabaseError as exc:
             self.close()
