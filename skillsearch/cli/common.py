@@ -1,4 +1,4 @@
-"""What every command shares: the catalog it opens, the caller it runs as, progress bars on stderr, the
+"""What every command shares: the catalog it opens, the caller it runs as (its progress: ``progress.py``), the
 one-JSON-object-or-text output, and the parser helpers that give each command ``--json`` and ``--grant``."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from skillsearch.catalog.connections import opens_read_only
 from skillsearch.catalog.store import CatalogStore
+from skillsearch.cli.progress import progress_factory
 from skillsearch.cli.termination import STOPPING
 from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
 from skillsearch.core.errors import StartupError
@@ -44,25 +45,6 @@ __all__ = [
 
 Command = Callable[[argparse.Namespace, TextIO], int]
 Subparsers = Any  # argparse's _SubParsersAction, private in typeshed
-
-
-def progress_factory(enabled: bool) -> Callable[[int, str], Callable[[int], None]] | None:
-    if not enabled:
-        return None
-
-    def factory(total: int, label: str) -> Callable[[int], None]:
-        from tqdm import tqdm
-
-        bar = tqdm(total=total, desc=label, unit="skill", file=sys.stderr, leave=False, dynamic_ncols=True)
-
-        def tick(n: int) -> None:
-            bar.update(n)
-            if bar.n >= total:
-                bar.close()
-
-        return tick
-
-    return factory
 
 
 def principal_from_args(args: argparse.Namespace) -> Principal:
