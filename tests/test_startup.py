@@ -195,6 +195,8 @@ def test_the_first_lexical_search_after_an_upgrade_rebuilds_the_lexical_side_wit
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert imported.isdisjoint(HEAVY), sorted(imported & set(HEAVY))
     assert "rebuilding the lexical side (no skill is embedded again)" in proc.stderr
+    # what differs, said in words (it printed both recipes as Python dicts)
+    assert f"(fields {current_lexical['fields'] - 1}, now {current_lexical['fields']})" in proc.stderr
     assert json.loads(proc.stdout)["hits"]
     rewritten = json.loads(manifest_path.read_text(encoding="utf-8"))
     assert rewritten["lexical"] == current_lexical

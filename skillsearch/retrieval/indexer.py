@@ -206,9 +206,9 @@ class SearchIndex:
         elif other_recipe:
             # Another version's (or another setting's) lexical recipe, an upgrade or a rollback: the lexical
             # side is rebuilt from the store; no vector is embedded again.
-            log.warning("the lexical index in %s was built with %s, this process builds %s: rebuilding the lexical"
-                        " side (no skill is embedded again)", self.data_dir, manifest.get("lexical"),
-                        self.lexical_config())
+            log.warning("the lexical index in %s was built by another version or setting (%s): rebuilding the"
+                        " lexical side (no skill is embedded again)", self.data_dir,
+                        _recipe_change(manifest.get("lexical"), self.lexical_config()))
         if damaged or behind or other_recipe or self.lexical.num_docs() != len(vectors):
             stats = self.repair(store, progress)
             self._ensure_calibration()
@@ -394,3 +394,13 @@ class SearchIndex:
 
     def close(self) -> None:
         self.lexical.close()
+
+
+def _recipe_change(built: Any, now: dict[str, Any]) -> str:
+    """What differs between the lexical recipe an index was built with and this process's, for a log line:
+    ``fields 4, now 5``."""
+    if not isinstance(built, dict):
+        return "no recipe recorded"
+    keys = [*now, *(key for key in built if key not in now)]
+    return "; ".join(f"{key} {built.get(key, 'unset')}, now {now.get(key, 'unset')}" for key in keys
+                     if built.get(key) != now.get(key))
