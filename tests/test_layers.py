@@ -115,7 +115,7 @@ HOMES: dict[str, tuple[str, ...]] = {
     "fastapi": ("http/", "upstream/app.py", "mcp/transport.py", "cli/serve.py"),
     "starlette": ("http/", "upstream/app.py", "mcp/transport.py", "cli/serve.py"),
     "mcp": ("mcp/",),
-    "tqdm": ("cli/common.py",),
+    "tqdm": ("cli/progress.py",),
     "matplotlib": ("bench/report.py",),
     "pytrec_eval": ("bench/metrics.py",),
     "bm25s": ("bench/baseline.py",),
