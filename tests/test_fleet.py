@@ -23,6 +23,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 from fleetsupport import (
@@ -168,11 +169,12 @@ def test_fleet_behind_haproxy_loses_no_request_and_serves_a_change_everywhere(tm
             with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"), timeout=30) as http:
                 assert http.get(lb + "/v1/skills", params={"limit": 1}, headers={
                     "Authorization": f"Bearer {token}", "X-Request-ID": "fleet-client-127-0-0-2"}).status_code == 200
-            for s in live:
-                s.log.flush()
-            logged = [json.loads(line) for s in live for line in (s.data_dir.parent / f"{s.data_dir.name}.stderr")
-                      .read_text(errors="replace").splitlines() if "fleet-client-127-0-0-2" in line]
-            assert [entry["client"] for entry in logged] == ["127.0.0.2"], logged
+            def logged() -> list[dict[str, Any]]:  # the access line is written once the answer has gone out
+                return [json.loads(line) for s in live for line in (s.data_dir.parent / f"{s.data_dir.name}.stderr")
+                        .read_text(errors="replace").splitlines() if "fleet-client-127-0-0-2" in line]
+
+            lines = wait_for(logged, 10)
+            assert [entry["client"] for entry in lines] == ["127.0.0.2"], lines
             for s in live:  # both took part in the load
                 metrics = httpx.get(s.url + "/metrics", timeout=10).text
                 assert any(line.startswith("skillsearch_http_requests_total{") and 'route="/v1/search"' in line
