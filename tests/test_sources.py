@@ -35,6 +35,16 @@ def eventually(check: Callable[[], bool], timeout: float = TIMEOUT) -> None:
         time.sleep(0.05)
 
 
+def stop_process(proc: subprocess.Popen[str]) -> None:
+    """End a child ``serve``: SIGTERM, then SIGKILL if it has not exited within 30 s; its pipes read and closed."""
+    proc.terminate()
+    try:
+        proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+
+
 def write_skill(root: Path, slug: str, description: str, body: str = "Follow these steps.") -> Path:
     folder = root / slug
     folder.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import stdio_client
 from mcp_support import stdio_params
-from test_sources import TIMEOUT, commit, eventually, init_repo, write_skill
+from test_sources import TIMEOUT, commit, eventually, init_repo, stop_process, write_skill
 
 from skillsearch.cli import build_serve_app, main
 from skillsearch.http.auth import PrincipalRegistry, add_principal
@@ -222,12 +222,7 @@ def test_serve_sync_config_holding_only_sources_serves_them(tmp_path: Path) -> N
 
         eventually(lambda: listed() == ["from-the-side-file"])
     finally:
-        proc.terminate()
-        try:
-            proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+        stop_process(proc)
 
 
 def test_serve_sync_config_that_does_not_exist_names_its_own_option(tmp_path: Path) -> None:

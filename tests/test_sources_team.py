@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from test_sources import OPERATOR, commit, eventually, git, init_repo, listed, slugs, write_skill
+from test_sources import OPERATOR, commit, eventually, git, init_repo, listed, slugs, stop_process, write_skill
 
 from skillsearch.cli import main
 from skillsearch.http.auth import add_principal
@@ -46,12 +46,7 @@ def serving(data: Path) -> Iterator[str]:
         assert url, first + (log.read_text(encoding="utf-8") if proc.wait(timeout=30) is not None else "")
         yield url.group(1)
     finally:
-        proc.terminate()
-        try:
-            proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+        stop_process(proc)
 
 
 def team_repo(tmp_path: Path) -> Path:
