@@ -115,7 +115,7 @@ def test_sources_are_added_and_removed_in_the_sync_file_keeping_the_rest(tmp_pat
         ('name = "a"\ngrant = "user:me"', "exactly one of path or git"),
         ('name = "a"\ngrant = "user:me"\npath = "x"\ngit = "https://h/r.git"', "exactly one of path or git"),
         ('name = "a"\ngrant = "nobody"\npath = "x"', "invalid grant 'nobody'"),
-        ('name = "a b"\ngrant = "user:me"\npath = "x"', "name must be"),
+        ('name = "a b"\ngrant = "user:me"\npath = "x"', "name 'a b' must be"),
         ('name = "a"\ngrant = "user:me"\ngit = "ssh://h/r.git"', "https:// or file://"),
         ('name = "a"\ngrant = "user:me"\ngit = "--upload-pack=touch /tmp/x"', "https:// or file://"),
         ('name = "a"\ngrant = "user:me"\ngit = "https://h/r.git"\nsubdir = "../up"', "subdir must be"),

@@ -251,3 +251,59 @@ def test_sources_sync_of_an_unknown_name_is_refused_before_the_catalog_is_made(t
     assert code == 1 and payload["error"]["message"] == (
         f"no source named 'nosuch', 'other' in {data / 'sync.toml'} (it configures: local)")
     assert not (data / "catalog.sqlite3").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ("sources", "add", "team", "--git", "ftp://example.com/skills.git", "--grant", "team:eng"),
+    ("sources", "add", "mine", "--path", "no-such-folder", "--grant", "user:me"),
+    ("sources", "remove", "nosuch"),
+    ("sources", "remove", "nosuch", "--keep-skills"),
+])
+def test_a_sources_command_that_fails_leaves_no_data_directory_behind(tmp_path: Path, argv: tuple[str, ...]) -> None:
+    """A refused `sources add` or `remove` on a mistyped --data-dir must not leave a new, empty folder there."""
+    data = tmp_path / "data"
+    code, payload = run_cli("--data-dir", str(data), "-q", *argv)
+    assert code == 1 and payload["error"]["code"] == "VALIDATION_ERROR"
+    assert not data.exists()
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    ("0", "argument --interval: 0 is out of range: give a number of seconds between 1 and 86400"),
+    ("86401", "argument --interval: 86401 is out of range: give a number of seconds between 1 and 86400"),
+    ("nan", "argument --interval: nan is out of range"),
+])
+def test_sources_add_interval_out_of_range_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            value: str, said: str) -> None:
+    """`--interval 0` was exit code 1 (`VALIDATION_ERROR: ... interval_s must be ...`, the file's key): a value
+    out of range is a usage error, exit code 2, naming the option, as `serve --workers 0` is."""
+    data = tmp_path / "data"
+    argv = ("--data-dir", str(data), "-q", "sources", "add", "mine", "--path", str(tmp_path), "--grant", "user:me",
+            "--interval", value)
+    assert main(list(argv), out=io.StringIO()) == 2
+    err = capsys.readouterr().err
+    assert said in err and "usage: skillsearch sources add" in err
+    code, payload = run_cli(*argv)
+    assert code == 2 and payload["error"]["code"] == "VALIDATION_ERROR" and said in payload["error"]["message"]
+    assert not data.exists()
+
+
+@pytest.mark.parametrize("name", ["my skills", ".hidden", "", "a" * 65, "skills/team"])
+def test_sources_add_of_an_invalid_name_names_what_was_typed(tmp_path: Path, name: str) -> None:
+    """It said `sources[0].name must be ...`: the file's path of a table the user never wrote."""
+    data = tmp_path / "data"
+    code, payload = run_cli("--data-dir", str(data), "-q", "sources", "add", name, "--path", str(tmp_path),
+                            "--grant", "user:me")
+    message = payload["error"]["message"]
+    assert code == 2 and payload["error"]["code"] == "VALIDATION_ERROR"
+    assert f"argument name: invalid source name {name!r}: it must be 1-64 characters" in message, message
+    assert "sources[0]" not in message
+    assert not data.exists()
+
+
+def test_an_invalid_source_name_in_the_file_is_named_with_its_value(tmp_path: Path) -> None:
+    config = tmp_path / "sync.toml"
+    config.write_text('[[sources]]\nname = "my skills"\ngrant = "user:me"\npath = "."\n', encoding="utf-8")
+    code, payload = run_cli("--data-dir", str(tmp_path / "data"), "sources", "list", "--config", str(config))
+    assert code == 1 and payload["error"]["message"] == (
+        f"{config}: sources[0].name 'my skills' must be 1-64 characters of A-Z, a-z, 0-9, '.', '_', '-',"
+        " the first a letter or digit")

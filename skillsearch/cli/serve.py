@@ -59,9 +59,11 @@ SERVE_ARGS_ENV = "SKILLSEARCH_SERVE_ARGS"
 DEFAULT_DEGRADED_AFTER_S = 900.0
 
 
-def _serve_banner(url: str, demo: bool, principals: Path, building: bool = False, named: bool = False) -> str:
+def _serve_banner(url: str, demo: bool, principals: Path, building: bool = False, named: bool = False,
+                  webhooks_off: Path | None = None) -> str:
     """What ``serve`` prints once it listens. ``named``: the principals file was given (``--principals``), so a
-    file that is not there (a mistyped path) is said even beside the demo token."""
+    file that is not there (a mistyped path) is said even beside the demo token. ``webhooks_off``: the sync
+    configuration whose ``[upstream]`` has no webhook secret, so every webhook is refused (401)."""
     from skillsearch.http.auth import DEMO_TOKEN
 
     lines = [f"skillsearch is serving on {url}", f"  search page:  {url}/", f"  MCP:          {url}/mcp (streamable HTTP)",
@@ -81,6 +83,10 @@ def _serve_banner(url: str, demo: bool, principals: Path, building: bool = False
             + (f" --principals {principals}" if named else ""),
             f"  try:          curl -H 'Authorization: Bearer <token>' '{url}/v1/search?q=profile+python+code'",
         ]
+    if webhooks_off is not None:
+        lines.append(f"  webhooks:     off: every POST {url}/v1/sync/webhook is 401 (the catalog still pulls on its"
+                     f" interval); to take them, set webhook_secret (or webhook_secret_env) in [upstream] of"
+                     f" {webhooks_off}")
     if building:  # the first run: say why the first search waits (20-30 s on 2 cores for the sample)
         lines.append(f"  index:        no index yet: building it in the background; searches wait for it and"
                      f" {url}/readyz answers 200 once it is ready")
@@ -153,7 +159,12 @@ def _open(args: argparse.Namespace, index: bool) -> tuple[Catalog, SyncConfig | 
     return catalog, sync, sources
 
 
-def _compose(args: argparse.Namespace) -> tuple[Catalog, PrincipalRegistry, FastAPI]:
+def _webhooks_off(args: argparse.Namespace, sync: SyncConfig | None) -> Path | None:
+    """The sync configuration of an upstream that has no webhook secret (webhooks are refused), else ``None``."""
+    return sync_config_path(args) if sync is not None and sync.upstream.webhook_secret is None else None
+
+
+def _compose(args: argparse.Namespace) -> tuple[Catalog, PrincipalRegistry, FastAPI, SyncConfig | None]:
     from skillsearch.http.auth import PrincipalRegistry
 
     catalog, sync, sources = _open(args, index=False)
@@ -161,21 +172,22 @@ def _compose(args: argparse.Namespace) -> tuple[Catalog, PrincipalRegistry, Fast
     registry = PrincipalRegistry.for_catalog(catalog, principals_path(args))
     app = build_serve_app(catalog, registry, args.host, sync, sources, degraded_after_s=args.degraded_after,
                           sources_config=sync_config_path(args))
-    return catalog, registry, app
+    return catalog, registry, app, sync
 
 
-def _prepare(shared: dict[str, Any]) -> bool:
+def _prepare(shared: dict[str, Any]) -> tuple[bool, Path | None]:
     """In a short-lived process before the workers start: open the data directory's store once (the sample
     seeded into a new one, so the workers never race to), then close it. The index is left to the workers'
     background opens: the first to take the write lock builds or repairs it while every worker already
-    answers (``/readyz`` 503 meanwhile). Whether the demo principal is on."""
+    answers (``/readyz`` 503 meanwhile). Whether the demo principal is on, and whether webhooks are off
+    (:func:`_webhooks_off`)."""
     from skillsearch.http.auth import PrincipalRegistry
 
     args = argparse.Namespace(**shared)
     termination.install()  # this process is spawned: SIGTERM (passed on by the supervisor) ends it (it embeds nothing)
-    catalog, _, _ = _open(args, index=False)
+    catalog, sync, _ = _open(args, index=False)
     try:
-        return PrincipalRegistry.for_catalog(catalog, principals_path(args)).demo
+        return PrincipalRegistry.for_catalog(catalog, principals_path(args)).demo, _webhooks_off(args, sync)
     finally:
         catalog.close()
 
@@ -198,16 +210,18 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     principals = principals_path(args)
     building = not (Path(args.data_dir) / MANIFEST).exists()  # looked at before anything starts building it
 
-    def started(url: str, demo: bool) -> None:
-        out.write(_serve_banner(url, demo, principals, building, named=bool(args.principals)) + "\n")
+    def started(url: str, demo: bool, webhooks_off: Path | None) -> None:
+        out.write(_serve_banner(url, demo, principals, building, named=bool(args.principals),
+                                webhooks_off=webhooks_off) + "\n")
         out.flush()
 
     listen_socket(args.host, args.port).close()  # a busy port fails before the data directory is opened
     if args.workers == 1:
-        catalog, registry, app = _compose(args)
+        catalog, registry, app, sync = _compose(args)
         configure_json_logging(logging.DEBUG if args.verbose else logging.INFO)
+        off = _webhooks_off(args, sync)
         try:
-            serve(app, host=args.host, port=args.port, on_started=lambda url: started(url, registry.demo))
+            serve(app, host=args.host, port=args.port, on_started=lambda url: started(url, registry.demo, off))
         finally:
             catalog.close()
         return 0
@@ -222,7 +236,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
                 os.kill(pid, signal.SIGTERM)
 
         termination.on_terminate(pass_on)
-        demo = preparing.result()
+        demo, off = preparing.result()
     # The preparing process created (and seeded) a new data directory and said so: neither this supervisor
     # nor a worker, which find it made, says it again.
     args.fresh_data_dir = shared["fresh_data_dir"] = False
@@ -231,7 +245,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     os.environ[SERVE_ARGS_ENV] = json.dumps(shared)
     configure_json_logging(logging.DEBUG if args.verbose else logging.INFO)
     serve_workers("skillsearch.cli.serve:worker_app", args.host, args.port, args.workers,
-                  on_started=lambda url: started(url, demo))
+                  on_started=lambda url: started(url, demo, off))
     return 0
 
 

@@ -13,11 +13,21 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from skillsearch.cli.common import Subparsers, add_command, emit, grant_arg, in_use, progress_factory, settings_from_args
 from skillsearch.cli.termination import STOPPING
+from skillsearch.cli.usage import float_range
 from skillsearch.core.errors import ValidationError, problem
 from skillsearch.core.wellformed import terminal_safe
 from skillsearch.service import Catalog
 from skillsearch.sync.config import default_config_path
-from skillsearch.sync.sources import DEFAULT_INTERVAL_S, SourceConfig, add_source, load_sources, remove_source
+from skillsearch.sync.sources import (
+    DEFAULT_INTERVAL_S,
+    MAX_INTERVAL_S,
+    MIN_INTERVAL_S,
+    SourceConfig,
+    add_source,
+    load_sources,
+    name_problem,
+    remove_source,
+)
 from skillsearch.sync.status import error_line
 
 if TYPE_CHECKING:  # the mirror (and the importer, git) only for a command that runs a source
@@ -161,6 +171,14 @@ def cmd_sources_sync(args: argparse.Namespace, out: TextIO) -> int:
     return 1 if any(r.error or r.refused for r in reports) else 0
 
 
+def source_name_arg(value: str) -> str:
+    """argparse ``type`` of the name ``sources add`` is given: one that cannot be a source's name is a usage
+    error (exit 2) naming what was typed, not the file's ``sources[0].name`` the check would otherwise say."""
+    if wrong := name_problem(value):
+        raise argparse.ArgumentTypeError(f"invalid source name {value!r}: it {wrong}")
+    return value
+
+
 def add_commands(sub: Subparsers) -> None:
     p = sub.add_parser("sources", help="local skill sources: folders and git repositories the catalog mirrors",
                        description="local skill sources: folders and git repositories the catalog mirrors")
@@ -173,15 +191,17 @@ def add_commands(sub: Subparsers) -> None:
     common(q)
     q = add_command(inner, "add", cmd_sources_add, "add a folder (--path) or git repository (--git) source")
     common(q)
-    q.add_argument("name", help="the source's name (also the catalog's `source` of its skills)")
+    q.add_argument("name", type=source_name_arg, help="the source's name (also the catalog's `source` of its skills)")
     q.add_argument("--grant", required=True, type=grant_arg, help="grant of its skills: sub:<id>, team:<id> or user:<id>")
     q.add_argument("--path", help="a folder of skills (or one skill's folder)")
     q.add_argument("--allow-missing", action="store_true", help="add a --path that does not exist (yet)")
     q.add_argument("--git", help="an https:// or file:// repository URL")
     q.add_argument("--ref", help="branch, tag or commit (default HEAD: the remote's default branch)")
     q.add_argument("--subdir", help="the folder of the repository that holds the skills")
-    q.add_argument("--interval", type=float, default=DEFAULT_INTERVAL_S,
-                   help=f"seconds between runs under serve/mcp (default {DEFAULT_INTERVAL_S:.0f})")
+    q.add_argument("--interval", type=float_range(MIN_INTERVAL_S, MAX_INTERVAL_S, "a number of seconds"),
+                   default=DEFAULT_INTERVAL_S, metavar="SECONDS",
+                   help=f"seconds between runs under serve/mcp, {MIN_INTERVAL_S:g}-{MAX_INTERVAL_S:g}"
+                        f" (default {DEFAULT_INTERVAL_S:.0f})")
     q = add_command(inner, "remove", cmd_sources_remove, "remove a source; its skills are archived")
     common(q)
     q.add_argument("name", help="the source's name, as `sources list` shows it")

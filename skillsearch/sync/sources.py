@@ -39,6 +39,7 @@ __all__ = [
     "SourceConfig",
     "add_source",
     "load_sources",
+    "name_problem",
     "parse_sources",
     "redact_url",
     "remove_source",
@@ -47,6 +48,15 @@ __all__ = [
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 DEFAULT_INTERVAL_S = 300.0
 _KEYS = {"name", "grant", "path", "git", "ref", "subdir", "interval_s"}
+MIN_INTERVAL_S, MAX_INTERVAL_S = 1.0, 86400.0
+
+
+def name_problem(name: Any) -> str | None:
+    """Why ``name`` cannot be a source's name (``None``: it can); said of the file's ``sources[i].name`` and
+    of the name given to ``sources add`` alike."""
+    if isinstance(name, str) and NAME_PATTERN.match(name):
+        return None
+    return "must be 1-64 characters of A-Z, a-z, 0-9, '.', '_', '-', the first a letter or digit"
 
 
 @dataclass(frozen=True)
@@ -122,8 +132,8 @@ def _one(raw: Any, i: int, base: Path, problems: list[str]) -> SourceConfig | No
     if unknown:
         problems.append(f"{at}: unknown key(s) {', '.join(unknown)}")
     name = raw.get("name")
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
-        problems.append(f"{at}.name must be 1-64 characters of A-Z, a-z, 0-9, '.', '_', '-'")
+    if wrong := name_problem(name):
+        problems.append(f"{at}.name {name!r} {wrong}" if isinstance(name, str) else f"{at}.name {wrong}")
         name = "?"
     at = f"source {name!r}"
     grant = raw.get("grant")
@@ -133,8 +143,8 @@ def _one(raw: Any, i: int, base: Path, problems: list[str]) -> SourceConfig | No
     if (path is None) == (git is None):
         problems.append(f"{at}: give exactly one of path or git")
     interval = raw.get("interval_s", DEFAULT_INTERVAL_S)
-    if isinstance(interval, bool) or not isinstance(interval, int | float) or not 1 <= interval <= 86400:
-        problems.append(f"{at}: interval_s must be a number of seconds between 1 and 86400")
+    if isinstance(interval, bool) or not isinstance(interval, int | float) or not MIN_INTERVAL_S <= interval <= MAX_INTERVAL_S:
+        problems.append(f"{at}: interval_s must be a number of seconds between {MIN_INTERVAL_S:g} and {MAX_INTERVAL_S:g}")
         interval = DEFAULT_INTERVAL_S
     folder: Path | None = None
     if path is not None:
