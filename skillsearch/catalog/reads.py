@@ -201,7 +201,8 @@ def resolve_flow(
     try:
         check_wellformed(dict(values), "parameters", MAX_NESTING)
     except IllFormedError as exc:
-        raise ValidationError(str(exc), {"problems": [problem(exc.where, exc.reason)]}) from None
+        # A value no parameter could take: ``invalid``, as resolve's other problems carry their code.
+        raise ValidationError(str(exc), {"problems": [problem(exc.where, exc.reason, "invalid")]}) from None
     rev = _current_revision(store, skill)
     steps, effective = resolve_steps(rev.steps, rev.parameters, values, known_tools)
     return ResolvedFlow(
