@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from skillsearch.core.domain import FlowStep, Parameter
@@ -108,3 +110,14 @@ def test_command_line_numbers_read_as_json_reads_them(ptype: str, text: str, exp
     5.0, and a step said ``5.0`` on the command line only); Python's ``1_000`` and ``nan`` are not numbers."""
     value = coerce_text_value(Parameter(name="p", type=ptype), text)  # type: ignore[arg-type]
     assert value == expected and type(value) is type(expected)
+
+
+@pytest.mark.parametrize(("ptype", "enum", "said"), [
+    ("string", [1, 2], "1: expected string, got integer"), ("integer", [], "is empty"),
+    ("integer", [True, 2], "true: expected integer, got boolean"), ("integer", [1.5], "1.5: expected integer"),
+    ("boolean", [None], "null: null is no value"),
+])
+def test_an_enum_holds_values_of_its_parameters_type(ptype: str, enum: list[object], said: str) -> None:
+    problem = Parameter(name="p", type=ptype, enum=enum).enum_problem()  # type: ignore[arg-type]
+    assert problem is not None and re.search(f"enum of parameter 'p'.*{re.escape(said)}", problem), problem
+    assert Parameter(name="p", type="number", enum=[1, 2.5]).enum_problem() is None
