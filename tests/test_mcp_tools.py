@@ -547,8 +547,9 @@ async def test_resolve_refuses_an_integer_too_long_to_write_with_a_coded_problem
     problem = error(await operator.call_tool("resolve_skill", {"skill_id": sid, "parameters": values}))
     assert problem["code"] == "VALIDATION_ERROR"
     assert problem["details"]["problems"] == [{"field": "parameters.issue_number", "code": "invalid",
-                                              "message": "an integer too long to write as text"
+                                              "message": "issue_number: an integer too long to write as text"
                                                          " (about 4,000 digits or more)"}]
+    assert problem["details"]["parameters"][:2] == ["repo", "issue_number"]  # the names it takes, as ever
     fine = ok(await operator.call_tool("resolve_skill", {"skill_id": sid,
                                                          "parameters": {**values, "issue_number": 10**300}}))
     assert 10**300 in [v for s in fine["steps"] for v in s["args"].values()]

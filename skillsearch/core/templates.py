@@ -20,8 +20,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from skillsearch.core.domain import PLACEHOLDER, FlowStep, Parameter
+from skillsearch.core.domain import MAX_NESTING, PLACEHOLDER, FlowStep, Parameter
 from skillsearch.core.errors import SkillInvalidError, ValidationError, problem
+from skillsearch.core.wellformed import IllFormedError, check_wellformed
 
 __all__ = ["coerce_text_value", "resolve_steps"]
 
@@ -65,6 +66,16 @@ def _substitute(value: Any, values: Mapping[str, Any]) -> Any:
     return value
 
 
+def _ill_formed(value: Any) -> str | None:
+    """Why a value is no JSON value its text could be written from (NaN, a lone surrogate, an integer of
+    thousands of digits), said beside the call's other problems rather than alone before them."""
+    try:
+        check_wellformed(value, "", MAX_NESTING)
+    except IllFormedError as exc:
+        return exc.reason
+    return None
+
+
 def resolve_steps(
     steps: Sequence[FlowStep],
     parameters: Sequence[Parameter],
@@ -88,7 +99,7 @@ def resolve_steps(
     effective: dict[str, Any] = {}
     for p in parameters:
         if p.name in values and values[p.name] is not None:
-            wrong = p.problem_with(values[p.name])
+            wrong = _ill_formed(values[p.name]) or p.problem_with(values[p.name])
             if wrong:
                 problems.append(problem(f"parameters.{p.name}", f"{p.name}: {wrong}", "invalid"))
             else:
