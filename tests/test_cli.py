@@ -542,3 +542,19 @@ def test_a_caller_of_main_goes_on_with_its_heap_unfrozen(tmp_path: Path) -> None
     before = gc.get_freeze_count()
     code, _ = run(tmp_path / "d", "list")
     assert code == 0 and gc.get_freeze_count() == before == 0
+
+
+def test_resolve_reads_a_number_as_mcp_and_http_read_its_json(data_dir: Path) -> None:
+    """``--param max_error_ratio=2`` resolved to ``2.0`` where MCP and HTTP give JSON ``2``: the same value
+    made a different tool call depending on the surface."""
+    base = ["--param", "service=api", "--param", "image_tag=v1"]
+    code, flow = run(data_dir, "resolve", "deploy-service-canary", *base, "--param", "max_error_ratio=2", "--json")
+    assert code == 0
+    (compare,) = [s["args"] for s in flow["steps"] if s["tool"] == "metrics.compare"]
+    assert compare["max_ratio"] == 2 and isinstance(compare["max_ratio"], int)
+    code, flow = run(data_dir, "resolve", "deploy-service-canary", *base, "--param", "max_error_ratio=2.5", "--json")
+    assert code == 0 and [s["args"]["max_ratio"] for s in flow["steps"] if s["tool"] == "metrics.compare"] == [2.5]
+    code, err = run(data_dir, "resolve", "deploy-service-canary", *base, "--param", "max_error_ratio=nan", "--json")
+    assert code == 1 and {"field": "parameters.max_error_ratio", "code": "invalid",
+                          "message": "max_error_ratio: 'nan' is not a number (expected number)"} \
+        in err["error"]["details"]["problems"]

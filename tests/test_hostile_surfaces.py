@@ -63,6 +63,16 @@ def test_resolve_refuses_surrogates_and_non_finite_numbers(catalog: Catalog, tmp
             resp = httpx.post(f"{url}/v1/skills/{skill_id}/resolve", content=body.encode(), headers=headers)
             assert resp.status_code == 400, (body, resp.text)
             assert resp.json()["error"]["code"] == "VALIDATION_ERROR"
+            # Coded as resolve's other problems are (missing, invalid, unknown): a bad value is ``invalid``.
+            assert [p["code"] for p in resp.json()["error"]["details"]["problems"]] == ["invalid"], resp.text
+        # Said with the call's other problems (one error naming each) and the names the template takes.
+        both = httpx.post(f"{url}/v1/skills/{skill_id}/resolve", content=b'{"parameters": {"label": NaN}}',
+                          headers=headers).json()["error"]
+        assert both["details"]["problems"] == [
+            {"field": "body.parameters.threshold", "code": "missing", "message": "missing required parameter 'threshold'"},
+            {"field": "body.parameters.label", "code": "invalid",
+             "message": "label: not a finite number (NaN and Infinity are not JSON)"}]
+        assert both["details"]["parameters"] == ["threshold", "label"]
         ok = httpx.post(f"{url}/v1/skills/{skill_id}/resolve", json={"parameters": {"threshold": 0.5}}, headers=headers)
         assert ok.status_code == 200 and ok.json()["steps"][0]["args"]["above"] == 0.5
 

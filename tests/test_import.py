@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
+
+import pytest
 
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import ValidationError
@@ -157,3 +160,41 @@ def test_missing_path_and_bad_grant_are_clear_errors(empty_catalog: Catalog, tmp
         assert "invalid grant" in exc.message
     else:
         raise AssertionError("a bad grant must be refused")
+
+
+def test_an_enum_no_value_could_match_is_an_invalid_entry(empty_catalog: Catalog, tmp_path: Path) -> None:
+    """``enum: [1, 2]`` on a string parameter (or ``[]``, or ``true`` among integers) imported, and every
+    value an agent gave was then refused: a template no call could resolve."""
+    def flow(slug: str, parameter: dict[str, object]) -> dict[str, object]:
+        return {"slug": slug, "name": slug, "description": "A flow.", "kind": "flow_template",
+                "parameters": [{"name": "p", **parameter}], "steps": [{"tool": "t", "args": {"v": "{p}"}}]}
+    bundle = tmp_path / "flows.jsonl"
+    entries = (flow("text-of-numbers", {"type": "string", "enum": [1, 2]}), flow("none", {"enum": []}),
+               flow("bool-among-ints", {"type": "integer", "enum": [True, 2]}),
+               flow("fine", {"type": "number", "enum": [1, 2.5]}))
+    bundle.write_text("\n".join(json.dumps(x) for x in entries) + "\n", encoding="utf-8")
+    report = empty_catalog.import_path(bundle, "b", "sub:x")
+    by_line = {p.file.rsplit(":", 1)[1]: p.reason for p in report.problems}
+    assert "enum of parameter 'p': 1: expected string, got integer" in by_line["1"]
+    assert "enum of parameter 'p' is empty" in by_line["2"]
+    assert "enum of parameter 'p': true: expected integer, got boolean" in by_line["3"]
+    assert set(by_line) == {"1", "2", "3"} and len(report.created) == 1
+
+
+def test_a_revision_stored_before_the_enum_rule_still_reads_and_resolves(empty_catalog: Catalog,
+                                                                        tmp_path: Path) -> None:
+    """A rule added to the parameter schema must not make a revision stored by an older version unreadable
+    (get and resolve raised a pydantic error): resolve says what is wrong with the value instead."""
+    bundle = tmp_path / "flow.json"
+    bundle.write_text(json.dumps([{"slug": "old", "name": "old", "description": "An old flow.",
+                                   "kind": "flow_template", "steps": [{"tool": "t", "args": {"v": "{p}"}}],
+                                   "parameters": [{"name": "p", "type": "string", "enum": ["a"]}]}]))
+    assert empty_catalog.import_path(bundle, "b", "sub:x").ok
+    with sqlite3.connect(empty_catalog.data_dir / "catalog.sqlite3") as db:  # as an older version wrote it
+        (body,) = db.execute("SELECT body FROM revisions").fetchone()
+        old = json.loads(body)
+        old["parameters"][0]["enum"] = [1, 2]
+        db.execute("UPDATE revisions SET body = ?", (json.dumps(old),))
+    assert empty_catalog.get_skill(Principal.operator(), "old").parameters[0].enum == [1, 2]  # type: ignore[index]
+    with pytest.raises(ValidationError, match="must be one of"):
+        empty_catalog.resolve(Principal.operator(), "old", {"p": "a"})

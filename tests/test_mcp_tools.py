@@ -535,3 +535,21 @@ async def test_the_readme_tool_table_names_each_tool_and_its_arguments(operator:
         documented[name.strip("`")] = set(re.findall(r"`(\w+)`", purpose.rsplit("(", 1)[1]))
     served = {t.name: set(t.input_schema["properties"]) for t in (await operator.list_tools()).tools}
     assert documented == served
+
+
+async def test_resolve_refuses_an_integer_too_long_to_write_with_a_coded_problem(operator: Client,
+                                                                                 sample: Catalog) -> None:
+    """The MCP request's JSON parser reads an integer of 5,000 digits; writing it into ``id-{n}`` raised
+    Python's 4,300-digit ValueError out of the tool. It is one ``invalid`` problem naming the parameter, as
+    NaN is, with the code every other resolve problem carries."""
+    sid = skill_id_of(sample, "triage-new-issue")
+    values = {"repo": "a/b", "issue_number": 10**5000, "issue_type": "bug", "area": "cli"}
+    problem = error(await operator.call_tool("resolve_skill", {"skill_id": sid, "parameters": values}))
+    assert problem["code"] == "VALIDATION_ERROR"
+    assert problem["details"]["problems"] == [{"field": "parameters.issue_number", "code": "invalid",
+                                              "message": "issue_number: an integer too long to write as text"
+                                                         " (about 4,000 digits or more)"}]
+    assert problem["details"]["parameters"][:2] == ["repo", "issue_number"]  # the names it takes, as ever
+    fine = ok(await operator.call_tool("resolve_skill", {"skill_id": sid,
+                                                         "parameters": {**values, "issue_number": 10**300}}))
+    assert 10**300 in [v for s in fine["steps"] for v in s["args"].values()]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from skillsearch.core.domain import FlowStep, Parameter
@@ -79,3 +81,43 @@ def test_default_must_fit_its_type_and_enum() -> None:
 )
 def test_command_line_values_are_coerced_to_the_schema(ptype: str, text: str, expected: object) -> None:
     assert coerce_text_value(Parameter(name="p", type=ptype), text) == expected  # type: ignore[arg-type]
+
+
+def test_a_placeholder_before_a_newline_is_text_not_the_whole_value() -> None:
+    """``$`` also matched before a final newline: ``"{replicas}\\n"`` became the integer, its newline lost."""
+    steps = (FlowStep(tool="shell.write", args={"line": "{replicas}\n", "lines": ["{service}\n", "{replicas}"]}),)
+    resolved, _ = resolve_steps(steps, PARAMS, {"service": "api", "replicas": 3})
+    assert resolved[0]["args"] == {"line": "3\n", "lines": ["api\n", 3]}
+
+
+def test_a_parameter_value_is_data_never_a_template() -> None:
+    """A value holding ``{other}``, ``{{`` or JSON text is put in as written, in one pass."""
+    value = '{note} {{x}} "q"\\ \n{"a": [1]} \u202e日本'
+    resolved, _ = resolve_steps(STEPS, PARAMS, {"service": value, "replicas": 1, "note": "N"})
+    assert resolved[0]["args"]["deployment"] == value
+    assert resolved[1]["args"]["q"] == 'rate{service="' + value + '"}[5m]'
+
+
+@pytest.mark.parametrize(
+    ("ptype", "text", "expected"),
+    [("number", "5", 5), ("number", "-2", -2), ("number", "5.0", 5.0), ("number", "1e2", 100.0),
+     ("integer", " 7 ", 7), ("integer", "5.0", "5.0"), ("integer", "1_000", "1_000"), ("number", "1_0.5", "1_0.5"),
+     ("number", "nan", "nan"), ("number", "infinity", "infinity"), ("integer", "true", "true"),
+     ("integer", "9" * 5000, "9" * 5000)],
+)
+def test_command_line_numbers_read_as_json_reads_them(ptype: str, text: str, expected: object) -> None:
+    """``5`` for a number parameter is the integer 5, as MCP and HTTP take JSON ``5`` (``float()`` made it
+    5.0, and a step said ``5.0`` on the command line only); Python's ``1_000`` and ``nan`` are not numbers."""
+    value = coerce_text_value(Parameter(name="p", type=ptype), text)  # type: ignore[arg-type]
+    assert value == expected and type(value) is type(expected)
+
+
+@pytest.mark.parametrize(("ptype", "enum", "said"), [
+    ("string", [1, 2], "1: expected string, got integer"), ("integer", [], "is empty"),
+    ("integer", [True, 2], "true: expected integer, got boolean"), ("integer", [1.5], "1.5: expected integer"),
+    ("boolean", [None], "null: null is no value"),
+])
+def test_an_enum_holds_values_of_its_parameters_type(ptype: str, enum: list[object], said: str) -> None:
+    problem = Parameter(name="p", type=ptype, enum=enum).enum_problem()  # type: ignore[arg-type]
+    assert problem is not None and re.search(f"enum of parameter 'p'.*{re.escape(said)}", problem), problem
+    assert Parameter(name="p", type="number", enum=[1, 2.5]).enum_problem() is None

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from skillsearch.catalog.store import CatalogStore
-from skillsearch.core.domain import MAX_NESTING, SKILL_KINDS, SLUG_PATTERN, Principal, Resource, Revision, Skill
+from skillsearch.core.domain import SKILL_KINDS, SLUG_PATTERN, Principal, Resource, Revision, Skill
 from skillsearch.core.errors import (
     ResourceNotFoundError,
     SkillInvalidError,
@@ -198,10 +198,10 @@ def resolve_flow(
     if not isinstance(values, Mapping):
         raise ValidationError("parameters must be an object of name to value",
                               {"problems": [problem("parameters", "must be an object of name to value")]})
-    try:
-        check_wellformed(dict(values), "parameters", MAX_NESTING)
+    try:  # the names: a value that is no JSON value is one of the problems resolve_steps reports together
+        check_wellformed(dict.fromkeys(values), "parameters")
     except IllFormedError as exc:
-        raise ValidationError(str(exc), {"problems": [problem(exc.where, exc.reason)]}) from None
+        raise ValidationError(str(exc), {"problems": [problem(exc.where, exc.reason, "invalid")]}) from None
     rev = _current_revision(store, skill)
     steps, effective = resolve_steps(rev.steps, rev.parameters, values, known_tools)
     return ResolvedFlow(

@@ -6,6 +6,7 @@ These are the shapes of the catalog (design section 1). Pydantic validates them 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import unicodedata
@@ -107,6 +108,20 @@ class Parameter(BaseModel):
             return "must be a finite number (NaN and Infinity are refused)"
         if self.enum is not None and value not in self.enum:
             return f"must be one of {self.enum!r}"
+        return None
+
+    def enum_problem(self) -> str | None:
+        """Why no value could match this parameter's enum (``[]``, ``[1, 2]`` for a string), or ``None``.
+        Checked on what import and sync store (:class:`SkillContent`), not on every read of a stored one."""
+        if self.enum is None:
+            return None
+        if not self.enum:
+            return f"enum of parameter {self.name!r} is empty: no value could ever be given"
+        typed = self.model_copy(update={"enum": None})
+        for member in self.enum:
+            problem = "null is no value" if member is None else typed.problem_with(member)
+            if problem:
+                return f"enum of parameter {self.name!r}: {json.dumps(member, ensure_ascii=False)}: {problem}"
         return None
 
     @model_validator(mode="after")
@@ -254,6 +269,11 @@ class SkillContent(BaseModel):
             declared = {p.name for p in rev.parameters}
             if len(declared) != len(rev.parameters):
                 raise ValueError("parameter names must be unique")
+            # An enum no value of its type can match imported fine and made a template that no call could
+            # resolve: every value an agent gave was refused as "must be one of".
+            for p in rev.parameters:
+                if problem := p.enum_problem():
+                    raise ValueError(problem)
             undeclared = sorted(placeholders_in([s.args for s in rev.steps]) - declared)
             if undeclared:
                 raise ValueError(f"step placeholder(s) with no matching parameter: {', '.join(undeclared)}")

@@ -4,7 +4,9 @@ Resolution is all or nothing: every problem is collected into one ``VALIDATION_E
 substituted step list is ever returned. Nothing here executes a step.
 
 Substitution rules:
-- a string that is exactly ``{param}`` takes the value with its JSON type;
+- a string that is exactly ``{param}`` (to its last character) takes the value with its JSON type;
+- substitution is one pass: a value holding ``{other}`` or ``{{`` is put in as written;
+- argument names (object keys) are literal, never substituted;
 - any other string gets the value's text (booleans as ``true``/``false``) in place of each ``{param}``;
 - ``{{`` and ``}}`` are literal braces;
 - an optional parameter with no value and no default removes an argument that is exactly ``{param}``
@@ -18,13 +20,18 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from skillsearch.core.domain import PLACEHOLDER, FlowStep, Parameter
+from skillsearch.core.domain import MAX_NESTING, PLACEHOLDER, FlowStep, Parameter
 from skillsearch.core.errors import SkillInvalidError, ValidationError, problem
+from skillsearch.core.wellformed import IllFormedError, check_wellformed
 
 __all__ = ["coerce_text_value", "resolve_steps"]
 
-_WHOLE = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+# The whole string, to its last character: ``$`` would also match before a final newline, and ``"{n}\n"``
+# would become the bare value, its newline lost and its type changed.
+_WHOLE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _OMIT = object()
+# A JSON number: its integer part, then its fraction and exponent (either makes it a non-integer).
+_JSON_NUMBER = re.compile(r"(-?(?:0|[1-9][0-9]*))(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 
 
 def _as_text(value: Any) -> str:
@@ -39,7 +46,7 @@ def _as_text(value: Any) -> str:
 
 def _substitute(value: Any, values: Mapping[str, Any]) -> Any:
     if isinstance(value, str):
-        whole = _WHOLE.match(value)
+        whole = _WHOLE.fullmatch(value)
         if whole:
             return values.get(whole.group(1), _OMIT)
 
@@ -57,6 +64,16 @@ def _substitute(value: Any, values: Mapping[str, Any]) -> Any:
     if isinstance(value, list):
         return [v for v in (_substitute(item, values) for item in value) if v is not _OMIT]
     return value
+
+
+def _ill_formed(value: Any) -> str | None:
+    """Why a value is no JSON value its text could be written from (NaN, a lone surrogate, an integer of
+    thousands of digits), said beside the call's other problems rather than alone before them."""
+    try:
+        check_wellformed(value, "", MAX_NESTING)
+    except IllFormedError as exc:
+        return exc.reason
+    return None
 
 
 def resolve_steps(
@@ -82,7 +99,7 @@ def resolve_steps(
     effective: dict[str, Any] = {}
     for p in parameters:
         if p.name in values and values[p.name] is not None:
-            wrong = p.problem_with(values[p.name])
+            wrong = _ill_formed(values[p.name]) or p.problem_with(values[p.name])
             if wrong:
                 problems.append(problem(f"parameters.{p.name}", f"{p.name}: {wrong}", "invalid"))
             else:
@@ -104,16 +121,23 @@ def resolve_steps(
 
 def coerce_text_value(parameter: Parameter | None, text: str) -> Any:
     """Turn a command-line ``NAME=VALUE`` text into the parameter's type, leaving it as text if it will
-    not parse so that resolution reports the type problem."""
+    not parse so that resolution reports the type problem.
+
+    A number is read as JSON reads it, so the command line resolves to what MCP and HTTP give for the same
+    value: ``5`` is the integer 5 for a ``number`` parameter too (``float()`` made it 5.0, which a step
+    wrote as ``5.0``), and Python's own extras (``1_000``, ``nan``, ``infinity``) are not numbers."""
     if parameter is None or parameter.type == "string":
         return text
-    try:
-        if parameter.type == "integer":
-            return int(text)
-        if parameter.type == "number":
-            return float(text)
-    except ValueError:
-        return text
+    if parameter.type in ("integer", "number"):
+        number = _JSON_NUMBER.fullmatch(text.strip())
+        if number is None:
+            return text
+        if not number.group(2) and not number.group(3):
+            try:
+                return int(number.group(1))
+            except ValueError:  # over Python's 4,300 digits
+                return text
+        return text if parameter.type == "integer" else float(number.group(0))
     lowered = text.strip().lower()
     if lowered in ("true", "false"):
         return lowered == "true"

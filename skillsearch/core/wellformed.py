@@ -56,9 +56,17 @@ def is_unicode(value: str) -> bool:
     return True
 
 
+# Python writes an integer as text up to 4,300 digits (``sys.get_int_max_str_digits``) and raises past
+# them; an MCP request's JSON parser reads longer ones, which then failed where they were written.
+_MAX_INT_DIGITS = 4000
+_MAX_INT_BITS = int(_MAX_INT_DIGITS * math.log2(10))
+_TOO_LONG = f"an integer too long to write as text (about {_MAX_INT_DIGITS:,} digits or more)"
+
+
 def check_wellformed(value: Any, where: str, max_depth: int = 32) -> None:
     """Raise :class:`IllFormedError` (a ``ValueError``) when a string in ``value`` (keys included) is not
-    valid Unicode, a number is NaN or infinite, or lists and mappings nest deeper than ``max_depth``."""
+    valid Unicode, a number is NaN or infinite, an integer is too long to write as text, or lists and mappings
+    nest deeper than ``max_depth``."""
     stack: list[tuple[Any, str, int]] = [(value, where, 0)]
     while stack:
         item, at, depth = stack.pop()
@@ -69,6 +77,8 @@ def check_wellformed(value: Any, where: str, max_depth: int = 32) -> None:
         elif isinstance(item, float) and not math.isfinite(item):
             raise IllFormedError(at, "not a finite number (NaN and Infinity are not JSON)",
                                  f"{at} is not a finite number (NaN and Infinity are not JSON)")
+        elif isinstance(item, int) and item.bit_length() > _MAX_INT_BITS:
+            raise IllFormedError(at, _TOO_LONG, f"{at} is {_TOO_LONG}")
         elif isinstance(item, dict | list | tuple):
             if depth >= max_depth:
                 raise IllFormedError(at, f"nested deeper than {max_depth} levels",
