@@ -43,7 +43,7 @@ from skillsearch.retrieval.embedding_chunks import EMBED_CHUNK, ProgressFactory
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.lexical import APPLY_CHUNK as LEXICAL_CHUNK
 from skillsearch.retrieval.lexical import LexicalIndex, Searcher
-from skillsearch.retrieval.lexical_schema import HEAD_CHARS, LEXICAL_FIELDS_VERSION
+from skillsearch.retrieval.lexical_schema import HEAD_CHARS, LEXICAL_FIELDS_VERSION, recipe_change
 from skillsearch.retrieval.manifest import MANIFEST, TUNED_KEYS, built_with, read_manifest, write_manifest
 from skillsearch.retrieval.routing import Routing
 from skillsearch.retrieval.vector_files import remove_temporaries
@@ -208,7 +208,7 @@ class SearchIndex:
             # side is rebuilt from the store; no vector is embedded again.
             log.warning("the lexical index in %s was built by another version or setting (%s): rebuilding the"
                         " lexical side (no skill is embedded again)", self.data_dir,
-                        _recipe_change(manifest.get("lexical"), self.lexical_config()))
+                        recipe_change(manifest.get("lexical"), self.lexical_config()))
         if damaged or behind or other_recipe or self.lexical.num_docs() != len(vectors):
             stats = self.repair(store, progress)
             self._ensure_calibration()
@@ -395,12 +395,3 @@ class SearchIndex:
     def close(self) -> None:
         self.lexical.close()
 
-
-def _recipe_change(built: Any, now: dict[str, Any]) -> str:
-    """What differs between the lexical recipe an index was built with and this process's, for a log line:
-    ``fields 4, now 5``."""
-    if not isinstance(built, dict):
-        return "no recipe recorded"
-    keys = [*now, *(key for key in built if key not in now)]
-    return "; ".join(f"{key} {built.get(key, 'unset')}, now {now.get(key, 'unset')}" for key in keys
-                     if built.get(key) != now.get(key))

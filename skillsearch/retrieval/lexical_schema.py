@@ -38,13 +38,23 @@ from skillsearch.retrieval.text_terms import fold
 
 __all__ = [
     "FRENCH_FIELDS", "FRENCH_MODES", "HEAD_CHARS", "LEXICAL_FIELDS_VERSION", "REST_FIELD", "TEXT_FIELDS", "WORD_PATTERN",
-    "document", "english_analyzer", "french_analyzer", "register_analyzers", "schema", "skill_key",
+    "document", "english_analyzer", "french_analyzer", "recipe_change", "register_analyzers", "schema", "skill_key",
 ]
 
 # Bumped when the lexical schema gains fields (2: the French fields ``fr`` and ``fr_body``; 3: ``all``; 4:
 # ``rest``, the instructions after their head; 5: words of two characters or more, the name once, in ``name``;
 # 6: a CJK character ends a word, so "Stripeで" holds the word "stripe"; 7: every text folded to NFKC).
 LEXICAL_FIELDS_VERSION = 7
+
+
+def recipe_change(built: Any, now: dict[str, Any]) -> str:
+    """What differs between the lexical recipe an index was built with and this process's
+    (``SearchIndex.lexical_config``), for a log line: ``fields 4, now 5``."""
+    if not isinstance(built, dict):
+        return "no recipe recorded"
+    keys = [*now, *(key for key in built if key not in now)]
+    return "; ".join(f"{key} {built.get(key, 'unset')}, now {now.get(key, 'unset')}" for key in keys
+                     if built.get(key) != now.get(key))
 
 EN_ANALYZER = "skill_en"
 CJK_ANALYZER = "skill_cjk"

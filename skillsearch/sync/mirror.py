@@ -40,7 +40,7 @@ from skillsearch.core.errors import SkillSearchError, StopFlag
 from skillsearch.core.hashing import stable_id
 from skillsearch.retrieval.indexer import IndexStats, ProgressFactory, SearchIndex
 from skillsearch.sync.git import GitCache, Tree, export_folder
-from skillsearch.sync.sources import SourceConfig
+from skillsearch.sync.sources import SourceConfig, git_location
 
 __all__ = ["SourceRead", "SourceReport", "apply_source", "read_source", "retire_source"]
 
@@ -222,10 +222,10 @@ def read_source(store: CatalogStore, source: SourceConfig, cache_dir: Path, *, f
     last = cursor.get("commit") if isinstance(cursor.get("commit"), str) else None
     warnings: list[str] = []
     was = cursor.get("tracks")
-    if last and isinstance(was, dict) and was != tracking(source):
+    if last and isinstance(was, dict) and was != source.tracks:
         # The configuration now names another repository, ref or subdir: what was applied is no earlier
         # state of what is read now, so neither "nothing new" nor "moved backwards" can be judged from it.
-        warnings.append(f"now reading {source.location} (was {_shown(was)}): applied in full")
+        warnings.append(f"now reading {source.location} (was {git_location(was)}): applied in full")
         last = None
     cache = GitCache(Path(cache_dir) / f"{source.name}.git", stopping=stopping)
     try:
@@ -255,17 +255,6 @@ def read_source(store: CatalogStore, source: SourceConfig, cache_dir: Path, *, f
     read.commit = commit
     read.warnings = warnings + read.warnings
     return read
-
-
-def tracking(source: SourceConfig) -> dict[str, str]:
-    """What a git source reads (its URL as shown, without user information, its ref and subdir), kept in the
-    cursor beside the commit applied: a run compares its commit with the last one only while these match."""
-    return {"git": source.shown_git or "", "ref": source.ref, "subdir": source.subdir or ""}
-
-
-def _shown(tracks: dict[str, Any]) -> str:
-    where = f"{tracks.get('git')}#{tracks.get('ref')}"
-    return f"{where}:{tracks['subdir']}" if tracks.get("subdir") else where
 
 
 def _versioned(content: SkillContent, commit: str, version: str) -> SkillContent:
@@ -325,7 +314,7 @@ def apply_source(store: CatalogStore, index: SearchIndex | None, read: SourceRea
             success = state.last_success if read.error else now
             kept = state.cursor
             if read.skipped and source.git is not None and "tracks" not in cursor:  # a cursor of an older version
-                kept = json.dumps({**cursor, "tracks": tracking(source)}, sort_keys=True)
+                kept = json.dumps({**cursor, "tracks": source.tracks}, sort_keys=True)
             store.sync.save(SyncState(source.name, kept, success, last_error, counts))
         else:
             kept_folders: dict[str, str] = {}
@@ -376,7 +365,7 @@ def apply_source(store: CatalogStore, index: SearchIndex | None, read: SourceRea
             ) if report.refused else None
             written: dict[str, Any] = {"commit": read.commit, "folders": kept_folders}
             if source.git is not None:
-                written["tracks"] = tracking(source)
+                written["tracks"] = source.tracks
             new_cursor = json.dumps(written, sort_keys=True)
             store.sync.save(SyncState(source.name, new_cursor, now, last_error, counts))
     if report.error:

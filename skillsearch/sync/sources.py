@@ -38,6 +38,7 @@ from skillsearch.sync.config import TOP_LEVEL_KEYS, unknown_keys
 __all__ = [
     "SourceConfig",
     "add_source",
+    "git_location",
     "load_sources",
     "name_problem",
     "parse_sources",
@@ -57,6 +58,13 @@ def name_problem(name: Any) -> str | None:
     if isinstance(name, str) and NAME_PATTERN.match(name):
         return None
     return "must be 1-64 characters of A-Z, a-z, 0-9, '.', '_', '-', the first a letter or digit"
+
+
+def git_location(tracks: dict[str, Any]) -> str:
+    """A git source's ``url#ref`` (``url#ref:subdir``) from what it tracks (:attr:`SourceConfig.tracks`, or one
+    kept in a cursor)."""
+    where = f"{tracks.get('git')}#{tracks.get('ref')}"
+    return f"{where}:{tracks['subdir']}" if tracks.get("subdir") else where
 
 
 @dataclass(frozen=True)
@@ -86,9 +94,15 @@ class SourceConfig:
     @property
     def location(self) -> str:
         if self.git is not None:
-            where = f"{self.shown_git}#{self.ref}"
-            return f"{where}:{self.subdir}" if self.subdir else where
+            return git_location(self.tracks)
         return str(self.path)
+
+    @property
+    def tracks(self) -> dict[str, str]:
+        """What a git source reads (its URL as shown, without user information, its ref and subdir), kept in
+        the cursor beside the commit applied: a run compares its commit with the last one only while these
+        match (``sync/mirror.read_source``)."""
+        return {"git": self.shown_git or "", "ref": self.ref, "subdir": self.subdir or ""}
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "grant": self.grant, "kind": self.kind}
