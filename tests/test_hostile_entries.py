@@ -218,6 +218,18 @@ def test_the_stored_keys_follow_the_unicode_data_the_fold_reads() -> None:
     assert f"unicode-{unicodedata.unidata_version}:" in SKELETON_VERSION
 
 
+def _name_keys(catalog: Catalog) -> dict[str, str]:
+    return dict(catalog.store.connection().execute("SELECT slug, name_key FROM skills").fetchall())
+
+
+def _assert_look_alikes_refused(catalog: Catalog, bundle: Path, entries: list[dict[str, Any]]) -> None:
+    """Import ``entries`` (each a look-alike of a stored name) from ``bundle``: every one refused as such."""
+    bundle.write_text(json.dumps(entries), encoding="utf-8")
+    report = catalog.import_path(bundle, "src", "team:a")
+    assert not report.created and len(report.problems) == len(entries)
+    assert all("look-alike letters" in p.reason for p in report.problems)
+
+
 def test_a_catalog_from_before_the_name_keys_gets_them_when_opened(
     catalog: Catalog, fake_encoder: Encoder, tmp_path: Path
 ) -> None:
@@ -239,14 +251,10 @@ def test_a_catalog_from_before_the_name_keys_gets_them_when_opened(
     conn.close()
 
     reopened = Catalog.open(Settings(data_dir=data_dir, seed_sample=False, encoder="hashing"), encoder=fake_encoder)
-    keys = dict(reopened.store.connection().execute("SELECT slug, name_key FROM skills").fetchall())
+    keys = _name_keys(reopened)
     assert keys == {"git-bisect": "git bisect tool", "deploy": "deploy"}
-    fake = tmp_path / "b.json"
-    fake.write_text(json.dumps([_entry("fake-bisect", name="Gіt bisect tool"), _entry("fake-deploy", name="Deploy")]),
-                    encoding="utf-8")
-    report = reopened.import_path(fake, "src", "team:a")
-    assert not report.created and len(report.problems) == 2
-    assert all("look-alike letters" in p.reason for p in report.problems)
+    _assert_look_alikes_refused(reopened, tmp_path / "b.json",
+                                [_entry("fake-bisect", name="Gіt bisect tool"), _entry("fake-deploy", name="Deploy")])
 
     # Another skeleton version: every key is computed again.
     conn = reopened.store.connection()
@@ -254,7 +262,7 @@ def test_a_catalog_from_before_the_name_keys_gets_them_when_opened(
     conn.execute("UPDATE meta SET value = 'an older skeleton' WHERE key = 'name_key_version'")
     reopened.close()
     again = Catalog.open(Settings(data_dir=data_dir, seed_sample=False, encoder="hashing"), encoder=fake_encoder)
-    assert dict(again.store.connection().execute("SELECT slug, name_key FROM skills").fetchall()) == keys
+    assert _name_keys(again) == keys
     again.close()
 
 
@@ -290,12 +298,7 @@ def test_a_rollback_that_writes_skills_without_keys_has_them_keyed_at_the_next_o
     conn.close()
 
     reopened = Catalog.open(Settings(data_dir=data_dir, seed_sample=False, encoder="hashing"), encoder=fake_encoder)
-    keys = dict(reopened.store.connection().execute("SELECT slug, name_key FROM skills").fetchall())
-    assert keys == {"stripe": "stripe checkout", "deploy": "release helper"}
-    fake = tmp_path / "b.json"
-    fake.write_text(json.dumps([_entry("fake-stripe", name="\u0405tripe Checkout"),
-                                _entry("fake-release", name="R\u0435lease helper")]), encoding="utf-8")
-    report = reopened.import_path(fake, "src", "team:a")
-    assert not report.created and len(report.problems) == 2
-    assert all("look-alike letters" in p.reason for p in report.problems)
+    assert _name_keys(reopened) == {"stripe": "stripe checkout", "deploy": "release helper"}
+    _assert_look_alikes_refused(reopened, tmp_path / "b.json", [_entry("fake-stripe", name="\u0405tripe Checkout"),
+                                                               _entry("fake-release", name="R\u0435lease helper")])
     reopened.close()
