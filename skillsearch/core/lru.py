@@ -1,4 +1,5 @@
-"""A small thread-safe least-recently-used map, for the query-vector and search-result caches."""
+"""A small thread-safe least-recently-used map, for the query-vector and search-result caches and the parsed
+confidence decisions."""
 
 from __future__ import annotations
 

@@ -31,8 +31,6 @@ them from there, so an index always answers with the numbers it was built with.
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from importlib import resources
@@ -42,6 +40,7 @@ import numpy as np
 
 from skillsearch.core.fusion import Candidates
 from skillsearch.core.language import is_foreign
+from skillsearch.core.lru import LRU
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.lexical import LexicalIndex
 from skillsearch.retrieval.search_types import Hit, SearchRequest
@@ -104,8 +103,7 @@ def refusal_weights(refusal: dict[str, float]) -> np.ndarray:
 # identity without a bound, a server fed by an import or sync in another process kept one more entry (and the
 # dict it pins) per write, for its whole life. The routes of the few snapshots still serving are enough.
 PARSED_KEPT = 8
-_PARSED: OrderedDict[int, tuple[Any, Decision | None]] = OrderedDict()
-_PARSED_LOCK = threading.Lock()
+_PARSED: LRU[int, tuple[Any, Decision | None]] = LRU(PARSED_KEPT)
 
 
 def decision_of(calibration: dict[str, Any] | None) -> Decision | None:
@@ -113,17 +111,11 @@ def decision_of(calibration: dict[str, Any] | None) -> Decision | None:
     stored = (calibration or {}).get("decision")
     if not stored or stored.get("version") != DECISION_VERSION:
         return None
-    with _PARSED_LOCK:
-        cached = _PARSED.get(id(stored))
-        if cached is not None and cached[0] is stored:
-            _PARSED.move_to_end(id(stored))
-            return cached[1]
+    cached = _PARSED.get(id(stored))
+    if cached is not None and cached[0] is stored:
+        return cached[1]
     decision = Decision.from_dict(stored)
-    with _PARSED_LOCK:
-        _PARSED[id(stored)] = (stored, decision)
-        _PARSED.move_to_end(id(stored))
-        while len(_PARSED) > PARSED_KEPT:
-            _PARSED.popitem(last=False)
+    _PARSED.put(id(stored), (stored, decision))
     return decision
 
 
