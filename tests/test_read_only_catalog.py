@@ -94,6 +94,9 @@ def test_list_and_get_read_a_catalog_folder_this_user_cannot_write(read_only: Pa
     got = _run(data, "get", listed[0]["skill_id"], "--json", prefix=UNPRIVILEGED)
     assert got.returncode == 0, got.stderr
     assert json.loads(got.stdout)["name"] == listed[0]["name"]
+    # The status reads too: where the catalog's sources stand, read as it is.
+    status = _run(data, "sources", "list", "--json", prefix=UNPRIVILEGED)
+    assert status.returncode == 0 and json.loads(status.stdout) == {"sources": []}, status.stderr
     # Nothing was written: no -wal or -shm made, no file touched.
     assert {p.name: p.stat().st_mtime_ns for p in data.iterdir()} == before
 

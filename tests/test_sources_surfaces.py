@@ -307,3 +307,34 @@ def test_an_invalid_source_name_in_the_file_is_named_with_its_value(tmp_path: Pa
     assert code == 1 and payload["error"]["message"] == (
         f"{config}: sources[0].name 'my skills' must be 1-64 characters of A-Z, a-z, 0-9, '.', '_', '-',"
         " the first a letter or digit")
+
+
+def test_status_reads_and_an_empty_sources_sync_create_nothing(tmp_path: Path) -> None:
+    """`sources list`, `sync --status` and a `sources sync` with nothing to run are reads: on a mistyped or
+    new --data-dir they say what is (and is not) there, and leave no folder, catalog or index behind."""
+    data = tmp_path / "data"
+    for argv in (("sources", "list"), ("sources", "sync")):
+        code, payload = run_cli("--data-dir", str(data), "-q", *argv)
+        assert code == 0 and payload["sources"] == [], (argv, payload)
+        assert not data.exists(), argv
+    config = tmp_path / "sync.toml"
+    config.write_text('[upstream]\nurl = "http://127.0.0.1:9"\ntoken_env = "UNSET_TOKEN_VAR"\n\n'
+                      '[[subscriptions]]\nid = "starter"\n', encoding="utf-8")
+    code, status = run_cli("--data-dir", str(data), "-q", "sync", "--status", "--config", str(config))
+    (sub,) = status["subscriptions"]
+    assert code == 0 and sub["cursor"] is None and sub["skills_active"] == 0 and sub["last_success"] is None
+    assert status["catalog_changed_at"] is None and not data.exists()
+
+    # A source added and not yet run: listed as never run, and still no catalog in the folder.
+    code, _ = run_cli("--data-dir", str(data), "-q", "sources", "add", "mine", "--path", str(tmp_path / "later"),
+                      "--allow-missing", "--grant", "user:me")
+    assert code == 0
+    code, listed = run_cli("--data-dir", str(data), "-q", "sources", "list")
+    (mine,) = listed["sources"]
+    assert code == 0 and mine["name"] == "mine" and mine["skills_active"] == 0 and mine["last_success"] is None
+    code, status = run_cli("--data-dir", str(data), "-q", "sync", "--status")
+    assert code == 0 and [s["name"] for s in status["sources"]] == ["mine"]
+    out = io.StringIO()
+    assert main(["--data-dir", str(data), "-q", "sources", "list"], out=out) == 0
+    assert "mine (folder, user:me)" in out.getvalue() and "active=0 archived=0 last_success=-" in out.getvalue()
+    assert sorted(p.name for p in data.iterdir()) == ["sync.toml"]

@@ -131,7 +131,8 @@ def in_use(path: Path) -> None:
     """Mark the data directory used by this process (``serve``, ``mcp``, every command that writes it:
     ``import``, ``reindex``, ``sync``, ``sources sync``/``remove``, ``calibrate``, and the reads ``search``,
     ``list``, ``get`` and ``resolve`` on a directory they may write: they create its catalog, seed an empty
-    one with the sample, upgrade it, build or repair its index; :func:`open_catalog`) before anything in it
+    one with the sample, upgrade it, build or repair its index; :func:`open_catalog`; ``sources list`` and
+    ``sync --status`` on a catalog they may upgrade) before anything in it
     is opened, so ``snapshot restore`` refuses to swap it under us, and one that is swapping it now is waited
     for (``retrieval/inuse.py``). A writer that opened the old files and then waited for a lock the restore
     held (``sync.lock``, ``write.lock``), or for SQLite's own, wrote into the deleted catalog once the swap

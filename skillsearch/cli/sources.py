@@ -11,13 +11,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from skillsearch.catalog.connections import opens_read_only
+from skillsearch.catalog.store import CatalogStore
 from skillsearch.cli.common import Subparsers, add_command, emit, grant_arg, in_use, progress_factory, settings_from_args
 from skillsearch.cli.termination import STOPPING
 from skillsearch.cli.usage import float_range
 from skillsearch.core.errors import ValidationError, problem
 from skillsearch.core.wellformed import terminal_safe
 from skillsearch.service import Catalog
-from skillsearch.sync.config import default_config_path
+from skillsearch.sync.config import SyncConfig, default_config_path
 from skillsearch.sync.sources import (
     DEFAULT_INTERVAL_S,
     MAX_INTERVAL_S,
@@ -28,12 +30,12 @@ from skillsearch.sync.sources import (
     name_problem,
     remove_source,
 )
-from skillsearch.sync.status import error_line
+from skillsearch.sync.status import SyncStatus, error_line, sync_status
 
 if TYPE_CHECKING:  # the mirror (and the importer, git) only for a command that runs a source
     from skillsearch.sync.mirror import SourceReport
 
-__all__ = ["add_commands", "command_prefix", "config_path", "report_text", "run_sources"]
+__all__ = ["add_commands", "command_prefix", "config_path", "report_text", "run_sources", "stored_status"]
 
 
 def config_path(args: argparse.Namespace) -> Path:
@@ -93,9 +95,28 @@ def run_sources(catalog: Catalog, sources: tuple[SourceConfig, ...], names: list
     return reports
 
 
+def stored_status(args: argparse.Namespace, config: SyncConfig | None,
+                  sources: tuple[SourceConfig, ...]) -> SyncStatus:
+    """Where ``config``'s subscriptions and ``sources`` stand in the data directory's catalog (``sources list``,
+    ``sync --status``). A read: a directory without a catalog (nothing has run yet, or a mistyped
+    ``--data-dir``) is shown as such, and neither it nor a catalog in it is created; a catalog this user cannot
+    write is read as it is."""
+    path = Path(args.data_dir) / CatalogStore.FILENAME
+    if not path.is_file():
+        return sync_status(None, config, sources=sources)
+    reads_only = opens_read_only(path)
+    if not reads_only:  # opening it may upgrade its schema: a restore must not swap the folder meanwhile
+        in_use(Path(args.data_dir))
+    catalog = Catalog(settings_from_args(args), stopping=STOPPING, reads_only=reads_only)
+    try:
+        return catalog.subscriptions.sync_status(config, sources=sources)
+    finally:
+        catalog.close()
+
+
 def cmd_sources_list(args: argparse.Namespace, out: TextIO) -> int:
     sources = load_sources(config_path(args))
-    status = Catalog(settings_from_args(args), stopping=STOPPING).subscriptions.sync_status(None, sources=sources)
+    status = stored_status(args, None, sources)
     emit(out, args, {"sources": [s.model_dump() for s in status.sources]}, lambda: "\n".join(
         f"{s.name} ({s.kind}, {s.grant}): {s.location}\n  active={s.skills_active} archived={s.skills_archived}"
         f" last_success={s.last_success or '-'}" + (f" commit={s.commit[:12]}" if s.commit else "")
@@ -157,6 +178,9 @@ def _check_names(sources: tuple[SourceConfig, ...], names: list[str] | None, pat
 def cmd_sources_sync(args: argparse.Namespace, out: TextIO) -> int:
     sources = load_sources(config_path(args))
     _check_names(sources, args.name, config_path(args))  # a mistyped name creates no data directory
+    if not sources:  # nothing to run: no data directory, catalog or index is created for it, no model loaded
+        emit(out, args, {"sources": []}, lambda: f"no sources configured in {config_path(args)}")
+        return 0
     in_use(Path(args.data_dir))
     catalog = Catalog.open(settings_from_args(args), seed=False, progress=progress_factory(not args.quiet),
                            stopping=STOPPING)

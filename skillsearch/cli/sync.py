@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TextIO
 
 from skillsearch.cli.common import Subparsers, add_command, emit, in_use, progress_factory, settings_from_args
-from skillsearch.cli.sources import command_prefix, report_text, run_sources
+from skillsearch.cli.sources import command_prefix, report_text, run_sources, stored_status
 from skillsearch.cli.termination import STOPPING
 from skillsearch.cli.usage import port_arg
 from skillsearch.core.errors import ValidationError, WriteStopped
@@ -48,11 +48,8 @@ def cmd_sync(args: argparse.Namespace, out: TextIO) -> int:
             raise ValidationError(f"no subscriptions are configured in {path}", {"unknown": args.subscription})
         emit(out, args, {"subscriptions": [], "sources": []}, lambda: nothing)
         return 0
-    if not args.status:
-        in_use(Path(args.data_dir))  # before the store is opened: a restore refuses this folder, or is waited for
-    catalog = Catalog(settings_from_args(args), stopping=STOPPING)  # creates the store before anything is announced
     if args.status:
-        status = catalog.subscriptions.sync_status(config, sources=sources)
+        status = stored_status(args, config, sources)
         emit(out, args, status.model_dump(), lambda: "\n".join([
             *(f"{s.subscription_id}: cursor={s.cursor or '-'} last_success={s.last_success or '-'}"
               f" active={s.skills_active} archived={s.skills_archived}{' REVOKED' if s.revoked else ''}"
@@ -62,6 +59,8 @@ def cmd_sync(args: argparse.Namespace, out: TextIO) -> int:
               + error_line(s.last_success, s.last_error) for s in status.sources),
         ]) or nothing)
         return 0
+    in_use(Path(args.data_dir))  # before the store is opened: a restore refuses this folder, or is waited for
+    catalog = Catalog(settings_from_args(args), stopping=STOPPING)  # creates the store before anything is announced
     log.info("sync: opening the index in %s", args.data_dir)
     catalog.index(progress_factory(not args.quiet))  # opened (and repaired) before the first page, never seeded
     reports = catalog.subscriptions.sync_once(config, args.subscription or None, cancel=STOPPING) if config is not None else []

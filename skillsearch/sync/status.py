@@ -75,13 +75,20 @@ def error_line(last_success: str | None, last_error: str | None, *, revoked: boo
     return f"\n  earlier error (a run succeeded since): {last_error}"
 
 
-def sources_status(store: CatalogStore, sources: Sequence[SourceConfig],
+def _held(store: CatalogStore | None, source: str) -> tuple[SyncState | None, int, int]:
+    """The stored state of the store's ``source``, and how many of its skills are active and archived."""
+    if store is None:
+        return None, 0, 0
+    skills = store.skills(store.skill_ids_of_source(source))
+    active = sum(1 for s in skills.values() if s.status == "active")
+    return store.sync.state(source), active, len(skills) - active
+
+
+def sources_status(store: CatalogStore | None, sources: Sequence[SourceConfig],
                    runner: dict[str, dict[str, Any]] | None = None) -> list[SourceStatus]:
     out = []
     for source in sources:
-        state = store.sync.state(source.name)
-        skills = store.skills(store.skill_ids_of_source(source.name))
-        active = sum(1 for s in skills.values() if s.status == "active")
+        state, active, archived = _held(store, source.name)
         try:
             cursor = json.loads(state.cursor) if state and state.cursor else {}
         except json.JSONDecodeError:
@@ -92,7 +99,7 @@ def sources_status(store: CatalogStore, sources: Sequence[SourceConfig],
             commit=commit if isinstance(commit, str) else None,
             last_success=state.last_success if state else None, last_error=state.last_error if state else None,
             failing=failing(state.last_success, state.last_error) if state else False,
-            skills_active=active, skills_archived=len(skills) - active,
+            skills_active=active, skills_archived=archived,
             counts=dict(state.counts) if state else {}, runner=(runner or {}).get(source.name),
         ))
     return out
@@ -106,18 +113,17 @@ def _poller_failing(run_times: tuple[float | None, float | None], state: SyncSta
     return poller_failing(failing_since, finished, None if success is None else success.timestamp())
 
 
-def sync_status(store: CatalogStore, config: SyncConfig | None, poller: dict[str, dict[str, Any]] | None = None,
-                sources: Sequence[SourceConfig] = (), runner: dict[str, dict[str, Any]] | None = None,
+def sync_status(store: CatalogStore | None, config: SyncConfig | None,
+                poller: dict[str, dict[str, Any]] | None = None, sources: Sequence[SourceConfig] = (),
+                runner: dict[str, dict[str, Any]] | None = None,
                 ran: Mapping[str, tuple[float | None, float | None]] | None = None) -> SyncStatus:
     """``poller``: its status per subscription id, shown as is; ``ran``: its run times (``Poller.run_times``),
-    which count towards ``failing``."""
+    which count towards ``failing``. ``store`` ``None``: the data directory has no catalog yet, so nothing has
+    run (a status read creates none)."""
     out = []
     for sub in config.subscriptions if config is not None else ():
-        state = store.sync.state(sub.source)
-        ids = store.skill_ids_of_source(sub.source)
-        skills = store.skills(ids)
-        active = sum(1 for s in skills.values() if s.status == "active")
-        revoked_at = store.revoked_at(sub.id)
+        state, active, archived = _held(store, sub.source)
+        revoked_at = store.revoked_at(sub.id) if store is not None else None
         out.append(SubscriptionStatus(
             subscription_id=sub.id,
             grant=sub.grant,
@@ -131,12 +137,13 @@ def sync_status(store: CatalogStore, config: SyncConfig | None, poller: dict[str
             revoked=revoked_at is not None,
             revoked_at=revoked_at,
             skills_active=active,
-            skills_archived=len(skills) - active,
+            skills_archived=archived,
             counts=dict(state.counts) if state else {},
             poller=(poller or {}).get(sub.id),
         ))
     return SyncStatus(upstream_url=config.upstream.url if config is not None else None, subscriptions=out,
-                      sources=sources_status(store, sources, runner), catalog_changed_at=changed_at(store))
+                      sources=sources_status(store, sources, runner),
+                      catalog_changed_at=changed_at(store) if store is not None else None)
 
 
 def visible_to(status: SyncStatus, grants: frozenset[str] | None) -> SyncStatus:
