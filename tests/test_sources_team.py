@@ -147,6 +147,7 @@ def test_a_source_that_holds_no_skill_says_so_and_where_skills_are(tmp_path: Pat
     assert any("holds no skill" in w and "--path" not in w for w in empty["warnings"]), empty["warnings"]
     err = capsys.readouterr().err
     assert f"warning: notes: {notes} holds no skill" in err and "warning: root: " in err
+    assert err.count("holds no skill") == 2, err  # printed once each: the mirror's log record is not shown too
 
 
 def test_the_commands_a_hint_names_act_on_the_same_data_directory(tmp_path: Path, capsys: Any) -> None:
@@ -209,6 +210,9 @@ def test_a_ref_edited_in_sync_toml_while_serve_runs_is_followed(tmp_path: Path) 
         config.write_text(config.read_text(encoding="utf-8").replace('ref = "release"', 'ref = "main"'),
                           encoding="utf-8")
         eventually(lambda: review() == "Review a pull request for correctness and tests.")
+    # The server's log says so, as the CLI's `sources sync` would have (its warnings were the CLI's alone).
+    log = (tmp_path / "serve.log").read_text(encoding="utf-8")
+    assert f"source team: now reading file://{repo}#main:skills (was file://{repo}#release:skills)" in log, log
 
 
 def test_a_cursor_from_before_tracking_learns_what_it_tracks_on_a_run_that_changes_nothing(

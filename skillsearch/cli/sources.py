@@ -61,8 +61,8 @@ def report_text(r: SourceReport) -> str:
 
 
 class _PrintedHere(logging.Filter):
-    """The mirror logs a source's error and each refusal for a server's log; a command prints each of them
-    itself, once (``run_sources``), so those records are not also written to stderr."""
+    """The mirror logs a source's warnings, error and each refusal for a server's log; a command prints each
+    of them itself, once (``run_sources``), so those records are not also written to stderr."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (record.module == "mirror" and record.levelno == logging.WARNING)

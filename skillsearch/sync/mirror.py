@@ -368,6 +368,8 @@ def apply_source(store: CatalogStore, index: SearchIndex | None, read: SourceRea
                 written["tracks"] = source.tracks
             new_cursor = json.dumps(written, sort_keys=True)
             store.sync.save(SyncState(source.name, new_cursor, now, last_error, counts))
+    for warning in report.warnings:  # history rewritten, another ref read, a source holding no skill
+        log.warning("source %s: %s", source.name, warning)
     if report.error:
         log.warning("source %s: %s", source.name, report.error)
     for r in report.refused:
