@@ -101,29 +101,33 @@ def test_a_source_removed_while_serve_runs_stays_removed(tmp_path: Path) -> None
     """`sources remove` from another terminal archives the source's skills at once; the running server's
     watcher and interval runs then brought them back at the next write in the folder (or the next interval),
     since the server kept running the sources it had read at start."""
-    data, skills = tmp_path / "data", tmp_path / "skills"
+    data, skills, others = tmp_path / "data", tmp_path / "skills", tmp_path / "others"
     write_skill(skills, "kafka-offsets", "Reset and rotate Kafka consumer group offsets safely.")
-    code, _ = run_cli("--data-dir", str(data), "-q", "sources", "add", "mine", "--path", str(skills),
-                      "--grant", "user:me", "--interval", "1")
-    assert code == 0
+    others.mkdir()
+    for name, folder in (("mine", skills), ("other", others)):
+        code, _ = run_cli("--data-dir", str(data), "-q", "sources", "add", name, "--path", str(folder),
+                          "--grant", "user:me", "--interval", "1")
+        assert code == 0
     me = {"Authorization": f"Bearer {add_principal(data / 'principals.toml', 'me', ['user:me'], ['skills:read'])}"}
     with serving(data) as url, httpx.Client(base_url=url, headers=me, timeout=30) as http:
 
         def names() -> list[str]:
             return [item["name"] for item in http.get("/v1/skills").json()["items"]]
 
-        def runs() -> int:
-            (mine,) = http.get("/v1/sync/status").json()["sources"]
-            return int((mine["runner"] or {}).get("runs", 0))
+        def runs() -> dict[str, int]:
+            return {s["name"]: int((s["runner"] or {}).get("runs", 0))
+                    for s in http.get("/v1/sync/status").json()["sources"]}
 
         eventually(lambda: names() == ["kafka-offsets"])
         code, removed = run_cli("--data-dir", str(data), "--encoder", "hashing", "-q", "sources", "remove", "mine")
         assert code == 0 and len(removed["archived"]) == 1
         assert names() == []  # at once
-        before = runs()
+        assert list(runs()) == ["other"]  # the status follows sync.toml
+        before = runs()["other"]
         write_skill(skills, "kafka-offsets", "Reset, rotate and audit Kafka consumer group offsets.")
         write_skill(skills, "pg-vacuum", "Vacuum and analyze a bloated PostgreSQL table.")
-        eventually(lambda: runs() >= before + 2)  # the watcher's run and an interval run have come and gone
+        # The watcher has seen the writes and the poller has gone round twice (the other source's interval runs).
+        eventually(lambda: runs()["other"] >= before + 2)
         assert names() == []
 
 
@@ -235,3 +239,46 @@ def test_a_cursor_from_before_tracking_learns_what_it_tracks_on_a_run_that_chang
     report = empty_catalog.sources.sync(main_ref)
     assert report.error is None, report.error
     assert len(report.changed) == 1
+
+
+def test_a_source_added_or_moved_while_serve_runs_is_kept_in_step(tmp_path: Path) -> None:
+    """`sources add` from another terminal while `serve` ran changed nothing until a restart: the server ran
+    and watched the sources it had read at start (a changed `path` too). It follows sync.toml now: a source
+    added there is run and watched, its status shown; one whose path is edited is read and watched there."""
+    data, first, second, moved = tmp_path / "data", tmp_path / "first", tmp_path / "second", tmp_path / "moved"
+    write_skill(first, "kafka-offsets", "Reset and rotate Kafka consumer group offsets safely.")
+    write_skill(second, "pg-vacuum", "Vacuum and analyze a bloated PostgreSQL table.")
+    write_skill(moved, "dns-cutover", "Move a zone to a new DNS provider without downtime.")
+    code, _ = run_cli("--data-dir", str(data), "-q", "sources", "add", "mine", "--path", str(first), "--grant",
+                      "user:me")
+    assert code == 0
+    me = {"Authorization": f"Bearer {add_principal(data / 'principals.toml', 'me', ['user:me'], ['skills:read'])}"}
+    with serving(data) as url, httpx.Client(base_url=url, headers=me, timeout=30) as http:
+
+        def names() -> set[str]:
+            return {item["name"] for item in http.get("/v1/skills", params={"limit": 50}).json()["items"]}
+
+        eventually(lambda: names() == {"kafka-offsets"})
+        code, _ = run_cli("--data-dir", str(data), "-q", "sources", "add", "more", "--path", str(second), "--grant",
+                          "user:me")
+        assert code == 0
+        eventually(lambda: "pg-vacuum" in names())  # run without a restart
+        status = http.get("/v1/sync/status").json()
+        assert [s["name"] for s in status["sources"]] == ["mine", "more"]
+        write_skill(second, "redis-failover", "Fail a Redis primary over to its replica.")
+        eventually(lambda: "redis-failover" in names())  # and watched
+        config = data / "sync.toml"
+        config.write_text(config.read_text(encoding="utf-8").replace(str(second), str(moved)), encoding="utf-8")
+        eventually(lambda: names() == {"kafka-offsets", "dns-cutover"})  # read where it now points
+        write_skill(moved, "tls-renewal", "Renew a TLS certificate before it expires.")
+        eventually(lambda: "tls-renewal" in names())  # and watched there
+        write_skill(second, "ignored-now", "A skill in the folder the source no longer names.")
+        config.write_text(config.read_text(encoding="utf-8") + "\n[[sources]\n", encoding="utf-8")  # half written
+        log = tmp_path / "serve.log"
+        eventually(lambda: "the sources stay as they were until it reads" in log.read_text(encoding="utf-8"))
+        write_skill(moved, "cron-audit", "Audit the crontabs of a fleet.")
+        eventually(lambda: "cron-audit" in names())  # a file that does not read changes nothing
+        assert "ignored-now" not in names()
+        assert [s["name"] for s in http.get("/v1/sync/status").json()["sources"]] == ["mine", "more"]
+    text = log.read_text(encoding="utf-8")
+    assert "sources: added: more" in text and "sources: changed: more" in text, text

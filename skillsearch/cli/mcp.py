@@ -86,7 +86,8 @@ def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = Non
     log.info("MCP server as principal %s (%s)", principal.name,
              "every grant" if principal.grants is None else ", ".join(sorted(principal.grants)))
     config = default_config_path(Path(args.data_dir))
-    sources = () if getattr(args, "no_sources", False) else load_sources(config)
+    follow = not getattr(args, "no_sources", False) and config.exists()  # its sources kept as it changes
+    sources = load_sources(config) if follow else ()
     stdio = not getattr(args, "http", False)
 
     def open_store() -> Catalog:
@@ -104,7 +105,7 @@ def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = Non
         log_level="INFO" if args.verbose else "WARNING",
         # Over stdio the one principal's sessions are told when what they see changes; HTTP is stateless.
         notifier=ChangeNotifier(principal) if stdio else None,
-        while_open=[lambda catalog: catalog.sources.keeper(sources, config=config).lifespan()] if sources else [],
+        while_open=[lambda catalog: catalog.sources.keeper(sources, config=config).lifespan()] if follow else [],
     )
 
 

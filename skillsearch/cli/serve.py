@@ -100,8 +100,9 @@ def build_serve_app(catalog: Catalog, registry: PrincipalRegistry, host: str = "
     authenticated by the same bearer tokens (the MCP catalog tools need ``skills:read`` as the REST routes
     do; recall needs ``memory:read`` on both). With ``sync``, a background poller keeps the subscriptions in
     sync, and ``POST /v1/sync/webhook`` (HMAC-signed) and ``GET /v1/sync/status`` (bearer token) are served.
-    With ``sources``, the local sources are mirrored on their intervals and folder sources watched (each run
-    follows ``sources_config`` as it is then: a source removed from it is no longer run). The
+    With ``sources``, the local sources are mirrored on their intervals and folder sources watched; with
+    ``sources_config``, the file they come from is followed while the server runs: a source added there is
+    run and watched, one removed is no longer run, one changed runs as it now says. The
     poller and the sources' runner run only while this process is the data directory's writer
     (``sync/leader.py``); ``/readyz`` says ``degraded`` once a sync has failed for ``degraded_after_s``."""
     from skillsearch.http.app import Operations, create_app
@@ -118,11 +119,11 @@ def build_serve_app(catalog: Catalog, registry: PrincipalRegistry, host: str = "
     routers: list[APIRouter] = []
     lifespans: list[Lifespan] = [lambda _app: mcp_lifespan()]
     operations = Operations(degraded_after_s=degraded_after_s)
-    if sync is not None or sources:
+    if sync is not None or sources or sources_config is not None:
         from skillsearch.http.sync_routes import make_sync_router
 
         poller = catalog.subscriptions.make_poller(sync) if sync is not None else None
-        keeper = catalog.sources.keeper(sources, config=sources_config) if sources else None
+        keeper = catalog.sources.keeper(sources, config=sources_config) if sources or sources_config else None
         duties: list[Duty] = [d for d in (poller, keeper) if d is not None]
         leadership = Leadership(catalog.data_dir, duties, on_pull=poller.trigger if poller is not None else None)
         routers.append(make_sync_router(catalog, sync, poller, authenticate=registry.authenticate_header,
@@ -130,7 +131,8 @@ def build_serve_app(catalog: Catalog, registry: PrincipalRegistry, host: str = "
         lifespans.append(lambda _app: leadership.lifespan())
         started = time.time()
         operations = Operations(writer=lambda: leadership.is_writer,
-                                health=lambda: catalog.subscriptions.sync_health(sync, sources, started, poller),
+                                health=lambda: catalog.subscriptions.sync_health(
+                                    sync, keeper.current() if keeper is not None else sources, started, poller),
                                 degraded_after_s=degraded_after_s)
     return create_app(catalog, principals=registry, mounts=[("/mcp", mcp_app)], routers=routers,
                       lifespans=lifespans, operations=operations)
@@ -141,11 +143,19 @@ def sync_config_path(args: argparse.Namespace) -> Path:
     return Path(args.sync_config) if args.sync_config else default_config_path(Path(args.data_dir))
 
 
+def _followed(args: argparse.Namespace) -> Path | None:
+    """The sync file a server reads and follows while it runs (sources added, removed or changed there are
+    kept from then on), ``None`` with ``--no-sync`` or when there is none: a file first written while a
+    server runs is read from its next start."""
+    path = sync_config_path(args)
+    return path if not args.no_sync and (args.sync_config or path.exists()) else None
+
+
 def _open(args: argparse.Namespace, index: bool) -> tuple[Catalog, SyncConfig | None, Sequence[SourceConfig]]:
     """The data directory's catalog; ``index``: its index opened (built, repaired) now, else left to
     ``Catalog.prepare_in_background``, behind the server's first answers."""
     sync_path = sync_config_path(args)
-    use = not args.no_sync and (args.sync_config or sync_path.exists())
+    use = _followed(args) is not None
     if use and args.sync_config and not sync_path.exists():
         load_config(sync_path, option="--sync-config")  # raises with the reason and what to write
     # Read as <data-dir>/sync.toml is: a file may hold only [[sources]] (what `sources add` writes).
@@ -171,7 +181,7 @@ def _compose(args: argparse.Namespace) -> tuple[Catalog, PrincipalRegistry, Fast
     catalog.prepare_in_background()  # answers at once; a search waits for the index's open and the model
     registry = PrincipalRegistry.for_catalog(catalog, principals_path(args))
     app = build_serve_app(catalog, registry, args.host, sync, sources, degraded_after_s=args.degraded_after,
-                          sources_config=sync_config_path(args))
+                          sources_config=_followed(args))
     return catalog, registry, app, sync
 
 

@@ -146,4 +146,5 @@ def _add_status(router: APIRouter, catalog: Catalog, config: SyncConfig | None, 
                 grants = authenticate(request.headers.get("authorization")).grants
             except SkillSearchError as exc:
                 return error_response(exc)
-        return visible_to(catalog.subscriptions.sync_status(config, poller, sources, keeper), grants)
+        current = keeper.current() if keeper is not None else sources  # as sync.toml says now
+        return visible_to(catalog.subscriptions.sync_status(config, poller, current, keeper), grants)

@@ -9,6 +9,7 @@ after each burst of writes. Runs are serialised by the poller's one thread.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -17,12 +18,15 @@ from typing import Any
 
 from skillsearch.core.errors import UpstreamUnavailableError
 from skillsearch.sync.background import running
+from skillsearch.sync.followed import FollowedSources
 from skillsearch.sync.mirror import SourceReport
 from skillsearch.sync.poller import Poller
 from skillsearch.sync.sources import SourceConfig
 from skillsearch.sync.watch import FolderWatcher
 
 __all__ = ["LocalSources"]
+
+log = logging.getLogger("skillsearch.sync")
 
 
 SourceRun = Callable[[SourceConfig, "frozenset[str] | None"], SourceReport]
@@ -33,8 +37,13 @@ class LocalSources:
     (only those are read again), ``None`` the whole source (the first run, each interval, a new folder)."""
 
     def __init__(self, run: SourceRun, sources: Sequence[SourceConfig], *, quiet_ms: int = 400,
-                 backoff_base_s: float = 1.0, backoff_max_s: float = 300.0, data_dir: Path | None = None) -> None:
-        self.sources = tuple(sources)
+                 backoff_base_s: float = 1.0, backoff_max_s: float = 300.0, data_dir: Path | None = None,
+                 followed: FollowedSources | None = None, recheck_s: float = 2.0) -> None:
+        self.sources = tuple(sources)  # those kept now (run, watched): ``followed`` moves them while running
+        self._followed = followed
+        self.recheck_s = recheck_s
+        self._following: threading.Thread | None = None
+        self._stop_following = threading.Event()
         self._run = run
         self._lock = threading.Lock()
         self._pending: dict[str, set[str] | None] = {}
@@ -64,12 +73,57 @@ class LocalSources:
         return report
 
     def start(self) -> None:
+        self.follow()  # what the file says now: it may have changed since it was read at start-up
         self.watcher.start()  # watching first: the poller's first (whole) run then misses no write
         self.poller.start()
+        if self._followed is not None and self._following is None:
+            self._stop_following.clear()
+            self._following = threading.Thread(target=self._follow_loop, name="skillsearch-sources", daemon=True)
+            self._following.start()
 
     def stop(self) -> None:
+        self._stop_following.set()
+        if self._following is not None:
+            self._following.join(10.0)
+            self._following = None
         self.watcher.stop()
         self.poller.stop()
+
+    # -- following the configuration --------------------------------------------------------------
+
+    def current(self) -> tuple[SourceConfig, ...]:
+        """The sources configured now: as the followed file says (read again when it changed), else those
+        given at start. What the status and the health report, in any process of a server, writer or not."""
+        return self._followed.current() if self._followed is not None else self.sources
+
+    def follow(self) -> None:
+        """Keep the sources the file holds now: one added is run at once and watched, one removed is no
+        longer run or watched, one changed runs at once as it now says (a changed ``path`` is watched)."""
+        now = self.current()
+        with self._lock:
+            if now == self.sources:
+                return
+            before = {s.name: s for s in self.sources}
+            self.sources = now
+            for s in now:  # a changed source's next run reads it whole
+                if s.name in before and before[s.name] != s:
+                    self._pending[s.name] = None
+        self.watcher.replace({s.name: s.path for s in now if s.path is not None})
+        self.poller.replace(now)
+        names = {s.name for s in now}
+        added = sorted(names - set(before))
+        removed = sorted(set(before) - names)
+        changed = sorted(s.name for s in now if s.name in before and before[s.name] != s)
+        log.info("sources: %s", "; ".join(f"{what}: {', '.join(which)}" for what, which in (
+            ("added", added), ("removed", removed), ("changed", changed)) if which))
+
+    def _follow_loop(self) -> None:
+        while not self._stop_following.wait(self.recheck_s):
+            try:
+                self.follow()
+            except Exception:  # the keeper outlives one bad look at its file
+                log.exception("sources: following %s failed",
+                              self._followed.path if self._followed is not None else "the configuration")
 
     def lifespan(self) -> AbstractAsyncContextManager[None]:
         return running(self.start, self.stop)

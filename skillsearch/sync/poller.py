@@ -142,6 +142,25 @@ class Poller(Generic[T]):
             self._cond.notify_all()
             return True
 
+    def replace(self, items: Sequence[T]) -> None:
+        """Schedule ``items`` from now on: a new one is due at once, as is one whose configuration changed
+        (it runs as it now says); one no longer there is not run again (a run of it in progress ends as it
+        would have)."""
+        now = time.monotonic()
+        with self._cond:
+            kept = self._entries
+            self._entries = {}
+            for item in items:
+                entry = kept.get(item.id)
+                if entry is None:
+                    entry = PollerEntry(item, now)
+                elif entry.sub != item:
+                    entry.sub = item
+                    entry.due = now
+                    entry.again = entry.running
+                self._entries[item.id] = entry
+            self._cond.notify_all()
+
     def runs(self, subscription_id: str) -> int:
         with self._cond:
             return self._entries[subscription_id].runs

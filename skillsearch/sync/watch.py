@@ -62,11 +62,13 @@ class FolderWatcher:
         self._batches = dict.fromkeys(self._folders, 0)
         self._watching: set[str] = set()
         self._ready = threading.Event()
+        self._wanted = False  # started: a folder given later (``replace``) is watched at once
 
     # -- lifecycle --------------------------------------------------------------------------------
 
     def start(self, ready_timeout: float = 10.0) -> None:
         """Start watching; returns once the OS watches are in place (so a write after this is seen)."""
+        self._wanted = True
         if self._thread is not None or not self._folders:
             return
         self._stop.clear()
@@ -78,6 +80,7 @@ class FolderWatcher:
                         ready_timeout)
 
     def stop(self, timeout: float = 10.0) -> None:
+        self._wanted = False
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
@@ -85,6 +88,16 @@ class FolderWatcher:
 
     def lifespan(self) -> AbstractAsyncContextManager[None]:
         return running(self.start, self.stop)
+
+    def replace(self, folders: Mapping[str, Path]) -> None:
+        """Watch ``folders`` from now on (a source added, removed or moved while running): the watch thread
+        takes them up at its next look (within ``WAKE_MS``), and a started watcher that had none starts."""
+        with self._lock:
+            self._folders = {name: Path(p).expanduser() for name, p in folders.items()}
+            for name in self._folders:
+                self._batches.setdefault(name, 0)
+        if self._wanted and self._thread is None and self._folders:
+            self.start()
 
     def status(self) -> dict[str, dict[str, Any]]:
         with self._lock:
@@ -98,7 +111,9 @@ class FolderWatcher:
 
     def _present(self) -> dict[str, Path]:
         out = {}
-        for name, folder in self._folders.items():
+        with self._lock:
+            folders = dict(self._folders)
+        for name, folder in folders.items():
             try:
                 if folder.is_dir():
                     out[name] = folder.resolve()
@@ -108,7 +123,7 @@ class FolderWatcher:
 
     def _changed(self, name: str, changed: frozenset[str] = frozenset()) -> None:
         with self._lock:
-            self._batches[name] += 1
+            self._batches[name] = self._batches.get(name, 0) + 1
         try:
             self._on_change(name, changed)
         except Exception:  # the watcher must outlive a failing callback

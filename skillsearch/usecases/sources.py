@@ -80,12 +80,15 @@ class LocalSourcesUseCase:
                config: Path | None = None) -> LocalSources:
         """The background runner of ``sources`` (not started): each on its interval, with the poller's
         backoff after a failed run, and each folder source watched: a change is applied ``quiet_ms`` after
-        its last write, reading only the folders that changed. ``config``: the file they were loaded from;
-        each run follows what it says now (see :meth:`sync`)."""
+        its last write, reading only the folders that changed. ``config``: the file they were loaded from,
+        followed while it runs: a source added there is run and watched, one removed is no longer run (and
+        each run follows what the file says then, see :meth:`sync`)."""
+        from skillsearch.sync.followed import FollowedSources
         from skillsearch.sync.local import LocalSources
 
         return LocalSources(lambda s, folders: self.sync(s, folders=folders, config=config), sources,
-                            quiet_ms=quiet_ms, data_dir=self._catalog.data_dir)
+                            quiet_ms=quiet_ms, data_dir=self._catalog.data_dir,
+                            followed=FollowedSources(config, sources) if config is not None else None)
 
 
 def _as_configured(source: SourceConfig, config: Path | None) -> SourceConfig | None:
