@@ -167,6 +167,25 @@ async def test_an_mcp_stdio_session_is_told_when_a_watched_folder_changes(tmp_pa
 
 
 @pytest.mark.anyio
+async def test_a_source_added_while_an_mcp_stdio_server_runs_is_kept_in_step(tmp_path: Path) -> None:
+    """`sources add` from another terminal while an MCP host kept `skillsearch mcp` running: its skills were
+    read only after the host restarted the server. The server follows sync.toml: the session sees them."""
+    data, _ = _stdio_data(tmp_path)
+    more = tmp_path / "more"
+    write_skill(more, "third-skill", "A skill in a folder added as a source while the host is connected.")
+    with (tmp_path / "stderr.txt").open("w") as stderr:
+        async with Client(stdio_client(stdio_params(data, "--grant", "user:me"), errlog=stderr),
+                          read_timeout_seconds=TIMEOUT) as client:
+            await settled(client, ["first-skill"])
+            code, _ = run_cli("--data-dir", str(data), "-q", "sources", "add", "more", "--path", str(more),
+                              "--grant", "user:me")
+            assert code == 0
+            await settled(client, ["first-skill", "third-skill"])
+            write_skill(more, "fourth-skill", "A skill written into the added folder: it is watched.")
+            await settled(client, ["first-skill", "fourth-skill", "third-skill"])
+
+
+@pytest.mark.anyio
 async def test_a_handshake_era_stdio_session_gets_the_notification_too(tmp_path: Path) -> None:
     data, root = _stdio_data(tmp_path)
     seen = anyio.Event()
