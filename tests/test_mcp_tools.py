@@ -398,6 +398,24 @@ async def test_a_skill_uri_passed_as_skill_id_says_what_to_pass_instead(starter:
     assert ok(await starter.call_tool("get_skill", {"skill_id": hit["skill_id"]}))["skill_uri"] == hit["skill_uri"]
 
 
+async def test_a_skill_name_passed_as_skill_id_names_the_slug_to_pass_instead(starter: Client) -> None:
+    """An agent passes the name it read in a list ("Cut a tagged release") where the id belongs: it was told
+    only "no skill ... is visible to you", though one is, under that name. The answer now names its slug and
+    id. A name the caller cannot see gets the plain answer, as an unknown one does: nothing leaks."""
+    for name in ("Cut a tagged release", "cut a  TAGGED release"):
+        for tool in ("get_skill", "resolve_skill"):
+            problem = error(await starter.call_tool(tool, {"skill_id": name}))
+            assert problem["code"] == "SKILL_NOT_FOUND", problem
+            assert problem["message"].startswith(f"{name!r} is the name of a skill you can see, not a skill_id:"
+                                                 " pass its slug 'cut-release-tag' (skill_id sk_"), problem
+            skill = ok(await starter.call_tool("get_skill", {"skill_id": problem["details"]["candidates"][0]}))
+            assert skill["name"] == "Cut a tagged release"
+    hidden = error(await starter.call_tool("get_skill", {"skill_id": "Deploy a service with a canary"}))
+    assert hidden["details"] == {"skill_id": "Deploy a service with a canary"}
+    assert hidden["message"] == ("no skill 'Deploy a service with a canary' is visible to you: pass a skill_id from"
+                                 " search or list (sk_...), or the slug of a skill you can see")
+
+
 async def test_unknown_tool_is_an_error_result(operator: Client) -> None:
     problem = error(await operator.call_tool("execute_skill", {"skill_id": "x"}))
     assert problem["code"] == "VALIDATION_ERROR" and sorted(problem["details"]["tools"]) == sorted(TOOL_NAMES)

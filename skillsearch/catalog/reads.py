@@ -120,6 +120,14 @@ def visible_skill(store: CatalogStore, principal: Principal, skill_id: str) -> S
     if skill_id.startswith(SCHEME):  # a hit's skill_uri, passed where its skill_id belongs
         raise SkillNotFoundError(f"{skill_id!r} is a skill_uri, not a skill_id: pass the hit's skill_id (sk_...) or"
                                  " slug, or load this URI with resources/read", {"skill_id": skill_id})
+    grants = sorted(visible_grants(principal, store.grants(), revoked))
+    named = [s for g in grants if (s := store.skill_named(g, skill_id)) is not None
+             and is_visible(s.status, s.grant, principal, revoked)]
+    if named:  # a skill's name (what a person or an agent read in a list), passed where its id belongs
+        which = "; ".join(f"slug {s.slug!r} (skill_id {s.skill_id}, {s.grant})" for s in named)
+        raise SkillNotFoundError(f"{skill_id!r} is the name of {'a skill' if len(named) == 1 else 'skills'} you can"
+                                 f" see, not a skill_id: pass its {which}",
+                                 {"skill_id": skill_id, "candidates": [s.skill_id for s in named]})
     raise SkillNotFoundError(f"no skill {skill_id!r} is visible to you: pass a skill_id from search or list"
                              " (sk_...), or the slug of a skill you can see", {"skill_id": skill_id})
 

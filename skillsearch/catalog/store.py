@@ -260,16 +260,20 @@ class CatalogStore:
         return skill_from_row(row) if row else None
 
     def skill_by_slug(self, grant: str, slug: str) -> Skill | None:
-        row = self.connection().execute(
-            f"SELECT {SKILL_COLUMNS} FROM skills WHERE grant_key = ? AND slug = ?", (grant, slug)
-        ).fetchone()
+        row = self.connection().execute(f"SELECT {SKILL_COLUMNS} FROM skills WHERE grant_key = ? AND slug = ?",
+                                        (grant, slug)).fetchone()
+        return skill_from_row(row) if row else None
+
+    def skill_named(self, grant: str, name: str) -> Skill | None:
+        """The skill of ``grant`` whose name reads as ``name`` (one skeleton; a grant's names never look alike)."""
+        row = self.connection().execute(f"SELECT {SKILL_COLUMNS} FROM skills WHERE grant_key = ? AND name_key = ?"
+                                        " ORDER BY skill_id LIMIT 1", (grant, skeleton(name))).fetchone()
         return skill_from_row(row) if row else None
 
     def slugs_spelt_like(self, grant: str, pattern: str) -> list[str]:
         """The slugs of ``grant`` that the SQL ``LIKE`` pattern matches, in order."""
-        rows = self.connection().execute(
-            "SELECT slug FROM skills WHERE grant_key = ? AND slug LIKE ? ORDER BY slug", (grant, pattern)
-        ).fetchall()
+        rows = self.connection().execute("SELECT slug FROM skills WHERE grant_key = ? AND slug LIKE ? ORDER BY slug",
+                                         (grant, pattern)).fetchall()
         return [str(r[0]) for r in rows]
 
     def current_revisions_without(self, body_key: str, done_key: str) -> int:
