@@ -282,3 +282,19 @@ def test_a_source_added_or_moved_while_serve_runs_is_kept_in_step(tmp_path: Path
         assert [s["name"] for s in http.get("/v1/sync/status").json()["sources"]] == ["mine", "more"]
     text = log.read_text(encoding="utf-8")
     assert "sources: added: more" in text and "sources: changed: more" in text, text
+
+
+def test_a_first_source_added_beside_a_server_started_without_sync_toml_is_kept(tmp_path: Path) -> None:
+    """`make serve`, then `sources add` in another terminal: the data directory had no sync.toml when the
+    server started, so it read none until restarted. It follows the file from its first appearance."""
+    data, skills = tmp_path / "data", tmp_path / "skills"
+    write_skill(skills, "kafka-offsets", "Reset and rotate Kafka consumer group offsets safely.")
+    data.mkdir()
+    me = {"Authorization": f"Bearer {add_principal(data / 'principals.toml', 'me', ['user:me'], ['skills:read'])}"}
+    with serving(data) as url, httpx.Client(base_url=url, headers=me, timeout=30) as http:
+        assert not (data / "sync.toml").exists()
+        code, _ = run_cli("--data-dir", str(data), "-q", "sources", "add", "mine", "--path", str(skills), "--grant",
+                          "user:me")
+        assert code == 0
+        eventually(lambda: [i["name"] for i in http.get("/v1/skills").json()["items"]] == ["kafka-offsets"])
+        assert [s["name"] for s in http.get("/v1/sync/status").json()["sources"]] == ["mine"]

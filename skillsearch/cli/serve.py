@@ -144,18 +144,17 @@ def sync_config_path(args: argparse.Namespace) -> Path:
 
 
 def _followed(args: argparse.Namespace) -> Path | None:
-    """The sync file a server reads and follows while it runs (sources added, removed or changed there are
-    kept from then on), ``None`` with ``--no-sync`` or when there is none: a file first written while a
-    server runs is read from its next start."""
-    path = sync_config_path(args)
-    return path if not args.no_sync and (args.sync_config or path.exists()) else None
+    """The sync file a server follows while it runs for its sources (added, removed or changed there, they
+    are kept from then on; one first written while it runs too: ``sources add`` beside ``make serve``),
+    ``None`` with ``--no-sync``. Its subscriptions are read at start."""
+    return None if args.no_sync else sync_config_path(args)
 
 
 def _open(args: argparse.Namespace, index: bool) -> tuple[Catalog, SyncConfig | None, Sequence[SourceConfig]]:
     """The data directory's catalog; ``index``: its index opened (built, repaired) now, else left to
     ``Catalog.prepare_in_background``, behind the server's first answers."""
     sync_path = sync_config_path(args)
-    use = _followed(args) is not None
+    use = not args.no_sync and (args.sync_config or sync_path.exists())
     if use and args.sync_config and not sync_path.exists():
         load_config(sync_path, option="--sync-config")  # raises with the reason and what to write
     # Read as <data-dir>/sync.toml is: a file may hold only [[sources]] (what `sources add` writes).
