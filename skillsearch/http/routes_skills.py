@@ -164,7 +164,7 @@ def skills_router(limits: Limits, settings: Settings) -> APIRouter:
                      operation_id="resolve_skill",
                      summary="Substitute parameter values into a flow template's steps (nothing is executed).")
     v1.add_api_route("/recall", recall, methods=["POST"], response_model=CloudSkillEnvelope,
-                     responses=documented_errors(400, 401, 403, 404, 408, 410, 413, 415),
+                     responses=documented_errors(400, 401, 403, 404, 408, 410, 413, 415, 503),
                      operation_id="recall_cloud_skill",
                      summary="Progressive disclosure: descriptors (query), a revision's root manifest (skill_id or"
                              " slug), or one resource of a pinned revision (resource + revision_id).")

@@ -1,0 +1,65 @@
+"""The HTTP API as a client written from its contract sees it, over real HTTP on 127.0.0.1.
+
+What the OpenAPI document and the README promise a client library: each status a route can answer is one the
+document declares for it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from skillsearch.core.settings import Settings
+from skillsearch.http.app import create_app
+from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry
+from skillsearch.http.server import ServerThread
+from skillsearch.retrieval.encoder import Encoder
+from skillsearch.service import Catalog
+
+DEMO = {"Authorization": f"Bearer {DEMO_TOKEN}"}
+
+
+def assert_error(resp: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    assert resp.status_code == status, resp.text
+    assert resp.headers["content-type"].startswith("application/json")
+    body = resp.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}
+    assert body["error"]["code"] == code
+    return dict(body["error"])
+
+
+def test_every_v1_status_while_the_index_cannot_serve_is_declared_for_its_route(
+    tmp_path: Path, fake_encoder: Encoder, encoder: Encoder
+) -> None:
+    """While the index cannot serve (built for another model here) a route answers what it can, or 503
+    ``INDEX_NOT_READY``; whichever status, the route's OpenAPI operation declares it. Recall's Level 0 is a
+    search: its 503 was undeclared, though search declares the same refusal."""
+    data = tmp_path / "data"
+    Catalog.open(Settings(data_dir=data, seed_sample=True), encoder=fake_encoder).close()
+    catalog = Catalog(Settings(data_dir=data), encoder=encoder)  # index opened lazily, on first use
+    try:
+        app = create_app(catalog, principals=PrincipalRegistry(None, demo=True))
+        with ServerThread(app) as url, httpx.Client(base_url=url) as c:
+            paths = c.get("/openapi.json").json()["paths"]
+            calls = [("get", "/v1/skills", "/v1/skills", None),
+                     ("get", "/v1/search", "/v1/search?q=python", None),
+                     ("get", "/v1/skills/{skill_id}", "/v1/skills/python-profiling", None),
+                     ("get", "/v1/skills/{skill_id}/resources/{path}",
+                      "/v1/skills/python-profiling/resources/SKILL.md", None),
+                     ("post", "/v1/skills/{skill_id}/resolve", "/v1/skills/bootstrap-python-project/resolve",
+                      {"parameters": {"project_dir": "x", "package": "y"}}),
+                     ("post", "/v1/recall", "/v1/recall", {"query": "profile python code"}),
+                     ("post", "/v1/recall", "/v1/recall", {"slug": "python-profiling"})]
+            seen = {}
+            for method, template, target, body in calls:
+                resp = c.request(method.upper(), target, json=body, headers=DEMO)
+                seen[target, str(body)] = resp.status_code
+                assert str(resp.status_code) in paths[template][method]["responses"], (target, resp.text)
+                if resp.status_code >= 400:
+                    assert resp.json()["error"]["code"]
+            assert seen["/v1/recall", str({"query": "profile python code"})] == 503, seen
+            assert seen["/v1/search?q=python", "None"] == 503, seen
+    finally:
+        catalog.close()
