@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.http.app import create_app
 from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry
@@ -63,3 +64,18 @@ def test_every_v1_status_while_the_index_cannot_serve_is_declared_for_its_route(
             assert seen["/v1/search?q=python", "None"] == 503, seen
     finally:
         catalog.close()
+
+
+def test_a_weak_if_none_match_naming_the_resources_etag_answers_304(sample: Catalog) -> None:
+    """``If-None-Match`` compares weakly (RFC 9110 13.1.2): ``W/"<sha256>"`` names the resource as its strong
+    ETag does. A proxy that compresses (nginx's gzip) hands its client the ETag weakened; that client's
+    revalidation was a 200 with the whole file each time."""
+    skill_id = sample.get_skill(Principal.operator(), "git-bisect-regressions").skill_id
+    app = create_app(sample, principals=PrincipalRegistry(None, demo=True))
+    with ServerThread(app) as url, httpx.Client(base_url=url, headers=DEMO) as c:
+        target = f"/v1/skills/{skill_id}/resources/scripts/bisect_run.sh"
+        etag = c.get(target).headers["etag"]
+        for sent in (f"W/{etag}", f'"other", W/{etag}', f'"other",W/{etag}'):
+            resp = c.get(target, headers={"If-None-Match": sent})
+            assert resp.status_code == 304 and resp.content == b"" and resp.headers["etag"] == etag, sent
+        assert c.get(target, headers={"If-None-Match": 'W/"other"'}).status_code == 200
