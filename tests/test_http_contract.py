@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
+from skillsearch.cli import build_serve_app
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.http.app import create_app
@@ -79,3 +81,19 @@ def test_a_weak_if_none_match_naming_the_resources_etag_answers_304(sample: Cata
             resp = c.get(target, headers={"If-None-Match": sent})
             assert resp.status_code == 304 and resp.content == b"" and resp.headers["etag"] == etag, sent
         assert c.get(target, headers={"If-None-Match": 'W/"other"'}).status_code == 200
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD", "DELETE", "PUT", "PATCH", "OPTIONS"])
+def test_every_method_but_post_at_mcp_is_405_allowing_post_only(sample: Catalog, method: str) -> None:
+    """``/mcp`` takes only ``POST``: every other method is 405 with ``Allow: POST``. The route the app mounted it
+    on took GET and DELETE (for the transport to refuse them) and answered PUT, PATCH and OPTIONS itself with
+    ``Allow: HEAD, POST, GET, DELETE``: three methods that are 405 too, which a client that trusts Allow retries."""
+    app = build_serve_app(sample, PrincipalRegistry(None, demo=True))
+    with ServerThread(app) as url, httpx.Client(base_url=url, headers=DEMO) as c:
+        resp = c.request(method, "/mcp")
+        assert resp.status_code == 405 and resp.headers["allow"] == "POST", (resp.headers, resp.text)
+        assert resp.headers["content-type"] == "application/json"
+        assert c.request(method, "/mcp", headers={"Authorization": ""}).status_code == 401
+        ping = c.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                      headers={"Accept": "application/json, text/event-stream"})
+        assert ping.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
