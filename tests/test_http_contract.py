@@ -97,3 +97,15 @@ def test_every_method_but_post_at_mcp_is_405_allowing_post_only(sample: Catalog,
         ping = c.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
                       headers={"Accept": "application/json, text/event-stream"})
         assert ping.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
+
+
+def test_the_root_links_a_json_client_to_the_mcp_endpoint_serve_mounts(sample: Catalog) -> None:
+    """``GET /`` asking for JSON lists where the surfaces are; on ``skillsearch serve`` that includes ``/mcp``. It
+    said ``"mcp": null`` there, since it looked for a Starlette ``Mount`` and serve mounts MCP on an exact route."""
+    app = build_serve_app(sample, PrincipalRegistry(None, demo=True))
+    with ServerThread(app) as url, httpx.Client(base_url=url) as c:
+        links = c.get("/", headers={"Accept": "application/json"}).json()
+        assert links["mcp"] == "/mcp"
+        ping = c.post(links["mcp"], json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                      headers={**DEMO, "Accept": "application/json, text/event-stream"})
+        assert ping.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
