@@ -6,6 +6,7 @@ document declares for it.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +110,23 @@ def test_the_root_links_a_json_client_to_the_mcp_endpoint_serve_mounts(sample: C
         ping = c.post(links["mcp"], json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
                       headers={**DEMO, "Accept": "application/json, text/event-stream"})
         assert ping.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
+
+
+@pytest.mark.parametrize(("method", "path", "to"), [
+    ("GET", "/v1/skills/", "/v1/skills"), ("GET", "/v1/search/?q=python", "/v1/search?q=python"),
+    ("GET", "/v1/skills/python-profiling/", "/v1/skills/python-profiling"), ("POST", "/v1/recall/", "/v1/recall"),
+])
+def test_a_trailing_slash_is_the_documented_redirect_to_the_route(sample: Catalog, method: str, path: str,
+                                                                  to: str) -> None:
+    """The README said every path no route serves is 404 ``NOT_FOUND``, but ``/v1/skills/`` is a 307 to
+    ``/v1/skills`` (FastAPI's redirect_slashes, which ``/mcp/`` hosts rely on): it says so now, and the redirect
+    stays on this origin, keeps the query, and a client following it with the method and body gets the route."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert re.search(r"without its trailing slash, `/v1/skills/`, is a 307 to that path", readme)
+    app = create_app(sample, principals=PrincipalRegistry(None, demo=True))
+    body = {"query": "python"} if method == "POST" else None
+    with ServerThread(app) as url, httpx.Client(base_url=url, headers=DEMO) as c:
+        resp = c.request(method, path, json=body)
+        assert resp.status_code == 307 and resp.headers["location"] == url + to
+        followed = c.request(method, path, json=body, follow_redirects=True)
+        assert followed.status_code == 200 and followed.history[0].status_code == 307
