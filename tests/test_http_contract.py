@@ -19,6 +19,7 @@ from skillsearch.core.settings import Settings
 from skillsearch.http.app import create_app
 from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry
 from skillsearch.http.server import ServerThread
+from skillsearch.http.sync_routes import make_sync_router
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.service import Catalog
 
@@ -130,3 +131,16 @@ def test_a_trailing_slash_is_the_documented_redirect_to_the_route(sample: Catalo
         assert resp.status_code == 307 and resp.headers["location"] == url + to
         followed = c.request(method, path, json=body, follow_redirects=True)
         assert followed.status_code == 200 and followed.history[0].status_code == 307
+
+
+def test_the_sync_status_routes_401_is_declared_with_the_error_body_it_answers(sample: Catalog) -> None:
+    """``GET /v1/sync/status`` answers a missing token with the app's ``{"error": ...}`` body; its OpenAPI 401 had
+    a description and no content, so a generated client had no schema to read that body with."""
+    registry = PrincipalRegistry(None, demo=True)
+    app = create_app(sample, principals=registry,
+                     routers=[make_sync_router(sample, None, authenticate=registry.authenticate_header)])
+    with ServerThread(app) as url, httpx.Client(base_url=url) as c:
+        assert_error(c.get("/v1/sync/status"), 401, "UNAUTHENTICATED")
+        assert c.get("/v1/sync/status", headers=DEMO).status_code == 200
+        declared = c.get("/openapi.json").json()["paths"]["/v1/sync/status"]["get"]["responses"]["401"]
+        assert declared["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody")
