@@ -142,5 +142,19 @@ def test_the_sync_status_routes_401_is_declared_with_the_error_body_it_answers(s
     with ServerThread(app) as url, httpx.Client(base_url=url) as c:
         assert_error(c.get("/v1/sync/status"), 401, "UNAUTHENTICATED")
         assert c.get("/v1/sync/status", headers=DEMO).status_code == 200
-        declared = c.get("/openapi.json").json()["paths"]["/v1/sync/status"]["get"]["responses"]["401"]
-        assert declared["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody")
+        operation = c.get("/openapi.json").json()["paths"]["/v1/sync/status"]["get"]
+        assert operation["responses"]["401"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody")
+
+
+def test_the_sync_status_route_declares_the_bearer_token_it_needs(sample: Catalog) -> None:
+    """The status route checks the token itself (not through a FastAPI security dependency), so its OpenAPI
+    operation had no ``security``: a client generated from the document called it without the token, a 401."""
+    registry = PrincipalRegistry(None, demo=True)
+    app = create_app(sample, principals=registry,
+                     routers=[make_sync_router(sample, None, authenticate=registry.authenticate_header)])
+    with ServerThread(app) as url, httpx.Client(base_url=url) as c:
+        doc = c.get("/openapi.json").json()
+        security = doc["paths"]["/v1/sync/status"]["get"]["security"]
+        assert security == doc["paths"]["/v1/skills"]["get"]["security"] == [{"HTTPBearer": []}]
+        assert set(security[0]) <= set(doc["components"]["securitySchemes"])
+        assert c.get("/v1/sync/status").status_code == 401
