@@ -83,6 +83,9 @@ def test_a_weak_if_none_match_naming_the_resources_etag_answers_304(sample: Cata
             resp = c.get(target, headers={"If-None-Match": sent})
             assert resp.status_code == 304 and resp.content == b"" and resp.headers["etag"] == etag, sent
         assert c.get(target, headers={"If-None-Match": 'W/"other"'}).status_code == 200
+        # Two If-None-Match lines are one list (RFC 9110 5.3): the second line's tag counts as the first's does.
+        assert c.get(target, headers=[("If-None-Match", '"other"'), ("If-None-Match", etag)]).status_code == 304
+        assert c.get(target, headers=[("If-None-Match", '"other"'), ("If-None-Match", '"more"')]).status_code == 200
 
 
 @pytest.mark.parametrize("method", ["GET", "HEAD", "DELETE", "PUT", "PATCH", "OPTIONS"])

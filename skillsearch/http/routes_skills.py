@@ -14,7 +14,7 @@ import time
 from typing import Annotated
 from urllib.parse import quote
 
-from fastapi import APIRouter, Body, Depends, Header, Query, Response
+from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response
 from fastapi import Path as PathParam
 from pydantic import StringConstraints
 
@@ -54,7 +54,7 @@ def get_skill(
         return instructions_part(detail, offset, max_chars)
 
 
-def get_resource(principal: Reader, catalog: CatalogDep, skill_id: SkillId, path: ResourcePath,
+def get_resource(request: Request, principal: Reader, catalog: CatalogDep, skill_id: SkillId, path: ResourcePath,
                  if_none_match: Annotated[str | None, Header(max_length=200)] = None) -> Response:
     """The resource's exact bytes, under its media type (``charset=utf-8`` only for text that is UTF-8), its
     sha256 as a strong ETag (``If-None-Match`` naming it, its weak ``W/`` form included, or ``*``, answers 304)
@@ -66,7 +66,10 @@ def get_resource(principal: Reader, catalog: CatalogDep, skill_id: SkillId, path
     headers = {"ETag": etag, "X-Skill-Revision": revision_id, "X-Content-Type-Options": "nosniff",
                "Content-Security-Policy": "sandbox", "Cache-Control": "private, no-cache",
                "Content-Disposition": f"attachment; filename*=UTF-8''{quote(found.path.rsplit('/', 1)[-1])}"}
-    if if_none_match is not None and {etag, "*"} & {_strong(tag) for tag in if_none_match.split(",")}:
+    # Every If-None-Match field line: a list field sent as several lines is one list (RFC 9110 5.3); the
+    # parameter above holds the first only.
+    sent = ",".join(request.headers.getlist("if-none-match")) if if_none_match is not None else ""
+    if {etag, "*"} & {_strong(tag) for tag in sent.split(",") if tag.strip()}:
         return Response(status_code=304, headers=headers)
     return Response(found.content, headers={**headers, "Content-Type": _content_type(found.media_type, found.content)})
 
