@@ -1,7 +1,9 @@
 """The HTTP API as a client written from its contract sees it, over real HTTP on 127.0.0.1.
 
 What the OpenAPI document and the README promise a client library: each status a route can answer is one the
-document declares for it.
+document declares for it, with the error body it sends and the token it needs; 405s name only methods that
+are taken (``/mcp`` included); a trailing slash is the documented redirect; the root's JSON links every surface
+served; a resource's ``If-None-Match`` is compared as RFC 9110 says (weakly, across field lines).
 """
 
 from __future__ import annotations
