@@ -109,9 +109,11 @@ def create_app(
     for router in routers:
         app.include_router(router)
     for path, sub_app in mounts:
-        # An exact route, not a Mount: a Mount would first redirect every POST to "<path>/".
+        # An exact route, not a Mount: a Mount would first redirect every POST to "<path>/". Every method goes
+        # to the mounted app, which says which it takes (MCP: 405 with Allow: POST); a method list here answered
+        # the others itself with an Allow naming methods the mounted app refuses.
         app.router.routes.append(_MountRoute(path, endpoint=require_bearer(sub_app, registry),
-                                             methods=["GET", "POST", "DELETE"], include_in_schema=False))
+                                             methods=None, include_in_schema=False))
     app.include_router(routes_health.router)
     routes_page.install_page(app)
     install_error_handlers(app)

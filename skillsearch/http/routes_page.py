@@ -15,7 +15,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
-from starlette.routing import Mount
 from starlette.types import Scope
 
 from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry
@@ -73,7 +72,8 @@ def _weight(params: list[str]) -> float:
 def index(request: Request) -> Response:
     """The search page; to a client that asks for JSON, where this server's surfaces are."""
     if _wants_json(request.headers.get("accept", "")):
-        mcp = any(isinstance(r, Mount) and r.path == "/mcp" for r in request.app.routes)
+        # Any route at /mcp: serve mounts MCP on an exact route (http/app.py), not a Starlette Mount.
+        mcp = any(getattr(r, "path", None) == "/mcp" for r in request.app.routes)
         return JSONResponse({"service": "skillsearch", "version": request.app.version,
                              "auth": "every /v1 route and /mcp need Authorization: Bearer <token>",
                              "list": "/v1/skills", "search": "/v1/search?q=", "openapi": "/openapi.json",

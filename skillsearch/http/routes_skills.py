@@ -14,7 +14,7 @@ import time
 from typing import Annotated
 from urllib.parse import quote
 
-from fastapi import APIRouter, Body, Depends, Header, Query, Response
+from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response
 from fastapi import Path as PathParam
 from pydantic import StringConstraints
 
@@ -54,11 +54,11 @@ def get_skill(
         return instructions_part(detail, offset, max_chars)
 
 
-def get_resource(principal: Reader, catalog: CatalogDep, skill_id: SkillId, path: ResourcePath,
+def get_resource(request: Request, principal: Reader, catalog: CatalogDep, skill_id: SkillId, path: ResourcePath,
                  if_none_match: Annotated[str | None, Header(max_length=200)] = None) -> Response:
     """The resource's exact bytes, under its media type (``charset=utf-8`` only for text that is UTF-8), its
-    sha256 as a strong ETag (``If-None-Match`` naming it, or ``*``, answers 304) and its revision in
-    ``X-Skill-Revision``. The file comes from whoever authored the skill: it is sent as an attachment,
+    sha256 as a strong ETag (``If-None-Match`` naming it, its weak ``W/`` form included, or ``*``, answers 304)
+    and its revision in ``X-Skill-Revision``. The file comes from whoever authored the skill: it is sent as an attachment,
     unsniffed and sandboxed, so an HTML or SVG resource never runs as a page of this origin (the search page's)."""
     with located("path"):
         _, revision_id, found = catalog.get_resource(principal, skill_id, path)
@@ -66,9 +66,20 @@ def get_resource(principal: Reader, catalog: CatalogDep, skill_id: SkillId, path
     headers = {"ETag": etag, "X-Skill-Revision": revision_id, "X-Content-Type-Options": "nosniff",
                "Content-Security-Policy": "sandbox", "Cache-Control": "private, no-cache",
                "Content-Disposition": f"attachment; filename*=UTF-8''{quote(found.path.rsplit('/', 1)[-1])}"}
-    if if_none_match is not None and {etag, "*"} & {tag.strip() for tag in if_none_match.split(",")}:
+    # Every If-None-Match field line: a list field sent as several lines is one list (RFC 9110 5.3); the
+    # parameter above holds the first only.
+    sent = ",".join(request.headers.getlist("if-none-match")) if if_none_match is not None else ""
+    if {etag, "*"} & {_strong(tag) for tag in sent.split(",") if tag.strip()}:
         return Response(status_code=304, headers=headers)
     return Response(found.content, headers={**headers, "Content-Type": _content_type(found.media_type, found.content)})
+
+
+def _strong(tag: str) -> str:
+    """One entity tag of ``If-None-Match`` as its opaque tag: the header compares weakly (RFC 9110 13.1.2), so
+    ``W/"<sha256>"`` names the resource too (a proxy that compresses a response, nginx's gzip among them, hands
+    its client the ETag weakened, and that client's revalidations were 200s with the whole file)."""
+    tag = tag.strip()
+    return tag[2:] if tag.startswith("W/") else tag
 
 
 # A media type a header can carry: ``type/subtype`` of RFC 9110 tokens, then printable ASCII parameters.
@@ -155,7 +166,8 @@ def skills_router(limits: Limits, settings: Settings) -> APIRouter:
                      response_class=Response, responses={
                          200: {"description": "The file's exact bytes, under its media type",
                                "content": {"application/octet-stream": {}}},
-                         304: {"description": "Not modified: If-None-Match named the resource's ETag (its sha256)"},
+                         304: {"description": "Not modified: If-None-Match named the resource's ETag (its sha256),"
+                                              " weak (W/) or not"},
                          **documented_errors(400, 401, 403, 404)},
                      operation_id="get_resource",
                      summary="One file of a skill's current revision, byte for byte (a path from its resources).")
@@ -164,7 +176,7 @@ def skills_router(limits: Limits, settings: Settings) -> APIRouter:
                      operation_id="resolve_skill",
                      summary="Substitute parameter values into a flow template's steps (nothing is executed).")
     v1.add_api_route("/recall", recall, methods=["POST"], response_model=CloudSkillEnvelope,
-                     responses=documented_errors(400, 401, 403, 404, 408, 410, 413, 415),
+                     responses=documented_errors(400, 401, 403, 404, 408, 410, 413, 415, 503),
                      operation_id="recall_cloud_skill",
                      summary="Progressive disclosure: descriptors (query), a revision's root manifest (skill_id or"
                              " slug), or one resource of a pinned revision (resource + revision_id).")

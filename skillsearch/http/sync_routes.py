@@ -136,7 +136,9 @@ def _add_status(router: APIRouter, catalog: Catalog, config: SyncConfig | None, 
         "/v1/sync/status",
         response_model=SyncStatus,
         summary="Per subscription and local source: cursor or commit, last success, last error, counts",
-        responses={401: {"description": "missing or unknown bearer token"}},
+        responses={401: {**documented_errors(401)[401], "description": "missing or unknown bearer token"}},
+        # The token is checked here, not by a FastAPI security dependency: the document says it is needed.
+        openapi_extra={"security": [{"HTTPBearer": []}]} if authenticate is not None else None,
     )
     def status(request: Request) -> Any:
         """Each subscription and source the caller's grants see (all of them for the operator)."""
