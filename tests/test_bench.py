@@ -364,6 +364,23 @@ def test_the_relevance_script_refuses_an_unknown_split_as_usage() -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_the_relevance_script_reads_the_data_root_it_is_given_or_skillsearch_bench_data(tmp_path: Path) -> None:
+    """Bench audit: ``python benchmarks/relevance.py`` (``make bench``) read only ``../shared/data`` beside the
+    repository: no ``--data-root``, and SKILLSEARCH_BENCH_DATA, which every other bench command reads, ignored."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "SKILLSEARCH_BENCH_DATA": str(tmp_path / "from-env")}
+    helped = subprocess.run([sys.executable, "benchmarks/relevance.py", "--help"], cwd=root, capture_output=True,
+                            text=True, env=env, timeout=120)
+    assert helped.returncode == 0 and str(tmp_path / "from-env") in "".join(helped.stdout.split())  # help wraps it
+    done = subprocess.run([sys.executable, "benchmarks/relevance.py", "dev", "--data-root", str(tmp_path / "given")],
+                          cwd=root, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("error: VALIDATION_ERROR: " + str(tmp_path / "given" / "metatool"))
+
+
 @pytest.mark.parametrize(("script", "said"), [
     (["benchmarks/tuning/fusion_dev.py", "nosuch"], "error: VALIDATION_ERROR: "),
     (["benchmarks/tuning/lexical_vs_bm25s.py", "--split", "nosuch", "metatool"], "missing qrels.nosuch.tsv"),
