@@ -319,6 +319,22 @@ def test_lodo_refuses_to_ship_a_decision_fitted_on_fewer_than_four_sets(
     assert not (tmp_path / "out").exists() and not (tmp_path / "c").exists()
 
 
+def test_lodo_refuses_an_encoder_it_would_not_use_and_its_report_names_the_one_it_used(tmp_path: Path) -> None:
+    """Bench audit: ``skillsearch --encoder e5 bench lodo`` ran MiniLM without a word, and the Markdown report
+    named no encoder at all."""
+    from skillsearch.cli import main
+
+    err = io.StringIO()
+    with redirect_stderr(err):
+        code = main(["--encoder", "e5", "-q", "bench", "lodo", "--data-root", str(tmp_path / "absent"),
+                     "--cache-dir", str(tmp_path / "c"), "--out", str(tmp_path / "out")], out=io.StringIO())
+    assert code == 2 and "argument --encoder: the dev sets are searched with minilm" in err.getvalue()
+    assert not (tmp_path / "c").exists() and not (tmp_path / "out").exists()
+    report = json.loads((Path(__file__).resolve().parent.parent / "benchmarks/results/lodo-dev.json").read_text())
+    metric_line = next(line for line in lodo_markdown(report).splitlines() if line.startswith("Metric:"))
+    assert metric_line.endswith("; encoder sentence-transformers/all-MiniLM-L6-v2.")
+
+
 def test_lodo_refuses_a_data_root_that_lacks_a_set_before_any_work(tmp_path: Path, beir_dir: Path) -> None:
     """Audit (bench): a data root without gorilla/ was found only after MetaTool, Seal-Tools and the skills
     set had been imported and searched (minutes), and said as "--dataset names a BEIR folder", an option
