@@ -190,7 +190,21 @@ def test_a_script_report_is_one_table_in_markdown_and_its_rows_in_json(tmp_path:
     assert "command: `python demo.py`" in lines[2] and lines[2].endswith("; one thread") and lines[4] == "- two rows"
     assert lines[6:] == ["| rows | product | ms |", "| --- | --- | ---: |", "| 10 | torch | 1.5 |", "| 20 | numpy | 2.25 |"]
     saved = json.loads((tmp_path / "out" / "demo.json").read_text(encoding="utf-8"))
-    assert saved == {"command": "python demo.py", "dims": [1, 2], "rows": rows}
+    assert saved["command"] == "python demo.py" and saved["dims"] == [1, 2] and saved["rows"] == rows
+
+
+def test_a_script_report_names_the_commit_date_and_machine_like_every_other_report(tmp_path: Path) -> None:
+    """Bench audit: ``startup``, ``shutdown`` and ``embed-throughput`` (written by ``write_script_report``)
+    named no commit, and their JSON no date or machine, though docs/benchmarks.md promises every result file
+    all four: a number could not be traced to the code that produced it."""
+    from skillsearch.bench.report import run_metadata
+
+    expected = run_metadata("python demo.py")
+    text = write_script_report(tmp_path, "demo", "Demo", "python demo.py", "x", [{"a": 1}])
+    assert f"; commit {expected['commit']}; machine: {expected['machine']};" in text.splitlines()[2]
+    saved = json.loads((tmp_path / "demo.json").read_text(encoding="utf-8"))
+    assert saved["commit"] == expected["commit"] and saved["machine"] == expected["machine"]
+    assert saved["date"][:10] == expected["date"][:10] and "load_average_1m" in saved
 
 
 def test_a_reports_machine_names_the_cores_widest_vector_instructions(tmp_path: Path) -> None:
@@ -305,6 +319,22 @@ def test_lodo_refuses_to_ship_a_decision_fitted_on_fewer_than_four_sets(
     assert not (tmp_path / "out").exists() and not (tmp_path / "c").exists()
 
 
+def test_lodo_refuses_an_encoder_it_would_not_use_and_its_report_names_the_one_it_used(tmp_path: Path) -> None:
+    """Bench audit: ``skillsearch --encoder e5 bench lodo`` ran MiniLM without a word, and the Markdown report
+    named no encoder at all."""
+    from skillsearch.cli import main
+
+    err = io.StringIO()
+    with redirect_stderr(err):
+        code = main(["--encoder", "e5", "-q", "bench", "lodo", "--data-root", str(tmp_path / "absent"),
+                     "--cache-dir", str(tmp_path / "c"), "--out", str(tmp_path / "out")], out=io.StringIO())
+    assert code == 2 and "argument --encoder: the dev sets are searched with minilm" in err.getvalue()
+    assert not (tmp_path / "c").exists() and not (tmp_path / "out").exists()
+    report = json.loads((Path(__file__).resolve().parent.parent / "benchmarks/results/lodo-dev.json").read_text())
+    metric_line = next(line for line in lodo_markdown(report).splitlines() if line.startswith("Metric:"))
+    assert metric_line.endswith("; encoder sentence-transformers/all-MiniLM-L6-v2.")
+
+
 def test_lodo_refuses_a_data_root_that_lacks_a_set_before_any_work(tmp_path: Path, beir_dir: Path) -> None:
     """Audit (bench): a data root without gorilla/ was found only after MetaTool, Seal-Tools and the skills
     set had been imported and searched (minutes), and said as "--dataset names a BEIR folder", an option
@@ -348,6 +378,23 @@ def test_the_relevance_script_refuses_an_unknown_split_as_usage() -> None:
                           text=True, env={**os.environ, "PYTHONPATH": str(root)}, timeout=120)
     assert done.returncode == 2 and "invalid choice: 'nosuch'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_relevance_script_reads_the_data_root_it_is_given_or_skillsearch_bench_data(tmp_path: Path) -> None:
+    """Bench audit: ``python benchmarks/relevance.py`` (``make bench``) read only ``../shared/data`` beside the
+    repository: no ``--data-root``, and SKILLSEARCH_BENCH_DATA, which every other bench command reads, ignored."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "SKILLSEARCH_BENCH_DATA": str(tmp_path / "from-env")}
+    helped = subprocess.run([sys.executable, "benchmarks/relevance.py", "--help"], cwd=root, capture_output=True,
+                            text=True, env=env, timeout=120)
+    assert helped.returncode == 0 and str(tmp_path / "from-env") in "".join(helped.stdout.split())  # help wraps it
+    done = subprocess.run([sys.executable, "benchmarks/relevance.py", "dev", "--data-root", str(tmp_path / "given")],
+                          cwd=root, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("error: VALIDATION_ERROR: " + str(tmp_path / "given" / "metatool"))
 
 
 @pytest.mark.parametrize(("script", "said"), [

@@ -58,7 +58,7 @@ def run_lodo(data_root: Path, cache_dir: Path, reuse: bool = False, command: str
 
     decision = lodo_decision(sets, SHIPPED, log=log)
     return {
-        **run_metadata(command), "kind": "lodo", "encoder": "sentence-transformers/all-MiniLM-L6-v2",
+        **run_metadata(command), "kind": "lodo", "encoder": MiniLMEncoder.name,
         "split": "dev", "requests": {s.name: len(s.qids) for s in sets},
         "positives": {s.name: int(s.positive.sum()) for s in sets},
         "metatool_sample": f"first {METATOOL_QUERIES} dev requests by id", "hybrid": hybrid,
@@ -79,7 +79,8 @@ def lodo_markdown(report: Mapping[str, Any]) -> str:
         f"{report.get('machine')}" + (f" (1-min load average {report['load_average_1m']} when written)"
                                        if report.get("load_average_1m") is not None else "") + ".", "",
         "Metric: " + ", ".join(f"{n} {m}" for n, m in ab["metrics"].items()) + "; requests: "
-        + ", ".join(f"{n} {k}" for n, k in report["requests"].items()) + f" ({report['metatool_sample']}).", "",
+        + ", ".join(f"{n} {k}" for n, k in report["requests"].items()) + f" ({report['metatool_sample']});"
+        f" encoder {report.get('encoder')}.", "",
         "## Hybrid", "", "| | " + " | ".join(sets) + " |", "|---|" + "---|" * len(sets),
     ]
     for label, row in report["hybrid"].items():

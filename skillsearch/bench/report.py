@@ -88,13 +88,17 @@ def write_script_report(
     out: Path, stem: str, title: str, command: str, context: str, rows: list[dict[str, Any]], *,
     text_columns: int = 1, notes: tuple[str, ...] = (), extra: Mapping[str, Any] | None = None,
 ) -> str:
-    """A one-off script's result as ``<stem>.md`` (title; date, command, cores and load with ``context``;
-    ``notes``; one table with the first ``text_columns`` columns left-aligned, the rest right-aligned) and
-    ``<stem>.json`` (command, ``extra``, rows). Returns the Markdown."""
+    """A one-off script's result as ``<stem>.md`` (title; date, command, commit, machine and load with
+    ``context``; ``notes``; one table with the first ``text_columns`` columns left-aligned, the rest
+    right-aligned) and ``<stem>.json`` (:func:`run_metadata`, then ``extra``, then rows). Returns the Markdown.
+
+    The commit is recorded like every other report's: without it a script's result could not be traced to
+    the code that produced it (startup, shutdown and embed-throughput named none)."""
     columns = list(rows[0])
+    meta = run_metadata(command)
     lines = [f"# {title}", "",
-             f"- date: {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC; command: `{command}`; machine:"
-             f" {machine()}; 1-min load {os.getloadavg()[0]:.1f}; {context}", ""]
+             f"- date: {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC; command: `{command}`; commit"
+             f" {meta['commit']}; machine: {meta['machine']}; 1-min load {os.getloadavg()[0]:.1f}; {context}", ""]
     lines += [line for n in notes for line in (f"- {n}", "")]
     lines += ["| " + " | ".join(columns) + " |",
               "|" + " --- |" * text_columns + " ---: |" * (len(columns) - text_columns)]
@@ -102,7 +106,7 @@ def write_script_report(
     text = "\n".join(lines) + "\n"
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{stem}.md").write_text(text, encoding="utf-8")
-    (out / f"{stem}.json").write_text(json.dumps({"command": command, **(extra or {}), "rows": rows}, indent=2)
+    (out / f"{stem}.json").write_text(json.dumps({**meta, **(extra or {}), "rows": rows}, indent=2)
                                       + "\n", encoding="utf-8")
     return text
 
