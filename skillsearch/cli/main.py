@@ -7,7 +7,8 @@ on success, 1 on an error (or an import with invalid entries), 2 on a usage erro
 that is a file or whose parent folder does not exist, but for a server, an unknown ``--encoder``, a
 ``--port`` outside 0-65535, a ``--limit`` out of range and any argument that is not valid UTF-8 text), 3
 when a server cannot start (port in use, unusable data directory), 4 on a snapshot that ``snapshot
-restore`` refused, 130 on Ctrl-C, and 143 on SIGTERM for the commands whose work is an index write
+restore`` refused, 130 on Ctrl-C, 141 when stdout's reader went away (``| head -1``), and 143 on
+SIGTERM for the commands whose work is an index write
 (``cli/termination.py``: the write stops at its next batch of embeddings and says on stderr what the next
 open will embed; any other command is ended by the signal at once). Progress bars and logs go to
 stderr. A data directory the command had to create is said on stderr. With one or more ``--grant`` the
@@ -47,6 +48,7 @@ from skillsearch.retrieval.encoders import ENCODERS
 __all__ = ["build_parser", "main"]
 
 EXIT_ERROR = 1
+EXIT_PIPE = 128 + 13  # SIGPIPE: stdout's reader went away before all was written
 
 log = logging.getLogger("skillsearch")
 
@@ -111,10 +113,23 @@ def _print_error(out: TextIO, args: argparse.Namespace, exc: SkillSearchError, t
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run one command; its exit code. A usage error is shown (on stdout as a JSON error object when
-    ``--json`` is on the command line) and is exit code 2; only ``--help`` exits (``SystemExit(0)``)."""
+    ``--json`` is on the command line) and is exit code 2; only ``--help`` exits (``SystemExit(0)``).
+    A reader of stdout that has gone (``skillsearch list | head -1``) ends the command quietly, exit code 141."""
     out = out or sys.stdout
     entry = argv is None  # the process's own command (the console script, ``python -m``)
-    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        code = _main(list(sys.argv[1:] if argv is None else argv), out, entry)
+        out.flush()  # what is still buffered fails here, not in the interpreter's last flush
+        return code
+    except BrokenPipeError:
+        # The rest is for nobody: stdout is pointed at /dev/null, so the interpreter's own flush at exit
+        # raises nothing either; the exit code is the one a shell reports for a process SIGPIPE killed.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+        return EXIT_PIPE
+
+
+def _main(argv: list[str], out: TextIO, entry: bool) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -151,6 +166,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except KeyboardInterrupt:
         _say_stopped("interrupted")
         return 130
+    except BrokenPipeError:  # the reader of stdout has gone: main() ends quietly, not an INTERNAL error
+        raise
     except Exception as exc:  # the last line of defence: one line, never a traceback (-v logs it)
         log.info("unexpected error", exc_info=True)  # shown under -v (INFO), never by default
         internal = SkillSearchError(f"{type(exc).__name__}: {exc}")
