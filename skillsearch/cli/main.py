@@ -39,6 +39,7 @@ from skillsearch.cli.usage import (
     check_text,
     data_dir_problem,
     show_usage_error,
+    usage_of,
     wants_json,
 )
 from skillsearch.core.errors import SkillSearchError, StartupError, WriteStopped, error_json
@@ -154,7 +155,8 @@ def _main(argv: list[str], out: TextIO, entry: bool) -> int:
     except WriteStopped as exc:  # SIGTERM during an index write: what it left for the next open
         print(f"terminated: {exc}", file=sys.stderr)
         return termination.EXIT_TERMINATED
-    except UsageError as exc:  # a command's own check of its arguments
+    except UsageError as exc:  # a command's own check of its arguments: shown with its usage, as argparse's are
+        exc.usage = exc.usage or usage_of(parser, args)
         show_usage_error(exc, out, wants_json(argv), sys.stderr)
         return EXIT_USAGE
     except StartupError as exc:
