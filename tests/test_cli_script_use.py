@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from clisupport import sample_copy
+
+from skillsearch.cli import build_parser
 
 
 @pytest.fixture
@@ -37,3 +41,21 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(data_dir: Path, comman
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr and "INTERNAL" not in stderr, stderr
     assert "Exception ignored" not in stderr, stderr
     assert proc.returncode == 141, (proc.returncode, stderr)  # 128 + SIGPIPE, as a shell reports `yes | head`
+
+
+def _value_options(parser: argparse.ArgumentParser, prog: str) -> Iterator[tuple[str, str, str]]:
+    """(command, option, help) of every optional flag that takes a value, on every (sub-)command."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _value_options(sub, f"{prog} {name}")
+        elif action.option_strings and action.nargs != 0 and not action.required and action.help != argparse.SUPPRESS:
+            yield prog, max(action.option_strings, key=len), action.help or ""
+
+
+def test_every_option_that_takes_a_value_says_its_default_in_its_help() -> None:
+    """A script writer reads ``--help`` alone: an option whose help does not say what happens without it
+    (search's --fusion, --min-confidence, get's --max-chars, bench's --out ...) had to be looked up in the code."""
+    silent = [f"{prog} {option}: {text!r}" for prog, option, text in _value_options(build_parser(), "skillsearch")
+              if "default" not in text.lower()]
+    assert silent == []
