@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,3 +62,45 @@ def test_every_option_that_takes_a_value_says_its_default_in_its_help() -> None:
     silent = [f"{prog} {option}: {text!r}" for prog, option, text in _value_options(build_parser(), "skillsearch")
               if "default" not in text.lower()]
     assert silent == []
+
+
+NOBODY = 65534
+
+
+@pytest.fixture
+def folder_it_may_not_write() -> Iterator[tuple[Path, list[str]]]:
+    """A data directory this user may read but not write: under root the child runs as ``nobody`` (root may
+    write any file); otherwise the folder is made read-only."""
+    unprivileged = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"] if os.geteuid() == 0 else []
+    base = Path(tempfile.mkdtemp(prefix="cliaudit-"))  # outside pytest's root-only folder
+    data = base / "data"
+    data.mkdir()
+    base.chmod(0o755)
+    data.chmod(0o755 if unprivileged else 0o555)
+    try:
+        yield data, unprivileged
+    finally:
+        data.chmod(0o755)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("command", [("token", "add", "bot", "--grant", "user:me"),
+                                     ("sources", "add", "mine", "--grant", "user:me", "--path", "/nowhere",
+                                      "--allow-missing")], ids=["token-add", "sources-add"])
+def test_a_config_write_the_permissions_refuse_is_one_line_naming_the_file(
+        folder_it_may_not_write: tuple[Path, list[str]], command: tuple[str, ...]) -> None:
+    """README: a write the disk or the permissions refuse is one line naming the file and the cause,
+    INDEX_NOT_READY, exit code 1. ``token add``'s principals file and ``sources add``'s sync.toml were an
+    ``INTERNAL: PermissionError`` instead, which a script cannot tell from a bug."""
+    data, unprivileged = folder_it_may_not_write
+    argv = [*unprivileged, sys.executable, "-m", "skillsearch.cli", "-q", "--data-dir", str(data), *command]
+    environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HOME": str(data.parent)}
+    text = subprocess.run(argv, capture_output=True, text=True, env=environment, timeout=120, check=False)
+    assert text.returncode == 1 and text.stdout == "", text
+    assert text.stderr.startswith(f"error: INDEX_NOT_READY: {data}/") and len(text.stderr.splitlines()) == 1, text.stderr
+    assert "Permission denied" in text.stderr
+    done = subprocess.run([*argv, "--json"], capture_output=True, text=True, env=environment, timeout=120, check=False)
+    assert done.returncode == 1 and done.stderr == "", done
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "INDEX_NOT_READY" and error["details"]["path"].startswith(f"{data}/"), error
+    assert sorted(p.name for p in data.iterdir()) == []

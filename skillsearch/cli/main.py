@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import gc
 import logging
 import os
@@ -42,7 +43,7 @@ from skillsearch.cli.usage import (
     usage_of,
     wants_json,
 )
-from skillsearch.core.errors import SkillSearchError, StartupError, WriteStopped, error_json
+from skillsearch.core.errors import IndexNotReadyError, SkillSearchError, StartupError, WriteStopped, error_json
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoders import ENCODERS
 
@@ -170,15 +171,42 @@ def _main(argv: list[str], out: TextIO, entry: bool) -> int:
         return 130
     except BrokenPipeError:  # the reader of stdout has gone: main() ends quietly, not an INTERNAL error
         raise
-    except Exception as exc:  # the last line of defence: one line, never a traceback (-v logs it)
-        log.info("unexpected error", exc_info=True)  # shown under -v (INFO), never by default
-        internal = SkillSearchError(f"{type(exc).__name__}: {exc}")
-        _print_error(out, args, internal, f"error: INTERNAL: {internal.message} (run with -v for details)")
+    except OSError as exc:
+        if (refused := _refused_write(exc)) is None:
+            return _internal(out, args, exc)
+        _print_error(out, args, refused, f"error: {refused.code}: {refused.message}")
         return EXIT_ERROR
+    except Exception as exc:  # the last line of defence: one line, never a traceback (-v logs it)
+        return _internal(out, args, exc)
     finally:
         note_new_data_dir(args)
         if entry and getattr(args, "server", False):  # serve, mcp: about to exit
             _freeze_for_exit()
+
+
+def _internal(out: TextIO, args: argparse.Namespace, exc: Exception) -> int:
+    log.info("unexpected error", exc_info=True)  # shown under -v (INFO), never by default
+    internal = SkillSearchError(f"{type(exc).__name__}: {exc}")
+    _print_error(out, args, internal, f"error: INTERNAL: {internal.message} (run with -v for details)")
+    return EXIT_ERROR
+
+
+# What the permissions or the disk refuse a write (or a read) with: README's "a write that the disk or the
+# permissions refuse is one line naming the file and the cause, INDEX_NOT_READY and exit code 1".
+_REFUSED = {errno.EACCES: "this user lacks the permission", errno.EPERM: "this user lacks the permission",
+            errno.EROFS: "its file system is read-only", errno.ENOSPC: "its disk is full",
+            errno.EDQUOT: "this user's disk quota is used up", errno.EFBIG: "it is over the file size limit"}
+
+
+def _refused_write(exc: OSError) -> IndexNotReadyError | None:
+    """A file operation the commands do not wrap themselves (``token add``'s principals file, ``sources add``'s
+    ``sync.toml``) that the permissions or the disk refused, as the one line every other refused write is
+    (naming the file and the cause); ``None`` for any other ``OSError`` (an ``INTERNAL`` one)."""
+    if exc.errno not in _REFUSED or not exc.filename:
+        return None
+    path = os.fsdecode(exc.filename)
+    return IndexNotReadyError(f"{path}: {exc.strerror} ({_REFUSED[exc.errno]})",
+                              {"path": path, "errno": errno.errorcode[exc.errno]})
 
 
 def _freeze_for_exit() -> None:
