@@ -104,3 +104,19 @@ def test_a_config_write_the_permissions_refuse_is_one_line_naming_the_file(
     error = json.loads(done.stdout)["error"]
     assert error["code"] == "INDEX_NOT_READY" and error["details"]["path"].startswith(f"{data}/"), error
     assert sorted(p.name for p in data.iterdir()) == []
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_a_stdout_that_cannot_hold_every_character_still_gets_the_skill(data_dir: Path, encoding: str) -> None:
+    """The sample describes skills in Japanese and Chinese: with stdout in ASCII (``PYTHONIOENCODING=ascii``)
+    or a legacy Latin-1 locale, ``get`` of one was ``INTERNAL: UnicodeEncodeError`` and exit 1. Text shows
+    such characters as escapes; JSON is UTF-8, every character exact."""
+    environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_HUB_OFFLINE": "1",
+                   "PYTHONIOENCODING": encoding}
+    argv = [sys.executable, "-m", "skillsearch.cli", "-q", "--data-dir", str(data_dir), "get", "linux-disk-full"]
+    text = subprocess.run(argv, capture_output=True, env=environment, timeout=120, check=False)
+    assert text.returncode == 0 and text.stderr == b"", text.stderr
+    assert "Linux \\u670d\\u52a1\\u5668" in text.stdout.decode(encoding)  # 服务器
+    done = subprocess.run([*argv, "--json"], capture_output=True, env=environment, timeout=120, check=False)
+    assert done.returncode == 0 and done.stderr == b"", done.stderr
+    assert json.loads(done.stdout.decode("utf-8"))["description"].startswith("Linux 服务器")

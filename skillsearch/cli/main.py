@@ -21,9 +21,11 @@ The commands live in one module per group (``catalog``, ``sync``, ``mcp``, ``ser
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import errno
 import gc
+import io
 import logging
 import os
 import sys
@@ -119,8 +121,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     A reader of stdout that has gone (``skillsearch list | head -1``) ends the command quietly, exit code 141."""
     out = out or sys.stdout
     entry = argv is None  # the process's own command (the console script, ``python -m``)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if entry:
+        _fit_stdout(wants_json(argv))
     try:
-        code = _main(list(sys.argv[1:] if argv is None else argv), out, entry)
+        code = _main(argv, out, entry)
         out.flush()  # what is still buffered fails here, not in the interpreter's last flush
         return code
     except BrokenPipeError:
@@ -129,6 +134,18 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         with contextlib.suppress(OSError, ValueError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
         return EXIT_PIPE
+
+
+def _fit_stdout(as_json: bool) -> None:
+    """A stdout whose encoding cannot hold every character (``PYTHONIOENCODING=ascii``, a legacy Latin-1
+    locale) made a skill named in Chinese or with an emoji an ``INTERNAL: UnicodeEncodeError``: JSON is
+    written as UTF-8, as RFC 8259 has it exchanged; text shows what the encoding cannot hold as escapes
+    (``\\u706b``), as Python's own stderr does."""
+    stream = sys.stdout
+    if not isinstance(stream, io.TextIOWrapper) or codecs.lookup(stream.encoding).name == "utf-8":
+        return
+    with contextlib.suppress(ValueError, LookupError):
+        stream.reconfigure(encoding="utf-8") if as_json else stream.reconfigure(errors="backslashreplace")
 
 
 def _main(argv: list[str], out: TextIO, entry: bool) -> int:
