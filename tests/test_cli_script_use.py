@@ -120,3 +120,20 @@ def test_a_stdout_that_cannot_hold_every_character_still_gets_the_skill(data_dir
     done = subprocess.run([*argv, "--json"], capture_output=True, env=environment, timeout=120, check=False)
     assert done.returncode == 0 and done.stderr == b"", done.stderr
     assert json.loads(done.stdout.decode("utf-8"))["description"].startswith("Linux 服务器")
+
+
+def test_serve_under_json_prints_one_object_saying_where_it_serves(tmp_path: Path) -> None:
+    """``serve --port 0 --json``: the one JSON object --json promises, from which a script takes the port it
+    got; it was the text banner, which a JSON reader cannot read."""
+    environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "skillsearch.cli", "-q", "--encoder", "hashing", "--data-dir",
+                             str(tmp_path / "d"), "serve", "--port", "0", "--no-sync", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=environment, text=True)
+    try:
+        assert proc.stdout is not None
+        first = json.loads(proc.stdout.readline())
+        assert first["url"].startswith("http://127.0.0.1:") and first["mcp"] == first["url"] + "/mcp"
+    finally:
+        proc.terminate()
+        rest, _ = proc.communicate(timeout=120)
+    assert rest == ""  # nothing but that object on stdout
