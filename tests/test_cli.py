@@ -287,6 +287,8 @@ def test_usage_errors_print_the_error_object_on_stdout_under_json(
         assert code == 2 and capsys.readouterr().err == ""
         assert payload["error"]["code"] == "VALIDATION_ERROR" and said in payload["error"]["message"]
         assert set(payload["error"]) == {"code", "message", "details"}
+        # README: usage errors carry details.usage beside details.problems, a command's own checks too
+        assert payload["error"]["details"]["usage"].startswith(f"usage: skillsearch {argv[0]}")
 
 
 def test_a_global_usage_error_under_json_is_an_error_object_in_a_real_process(tmp_path: Path) -> None:

@@ -225,10 +225,11 @@ def add_commands(sub: Subparsers) -> None:
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true", help="print one JSON object")
-        p.add_argument("--out", default="benchmarks/results", help="folder for the .md/.json/.png results")
+        p.add_argument("--out", default="benchmarks/results", help="folder for the .md/.json/.png results (default %(default)s)")
         p.add_argument("--no-save", action="store_true", help="print only, write no result files")
-        p.add_argument("--tag", type=tag_arg, help="suffix for the result file names (up to 64 letters, digits, . _ - +)")
-        p.add_argument("--cache-dir", default="benchmarks/.cache", help="on-disk embedding cache")
+        p.add_argument("--tag", type=tag_arg, help="suffix for the result file names (up to 64 letters, digits, . _ -"
+                                                   " +; default: none)")
+        p.add_argument("--cache-dir", default="benchmarks/.cache", help="on-disk embedding cache (default %(default)s)")
         p.add_argument("--no-cache", action="store_true", help="encode everything, cache nothing")
 
     p = inner.add_parser("relevance", help="nDCG@10, Recall@10/50, MRR@10, P@1 on a BEIR-layout folder")
@@ -243,17 +244,18 @@ def add_commands(sub: Subparsers) -> None:
                    help="modes to run (default all): lexical, semantic, hybrid, hybrid-<fusion>, bm25s")
     p.add_argument("--max-queries", type=int_range(1, what="a number of queries"),
                    help="only the first N judged queries by id (results are written"
-                   " as relevance-<dataset>-<split>-partial-N unless --canonical)")
+                   " as relevance-<dataset>-<split>-partial-N unless --canonical; default: every judged query)")
     p.add_argument("--canonical", action="store_true",
                    help="with --max-queries: write under the split's own name (the documented sample run)")
-    p.add_argument("--fusion", choices=list(FUSIONS), help="override the default fusion")
+    p.add_argument("--fusion", choices=list(FUSIONS), help="override the default fusion (default zscore)")
     p.add_argument("--semantic-weight", type=float_range(0, 1, "a weight"),
-                   help="override the default semantic weight (0 to 1)")
+                   help="override the default semantic weight (0 to 1; default 0.6, moved per request)")
     p.add_argument("--embed-instructions-chars", type=int_range(0, what="a number of characters"), metavar="N",
-                   help="override how many characters of a skill's instructions are embedded with its description")
+                   help="override how many characters of a skill's instructions are embedded with its description"
+                        " (default 0)")
     p.add_argument("--lexical-instructions-chars", type=int_range(0, what="a number of characters"), metavar="N",
                    help="override how many characters of a skill's instructions BM25 weighs with its description"
-                        " (0: all of them)")
+                        " (0: all of them; default 3000)")
 
     p = inner.add_parser("lodo", help="leave-one-dataset-out ablation of every ranking rule, and the decision's fit",
                          description="Searches the four dev sets once, then scores every rule variant on each set"
@@ -261,7 +263,8 @@ def add_commands(sub: Subparsers) -> None:
     p.set_defaults(func=needs_bench_extra(cmd_bench_lodo))
     common(p)
     p.add_argument("--data-root", default=os.environ.get("SKILLSEARCH_BENCH_DATA", DATA_ROOT),
-                   help="folder with metatool/, sealtools/, gorilla/, skills-catalog/")
+                   help="folder with metatool/, sealtools/, gorilla/, skills-catalog/ (default: %(default)s, relative"
+                        " to the current folder; env SKILLSEARCH_BENCH_DATA)")
     p.add_argument("--reuse", action="store_true", help="reuse the retriever outputs the last run kept in the cache")
     p.add_argument("--sets", action="append", metavar="S,S",
                    help="dev sets to use (default all): metatool, sealtools, skills, gorilla")
@@ -284,14 +287,17 @@ def add_commands(sub: Subparsers) -> None:
                         " the synthetic skills' sentences) and, for --skills real, skills-catalog/; refused when"
                         " any is missing (default: %(default)s, relative to the current folder)")
     p.add_argument("--queries", type=int_range(3, what="a number of queries"), default=300,
-                   help="queries per run, split over the three search modes (3 or more)")
+                   help="queries per run, split over the three search modes (3 or more; default %(default)s)")
     p.add_argument("--stand-in-above", type=int_range(0, what="a number of skills"), default=20_000,
-                   help="above this size, uncached texts get stand-in vectors instead of being encoded")
+                   help="above this size in skills, uncached texts get stand-in vectors instead of being encoded"
+                        " (default %(default)s)")
     p.add_argument("--scan-kernel", metavar="KERNEL",
                    help="the vector stage's int8 kernel in the search process: int8dots, numkong-packed or "
                         "numkong-cdist (default: this core's choice)")
     p.add_argument("--numkong-only", nargs="+", metavar="CAPABILITY", default=[],
-                   help="hold numkong to these capabilities in the search process ('haswell': its AVX2 kernels)")
+                   help="hold numkong to these capabilities in the search process ('haswell': its AVX2 kernels;"
+                        " default: every one this core has)")
     p.add_argument("--kernel-path", metavar="PATH",
                    help="hold our int8 kernel to this path in the search process: avx512vnni, avx2 or portable "
-                        "(with --numkong-only haswell, --kernel-path avx2 runs and chooses as an AVX2-only core)")
+                        "(with --numkong-only haswell, --kernel-path avx2 runs and chooses as an AVX2-only core;"
+                        " default: this core's best)")

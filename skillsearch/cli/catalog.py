@@ -352,23 +352,23 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--mode", default="hybrid", choices=SEARCH_MODES,
                    help="hybrid (default: BM25 and vectors fused, with confidences), lexical (BM25 alone; loads no"
                         " model) or semantic (vectors alone)")
-    p.add_argument("--kind", choices=SKILL_KINDS, help="only skills of this kind")
-    p.add_argument("--tag", action="append", metavar="T", help="require this tag (repeatable)")
+    p.add_argument("--kind", choices=SKILL_KINDS, help="only skills of this kind (default: every kind)")
+    p.add_argument("--tag", action="append", metavar="T", help="require this tag (repeatable; default: none)")
     p.add_argument("--limit", type=int_range(1), default=10, metavar="N",
                    help="hits to return, 1 to SKILLSEARCH_MAX_LIMIT (100 unless set; default 10)")
-    p.add_argument("--fusion", choices=list(FUSIONS), help="fusion method (hybrid mode)")
+    p.add_argument("--fusion", choices=list(FUSIONS), help="fusion method (hybrid mode; default zscore)")
     p.add_argument("--semantic-weight", type=float_range(0, 1, "a weight"), metavar="W",
-                   help="weight of the semantic side in [0, 1]")
+                   help="weight of the semantic side in [0, 1] (hybrid mode; default 0.6, moved per request)")
     p.add_argument("--min-confidence", type=float_range(0, 1, "a confidence"), metavar="C",
-                   help="leave out hits whose confidence (0-1, hybrid mode) is under this")
+                   help="leave out hits whose confidence (0-1, hybrid mode) is under this (default: keep every hit)")
 
     p = add_command(sub, "list", cmd_list, "list visible skills, paged")
     add_grants(p)
-    p.add_argument("--kind", choices=SKILL_KINDS, help="only skills of this kind")
-    p.add_argument("--tag", action="append", metavar="T", help="require this tag (repeatable)")
+    p.add_argument("--kind", choices=SKILL_KINDS, help="only skills of this kind (default: every kind)")
+    p.add_argument("--tag", action="append", metavar="T", help="require this tag (repeatable; default: none)")
     p.add_argument("--limit", type=int_range(1, MAX_PAGE), default=50, metavar="N",
                    help=f"skills per page, 1 to {MAX_PAGE} (default 50)")
-    p.add_argument("--cursor", help="the next_cursor a previous page printed: the page after it")
+    p.add_argument("--cursor", help="the next_cursor a previous page printed: the page after it (default: the first page)")
 
     p = add_command(sub, "get", cmd_get, "show a skill: instructions, or steps and parameters (--json: the"
                     " exact text; the text output shows control characters as escapes)")
@@ -377,11 +377,13 @@ def add_commands(sub: Subparsers) -> None:
     add_grants(p)
     p.add_argument("--resource", metavar="PATH",
                    help="print this resource of the skill (a path from its Resources list, or a resource_id):"
-                        " its exact bytes, to redirect into a file; with --json its metadata and content")
+                        " its exact bytes, to redirect into a file; with --json its metadata and content (default:"
+                        " the skill itself)")
     p.add_argument("--offset", type=int_range(0), default=0, metavar="N",
-                   help="print the instructions from this character on (0, or the next_offset a cut part gave)")
+                   help="print the instructions from this character on (default 0; or the next_offset a cut part gave)")
     p.add_argument("--max-chars", type=int_range(1), metavar="N",
-                   help="print at most N characters of the instructions (a part ends at a line end where it can)")
+                   help="print at most N characters of the instructions (a part ends at a line end where it can;"
+                        " default: all of them)")
 
     p = add_command(sub, "resolve", cmd_resolve,
                     "resolve a flow template's steps with parameter values (never runs them)")
@@ -389,7 +391,7 @@ def add_commands(sub: Subparsers) -> None:
                    help="a flow template's skill_id from search or list, or a slug only one skill you can see has")
     add_grants(p)
     p.add_argument("--param", action="append", metavar="NAME=VALUE", type=param_arg,
-                   help="a parameter's value (repeatable; the same NAME twice is a usage error)")
+                   help="a parameter's value (repeatable; the same NAME twice is a usage error; default: the template's)")
 
     add_command(sub, "reindex", cmd_reindex, "rebuild the search index from the catalog")
 
@@ -397,4 +399,5 @@ def add_commands(sub: Subparsers) -> None:
 def add_calibrate(sub: Subparsers) -> None:
     p = add_command(sub, "calibrate", cmd_calibrate, "recompute the encoder's score calibration stored with the index")
     p.add_argument("--queries", metavar="FILE",
-                   help="JSONL of {query, expected: [slugs]}: also tune the semantic weight on them (MRR@10)")
+                   help="JSONL of {query, expected: [slugs]}: also tune the semantic weight on them (MRR@10; default:"
+                        " none, only the calibration is recomputed)")

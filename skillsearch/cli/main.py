@@ -7,7 +7,8 @@ on success, 1 on an error (or an import with invalid entries), 2 on a usage erro
 that is a file or whose parent folder does not exist, but for a server, an unknown ``--encoder``, a
 ``--port`` outside 0-65535, a ``--limit`` out of range and any argument that is not valid UTF-8 text), 3
 when a server cannot start (port in use, unusable data directory), 4 on a snapshot that ``snapshot
-restore`` refused, 130 on Ctrl-C, and 143 on SIGTERM for the commands whose work is an index write
+restore`` refused, 130 on Ctrl-C, 141 when stdout's reader went away (``| head -1``), and 143 on
+SIGTERM for the commands whose work is an index write
 (``cli/termination.py``: the write stops at its next batch of embeddings and says on stderr what the next
 open will embed; any other command is ended by the signal at once). Progress bars and logs go to
 stderr. A data directory the command had to create is said on stderr. With one or more ``--grant`` the
@@ -20,8 +21,11 @@ The commands live in one module per group (``catalog``, ``sync``, ``mcp``, ``ser
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
+import errno
 import gc
+import io
 import logging
 import os
 import sys
@@ -38,15 +42,17 @@ from skillsearch.cli.usage import (
     check_text,
     data_dir_problem,
     show_usage_error,
+    usage_of,
     wants_json,
 )
-from skillsearch.core.errors import SkillSearchError, StartupError, WriteStopped, error_json
+from skillsearch.core.errors import IndexNotReadyError, SkillSearchError, StartupError, WriteStopped, error_json
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoders import ENCODERS
 
 __all__ = ["build_parser", "main"]
 
 EXIT_ERROR = 1
+EXIT_PIPE = 128 + 13  # SIGPIPE: stdout's reader went away before all was written
 
 log = logging.getLogger("skillsearch")
 
@@ -111,10 +117,38 @@ def _print_error(out: TextIO, args: argparse.Namespace, exc: SkillSearchError, t
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run one command; its exit code. A usage error is shown (on stdout as a JSON error object when
-    ``--json`` is on the command line) and is exit code 2; only ``--help`` exits (``SystemExit(0)``)."""
+    ``--json`` is on the command line) and is exit code 2; only ``--help`` exits (``SystemExit(0)``).
+    A reader of stdout that has gone (``skillsearch list | head -1``) ends the command quietly, exit code 141."""
     out = out or sys.stdout
     entry = argv is None  # the process's own command (the console script, ``python -m``)
     argv = list(sys.argv[1:] if argv is None else argv)
+    if entry:
+        _fit_stdout(wants_json(argv))
+    try:
+        code = _main(argv, out, entry)
+        out.flush()  # what is still buffered fails here, not in the interpreter's last flush
+        return code
+    except BrokenPipeError:
+        # The rest is for nobody: stdout is pointed at /dev/null, so the interpreter's own flush at exit
+        # raises nothing either; the exit code is the one a shell reports for a process SIGPIPE killed.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+        return EXIT_PIPE
+
+
+def _fit_stdout(as_json: bool) -> None:
+    """A stdout whose encoding cannot hold every character (``PYTHONIOENCODING=ascii``, a legacy Latin-1
+    locale) made a skill named in Chinese or with an emoji an ``INTERNAL: UnicodeEncodeError``: JSON is
+    written as UTF-8, as RFC 8259 has it exchanged; text shows what the encoding cannot hold as escapes
+    (``\\u706b``), as Python's own stderr does."""
+    stream = sys.stdout
+    if not isinstance(stream, io.TextIOWrapper) or codecs.lookup(stream.encoding).name == "utf-8":
+        return
+    with contextlib.suppress(ValueError, LookupError):
+        stream.reconfigure(encoding="utf-8") if as_json else stream.reconfigure(errors="backslashreplace")
+
+
+def _main(argv: list[str], out: TextIO, entry: bool) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -139,7 +173,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except WriteStopped as exc:  # SIGTERM during an index write: what it left for the next open
         print(f"terminated: {exc}", file=sys.stderr)
         return termination.EXIT_TERMINATED
-    except UsageError as exc:  # a command's own check of its arguments
+    except UsageError as exc:  # a command's own check of its arguments: shown with its usage, as argparse's are
+        exc.usage = exc.usage or usage_of(parser, args)
         show_usage_error(exc, out, wants_json(argv), sys.stderr)
         return EXIT_USAGE
     except StartupError as exc:
@@ -151,15 +186,44 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except KeyboardInterrupt:
         _say_stopped("interrupted")
         return 130
-    except Exception as exc:  # the last line of defence: one line, never a traceback (-v logs it)
-        log.info("unexpected error", exc_info=True)  # shown under -v (INFO), never by default
-        internal = SkillSearchError(f"{type(exc).__name__}: {exc}")
-        _print_error(out, args, internal, f"error: INTERNAL: {internal.message} (run with -v for details)")
+    except BrokenPipeError:  # the reader of stdout has gone: main() ends quietly, not an INTERNAL error
+        raise
+    except OSError as exc:
+        if (refused := _refused_write(exc)) is None:
+            return _internal(out, args, exc)
+        _print_error(out, args, refused, f"error: {refused.code}: {refused.message}")
         return EXIT_ERROR
+    except Exception as exc:  # the last line of defence: one line, never a traceback (-v logs it)
+        return _internal(out, args, exc)
     finally:
         note_new_data_dir(args)
         if entry and getattr(args, "server", False):  # serve, mcp: about to exit
             _freeze_for_exit()
+
+
+def _internal(out: TextIO, args: argparse.Namespace, exc: Exception) -> int:
+    log.info("unexpected error", exc_info=True)  # shown under -v (INFO), never by default
+    internal = SkillSearchError(f"{type(exc).__name__}: {exc}")
+    _print_error(out, args, internal, f"error: INTERNAL: {internal.message} (run with -v for details)")
+    return EXIT_ERROR
+
+
+# What the permissions or the disk refuse a write (or a read) with: README's "a write that the disk or the
+# permissions refuse is one line naming the file and the cause, INDEX_NOT_READY and exit code 1".
+_REFUSED = {errno.EACCES: "this user lacks the permission", errno.EPERM: "this user lacks the permission",
+            errno.EROFS: "its file system is read-only", errno.ENOSPC: "its disk is full",
+            errno.EDQUOT: "this user's disk quota is used up", errno.EFBIG: "it is over the file size limit"}
+
+
+def _refused_write(exc: OSError) -> IndexNotReadyError | None:
+    """A file operation the commands do not wrap themselves (``token add``'s principals file, ``sources add``'s
+    ``sync.toml``) that the permissions or the disk refused, as the one line every other refused write is
+    (naming the file and the cause); ``None`` for any other ``OSError`` (an ``INTERNAL`` one)."""
+    if exc.errno not in _REFUSED or not exc.filename:
+        return None
+    path = os.fsdecode(exc.filename)
+    return IndexNotReadyError(f"{path}: {exc.strerror} ({_REFUSED[exc.errno]})",
+                              {"path": path, "errno": errno.errorcode[exc.errno]})
 
 
 def _freeze_for_exit() -> None:

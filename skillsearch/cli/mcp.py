@@ -177,8 +177,10 @@ def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
 def add_commands(sub: Subparsers) -> None:
     p = add_command(sub, "mcp", cmd_mcp, "serve the MCP tools over stdio (default) or streamable HTTP (--http)")
     p.set_defaults(server=True)  # an unusable data directory: one line, exit code 3 (check_data_dir)
-    p.add_argument("--data-dir", default=argparse.SUPPRESS, help="data directory (same as the global option)")
-    p.add_argument("--principal", metavar="NAME", help="run as this principal of <data-dir>/principals.toml")
+    p.add_argument("--data-dir", default=argparse.SUPPRESS, help="data directory (same as the global option; default:"
+                                                                 " the global one, env SKILLSEARCH_DATA_DIR, else ./index)")
+    p.add_argument("--principal", metavar="NAME", help="run as this principal of <data-dir>/principals.toml (default:"
+                                                       " the local operator, every grant, unless --grant)")
     add_grants(p)
     p.add_argument("--scope", action="append", metavar="S",
                    help="scope of the --grant principal (repeatable; default memory:read; '' for none)")

@@ -220,8 +220,14 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     building = not (Path(args.data_dir) / MANIFEST).exists()  # looked at before anything starts building it
 
     def started(url: str, demo: bool, webhooks_off: Path | None) -> None:
-        out.write(_serve_banner(url, demo, principals, building, named=bool(args.principals),
-                                webhooks_off=webhooks_off) + "\n")
+        if args.json:  # the one JSON object --json promises, a script's way to the port 0 picked
+            out.write(json.dumps({"url": url, "search_page": f"{url}/", "mcp": f"{url}/mcp",
+                                  "openapi": f"{url}/openapi.json", "principals": str(principals), "demo": demo,
+                                  "building_index": building,
+                                  "webhooks_off": None if webhooks_off is None else str(webhooks_off)}) + "\n")
+        else:
+            out.write(_serve_banner(url, demo, principals, building, named=bool(args.principals),
+                                    webhooks_off=webhooks_off) + "\n")
         out.flush()
 
     listen_socket(args.host, args.port).close()  # a busy port fails before the data directory is opened

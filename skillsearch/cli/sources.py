@@ -217,11 +217,11 @@ def add_commands(sub: Subparsers) -> None:
     common(q)
     q.add_argument("name", type=source_name_arg, help="the source's name (also the catalog's `source` of its skills)")
     q.add_argument("--grant", required=True, type=grant_arg, help="grant of its skills: sub:<id>, team:<id> or user:<id>")
-    q.add_argument("--path", help="a folder of skills (or one skill's folder)")
+    q.add_argument("--path", help="a folder of skills (or one skill's folder); this or --git (no default)")
     q.add_argument("--allow-missing", action="store_true", help="add a --path that does not exist (yet)")
-    q.add_argument("--git", help="an https:// or file:// repository URL")
+    q.add_argument("--git", help="an https:// or file:// repository URL; this or --path (no default)")
     q.add_argument("--ref", help="branch, tag or commit (default HEAD: the remote's default branch)")
-    q.add_argument("--subdir", help="the folder of the repository that holds the skills")
+    q.add_argument("--subdir", help="the folder of the repository that holds the skills (default: its top)")
     q.add_argument("--interval", type=float_range(MIN_INTERVAL_S, MAX_INTERVAL_S, "a number of seconds"),
                    default=DEFAULT_INTERVAL_S, metavar="SECONDS",
                    help=f"seconds between runs under serve/mcp, {MIN_INTERVAL_S:g}-{MAX_INTERVAL_S:g}"

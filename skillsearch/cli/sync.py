@@ -111,7 +111,8 @@ def add_commands(sub: Subparsers) -> None:
     p = add_command(sub, "sync", cmd_sync, "pull every waiting change from the subscription platform and mirror"
                     " every local source, once")
     p.add_argument("--config", help="sync settings (TOML); default <data-dir>/sync.toml")
-    p.add_argument("--subscription", action="append", metavar="ID", help="only this subscription (repeatable)")
+    p.add_argument("--subscription", action="append", metavar="ID", help="only this subscription (repeatable;"
+                                                                         " default: every subscription and source)")
     p.add_argument("--status", action="store_true", help="show cursor or commit, last success, last error, counts")
 
     p = add_command(sub, "upstream", cmd_upstream, "serve folders of skills as a reference subscription platform")
@@ -121,5 +122,6 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--port", type=port_arg, default=8765, help="port, 0-65535 (default 8765; 0 picks a free one)")
     p.add_argument("--token", action="append", help="accepted bearer token (env SKILLSEARCH_UPSTREAM_TOKEN,"
                    " default demo-token)")
-    p.add_argument("--webhook-url", help="where to POST signed webhooks, e.g. http://127.0.0.1:8000/v1/sync/webhook")
-    p.add_argument("--webhook-secret", help="shared webhook secret (env SKILLSEARCH_WEBHOOK_SECRET)")
+    p.add_argument("--webhook-url", help="where to POST signed webhooks, e.g. http://127.0.0.1:8000/v1/sync/webhook"
+                                         " (default: none sent)")
+    p.add_argument("--webhook-secret", help="shared webhook secret (env SKILLSEARCH_WEBHOOK_SECRET; default: none)")

@@ -34,6 +34,7 @@ __all__ = [
     "non_empty",
     "port_arg",
     "show_usage_error",
+    "usage_of",
     "wants_json",
 ]
 
@@ -156,6 +157,12 @@ def _chain(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[ar
             if isinstance(chosen, argparse.ArgumentParser):
                 return [parser, *_chain(chosen, args)]
     return [parser]
+
+
+def usage_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """The usage text of the (sub-)command ``args`` ran: what a command's own usage problem shows, as
+    argparse's own errors show theirs (``details.usage`` under ``--json``)."""
+    return _chain(parser, args)[-1].format_usage()
 
 
 def _name(action: argparse.Action) -> str:
