@@ -86,7 +86,9 @@ def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = Non
     log.info("MCP server as principal %s (%s)", principal.name,
              "every grant" if principal.grants is None else ", ".join(sorted(principal.grants)))
     config = default_config_path(Path(args.data_dir))
-    follow = not getattr(args, "no_sources", False)  # its sources kept as the file changes (or first appears)
+    # Its sources kept as the file changes. A file written after the server started is read at its next start
+    # (an MCP host starts one a session): without one, nothing of the sources' keeper is imported.
+    follow = not getattr(args, "no_sources", False) and config.exists()
     sources = load_sources(config) if follow else ()
     stdio = not getattr(args, "http", False)
 

@@ -141,11 +141,19 @@ class Leadership:
     # -- the loop -----------------------------------------------------------------------------------
 
     def _loop(self) -> None:
+        failing: str | None = None  # the failure last logged: said once, not every poll_s while it lasts
         while not self._stop.wait(self.poll_s):
             try:
                 self._step()
-            except Exception:  # the loop must outlive a failing duty or a full disk
-                log.exception("leadership step failed")
+                failing = None
+            except Exception as exc:  # the loop must outlive a failing duty, a full disk, no file descriptor left
+                text = f"{type(exc).__name__}: {exc}"
+                if text != failing:
+                    # The OS refusing (EMFILE under a flood of clients, a full disk) is one line; anything else
+                    # is a defect, logged with its traceback, once.
+                    log.error("leadership step failed (tried again every %.1f s): %s", self.poll_s, text,
+                              exc_info=not isinstance(exc, OSError))
+                failing = text
 
     def _step(self) -> None:
         with self._mutex:

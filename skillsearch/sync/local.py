@@ -14,22 +14,24 @@ import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skillsearch.core.errors import UpstreamUnavailableError
 from skillsearch.sync.background import running
 from skillsearch.sync.followed import FollowedSources
-from skillsearch.sync.mirror import SourceReport
 from skillsearch.sync.poller import Poller
 from skillsearch.sync.sources import SourceConfig
 from skillsearch.sync.watch import FolderWatcher
+
+if TYPE_CHECKING:  # the mirror (the importer, git) is imported by the first run, not by a server's start
+    from skillsearch.sync.mirror import SourceReport
 
 __all__ = ["LocalSources"]
 
 log = logging.getLogger("skillsearch.sync")
 
 
-SourceRun = Callable[[SourceConfig, "frozenset[str] | None"], SourceReport]
+SourceRun = Callable[[SourceConfig, "frozenset[str] | None"], "SourceReport"]
 
 
 class LocalSources:

@@ -131,19 +131,20 @@ class FolderWatcher:
 
     def _loop(self) -> None:
         present = self._present()
+        watched: dict[str, Path] | None = None  # what the last watch covered (None: none yet, the first)
         while not self._stop.is_set():
             with self._lock:
                 self._watching = set(present)
+            # A folder that appeared, or a source now pointing elsewhere: reported once its watch is in place,
+            # so a write between the two is read by the run it triggers, and any later one is seen.
+            fresh = set() if watched is None else {n for n, p in present.items() if watched.get(n) != p}
             if not present:
                 self._ready.set()
                 self._stop.wait(self.recheck_s)
-                appeared = self._present()
-                for name in appeared:
-                    self._changed(name)
-                present = appeared
+                watched, present = present, self._present()
                 continue
             try:
-                present = self._watch(present)
+                watched, present = present, self._watch(present, fresh)
             except Exception:  # a vanished folder, an exhausted inotify limit: look again shortly
                 log.exception("watching the folder sources failed; retrying in %.0f s", self.recheck_s)
                 self._stop.wait(self.recheck_s)
@@ -154,8 +155,9 @@ class FolderWatcher:
         kept inside the data directory is watched as any other)."""
         return self._ignore is not None and path.is_relative_to(self._ignore) and self._ignore.is_relative_to(root)
 
-    def _watch(self, present: dict[str, Path]) -> dict[str, Path]:
-        """Watch ``present`` until the set of existing folders changes; returns the new set."""
+    def _watch(self, present: dict[str, Path], fresh: set[str]) -> dict[str, Path]:
+        """Watch ``present`` until the set of existing folders changes; returns the new set. ``fresh``: the
+        sources to report changed once the watches are in place."""
         for changes in watchfiles.watch(
             *present.values(),
             debounce=self.max_batch_ms,
@@ -175,11 +177,12 @@ class FolderWatcher:
                         touched.setdefault(name, set()).add(path.relative_to(root).as_posix())
             for name in sorted(touched):
                 self._changed(name, frozenset(touched[name]))
+            for name in sorted(fresh - set(touched)):
+                self._changed(name)
+            fresh = set()
             now = self._present()
             if now != present:
-                for name in sorted(set(now) - set(present) - set(touched)):
-                    self._changed(name)
-                for name in sorted(set(present) - set(now) - set(touched)):
+                for name in sorted(set(present) - set(now) - set(touched)):  # vanished: nothing to watch first
                     self._changed(name)
                 return now
         return present
