@@ -453,3 +453,56 @@ def test_a_stopped_server_says_so_in_its_json_log(tmp_path: Path, sig: signal.Si
     said = "terminated" if sig == signal.SIGTERM else "interrupted"
     assert records[-1]["msg"] == said and records[-1]["logger"] == "skillsearch", records[-3:]
     assert not (data_dir / "catalog.sqlite3-wal").exists()  # every connection closed: checkpointed into the file
+
+
+@pytest.mark.parametrize("command", [["serve"], ["mcp", "--http"]])
+def test_sigterm_before_a_server_listens_ends_it(tmp_path: Path, command: list[str]) -> None:
+    """A supervisor's SIGTERM that arrived while the server was still starting (here: waiting for a
+    `snapshot restore` to finish swapping its data directory) was taken by our handler, so uvicorn, which
+    takes the signal over once it runs, never saw one: the server went on to listen and serve until a
+    second SIGTERM. It now shuts down as it starts, exit 143, and never says it is serving."""
+    import fcntl
+
+    data = tmp_path / "data"
+    data.mkdir()
+    lock = os.open(data / "in-use.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # as a restore holds it around its swap
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data), "--encoder", "hashing", *command,
+         "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=REPO)
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while f" {proc.pid} " not in "".join(
+                line for line in Path("/proc/locks").read_text().splitlines(True) if "->" in line):
+            assert proc.poll() is None and time.monotonic() < deadline, "the server never waited for the restore"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+    finally:
+        os.close(lock)  # the "restore" is done: the server goes on starting, on its own
+    try:
+        out, err = proc.communicate(timeout=WAIT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"the server went on after SIGTERM: {out}{err}") from None
+    assert proc.returncode == 128 + signal.SIGTERM, (out, err)
+    assert "serving on" not in out + err, (out, err)
+
+
+def test_a_stopped_servers_gauges_never_open_the_index_in_their_own_thread(tmp_path: Path) -> None:
+    """A server whose writes stopped (SIGTERM) while its background open was repairing the index has no index;
+    the metrics' gauges (read once when the app is built, in the main thread) then opened and repaired it
+    there, and raised the stop out of the app's construction. They say 0 / -1, as while it opens."""
+    stop = threading.Event()
+    catalog = Catalog.open(Settings(data_dir=tmp_path / "data", encoder="hashing"), index=False, stopping=stop)
+    try:
+        assert catalog.seeded > 0  # a new directory: the sample in the store, no index yet
+        stop.set()
+        catalog.prepare_in_background()
+        deadline = time.monotonic() + WAIT_S
+        while catalog.index_opening():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert catalog.indexed_documents() == 0 and catalog.index_generation() == -1
+    finally:
+        catalog.close()

@@ -170,7 +170,8 @@ def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
         def started(url: str) -> None:
             print(_http_banner(url, principal, catalog), file=sys.stderr, flush=True)
 
-        serve(streamable_http_app(server, host=args.host), host=args.host, port=args.port, on_started=started)
+        serve(streamable_http_app(server, host=args.host), host=args.host, port=args.port, on_started=started,
+              stopping=STOPPING)
     finally:
         catalog.close()
     return 0

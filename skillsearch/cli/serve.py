@@ -236,7 +236,8 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
         configure_json_logging(logging.DEBUG if args.verbose else logging.INFO)
         off = _webhooks_off(args, sync)
         try:
-            serve(app, host=args.host, port=args.port, on_started=lambda url: started(url, registry.demo, off))
+            serve(app, host=args.host, port=args.port, on_started=lambda url: started(url, registry.demo, off),
+                  stopping=STOPPING)
         finally:
             catalog.close()
         return 0

@@ -204,20 +204,33 @@ def _guarded(base: type[asyncio.Protocol], limits: ConnectionLimits) -> type[asy
 
 
 class _Server(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, on_started: Callable[[str], None] | None = None) -> None:
+    def __init__(self, config: uvicorn.Config, on_started: Callable[[str], None] | None = None,
+                 stopping: threading.Event | None = None) -> None:
         super().__init__(config)
         self.on_started = on_started
+        self.stopping = stopping
         self.base_url: str | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         quiet_accept_errors()
         await super().startup(sockets)
-        if self.should_exit or not self.servers:
+        if self.should_exit or not self.servers or self._stopped_before():
             return
         host, port = self.servers[0].sockets[0].getsockname()[:2]
         self.base_url = f"http://{host}:{port}"
         if self.on_started is not None:
             self.on_started(self.base_url)
+
+    def _stopped_before(self) -> bool:
+        """SIGTERM came before uvicorn took signals over (while the app was built: the catalog opening, a new
+        directory seeded): this process's handler took it, so uvicorn never would, and the server served on
+        until a second one."""
+        return self.stopping is not None and self.stopping.is_set()
+
+    async def main_loop(self) -> None:
+        if self._stopped_before():  # shut down at once, through the app's lifespan (its services stopped)
+            self.should_exit = True
+        await super().main_loop()
 
 
 def _config(app: Any, host: str, port: int, limits: ConnectionLimits | None = None, **kwargs: Any) -> uvicorn.Config:
@@ -275,13 +288,14 @@ def listen_socket(host: str, port: int) -> socket.socket:
 
 
 def serve(app: Any, host: str = "127.0.0.1", port: int = 8000, on_started: Callable[[str], None] | None = None,
-          limits: ConnectionLimits | None = None) -> None:
+          limits: ConnectionLimits | None = None, stopping: threading.Event | None = None) -> None:
     """Serve ``app`` until interrupted; ``on_started(base_url)`` runs once the socket listens. A port that
     cannot be bound raises :class:`StartupError` before the app starts. ``limits``: the connection bounds
-    (default: from the ``SKILLSEARCH_HTTP_*`` settings)."""
+    (default: from the ``SKILLSEARCH_HTTP_*`` settings). ``stopping``: set by a signal handled before the
+    server took signals over (SIGTERM while the app was being built): the server shuts down as it starts."""
     sock = listen_socket(host, port)
     with sock:
-        _Server(_config(app, host, port, limits), on_started).run(sockets=[sock])
+        _Server(_config(app, host, port, limits), on_started, stopping).run(sockets=[sock])
 
 
 def worker_app() -> Any:

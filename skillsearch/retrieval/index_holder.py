@@ -279,7 +279,7 @@ class IndexHolder:
 
     def indexed_documents(self) -> int:
         """Skills in the search index; 0 while it cannot be opened, or is opening in the background."""
-        if self._opening.not_opened() is not None:
+        if self._opening.not_opened() is not None or self._unopened_server():
             return 0
         try:
             return len(self.index().snapshot().vectors)
@@ -289,12 +289,18 @@ class IndexHolder:
     def index_generation(self) -> int:
         """The store generation the index this process serves reflects; -1 while it cannot be opened, or is
         opening in the background."""
-        if self._opening.not_opened() is not None:
+        if self._opening.not_opened() is not None or self._unopened_server():
             return -1
         try:
             return self.index().snapshot().generation
         except SkillSearchError:
             return -1
+
+    def _unopened_server(self) -> bool:
+        """A server whose background open ended without an index (its writes stopped: SIGTERM while it was
+        starting): a gauge or a probe must not open (and repair, embed) it in its own thread, as the metrics'
+        registration did in the main thread, keeping a stopping server from exiting."""
+        return self._serving and self._index is None
 
     def embedded_documents(self) -> int:
         """Documents this process has embedded into its index so far (0 after opening a restored snapshot:
