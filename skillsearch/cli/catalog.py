@@ -81,8 +81,7 @@ def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
     catalog = open_catalog(args, reads_only=True)
     request = SearchRequest(
         query=args.query, limit=args.limit, mode=args.mode, kind=args.kind, tags=tuple(args.tag or ()),
-        fusion=args.fusion, semantic_weight=args.semantic_weight, min_confidence=args.min_confidence,
-    )
+        fusion=args.fusion, semantic_weight=args.semantic_weight, min_confidence=args.min_confidence)
     view = catalog.search_view(principal_from_args(args), request)
 
     def text() -> str:
@@ -342,8 +341,7 @@ def _calibration_lines(values: dict[str, Any], prefix: str = "") -> list[str]:
 def add_commands(sub: Subparsers) -> None:
     p = add_command(sub, "import", cmd_import, "import a folder of Agent Skills or a JSON/JSONL bundle")
     p.add_argument("path", help="a folder of Agent Skills (a SKILL.md per skill folder), or a .json/.jsonl bundle")
-    p.add_argument("--source", required=True, type=non_empty,
-                   help="name of the local source the skills belong to")
+    p.add_argument("--source", required=True, type=non_empty, help="name of the local source the skills belong to")
     p.add_argument("--grant", required=True, type=grant_arg, help="grant key: sub:<id>, team:<id> or user:<id>")
 
     p = add_command(sub, "search", cmd_search, "search skills (hybrid by default)")
@@ -385,8 +383,7 @@ def add_commands(sub: Subparsers) -> None:
                    help="print at most N characters of the instructions (a part ends at a line end where it can;"
                         " default: all of them)")
 
-    p = add_command(sub, "resolve", cmd_resolve,
-                    "resolve a flow template's steps with parameter values (never runs them)")
+    p = add_command(sub, "resolve", cmd_resolve, "resolve a flow template's steps with parameter values (never runs them)")
     p.add_argument("skill_id", metavar="SKILL_ID|SLUG",
                    help="a flow template's skill_id from search or list, or a slug only one skill you can see has")
     add_grants(p)
