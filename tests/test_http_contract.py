@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
+from test_http_api import assert_error
 
 from skillsearch.cli import build_serve_app
 from skillsearch.core.domain import Principal
@@ -26,15 +26,6 @@ from skillsearch.retrieval.encoder import Encoder
 from skillsearch.service import Catalog
 
 DEMO = {"Authorization": f"Bearer {DEMO_TOKEN}"}
-
-
-def assert_error(resp: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    assert resp.status_code == status, resp.text
-    assert resp.headers["content-type"].startswith("application/json")
-    body = resp.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}
-    assert body["error"]["code"] == code
-    return dict(body["error"])
 
 
 def test_every_v1_status_while_the_index_cannot_serve_is_declared_for_its_route(
