@@ -560,3 +560,15 @@ def test_resolve_reads_a_number_as_mcp_and_http_read_its_json(data_dir: Path) ->
     assert code == 1 and {"field": "parameters.max_error_ratio", "code": "invalid",
                           "message": "max_error_ratio: 'nan' is not a number (expected number)"} \
         in err["error"]["details"]["problems"]
+
+
+def test_an_empty_search_is_refused_before_anything_is_opened(tmp_path: Path) -> None:
+    """`search "  "` on a new data directory created it, seeded the sample, loaded the model and built the
+    index (half a minute on 2 cores) only to say the query was empty. It is refused first, and nothing is made."""
+    data = tmp_path / "new"
+    code, payload = run(data, "search", "   ", "--json")
+    error = payload["error"]
+    assert code == 1
+    assert error["code"] == "VALIDATION_ERROR" and error["details"]["problems"] == [
+        {"field": "query", "message": "query must not be empty"}]
+    assert not data.exists()

@@ -35,6 +35,7 @@ from skillsearch.core.templates import coerce_text_value
 from skillsearch.core.textual import is_text
 from skillsearch.core.views import WEAK_CONFIDENCE
 from skillsearch.core.wellformed import terminal_safe
+from skillsearch.retrieval.search import validate
 from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 
@@ -74,15 +75,14 @@ def _check_not_a_mirrored_source(data_dir: Path, source: str) -> None:
 
 
 def cmd_search(args: argparse.Namespace, out: TextIO) -> int:
-    most = settings_from_args(args).max_limit
-    if args.limit > most:
+    settings = settings_from_args(args)
+    if args.limit > settings.max_limit:
         raise UsageError("skillsearch search", f"argument --limit: {args.limit} is out of range: give a whole"
-                         f" number between 1 and {most} (SKILLSEARCH_MAX_LIMIT)")
-    catalog = open_catalog(args, reads_only=True)
-    request = SearchRequest(
-        query=args.query, limit=args.limit, mode=args.mode, kind=args.kind, tags=tuple(args.tag or ()),
-        fusion=args.fusion, semantic_weight=args.semantic_weight, min_confidence=args.min_confidence)
-    view = catalog.search_view(principal_from_args(args), request)
+                         f" number between 1 and {settings.max_limit} (SKILLSEARCH_MAX_LIMIT)")
+    request = SearchRequest(query=args.query, limit=args.limit, mode=args.mode, kind=args.kind, tags=tuple(args.tag or ()),
+                            fusion=args.fusion, semantic_weight=args.semantic_weight, min_confidence=args.min_confidence)
+    validate(request, settings)  # an empty query refused before a catalog is opened, an index built, a model loaded
+    view = open_catalog(args, reads_only=True).search_view(principal_from_args(args), request)
 
     def text() -> str:
         notice = [f"note: {view.notice}"] if view.notice else []
