@@ -11,9 +11,17 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from skillsearch.catalog.connections import opens_read_only
 from skillsearch.catalog.store import CatalogStore
-from skillsearch.cli.common import Subparsers, add_command, emit, grant_arg, in_use, progress_factory, settings_from_args
+from skillsearch.cli.common import (
+    Subparsers,
+    add_command,
+    emit,
+    grant_arg,
+    in_use,
+    open_catalog,
+    progress_factory,
+    settings_from_args,
+)
 from skillsearch.cli.termination import STOPPING
 from skillsearch.cli.usage import float_range
 from skillsearch.core.errors import ValidationError, problem
@@ -101,13 +109,9 @@ def stored_status(args: argparse.Namespace, config: SyncConfig | None,
     ``sync --status``). A read: a directory without a catalog (nothing has run yet, or a mistyped
     ``--data-dir``) is shown as such, and neither it nor a catalog in it is created; a catalog this user cannot
     write is read as it is."""
-    path = Path(args.data_dir) / CatalogStore.FILENAME
-    if not path.is_file():
+    if not (Path(args.data_dir) / CatalogStore.FILENAME).is_file():
         return sync_status(None, config, sources=sources)
-    reads_only = opens_read_only(path)
-    if not reads_only:  # opening it may upgrade its schema: a restore must not swap the folder meanwhile
-        in_use(Path(args.data_dir))
-    catalog = Catalog(settings_from_args(args), stopping=STOPPING, reads_only=reads_only)
+    catalog = open_catalog(args, seed=False, index=False)  # the store alone, read-only where it must be
     try:
         return catalog.subscriptions.sync_status(config, sources=sources)
     finally:
