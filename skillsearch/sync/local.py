@@ -107,15 +107,14 @@ class LocalSources:
                 return
             before = {s.name: s for s in self.sources}
             self.sources = now
-            for s in now:  # a changed source's next run reads it whole
-                if s.name in before and before[s.name] != s:
-                    self._pending[s.name] = None
+            changed = sorted(s.name for s in now if s.name in before and before[s.name] != s)
+            for name in changed:  # a changed source's next run reads it whole
+                self._pending[name] = None
         self.watcher.replace({s.name: s.path for s in now if s.path is not None})
         self.poller.replace(now)
         names = {s.name for s in now}
         added = sorted(names - set(before))
         removed = sorted(set(before) - names)
-        changed = sorted(s.name for s in now if s.name in before and before[s.name] != s)
         log.info("sources: %s", "; ".join(f"{what}: {', '.join(which)}" for what, which in (
             ("added", added), ("removed", removed), ("changed", changed)) if which))
 
