@@ -6,7 +6,7 @@ and its write lock (:class:`CatalogParts`), so the composition root stays small.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -47,24 +47,25 @@ class LocalSourcesUseCase:
 
     def sync(self, source: SourceConfig, *, force: bool = False, allow_rewind: bool = False,
              folders: frozenset[str] | None = None, progress: ProgressFactory | None = None,
-             config: Path | None = None) -> SourceReport:
+             configured: Callable[[], Sequence[SourceConfig]] | None = None) -> SourceReport:
         """Mirror one source (see :mod:`skillsearch.sync.mirror`); a git fetch runs outside the write lock.
         ``folders``: only these top-level folders of a folder source changed (a watcher's batch). ``progress``:
         the read shown as it goes. The catalog's ``stopping`` ends a git run or a folder's read early.
-        ``config`` (a server's keeper): the file the source was configured in, read again before the run and
-        once more under the write lock: a source taken out of it meanwhile (``sources remove``, which archives
-        its skills) is not run, so nothing brings its skills back; a source changed there runs as it is now."""
+        ``configured`` (a server's keeper): the sources its file holds now (``FollowedSources.current``), looked
+        at before the run and once more under the write lock: a source taken out of it meanwhile (``sources
+        remove``, which archives its skills) is not run, so nothing brings its skills back; a source changed
+        there runs as it is now."""
         from skillsearch.sync.mirror import SourceReport, apply_source, read_source
 
         c = self._catalog
-        current = _as_configured(source, config)
+        current = _as_configured(source, configured)
         if current is None:
             return SourceReport(source.name, source.kind, source.grant, skipped=True)
         read = read_source(c.store, current, c.data_dir / "sources", force=force, allow_rewind=allow_rewind,
                            folders=folders if current == source else None, stopping=c.stopping, progress=progress)
         index = c.index(bounded=False)  # a server's background open: waited for, however long
         with c.writing():
-            if _as_configured(current, config) is None:
+            if _as_configured(current, configured) is None:
                 return SourceReport(source.name, source.kind, source.grant, skipped=True)
             return apply_source(c.store, index, read)
 
@@ -86,21 +87,16 @@ class LocalSourcesUseCase:
         from skillsearch.sync.followed import FollowedSources
         from skillsearch.sync.local import LocalSources
 
-        return LocalSources(lambda s, folders: self.sync(s, folders=folders, config=config), sources,
-                            quiet_ms=quiet_ms, data_dir=self._catalog.data_dir,
-                            followed=FollowedSources(config, sources) if config is not None else None)
+        followed = FollowedSources(config, sources) if config is not None else None
+        configured = followed.current if followed is not None else None
+        return LocalSources(lambda s, folders: self.sync(s, folders=folders, configured=configured), sources,
+                            quiet_ms=quiet_ms, data_dir=self._catalog.data_dir, followed=followed)
 
 
-def _as_configured(source: SourceConfig, config: Path | None) -> SourceConfig | None:
-    """``source`` as ``config`` holds it now: ``None`` once it is no longer there. A file that does not read
-    (half written by an editor) changes nothing: the source runs as it was."""
-    if config is None:
+def _as_configured(source: SourceConfig,
+                   configured: Callable[[], Sequence[SourceConfig]] | None) -> SourceConfig | None:
+    """``source`` as the configuration holds it now: ``None`` once it is no longer there (a file that does not
+    read keeps its last good sources, ``sync/followed.py``)."""
+    if configured is None:
         return source
-    from skillsearch.core.errors import ValidationError
-    from skillsearch.sync.sources import load_sources
-
-    try:
-        configured = load_sources(config)
-    except ValidationError:
-        return source
-    return next((s for s in configured if s.name == source.name), None)
+    return next((s for s in configured() if s.name == source.name), None)
