@@ -19,6 +19,7 @@ from skillsearch.cli.termination import EXIT_TERMINATED
 from skillsearch.cli.usage import UsageError, float_range, int_range
 from skillsearch.core.errors import ValidationError
 from skillsearch.core.fusion import FUSIONS
+from skillsearch.core.settings import Settings
 
 __all__ = ["BENCH_EXTRA", "add_commands"]
 
@@ -247,15 +248,15 @@ def add_commands(sub: Subparsers) -> None:
                    " as relevance-<dataset>-<split>-partial-N unless --canonical; default: every judged query)")
     p.add_argument("--canonical", action="store_true",
                    help="with --max-queries: write under the split's own name (the documented sample run)")
-    p.add_argument("--fusion", choices=list(FUSIONS), help="override the default fusion (default zscore)")
+    p.add_argument("--fusion", choices=list(FUSIONS), help=f"override the default fusion (default {Settings.fusion})")
     p.add_argument("--semantic-weight", type=float_range(0, 1, "a weight"),
-                   help="override the default semantic weight (0 to 1; default 0.6, moved per request)")
+                   help=f"override the default semantic weight (0 to 1; default {Settings.semantic_weight}, moved per request)")
     p.add_argument("--embed-instructions-chars", type=int_range(0, what="a number of characters"), metavar="N",
                    help="override how many characters of a skill's instructions are embedded with its description"
-                        " (default 0)")
+                        f" (default {Settings.embed_instructions_chars})")
     p.add_argument("--lexical-instructions-chars", type=int_range(0, what="a number of characters"), metavar="N",
                    help="override how many characters of a skill's instructions BM25 weighs with its description"
-                        " (0: all of them; default 3000)")
+                        f" (0: all of them; default {Settings.lexical_instructions_chars})")
 
     p = inner.add_parser("lodo", help="leave-one-dataset-out ablation of every ranking rule, and the decision's fit",
                          description="Searches the four dev sets once, then scores every rule variant on each set"

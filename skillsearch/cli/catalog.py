@@ -30,6 +30,7 @@ from skillsearch.cli.usage import UsageError, float_range, int_range, non_empty
 from skillsearch.core.domain import SEARCH_MODES, SKILL_KINDS, Parameter
 from skillsearch.core.errors import SkillInvalidError, ValidationError, problem
 from skillsearch.core.fusion import FUSIONS
+from skillsearch.core.settings import Settings
 from skillsearch.core.skill_uri import parse_skill_uri
 from skillsearch.core.templates import coerce_text_value
 from skillsearch.core.textual import is_text
@@ -354,9 +355,9 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--tag", action="append", metavar="T", help="require this tag (repeatable; default: none)")
     p.add_argument("--limit", type=int_range(1), default=10, metavar="N",
                    help="hits to return, 1 to SKILLSEARCH_MAX_LIMIT (100 unless set; default 10)")
-    p.add_argument("--fusion", choices=list(FUSIONS), help="fusion method (hybrid mode; default zscore)")
+    p.add_argument("--fusion", choices=list(FUSIONS), help=f"fusion method (hybrid mode; default {Settings.fusion})")
     p.add_argument("--semantic-weight", type=float_range(0, 1, "a weight"), metavar="W",
-                   help="weight of the semantic side in [0, 1] (hybrid mode; default 0.6, moved per request)")
+                   help=f"the semantic side's weight, 0-1 (hybrid mode; default {Settings.semantic_weight}, moved per request)")
     p.add_argument("--min-confidence", type=float_range(0, 1, "a confidence"), metavar="C",
                    help="leave out hits whose confidence (0-1, hybrid mode) is under this (default: keep every hit)")
 
@@ -370,8 +371,7 @@ def add_commands(sub: Subparsers) -> None:
 
     p = add_command(sub, "get", cmd_get, "show a skill: instructions, or steps and parameters (--json: the"
                     " exact text; the text output shows control characters as escapes)")
-    p.add_argument("skill_id", metavar="SKILL_ID|SLUG",
-                   help="a skill_id from search or list, or a slug only one skill you can see has")
+    p.add_argument("skill_id", metavar="SKILL_ID|SLUG", help="a skill_id from search/list, or a slug only one visible skill has")
     add_grants(p)
     p.add_argument("--resource", metavar="PATH",
                    help="print this resource of the skill (a path from its Resources list, or a resource_id):"
