@@ -493,7 +493,7 @@ def test_the_dataset_help_names_the_encoder_each_kind_of_folder_is_searched_with
 def test_sigterm_during_a_bench_run_removes_its_temporary_catalog(tmp_path: Path, beir_dir: Path) -> None:
     """Audit (bench): SIGTERM (``timeout``'s default signal) ended a run at once and left its temporary
     catalog in the temp folder (``/tmp/skillsearch-bench-*``; a 1M-skill latency run's is gigabytes). It now
-    unwinds as Ctrl-C does and exits 143."""
+    unwinds as Ctrl-C does and exits 143; under ``--json`` its one object is an ``INTERRUPTED`` error."""
     import signal
     import subprocess
     import sys
@@ -503,13 +503,13 @@ def test_sigterm_during_a_bench_run_removes_its_temporary_catalog(tmp_path: Path
     (beir_dir / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in many))
     (beir_dir / "qrels.test.tsv").write_text("query-id\tcorpus-id\tscore\n"
                                              + "".join(f"{q['_id']}\tkubeCrashLoop\t1\n" for q in many))
-    temp, err = tmp_path / "tmp", tmp_path / "err.txt"
+    temp, err, got = tmp_path / "tmp", tmp_path / "err.txt", tmp_path / "out.json"
     temp.mkdir()
     root = Path(__file__).resolve().parents[1]
-    with err.open("w") as stderr:
+    with err.open("w") as stderr, got.open("w") as stdout:
         child = subprocess.Popen(
-            [sys.executable, "-m", "skillsearch.cli", "--encoder", "hashing", "bench", "relevance", "--dataset",
-             str(beir_dir), "--modes", "lexical", "--no-save", "--no-cache"], cwd=root, stdout=subprocess.DEVNULL,
+            [sys.executable, "-m", "skillsearch.cli", "--encoder", "hashing", "bench", "relevance", "--json",
+             "--dataset", str(beir_dir), "--modes", "lexical", "--no-save", "--no-cache"], cwd=root, stdout=stdout,
             stderr=stderr, env={**os.environ, "PYTHONPATH": str(root), "TMPDIR": str(temp), "HF_HUB_OFFLINE": "1"})
         try:
             deadline = time.monotonic() + 120
@@ -522,6 +522,10 @@ def test_sigterm_during_a_bench_run_removes_its_temporary_catalog(tmp_path: Path
             child.kill()
     assert "terminated" in err.read_text() and "Traceback" not in err.read_text()
     assert list(temp.iterdir()) == []
+    # --json: the one object on stdout says why there is no result (it was empty before)
+    assert json.loads(got.read_text())["error"] == {
+        "code": "INTERRUPTED", "message": "stopped by SIGTERM: the benchmark wrote no result",
+        "details": {"signal": "SIGTERM"}}
 
 
 def test_results_are_written_all_or_none(tmp_path: Path) -> None:

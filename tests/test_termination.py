@@ -55,11 +55,7 @@ def _bundle(path: Path) -> Path:
 def test_sigterm_mid_import_stops_between_batches_and_the_next_open_embeds_the_rest(
         tmp_path: Path, encoder: Encoder) -> None:
     data_dir = tmp_path / "data"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data_dir), "--encoder", "minilm", "import",
-         str(_bundle(tmp_path / "bundle.json")), "--source", "chores", "--grant", "team:ops"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV, cwd=REPO,
-    )
+    proc = _import(tmp_path, data_dir)
     seen = _read_until(proc, "embedding")  # the progress bar: the store has committed, the model embeds
     proc.send_signal(signal.SIGTERM)
     rest = proc.stderr.read()
@@ -67,12 +63,40 @@ def test_sigterm_mid_import_stops_between_batches_and_the_next_open_embeds_the_r
     assert proc.wait(timeout=120) == 128 + signal.SIGTERM, seen + rest
     said = re.search(r"terminated: stopped embedding: (\d+) of (\d+) skills embedded and saved; the other (\d+)", rest)
     assert said is not None, rest
+    # --json: its one object on stdout says so (stdout was empty before), the same words as stderr's
+    assert proc.stdout is not None
+    with proc.stdout:
+        error = json.loads(proc.stdout.read())["error"]
+    assert error["code"] == "INTERRUPTED" and error["details"] == {"signal": "SIGTERM"}
+    assert error["message"] == "stopped by SIGTERM: " + rest.split("terminated: ", 1)[1].splitlines()[0]
     embedded, total, left = map(int, said.groups())
     assert total == SKILLS and left == SKILLS - embedded and left > 0
 
     # The store holds every skill (its transaction committed); the index what was embedded, behind the store.
     assert _stopped_index(data_dir) == embedded
     _next_open_embeds_the_rest(data_dir, encoder, left)
+
+
+def _import(tmp_path: Path, data_dir: Path) -> subprocess.Popen[str]:
+    """``skillsearch --json import`` of the SKILLS-skill bundle, stdout and stderr piped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "skillsearch.cli", "--data-dir", str(data_dir), "--encoder", "minilm", "import",
+         str(_bundle(tmp_path / "bundle.json")), "--source", "chores", "--grant", "team:ops", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=REPO,
+    )
+
+
+def test_ctrl_c_mid_import_under_json_prints_its_one_object(tmp_path: Path) -> None:
+    """A Ctrl-C (SIGINT) mid-import under ``--json``: exit 130, ``interrupted`` on stderr and, on stdout, the one
+    object the contract promises, an ``INTERRUPTED`` error naming the signal (stdout was empty before)."""
+    proc = _import(tmp_path, tmp_path / "data")
+    seen = _read_until(proc, "embedding")
+    proc.send_signal(signal.SIGINT)
+    out, rest = proc.communicate(timeout=120)
+    assert proc.returncode == 130, seen + rest
+    assert "interrupted" in rest and "Traceback" not in rest
+    error = json.loads(out)["error"]
+    assert error["code"] == "INTERRUPTED" and error["details"] == {"signal": "SIGINT"}, out
 
 
 def _read_until(proc: subprocess.Popen[str], text: str) -> str:

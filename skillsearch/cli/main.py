@@ -7,7 +7,8 @@ on success, 1 on an error (or an import with invalid entries), 2 on a usage erro
 that is a file or whose parent folder does not exist, but for a server, an unknown ``--encoder``, a
 ``--port`` outside 0-65535, a ``--limit`` out of range and any argument that is not valid UTF-8 text), 3
 when a server cannot start (port in use, unusable data directory), 4 on a snapshot that ``snapshot
-restore`` refused, 130 on Ctrl-C, 141 when stdout's reader went away (``| head -1``), and 143 on
+restore`` refused, 130 on Ctrl-C (under ``--json`` a one-shot command stopped by a signal before its
+result prints an ``INTERRUPTED`` error object), 141 when stdout's reader went away (``| head -1``), and 143 on
 SIGTERM for the commands whose work is an index write
 (``cli/termination.py``: the write stops at its next batch of embeddings and says on stderr what the next
 open will embed; any other command is ended by the signal at once). Progress bars and logs go to
@@ -31,7 +32,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, cast
 
 from skillsearch.cli import bench, catalog, mcp, serve, snapshot, sources, sync, termination, tokens
 from skillsearch.cli.common import marks_of_the_call, note_new_data_dir
@@ -45,7 +46,14 @@ from skillsearch.cli.usage import (
     usage_of,
     wants_json,
 )
-from skillsearch.core.errors import IndexNotReadyError, SkillSearchError, StartupError, WriteStopped, error_json
+from skillsearch.core.errors import (
+    IndexNotReadyError,
+    SkillSearchError,
+    StartupError,
+    StoppedBySignal,
+    WriteStopped,
+    error_json,
+)
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoders import ENCODERS
 
@@ -149,6 +157,7 @@ def _fit_stdout(as_json: bool) -> None:
 
 
 def _main(argv: list[str], out: TextIO, entry: bool) -> int:
+    out = cast(TextIO, _Watched(out))
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -172,7 +181,11 @@ def _main(argv: list[str], out: TextIO, entry: bool) -> int:
         return code
     except WriteStopped as exc:  # SIGTERM during an index write: what it left for the next open
         print(f"terminated: {exc}", file=sys.stderr)
+        _no_result(out, args, "SIGTERM", f"stopped by SIGTERM: {exc}")
         return termination.EXIT_TERMINATED
+    except bench.BenchTerminated:  # SIGTERM during a benchmark: its temporary catalogs are removed on the way out
+        _no_result(out, args, "SIGTERM", "stopped by SIGTERM: the benchmark wrote no result")
+        raise
     except UsageError as exc:  # a command's own check of its arguments: shown with its usage, as argparse's are
         exc.usage = exc.usage or usage_of(parser, args)
         show_usage_error(exc, out, wants_json(argv), sys.stderr)
@@ -185,6 +198,7 @@ def _main(argv: list[str], out: TextIO, entry: bool) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         _say_stopped("interrupted")
+        _no_result(out, args, "SIGINT", "stopped by Ctrl-C (SIGINT): what the command committed is kept")
         return 130
     except BrokenPipeError:  # the reader of stdout has gone: main() ends quietly, not an INTERNAL error
         raise
@@ -199,6 +213,30 @@ def _main(argv: list[str], out: TextIO, entry: bool) -> int:
         note_new_data_dir(args)
         if entry and getattr(args, "server", False):  # serve, mcp: about to exit
             _freeze_for_exit()
+
+
+class _Watched:
+    """The command's stdout, noting whether anything was written to it (a ``--json`` result, in full or begun)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.written = False
+
+    def write(self, text: str) -> int:
+        self.written = self.written or bool(text)
+        return self.stream.write(text)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.stream, name)
+
+
+def _no_result(out: TextIO, args: argparse.Namespace, signal_name: str, message: str) -> None:
+    """A one-shot ``--json`` command stopped by a signal before it printed its object: the one object its
+    contract promises says so (``INTERRUPTED``), rather than an empty stdout. A server's stop is its normal end,
+    and a command that had begun its object (``sync`` prints its reports before it exits 143) keeps it alone."""
+    if getattr(args, "json", False) and not getattr(args, "server", False) \
+            and not getattr(out, "written", True):
+        out.write(error_json(StoppedBySignal(message, {"signal": signal_name})) + "\n")
 
 
 def _internal(out: TextIO, args: argparse.Namespace, exc: Exception) -> int:

@@ -22,7 +22,8 @@ reaches a caller.
     ├── SnapshotInvalidError       SNAPSHOT_INVALID            (422)
     │   └── SnapshotEncoderError   SNAPSHOT_ENCODER_MISMATCH   (422)
     ├── UpstreamUnavailableError   UPSTREAM_UNAVAILABLE        (502)
-    └── StartupError               STARTUP_FAILED              (a server that cannot start; CLI exit 3)
+    ├── StartupError               STARTUP_FAILED              (a server that cannot start; CLI exit 3)
+    └── StoppedBySignal            INTERRUPTED                 (a CLI command's --json object at Ctrl-C or SIGTERM)
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ __all__ = [
     "SnapshotEncoderError",
     "SnapshotInvalidError",
     "StartupError",
+    "StoppedBySignal",
     "SyncStopped",
     "UnauthenticatedError",
     "UpstreamUnavailableError",
@@ -230,6 +232,15 @@ class StartupError(SkillSearchError):
 
     code = "STARTUP_FAILED"
     http_status = 500
+
+
+class StoppedBySignal(SkillSearchError):
+    """A one-shot CLI command stopped by Ctrl-C (SIGINT, exit 130) or SIGTERM (exit 143) before it printed
+    its result: under ``--json`` its one object on stdout, so a script reads why there is no result.
+    ``details.signal`` names the signal. Never an API answer."""
+
+    code = "INTERRUPTED"
+    http_status = 503
 
 
 class StopFlag(Protocol):
