@@ -202,3 +202,18 @@ def test_full_width_and_half_width_forms_match_the_characters_they_stand_for(tmp
     assert _found(index, "python packaging") == {"sk_2"}
     assert index.terms("ＡＰＩ ﬁle") == {"api", "file"}
     index.close()
+
+
+def test_a_cjk_only_tag_is_found_by_a_lexical_search_for_it(tmp_path: Path) -> None:
+    """A tag is searched with the name and description, in any script: a tag written only in CJK characters
+    ("运维", "機械学習") went into the English fields, whose words stop at CJK characters, and not into the
+    ``cjk`` n-gram field, so a lexical search for the tag found nothing (an outside-in audit: `运维` was
+    refused as ``no_shared_word`` in lexical mode and ``no_good_match`` in hybrid mode)."""
+    index = LexicalIndex(tmp_path / "lexical", create=True)
+    tagged = [LexicalDoc("sk_0", "team:a", "knowledge", ("运维",), "yunwei", "yunwei", "服务器监控告警配置", ""),
+              LexicalDoc("sk_1", "team:a", "knowledge", ("機械学習",), "notes", "notes", "データの前処理とモデル評価", "")]
+    index.apply([*tagged, _doc(2, "Write end-to-end browser tests"), _doc(3, "テスト自動化の手順")], [])
+    assert _found(index, "运维") == {"sk_0"}
+    assert _found(index, "機械学習") == {"sk_1"}
+    assert _found(index, "機械学習のノートを探して") == {"sk_1"}
+    index.close()

@@ -6,7 +6,8 @@ puts in them is decided here (with ``tantivy``, its second home). Design points:
   stemmer).
 - CJK text has no spaces, so runs of CJK characters also go into a ``cjk`` field analysed into character
   1- and 2-grams; a query's CJK runs are matched there by their bigrams, which finds a word inside a
-  sentence. Tantivy does not save custom analyzers with the index: they are registered on every open.
+  sentence (of the name, description, tags and head of the instructions). Tantivy does not save custom
+  analyzers with the index: they are registered on every open.
 - French text gets its own fields (``fr`` for name, description and tags; ``fr_body`` for the instructions)
   analysed with French stop words, the French Snowball stemmer and ASCII folding, so "requêtes", "requete"
   and "requête" meet. Which documents fill them and which queries search them is the ``french`` mode:
@@ -43,8 +44,9 @@ __all__ = [
 
 # Bumped when the lexical schema gains fields (2: the French fields ``fr`` and ``fr_body``; 3: ``all``; 4:
 # ``rest``, the instructions after their head; 5: words of two characters or more, the name once, in ``name``;
-# 6: a CJK character ends a word, so "Stripeで" holds the word "stripe"; 7: every text folded to NFKC).
-LEXICAL_FIELDS_VERSION = 7
+# 6: a CJK character ends a word, so "Stripeで" holds the word "stripe"; 7: every text folded to NFKC; 8: the
+# tags' CJK runs in ``cjk``, so a tag written only in CJK characters is found).
+LEXICAL_FIELDS_VERSION = 8
 
 
 def recipe_change(built: Any, now: dict[str, Any]) -> str:
@@ -151,7 +153,9 @@ def document(d: LexicalDoc, fields_of: tantivy.Schema, french: str, head_chars: 
         "all": "\n".join((slug.replace("-", " "), " ".join(tags), description, head)),
         "name": split_identifiers(name),
         REST_FIELD: rest,
-        "cjk": " ".join(cjk_runs(text)),
+        # The tags too, as in ``all``: a tag written only in CJK characters has no word the English fields
+        # hold, so without them a lexical search for it found nothing.
+        "cjk": " ".join(cjk_runs("\n".join((text, *tags)))),
     }
     if french in ("all", "both") or (french in ("detect", "docs") and is_french(f"{name}\n{text}")):
         fields["fr"] = " ".join((name, slug.replace("-", " "), description, " ".join(tags)))
