@@ -564,3 +564,29 @@ def test_cli_commands_use_the_encoder_the_index_was_built_with(tiny_skills: Path
     assert manifest["encoder"]["name"] == "intfloat/multilingual-e5-small"
     refused = cli("--encoder", "hashing", "search", "certificat", "--json")
     assert refused.returncode == 1 and json.loads(refused.stdout)["error"]["code"] == "INDEX_NOT_READY"
+
+
+def test_an_imported_skill_is_found_by_its_cjk_only_tag_in_lexical_and_hybrid_mode(
+    tmp_path: Path, routed: RoutedEncoder
+) -> None:
+    """An agent searching for a skill's tag written only in CJK characters finds it, in lexical mode and in
+    hybrid mode, as a caller of one grant (an outside-in audit: lexical ``no_shared_word`` and hybrid
+    ``no_good_match`` for `运维`, the tag of the one skill about it)."""
+    bundle = tmp_path / "bundle.json"
+    bundle.write_text(json.dumps([
+        {"slug": "yunwei-jiankong", "name": "yunwei-jiankong", "description": "服务器监控告警配置与值班交接",
+         "tags": ["运维"], "instructions": "配置 Prometheus 告警规则，编写值班交接文档。"},
+        {"slug": "hangul-doc", "name": "hangul-doc", "description": "한국어 문서를 요약하고 번역합니다", "tags": ["번역"]},
+    ], ensure_ascii=False), encoding="utf-8")
+    catalog = Catalog.open(Settings(data_dir=tmp_path / "data", encoder="minilm+e5", seed_sample=False),
+                           encoder=routed)
+    try:
+        assert not catalog.import_path(bundle, "intl", "team:intl").problems
+        team = Principal(name="intl", grants=frozenset({"team:intl"}))
+        for mode in ("lexical", "hybrid"):
+            for who in (OPERATOR, team):
+                result = catalog.search(who, SearchRequest("运维", limit=3, mode=mode))
+                assert not result.no_match, (mode, who.name, result.no_match_reason)
+                assert result.hits[0].skill.slug == "yunwei-jiankong", (mode, who.name)
+    finally:
+        catalog.close()
