@@ -4,9 +4,11 @@ the start-up lines of ``serve`` and ``mcp --http`` (their URL, or one line and e
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
+import select
 import shutil
 import socket
 import subprocess
@@ -348,6 +350,49 @@ def test_an_unreadable_data_dir_is_one_line_and_exit_code_3(command: list[str]) 
     finally:
         data.chmod(0o755)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_mcp_http_and_upstream_under_json_print_one_object_with_their_url(sample_dir: Path, tmp_path: Path) -> None:
+    """``--json`` promises one JSON object on stdout: ``mcp --http`` and ``upstream`` printed their text banner on
+    stderr and nothing on stdout, so a script that asked ``--port 0`` could not learn the port (``serve --json``
+    already printed its object)."""
+    data = tmp_path / "data"
+    shutil.copytree(sample_dir, data)
+    folder = tmp_path / "skills" / "demo"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text("---\nname: demo\ndescription: A demo skill.\n---\nHello.\n", encoding="utf-8")
+    commands = {
+        "mcp": ["--data-dir", str(data), "-q", "mcp", "--http", "--port", "0", "--grant", "sub:starter-pack", "--json"],
+        "upstream": ["upstream", "--from", f"s1={tmp_path / 'skills'}", "--port", "0", "--json"],
+    }
+    for name, argv in commands.items():
+        proc = subprocess.Popen([sys.executable, "-m", "skillsearch.cli", *argv], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env(), cwd=REPO)
+        try:
+            assert proc.stdout is not None
+            ready, _, _ = select.select([proc.stdout], [], [], 180)  # the banner alone on stderr: nothing comes
+            assert ready, f"{name} --json printed nothing on stdout"
+            said = json.loads(proc.stdout.readline())
+            assert re.fullmatch(r"http://127\.0\.0\.1:\d+", said["url"]), said
+            if name == "mcp":
+                assert said["mcp"] == said["url"] + "/mcp" and said["skills"] == 45 and said["visible"] == 18
+                assert said["principal"] == {"name": "cli", "grants": ["sub:starter-pack"], "scopes": ["memory:read"]}
+                resp = httpx.post(said["mcp"], json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                  headers={"Accept": "application/json, text/event-stream"}, timeout=30)
+                assert resp.status_code == 200, resp.text
+            else:
+                assert said["skills"] == said["url"] + "/v1/subscriptions/{id}/skills"
+                resp = httpx.get(said["url"] + "/v1/subscriptions/s1/skills",
+                                 headers={"Authorization": "Bearer demo-token"}, timeout=30)
+                assert resp.status_code == 200 and resp.json()["items"][0]["skill"]["slug"] == "demo", resp.text
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+            assert proc.stdout is not None and proc.stderr is not None
+            assert proc.stdout.read() == ""  # the one object, nothing more
+            assert "serving on" not in proc.stderr.read()  # the text banner is not printed beside it
+            proc.stdout.close()
+            proc.stderr.close()
 
 
 def test_mcp_http_prints_its_url_principal_and_catalog_size(sample_dir: Path, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -126,6 +127,16 @@ def _http_banner(url: str, principal: Principal, catalog: Catalog) -> str:
     ])
 
 
+def _http_started(url: str, principal: Principal, catalog: Catalog) -> dict[str, object]:
+    """``mcp --http --json``: the one object on stdout in place of the banner, a script's way to the port 0 picked."""
+    visible = None if principal.grants is None else catalog.visible_count(principal)
+    return {"url": url, "mcp": f"{url}/mcp",
+            "principal": {"name": principal.name, "grants": None if principal.grants is None else sorted(principal.grants),
+                          "scopes": sorted(principal.scopes)},
+            "skills": catalog.skill_count(), "visible": visible, "index_opening": catalog.index_opening(),
+            "data_dir": str(catalog.data_dir)}
+
+
 def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
     """Serve the MCP tools over stdio (stdout carries nothing but protocol) or streamable HTTP."""
     mcp_principal_from_args(args)  # a usage error or an unknown principal: refused before anything is created
@@ -168,7 +179,11 @@ def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
         server = mcp_server_from_args(args, catalog=catalog)
 
         def started(url: str) -> None:
-            print(_http_banner(url, principal, catalog), file=sys.stderr, flush=True)
+            if args.json:  # the one JSON object --json promises (over stdio, stdout is the protocol's)
+                out.write(json.dumps(_http_started(url, principal, catalog)) + "\n")
+                out.flush()
+            else:
+                print(_http_banner(url, principal, catalog), file=sys.stderr, flush=True)
 
         serve(streamable_http_app(server, host=args.host), host=args.host, port=args.port, on_started=started,
               stopping=STOPPING)

@@ -4,6 +4,7 @@ folders of skills as a reference subscription platform, for demos and tests)."""
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -101,7 +102,11 @@ def cmd_upstream(args: argparse.Namespace, out: TextIO) -> int:
                             webhook_secret=args.webhook_secret or os.environ.get("SKILLSEARCH_WEBHOOK_SECRET"))
 
     def started(url: str) -> None:  # the port it listens on (``--port 0`` picks one)
-        print(f"upstream: serving on {url}/v1/subscriptions/{{id}}/skills", file=sys.stderr, flush=True)
+        if args.json:  # the one JSON object --json promises, on stdout
+            out.write(json.dumps({"url": url, "skills": f"{url}/v1/subscriptions/{{id}}/skills"}) + "\n")
+            out.flush()
+        else:
+            print(f"upstream: serving on {url}/v1/subscriptions/{{id}}/skills", file=sys.stderr, flush=True)
 
     serve(app, host=args.host, port=args.port, on_started=started)
     return 0
