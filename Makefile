@@ -32,12 +32,12 @@ venv: $(STAMP)
 serve: $(STAMP)
 	$(BIN)/skillsearch serve $(SERVE_ARGS)
 
-# One worker per core, tests handed out as workers free up (--dist worksteal). Much of the suite waits on real
-# processes (servers starting, SIGTERM/SIGKILL runs, git, chromium, haproxy): on 2 cores, quiet, two workers took
-# 503 s (549 s with each file whole in one worker, --dist loadfile; one worker: 670-841 s on earlier days), and
-# 790 s against one worker's 1,658 s beside other jobs (2026-12-07). At most 4 workers: each loads the models its
-# tests need (both: about 400 MB) and builds its own catalogs. One worker: make test TEST_WORKERS=0.
-TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ "$$n" -gt 4 ] && n=4; echo $$n)
+# One worker per core plus one, tests handed out as workers free up (--dist worksteal). Much of the suite waits
+# on real processes (servers starting, SIGTERM/SIGKILL runs, git, chromium, haproxy), so a core-per-worker
+# suite leaves the cores idle part of the time: on 2 cores, quiet, with the same 1,818 tests (2026-12-07), two
+# workers took 706-840 s at 70 % of both cores, three 687 s at 91 %. At most 4 workers: each loads the models
+# its tests need (both: about 400 MB) and builds its own catalogs. One worker: make test TEST_WORKERS=0.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); n=$$((n + 1)); [ "$$n" -gt 4 ] && n=4; echo $$n)
 test: $(STAMP) browser haproxy
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 
