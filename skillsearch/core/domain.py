@@ -15,6 +15,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from skillsearch.core.integers import as_integer
 from skillsearch.core.wellformed import check_text_field, check_wellformed
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "SkillContent",
     "SkillKind",
     "SkillStatus",
+    "json_type",
     "placeholders_in",
     "tag_key",
     "validation_text",
@@ -92,8 +94,14 @@ class Parameter(BaseModel):
     default: Any = None
     enum: list[Any] | None = None
 
+    def taken(self, value: Any) -> Any:
+        """``value`` as this parameter holds it: for an ``integer``, a float with no fractional part is that
+        int (JSON Schema's reading, ``core/integers.py``), so a step's ``{n}`` says ``5``, never ``5.0``."""
+        return as_integer(value) if self.type == "integer" else value
+
     def problem_with(self, value: Any) -> str | None:
-        """Why ``value`` does not fit this parameter, or ``None`` when it does."""
+        """Why ``value`` does not fit this parameter, or ``None`` when it does (``5.0`` fits an ``integer``)."""
+        value = self.taken(value)
         expected: tuple[type, ...] = {
             "string": (str,),
             "integer": (int,),
@@ -103,7 +111,11 @@ class Parameter(BaseModel):
         if isinstance(value, bool) and self.type != "boolean":
             return f"expected {self.type}, got boolean"
         if not isinstance(value, expected):
-            return f"expected {self.type}, got {_json_type(value)}"
+            if type(value) is float and self.type == "integer" and math.isfinite(value):
+                return ("expected integer, got a number with a fractional part" if not value.is_integer() else
+                        "expected integer, got a number past 2**53 written with a fraction or exponent, which JSON"
+                        " cannot carry exactly: send its digits")
+            return f"expected {self.type}, got {json_type(value)}"
         if isinstance(value, float) and not math.isfinite(value):
             return "must be a finite number (NaN and Infinity are refused)"
         if self.enum is not None and value not in self.enum:
@@ -131,7 +143,8 @@ class Parameter(BaseModel):
         return self
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """The JSON type a (parsed) value has, as an error names what it was given: ``integer``, ``string``..."""
     if value is None:
         return "null"
     return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}.get(
