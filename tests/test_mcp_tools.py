@@ -442,6 +442,26 @@ async def test_a_skill_name_passed_as_skill_id_names_the_slug_to_pass_instead(st
                                  " search or list (sk_...), or the slug of a skill you can see")
 
 
+@pytest.mark.parametrize("typed", ["cut-release-tag ", "cut-release-tag\n", " Cut-Release-Tag",
+                                   "\uff43\uff55\uff54-release-tag"])
+async def test_a_slug_is_read_as_typed_around_spaces_case_and_full_width(starter: Client, typed: str) -> None:
+    """recall dropped the whitespace around a slug and get_skill did not: ``"cut-release-tag "`` (an agent's
+    trailing space) was SKILL_NOT_FOUND there. A slug typed in capitals or full-width letters (an input
+    method's) was "not visible" to get_skill and malformed to recall. Each tool now reads it as the slug it
+    spells, only among the skills the caller can see: one outside its grants stays as unknown as before."""
+    sid = ok(await starter.call_tool("get_skill", {"skill_id": "cut-release-tag"}))["skill_id"]
+    assert ok(await starter.call_tool("get_skill", {"skill_id": typed}))["skill_id"] == sid
+    assert ok(await starter.call_tool("get_skill", {"skill_id": f"{sid} "}))["skill_id"] == sid
+    assert ok(await starter.call_tool("resolve_skill", {"skill_id": typed, "parameters": {
+        "version": "1.0.0", "repo": "acme/tool"}}))["skill_id"] == sid
+    assert ok(await starter.call_tool("recall_cloud_skill", {"slug": typed}))["data"]["skill_id"] == sid
+    hidden = typed.replace("cut-release-tag", "postgres-failover").replace(
+        "Cut-Release-Tag", "Postgres-Failover").replace("\uff43\uff55\uff54-release-tag", "\uff50ostgres-failover")
+    unseen = error(await starter.call_tool("get_skill", {"skill_id": hidden}))
+    assert unseen["code"] == "SKILL_NOT_FOUND" and unseen["details"] == {"skill_id": hidden.strip()}, unseen
+    assert error(await starter.call_tool("recall_cloud_skill", {"slug": hidden}))["code"] == "SKILL_NOT_FOUND"
+
+
 async def test_unknown_tool_is_an_error_result(operator: Client) -> None:
     problem = error(await operator.call_tool("execute_skill", {"skill_id": "x"}))
     assert problem["code"] == "VALIDATION_ERROR" and sorted(problem["details"]["tools"]) == sorted(TOOL_NAMES)

@@ -42,6 +42,7 @@ __all__ = [
     "SkillStatus",
     "json_type",
     "placeholders_in",
+    "slug_key",
     "tag_key",
     "validation_text",
 ]
@@ -348,6 +349,15 @@ def validation_text(exc: ValidationError, limit: int | None = None) -> str:
         msg = err["msg"].removeprefix("Value error, ")
         parts.append(f"{loc}: {msg}" if loc else msg)
     return "; ".join(parts)
+
+
+def slug_key(text: str) -> str | None:
+    """The slug ``text`` spells, read as a tag is (:func:`tag_key`: Unicode's compatibility form, case-folded)
+    without the whitespace around it: ``Python-Profiling``, ``python-profiling `` (an agent's trailing space
+    or newline) and full-width letters all spell ``python-profiling``; ``None`` when it spells no slug. Reads
+    look a slug up by it among the skills the caller can see, never others."""
+    key = tag_key(text.strip())
+    return key if SLUG_PATTERN.fullmatch(key) else None
 
 
 def tag_key(tag: str) -> str:
