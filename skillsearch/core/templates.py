@@ -138,8 +138,9 @@ def coerce_text_value(parameter: Parameter | None, text: str) -> Any:
                 return int(number.group(1))
             except ValueError:  # over Python's 4,300 digits
                 return text
-        value = float(number.group(0))
-        return parameter.taken(value)
+        value = parameter.taken(float(number.group(0)))
+        # ``5.5`` for an integer stays text: the command line says "'5.5' is not a whole number" of it.
+        return text if parameter.type == "integer" and not isinstance(value, int) else value
     lowered = text.strip().lower()
     if lowered in ("true", "false"):
         return lowered == "true"
