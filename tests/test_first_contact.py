@@ -26,7 +26,7 @@ from mcp_support import error
 
 from skillsearch.cli import main
 from skillsearch.core.domain import Principal
-from skillsearch.core.errors import SkillNotFoundError, ValidationError
+from skillsearch.core.errors import ValidationError
 from skillsearch.core.settings import Settings
 from skillsearch.core.views import NO_MATCH_MESSAGES
 from skillsearch.http.app import create_app
@@ -323,19 +323,54 @@ async def test_get_takes_a_slug_one_visible_skill_has(data_dir: Path, sample: Ca
                                                " or list (sk_...), or the slug of a skill you can see")
 
 
-def test_a_slug_two_visible_skills_share_names_both(tmp_path: Path, fake_encoder: Any) -> None:
-    for grant in ("team:a", "team:b"):
+@pytest.mark.anyio
+async def test_a_slug_two_visible_skills_share_is_one_answer_naming_the_ids_the_caller_sees(
+    tmp_path: Path, fake_encoder: Any
+) -> None:
+    """get said SKILL_NOT_FOUND (404) and recall VALIDATION_ERROR (400) to the same ambiguous slug. Both say
+    now what is true and what to do: the argument is ambiguous (VALIDATION_ERROR on the field, code
+    ``ambiguous``), and here are the ids of the skills the caller can see that share it. An agent told "not
+    found" searched again for the skill it had found. A caller who sees one of them gets that one; the
+    candidates never name a skill the caller cannot see."""
+    for grant in ("team:a", "team:b", "team:c"):
         folder = tmp_path / grant.replace(":", "-") / "deploy"
         folder.mkdir(parents=True)
         (folder / "SKILL.md").write_text(f"---\nname: deploy\ndescription: Deploy for {grant}.\n---\nbody\n")
     catalog = Catalog(Settings(data_dir=tmp_path / "d", seed_sample=False), encoder=fake_encoder)
     try:
-        ids = [catalog.import_path(tmp_path / g.replace(":", "-"), g, g).created[0] for g in ("team:a", "team:b")]
-        with pytest.raises(SkillNotFoundError) as both:
-            catalog.get_skill(Principal.operator(), "deploy")
-        assert both.value.details["candidates"] == ids and all(i in both.value.message for i in ids)
-        one = Principal(name="a", grants=frozenset({"team:a"}))
-        assert catalog.get_skill(one, "deploy").skill_id == ids[0]
+        a, b, c = (catalog.import_path(tmp_path / g.replace(":", "-"), g, g).created[0]
+                   for g in ("team:a", "team:b", "team:c"))
+        catalog.store.archive(c)  # archived: seen by no one, so never a candidate
+        two = Principal(name="two", grants=frozenset({"team:a", "team:b", "team:c"}),
+                        scopes=frozenset({"skills:read", "memory:read"}))
+        said = f"the slug 'deploy' names 2 skills you can see: pass one skill_id of {a} (team:a), {b} (team:b)"
+        answers = []
+        async with Client(build_mcp_server(catalog, two)) as client:
+            for tool, args, field in (("get_skill", {"skill_id": "deploy"}, "skill_id"),
+                                      ("resolve_skill", {"skill_id": "deploy"}, "skill_id"),
+                                      ("recall_cloud_skill", {"slug": "deploy"}, "slug")):
+                answers.append((error(await client.call_tool(tool, args)), field))
+        token = add_principal(tmp_path / "principals.toml", "two", sorted(two.grants or ()), sorted(two.scopes))
+        app = create_app(catalog, principals=PrincipalRegistry(tmp_path / "principals.toml"))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t",
+                                     headers={"Authorization": f"Bearer {token}"}) as http:
+            for response, field in ((await http.get("/v1/skills/deploy"), "skill_id"),
+                                    (await http.post("/v1/skills/deploy/resolve", json={}), "skill_id"),
+                                    (await http.get("/v1/skills/deploy/resources/x"), "skill_id"),
+                                    (await http.post("/v1/recall", json={"slug": "deploy"}), "slug")):
+                assert response.status_code == 400, response.text
+                got = response.json()["error"]
+                assert got["details"]["problems"][0]["field"] == f"{'body' if field == 'slug' else 'path'}.{field}"
+                answers.append(({**got, "details": {**got["details"], "problems": [
+                    {**got["details"]["problems"][0], "field": field}]}}, field))
+        for got, field in answers:
+            assert got["code"] == "VALIDATION_ERROR" and got["message"] == said, got
+            assert got["details"] == {"problems": [{"field": field, "message": said, "code": "ambiguous"}],
+                                      "candidates": [a, b]}, got
+        one = Principal(name="one", grants=frozenset({"team:a", "team:c"}), scopes=frozenset({"memory:read"}))
+        assert catalog.get_skill(one, "deploy").skill_id == a
+        assert catalog.recall(one, slug="deploy").data.skill_id == a  # type: ignore[union-attr]
+        assert catalog.get_skill(two, a).skill_id == a
     finally:
         catalog.close()
 

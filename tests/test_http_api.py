@@ -369,6 +369,38 @@ async def test_resolve_flow_and_its_errors(client: httpx.AsyncClient) -> None:
 
 
 @pytest.mark.anyio
+async def test_an_integer_written_with_a_zero_fraction_is_that_integer_on_every_input(client: httpx.AsyncClient) -> None:
+    """JSON Schema's ``integer`` takes 5.0 as 5, as the MCP tools now do: resolve refused ``batch_days: 5.0``
+    ("expected integer, got number"), and a step's ``{batch_days}`` is 5, never 5.0. What is no integer stays
+    refused on the field, saying what was expected. recall's body ``offset`` took ``"0"`` and ``true`` (as 1),
+    which the MCP tool refuses; now both refuse them alike and take ``0.0``."""
+    url = "/v1/skills/backfill-table-partitions/resolve"
+    base = {"table": "t", "job": "j", "start_date": "2024-01-01", "end_date": "2024-02-01"}
+    resolved = await client.post(url, headers=DEMO, json={"parameters": {**base, "batch_days": 5.0}})
+    assert resolved.status_code == 200, resolved.text
+    assert resolved.json()["parameters"]["batch_days"] == 5 and '"batch_days":5,' in resolved.text
+    assert '"batch_days":5.0' not in resolved.text
+    for sent, said in ((5.5, "expected integer, got a number with a fractional part"),
+                       ("5", "expected integer, got string"), (True, "expected integer, got boolean")):
+        refused = assert_error(await client.post(url, headers=DEMO, json={"parameters": {**base, "batch_days": sent}}),
+                               400, "VALIDATION_ERROR")
+        assert refused["details"]["problems"] == [{"field": "body.parameters.batch_days", "code": "invalid",
+                                                   "message": f"batch_days: {said}"}], refused
+    root = {"slug": "python-profiling"}
+    assert (await client.post("/v1/recall", json={**root, "offset": 0.0}, headers=DEMO)).json()["kind"] == "root"
+    for sent in ("0", True, 0.5):
+        refused = assert_error(await client.post("/v1/recall", json={**root, "offset": sent}, headers=DEMO),
+                               400, "VALIDATION_ERROR")
+        assert [p["field"] for p in refused["details"]["problems"]] == ["body.offset"], refused
+        assert "integer" in refused["message"], refused
+    listed = await client.get("/v1/skills", params={"limit": "3.0"}, headers=DEMO)
+    assert listed.status_code == 200 and len(listed.json()["items"]) == 3
+    refused = assert_error(await client.get("/v1/skills", params={"limit": "3.5"}, headers=DEMO), 400,
+                           "VALIDATION_ERROR")
+    assert [p["field"] for p in refused["details"]["problems"]] == ["query.limit"]
+
+
+@pytest.mark.anyio
 async def test_recall_levels_and_errors(client: httpx.AsyncClient) -> None:
     found = await client.post("/v1/recall", json={"query": "profile slow python code"}, headers=DEMO)
     env = found.json()

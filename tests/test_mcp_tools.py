@@ -289,24 +289,50 @@ async def test_arguments_outside_the_schema_are_validation_errors(
 
 
 @pytest.mark.parametrize(
-    ("tool", "args", "field"),
+    ("tool", "args", "field", "said"),
     [
-        ("search_skills", {"query": "x", "limit": "3"}, "limit"),
-        ("search_skills", {"query": "x", "limit": True}, "limit"),
-        ("search_skills", {"query": "x", "limit": 2.0}, "limit"),
-        ("search_skills", {"query": "x", "min_confidence": "0.5"}, "min_confidence"),
-        ("list_skills", {"limit": "10"}, "limit"),
-        ("get_skill", {"skill_id": True}, "skill_id"),
-        ("recall_cloud_skill", {"query": 7}, "query"),
+        ("search_skills", {"query": "x", "limit": "3"}, "limit", "a valid integer, got string"),
+        ("search_skills", {"query": "x", "limit": True}, "limit", "a valid integer, got boolean"),
+        ("search_skills", {"query": "x", "limit": 2.5}, "limit", "a valid integer, got a number with a fractional"),
+        ("search_skills", {"query": "x", "min_confidence": "0.5"}, "min_confidence", "a valid number, got string"),
+        ("list_skills", {"limit": "10"}, "limit", "a valid integer, got string"),
+        ("list_skills", {"limit": 3.5}, "limit", "a valid integer, got a number with a fractional part"),
+        ("list_skills", {"limit": None}, "limit", "a valid integer, got null: leave limit out for its default"),
+        ("get_skill", {"skill_id": True}, "skill_id", "a valid string, got boolean"),
+        ("get_skill", {"skill_id": None}, "skill_id", "a valid string, got null"),
+        ("recall_cloud_skill", {"query": 7}, "query", "a valid string, got integer"),
+        ("recall_cloud_skill", {"slug": "x", "offset": "0"}, "offset", "a valid integer, got string"),
     ],
 )
 async def test_arguments_are_not_coerced_past_their_schema(
-    operator: Client, tool: str, args: dict[str, Any], field: str
+    operator: Client, tool: str, args: dict[str, Any], field: str, said: str
 ) -> None:
-    """``type: integer`` means an integer: "3", true and 2.0 are refused, not taken as 3, 1 and 2."""
+    """``type: integer`` means an integer: "3", true and 2.5 are refused, not taken as 3, 1 and 2, and the
+    message says what was expected and which JSON type came instead (never the value); a null for an
+    optional argument, which its schema does not allow, says to leave the argument out."""
     problem = error(await operator.call_tool(tool, args))
     assert problem["code"] == "VALIDATION_ERROR"
     assert [p["field"] for p in problem["details"]["problems"]] == [field]
+    assert said in problem["details"]["problems"][0]["message"], problem
+    assert ("leave" in said) == ("leave" in problem["message"]), problem  # a required argument has no default
+
+
+async def test_an_integer_written_with_a_zero_fraction_is_taken_as_json_schema_says(operator: Client) -> None:
+    """JSON Schema's ``integer`` counts 3.0 as 3, hosts send it, and ``GET /v1/search?limit=3.0`` took it: the
+    tools refused it ("Input should be a valid integer"). Now each integer argument takes it, as its schema
+    says, and answers as for 3."""
+    search = {"query": "renew an expiring TLS certificate"}
+    hits = ok(await operator.call_tool("search_skills", {**search, "limit": 3.0}))["hits"]
+    assert len(hits) == 3 and hits == ok(await operator.call_tool("search_skills", {**search, "limit": 3}))["hits"]
+    listed = ok(await operator.call_tool("list_skills", {"limit": 2.0}))
+    assert listed == ok(await operator.call_tool("list_skills", {"limit": 2})) and len(listed["items"]) == 2
+    part = ok(await operator.call_tool("get_skill", {"skill_id": "tls-certificate-renewal", "offset": 5.0,
+                                                     "max_chars": 40.0}))
+    assert part["instructions_offset"] == 5 and part["instructions_chars"] > 45
+    assert part == ok(await operator.call_tool("get_skill", {"skill_id": "tls-certificate-renewal", "offset": 5,
+                                                             "max_chars": 40}))
+    root = ok(await operator.call_tool("recall_cloud_skill", {"slug": "tls-certificate-renewal", "offset": 0.0}))
+    assert root["kind"] == "root"
 
 
 async def test_an_argument_the_schema_does_not_name_is_refused(operator: Client) -> None:
@@ -414,6 +440,26 @@ async def test_a_skill_name_passed_as_skill_id_names_the_slug_to_pass_instead(st
     assert hidden["details"] == {"skill_id": "Deploy a service with a canary"}
     assert hidden["message"] == ("no skill 'Deploy a service with a canary' is visible to you: pass a skill_id from"
                                  " search or list (sk_...), or the slug of a skill you can see")
+
+
+@pytest.mark.parametrize("typed", ["cut-release-tag ", "cut-release-tag\n", " Cut-Release-Tag",
+                                   "\uff43\uff55\uff54-release-tag"])
+async def test_a_slug_is_read_as_typed_around_spaces_case_and_full_width(starter: Client, typed: str) -> None:
+    """recall dropped the whitespace around a slug and get_skill did not: ``"cut-release-tag "`` (an agent's
+    trailing space) was SKILL_NOT_FOUND there. A slug typed in capitals or full-width letters (an input
+    method's) was "not visible" to get_skill and malformed to recall. Each tool now reads it as the slug it
+    spells, only among the skills the caller can see: one outside its grants stays as unknown as before."""
+    sid = ok(await starter.call_tool("get_skill", {"skill_id": "cut-release-tag"}))["skill_id"]
+    assert ok(await starter.call_tool("get_skill", {"skill_id": typed}))["skill_id"] == sid
+    assert ok(await starter.call_tool("get_skill", {"skill_id": f"{sid} "}))["skill_id"] == sid
+    assert ok(await starter.call_tool("resolve_skill", {"skill_id": typed, "parameters": {
+        "version": "1.0.0", "repo": "acme/tool"}}))["skill_id"] == sid
+    assert ok(await starter.call_tool("recall_cloud_skill", {"slug": typed}))["data"]["skill_id"] == sid
+    hidden = typed.replace("cut-release-tag", "postgres-failover").replace(
+        "Cut-Release-Tag", "Postgres-Failover").replace("\uff43\uff55\uff54-release-tag", "\uff50ostgres-failover")
+    unseen = error(await starter.call_tool("get_skill", {"skill_id": hidden}))
+    assert unseen["code"] == "SKILL_NOT_FOUND" and unseen["details"] == {"skill_id": hidden.strip()}, unseen
+    assert error(await starter.call_tool("recall_cloud_skill", {"slug": hidden}))["code"] == "SKILL_NOT_FOUND"
 
 
 async def test_unknown_tool_is_an_error_result(operator: Client) -> None:

@@ -73,6 +73,11 @@ async def test_stdio_subprocess_speaks_only_protocol_on_stdout(data_dir: Path, t
             found = ok(await session.call_tool("search_skills", {"query": "git bisect to find a regression"}))
             root = ok(await session.call_tool("recall_cloud_skill", {"slug": "git-bisect-regressions"}))
             hidden = error(await session.call_tool("recall_cloud_skill", {"slug": "postgres-failover"}))
+            # JSON's 2.0 through a real pipe is JSON Schema's integer 2; "2" is not.
+            two = ok(await session.call_tool("search_skills", {"query": "git bisect", "limit": 2.0}))
+            text = error(await session.call_tool("search_skills", {"query": "git bisect", "limit": "2"}))
+    assert len(two["hits"]) == 2 and text["details"]["problems"] == [
+        {"field": "limit", "message": "Input should be a valid integer, got string"}]
     assert sorted(t.name for t in tools) == sorted(TOOL_NAMES)
     assert found["hits"][0]["slug"] == "git-bisect-regressions"
     assert root["kind"] == "root" and "bisect" in root["data"]["instructions"]
@@ -401,6 +406,8 @@ async def test_streamable_http_serves_the_tools_under_the_tokens_principal(http_
         tools = (await session.list_tools()).tools
         found = ok(await session.call_tool("search_skills", {"query": "postgres failover replica promotion"}))
         page = ok(await session.call_tool("list_skills", {"limit": 200}))
+        three = ok(await session.call_tool("list_skills", {"limit": 3.0}))  # JSON Schema's integer 3
+    assert len(three["items"]) == 3 and three["items"] == page["items"][:3]
     assert sorted(t.name for t in tools) == sorted(TOOL_NAMES)
     starter_ids = {s.skill_id for s in sample.store.list_page(["sub:starter-pack"], limit=500)}
     assert {i["skill_id"] for i in page["items"]} == starter_ids

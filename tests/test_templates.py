@@ -64,6 +64,39 @@ def test_boolean_is_not_an_integer() -> None:
         resolve_steps(STEPS, PARAMS, {"service": "api", "replicas": True})
 
 
+@pytest.mark.parametrize("sent", [5.0, -0.0, 1e2, 2.0**53])
+def test_a_whole_number_written_with_a_fraction_is_an_integer(sent: float) -> None:
+    """JSON Schema's ``integer`` takes a number whose fractional part is zero, and hosts send ``5.0``: the
+    steps hold the int, so a text placeholder says ``5``, never ``5.0``."""
+    steps, values = resolve_steps(STEPS, PARAMS, {"service": "api", "replicas": sent})
+    assert type(values["replicas"]) is int and values["replicas"] == sent
+    assert type(steps[0]["args"]["replicas"]) is int
+    assert steps[2]["args"]["targets"][0]["text"] == f"scaled api to {int(sent)}"
+    # A number parameter keeps what was sent.
+    steps, _ = resolve_steps(STEPS, PARAMS, {"service": "api", "replicas": 1, "ratio": 2.0})
+    assert type(steps[1]["args"]["ratio"]) is float
+
+
+@pytest.mark.parametrize(("sent", "said"), [
+    (5.5, "expected integer, got a number with a fractional part"), (True, "expected integer, got boolean"),
+    ("5", "expected integer, got string"), ("5.0", "expected integer, got string"),
+    (2.0**53 + 2, "past 2**53"), (float("inf"), "not a finite number"),
+])
+def test_what_is_no_integer_stays_refused_saying_what_was_expected(sent: object, said: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        resolve_steps(STEPS, PARAMS, {"service": "api", "replicas": sent})
+    (only,) = info.value.details["problems"]
+    assert only["field"] == "parameters.replicas" and only["code"] == "invalid" and said in only["message"], only
+
+
+def test_an_integer_enum_takes_its_member_written_with_a_fraction() -> None:
+    size = (Parameter(name="size", type="integer", enum=[1, 3], required=True),)
+    steps, values = resolve_steps((FlowStep(tool="t", args={"n": "{size}"}),), size, {"size": 3.0})
+    assert steps[0]["args"] == {"n": 3} and type(values["size"]) is int
+    with pytest.raises(ValidationError, match="must be one of"):
+        resolve_steps((FlowStep(tool="t", args={"n": "{size}"}),), size, {"size": 2.0})
+
+
 def test_unknown_tool_is_skill_invalid_when_host_names_its_tools() -> None:
     with pytest.raises(SkillInvalidError, match="metrics.query"):
         resolve_steps(STEPS, PARAMS, {"service": "a", "replicas": 1}, known_tools={"k8s.scale", "notify.send"})
@@ -101,7 +134,9 @@ def test_a_parameter_value_is_data_never_a_template() -> None:
 @pytest.mark.parametrize(
     ("ptype", "text", "expected"),
     [("number", "5", 5), ("number", "-2", -2), ("number", "5.0", 5.0), ("number", "1e2", 100.0),
-     ("integer", " 7 ", 7), ("integer", "5.0", "5.0"), ("integer", "1_000", "1_000"), ("number", "1_0.5", "1_0.5"),
+     ("integer", " 7 ", 7), ("integer", "5.0", 5), ("integer", "1e2", 100), ("integer", "5.5", "5.5"),
+     ("integer", "1e400", "1e400"),
+     ("integer", "1_000", "1_000"), ("number", "1_0.5", "1_0.5"),
      ("number", "nan", "nan"), ("number", "infinity", "infinity"), ("integer", "true", "true"),
      ("integer", "9" * 5000, "9" * 5000)],
 )

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from skillsearch.catalog.store import CatalogStore
-from skillsearch.core.domain import SKILL_KINDS, SLUG_PATTERN, Principal, Resource, Revision, Skill
+from skillsearch.core.domain import SKILL_KINDS, Principal, Resource, Revision, Skill, slug_key
 from skillsearch.core.errors import (
     ResourceNotFoundError,
     SkillInvalidError,
@@ -36,7 +36,7 @@ from skillsearch.core.views import (
 from skillsearch.core.visibility import is_visible, visible_grants
 from skillsearch.core.wellformed import IllFormedError, check_wellformed
 
-__all__ = ["MAX_PAGE", "MAX_TAGS", "get_detail", "list_page", "resolve_flow", "resource_infos", "visible_skill"]
+__all__ = ["MAX_PAGE", "MAX_TAGS", "ambiguous_slug", "get_detail", "list_page", "resolve_flow", "resource_infos", "visible_skill"]
 
 MAX_PAGE = 200
 # Tags one list may require: each is a clause of the SQL query, and SQLite refuses past about 1,000 of them (an
@@ -94,29 +94,41 @@ def list_page(
     return ListResponse(items=items, next_cursor=_encode_cursor(page[limit - 1]) if len(page) > limit else None)
 
 
+def ambiguous_slug(field: str, slug: str, same: Sequence[Skill]) -> ValidationError:
+    """The one answer to a slug that several skills the caller can see share (one per grant): a
+    ``VALIDATION_ERROR`` on ``field`` naming each one's skill_id and grant, so the next call passes one id.
+    Not ``SKILL_NOT_FOUND``: they exist, and an agent told so searches again for what it already found.
+    ``same`` holds only skills the caller can see (its grants, active, not revoked), so nothing else leaks."""
+    ids = ", ".join(f"{s.skill_id} ({s.grant})" for s in same)
+    message = f"the slug {slug!r} names {len(same)} skills you can see: pass one skill_id of {ids}"
+    return ValidationError(message, {"problems": [problem(field, message, "ambiguous")],
+                                     "candidates": [s.skill_id for s in same]})
+
+
 def visible_skill(store: CatalogStore, principal: Principal, skill_id: str) -> Skill:
     """The skill if this principal may see it now; ``SKILL_NOT_FOUND`` otherwise (no existence leak).
 
     A slug is taken too when exactly one skill the caller can see has it (slugs are unique per grant, so a
-    caller of several grants may see two): agents and people type the slug they read. Only visible skills
-    are looked at, so the answer says nothing about the others."""
-    if not isinstance(skill_id, str) or not skill_id or len(skill_id) > 200:
+    caller of several grants may see two): agents and people type the slug they read, as they typed it
+    (``slug_key``: ``Python-Profiling``, full-width letters). The whitespace around an id or slug is no part
+    of it (recall drops it too): an agent's trailing space or newline. Only visible skills are looked at, so
+    the answer says nothing about the others."""
+    if not isinstance(skill_id, str) or not skill_id.strip() or len(skill_id) > 200:
         message = "skill_id must be a non-empty string of at most 200 characters"
         raise ValidationError(message, {"problems": [problem("skill_id", message)]})
+    skill_id = skill_id.strip()
     revoked = store.revoked_subscriptions()
     skill = store.skill(skill_id)
     if skill is not None and is_visible(skill.status, skill.grant, principal, revoked):
         return skill
-    if SLUG_PATTERN.match(skill_id):
+    if slug := slug_key(skill_id):
         grants = sorted(visible_grants(principal, store.grants(), revoked))
-        same = [s for g in grants if (s := store.skill_by_slug(g, skill_id)) is not None
+        same = [s for g in grants if (s := store.skill_by_slug(g, slug)) is not None
                 and is_visible(s.status, s.grant, principal, revoked)]
         if len(same) == 1:
             return same[0]
         if same:
-            ids = ", ".join(f"{s.skill_id} ({s.grant})" for s in same)
-            raise SkillNotFoundError(f"the slug {skill_id!r} names {len(same)} skills you can see: pass one skill_id"
-                                     f" of {ids}", {"skill_id": skill_id, "candidates": [s.skill_id for s in same]})
+            raise ambiguous_slug("skill_id", slug, same)
     if skill_id.startswith(SCHEME):  # a hit's skill_uri, passed where its skill_id belongs
         raise SkillNotFoundError(f"{skill_id!r} is a skill_uri, not a skill_id: pass the hit's skill_id (sk_...) or"
                                  " slug, or load this URI with resources/read", {"skill_id": skill_id})

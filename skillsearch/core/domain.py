@@ -15,6 +15,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from skillsearch.core.integers import as_integer
 from skillsearch.core.wellformed import check_text_field, check_wellformed
 
 __all__ = [
@@ -39,7 +40,9 @@ __all__ = [
     "SkillContent",
     "SkillKind",
     "SkillStatus",
+    "json_type",
     "placeholders_in",
+    "slug_key",
     "tag_key",
     "validation_text",
 ]
@@ -92,8 +95,14 @@ class Parameter(BaseModel):
     default: Any = None
     enum: list[Any] | None = None
 
+    def taken(self, value: Any) -> Any:
+        """``value`` as this parameter holds it: for an ``integer``, a float with no fractional part is that
+        int (JSON Schema's reading, ``core/integers.py``), so a step's ``{n}`` says ``5``, never ``5.0``."""
+        return as_integer(value) if self.type == "integer" else value
+
     def problem_with(self, value: Any) -> str | None:
-        """Why ``value`` does not fit this parameter, or ``None`` when it does."""
+        """Why ``value`` does not fit this parameter, or ``None`` when it does (``5.0`` fits an ``integer``)."""
+        value = self.taken(value)
         expected: tuple[type, ...] = {
             "string": (str,),
             "integer": (int,),
@@ -103,7 +112,11 @@ class Parameter(BaseModel):
         if isinstance(value, bool) and self.type != "boolean":
             return f"expected {self.type}, got boolean"
         if not isinstance(value, expected):
-            return f"expected {self.type}, got {_json_type(value)}"
+            if type(value) is float and self.type == "integer" and math.isfinite(value):
+                return ("expected integer, got a number with a fractional part" if not value.is_integer() else
+                        "expected integer, got a number past 2**53 written with a fraction or exponent, which JSON"
+                        " cannot carry exactly: send its digits")
+            return f"expected {self.type}, got {json_type(value)}"
         if isinstance(value, float) and not math.isfinite(value):
             return "must be a finite number (NaN and Infinity are refused)"
         if self.enum is not None and value not in self.enum:
@@ -131,7 +144,8 @@ class Parameter(BaseModel):
         return self
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """The JSON type a (parsed) value has, as an error names what it was given: ``integer``, ``string``..."""
     if value is None:
         return "null"
     return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}.get(
@@ -335,6 +349,15 @@ def validation_text(exc: ValidationError, limit: int | None = None) -> str:
         msg = err["msg"].removeprefix("Value error, ")
         parts.append(f"{loc}: {msg}" if loc else msg)
     return "; ".join(parts)
+
+
+def slug_key(text: str) -> str | None:
+    """The slug ``text`` spells, read as a tag is (:func:`tag_key`: Unicode's compatibility form, case-folded)
+    without the whitespace around it: ``Python-Profiling``, ``python-profiling `` (an agent's trailing space
+    or newline) and full-width letters all spell ``python-profiling``; ``None`` when it spells no slug. Reads
+    look a slug up by it among the skills the caller can see, never others."""
+    key = tag_key(text.strip())
+    return key if SLUG_PATTERN.fullmatch(key) else None
 
 
 def tag_key(tag: str) -> str:

@@ -103,9 +103,9 @@ def resolve_steps(
             if wrong:
                 problems.append(problem(f"parameters.{p.name}", f"{p.name}: {wrong}", "invalid"))
             else:
-                effective[p.name] = values[p.name]
+                effective[p.name] = p.taken(values[p.name])
         elif p.default is not None:
-            effective[p.name] = p.default
+            effective[p.name] = p.taken(p.default)
         elif p.required:
             problems.append(problem(f"parameters.{p.name}", f"missing required parameter {p.name!r}", "missing"))
     if problems:
@@ -125,7 +125,8 @@ def coerce_text_value(parameter: Parameter | None, text: str) -> Any:
 
     A number is read as JSON reads it, so the command line resolves to what MCP and HTTP give for the same
     value: ``5`` is the integer 5 for a ``number`` parameter too (``float()`` made it 5.0, which a step
-    wrote as ``5.0``), and Python's own extras (``1_000``, ``nan``, ``infinity``) are not numbers."""
+    wrote as ``5.0``), ``5.0`` is the integer 5 for an ``integer`` parameter (JSON Schema's reading, as MCP and
+    HTTP take it), and Python's own extras (``1_000``, ``nan``, ``infinity``) are not numbers."""
     if parameter is None or parameter.type == "string":
         return text
     if parameter.type in ("integer", "number"):
@@ -137,7 +138,9 @@ def coerce_text_value(parameter: Parameter | None, text: str) -> Any:
                 return int(number.group(1))
             except ValueError:  # over Python's 4,300 digits
                 return text
-        return text if parameter.type == "integer" else float(number.group(0))
+        value = parameter.taken(float(number.group(0)))
+        # ``5.5`` for an integer stays text: the command line says "'5.5' is not a whole number" of it.
+        return text if parameter.type == "integer" and not isinstance(value, int) else value
     lowered = text.strip().lower()
     if lowered in ("true", "false"):
         return lowered == "true"

@@ -14,7 +14,7 @@ read it as JSON) is 415 with a problem on ``header.content-type``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
@@ -47,25 +47,27 @@ _ROUTING: dict[int, type[SkillSearchError]] = {404: _NotFound, 405: _MethodNotAl
 
 
 @contextmanager
-def located(where: str, rename: Mapping[str, str] | None = None) -> Iterator[None]:
+def located(where: str, rename: Mapping[str, str] | None = None, *, path: Iterable[str] = ()) -> Iterator[None]:
     """Inside it, a ``ValidationError`` of the catalog has its problems' fields moved under ``where``
     (``query``, ``body``, ``path``), each first name renamed by ``rename`` (search's ``query`` is the HTTP
-    ``q``): the same names as FastAPI's own validation gives for that input."""
+    ``q``): the same names as FastAPI's own validation gives for that input. A first name in ``path`` is
+    moved under ``path`` instead (resolve's ``skill_id``, in the path beside a body)."""
+    in_path = frozenset(path)
     try:
         yield
     except ValidationError as exc:
         problems = exc.details.get("problems")
         if isinstance(problems, list):
-            exc.details = {**exc.details, "problems": [_moved(p, where, rename or {}) for p in problems]}
+            exc.details = {**exc.details, "problems": [_moved(p, where, rename or {}, in_path) for p in problems]}
         raise
 
 
-def _moved(entry: Mapping[str, Any], where: str, rename: Mapping[str, str]) -> dict[str, Any]:
+def _moved(entry: Mapping[str, Any], where: str, rename: Mapping[str, str], in_path: frozenset[str]) -> dict[str, Any]:
     field = str(entry.get("field", ""))
     if not field:
         return dict(entry)
     head, dot, rest = field.partition(".")
-    return {**entry, "field": f"{where}.{rename.get(head, head)}{dot}{rest}"}
+    return {**entry, "field": f"{'path' if head in in_path else where}.{rename.get(head, head)}{dot}{rest}"}
 
 
 def error_response(exc: SkillSearchError, status: int | None = None,

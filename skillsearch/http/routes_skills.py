@@ -102,7 +102,7 @@ def resolve_skill(
     principal: Reader, catalog: CatalogDep, skill_id: SkillId,
     body: Annotated[ResolveBody, Body()] = ResolveBody(),  # noqa: B008
 ) -> ResolvedFlow:
-    with located("body"):
+    with located("body", path=("skill_id",)):
         return catalog.resolve(principal, skill_id, body.parameters)
 
 

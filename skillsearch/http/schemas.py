@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from skillsearch.catalog.reads import MAX_PAGE, MAX_TAGS
+from skillsearch.core.integers import JsonInt
 
 __all__ = [
     "STATUS_TEXT",
@@ -68,7 +69,8 @@ class RecallBody(BaseModel):
     slug: str = Field("", max_length=64)
     revision_id: str = Field("", max_length=200)
     resource: str = Field("", max_length=512)
-    offset: int = Field(0, ge=0, description="Where to read on from: the next_offset of the previous answer (with"
+    # JsonInt: as the MCP tool takes it (``0`` and ``0.0``); a lax int also took ``"0"``, and ``true`` as 1.
+    offset: JsonInt = Field(0, ge=0, description="Where to read on from: the next_offset of the previous answer (with"
                         " its revision_id); a root's instructions count characters, a resource counts bytes.")
 
 

@@ -17,10 +17,11 @@ from typing import Any
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, ContentBlock, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import AccessDeniedError, SkillSearchError, error_body
+from skillsearch.core.integers import as_integer
 from skillsearch.service import Catalog
 from skillsearch.usecases.recall import DEFAULT_MAX_CONTENT_BYTES
 
@@ -106,12 +107,22 @@ def strict_arguments(tool: Tool) -> Tool:
     """``tool`` whose arguments are taken as its input schema says, and no other way: no coercion (``"3"``
     or ``true`` for an integer is refused, as the schema's ``type: integer`` says) and no argument the
     schema does not name (``additionalProperties: false``). Both fail as ``VALIDATION_ERROR``, like any
-    other schema error. The SDK builds lax, extra-ignoring argument models and offers no switch, so the
-    model it built is subclassed once, here, with the stricter config."""
+    other schema error. An integer argument takes ``3.0`` as 3, as JSON Schema's ``integer`` does
+    (``core/integers.py``): strict pydantic refused it, though the schema the host was given allows it. The
+    SDK builds lax, extra-ignoring argument models and offers no switch, so the model it built is
+    subclassed once, here, with the stricter config."""
     lax = tool.fn_metadata.arg_model
+    integers = frozenset(f.alias or name for name, f in lax.model_fields.items() if f.annotation is int)
+
+    def whole_numbers(data: Any) -> Any:
+        if isinstance(data, dict) and integers:
+            return {k: as_integer(v) if k in integers else v for k, v in data.items()}
+        return data
+
     strict: type[BaseModel] = type(lax.__name__, (lax,), {
         "__module__": lax.__module__,
         "model_config": ConfigDict(strict=True, extra="forbid", arbitrary_types_allowed=True),
+        "_whole_numbers": model_validator(mode="before")(whole_numbers),
     })
     metadata = tool.fn_metadata.model_copy(update={"arg_model": strict})
     return tool.model_copy(update={"fn_metadata": metadata, "parameters": strict.model_json_schema(by_alias=True)})

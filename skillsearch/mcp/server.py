@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from importlib import metadata
 from typing import Any, Literal
@@ -40,7 +41,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.stdio import stdio_server
 from mcp_types import CallToolResult, InputRequiredResult
 
-from skillsearch.core.domain import Principal
+from skillsearch.core.domain import Principal, json_type
 from skillsearch.core.errors import SkillSearchError, ValidationError, echo, error_body, invalid_input, problem
 from skillsearch.mcp import skills_extension, tools_catalog, tools_recall
 from skillsearch.mcp.changes import ChangeNotifier, WhileOpen, serving_changes
@@ -149,7 +150,8 @@ class SkillSearchMCP(MCPServer[ServerState]):
             return self._error(name, SkillSearchError("internal error: the server log has the details"))
         except ToolError as exc:
             if isinstance(exc.__cause__, pydantic.ValidationError):
-                errors = exc.__cause__.errors(include_input=False, include_url=False)
+                required = (self._tool_input_schema(name) or {}).get("required", ())
+                errors = [_received(e, required) for e in exc.__cause__.errors(include_url=False)]
                 refused = invalid_input(errors, "invalid arguments: ")
                 if any(e.get("type") == "extra_forbidden" for e in errors):
                     # A guessed name (`params`, `path`, `id`): say the names the tool does take.
@@ -162,6 +164,22 @@ class SkillSearchMCP(MCPServer[ServerState]):
                     f"unknown tool {echo(name)!r}: call one of {', '.join(self.error_shapes)}",
                     {"problems": [problem("name", "no tool of this name")], "tools": list(self.error_shapes)}))
             raise
+
+
+def _received(error: Mapping[str, Any], required: Iterable[str]) -> dict[str, Any]:
+    """A schema error of one argument without its value, its message saying which JSON type came instead of
+    the one expected (``"3"`` for an integer: "Input should be a valid integer, got string"), so an agent
+    knows what to send; the value itself is never echoed. A ``null`` for an optional argument says to leave
+    it out: its schema has no null (hosts that fill every argument send one), and its default applies then."""
+    out = {k: v for k, v in error.items() if k != "input"}
+    if str(error.get("type", "")).endswith("_type") and "input" in error:
+        given, loc = error["input"], tuple(error.get("loc", ()))
+        said = ("a number with a fractional part" if isinstance(given, float) and error.get("type") == "int_type"
+                and math.isfinite(given) and not given.is_integer() else json_type(given))
+        if given is None and len(loc) == 1 and loc[0] not in required:
+            said += f": leave {loc[0]} out for its default"
+        out["msg"] = f"{error.get('msg', '')}, got {said}"
+    return out
 
 
 def _provider(who: PrincipalProvider | Principal) -> PrincipalProvider:

@@ -31,9 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from skillsearch.catalog.reads import resource_infos
+from skillsearch.catalog.reads import ambiguous_slug, resource_infos
 from skillsearch.catalog.store import CatalogStore
-from skillsearch.core.domain import SCOPE_MEMORY_READ, SLUG_PATTERN, Principal, Revision, Skill
+from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal, Revision, Skill, slug_key
 from skillsearch.core.errors import (
     AccessDeniedError,
     ResourceNotFoundError,
@@ -157,8 +157,12 @@ def _validated(req: RecallRequest) -> RecallRequest:
         problems.append(problem("query", f"query is longer than {MAX_QUERY_CHARS} characters"))
     if skill_id and not _IDENT.match(skill_id):
         problems.append(problem("skill_id", "skill_id is not a valid identifier"))
-    if slug and not SLUG_PATTERN.match(slug):
-        problems.append(problem("slug", "slug must be 1-64 characters of a-z, 0-9 and '-'"))
+    if slug:  # read as get_skill reads one (``slug_key``): ``Python-Profiling`` names ``python-profiling``
+        key = slug_key(slug)
+        if key is None:
+            problems.append(problem("slug", "slug must be 1-64 characters of a-z, 0-9 and '-'"))
+        else:
+            slug = key
     if revision_id and not _IDENT.match(revision_id):
         problems.append(problem("revision_id", "revision_id is not a valid identifier"))
     if resource and (len(resource) > 512 or any(ord(c) < 32 for c in resource)):
@@ -225,12 +229,8 @@ def _skill_of(store: CatalogStore, principal: Principal, req: RecallRequest) -> 
     else:
         mine = [s for s in store.skills_by_slug(req.slug) if _in_grants(s, principal, revoked)]
         active = [s for s in mine if s.status == "active"]
-        if len(active) > 1:
-            raise ValidationError(
-                f"slug {req.slug!r} names several skills in your grants: pass skill_id",
-                {"problems": [problem("slug", "names several skills in your grants: pass skill_id")],
-                 "skill_ids": [s.skill_id for s in active]},
-            )
+        if len(active) > 1:  # get_skill's answer to the same slug (``reads.ambiguous_slug``)
+            raise ambiguous_slug("slug", req.slug, active)
         if not mine:
             raise SkillNotFoundError(f"no skill with slug {req.slug!r} in your grants{_FIND_IT}", {"slug": req.slug})
         skill = active[0] if active else mine[0]
