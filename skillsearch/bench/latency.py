@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from skillsearch.bench.cache import BenchEncoder
-from skillsearch.bench.report import run_metadata
+from skillsearch.bench.report import head_commit, run_metadata
 from skillsearch.bench.serving import GRANT, SOURCE, changed_entry, import_and_find, peak_rss_mb
 from skillsearch.bench.synthetic import stand_in_vectors, write_synthetic_bundles
 from skillsearch.core.settings import Settings
@@ -280,6 +280,7 @@ def run_latency(
     AVX2-only core's choice on a wider one); this process is left as it is."""
     # A bad name fails here, not in the child after the build.
     int8_kernels.check(scan_kernel, numkong_only, kernel_path)
+    commit = head_commit()  # the code that runs: HEAD may move during the builds
     child_options = [*(["--scan-kernel", scan_kernel] if scan_kernel else []),
                      *(["--numkong-only", *numkong_only] if numkong_only else []),
                      *(["--kernel-path", kernel_path] if kernel_path else [])]
@@ -319,7 +320,7 @@ def run_latency(
     notes.append(f"the vector stage's scan kernel in the search process: {', '.join(kernels)}"
                  + (f" (numkong held to {', '.join(numkong_only)})" if numkong_only else "")
                  + (f" (our kernel held to its {kernel_path} path)" if kernel_path else ""))
-    return {**run_metadata(command), "kind": "latency", "encoder": encoder.name, "encoder_choice": encoder_name,
+    return {**run_metadata(command, commit), "kind": "latency", "encoder": encoder.name, "encoder_choice": encoder_name,
             "queries": len(texts), "other_language_queries": len(other),
             "catalogs": rows, "rows": _flat_rows(rows), "notes": notes}
 

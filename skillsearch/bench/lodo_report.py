@@ -16,8 +16,9 @@ from skillsearch.bench.cache import BenchEncoder, folder_name
 from skillsearch.bench.decision import MAX_FALSE_REFUSAL
 from skillsearch.bench.lodo import SHIPPED, TODAY, bm25s_scores, lodo_table, score_plan
 from skillsearch.bench.lodo_data import DATASETS, METATOOL_QUERIES, SetData, collect_set
-from skillsearch.bench.report import run_metadata
+from skillsearch.bench.report import head_commit, run_metadata
 from skillsearch.retrieval.encoders import make_encoder
+from skillsearch.retrieval.indexer import ProgressFactory
 from skillsearch.retrieval.minilm import MiniLMEncoder
 
 __all__ = ["collect_sets", "lodo_markdown", "run_lodo", "saved_set"]
@@ -31,7 +32,8 @@ def saved_set(cache_dir: Path, name: str) -> Path:
 
 
 def collect_sets(data_root: Path, cache_dir: Path, names: Sequence[str] = DATASETS, reuse: bool = False,
-                 log: Callable[[str], None] = lambda _s: None) -> list[SetData]:
+                 log: Callable[[str], None] = lambda _s: None,
+                 progress: ProgressFactory | None = None) -> list[SetData]:
     encoder = BenchEncoder(make_encoder(ENCODER), cache_dir)
     out = []
     for name in names:
@@ -39,7 +41,7 @@ def collect_sets(data_root: Path, cache_dir: Path, names: Sequence[str] = DATASE
         if reuse and saved.is_file():
             out.append(pickle.loads(saved.read_bytes()))  # our own cache file, written below
             continue
-        data = collect_set(name, data_root, encoder, cache_dir, log)
+        data = collect_set(name, data_root, encoder, cache_dir, log, progress)
         cache_dir.mkdir(parents=True, exist_ok=True)
         saved.write_bytes(pickle.dumps(data))
         out.append(data)
@@ -47,9 +49,11 @@ def collect_sets(data_root: Path, cache_dir: Path, names: Sequence[str] = DATASE
 
 
 def run_lodo(data_root: Path, cache_dir: Path, reuse: bool = False, command: str | None = None,
-             log: Callable[[str], None] = lambda _s: None, names: Sequence[str] = DATASETS) -> dict[str, Any]:
-    started = time.time()
-    sets = collect_sets(data_root, cache_dir, names, reuse=reuse, log=log)
+             log: Callable[[str], None] = lambda _s: None, names: Sequence[str] = DATASETS,
+             progress: ProgressFactory | None = None) -> dict[str, Any]:
+    """``progress`` counts each set's import and the embedding of its requests (as ``bench relevance``)."""
+    started, commit = time.time(), head_commit()  # the code that runs: HEAD may move before the report
+    sets = collect_sets(data_root, cache_dir, names, reuse=reuse, log=log, progress=progress)
     ablation = lodo_table(sets, log=log)
     hybrid = {"today": {s.name: round(score_plan(s, TODAY), 4) for s in sets},
               "shipped": {s.name: round(score_plan(s, SHIPPED), 4) for s in sets},
@@ -58,7 +62,7 @@ def run_lodo(data_root: Path, cache_dir: Path, reuse: bool = False, command: str
 
     decision = lodo_decision(sets, SHIPPED, log=log)
     return {
-        **run_metadata(command), "kind": "lodo", "encoder": MiniLMEncoder.name,
+        **run_metadata(command, commit), "kind": "lodo", "encoder": MiniLMEncoder.name,
         "split": "dev", "requests": {s.name: len(s.qids) for s in sets},
         "positives": {s.name: int(s.positive.sum()) for s in sets},
         "metatool_sample": f"first {METATOOL_QUERIES} dev requests by id", "hybrid": hybrid,

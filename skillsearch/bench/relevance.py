@@ -25,7 +25,8 @@ from skillsearch.bench.baseline import bm25s_run
 from skillsearch.bench.beir import BeirDataset, load_beir, write_bundle
 from skillsearch.bench.cache import BenchEncoder
 from skillsearch.bench.metrics import METRICS, evaluate
-from skillsearch.bench.report import run_metadata
+from skillsearch.bench.no_vectors import NoVectors
+from skillsearch.bench.report import head_commit, run_metadata
 from skillsearch.core.domain import FUSION_METHODS, FusionMethod, Principal, SearchMode
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoder import Encoder
@@ -36,13 +37,19 @@ from skillsearch.retrieval.search import QUERY_SENTENCES
 from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.service import Catalog
 
-__all__ = ["ALL_MODES", "RelevanceOptions", "open_bench_catalog", "run_relevance", "search_runs"]
+__all__ = ["ALL_MODES", "RANKING_SETTINGS", "RelevanceOptions", "open_bench_catalog", "run_relevance", "search_runs",
+           "test_split_overrides"]
 
 ALL_MODES: tuple[str, ...] = (
     "lexical", "semantic", "hybrid", *(f"hybrid-{m}" for m in FUSION_METHODS), "bm25s",
 )
 DEPTH = 50
 BENCH_GRANT = "team:bench"
+# The settings a run may override that change the ranking (``bench relevance --fusion`` and the like): tuned
+# on dev only. A split holding test judgments (``all`` holds them too) is for reporting, so a run that
+# overrides one there says so on stderr and in its report (an engineer may reproduce a published setting).
+RANKING_SETTINGS = ("fusion", "semantic_weight", "embed_instructions_chars", "lexical_instructions_chars")
+TEST_SPLITS = ("test", "all")
 
 
 @dataclass
@@ -118,25 +125,30 @@ def run_relevance(options: RelevanceOptions, encoder: Encoder | None = None,
     unknown = [m for m in options.modes if m not in ALL_MODES]
     if unknown:
         raise ValueError(f"unknown modes {unknown}; choose from {', '.join(ALL_MODES)}")
-    started = time.time()
+    started, commit = time.time(), head_commit()  # the code that runs: HEAD may move before the report
     dataset = load_beir(options.dataset, options.split)
     qids = dataset.query_ids(options.max_queries)
     queries = {q: dataset.queries[q] for q in qids}
     qrels = {q: dataset.qrels[q] for q in qids}
     settings = Settings(**options.settings)
+    ours = [m for m in options.modes if m != "bm25s"]
+    reads_vectors = any(m != "lexical" for m in ours)
     # English tool sets: the default pair (minilm+e5) answers their English requests with MiniLM, so they are
     # measured with MiniLM alone unless an encoder is named (embedding every tool with e5 too only costs time).
-    bench_encoder = BenchEncoder(encoder or make_encoder(settings.encoder or "minilm"), options.cache_dir)
+    # A run of lexical modes only reads no vector: no model is loaded and nothing embedded (``no_vectors.py``).
+    bench_encoder = (BenchEncoder(encoder or make_encoder(settings.encoder or "minilm"), options.cache_dir)
+                     if reads_vectors else None)
+    import_progress = progress if reads_vectors or progress is None else _without_embedding(progress)
 
     modes: dict[str, dict[str, float]] = {}
     timing: dict[str, float] = {}
-    ours = [m for m in options.modes if m != "bm25s"]
     with tempfile.TemporaryDirectory(prefix="skillsearch-bench-") as tmp:
         t = time.perf_counter()
-        catalog, id_map = open_bench_catalog(dataset, Path(tmp) / "data", bench_encoder, options.settings, progress)
+        catalog, id_map = open_bench_catalog(dataset, Path(tmp) / "data", bench_encoder or NoVectors(),
+                                             options.settings, import_progress)
         timing["import_s"] = time.perf_counter() - t
         try:
-            if any(m != "lexical" for m in ours):
+            if bench_encoder is not None:
                 t = time.perf_counter()
                 texts = [v.strip()[: settings.max_query_chars] for v in queries.values()]
                 tick = progress(len(set(texts)), "embedding queries") if progress and texts else None
@@ -155,7 +167,7 @@ def run_relevance(options: RelevanceOptions, encoder: Encoder | None = None,
         timing["bm25s_s"] = time.perf_counter() - t
     ordered = {m: modes[m] for m in options.modes if m in modes}
     return {
-        **run_metadata(options.command),
+        **run_metadata(options.command, commit),
         "kind": "relevance",
         "dataset": dataset.name,
         "dataset_path": str(options.dataset),
@@ -163,13 +175,28 @@ def run_relevance(options: RelevanceOptions, encoder: Encoder | None = None,
         "queries": len(qids),
         "max_queries": options.max_queries,
         "corpus": len(dataset.corpus),
-        "encoder": bench_encoder.name,
+        "encoder": bench_encoder.name if bench_encoder else None,  # None: lexical modes only, nothing embedded
         "settings": _settings_summary(settings),
+        "test_split_overrides": test_split_overrides(options.split, options.settings),
         "metrics": list(METRICS),
         "modes": ordered,
         "timing": {k: round(v, 3) for k, v in timing.items()},
         "seconds": round(time.time() - started, 1),
     }
+
+
+def test_split_overrides(split: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The ranking settings (:data:`RANKING_SETTINGS`) overridden on a split holding test judgments; empty
+    on dev, or with the shipped ranking."""
+    if split not in TEST_SPLITS:
+        return {}
+    return {k: settings[k] for k in RANKING_SETTINGS if settings.get(k) is not None}
+
+
+def _without_embedding(progress: ProgressFactory) -> ProgressFactory:
+    """``progress`` without the import's ``embedding`` stage: a lexical-only run's stand-in vectors are no
+    embedding to show (the reading and the lexical index are still shown)."""
+    return lambda total, label: (lambda _n: None) if label == "embedding" else progress(total, label)
 
 
 def _settings_summary(settings: Settings) -> dict[str, Any]:

@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["machine", "median_ms", "run_metadata", "skills_chart", "to_markdown", "write_results", "write_script_report"]
+__all__ = ["head_commit", "machine", "median_ms", "run_metadata", "skills_chart", "to_markdown", "write_results",
+           "write_script_report"]
 
 
 def median_ms(fn: Callable[[], Any], repeats: int) -> float:
@@ -33,7 +34,10 @@ def median_ms(fn: Callable[[], Any], repeats: int) -> float:
     return round(statistics.median(times), 2)
 
 
-def _commit() -> str:
+def head_commit() -> str:
+    """The checkout's commit now (``+dirty`` when tracked files differ from it), or ``unknown``. A run takes it
+    as it starts and hands it to :func:`run_metadata`: HEAD may move during a long run (another branch checked
+    out, a commit made), and the report must name the code that produced it."""
     try:
         root = Path(__file__).resolve().parents[2]
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
@@ -74,10 +78,12 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
 
 
-def run_metadata(command: str | None = None) -> dict[str, Any]:
+def run_metadata(command: str | None = None, commit: str | None = None) -> dict[str, Any]:
+    """A report's provenance: ``commit`` as :func:`head_commit` gave it when the run started (now if not
+    given), the date, the machine and its load when written."""
     return {
         "command": command or shlex.join(sys.argv),
-        "commit": _commit(),
+        "commit": commit or head_commit(),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": machine(),
         "load_average_1m": round(os.getloadavg()[0], 2),
@@ -133,8 +139,13 @@ def to_markdown(report: Mapping[str, Any]) -> str:
     if report.get("kind") == "relevance":
         head.append(f"- {report['queries']} judged queries"
                     + (f" (first {report['max_queries']} by id)" if report.get("max_queries") else "")
-                    + f", {report['corpus']} documents, encoder {report['encoder']}")
+                    + f", {report['corpus']} documents, "
+                    + (f"encoder {report['encoder']}" if report.get("encoder") else "no encoder (lexical modes only:"
+                       " nothing embedded)"))
         head.append(f"- settings: `{json.dumps(report.get('settings', {}), sort_keys=True)}`")
+        if report.get("test_split_overrides"):
+            head.append(f"- ranking settings overridden on the {report['split']} split (tune on dev): "
+                        f"`{json.dumps(report['test_split_overrides'], sort_keys=True)}`")
         metrics = list(report["metrics"])
         lines = ["| mode | " + " | ".join(metrics) + " |", "| --- |" + " --- |" * len(metrics)]
         for mode, values in report["modes"].items():

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from skillsearch.bench.cache import BenchEncoder, folder_name
-from skillsearch.bench.report import run_metadata
+from skillsearch.bench.report import head_commit, run_metadata
 from skillsearch.core.domain import Principal
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.encoder import Encoder
@@ -253,7 +253,7 @@ def _decisions(calibration: dict[str, Any]) -> dict[str, Any]:
 def run_skills(options: SkillsOptions, encoder: Encoder | None = None,
                log: Callable[[str], None] | None = None, progress: ProgressFactory | None = None) -> dict[str, Any]:
     """Import, search every request, score; returns the report (kind ``skills-relevance``)."""
-    started = time.time()
+    started, commit = time.time(), head_commit()  # the code that runs: HEAD may move before the report
     say = log or (lambda _s: None)
     queries = load_queries(Path(options.dataset) / options.queries_file)
     settings = Settings(**options.settings)
@@ -281,7 +281,7 @@ def run_skills(options: SkillsOptions, encoder: Encoder | None = None,
         finally:
             catalog.close()
     return {
-        **run_metadata(options.command),
+        **run_metadata(options.command, commit),
         "kind": "skills-relevance",
         "dataset": Path(options.dataset).name,
         "dataset_path": str(options.dataset),

@@ -99,7 +99,7 @@ def needs_bench_extra(func: Command) -> Command:
 
 
 def cmd_bench_relevance(args: argparse.Namespace, out: TextIO) -> int:
-    from skillsearch.bench.relevance import ALL_MODES, RelevanceOptions, run_relevance
+    from skillsearch.bench.relevance import ALL_MODES, RelevanceOptions, run_relevance, test_split_overrides
     from skillsearch.bench.report import to_markdown, write_results
     from skillsearch.bench.skills_cli import is_skills_dataset, skills_command
 
@@ -119,6 +119,11 @@ def cmd_bench_relevance(args: argparse.Namespace, out: TextIO) -> int:
         return skills_command(args, out, overrides, progress_factory(not args.quiet))
     check_out(args)
     args.split = args.split or "test"
+    if tuned := test_split_overrides(args.split, overrides):
+        # Not refused: an engineer may reproduce a published configuration; the report records it too.
+        flags = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in tuned.items())
+        print(f"warning: {flags} on the {args.split} split: ranking settings are tuned on dev (--split dev); the"
+              " report records these overrides (test_split_overrides)", file=sys.stderr, flush=True)
     modes = [m for chunk in (args.modes or [",".join(ALL_MODES)]) for m in chunk.split(",") if m]
     options = RelevanceOptions(
         dataset=Path(args.dataset), split=args.split, modes=modes, max_queries=args.max_queries,
@@ -206,7 +211,8 @@ def cmd_bench_lodo(args: argparse.Namespace, out: TextIO) -> int:
     check_out(args)
     report = run_lodo(Path(args.data_root), Path(args.cache_dir), reuse=args.reuse, names=names,
                       command="skillsearch " + " ".join(sys.argv[1:]),
-                      log=(lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)))
+                      log=(lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)),
+                      progress=progress_factory(not args.quiet))
     if args.write_decision:
         from skillsearch.bench.decision import write_decision
 
