@@ -10,39 +10,19 @@ the lexical numbers are the same as a run with the real encoder's vectors.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
-from skillsearch.retrieval.encoder import ProgressCallback
-from skillsearch.retrieval.model_files import builtin_fingerprint
+from skillsearch.retrieval.hashing_encoder import HashingEncoder
 
 __all__ = ["NoVectors"]
 
 
-class NoVectors:
-    """Implements the ``Encoder`` protocol with no model: one constant unit vector for every text."""
+class NoVectors(HashingEncoder):
+    """The ``Encoder`` protocol with no model: one constant unit vector for every text (the hashing encoder's
+    plumbing, none of its hashing)."""
 
     name = "no-vectors"
     dim = 8
-    multilingual = False
-    symmetric = True
-    no_match_cosine: float | None = None
 
-    def routed(self) -> None:
-        return None
-
-    def fingerprint(self) -> str:
-        return builtin_fingerprint(self.name)
-
-    def _constant(self, n: int) -> np.ndarray:
-        return np.full((n, self.dim), 1.0 / np.sqrt(self.dim), dtype=np.float32)
-
-    def encode_documents(self, texts: Sequence[str], progress: ProgressCallback | None = None) -> np.ndarray:
-        return self._constant(len(texts))
-
-    def encode_query(self, text: str) -> np.ndarray:
-        return np.full(self.dim, 1.0 / np.sqrt(self.dim), dtype=np.float32)
-
-    def encode_query_parts(self, query: str, parts: Sequence[str]) -> np.ndarray:
-        return self._constant(1 + len(parts))
+    def _vector(self, text: str) -> np.ndarray:
+        return np.ones(self.dim, dtype=np.float32)
