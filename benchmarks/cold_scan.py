@@ -116,6 +116,9 @@ def measure(builds: dict[str, ModuleType], sizes: list[int], vectors: list[int],
 
 
 def main() -> None:
+    from skillsearch.bench.report import run_started
+
+    run_started()  # the commit its report names: HEAD as the run starts, not when it writes
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--against", metavar="COMMIT", help="a commit whose kernel is timed beside this checkout's")
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])

@@ -52,6 +52,9 @@ def _import(skills: Path, encoder: Any, tmp: Path, label: str) -> float:
 
 
 def main() -> None:
+    from skillsearch.bench.report import run_started
+
+    run_started()  # the commit its report names: HEAD as the run starts, not when it writes
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-root", type=Path, default=Path("../shared/data"))
     parser.add_argument("--skills", type=int, default=883)

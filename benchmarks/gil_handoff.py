@@ -26,6 +26,9 @@ DEV = ROOT.parent / "shared" / "data" / "skills-catalog" / "queries.dev.jsonl"
 
 
 def main() -> None:
+    from skillsearch.bench.report import run_started
+
+    run_started()  # the commit its report names: HEAD as the run starts, not when it writes
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 

@@ -27,6 +27,9 @@ PARTS = {"devset": ml.part_devset, "beir": ml.part_beir, "speed": ml.part_speed,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from skillsearch.bench.report import run_started
+
+    run_started()  # the commit its report names: HEAD as the run starts, not when it writes
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("part", choices=[*PARTS, "all", "report"])
     p.add_argument("--merge", nargs="*", default=[], help="(report) JSON result files to merge and render")

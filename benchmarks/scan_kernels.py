@@ -178,6 +178,9 @@ def measure(sizes: list[int], vectors: list[int], rounds: int) -> list[dict[str,
 
 
 def main() -> None:
+    from skillsearch.bench.report import run_started
+
+    run_started()  # the commit its report names: HEAD as the run starts, not when it writes
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     ap.add_argument("--vectors", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6, 7])

@@ -102,6 +102,9 @@ def _stop_time(repo: Path, data_dir: Path, cwd: Path, load: bool) -> float:
 
 
 def main() -> None:
+    from skillsearch.bench.report import run_started
+
+    run_started()  # the commit its report names: HEAD as the run starts, not when it writes
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repo", type=Path, action="append", help="a checkout whose code to time (default: this one)")

@@ -123,6 +123,9 @@ def measure(spec: str) -> dict[str, Any]:
 
 
 def main(sizes: list[str]) -> None:
+    from skillsearch.bench.report import run_started
+
+    run_started()  # the commit its report names: HEAD as the run starts, not when it writes
     from skillsearch.bench.report import machine, run_metadata, write_script_report
 
     rows = [measure(spec) for spec in sizes]

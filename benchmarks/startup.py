@@ -113,6 +113,9 @@ def _mcp_answer(data_dir: Path, cwd: Path, env: dict[str, str] | None = None,
 
 
 def main() -> None:
+    from skillsearch.bench.report import run_started
+
+    run_started()  # the commit its report names: HEAD as the run starts, not when it writes
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--data-dir", type=Path, help="an indexed sample catalog (default: one built in a temp dir)")

@@ -30,6 +30,9 @@ REQUEST = "review this pull request for security problems. Write a summary of th
 
 
 def main() -> None:
+    from skillsearch.bench.report import run_started
+
+    run_started()  # the commit its report names: HEAD as the run starts, not when it writes
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import numpy as np
     import torch

@@ -140,6 +140,9 @@ def commit_of(checkout: Path) -> str:
 
 
 def main() -> None:
+    from skillsearch.bench.report import run_started
+
+    run_started()  # the commit its report names: HEAD as the run starts, not when it writes
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--compare", type=Path, action="append", default=[],

@@ -153,3 +153,34 @@ def test_a_report_names_the_commit_its_run_started_on(beir_dir: Path, tmp_path: 
                            progress=progress)
     assert moved and moved[0] != first
     assert report["commit"] == first[:12]
+
+
+def test_a_scripts_report_names_the_commit_its_run_started_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``benchmarks/`` scripts (startup, shutdown, snapshot, vector_updates ...) wrote the commit HEAD was on
+    when they wrote their report: each now calls ``run_started()`` first thing, and its report names that
+    commit though HEAD moves before it is written."""
+    from skillsearch.bench import report
+
+    monkeypatch.setattr(report, "_started", [])  # a fresh process: nothing started yet
+    repo = init_repo(tmp_path / "repo")
+    (repo / "a.txt").write_text("one\n")
+    first = commit(repo, "first")
+    monkeypatch.setenv("GIT_DIR", str(repo / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(repo))
+    assert report.run_started() == first[:12]
+    (repo / "a.txt").write_text("two\n")
+    second = commit(repo, "second")  # the run measures meanwhile; HEAD moves
+    assert report.head_commit() == second[:12] != first[:12]
+    text = report.write_script_report(tmp_path / "out", "demo", "Demo", "python demo.py", "x", [{"a": 1}])
+    assert f"; commit {first[:12]};" in text.splitlines()[2]
+    assert json.loads((tmp_path / "out" / "demo.json").read_text(encoding="utf-8"))["commit"] == first[:12]
+    assert report.run_metadata("python demo.py")["commit"] == first[:12]  # the extra= a script passes, too
+
+
+def test_every_benchmark_script_that_writes_a_report_starts_its_run() -> None:
+    """A script added later that writes a report without ``run_started()`` would name the commit at its end."""
+    scripts = Path(__file__).resolve().parents[1] / "benchmarks"
+    writers = [p for p in sorted(scripts.glob("*.py"))
+               if "write_script_report(" in (t := p.read_text(encoding="utf-8")) or "run_metadata(" in t]
+    assert len(writers) >= 10
+    assert [p.name for p in writers if "run_started()" not in p.read_text(encoding="utf-8")] == []

@@ -78,12 +78,24 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
 
 
+_started: list[str] = []
+
+
+def run_started() -> str:
+    """The checkout's commit as this process's run starts: the first call takes it (:func:`head_commit`), later
+    ones and every report this process writes without a ``commit`` of its own name that one, whatever HEAD is
+    by then. A ``benchmarks/`` script calls it first thing in its ``main``."""
+    if not _started:
+        _started.append(head_commit())
+    return _started[0]
+
+
 def run_metadata(command: str | None = None, commit: str | None = None) -> dict[str, Any]:
-    """A report's provenance: ``commit`` as :func:`head_commit` gave it when the run started (now if not
-    given), the date, the machine and its load when written."""
+    """A report's provenance: ``commit`` as :func:`head_commit` gave it when the run started (else the one
+    :func:`run_started` took, else now), the date, the machine and its load when written."""
     return {
         "command": command or shlex.join(sys.argv),
-        "commit": commit or head_commit(),
+        "commit": commit or (_started[0] if _started else head_commit()),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": machine(),
         "load_average_1m": round(os.getloadavg()[0], 2),
