@@ -79,6 +79,18 @@ def test_nonsense_is_no_match_rather_than_noise(sample: Catalog) -> None:
     assert result.no_match and result.hits == []
 
 
+def test_a_request_of_emoji_or_punctuation_alone_is_no_match(sample: Catalog) -> None:
+    """Multilingual audit: ``🚀🚀🚀🚀🚀🚀`` answered two unrelated skills (confidence 0.01): MiniLM reads every emoji as
+    ``[UNK]``, whose vector sits near every skill, above the cosine floor. A request with no letter or digit of
+    any script holds nothing to match; a word beside the emoji is a request again."""
+    for query in ("🚀🚀🚀🚀🚀🚀", "👍", "?!… —", "🔥🔥 !!!"):
+        for mode in ("hybrid", "semantic"):
+            result = sample.search(OPERATOR, SearchRequest(query, mode=mode))
+            assert result.no_match and result.hits == [] and result.no_match_reason == "no_good_match", (query, mode)
+    hits = sample.search(OPERATOR, SearchRequest("🚀 renew an expired TLS certificate")).hits
+    assert hits and hits[0].skill.slug == "tls-certificate-renewal"
+
+
 def test_filters_kind_and_tags_apply_in_every_mode(sample: Catalog) -> None:
     for mode in ("lexical", "semantic", "hybrid"):
         hits = sample.search(OPERATOR, SearchRequest("deploy a service", mode=mode, kind="flow_template")).hits

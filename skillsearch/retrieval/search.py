@@ -16,12 +16,12 @@
    kind, tags) in chunks before they are returned: the index may lag the store by one batch, the answer
    may not.
 5. ``judge_stage``: ``no_match`` when no candidate shares a word with the request and the top hit's cosine
-   is under the encoder's floor (``no_good_match``), or when the fitted decision (``retrieval/confidence.py``)
-   gives the top hit a confidence under its threshold (``low_confidence``). Every hybrid hit gets a
-   ``confidence``; ``min_confidence`` cuts the list. Both read the hit and the request (against the whole
-   index), never the caller's other candidates, so adding grants that hold no better candidate changes
-   neither. A request that names its top hit exactly is never refused; a request the encoder cannot read
-   gets a ``notice`` instead of a ``no_match``.
+   is under the encoder's floor, or the request holds no letter or digit, only emoji or punctuation (``no_good_match``),
+   or when the fitted decision (``retrieval/confidence.py``) gives the top hit a confidence under its threshold
+   (``low_confidence``). Every hybrid hit gets a ``confidence``; ``min_confidence`` cuts the list. Both read the hit and
+   the request (against the whole index), never the caller's other candidates, so adding grants that hold no better
+   candidate changes neither. A request that names its top hit exactly is never refused; a request the encoder cannot
+   read gets a ``notice`` instead of a ``no_match``.
 
 Every rule here is in ``docs/rules.md`` with the measurement that keeps it (``skillsearch bench lodo``).
 """
@@ -56,7 +56,7 @@ from skillsearch.retrieval.indexer import IndexSnapshot
 from skillsearch.retrieval.lexical import LexicalIndex
 from skillsearch.retrieval.routing import RequestRoute
 from skillsearch.retrieval.search_types import Hit, SearchRequest, SearchResult
-from skillsearch.retrieval.text_terms import fold
+from skillsearch.retrieval.text_terms import fold, has_words
 from skillsearch.retrieval.visible_lexical import visible_lexical_matches
 
 __all__ = [
@@ -347,14 +347,14 @@ def judge_stage(
     """Whether the top hit is good enough, and each hit's confidence (hybrid; ``retrieval/confidence.py``).
 
     ``no_good_match``: no candidate shares a word with the request and the top hit's cosine is under the
-    encoder's floor (:func:`no_match_threshold`); ``low_confidence``: the fitted decision says the top hit does not
-    fit. Both read the top hit and the request only, never the caller's other candidates. A request that
-    names its top hit exactly is never refused; nor is one the encoder cannot read, nor one with a kind or
-    tag filter (the decision was fitted on unfiltered searches)."""
+    encoder's floor (:func:`no_match_threshold`) or the request holds no letter or digit (``has_words``);
+    ``low_confidence``: the fitted decision says the top hit does not fit. Both read the top hit and the
+    request only. Never refused: a request naming its top hit exactly, one the encoder cannot read, one with
+    a kind or tag filter (the decision was fitted on unfiltered searches)."""
     c, top = found.cands, picked[0]
     named_first = bool(found.named.size) and int(c.rows[top]) in set(found.named.tolist())
     abstain = settings.abstain and found.notice is None and not named_first
-    floor = no_match_threshold(settings, found.route.encoder, found.route.calibration)
+    floor = no_match_threshold(settings, found.route.encoder, found.route.calibration) if has_words(request.query) else np.inf
     if abstain and request.mode != "lexical" and not (c.lexical_rank > 0).any() and float(c.semantic[top]) < floor:
         return [], "no_good_match"
     if request.mode != "hybrid":

@@ -17,7 +17,7 @@ import re
 import unicodedata
 from collections.abc import Callable
 
-__all__ = ["CARD_TERMS_CACHE", "NON_WORD", "WORD_TERMS_CACHE", "TextTerms", "fold"]
+__all__ = ["CARD_TERMS_CACHE", "NON_WORD", "WORD_TERMS_CACHE", "TextTerms", "fold", "has_words"]
 
 # Analysed hit cards kept per index (a card is a few hundred bytes; 8,192 covers a 10k catalog's usual hits).
 CARD_TERMS_CACHE = 8192
@@ -47,3 +47,10 @@ class TextTerms:
     def of(self, text: str) -> set[str]:
         """The analyser's terms of ``text``, each distinct word analysed once per index."""
         return {t for word in set(NON_WORD.sub(" ", fold(text)).lower().split()) for t in self._word(word)}
+
+
+def has_words(text: str) -> bool:
+    """Whether ``text`` holds a letter or a digit of any script. A request of emoji, symbols and punctuation
+    alone (``🚀🚀🚀``, ``???``) holds nothing a model reads as meaning: MiniLM makes every emoji ``[UNK]``,
+    whose vector sits near every skill, so its cosine alone does not refuse it (search's floor rule)."""
+    return any(unicodedata.category(ch)[0] in "LN" for ch in text)
