@@ -217,3 +217,14 @@ def test_a_cjk_only_tag_is_found_by_a_lexical_search_for_it(tmp_path: Path) -> N
     assert _found(index, "機械学習") == {"sk_1"}
     assert _found(index, "機械学習のノートを探して") == {"sk_1"}
     index.close()
+
+
+def test_russian_yo_and_ye_are_one_letter_both_ways(tmp_path: Path) -> None:
+    """Most Russian text writes yo (U+0451) as ie (U+0435): a skill about ``отчёт`` (report) was not found by ``отчет``, nor the
+    other way round (multilingual audit); NFKC keeps the two apart, the fold does not."""
+    index = LexicalIndex(tmp_path / "lexical", create=True)
+    index.apply([_doc(0, "Еженедельный отчёт о продажах"), _doc(1, "Отчет по расходам за квартал"),
+                 _doc(2, "Write end-to-end browser tests")], [])
+    assert _found(index, "отчет") == {"sk_0", "sk_1"}
+    assert _found(index, "ОТЧЁТ") == {"sk_0", "sk_1"}
+    index.close()

@@ -45,8 +45,8 @@ __all__ = [
 # Bumped when the lexical schema gains fields (2: the French fields ``fr`` and ``fr_body``; 3: ``all``; 4:
 # ``rest``, the instructions after their head; 5: words of two characters or more, the name once, in ``name``;
 # 6: a CJK character ends a word, so "Stripeで" holds the word "stripe"; 7: every text folded to NFKC; 8: the
-# tags' CJK runs in ``cjk``, so a tag written only in CJK characters is found).
-LEXICAL_FIELDS_VERSION = 8
+# tags' CJK runs in ``cjk``, so a tag written only in CJK characters is found; 9: Cyrillic yo folded to ie).
+LEXICAL_FIELDS_VERSION = 9
 
 
 def recipe_change(built: Any, now: dict[str, Any]) -> str:

@@ -27,12 +27,16 @@ WORD_TERMS_CACHE = 32_768
 NON_WORD = re.compile(r"[^\w]+", re.UNICODE)
 
 
+_YO = str.maketrans("ёЁ", "еЕ")
+
+
 def fold(text: str) -> str:
     """``text`` in Unicode's compatibility normal form (NFKC), as every text the lexical side indexes or
     searches: the forms people type for the same characters (full-width Latin letters and digits from a
     Japanese input method, half-width katakana, ligatures) are the characters they stand for, so they
-    match. ASCII text is returned as it is."""
-    return text if text.isascii() else unicodedata.normalize("NFKC", text)
+    match. Cyrillic yo (U+0451) is ie (U+0435), as most Russian text writes it (``отчет`` and ``отчёт`` are
+    one word; NFKC keeps them apart). ASCII text is returned as it is."""
+    return text if text.isascii() else unicodedata.normalize("NFKC", text).translate(_YO)
 
 
 class TextTerms:
