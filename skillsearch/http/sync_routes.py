@@ -94,6 +94,8 @@ def _add_webhook(router: APIRouter, catalog: Catalog, config: SyncConfig, pull: 
                          "description": "unsigned, badly signed, stale or replayed (UNAUTHENTICATED)"}},
     )
     async def webhook(request: Request) -> JSONResponse:
+        # Its query is not read, nor checked (``http/query_names``): it is outside the signature, and a marker in
+        # the URL an operator gave the platform must not make every delivery a 400.
         # Before the body is read: its length must be declared and within the bound.
         declared = request.headers.get("content-length", "")
         if not declared.isdigit():
