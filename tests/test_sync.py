@@ -304,6 +304,19 @@ def test_a_signature_in_another_scheme_is_told_what_the_scheme_is(catalog: Catal
         assert _post(url, body, timestamp=ts).status_code == 202, "nothing was spent by the refusals"
 
 
+def test_a_webhook_url_with_a_query_is_still_taken(catalog: Catalog, upstream_url: str) -> None:
+    """The /v1 routes refuse a query parameter they do not take; the webhook does not: its query is outside its
+    signature, and a marker in the URL an operator gave the platform must not make every delivery a 400."""
+    catalog.subscriptions.sync_once(config_for(upstream_url, SUB))
+    body, ts = _event("evt-query"), int(time.time())
+    with serve(_app(catalog, upstream_url)) as url:
+        response = httpx.post(f"{url}/v1/sync/webhook?from=platform&limt=5", content=body, headers={
+            TIMESTAMP_HEADER: str(ts), SIGNATURE_HEADER: sign_webhook(SECRET, ts, body),
+            "Content-Type": "application/json"})
+        assert response.status_code == 202, response.text
+        assert catalog.store.revoked_subscriptions() == {SUB}
+
+
 def test_a_webhook_whose_timestamp_or_signature_is_not_ascii_is_401_not_500(catalog: Catalog, upstream_url: str) -> None:
     """Header values arrive as Latin-1: a timestamp of superscript digits (``"²".isdigit()`` is true, ``int``
     refuses it) and a signature with a non-ASCII byte (``compare_digest`` refuses to compare it) were 500s."""

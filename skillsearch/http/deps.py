@@ -6,16 +6,15 @@ The app keeps its :class:`Catalog`, :class:`PrincipalRegistry` and :class:`HttpM
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Annotated, cast
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
-from skillsearch.core.errors import ValidationError, problem
 from skillsearch.http.auth import SCOPE_SKILLS_READ, PrincipalRegistry, require_scope
 from skillsearch.http.metrics import HttpMetrics
+from skillsearch.http.query_names import declared_query, query_refusal
 from skillsearch.service import Catalog
 
 __all__ = [
@@ -26,14 +25,11 @@ __all__ = [
     "authenticated",
     "catalog_of",
     "metrics_of",
-    "one_value_each",
+    "query_as_declared",
     "reader",
     "recaller",
     "registry_of",
 ]
-
-# Query parameters that may repeat (each value one more filter); any other given twice is refused.
-LIST_PARAMETERS = frozenset({"tag"})
 
 bearer = HTTPBearer(auto_error=False, description="A token from `skillsearch token add` (or the demo token).")
 
@@ -72,13 +68,13 @@ Reader = Annotated[Principal, Depends(reader)]
 Recaller = Annotated[Principal, Depends(recaller)]
 
 
-def one_value_each(request: Request, _: Annotated[Principal, Depends(authenticated)]) -> None:
-    """Refuse a query parameter that takes one value given more than once (``?limit=1&limit=500``): FastAPI
-    would take the last, a proxy or log reader in front the first, so which one counted would depend on
-    who reads. A ``VALIDATION_ERROR`` with a problem per parameter (``query.limit``), after the token is
-    checked like every other input error."""
-    counts = Counter(key for key, _ in request.query_params.multi_items())
-    twice = sorted(key for key, n in counts.items() if n > 1 and key not in LIST_PARAMETERS)
-    if twice:
-        raise ValidationError(f"query parameter given more than once: {', '.join(twice)}", {
-            "problems": [problem(f"query.{key}", "takes one value and was given more than once") for key in twice]})
+def query_as_declared(request: Request, _: Annotated[Principal, Depends(authenticated)]) -> None:
+    """Refuse a query parameter the route does not declare (``?limt=5``: FastAPI would ignore it) and one that
+    takes one value given more than once (``?limit=1&limit=500``: FastAPI would take the last, a proxy or log
+    reader in front the first), as ``http/query_names.query_refusal`` says: a ``VALIDATION_ERROR`` with a
+    problem per parameter (``query.limt``), after the token is checked like every other input error."""
+    route = request.scope.get("route")
+    refused = query_refusal(request.query_params.multi_items(), declared_query(route),
+                            f"{request.method} {getattr(route, 'path_format', request.url.path)}")
+    if refused is not None:
+        raise refused

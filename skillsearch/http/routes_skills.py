@@ -23,7 +23,7 @@ from skillsearch.core.settings import Settings
 from skillsearch.core.text_parts import instructions_part
 from skillsearch.core.textual import is_text
 from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
-from skillsearch.http.deps import CatalogDep, MetricsDep, Reader, Recaller, one_value_each
+from skillsearch.http.deps import CatalogDep, MetricsDep, Reader, Recaller, query_as_declared
 from skillsearch.http.errors import located
 from skillsearch.http.schemas import Limits, RecallBody, ResolveBody, documented_errors
 from skillsearch.retrieval.search_types import SearchRequest
@@ -113,7 +113,7 @@ def recall(principal: Recaller, catalog: CatalogDep, body: RecallBody) -> CloudS
 
 def skills_router(limits: Limits, settings: Settings) -> APIRouter:
     """The ``/v1`` router, with list and search bounded by ``limits`` and ``settings``."""
-    v1 = APIRouter(prefix="/v1", tags=["skills"], dependencies=[Depends(one_value_each)])
+    v1 = APIRouter(prefix="/v1", tags=["skills"], dependencies=[Depends(query_as_declared)])
 
     @v1.get("/skills", response_model=ListResponse, responses=documented_errors(400, 401, 403),
             operation_id="list_skills", summary="List the skills you can see, paged, ordered by name.")

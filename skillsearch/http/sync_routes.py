@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import SkillSearchError, ValidationError, invalid_input, problem
 from skillsearch.http.errors import NOT_JSON_STATUS, TOO_LARGE_STATUS, error_response, is_json, not_json, too_large
+from skillsearch.http.query_names import declared_query, query_refusal
 from skillsearch.http.schemas import documented_errors
 from skillsearch.sync.config import SyncConfig
 from skillsearch.sync.contract import WebhookAccepted, WebhookEvent
@@ -93,6 +94,8 @@ def _add_webhook(router: APIRouter, catalog: Catalog, config: SyncConfig, pull: 
                          "description": "unsigned, badly signed, stale or replayed (UNAUTHENTICATED)"}},
     )
     async def webhook(request: Request) -> JSONResponse:
+        # Its query is not read, nor checked (``http/query_names``): it is outside the signature, and a marker in
+        # the URL an operator gave the platform must not make every delivery a 400.
         # Before the body is read: its length must be declared and within the bound.
         declared = request.headers.get("content-length", "")
         if not declared.isdigit():
@@ -136,7 +139,8 @@ def _add_status(router: APIRouter, catalog: Catalog, config: SyncConfig | None, 
         "/v1/sync/status",
         response_model=SyncStatus,
         summary="Per subscription and local source: cursor or commit, last success, last error, counts",
-        responses={401: {**documented_errors(401)[401], "description": "missing or unknown bearer token"}},
+        responses={**documented_errors(400),
+                   401: {**documented_errors(401)[401], "description": "missing or unknown bearer token"}},
         # The token is checked here, not by a FastAPI security dependency: the document says it is needed.
         openapi_extra={"security": [{"HTTPBearer": []}]} if authenticate is not None else None,
     )
@@ -148,5 +152,10 @@ def _add_status(router: APIRouter, catalog: Catalog, config: SyncConfig | None, 
                 grants = authenticate(request.headers.get("authorization")).grants
             except SkillSearchError as exc:
                 return error_response(exc)
+        # As every /v1 route: a query parameter it does not take (it takes none) is refused, not ignored.
+        refused = query_refusal(request.query_params.multi_items(), declared_query(request.scope.get("route")),
+                                "GET /v1/sync/status")
+        if refused is not None:
+            return error_response(refused)
         current = keeper.current() if keeper is not None else sources  # as sync.toml says now
         return visible_to(catalog.subscriptions.sync_status(config, poller, current, keeper), grants)
