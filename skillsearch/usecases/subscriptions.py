@@ -10,6 +10,7 @@ and webhook code are imported by the method that needs them, not by opening a ca
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from threading import Event
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from skillsearch.sync.local import LocalSources
     from skillsearch.sync.poller import Poller
     from skillsearch.sync.runner import SyncReport
+    from skillsearch.sync.runs import SubscriptionKeeper
     from skillsearch.sync.sources import SourceConfig
     from skillsearch.sync.status import SyncStatus
 
@@ -99,3 +101,13 @@ class SubscriptionsUseCase:
         from skillsearch.sync.runs import make_poller
 
         return make_poller(self.sync_subscription, config, client)
+
+    def keeper(self, config: SyncConfig | None, *, followed: Path | None = None) -> SubscriptionKeeper:
+        """A server's background poller of ``config``'s subscriptions (not started). ``followed``: the file it
+        was read from, followed while the server runs: a subscription added there is pulled at once, one
+        removed is no longer pulled, a changed interval or ``[upstream]`` is used from the next run."""
+        from skillsearch.sync.followed import FollowedSubscriptions
+        from skillsearch.sync.runs import SubscriptionKeeper
+
+        return SubscriptionKeeper(self.sync_subscription, config,
+                                  followed=FollowedSubscriptions(followed, config) if followed is not None else None)
