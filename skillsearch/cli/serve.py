@@ -139,7 +139,8 @@ def build_serve_app(catalog: Catalog, registry: PrincipalRegistry, host: str = "
         operations = Operations(writer=lambda: leadership.is_writer,
                                 health=lambda: catalog.subscriptions.sync_health(
                                     configured() if configured is not None else sync,
-                                    keeper.current() if keeper is not None else sources, started, poller),
+                                    keeper.current() if keeper is not None else sources, started, poller,
+                                    added=subs.added() if subs is not None else None),
                                 degraded_after_s=degraded_after_s)
     return create_app(catalog, principals=registry, mounts=[("/mcp", mcp_app)], routers=routers,
                       lifespans=lifespans, operations=operations)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -62,10 +63,17 @@ class Followed(Generic[T]):
                 return self._value
             self._seen = signature
             try:
-                self._value = self._load(self.path)
+                value = self._load(self.path)
             except ValidationError as exc:
                 log.warning("%s: %s; the %s stay as they were until it reads", self.path, exc.message, self._what)
+                return self._value
+            # Written then: its modification or, if later, its change (a rename); gone: now.
+            self._took(self._value, value, time.time() if signature is None else max(signature[2:]) / 1e9)
+            self._value = value
             return self._value
+
+    def _took(self, before: T, after: T, written: float) -> None:
+        """``after`` replaces ``before``, read from the file as written at ``written`` (unix s)."""
 
 
 class FollowedSources(Followed[tuple[SourceConfig, ...]]):
@@ -77,7 +85,21 @@ class FollowedSources(Followed[tuple[SourceConfig, ...]]):
 
 class FollowedSubscriptions(Followed[SyncConfig | None]):
     """The upstream and its subscriptions (``[upstream]``, ``[[subscriptions]]``) the file holds now; ``None``:
-    none (no file, or one of local sources only)."""
+    none (no file, or one of local sources only). ``added()``: when each subscription added while following
+    was written into the file (unix s): a pull of it counts as the replica catching up only from then on
+    (``sync/health.py``), as it would after a restart, even one re-added whose last pull is recent."""
 
     def __init__(self, path: Path, initial: SyncConfig | None) -> None:
         super().__init__(path, load_subscriptions, initial, "subscriptions")
+        self._added: dict[str, float] = {}
+
+    def _took(self, before: SyncConfig | None, after: SyncConfig | None, written: float) -> None:
+        was = {s.id for s in before.subscriptions} if before is not None else set()
+        now = {s.id for s in after.subscriptions} if after is not None else set()
+        kept = {sid: self._added[sid] for sid in now & was if sid in self._added}
+        self._added = {**kept, **{sid: written for sid in now - was}}
+
+    def added(self) -> dict[str, float]:
+        self.current()
+        with self._lock:
+            return dict(self._added)

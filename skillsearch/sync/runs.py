@@ -138,6 +138,10 @@ class SubscriptionKeeper:
         process of a server, writer or not."""
         return self._followed.current() if self._followed is not None else self.config
 
+    def added(self) -> dict[str, float]:
+        """When each subscription added to the followed file while serving was written there (unix s)."""
+        return self._followed.added() if self._followed is not None else {}
+
     def follow(self) -> None:
         """Schedule the subscriptions the file holds now (see the class)."""
         with self._lock:

@@ -9,7 +9,7 @@ and webhook code are imported by the method that needs them, not by opening a ca
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from threading import Event
 from typing import TYPE_CHECKING
@@ -36,15 +36,16 @@ class SubscriptionsUseCase:
         self._catalog = catalog
 
     def sync_health(self, config: SyncConfig | None, sources: Sequence[SourceConfig], since: float,
-                    poller: Poller | None = None) -> list[SyncHealth]:
+                    poller: Poller | None = None, added: Mapping[str, float] | None = None) -> list[SyncHealth]:
         """Per configured subscription and source: the age of its last success, how long it has been failing,
-        whether a pull of it has finished since the data directory's writer took the lead."""
+        whether a pull of it has finished since the data directory's writer took the lead (and since it was
+        ``added`` to the followed file, ``SubscriptionKeeper.added``)."""
         from skillsearch.sync.health import sync_health
         from skillsearch.sync.leader import term_began
 
         return sync_health(self._catalog.store, config, sources, since,
                            term_began=term_began(self._catalog.data_dir),
-                           ran=poller.run_times() if poller is not None else None)
+                           ran=poller.run_times() if poller is not None else None, added=added)
 
     def last_sync_successes(self) -> list[str | None]:
         """Per synced subscription, when its last run succeeded (``None``: never)."""
