@@ -9,6 +9,7 @@ import sqlite3
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from fleetsupport import SUB
 from syncsupport import config_for
@@ -17,7 +18,8 @@ from skillsearch.catalog.store import utc_now
 from skillsearch.catalog.sync_state import SyncState
 from skillsearch.service import Catalog
 from skillsearch.sync.apply import apply_page
-from skillsearch.sync.config import SyncConfig
+from skillsearch.sync.config import SyncConfig, load_subscriptions
+from skillsearch.sync.followed import FollowedSubscriptions
 from skillsearch.sync.health import degraded_reasons
 from skillsearch.sync.poller import Poller
 
@@ -102,3 +104,32 @@ def test_a_success_stored_after_the_pollers_failures_ends_them(empty_catalog: Ca
     assert health.failing_for_s is None and not degraded_reasons([health], 0.0), health
     [status] = empty_catalog.subscriptions.sync_status(config, poller).subscriptions
     assert not status.failing, status
+
+
+def test_a_subscription_added_to_the_followed_file_is_caught_up_only_by_a_pull_since(
+        empty_catalog: Catalog, tmp_path: Path) -> None:
+    """A server follows sync.toml: a subscription taken out of it and put back (its pull before the removal
+    ended during the writer's term) counted as caught up at once, though a revocation sent while it was out
+    was ignored (not one of ours then). As after a restart, only a pull ended since it was added counts."""
+    path = tmp_path / "sync.toml"
+    upstream = '[upstream]\nurl = "http://127.0.0.1:9"\ntoken = "t"\n'
+    path.write_text(upstream, encoding="utf-8")
+    (empty_catalog.data_dir / "leader.lock").write_text(str(os.getpid()), encoding="ascii")  # the writer's term
+    time.sleep(0.05)
+    store, source = empty_catalog.store, f"upstream:{SUB}"
+    store.sync.save(SyncState(source, "c1", utc_now(), None, {}))  # pulled during the term, before it was out
+    followed = FollowedSubscriptions(path, load_subscriptions(path))
+    time.sleep(0.05)
+    path.write_text(upstream + f'\n[[subscriptions]]\nid = "{SUB}"\n', encoding="utf-8")
+
+    def caught_up() -> bool:
+        [health] = empty_catalog.subscriptions.sync_health(followed.current(), (), time.time() - 60,
+                                                           added=followed.added())
+        return health.caught_up
+
+    assert SUB in followed.added() and not caught_up()
+    time.sleep(0.05)
+    store.sync.save(SyncState(source, "c2", utc_now(), None, {}))  # its first pull since
+    assert caught_up()
+    path.write_text(upstream + f'\n[[subscriptions]]\nid = "{SUB}"\ninterval_s = 30\n', encoding="utf-8")
+    assert caught_up()  # changed, not added: still caught up

@@ -95,14 +95,16 @@ def _serve_banner(url: str, demo: bool, principals: Path, building: bool = False
 
 def build_serve_app(catalog: Catalog, registry: PrincipalRegistry, host: str = "127.0.0.1",
                     sync: SyncConfig | None = None, sources: Sequence[SourceConfig] = (),
-                    degraded_after_s: float = DEFAULT_DEGRADED_AFTER_S, sources_config: Path | None = None) -> FastAPI:
+                    degraded_after_s: float = DEFAULT_DEGRADED_AFTER_S, config_path: Path | None = None) -> FastAPI:
     """What ``skillsearch serve`` runs: the HTTP app with MCP's streamable HTTP transport at ``/mcp``, both
     authenticated by the same bearer tokens (the MCP catalog tools need ``skills:read`` as the REST routes
     do; recall needs ``memory:read`` on both). With ``sync``, a background poller keeps the subscriptions in
     sync, and ``POST /v1/sync/webhook`` (HMAC-signed) and ``GET /v1/sync/status`` (bearer token) are served.
     With ``sources``, the local sources are mirrored on their intervals and folder sources watched; with
-    ``sources_config``, the file they come from is followed while the server runs: a source added there is
-    run and watched, one removed is no longer run, one changed runs as it now says. The
+    ``config_path``, the file both come from is followed while the server runs: a source added there is
+    run and watched, one removed is no longer run, one changed runs as it now says; a subscription added there
+    is pulled at once (and its webhooks taken), one removed is no longer pulled, a changed interval or
+    ``[upstream]`` is used from the next run. The
     poller and the sources' runner run only while this process is the data directory's writer
     (``sync/leader.py``); ``/readyz`` says ``degraded`` once a sync has failed for ``degraded_after_s``."""
     from skillsearch.http.app import Operations, create_app
@@ -119,20 +121,26 @@ def build_serve_app(catalog: Catalog, registry: PrincipalRegistry, host: str = "
     routers: list[APIRouter] = []
     lifespans: list[Lifespan] = [lambda _app: mcp_lifespan()]
     operations = Operations(degraded_after_s=degraded_after_s)
-    if sync is not None or sources or sources_config is not None:
+    if sync is not None or sources or config_path is not None:
         from skillsearch.http.sync_routes import make_sync_router
 
-        poller = catalog.subscriptions.make_poller(sync) if sync is not None else None
-        keeper = catalog.sources.keeper(sources, config=sources_config) if sources or sources_config else None
-        duties: list[Duty] = [d for d in (poller, keeper) if d is not None]
-        leadership = Leadership(catalog.data_dir, duties, on_pull=poller.trigger if poller is not None else None)
+        # Following the file, the subscriptions are kept even when it configures none yet (one may be added).
+        subs = catalog.subscriptions.keeper(sync, followed=config_path) if sync is not None or config_path else None
+        poller = subs.poller if subs is not None else None
+        keeper = catalog.sources.keeper(sources, config=config_path) if sources or config_path else None
+        duties: list[Duty] = [d for d in (subs, keeper) if d is not None]
+        leadership = Leadership(catalog.data_dir, duties, on_pull=subs.trigger if subs is not None else None)
+        configured = subs.current if subs is not None else None
         routers.append(make_sync_router(catalog, sync, poller, authenticate=registry.authenticate_header,
-                                        sources=sources, keeper=keeper, pull=leadership.request_pull))
+                                        sources=sources, keeper=keeper, pull=leadership.request_pull,
+                                        configured=configured))
         lifespans.append(lambda _app: leadership.lifespan())
         started = time.time()
         operations = Operations(writer=lambda: leadership.is_writer,
                                 health=lambda: catalog.subscriptions.sync_health(
-                                    sync, keeper.current() if keeper is not None else sources, started, poller),
+                                    configured() if configured is not None else sync,
+                                    keeper.current() if keeper is not None else sources, started, poller,
+                                    added=subs.added() if subs is not None else None),
                                 degraded_after_s=degraded_after_s)
     return create_app(catalog, principals=registry, mounts=[("/mcp", mcp_app)], routers=routers,
                       lifespans=lifespans, operations=operations)
@@ -144,9 +152,9 @@ def sync_config_path(args: argparse.Namespace) -> Path:
 
 
 def _followed(args: argparse.Namespace) -> Path | None:
-    """The sync file a server follows while it runs for its sources (added, removed or changed there, they
-    are kept from then on; one first written while it runs too: ``sources add`` beside ``make serve``),
-    ``None`` with ``--no-sync``. Its subscriptions are read at start."""
+    """The sync file a server follows while it runs for its sources and its subscriptions (added, removed or
+    changed there, they are kept from then on; one first written while it runs too: ``sources add`` beside
+    ``make serve``), ``None`` with ``--no-sync``."""
     return None if args.no_sync else sync_config_path(args)
 
 
@@ -180,7 +188,7 @@ def _compose(args: argparse.Namespace) -> tuple[Catalog, PrincipalRegistry, Fast
     catalog.prepare_in_background()  # answers at once; a search waits for the index's open and the model
     registry = PrincipalRegistry.for_catalog(catalog, principals_path(args))
     app = build_serve_app(catalog, registry, args.host, sync, sources, degraded_after_s=args.degraded_after,
-                          sources_config=_followed(args))
+                          config_path=_followed(args))
     return catalog, registry, app, sync
 
 

@@ -18,7 +18,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from skillsearch.core.domain import Principal
-from skillsearch.core.errors import SkillSearchError, ValidationError, invalid_input, problem
+from skillsearch.core.errors import SkillSearchError, UnauthenticatedError, ValidationError, invalid_input, problem
 from skillsearch.http.errors import NOT_JSON_STATUS, TOO_LARGE_STATUS, error_response, is_json, not_json, too_large
 from skillsearch.http.query_names import declared_query, query_refusal
 from skillsearch.http.schemas import documented_errors
@@ -65,23 +65,27 @@ def make_sync_router(
     sources: Sequence[SourceConfig] = (),
     keeper: LocalSources | None = None,
     pull: Callable[[str], object] | None = None,
+    configured: Callable[[], SyncConfig | None] | None = None,
 ) -> APIRouter:
     """The sync routes, self-contained (they answer their own errors). ``authenticate`` guards the status
     route, which names subscriptions and errors: it gets the ``Authorization`` header and raises a
     :class:`SkillSearchError` (e.g. ``UNAUTHENTICATED``) to refuse. The webhook has its own HMAC proof and
     must not sit behind the app's bearer tokens. Without ``config`` (only local ``sources``) there is no
     webhook; the status route then shows the sources alone. ``pull(subscription_id)`` asks for the pull a
-    webhook calls for (default: the poller's trigger; under several workers, the writer's, ``sync/leader.py``)."""
+    webhook calls for (default: the poller's trigger; under several workers, the writer's, ``sync/leader.py``).
+    ``configured`` (a server that follows ``sync.toml``): the upstream and subscriptions the file holds now,
+    which each request answers for instead of ``config``; the webhook is then served even while the file
+    configures no upstream (refused, 401, until it configures one with a secret)."""
     router = APIRouter(tags=["sync"])
-    if config is not None:
-        _add_webhook(router, catalog, config, pull or (poller.trigger if poller is not None else None), clock)
-    _add_status(router, catalog, config, poller, authenticate, sources, keeper)
+    now: Callable[[], SyncConfig | None] = configured or (lambda: config)
+    if config is not None or configured is not None:
+        _add_webhook(router, catalog, now, pull or (poller.trigger if poller is not None else None), clock)
+    _add_status(router, catalog, now, poller, authenticate, sources, keeper)
     return router
 
 
-def _add_webhook(router: APIRouter, catalog: Catalog, config: SyncConfig, pull: Callable[[str], object] | None,
-                 clock: Callable[[], float]) -> None:
-    upstream = config.upstream
+def _add_webhook(router: APIRouter, catalog: Catalog, configured: Callable[[], SyncConfig | None],
+                 pull: Callable[[str], object] | None, clock: Callable[[], float]) -> None:
 
     @router.post(
         "/v1/sync/webhook",
@@ -106,11 +110,15 @@ def _add_webhook(router: APIRouter, catalog: Catalog, config: SyncConfig, pull: 
             return _error(too_large(MAX_WEBHOOK_BYTES), TOO_LARGE_STATUS)
         body = await request.body()
         now = clock()
+        config = configured()  # as sync.toml says now: a subscription added there is one of ours
         try:
             if len(body) > MAX_WEBHOOK_BYTES:
                 raise _Refused(too_large(MAX_WEBHOOK_BYTES), TOO_LARGE_STATUS)
             # The proof first: an unsigned request learns nothing more than 401, whatever it sent.
-            verify_webhook(upstream.webhook_secret, request.headers, body, now, upstream.webhook_tolerance_s)
+            if config is None:  # the file configures no upstream (now): no secret, so no webhook
+                raise UnauthenticatedError("webhooks are not enabled here (no upstream is configured)")
+            verify_webhook(config.upstream.webhook_secret, request.headers, body, now,
+                           config.upstream.webhook_tolerance_s)
             if not is_json(request.headers.get("content-type")):
                 raise _Refused(not_json(), NOT_JSON_STATUS)
             try:
@@ -132,7 +140,7 @@ def _add_webhook(router: APIRouter, catalog: Catalog, config: SyncConfig, pull: 
         return JSONResponse(accepted.model_dump(), status_code=202)
 
 
-def _add_status(router: APIRouter, catalog: Catalog, config: SyncConfig | None, poller: Poller | None,
+def _add_status(router: APIRouter, catalog: Catalog, configured: Callable[[], SyncConfig | None], poller: Poller | None,
                 authenticate: Callable[[str | None], Principal] | None, sources: Sequence[SourceConfig],
                 keeper: LocalSources | None) -> None:
     @router.get(
@@ -158,4 +166,4 @@ def _add_status(router: APIRouter, catalog: Catalog, config: SyncConfig | None, 
         if refused is not None:
             return error_response(refused)
         current = keeper.current() if keeper is not None else sources  # as sync.toml says now
-        return visible_to(catalog.subscriptions.sync_status(config, poller, current, keeper), grants)
+        return visible_to(catalog.subscriptions.sync_status(configured(), poller, current, keeper), grants)

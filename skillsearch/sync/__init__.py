@@ -10,6 +10,8 @@ Layout, one concept per module:
     apply.py      validate and apply one page: store transaction, then incremental index refresh
     runner.py     one run of one subscription: paging, full resync on 410, revocation
     poller.py     background thread: intervals with jitter, backoff, triggers
+    runs.py       several subscriptions: once each (sync), or kept on a poller by a server (SubscriptionKeeper)
+    followed.py   what sync.toml holds now (sources, subscriptions) for a server that follows it
     status.py     per-subscription status view
     webhook.py    webhook signature check, replay guard and the event's effect on the store
     sources.py    local sources ([[sources]]: folders and git repositories) in the same TOML file

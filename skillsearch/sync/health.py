@@ -12,7 +12,8 @@ whose sync has been failing for longer than the operator's bound is degraded: it
 last good state.
 
 A subscription is **caught up** once a pull of it has finished (stored, failed or found revoked) since the
-data directory's writer took the lead (``sync/leader.term_began``): until then the replica may hold skills
+data directory's writer took the lead (``sync/leader.term_began``), or since it was added to the followed
+``sync.toml`` if that was later (``sync/followed.py``): until then the replica may hold skills
 whose revocation or removal it has not heard of (it was down when the webhook went out, or it was restored
 from an older snapshot), and ``/readyz`` keeps it out of the balancer's pool.
 """
@@ -56,12 +57,16 @@ def poller_failing(failing_since: float | None, finished: float | None, success:
 
 def sync_health(store: CatalogStore, config: SyncConfig | None, sources: Sequence[SourceConfig], since: float,
                 now: float | None = None, term_began: float | None = None,
-                ran: Mapping[str, tuple[float | None, float | None]] | None = None) -> list[SyncHealth]:
+                ran: Mapping[str, tuple[float | None, float | None]] | None = None,
+                added: Mapping[str, float] | None = None) -> list[SyncHealth]:
     """Per configured subscription and source; ``since``: when this process started watching (unix s);
     ``term_began``: when the data directory's writer took the lead (unix s; ``None``: every sync counts as
     caught up); ``ran``: this process's poller's own record per subscription id (``Poller.run_times``: when
     its last run ended, since when its runs fail), which counts too: a failure the store could not record
-    (a full disk refuses that write as well) is still a failing sync."""
+    (a full disk refuses that write as well) is still a failing sync. ``added``: when a subscription was
+    added to the followed ``sync.toml`` while the server ran (unix s): only a pull ended since then catches
+    it up, as one begun with the writer's term would at a restart (a pull from before it was removed and
+    added again may have missed a revocation, which a webhook for a subscription not configured is not)."""
     now = time.time() if now is None else now
     named: list[tuple[Literal["subscription", "source"], str, str]] = [
         *(("subscription", s.id, s.source) for s in (config.subscriptions if config is not None else ())),
@@ -90,7 +95,7 @@ def sync_health(store: CatalogStore, config: SyncConfig | None, sources: Sequenc
             # A page's note of refused items is no end: the pages after it (removals it missed) are still to come.
             ended = _stamp(state.last_error) if state and ended_pull(state.last_error) else None
             attempts = [t for t in (success, ended, finished) if t is not None]
-            caught_up = bool(attempts) and max(attempts) >= term_began
+            caught_up = bool(attempts) and max(attempts) >= max(term_began, (added or {}).get(name, term_began))
         out.append(SyncHealth(kind, name, None if success is None else max(0.0, now - success), failing_for,
                               caught_up))
     return out

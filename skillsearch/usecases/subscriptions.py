@@ -9,7 +9,8 @@ and webhook code are imported by the method that needs them, not by opening a ca
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from threading import Event
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from skillsearch.sync.local import LocalSources
     from skillsearch.sync.poller import Poller
     from skillsearch.sync.runner import SyncReport
+    from skillsearch.sync.runs import SubscriptionKeeper
     from skillsearch.sync.sources import SourceConfig
     from skillsearch.sync.status import SyncStatus
 
@@ -34,15 +36,16 @@ class SubscriptionsUseCase:
         self._catalog = catalog
 
     def sync_health(self, config: SyncConfig | None, sources: Sequence[SourceConfig], since: float,
-                    poller: Poller | None = None) -> list[SyncHealth]:
+                    poller: Poller | None = None, added: Mapping[str, float] | None = None) -> list[SyncHealth]:
         """Per configured subscription and source: the age of its last success, how long it has been failing,
-        whether a pull of it has finished since the data directory's writer took the lead."""
+        whether a pull of it has finished since the data directory's writer took the lead (and since it was
+        ``added`` to the followed file, ``SubscriptionKeeper.added``)."""
         from skillsearch.sync.health import sync_health
         from skillsearch.sync.leader import term_began
 
         return sync_health(self._catalog.store, config, sources, since,
                            term_began=term_began(self._catalog.data_dir),
-                           ran=poller.run_times() if poller is not None else None)
+                           ran=poller.run_times() if poller is not None else None, added=added)
 
     def last_sync_successes(self) -> list[str | None]:
         """Per synced subscription, when its last run succeeded (``None``: never)."""
@@ -99,3 +102,13 @@ class SubscriptionsUseCase:
         from skillsearch.sync.runs import make_poller
 
         return make_poller(self.sync_subscription, config, client)
+
+    def keeper(self, config: SyncConfig | None, *, followed: Path | None = None) -> SubscriptionKeeper:
+        """A server's background poller of ``config``'s subscriptions (not started). ``followed``: the file it
+        was read from, followed while the server runs: a subscription added there is pulled at once, one
+        removed is no longer pulled, a changed interval or ``[upstream]`` is used from the next run."""
+        from skillsearch.sync.followed import FollowedSubscriptions
+        from skillsearch.sync.runs import SubscriptionKeeper
+
+        return SubscriptionKeeper(self.sync_subscription, config,
+                                  followed=FollowedSubscriptions(followed, config) if followed is not None else None)
