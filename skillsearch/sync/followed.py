@@ -25,7 +25,7 @@ from skillsearch.core.errors import ValidationError
 from skillsearch.sync.config import SyncConfig, load_subscriptions
 from skillsearch.sync.sources import SourceConfig, load_sources
 
-__all__ = ["Followed", "FollowedSources", "FollowedSubscriptions"]
+__all__ = ["FollowLoop", "Followed", "FollowedSources", "FollowedSubscriptions"]
 
 log = logging.getLogger("skillsearch.sync")
 
@@ -103,3 +103,34 @@ class FollowedSubscriptions(Followed[SyncConfig | None]):
         self.current()
         with self._lock:
             return dict(self._added)
+
+
+class FollowLoop:
+    """A keeper's thread that calls ``follow`` every ``recheck_s`` while it runs (``start``, ``stop``): the one
+    loop the sources keeper and the subscription keeper look at their file with. A failing look is logged
+    (``what``: ``sources``, ``subscriptions``) and the next one comes as usual."""
+
+    def __init__(self, follow: Callable[[], None], what: str, path: Path | None, recheck_s: float = 2.0) -> None:
+        self._follow, self._what, self._path = follow, what, path
+        self.recheck_s = recheck_s
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name=f"skillsearch-{self._what}", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10.0)
+            self._thread = None
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.recheck_s):
+            try:
+                self._follow()
+            except Exception:  # the keeper outlives one bad look at its file
+                log.exception("%s: following %s failed", self._what, self._path or "the configuration")

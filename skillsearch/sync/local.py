@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from skillsearch.core.errors import UpstreamUnavailableError
 from skillsearch.sync.background import running
-from skillsearch.sync.followed import FollowedSources
+from skillsearch.sync.followed import FollowedSources, FollowLoop
 from skillsearch.sync.poller import Poller
 from skillsearch.sync.sources import SourceConfig
 from skillsearch.sync.watch import FolderWatcher
@@ -43,9 +43,7 @@ class LocalSources:
                  followed: FollowedSources | None = None, recheck_s: float = 2.0) -> None:
         self.sources = tuple(sources)  # those kept now (run, watched): ``followed`` moves them while running
         self._followed = followed
-        self.recheck_s = recheck_s
-        self._following: threading.Thread | None = None
-        self._stop_following = threading.Event()
+        self._following = FollowLoop(self.follow, "sources", followed.path if followed else None, recheck_s)
         self._run = run
         self._lock = threading.Lock()
         self._pending: dict[str, set[str] | None] = {}
@@ -78,16 +76,11 @@ class LocalSources:
         self.follow()  # what the file says now: it may have changed since it was read at start-up
         self.watcher.start()  # watching first: the poller's first (whole) run then misses no write
         self.poller.start()
-        if self._followed is not None and self._following is None:
-            self._stop_following.clear()
-            self._following = threading.Thread(target=self._follow_loop, name="skillsearch-sources", daemon=True)
+        if self._followed is not None:
             self._following.start()
 
     def stop(self) -> None:
-        self._stop_following.set()
-        if self._following is not None:
-            self._following.join(10.0)
-            self._following = None
+        self._following.stop()
         self.watcher.stop()
         self.poller.stop()
 
@@ -117,14 +110,6 @@ class LocalSources:
         removed = sorted(set(before) - names)
         log.info("sources: %s", "; ".join(f"{what}: {', '.join(which)}" for what, which in (
             ("added", added), ("removed", removed), ("changed", changed)) if which))
-
-    def _follow_loop(self) -> None:
-        while not self._stop_following.wait(self.recheck_s):
-            try:
-                self.follow()
-            except Exception:  # the keeper outlives one bad look at its file
-                log.exception("sources: following %s failed",
-                              self._followed.path if self._followed is not None else "the configuration")
 
     def lifespan(self) -> AbstractAsyncContextManager[None]:
         return running(self.start, self.stop)

@@ -12,17 +12,15 @@ import threading
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from threading import Event
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from skillsearch.core.errors import SkillSearchError, UpstreamUnavailableError, ValidationError, WriteStopped
 from skillsearch.sync.background import running
 from skillsearch.sync.client import HttpSubscriptionClient, SubscriptionClient
 from skillsearch.sync.config import SubscriptionConfig, SyncConfig, UpstreamConfig
+from skillsearch.sync.followed import FollowedSubscriptions, FollowLoop
 from skillsearch.sync.poller import Poller
 from skillsearch.sync.runner import SyncReport, unexpected_text
-
-if TYPE_CHECKING:
-    from skillsearch.sync.followed import FollowedSubscriptions
 
 __all__ = ["RunOne", "SubscriptionKeeper", "make_poller", "sync_each"]
 
@@ -89,13 +87,11 @@ class SubscriptionKeeper:
         self.config = config  # what the poller schedules now: ``follow`` moves it while running
         self._run_one = run_one
         self._followed = followed
-        self.recheck_s = recheck_s
+        self._following = FollowLoop(self.follow, "subscriptions", followed.path if followed else None, recheck_s)
         self._given = client
         self._http: SubscriptionClient | None = None  # made for ``_http_for``, on the poller's thread
         self._http_for: UpstreamConfig | None = None
         self._lock = threading.Lock()
-        self._following: threading.Thread | None = None
-        self._stop_following = Event()
         self._stopping = Event()  # the poller's: set, a request in flight and a retry's wait stop
         self.poller: Poller = Poller(self._run, config.subscriptions if config is not None else (),
                                      stop_event=self._stopping, on_stop=self._close)
@@ -166,30 +162,16 @@ class SubscriptionKeeper:
         self.follow()
         return self.poller.trigger(subscription_id)
 
-    def _follow_loop(self) -> None:
-        while not self._stop_following.wait(self.recheck_s):
-            try:
-                self.follow()
-            except Exception:  # the poller outlives one bad look at its file
-                log.exception("subscriptions: following %s failed",
-                              self._followed.path if self._followed is not None else "the configuration")
-
     # -- lifecycle ------------------------------------------------------------------------------------
 
     def start(self) -> None:
         self.follow()  # what the file says now: it may have changed since it was read at start-up
         self.poller.start()
-        if self._followed is not None and self._following is None:
-            self._stop_following.clear()
-            self._following = threading.Thread(target=self._follow_loop, name="skillsearch-subscriptions",
-                                               daemon=True)
+        if self._followed is not None:
             self._following.start()
 
     def stop(self) -> None:
-        self._stop_following.set()
-        if self._following is not None:
-            self._following.join(10.0)
-            self._following = None
+        self._following.stop()
         self.poller.stop()
 
     def lifespan(self) -> AbstractAsyncContextManager[None]:
