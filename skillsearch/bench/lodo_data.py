@@ -81,8 +81,8 @@ def _outputs(name: str, metric: str, catalog: Catalog, texts: dict[str, str], re
     log(f"{name}: {len(qids)} requests over {len(vectors)} rows: embedding")
     # Counted as ``bench relevance`` counts its queries (1,500 MetaTool requests: a minute on 2 cores): the
     # whole requests, then the sentences of those of several (the rest are the vectors just made).
+    distinct = len(set(qtexts))
     for sentences, label in ((0, "embedding requests"), (SENTENCES, "embedding requests' sentences")):
-        distinct = len(set(qtexts))
         tick = progress(distinct, f"{name}: {label}") if progress and distinct else None
         encoder.prime_queries(qtexts, sentences, tick)
     whole = np.zeros((len(qids), len(vectors)), np.float32)

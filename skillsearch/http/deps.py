@@ -14,7 +14,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
 from skillsearch.http.auth import SCOPE_SKILLS_READ, PrincipalRegistry, require_scope
 from skillsearch.http.metrics import HttpMetrics
-from skillsearch.http.query_names import declared_query, query_refusal
+from skillsearch.http.query_names import request_refusal
 from skillsearch.service import Catalog
 
 __all__ = [
@@ -73,8 +73,5 @@ def query_as_declared(request: Request, _: Annotated[Principal, Depends(authenti
     takes one value given more than once (``?limit=1&limit=500``: FastAPI would take the last, a proxy or log
     reader in front the first), as ``http/query_names.query_refusal`` says: a ``VALIDATION_ERROR`` with a
     problem per parameter (``query.limt``), after the token is checked like every other input error."""
-    route = request.scope.get("route")
-    refused = query_refusal(request.query_params.multi_items(), declared_query(route),
-                            f"{request.method} {getattr(route, 'path_format', request.url.path)}")
-    if refused is not None:
+    if (refused := request_refusal(request)) is not None:
         raise refused

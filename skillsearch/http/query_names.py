@@ -21,10 +21,12 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from fastapi import Request
+
 from skillsearch.core.errors import ValidationError, echo, problem
 from skillsearch.http.utf8_target import MAX_PROBLEMS
 
-__all__ = ["LIST_PARAMETERS", "declared_query", "query_refusal"]
+__all__ = ["LIST_PARAMETERS", "declared_query", "query_refusal", "request_refusal"]
 
 # Query parameters that may repeat (each value one more filter); any other given twice is refused.
 LIST_PARAMETERS = frozenset({"tag"})
@@ -64,3 +66,11 @@ def query_refusal(pairs: Iterable[tuple[str, str]], declared: Sequence[str], rou
     if twice:
         said.append(f"query parameter given more than once: {', '.join(twice)}")
     return ValidationError("; ".join(said), {"problems": problems[:MAX_PROBLEMS], "query_parameters": list(declared)})
+
+
+def request_refusal(request: Request) -> ValidationError | None:
+    """:func:`query_refusal` of a request as its matched route declares it (the route named by its method and
+    path template in the message): what the ``/v1`` router's dependency and the sync status route each ask."""
+    route = request.scope.get("route")
+    return query_refusal(request.query_params.multi_items(), declared_query(route),
+                         f"{request.method} {getattr(route, 'path_format', request.url.path)}")

@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import SkillSearchError, UnauthenticatedError, ValidationError, invalid_input, problem
 from skillsearch.http.errors import NOT_JSON_STATUS, TOO_LARGE_STATUS, error_response, is_json, not_json, too_large
-from skillsearch.http.query_names import declared_query, query_refusal
+from skillsearch.http.query_names import request_refusal
 from skillsearch.http.schemas import documented_errors
 from skillsearch.sync.config import SyncConfig
 from skillsearch.sync.contract import WebhookAccepted, WebhookEvent
@@ -161,9 +161,7 @@ def _add_status(router: APIRouter, catalog: Catalog, configured: Callable[[], Sy
             except SkillSearchError as exc:
                 return error_response(exc)
         # As every /v1 route: a query parameter it does not take (it takes none) is refused, not ignored.
-        refused = query_refusal(request.query_params.multi_items(), declared_query(request.scope.get("route")),
-                                "GET /v1/sync/status")
-        if refused is not None:
+        if (refused := request_refusal(request)) is not None:
             return error_response(refused)
         current = keeper.current() if keeper is not None else sources  # as sync.toml says now
         return visible_to(catalog.subscriptions.sync_status(configured(), poller, current, keeper), grants)
