@@ -55,7 +55,7 @@ from skillsearch.retrieval.term_weights import (
     informative_terms,
     largest,
 )
-from skillsearch.retrieval.text_terms import NON_WORD, TextTerms, fold
+from skillsearch.retrieval.text_terms import NON_WORD, TextTerms, caseless, fold
 
 __all__ = ["FIELD_BOOSTS", "FRENCH_BOOSTS", "LexicalHits", "LexicalIndex", "Searcher"]
 
@@ -194,7 +194,7 @@ class LexicalIndex:
     def drops_a_matching_term(self, text: str, searcher: tantivy.Searcher) -> bool:
         """Whether the common-term rule leaves out of this request a term that some document matches
         (what ``benchmarks/tuning/common_terms.py`` counts)."""
-        terms = sorted(set(self._english.analyze(fold(text).lower())))
+        terms = sorted(set(self._english.analyze(caseless(text))))
         df = doc_freqs(terms, searcher, TEXT_FIELDS)
         matching = {t for t in terms if df[t] > 0}
         if len(terms) <= term_weights.SHORT_REQUEST_TERMS or not matching:
@@ -269,7 +269,7 @@ class LexicalIndex:
         document frequencies that decide which terms of a long request are too common to search
         (``term_weights.COMMON_TERM_SHARE``); without it every term is kept."""
         text = fold(text)
-        words = NON_WORD.sub(" ", text).strip().lower()
+        words = NON_WORD.sub(" ", caseless(text)).strip()
         should: list[tuple[tantivy.Occur, tantivy.Query]] = []
         french = self.french in ("all", "docs") or (self.french in ("detect", "both") and is_french(text))
         if words:

@@ -35,7 +35,7 @@ import tantivy
 from skillsearch.core.hashing import sha256_hex
 from skillsearch.core.language import CJK_RANGES, cjk_runs, is_french
 from skillsearch.retrieval.documents import LexicalDoc, split_identifiers, split_instructions
-from skillsearch.retrieval.text_terms import fold
+from skillsearch.retrieval.text_terms import caseless, fold
 
 __all__ = [
     "FRENCH_FIELDS", "FRENCH_MODES", "HEAD_CHARS", "LEXICAL_FIELDS_VERSION", "REST_FIELD", "TEXT_FIELDS", "WORD_PATTERN",
@@ -45,8 +45,9 @@ __all__ = [
 # Bumped when the lexical schema gains fields (2: the French fields ``fr`` and ``fr_body``; 3: ``all``; 4:
 # ``rest``, the instructions after their head; 5: words of two characters or more, the name once, in ``name``;
 # 6: a CJK character ends a word, so "Stripeで" holds the word "stripe"; 7: every text folded to NFKC; 8: the
-# tags' CJK runs in ``cjk``, so a tag written only in CJK characters is found; 9: Cyrillic yo folded to ie).
-LEXICAL_FIELDS_VERSION = 9
+# tags' CJK runs in ``cjk``, so a tag written only in CJK characters is found; 9: Cyrillic yo folded to ie;
+# 10: the text fields case-folded, ``text_terms.caseless``: "ß" is "ss", a final sigma is sigma).
+LEXICAL_FIELDS_VERSION = 10
 
 
 def recipe_change(built: Any, now: dict[str, Any]) -> str:
@@ -150,14 +151,16 @@ def document(d: LexicalDoc, fields_of: tantivy.Schema, french: str, head_chars: 
         "kind": d.kind,
         "status": "active",
         "tag": list(d.tags),
-        "all": "\n".join((slug.replace("-", " "), " ".join(tags), description, head)),
-        "name": split_identifiers(name),
-        REST_FIELD: rest,
+        # Case-folded last (``text_terms.caseless``, as a request is): after the name's identifiers are split
+        # at their capitals and the instructions at their head.
+        "all": caseless("\n".join((slug.replace("-", " "), " ".join(tags), description, head))),
+        "name": caseless(split_identifiers(name)),
+        REST_FIELD: caseless(rest),
         # The tags too, as in ``all``: a tag written only in CJK characters has no word the English fields
         # hold, so without them a lexical search for it found nothing.
         "cjk": " ".join(cjk_runs("\n".join((text, *tags)))),
     }
     if french in ("all", "both") or (french in ("detect", "docs") and is_french(f"{name}\n{text}")):
-        fields["fr"] = " ".join((name, slug.replace("-", " "), description, " ".join(tags)))
-        fields["fr_body"] = head
+        fields["fr"] = caseless(" ".join((name, slug.replace("-", " "), description, " ".join(tags))))
+        fields["fr_body"] = caseless(head)
     return tantivy.Document.from_dict(fields, fields_of)

@@ -17,7 +17,7 @@ import re
 import unicodedata
 from collections.abc import Callable
 
-__all__ = ["CARD_TERMS_CACHE", "NON_WORD", "WORD_TERMS_CACHE", "TextTerms", "fold", "has_words"]
+__all__ = ["CARD_TERMS_CACHE", "NON_WORD", "WORD_TERMS_CACHE", "TextTerms", "caseless", "fold", "has_words"]
 
 # Analysed hit cards kept per index (a card is a few hundred bytes; 8,192 covers a 10k catalog's usual hits).
 CARD_TERMS_CACHE = 8192
@@ -39,6 +39,18 @@ def fold(text: str) -> str:
     return text if text.isascii() else unicodedata.normalize("NFKC", text).translate(_YO)
 
 
+def caseless(text: str) -> str:
+    """``text`` folded (:func:`fold`) and case-folded (``str.casefold``), as the lexical side analyses every
+    document and request: ``größe`` and ``GRÖSSE`` are one word (``ß`` is ``ss``), as are ``λόγος`` and
+    ``ΛΌΓΟΣ`` (the final sigma U+03C2 is the sigma U+03C3), as the tag filter (``domain.tag_key``) already read them. Lowercasing
+    alone did not make them one: ``str.lower`` keeps ``ß`` and writes a final capital sigma as U+03C2, and
+    Tantivy's lowercaser writes every capital sigma as U+03C3, so the two sides disagreed. NFKC again after the
+    case fold, as Unicode's compatibility caseless match has it (the fold decomposes a few letters, ``ΐ``)."""
+    if text.isascii():
+        return text.lower()
+    return unicodedata.normalize("NFKC", fold(text).casefold())
+
+
 class TextTerms:
     """The English terms of texts through ``analyse`` (the lexical side's English analyser), cached per
     index: :meth:`of` any text, :attr:`card` a hit's card (a frozenset, kept by text)."""
@@ -50,7 +62,7 @@ class TextTerms:
 
     def of(self, text: str) -> set[str]:
         """The analyser's terms of ``text``, each distinct word analysed once per index."""
-        return {t for word in set(NON_WORD.sub(" ", fold(text)).lower().split()) for t in self._word(word)}
+        return {t for word in set(NON_WORD.sub(" ", caseless(text)).split()) for t in self._word(word)}
 
 
 def has_words(text: str) -> bool:
