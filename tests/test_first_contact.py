@@ -324,6 +324,23 @@ async def test_get_takes_a_slug_one_visible_skill_has(data_dir: Path, sample: Ca
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("dash", ["\u2010", "\u2013", "\u2212"])
+async def test_an_http_route_reads_a_slug_typed_with_any_dash_as_the_hyphen(http: httpx.AsyncClient, dash: str) -> None:
+    """``/v1/skills/python\u2010profiling`` (U+2010 HYPHEN, an en dash, a minus) was a 404 for the skill at
+    ``python-profiling``; every route under ``/v1/skills/{skill_id}`` and recall's ``slug`` now read a dash as
+    the hyphen. A slug outside the caller's grants stays as unknown in any spelling."""
+    sid = (await http.get("/v1/skills/python-profiling", headers=DEMO)).json()["skill_id"]
+    typed = f"python{dash}profiling"
+    assert (await http.get(f"/v1/skills/{typed}", headers=DEMO)).json()["skill_id"] == sid
+    assert (await http.post("/v1/recall", headers=DEMO, json={"slug": typed})).json()["data"]["skill_id"] == sid
+    hidden = f"postgres{dash}failover"  # sub:ops-pro's, outside the demo principal's grants
+    missing = await http.get(f"/v1/skills/{hidden}", headers=DEMO)
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "SKILL_NOT_FOUND"
+    recalled = await http.post("/v1/recall", headers=DEMO, json={"slug": hidden})
+    assert recalled.status_code == 404 and recalled.json()["error"]["code"] == "SKILL_NOT_FOUND"
+
+
+@pytest.mark.anyio
 async def test_a_slug_two_visible_skills_share_is_one_answer_naming_the_ids_the_caller_sees(
     tmp_path: Path, fake_encoder: Any
 ) -> None:

@@ -462,6 +462,25 @@ async def test_a_slug_is_read_as_typed_around_spaces_case_and_full_width(starter
     assert error(await starter.call_tool("recall_cloud_skill", {"slug": hidden}))["code"] == "SKILL_NOT_FOUND"
 
 
+@pytest.mark.parametrize("dash", ["\u2010", "\u2011", "\u2012", "\u2013", "\u2014", "\u2212"])
+async def test_a_slug_typed_with_any_dash_is_read_with_the_hyphen(starter: Client, dash: str) -> None:
+    """``cut\u2010release\u2010tag`` with U+2010 HYPHEN (or a non-breaking hyphen, a figure or en dash, a minus:
+    what a word processor or a model's output writes for ``-``) was "not visible" to get_skill and malformed
+    to recall; NFKC reads only the small and full-width hyphen-minus as ``-``. Every dash now spells the
+    hyphen where a slug is looked up, still only among the skills the caller can see."""
+    sid = ok(await starter.call_tool("get_skill", {"skill_id": "cut-release-tag"}))["skill_id"]
+    for typed in (f"cut{dash}release{dash}tag", f"cut\uff0drelease{dash}tag "):
+        assert ok(await starter.call_tool("get_skill", {"skill_id": typed}))["skill_id"] == sid
+        assert ok(await starter.call_tool("resolve_skill", {"skill_id": typed, "parameters": {
+            "version": "1.0.0", "repo": "acme/tool"}}))["skill_id"] == sid
+        assert ok(await starter.call_tool("recall_cloud_skill", {"slug": typed}))["data"]["skill_id"] == sid
+    hidden = f"postgres{dash}failover"
+    unseen = error(await starter.call_tool("get_skill", {"skill_id": hidden}))
+    assert unseen["code"] == "SKILL_NOT_FOUND" and unseen["details"] == {"skill_id": hidden}, unseen
+    assert error(await starter.call_tool("resolve_skill", {"skill_id": hidden}))["code"] == "SKILL_NOT_FOUND"
+    assert error(await starter.call_tool("recall_cloud_skill", {"slug": hidden}))["code"] == "SKILL_NOT_FOUND"
+
+
 async def test_unknown_tool_is_an_error_result(operator: Client) -> None:
     problem = error(await operator.call_tool("execute_skill", {"skill_id": "x"}))
     assert problem["code"] == "VALIDATION_ERROR" and sorted(problem["details"]["tools"]) == sorted(TOOL_NAMES)

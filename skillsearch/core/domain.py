@@ -355,8 +355,11 @@ def slug_key(text: str) -> str | None:
     """The slug ``text`` spells, read as a tag is (:func:`tag_key`: Unicode's compatibility form, case-folded)
     without the whitespace around it: ``Python-Profiling``, ``python-profiling `` (an agent's trailing space
     or newline) and full-width letters all spell ``python-profiling``; ``None`` when it spells no slug. Reads
-    look a slug up by it among the skills the caller can see, never others."""
-    key = tag_key(text.strip())
+    look a slug up by it among the skills the caller can see, never others. Any dash is the hyphen
+    (Unicode's dash punctuation, category Pd, and the minus sign U+2212): ``pdf-tools`` typed with U+2010 HYPHEN, an
+    en dash or a minus (what a word processor or a model's output puts for ``-``) spells ``pdf-tools``. Only
+    the lookup reads them so; a stored slug is always ``SLUG_PATTERN``'s."""
+    key = "".join("-" if ch == "\u2212" or unicodedata.category(ch) == "Pd" else ch for ch in tag_key(text.strip()))
     return key if SLUG_PATTERN.fullmatch(key) else None
 
 
