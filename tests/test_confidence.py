@@ -94,6 +94,27 @@ def test_min_confidence_keeps_the_hits_at_or_above_it_in_their_order(sample: Cat
         search(sample, PRESENT[0], min_confidence=1.5)
 
 
+@pytest.mark.parametrize("query", ["write unit tests", "plot a chart", "kubernetes scale", "train a model"])
+def test_min_confidence_filters_before_limit_so_a_surer_hit_below_the_limit_is_not_lost(sample: Catalog, query: str) -> None:
+    """Confidence is not monotonic in rank ("write unit tests": the second hit, pytest-fixtures-parametrize, is
+    surer than the first). The filter was applied to the first ``limit`` hits only: ``limit=1,
+    min_confidence=0.12`` answered ``below_min_confidence`` ("none reached your min_confidence") while the
+    second hit reached it. Now the answer is the first ``limit`` hits, in rank order, that reach it, never
+    re-sorted by confidence."""
+    full = search(sample, query, limit=100).hits
+    conf = [h.confidence for h in full]
+    assert all(c is not None for c in conf)
+    inverted = [(i, j) for i in range(len(conf) - 1) for j in range(i + 1, min(len(conf), 10)) if conf[j] > conf[i]]
+    assert inverted, conf[:10]  # the case the old cut got wrong exists for this request
+    for i, j in inverted[:3]:
+        at = conf[j]
+        wanted = [h.skill.slug for h in full if h.confidence >= at]  # type: ignore[operator]
+        for limit in (1, i + 1, 3):
+            cut = search(sample, query, limit=limit, min_confidence=at)
+            assert [h.skill.slug for h in cut.hits] == wanted[:limit], (limit, at)
+            assert not cut.no_match and cut.hits[0].confidence >= at  # type: ignore[operator]
+
+
 def test_every_sample_skill_ranks_first_for_its_exact_name_and_its_slug(sample: Catalog) -> None:
     skills = sample.list_skills(OPERATOR, limit=200).items
     assert len(skills) >= 40

@@ -154,3 +154,34 @@ def test_the_sync_status_route_declares_the_bearer_token_it_needs(sample: Catalo
         assert security == doc["paths"]["/v1/skills"]["get"]["security"] == [{"HTTPBearer": []}]
         assert set(security[0]) <= set(doc["components"]["securitySchemes"])
         assert c.get("/v1/sync/status").status_code == 401
+
+
+def test_the_sync_status_route_needs_the_skills_read_scope(sample: Catalog, tmp_path: Path) -> None:
+    """The status names the caller's subscriptions and sources, their folders or repositories, cursors and
+    errors: where the skills ``skills:read`` reads come from. It needed a token and no scope, so a token minted
+    for recall alone (``memory:read``), or with no scope at all, read it, though every other ``/v1`` route is
+    refused to a token without its scope. Now such a token gets 403 ``ACCESS_DENIED`` with the error body the
+    other routes send (``details.required_scope``), declared in the OpenAPI document; ``skills:read`` reads it."""
+    from skillsearch.http.auth import add_principal
+    from skillsearch.sync.sources import SourceConfig
+
+    path = tmp_path / "principals.toml"
+    reader = add_principal(path, "reader", ["sub:starter-pack"], ["skills:read"])
+    recall_only = add_principal(path, "recall-only", ["sub:starter-pack"], ["memory:read"])
+    nothing = add_principal(path, "nothing", ["sub:starter-pack"], [])
+    registry = PrincipalRegistry(path)
+    source = SourceConfig(name="starter-folder", grant="sub:starter-pack", path=tmp_path / "private" / "skills")
+    app = create_app(sample, principals=registry, routers=[
+        make_sync_router(sample, None, authenticate=registry.authenticate_header, sources=[source])])
+    with ServerThread(app) as url, httpx.Client(base_url=url) as c:
+        read = c.get("/v1/sync/status", headers={"Authorization": f"Bearer {reader}"})
+        assert read.status_code == 200 and [s["name"] for s in read.json()["sources"]] == ["starter-folder"], read.text
+        for name, token in (("recall-only", recall_only), ("nothing", nothing)):
+            refused = c.get("/v1/sync/status", headers={"Authorization": f"Bearer {token}"})
+            error = assert_error(refused, 403, "ACCESS_DENIED")
+            assert error["details"] == {"required_scope": "skills:read"} and name in error["message"], error
+            assert "starter-folder" not in refused.text and "private" not in refused.text
+            # the same refusal a catalog route gives the same token
+            assert_error(c.get("/v1/skills", headers={"Authorization": f"Bearer {token}"}), 403, "ACCESS_DENIED")
+        operation = c.get("/openapi.json").json()["paths"]["/v1/sync/status"]["get"]
+        assert operation["responses"]["403"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody")

@@ -391,3 +391,56 @@ async def test_hyphen_runs_in_slugs_become_one_in_the_skill_name(tmp_path: Path)
             await invalid_params(client, "skills/get", {"uri": "skill://user/qa/only--one/SKILL.md"})
     finally:
         catalog.close()
+
+
+async def test_an_integer_default_stored_as_5_0_is_shown_as_resolve_uses_it_on_every_read(tmp_path: Path) -> None:
+    """A bundle (or upstream) may write an ``integer`` parameter's default and enum as ``5.0``, which JSON
+    Schema counts as the integer 5 and resolve substitutes as ``5``. get_skill (MCP and HTTP), recall's root
+    and the ``skill://`` SKILL.md and template.json showed ``5.0``, so an agent copying the shown default sent
+    a value the template never produces. Every read now shows ``5`` and ``[1, 5, 7]``; the stored revision
+    (and its canonical hash) stays byte for byte what the source sent."""
+    import httpx
+
+    from skillsearch.core.hashing import canonical_hash
+    from skillsearch.http.app import create_app
+    from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry
+
+    bundle = tmp_path / "bundle.json"
+    bundle.write_text(json.dumps([{
+        "slug": "batch-window", "name": "Batch window", "description": "Run a batch job in day windows.",
+        "kind": "flow_template",
+        "parameters": [{"name": "days", "type": "integer", "default": 5.0, "enum": [1.0, 5.0, 7]},
+                       {"name": "ratio", "type": "number", "default": 2.0}],
+        "steps": [{"tool": "job.run", "args": {"days": "{days}", "ratio": "{ratio}", "text": "every {days} days"}}],
+    }]), "utf-8")
+    catalog = Catalog.open(Settings(data_dir=tmp_path / "data", seed_sample=False), encoder=HashingEncoder())
+    try:
+        assert catalog.import_path(bundle, "b", "sub:starter-pack").ok
+        shown = {"name": "days", "type": "integer", "required": False, "description": "", "default": 5, "enum": [1, 5, 7]}
+        ratio = {"name": "ratio", "type": "number", "required": False, "description": "", "default": 2.0, "enum": None}
+        async with Client(build_mcp_server(catalog, STARTER)) as client:
+            detail = ok(await client.call_tool("get_skill", {"skill_id": "batch-window"}))
+            assert detail["parameters"] == [shown, ratio]
+            assert type(detail["parameters"][0]["default"]) is int and type(detail["parameters"][1]["default"]) is float
+            root = ok(await client.call_tool("recall_cloud_skill", {"slug": "batch-window"}))
+            assert root["data"]["parameters"] == [shown, ratio]
+            resolved = ok(await client.call_tool("resolve_skill", {"skill_id": "batch-window", "parameters": {}}))
+            assert resolved["steps"][0]["args"] == {"days": 5, "ratio": 2.0, "text": "every 5 days"}
+            assert resolved["parameters"]["days"] == detail["parameters"][0]["default"]
+            [entry] = (await list_all(client))[0]
+            files = await verify_entry(client, entry)
+            skill_md = files[entry["uri"]].decode("utf-8")
+            assert "| `days` | integer | no | `5` |  One of: 1, 5, 7. |" in skill_md and "5.0" not in skill_md
+            assert "| `ratio` | number | no | `2.0` |" in skill_md
+            template = json.loads(files[entry["uri"].replace("SKILL.md", "assets/template.json")])
+            assert template["parameters"] == [shown, ratio]
+        app = create_app(catalog, principals=PrincipalRegistry(tmp_path / "principals.toml", demo=True))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+            got = await http.get(f"/v1/skills/{detail['skill_id']}", headers={"Authorization": f"Bearer {DEMO_TOKEN}"})
+            assert got.status_code == 200 and got.json()["parameters"] == [shown, ratio], got.text
+            assert '"default":5,' in got.text and '"default":5.0' not in got.text
+        stored = catalog.store.revision(detail["revision_id"])
+        assert stored is not None and stored.parameters[0].default == 5.0 and type(stored.parameters[0].default) is float
+        assert stored.canonical_hash == canonical_hash(stored, []) == detail["canonical_hash"]  # it has no resources
+    finally:
+        catalog.close()

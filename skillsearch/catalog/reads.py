@@ -179,7 +179,7 @@ def get_detail(store: CatalogStore, principal: Principal, skill_id: str) -> Skil
         instructions=rev.instructions if (rev.instructions or not flow) else None,
         instructions_chars=len(rev.instructions),
         steps=[StepView(tool=s.tool, args=s.args) for s in rev.steps] if flow else None,
-        parameters=[ParameterView(**p.model_dump()) for p in rev.parameters] if flow else None,
+        parameters=[ParameterView(**p.presented()) for p in rev.parameters] if flow else None,
         resources=resource_infos(store, rev.revision_id, skill),
         skill_uri=skill_uri(skill.grant, skill.slug),
     )

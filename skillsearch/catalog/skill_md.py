@@ -31,7 +31,7 @@ from skillsearch.catalog.frontmatter import (
     is_plain_scalar,
     split_front_matter,
 )
-from skillsearch.core.domain import Revision
+from skillsearch.core.domain import Parameter, Revision
 
 __all__ = [
     "ServedSkillMd",
@@ -50,11 +50,12 @@ def render_skill_md(front: dict[str, Any], body: str) -> str:
     return f"{text}\n{body}\n" if body else text
 
 
-def _param_row(p: Any) -> str:
-    default = "" if p.default is None else f"`{json.dumps(p.default, ensure_ascii=False)}`"
-    allowed = f" One of: {', '.join(json.dumps(v, ensure_ascii=False) for v in p.enum)}." if p.enum else ""
-    text = f"{p.description}{allowed}".replace("|", "\\|").replace("\n", " ")
-    return f"| `{p.name}` | {p.type} | {'yes' if p.required else 'no'} | {default} | {text} |"
+def _param_row(parameter: Parameter) -> str:
+    p = parameter.presented()  # an integer's default and enum as resolve takes them: 5, never 5.0
+    default = "" if p["default"] is None else f"`{json.dumps(p['default'], ensure_ascii=False)}`"
+    allowed = f" One of: {', '.join(json.dumps(v, ensure_ascii=False) for v in p['enum'])}." if p["enum"] else ""
+    text = f"{p['description']}{allowed}".replace("|", "\\|").replace("\n", " ")
+    return f"| `{p['name']}` | {p['type']} | {'yes' if p['required'] else 'no'} | {default} | {text} |"
 
 
 def _flow_body(revision: Revision) -> str:
@@ -80,7 +81,7 @@ def template_json(revision: Revision) -> bytes:
     """A flow template's steps and parameters as pretty, key-sorted JSON (the same bytes every time)."""
     doc = {
         "kind": "flow_template",
-        "parameters": [p.model_dump() for p in revision.parameters],
+        "parameters": [p.presented() for p in revision.parameters],
         "steps": [s.model_dump() for s in revision.steps],
     }
     return (json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")

@@ -99,7 +99,7 @@ def build_serve_app(catalog: Catalog, registry: PrincipalRegistry, host: str = "
     """What ``skillsearch serve`` runs: the HTTP app with MCP's streamable HTTP transport at ``/mcp``, both
     authenticated by the same bearer tokens (the MCP catalog tools need ``skills:read`` as the REST routes
     do; recall needs ``memory:read`` on both). With ``sync``, a background poller keeps the subscriptions in
-    sync, and ``POST /v1/sync/webhook`` (HMAC-signed) and ``GET /v1/sync/status`` (bearer token) are served.
+    sync, and ``POST /v1/sync/webhook`` (HMAC-signed) and ``GET /v1/sync/status`` (bearer token with ``skills:read``) are served.
     With ``sources``, the local sources are mirrored on their intervals and folder sources watched; with
     ``config_path``, the file both come from is followed while the server runs: a source added there is
     run and watched, one removed is no longer run, one changed runs as it now says; a subscription added there

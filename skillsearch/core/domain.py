@@ -100,6 +100,18 @@ class Parameter(BaseModel):
         int (JSON Schema's reading, ``core/integers.py``), so a step's ``{n}`` says ``5``, never ``5.0``."""
         return as_integer(value) if self.type == "integer" else value
 
+    def presented(self) -> dict[str, Any]:
+        """This parameter as every read shows it (get_skill, recall, ``skill://``'s SKILL.md and template.json):
+        its ``default`` and ``enum`` members as resolve uses them (:meth:`taken`), so an ``integer`` default
+        stored as ``5.0`` is shown as ``5``, the value a step's ``{n}`` gets. What is stored stays as sent
+        (the canonical hash and sync read ``model_dump``); only the shown form is JSON Schema's reading."""
+        shown = self.model_dump()
+        if self.default is not None:
+            shown["default"] = self.taken(self.default)
+        if self.enum is not None:
+            shown["enum"] = [self.taken(member) for member in self.enum]
+        return shown
+
     def problem_with(self, value: Any) -> str | None:
         """Why ``value`` does not fit this parameter, or ``None`` when it does (``5.0`` fits an ``integer``)."""
         value = self.taken(value)

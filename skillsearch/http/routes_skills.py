@@ -146,8 +146,8 @@ def skills_router(limits: Limits, settings: Settings) -> APIRouter:
         semantic_weight: Annotated[float | None, Query(ge=0.0, le=1.0, allow_inf_nan=False)] = None,
         min_confidence: Annotated[float | None, Query(
             ge=0.0, le=1.0, allow_inf_nan=False,
-            description="Leave out hits whose confidence is under this (hybrid mode); hits whose confidence is"
-                        " null are kept.")] = None,
+            description="Leave out hits whose confidence is under this (hybrid mode), before limit applies: up to"
+                        " limit hits that reach it, in rank order; hits whose confidence is null are kept.")] = None,
     ) -> SearchResponse:
         started = time.perf_counter()
         try:

@@ -1,8 +1,10 @@
 """The sync routes of our HTTP app: ``POST /v1/sync/webhook`` and ``GET /v1/sync/status``.
 
 The webhook proves itself with its HMAC (``sync/webhook.py``), never with the app's bearer tokens; the
-status route names subscriptions and errors, so it is guarded by ``authenticate`` and shows a caller only
-the subscriptions and sources of its grants (``sync/status.visible_to``).
+status route names subscriptions, locations and errors, so it is guarded by ``authenticate``, needs the
+``skills:read`` scope (what it describes is where the skills that scope reads come from: a token minted for
+recall alone, or for nothing, reads no more than it was given) and shows a caller only the subscriptions and
+sources of its grants (``sync/status.visible_to``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from fastapi.responses import JSONResponse
 
 from skillsearch.core.domain import Principal
 from skillsearch.core.errors import SkillSearchError, UnauthenticatedError, ValidationError, invalid_input, problem
+from skillsearch.http.auth import SCOPE_SKILLS_READ, require_scope
 from skillsearch.http.errors import NOT_JSON_STATUS, TOO_LARGE_STATUS, error_response, is_json, not_json, too_large
 from skillsearch.http.query_names import request_refusal
 from skillsearch.http.schemas import documented_errors
@@ -147,17 +150,20 @@ def _add_status(router: APIRouter, catalog: Catalog, configured: Callable[[], Sy
         "/v1/sync/status",
         response_model=SyncStatus,
         summary="Per subscription and local source: cursor or commit, last success, last error, counts",
-        responses={**documented_errors(400),
+        responses={**documented_errors(400, 403),
                    401: {**documented_errors(401)[401], "description": "missing or unknown bearer token"}},
         # The token is checked here, not by a FastAPI security dependency: the document says it is needed.
         openapi_extra={"security": [{"HTTPBearer": []}]} if authenticate is not None else None,
     )
     def status(request: Request) -> Any:
-        """Each subscription and source the caller's grants see (all of them for the operator)."""
+        """Each subscription and source the caller's grants see (all of them for the operator); the caller
+        needs ``skills:read``, as every catalog read does (403 ``ACCESS_DENIED`` otherwise)."""
         grants: frozenset[str] | None = None
         if authenticate is not None:
             try:
-                grants = authenticate(request.headers.get("authorization")).grants
+                principal = authenticate(request.headers.get("authorization"))
+                require_scope(principal, SCOPE_SKILLS_READ)
+                grants = principal.grants
             except SkillSearchError as exc:
                 return error_response(exc)
         # As every /v1 route: a query parameter it does not take (it takes none) is refused, not ignored.

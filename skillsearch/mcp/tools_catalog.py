@@ -34,7 +34,9 @@ def search_skills(
         Field(description="hybrid (default: keywords and meaning), lexical (keywords), semantic (meaning)."),
     ] = "hybrid",
     min_confidence: Annotated[
-        float | None, Field(ge=0.0, le=1.0, description="Leave out hits whose confidence is under this; hits whose"
+        float | None, Field(ge=0.0, le=1.0, description="Leave out hits whose confidence is under this, before limit"
+                                                        " applies: up to limit hits that reach it, in rank order (a"
+                                                        " hit may be surer than one above it); hits whose"
                                                         " confidence is null are kept.")
     ] = None,
 ) -> Annotated[CallToolResult, SearchResponse]:

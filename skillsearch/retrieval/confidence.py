@@ -195,7 +195,9 @@ def judge(
     hits: list[Hit], c: Candidates, picked: list[int], request: SearchRequest, decision: Decision | None,
     abstain: bool, *, background: tuple[float, float] | None, lexical: LexicalIndex, query_idf: dict[str, float],
 ) -> tuple[list[Hit], str | None]:
-    """The hits with their features and confidences, cut by ``min_confidence``, or none with the reason:
+    """The first ``request.limit`` hits, in rank order, with their features and confidences, of those at or
+    above ``min_confidence`` (confidence is not monotonic in rank, so the cut reads every hit given, before the
+    limit: ``recheck_stage`` hands over every visible candidate when ``min_confidence`` is set); or none with the reason:
     ``low_confidence`` when ``abstain`` and the top hit's fit is under the decision's threshold.
     ``picked``: each hit's index in the candidate arrays ``c``; ``query_idf``: the request's terms and their
     IDF (``LexicalIndex.query_idf``, read while the model embeds the request)."""
@@ -204,7 +206,7 @@ def judge(
                      [lexical.card_terms(card_text(h.skill)) for h in hits])
     named = [dict(zip(FEATURES, (round(float(v), 4) for v in row), strict=True)) for row in x]
     if decision is None:
-        return [replace(h, features=f) for h, f in zip(hits, named, strict=True)], None
+        return [replace(h, features=f) for h, f in zip(hits, named, strict=True)][: request.limit], None
     conf = decision.confidences(x)
     out = [replace(h, confidence=round(float(p), 4), features=f) for h, p, f in zip(hits, conf, named, strict=True)]
     if abstain and decision.fit(x[0]) < decision.no_match_below:
@@ -213,4 +215,4 @@ def judge(
         out = [h for h in out if (h.confidence or 0.0) >= request.min_confidence]
         if not out:
             return [], "below_min_confidence"
-    return out, None
+    return out[: request.limit], None

@@ -18,10 +18,11 @@
 5. ``judge_stage``: ``no_match`` when no candidate shares a word with the request and the top hit's cosine
    is under the encoder's floor, or the request holds no letter or digit, only emoji or punctuation (``no_good_match``),
    or when the fitted decision (``retrieval/confidence.py``) gives the top hit a confidence under its threshold
-   (``low_confidence``). Every hybrid hit gets a ``confidence``; ``min_confidence`` cuts the list. Both read the hit and
-   the request (against the whole index), never the caller's other candidates, so adding grants that hold no better
-   candidate changes neither. A request that names its top hit exactly is never refused; a request the encoder cannot
-   read gets a ``notice`` instead of a ``no_match``.
+   (``low_confidence``). Every hybrid hit gets a ``confidence``; ``min_confidence`` leaves out the hits under it, in
+   rank order, *before* the list is cut to ``limit`` (confidence is not monotonic in rank: a hit may be surer than the
+   one above it). Both read the hit and the request (against the whole index), never the caller's other candidates:
+   grants that add no better candidate change neither. A request naming its top hit exactly is never refused, and
+   one the encoder cannot read gets a ``notice`` instead of a ``no_match``.
 
 Every rule here is in ``docs/rules.md`` with the measurement that keeps it (``skillsearch bench lodo``).
 """
@@ -316,12 +317,11 @@ def recheck_stage(
     snapshot: IndexSnapshot, store: SkillReads, method: str, weight: float,
 ) -> tuple[list[Hit], list[int]]:
     """The first ``limit`` candidates the store still shows the caller (status, grant, revocation, kind and
-    tags), read in chunks: the index may lag the store by one batch, the answer may not. Returns the hits
-    and each one's index in the candidate arrays."""
-    rows = found.cands.rows
-    hits: list[Hit] = []
-    picked: list[int] = []
-    chunk = request.limit + 5
+    tags; all of them for a hybrid ``min_confidence``, which the judge cuts first), read in chunks: the index may
+    lag the store by one batch, the answer may not. Returns the hits and each one's index in the candidates."""
+    rows, hits, picked = found.cands.rows, list[Hit](), list[int]()
+    wanted = order.size if request.min_confidence is not None and request.mode == "hybrid" else request.limit
+    chunk = wanted + 5
     wanted_tags = {tag_key(t) for t in request.tags}
     for start in range(0, order.size, chunk):
         part = order[start : start + chunk]
@@ -335,7 +335,7 @@ def recheck_stage(
                 continue
             hits.append(Hit(skill, float(fused[i]), _explain(found.cands, int(i), fused, method, weight, request.mode)))
             picked.append(int(i))
-            if len(hits) == request.limit:
+            if len(hits) == wanted:
                 return hits, picked
     return hits, picked
 

@@ -299,7 +299,7 @@ def _level1(
         instructions_offset=offset,
         next_offset=next_offset,
         steps=[StepView(tool=s.tool, args=s.args) for s in revision.steps] if flow else None,
-        parameters=[ParameterView(**p.model_dump()) for p in revision.parameters] if flow else None,
+        parameters=[ParameterView(**p.presented()) for p in revision.parameters] if flow else None,
         resources=resource_infos(store, revision.revision_id,
                                  skill if revision.revision_id == skill.current_revision_id else None),
         skill_uri=skill_uri(skill.grant, skill.slug),
