@@ -17,8 +17,8 @@ def test_all_is_sorted_and_complete() -> None:
 def test_every_public_name_is_in_all() -> None:
     """httpx's rule: any public name of the package is either a sub-module or listed in ``__all__``, so
     nothing becomes public API by accident (an import left in ``__init__.py``) and nothing listed is lost."""
-    public = {name for name, value in vars(skillsearch).items()
-              if not name.startswith("_") and not isinstance(value, types.ModuleType)}
+    public = {name for name in dir(skillsearch)
+              if not name.startswith("_") and not isinstance(getattr(skillsearch, name), types.ModuleType)}
     assert public == set(skillsearch.__all__)
 
 
