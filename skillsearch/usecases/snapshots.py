@@ -42,7 +42,7 @@ from typing import Any
 from skillsearch.catalog.backup import backup_catalog, catalog_generation
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.errors import IndexNotReadyError, ValidationError
-from skillsearch.retrieval.manifest import MANIFEST
+from skillsearch.retrieval.manifest import FORMAT_VERSION, MANIFEST
 from skillsearch.retrieval.writelock import WriteLock
 
 __all__ = [
@@ -116,9 +116,15 @@ def copy_hashed(src_fd: int, dest: Path, limit: int) -> tuple[int, str]:
             if not block:
                 break
             h.update(block)
-            _write_all(out, block)
+            try:
+                _write_all(out, block)
+            except OSError as exc:  # a full disk: name the file, as every refused write does (os.write does not)
+                raise OSError(exc.errno, exc.strerror, str(dest)) from exc
             copied += len(block)
-        os.fsync(out)
+        try:
+            os.fsync(out)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(dest)) from exc
     finally:
         os.close(out)
     return copied, h.hexdigest()
@@ -244,6 +250,11 @@ def _read_index_manifest(data_dir: Path) -> dict[str, Any]:
         raise IndexNotReadyError(f"the index manifest {path} is unreadable ({exc})") from exc
     if not isinstance(manifest, dict):
         raise IndexNotReadyError(f"the index manifest {path} is not an object")
+    if manifest.get("format_version") != FORMAT_VERSION:  # a replica restored from it could not serve it
+        raise IndexNotReadyError(
+            f"the index in {data_dir} is format {manifest.get('format_version')}, which this version does not"
+            f" serve (format {FORMAT_VERSION}); run `skillsearch reindex` on it, then snapshot it again"
+        )
     encoder = manifest.get("encoder") or {}
     if not encoder.get("fingerprint"):
         raise IndexNotReadyError(
