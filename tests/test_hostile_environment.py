@@ -519,3 +519,34 @@ def test_a_server_out_of_file_descriptors_logs_one_line_not_a_traceback_per_fail
     assert "socket.accept() out of system resource" not in stderr and "Traceback" not in stderr, stderr[-3000:]
     said = [line for line in stderr.splitlines() if "cannot accept connections" in line]
     assert len(said) == 1 and "Too many open files" in said[0] and "ulimit -n" in said[0], said
+
+
+_MANIFEST_PAST_THE_LIMIT = """
+import json, sys
+from pathlib import Path
+from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.retrieval.manifest import write_manifest
+
+try:
+    write_manifest(Path(sys.argv[1]) / "manifest.json", {"calibration": "x" * (64 << 10)})
+    print(json.dumps({"saved": True}))
+except IndexNotReadyError as exc:
+    print(json.dumps({"code": exc.code, "message": exc.message}))
+"""
+
+
+def test_an_index_manifest_the_disk_refuses_is_one_typed_line_and_the_one_in_place_stays(tmp_path: Path) -> None:
+    """The manifest is written last by every index write (a first build, a recalibration on open): on a full
+    disk it was ``error: INTERNAL: OSError: [Errno 28] No space left on device`` (a search's first build of
+    a new data directory on a nearly full disk), naming no file, with its ``manifest.tmp`` left behind."""
+    from skillsearch.retrieval.manifest import read_manifest, write_manifest
+
+    write_manifest(tmp_path / "manifest.json", {"store_generation": 3})
+    before = (tmp_path / "manifest.json").read_bytes()
+    answer = _past_a_file_size_limit(_MANIFEST_PAST_THE_LIMIT, tmp_path, 16 << 10)
+    assert answer.get("code") == "INDEX_NOT_READY", answer
+    assert str(answer["message"]).startswith(f"the index manifest {tmp_path / 'manifest.json'} could not be written ("), \
+        answer
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]  # no manifest.tmp
+    assert (tmp_path / "manifest.json").read_bytes() == before
+    assert (read_manifest(tmp_path / "manifest.json") or {}).get("store_generation") == 3
