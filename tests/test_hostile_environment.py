@@ -550,3 +550,29 @@ def test_an_index_manifest_the_disk_refuses_is_one_typed_line_and_the_one_in_pla
     assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]  # no manifest.tmp
     assert (tmp_path / "manifest.json").read_bytes() == before
     assert (read_manifest(tmp_path / "manifest.json") or {}).get("store_generation") == 3
+
+
+@pytest.mark.parametrize("command", [
+    ["token", "add", "ops", "--grant", "team:x", "--scope", "skills:read"],
+    ["sources", "add", "mine", "--path", "SKILLS", "--grant", "team:x"],
+], ids=["token add", "sources add"])
+def test_a_config_file_the_disk_refuses_is_one_line_naming_it_and_leaves_no_temporary_file(
+        command: list[str], tmp_path: Path) -> None:
+    """README: ``token add``'s ``principals.toml`` and ``sources add``'s ``sync.toml`` refused by the disk
+    are one line naming the file. A buffered write names no file, so a full disk was ``error: INTERNAL:
+    OSError: [Errno 28] No space left on device``, and the half-written temporary file stayed."""
+    data, skills = tmp_path / "data", tmp_path / "skills"
+    (skills / "one").mkdir(parents=True)
+    (skills / "one" / "SKILL.md").write_text("---\nname: one\ndescription: The one skill.\n---\nBody.\n", "utf-8")
+    assert _run(data, "import", str(skills), "--source", "t", "--grant", "team:x").returncode == 0
+    before = sorted(p.name for p in data.iterdir())
+    args = [str(skills) if a == "SKILLS" else a for a in command]
+
+    done = _run(data, *args, max_file_bytes=64)  # each file holds more than 64 bytes
+
+    assert done.returncode == 1, done.stderr
+    line = _one_error_line(done)
+    name = "principals.toml" if command[0] == "token" else "sync.toml"
+    assert line == f"error: INDEX_NOT_READY: {data / name}: File too large (it is over the file size limit)", line
+    assert sorted(p.name for p in data.iterdir()) == before
+    assert _run(data, *args).returncode == 0  # once there is room
