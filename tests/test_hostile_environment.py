@@ -576,3 +576,36 @@ def test_a_config_file_the_disk_refuses_is_one_line_naming_it_and_leaves_no_temp
     assert line == f"error: INDEX_NOT_READY: {data / name}: File too large (it is over the file size limit)", line
     assert sorted(p.name for p in data.iterdir()) == before
     assert _run(data, *args).returncode == 0  # once there is room
+
+
+_LOCK_ON_A_FULL_DISK = """
+import json, os, resource, signal, sys, time
+from pathlib import Path
+from skillsearch.retrieval.writelock import WriteLock
+
+data = Path(sys.argv[1])
+lock = WriteLock(data)
+os.utime(lock.path, (1, 1))  # long ago: claiming the lock sets its time, as a pid write would
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (0, hard))  # no byte may be written: a full disk (EFBIG for ENOSPC)
+try:
+    with lock.try_hold() as got:
+        answer = {"got": got, "holder": lock.holder(), "recent": lock.path.stat().st_mtime > time.time() - 600}
+except OSError as exc:
+    answer = {"error": repr(exc)}
+print(json.dumps(answer))
+"""
+
+
+def test_the_write_lock_is_taken_on_a_full_disk_so_a_snapshot_can_move_the_data_off_it(tmp_path: Path) -> None:
+    """The lock is the ``flock``; the pid written into it is for messages. On a full disk that write raised,
+    so ``snapshot create`` of a data directory on a full disk (to another disk: the way off it) failed with
+    ``the snapshot DEST could not be written (No space left on device)``, blaming the snapshot's disk."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "write.lock").write_text("", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-c", _LOCK_ON_A_FULL_DISK, str(data)], capture_output=True, text=True,
+                          timeout=120, cwd=REPO, env=env())
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"got": True, "holder": "another process", "recent": True}, done.stdout
