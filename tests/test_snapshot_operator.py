@@ -181,3 +181,26 @@ def test_a_folder_of_the_snapshot_that_is_a_link_is_named_as_one(snapshot: Path,
     code, body = run("--encoder", "hashing", "snapshot", "restore", str(snap), "--data-dir", str(target))
     assert code == 4 and body["error"]["details"]["reason"] == "altered", body
     assert "vectors is a symbolic link" in body["error"]["message"], body
+
+
+def test_a_restore_into_a_mount_point_is_refused_before_anything_is_copied_naming_the_way(
+        snapshot: Path, tmp_path: Path) -> None:
+    """A data directory that is a volume of its own (a Kubernetes volume, a disk mounted at /srv/skillsearch)
+    cannot be swapped by a rename: the restore copied everything beside it, on the other disk, then failed
+    on the swap (EBUSY), leaving lock files in it. It is refused first, naming a folder inside it to use.
+    The volume is a tmpfs mounted in a mount namespace of the test's own (``unshare``: no privilege)."""
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode:
+        pytest.skip("no unprivileged mount namespace here")
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    script = ('mount -t tmpfs tmpfs "$1" && "$2" -m skillsearch.cli -q --encoder hashing snapshot restore "$3"'
+              ' --data-dir "$1" --json; echo "rc=$?"; ls -A "$1"; "$2" -m skillsearch.cli -q --encoder hashing'
+              ' snapshot restore "$3" --data-dir "$1/data" > /dev/null && echo inside-ok')
+    done = subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", str(volume), sys.executable, str(snapshot)],
+                          capture_output=True, text=True, env=ENV, timeout=300)
+    lines = done.stdout.strip().splitlines()
+    body = json.loads(lines[0])
+    assert body["error"]["code"] == "VALIDATION_ERROR" and body["error"]["details"]["reason"] == "mount_point", body
+    assert f"say {volume / 'data'}" in body["error"]["message"]
+    assert lines[1:] == ["rc=1", "inside-ok"], done  # the volume was left empty; a folder inside it restores
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["volume"]  # nothing staged beside it either

@@ -6,8 +6,8 @@ Nothing in ``D`` changes until the snapshot is proven whole and right for this r
    plain relative path inside the catalog or the index (a snapshot never names ``principals.toml`` or
    anything outside its folder), every size and digest well-formed. Refused otherwise
    (``SNAPSHOT_INVALID``, ``details.reason``: ``incomplete`` or ``malformed``). ``D`` must not be the
-   snapshot's own folder (``ValidationError``), and its disk must have room for the recorded sizes
-   (``IndexNotReadyError``, ``no_space``): nothing is copied before both hold.
+   snapshot's own folder nor a mount point (``ValidationError``), and its disk must have room for the sizes
+   (``IndexNotReadyError``, ``no_space``): nothing is copied before these hold.
 2. Its model fingerprint must be the one of the encoder this replica would load (``--encoder``, else the
    one the snapshot's index records), computed from the model's files here without loading it
    (``retrieval/model_files.py``): ``SNAPSHOT_ENCODER_MISMATCH``.
@@ -348,6 +348,12 @@ def _restore(src: Path, data_dir: Path, encoder: str) -> RestoreInfo:
     _check_encoder(manifest, encoder)
     if data_dir.is_symlink() or (data_dir.exists() and not data_dir.is_dir()):
         raise IndexNotReadyError(f"{data_dir} is not a folder", {"data_dir": str(data_dir)})
+    if data_dir.is_dir() and data_dir.stat().st_dev != data_dir.parent.stat().st_dev:
+        # The new folder is made beside D and swapped with it by a rename, which cannot move a mount point.
+        raise ValidationError(
+            f"{data_dir} is a mount point (its own file system, a volume): a restore swaps it with a new folder"
+            f" beside it, which cannot cross file systems; restore into a folder inside it (say {data_dir / 'data'})"
+            " and give that folder as the server's --data-dir", {"data_dir": str(data_dir), "reason": "mount_point"})
     _refuse_if_in_use(data_dir)
     _check_room(data_dir, entries)
     data_dir.parent.mkdir(parents=True, exist_ok=True)
