@@ -204,3 +204,25 @@ def test_a_restore_into_a_mount_point_is_refused_before_anything_is_copied_namin
     assert f"say {volume / 'data'}" in body["error"]["message"]
     assert lines[1:] == ["rc=1", "inside-ok"], done  # the volume was left empty; a folder inside it restores
     assert sorted(p.name for p in tmp_path.iterdir()) == ["volume"]  # nothing staged beside it either
+
+
+def test_a_snapshot_into_an_empty_mount_point_is_refused_before_anything_is_copied(
+        snapshot: Path, tmp_path: Path) -> None:
+    """``snapshot create`` takes "a new (or empty) folder": an empty volume (a backup disk's mount point) was
+    taken, the snapshot written beside it on the other disk, and the final rename failed (EBUSY) with
+    "free space on its disk"."""
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode:
+        pytest.skip("no unprivileged mount namespace here")
+    data, volume = tmp_path / "data", tmp_path / "volume"
+    assert run("--encoder", "hashing", "snapshot", "restore", str(snapshot), "--data-dir", str(data))[0] == 0
+    volume.mkdir()
+    script = ('mount -t tmpfs tmpfs "$1" && "$2" -m skillsearch.cli -q --encoder hashing --data-dir "$3" snapshot'
+              ' create "$1" --json; echo "rc=$?"; ls -A "$1"; "$2" -m skillsearch.cli -q --encoder hashing'
+              ' --data-dir "$3" snapshot create "$1/snapshot" > /dev/null && echo inside-ok')
+    done = subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", str(volume), sys.executable, str(data)],
+                          capture_output=True, text=True, env=ENV, timeout=300)
+    lines = done.stdout.strip().splitlines()
+    body = json.loads(lines[0])
+    assert body["error"]["code"] == "VALIDATION_ERROR" and body["error"]["details"]["reason"] == "mount_point", body
+    assert lines[1:] == ["rc=1", "inside-ok"], done  # the volume was left empty; a folder inside it takes one
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "volume"]  # nothing left beside it
