@@ -226,3 +226,22 @@ def test_a_snapshot_into_an_empty_mount_point_is_refused_before_anything_is_copi
     assert body["error"]["code"] == "VALIDATION_ERROR" and body["error"]["details"]["reason"] == "mount_point", body
     assert lines[1:] == ["rc=1", "inside-ok"], done  # the volume was left empty; a folder inside it takes one
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "volume"]  # nothing left beside it
+
+
+@pytest.mark.parametrize("member", ["snapshot.json", "a lexical file"])
+def test_a_fifo_in_a_snapshot_is_refused_instead_of_waiting_for_a_writer_forever(
+        member: str, snapshot: Path, target: Path, tmp_path: Path) -> None:
+    """Opening a FIFO for reading waits for a writer: a restore of a snapshot holding one (in place of
+    ``snapshot.json`` or of an index file) never ended, and a killed one left its staging folder."""
+    snap = copy_of(snapshot, tmp_path)
+    path = snap / "snapshot.json" if member == "snapshot.json" else sorted((snap / "lexical").iterdir())[0]
+    path.unlink()
+    os.mkfifo(path)
+    before, siblings = tree_digest(target), sorted(target.parent.iterdir())
+    done = subprocess.run(
+        [sys.executable, "-m", "skillsearch.cli", "-q", "--encoder", "hashing", "snapshot", "restore", str(snap),
+         "--data-dir", str(target), "--json"], capture_output=True, text=True, env=ENV, timeout=120)
+    assert done.returncode == 4, done.stderr
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "SNAPSHOT_INVALID" and "is not a regular file" in error["message"], error
+    assert tree_digest(target) == before and sorted(target.parent.iterdir()) == siblings

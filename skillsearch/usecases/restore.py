@@ -127,13 +127,15 @@ def read_snapshot(src: Path) -> tuple[dict[str, Any], list[FileEntry]]:
     """``snapshot.json`` of the folder ``src``, checked for shape (not yet against the files)."""
     path = Path(src) / SNAPSHOT_MANIFEST
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)  # a FIFO: no wait
     except FileNotFoundError:
         reason = "no such folder" if not Path(src).is_dir() else f"no {SNAPSHOT_MANIFEST}: a create that did not finish?"
         raise _invalid(f"{src} is not a complete snapshot ({reason})", "incomplete", path=str(path)) from None
     except OSError as exc:
         raise _invalid(f"{path} cannot be read ({exc.strerror})", "incomplete", path=str(path)) from None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _invalid(f"{path} is not a regular file", "malformed")
         data = os.read(fd, MAX_MANIFEST_BYTES + 1)
     finally:
         os.close(fd)
@@ -189,7 +191,7 @@ def _open_inside(src: Path, rel: str) -> int:
             nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
             os.close(fd)
             fd = nxt
-        return os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+        return os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=fd)  # a FIFO
     finally:
         os.close(fd)
 
@@ -219,8 +221,7 @@ def _stage_file(src: Path, entry: FileEntry, stage: Path) -> None:
 
 
 def _prefixes(rel: str) -> list[str]:
-    parts = rel.split("/")
-    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    return ["/".join(rel.split("/")[:i]) for i in range(1, rel.count("/") + 2)]
 
 
 def _check_staged(manifest: dict[str, Any], stage: Path) -> None:
@@ -304,8 +305,7 @@ def _refuse_if_in_use(data_dir: Path) -> None:
 
 
 def _check_room(data_dir: Path, entries: list[FileEntry]) -> None:
-    """Refuse before copying a byte when the snapshot's files (their recorded sizes) do not fit on the disk
-    of ``data_dir``: a copy would fill that disk (a live server's too) before a digest could tell."""
+    """Refuse before copying when the recorded sizes do not fit: the copy would fill the disk first."""
     folder = data_dir.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
