@@ -519,3 +519,93 @@ def test_a_server_out_of_file_descriptors_logs_one_line_not_a_traceback_per_fail
     assert "socket.accept() out of system resource" not in stderr and "Traceback" not in stderr, stderr[-3000:]
     said = [line for line in stderr.splitlines() if "cannot accept connections" in line]
     assert len(said) == 1 and "Too many open files" in said[0] and "ulimit -n" in said[0], said
+
+
+_MANIFEST_PAST_THE_LIMIT = """
+import json, sys
+from pathlib import Path
+from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.retrieval.manifest import write_manifest
+
+try:
+    write_manifest(Path(sys.argv[1]) / "manifest.json", {"calibration": "x" * (64 << 10)})
+    print(json.dumps({"saved": True}))
+except IndexNotReadyError as exc:
+    print(json.dumps({"code": exc.code, "message": exc.message}))
+"""
+
+
+def test_an_index_manifest_the_disk_refuses_is_one_typed_line_and_the_one_in_place_stays(tmp_path: Path) -> None:
+    """The manifest is written last by every index write (a first build, a recalibration on open): on a full
+    disk it was ``error: INTERNAL: OSError: [Errno 28] No space left on device`` (a search's first build of
+    a new data directory on a nearly full disk), naming no file, with its ``manifest.tmp`` left behind."""
+    from skillsearch.retrieval.manifest import read_manifest, write_manifest
+
+    write_manifest(tmp_path / "manifest.json", {"store_generation": 3})
+    before = (tmp_path / "manifest.json").read_bytes()
+    answer = _past_a_file_size_limit(_MANIFEST_PAST_THE_LIMIT, tmp_path, 16 << 10)
+    assert answer.get("code") == "INDEX_NOT_READY", answer
+    assert str(answer["message"]).startswith(f"the index manifest {tmp_path / 'manifest.json'} could not be written ("), \
+        answer
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]  # no manifest.tmp
+    assert (tmp_path / "manifest.json").read_bytes() == before
+    assert (read_manifest(tmp_path / "manifest.json") or {}).get("store_generation") == 3
+
+
+@pytest.mark.parametrize("command", [
+    ["token", "add", "ops", "--grant", "team:x", "--scope", "skills:read"],
+    ["sources", "add", "mine", "--path", "SKILLS", "--grant", "team:x"],
+], ids=["token add", "sources add"])
+def test_a_config_file_the_disk_refuses_is_one_line_naming_it_and_leaves_no_temporary_file(
+        command: list[str], tmp_path: Path) -> None:
+    """README: ``token add``'s ``principals.toml`` and ``sources add``'s ``sync.toml`` refused by the disk
+    are one line naming the file. A buffered write names no file, so a full disk was ``error: INTERNAL:
+    OSError: [Errno 28] No space left on device``, and the half-written temporary file stayed."""
+    data, skills = tmp_path / "data", tmp_path / "skills"
+    (skills / "one").mkdir(parents=True)
+    (skills / "one" / "SKILL.md").write_text("---\nname: one\ndescription: The one skill.\n---\nBody.\n", "utf-8")
+    assert _run(data, "import", str(skills), "--source", "t", "--grant", "team:x").returncode == 0
+    before = sorted(p.name for p in data.iterdir())
+    args = [str(skills) if a == "SKILLS" else a for a in command]
+
+    done = _run(data, *args, max_file_bytes=64)  # each file holds more than 64 bytes
+
+    assert done.returncode == 1, done.stderr
+    line = _one_error_line(done)
+    name = "principals.toml" if command[0] == "token" else "sync.toml"
+    assert line == f"error: INDEX_NOT_READY: {data / name}: File too large (it is over the file size limit)", line
+    assert sorted(p.name for p in data.iterdir()) == before
+    assert _run(data, *args).returncode == 0  # once there is room
+
+
+_LOCK_ON_A_FULL_DISK = """
+import json, os, resource, signal, sys, time
+from pathlib import Path
+from skillsearch.retrieval.writelock import WriteLock
+
+data = Path(sys.argv[1])
+lock = WriteLock(data)
+os.utime(lock.path, (1, 1))  # long ago: claiming the lock sets its time, as a pid write would
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (0, hard))  # no byte may be written: a full disk (EFBIG for ENOSPC)
+try:
+    with lock.try_hold() as got:
+        answer = {"got": got, "holder": lock.holder(), "recent": lock.path.stat().st_mtime > time.time() - 600}
+except OSError as exc:
+    answer = {"error": repr(exc)}
+print(json.dumps(answer))
+"""
+
+
+def test_the_write_lock_is_taken_on_a_full_disk_so_a_snapshot_can_move_the_data_off_it(tmp_path: Path) -> None:
+    """The lock is the ``flock``; the pid written into it is for messages. On a full disk that write raised,
+    so ``snapshot create`` of a data directory on a full disk (to another disk: the way off it) failed with
+    ``the snapshot DEST could not be written (No space left on device)``, blaming the snapshot's disk."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "write.lock").write_text("", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-c", _LOCK_ON_A_FULL_DISK, str(data)], capture_output=True, text=True,
+                          timeout=120, cwd=REPO, env=env())
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"got": True, "holder": "another process", "recent": True}, done.stdout

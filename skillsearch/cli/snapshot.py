@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from skillsearch.cli.common import Subparsers, add_command, emit, settings_from_args
-from skillsearch.cli.usage import UsageError, data_dir_problem
+from skillsearch.cli.usage import UsageError, data_dir_problem, float_range
 from skillsearch.core.errors import DataDirInUseError, SnapshotInvalidError, error_json
 from skillsearch.service import Catalog
 
@@ -74,7 +74,7 @@ def add_commands(sub: Subparsers) -> None:
     create = add_command(actions, "create", cmd_create,
                          "write a consistent snapshot of --data-dir into the new folder PATH (while it serves)")
     create.add_argument("path", metavar="PATH", help="a new (or empty) folder to write it into")
-    create.add_argument("--wait", type=float, default=60.0, metavar="S",
+    create.add_argument("--wait", type=float_range(0, None, "a number of seconds"), default=60.0, metavar="S",
                         help="seconds to wait for the index to catch up with a catalog that is being written"
                              " (default 60); past that the snapshot's index is behind and says so. It bounds"
                              " the wait for the write lock too: a writer holding it all that time fails the"

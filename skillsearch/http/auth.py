@@ -189,9 +189,13 @@ def _write_file(path: Path, entries: Mapping[str, PrincipalEntry]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write("\n".join(lines))
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write("\n".join(lines))
+        os.replace(tmp, path)
+    except OSError as exc:  # a full disk: named, as every refused write is (a buffered write names no file)
+        tmp.unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
 
 
 def add_principal(path: Path, name: str, grants: Iterable[str], scopes: Iterable[str], *,

@@ -55,13 +55,23 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
 
 def write_manifest(path: Path, fields: dict[str, Any]) -> str:
     """Write ``fields`` with this format's version, the time and a fresh write id, atomically (a temporary
-    file renamed over the old one); returns the write id."""
+    file renamed over the old one); returns the write id. A write the disk refuses (full, a file size limit,
+    permissions) is :class:`IndexNotReadyError` naming the file, its temporary file removed and the manifest
+    in place unchanged (behind the store, so the next open repairs the index)."""
     write_id = os.urandom(16).hex()
     manifest = {"format_version": FORMAT_VERSION, **fields,
                 "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "write_id": write_id}
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise IndexNotReadyError(
+            f"the index manifest {path} could not be written ({exc.strerror or exc}); the one in place was kept:"
+            " free space on its disk (or make it writable), then run the command again (it repairs the index)",
+            {"path": str(path), "reason": "unwritable"},
+        ) from exc
     return write_id
 
 

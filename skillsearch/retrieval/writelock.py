@@ -18,6 +18,7 @@ to an open file, not to a thread), and the kernel drops it when its holder dies,
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import threading
@@ -188,9 +189,18 @@ def open_lock_file(path: Path, what: str, *, make_folder: bool = False) -> int:
 
 
 def claim_pid_lock(fd: int) -> None:
-    """Write this process's id into a lock file whose ``flock`` it now holds (who holds it, for messages)."""
+    """Write this process's id into a lock file whose ``flock`` it now holds (who holds it, for messages).
+    On a full disk the id is left out (the lock is the ``flock``; messages then say "another process") and the
+    file's time is still set, as the write would have (``sync/leader.py``'s ``term_began`` reads it): a
+    snapshot of a data directory whose disk is full, the way off that disk, takes the lock."""
     os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
+    try:
+        os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            raise
+        with contextlib.suppress(OSError):
+            os.utime(fd)
 
 
 def release_pid_lock(fd: int | None) -> None:

@@ -5,14 +5,18 @@ Nothing in ``D`` changes until the snapshot is proven whole and right for this r
 1. ``snapshot.json`` must be there (a create that did not finish leaves none) and well-formed: every path a
    plain relative path inside the catalog or the index (a snapshot never names ``principals.toml`` or
    anything outside its folder), every size and digest well-formed. Refused otherwise
-   (``SNAPSHOT_INVALID``, ``details.reason``: ``incomplete`` or ``malformed``).
+   (``SNAPSHOT_INVALID``, ``details.reason``: ``incomplete`` or ``malformed``). ``D`` must not be the
+   snapshot's own folder nor a mount point (``ValidationError``), and its disk must have room for the sizes
+   (``IndexNotReadyError``, ``no_space``): nothing is copied before these hold.
 2. Its model fingerprint must be the one of the encoder this replica would load (``--encoder``, else the
    one the snapshot's index records), computed from the model's files here without loading it
    (``retrieval/model_files.py``): ``SNAPSHOT_ENCODER_MISMATCH``.
 3. Every file is copied into a new folder beside ``D`` (``.NAME.restore-PID-XXXXXXXX``; such folders that
    killed restores left, their process gone, are deleted first) while its sha256 is computed, reading at most its
    recorded size plus one byte, never through a link; a missing or short file is ``incomplete``, a digest
-   that differs ``altered``. The copied index manifest and catalog must say what ``snapshot.json`` says.
+   that differs ``altered``. The copied index manifest and catalog must say what ``snapshot.json`` says, and
+   the index must be in this version's format (``index_format``). A write the disk refuses (full, read-only)
+   is ``IndexNotReadyError`` (``unwritable``) naming the file.
 4. The files of ``D`` that are the replica's own (``principals.toml``, ``sync.toml``, local sources' git
    caches: everything but the catalog and the index) are copied into the new folder, under ``D``'s write
    lock (refused while another process writes ``D``), and the two folders are swapped in one
@@ -43,10 +47,16 @@ from pathlib import Path
 from typing import Any
 
 from skillsearch.catalog.backup import catalog_generation
-from skillsearch.core.errors import DataDirInUseError, IndexNotReadyError, SnapshotEncoderError, SnapshotInvalidError
+from skillsearch.core.errors import (
+    DataDirInUseError,
+    IndexNotReadyError,
+    SnapshotEncoderError,
+    SnapshotInvalidError,
+    ValidationError,
+)
 from skillsearch.retrieval.encoders import encoder_choice, setting_fingerprint
 from skillsearch.retrieval.inuse import IN_USE_FILE, exclusive
-from skillsearch.retrieval.manifest import MANIFEST
+from skillsearch.retrieval.manifest import FORMAT_VERSION, MANIFEST
 from skillsearch.retrieval.writelock import LOCK_FILE, WriteLock
 from skillsearch.sync.run_lock import sync_runs_held_off
 from skillsearch.usecases.snapshots import (
@@ -117,13 +127,15 @@ def read_snapshot(src: Path) -> tuple[dict[str, Any], list[FileEntry]]:
     """``snapshot.json`` of the folder ``src``, checked for shape (not yet against the files)."""
     path = Path(src) / SNAPSHOT_MANIFEST
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)  # a FIFO: no wait
     except FileNotFoundError:
         reason = "no such folder" if not Path(src).is_dir() else f"no {SNAPSHOT_MANIFEST}: a create that did not finish?"
         raise _invalid(f"{src} is not a complete snapshot ({reason})", "incomplete", path=str(path)) from None
     except OSError as exc:
         raise _invalid(f"{path} cannot be read ({exc.strerror})", "incomplete", path=str(path)) from None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _invalid(f"{path} is not a regular file", "malformed")
         data = os.read(fd, MAX_MANIFEST_BYTES + 1)
     finally:
         os.close(fd)
@@ -179,7 +191,7 @@ def _open_inside(src: Path, rel: str) -> int:
             nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
             os.close(fd)
             fd = nxt
-        return os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+        return os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=fd)  # a FIFO
     finally:
         os.close(fd)
 
@@ -189,8 +201,10 @@ def _stage_file(src: Path, entry: FileEntry, stage: Path) -> None:
         fd = _open_inside(src, entry.path)
     except FileNotFoundError:
         raise _invalid(f"the snapshot is incomplete: {entry.path} is missing", "incomplete", path=entry.path) from None
-    except OSError as exc:  # a link (ELOOP), a folder where a file should be, no permission
-        raise _invalid(f"{entry.path} in the snapshot cannot be read as a plain file ({exc.strerror})", "altered",
+    except OSError as exc:  # a link (ELOOP; ENOTDIR for a linked folder), a folder where a file should be
+        link = next((p for p in _prefixes(entry.path) if (src / p).is_symlink()), None)
+        why = f"{link} is a symbolic link: a snapshot holds only plain files and folders" if link else exc.strerror
+        raise _invalid(f"{entry.path} in the snapshot cannot be read as a plain file ({why})", "altered",
                        path=entry.path) from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -206,12 +220,20 @@ def _stage_file(src: Path, entry: FileEntry, stage: Path) -> None:
                        path=entry.path)
 
 
+def _prefixes(rel: str) -> list[str]:
+    return ["/".join(rel.split("/")[:i]) for i in range(1, rel.count("/") + 2)]
+
+
 def _check_staged(manifest: dict[str, Any], stage: Path) -> None:
     """The copied index manifest and catalog agree with ``snapshot.json`` (whose own bytes no digest covers)."""
     try:
         index = json.loads((stage / MANIFEST).read_text(encoding="utf-8"))
     except (UnicodeDecodeError, ValueError):
         index = None
+    if isinstance(index, dict) and index.get("format_version") != FORMAT_VERSION:
+        raise _invalid(f"the snapshot's index is format {index.get('format_version')}, which this version does not"
+                       f" serve (format {FORMAT_VERSION}): restore a snapshot taken by a version that writes"
+                       f" format {FORMAT_VERSION}, or run `skillsearch reindex` on its source first", "index_format")
     encoder = index.get("encoder") if isinstance(index, dict) else None
     if not isinstance(encoder, dict) or encoder.get("fingerprint") != manifest["encoder"]["fingerprint"]:
         raise _invalid("snapshot.json's model fingerprint differs from its index manifest's", "altered")
@@ -282,16 +304,58 @@ def _refuse_if_in_use(data_dir: Path) -> None:
                 raise _in_use(data_dir, users)
 
 
+def _check_room(data_dir: Path, entries: list[FileEntry]) -> None:
+    """Refuse before copying when the recorded sizes do not fit: the copy would fill the disk first."""
+    folder = data_dir.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return
+    need, free = sum(e.size for e in entries), st.f_bavail * st.f_frsize
+    if need > free:
+        raise IndexNotReadyError(
+            f"the snapshot's files take {need / 1e6:.1f} MB but the disk of {data_dir} has {free / 1e6:.1f} MB free;"
+            f" nothing was copied and {data_dir} is unchanged: free space there (or restore elsewhere), then run it"
+            " again", {"data_dir": str(data_dir), "reason": "no_space", "bytes_needed": need, "bytes_free": free})
+
+
 def restore_snapshot(src: Path, data_dir: Path, encoder: str) -> RestoreInfo:
     """Verify the snapshot at ``src`` against this replica's ``encoder`` setting and swap it into
-    ``data_dir``; any refusal leaves ``data_dir`` as it was."""
+    ``data_dir``; any refusal leaves ``data_dir`` as it was. A file the system refuses to write (a full
+    disk, a read-only file system) is :class:`IndexNotReadyError` naming it and the cause."""
+    try:
+        return _restore(src, data_dir, encoder)
+    except OSError as exc:
+        where = f"{os.fsdecode(exc.filename)}: " if exc.filename else ""
+        raise IndexNotReadyError(
+            f"the snapshot could not be restored into {data_dir} ({where}{exc.strerror or exc}); {data_dir} is unchanged"
+            " and nothing was left behind: free space on its disk (or make its folder writable), then run it again",
+            {"data_dir": str(data_dir), "reason": "unwritable",
+             **({"path": os.fsdecode(exc.filename)} if exc.filename else {})},
+        ) from exc
+
+
+def _restore(src: Path, data_dir: Path, encoder: str) -> RestoreInfo:
     started, run_started = time.perf_counter(), time.time()
     src, data_dir = Path(src).absolute(), Path(data_dir).absolute()
     manifest, entries = read_snapshot(src)
+    if data_dir.exists() and data_dir.is_dir() and os.path.samefile(src, data_dir):
+        raise ValidationError(
+            f"{data_dir} is the snapshot itself: restored into its own folder it would become a data directory"
+            " and stop being a snapshot; restore it into another folder", {"data_dir": str(data_dir)})
     _check_encoder(manifest, encoder)
     if data_dir.is_symlink() or (data_dir.exists() and not data_dir.is_dir()):
         raise IndexNotReadyError(f"{data_dir} is not a folder", {"data_dir": str(data_dir)})
+    if data_dir.is_dir() and data_dir.stat().st_dev != data_dir.parent.stat().st_dev:
+        # The new folder is made beside D and swapped with it by a rename, which cannot move a mount point.
+        raise ValidationError(
+            f"{data_dir} is a mount point (its own file system, a volume): a restore swaps it with a new folder"
+            f" beside it, which cannot cross file systems; restore into a folder inside it (say {data_dir / 'data'})"
+            " and give that folder as the server's --data-dir", {"data_dir": str(data_dir), "reason": "mount_point"})
     _refuse_if_in_use(data_dir)
+    _check_room(data_dir, entries)
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     removed = remove_stale(data_dir, "restore", run_started)
     stage = work_folder(data_dir, "restore")

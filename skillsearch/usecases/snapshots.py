@@ -42,7 +42,7 @@ from typing import Any
 from skillsearch.catalog.backup import backup_catalog, catalog_generation
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.errors import IndexNotReadyError, ValidationError
-from skillsearch.retrieval.manifest import MANIFEST
+from skillsearch.retrieval.manifest import FORMAT_VERSION, MANIFEST
 from skillsearch.retrieval.writelock import WriteLock
 
 __all__ = [
@@ -116,9 +116,15 @@ def copy_hashed(src_fd: int, dest: Path, limit: int) -> tuple[int, str]:
             if not block:
                 break
             h.update(block)
-            _write_all(out, block)
+            try:
+                _write_all(out, block)
+            except OSError as exc:  # a full disk: name the file, as every refused write does (os.write does not)
+                raise OSError(exc.errno, exc.strerror, str(dest)) from exc
             copied += len(block)
-        os.fsync(out)
+        try:
+            os.fsync(out)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(dest)) from exc
     finally:
         os.close(out)
     return copied, h.hexdigest()
@@ -244,6 +250,11 @@ def _read_index_manifest(data_dir: Path) -> dict[str, Any]:
         raise IndexNotReadyError(f"the index manifest {path} is unreadable ({exc})") from exc
     if not isinstance(manifest, dict):
         raise IndexNotReadyError(f"the index manifest {path} is not an object")
+    if manifest.get("format_version") != FORMAT_VERSION:  # a replica restored from it could not serve it
+        raise IndexNotReadyError(
+            f"the index in {data_dir} is format {manifest.get('format_version')}, which this version does not"
+            f" serve (format {FORMAT_VERSION}); run `skillsearch reindex` on it, then snapshot it again"
+        )
     encoder = manifest.get("encoder") or {}
     if not encoder.get("fingerprint"):
         raise IndexNotReadyError(
@@ -311,6 +322,11 @@ def _create(data_dir: Path, dest: Path, wait_s: float) -> SnapshotInfo:
     if dest.is_symlink() or (dest.exists() and (not dest.is_dir() or any(dest.iterdir()))):
         raise ValidationError(f"{dest} already exists; a snapshot is written into a new (or empty) folder",
                               {"path": str(dest)})
+    if dest.is_dir() and dest.stat().st_dev != dest.parent.stat().st_dev:  # written beside, then renamed
+        raise ValidationError(
+            f"{dest} is a mount point (a volume of its own): a snapshot is written beside its folder and renamed to"
+            f" it, which cannot cross file systems; give a new folder inside it (say {dest / 'snapshot'})",
+            {"path": str(dest), "reason": "mount_point"})
     if data_dir == dest or data_dir in dest.parents:
         raise ValidationError("a snapshot cannot be written inside the data directory it copies", {"path": str(dest)})
     if not (data_dir / CATALOG).is_file():
