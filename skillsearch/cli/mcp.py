@@ -22,14 +22,13 @@ from skillsearch.cli.common import (
     progress_factory,
     settings_from_args,
 )
+from skillsearch.cli.mcp_sync import McpSync
 from skillsearch.cli.termination import STOPPING
 from skillsearch.cli.usage import UsageError, port_arg
 from skillsearch.core.domain import SCOPE_MEMORY_READ, Principal
 from skillsearch.core.errors import ValidationError
 from skillsearch.core.grants import check_grants
 from skillsearch.service import Catalog
-from skillsearch.sync.config import default_config_path
-from skillsearch.sync.sources import load_sources
 
 if TYPE_CHECKING:
     from skillsearch.mcp.server import SkillSearchMCP
@@ -86,16 +85,14 @@ def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = Non
     progress = progress_factory(not args.quiet)
     log.info("MCP server as principal %s (%s)", principal.name,
              "every grant" if principal.grants is None else ", ".join(sorted(principal.grants)))
-    config = default_config_path(Path(args.data_dir))
-    # Its sources kept as the file changes. A file written after the server started is read at its next start
-    # (an MCP host starts one a session): without one, nothing of the sources' keeper is imported.
-    follow = not getattr(args, "no_sources", False) and config.exists()
-    sources = load_sources(config) if follow else ()
+    # Its sources and subscriptions kept as sync.toml changes (cli/mcp_sync.py). A file written after the server
+    # started is read at its next start (an MCP host starts one a session): without one, nothing of it is imported.
+    sync = McpSync.from_args(args)
     stdio = not getattr(args, "http", False)
 
     def open_store() -> Catalog:
         # The store only: the server opens (and repairs) the index behind its first answer (prepare_in_background).
-        opened = Catalog.open(settings, encoder=encoder, progress=progress, seed=False if sources else None,
+        opened = Catalog.open(settings, encoder=encoder, progress=progress, seed=sync.seed,
                               index=False, stopping=STOPPING)
         # Said now, in the host's server log, not when the session ends hours later.
         note_new_data_dir(args, opened.seeded)
@@ -108,7 +105,7 @@ def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = Non
         log_level="INFO" if args.verbose else "WARNING",
         # Over stdio the one principal's sessions are told when what they see changes; HTTP is stateless.
         notifier=ChangeNotifier(principal) if stdio else None,
-        while_open=[lambda catalog: catalog.sources.keeper(sources, config=config).lifespan()] if follow else [],
+        while_open=sync.while_open(),
     )
 
 
@@ -169,10 +166,8 @@ def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
     principal = mcp_principal_from_args(args)
     listen_socket(args.host, args.port).close()  # a busy port fails before the catalog is opened
     in_use(Path(args.data_dir))  # after the port: a server that cannot start leaves no data directory behind
-    no_sources = getattr(args, "no_sources", False)
-    seed = None if no_sources or not load_sources(default_config_path(Path(args.data_dir))) else False
-    catalog = Catalog.open(settings_from_args(args), progress=progress_factory(not args.quiet), seed=seed, index=False,
-                           stopping=STOPPING)
+    catalog = Catalog.open(settings_from_args(args), progress=progress_factory(not args.quiet),
+                           seed=McpSync.from_args(args).seed, index=False, stopping=STOPPING)
     note_new_data_dir(args, catalog.seeded)
     catalog.prepare_in_background()  # answers at once; a search waits for the index's open and the model
     try:
@@ -195,6 +190,12 @@ def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
 def add_commands(sub: Subparsers) -> None:
     p = add_command(sub, "mcp", cmd_mcp, "serve the MCP tools over stdio (default) or streamable HTTP (--http)")
     p.set_defaults(server=True)  # an unusable data directory: one line, exit code 3 (check_data_dir)
+    p.epilog = ("With a <data-dir>/sync.toml when it starts, the server keeps it while it runs, as serve does: its"
+                " [[sources]] mirrored and watched, its [[subscriptions]] polled on their intervals (a revocation"
+                " upstream hides their skills at the next poll; no webhooks), and the file followed (a source or"
+                " subscription added, removed or changed there is taken up without a restart). Several mcp"
+                " processes on one data directory take turns to sync. Over stdio a session is told when the skills"
+                " it can see change.")
     p.add_argument("--data-dir", default=argparse.SUPPRESS, help="data directory (same as the global option; default:"
                                                                  " the global one, env SKILLSEARCH_DATA_DIR, else ./index)")
     p.add_argument("--principal", metavar="NAME", help="run as this principal of <data-dir>/principals.toml (default:"
@@ -208,5 +209,8 @@ def add_commands(sub: Subparsers) -> None:
     p.add_argument("--http", action="store_true", help="streamable HTTP on --host/--port at /mcp instead of stdio")
     p.add_argument("--host", default="127.0.0.1", help="interface --http binds (default 127.0.0.1)")
     p.add_argument("--port", type=port_arg, default=8765, help="port for --http, 0-65535 (default 8765; 0 picks a free one)")
+    p.add_argument("--no-sync", action="store_true",
+                   help="do not poll the subscription platform nor keep the local sources")
     p.add_argument("--no-sources", action="store_true",
-                   help="do not mirror and watch the [[sources]] of <data-dir>/sync.toml")
+                   help="do not mirror and watch the [[sources]] of <data-dir>/sync.toml (its subscriptions are"
+                        " still polled)")

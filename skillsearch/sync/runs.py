@@ -1,4 +1,4 @@
-"""Running several subscriptions: once each (``skillsearch sync``), or on a background poller (``serve``), which
+"""Running several subscriptions: once each (``skillsearch sync``), or on a background poller (``serve``, ``mcp``), which
 :class:`SubscriptionKeeper` keeps in step with ``sync.toml`` while the server runs.
 
 Both take ``run_one``, the one-subscription run (``Catalog.subscriptions.sync_subscription``: the store, the index and the
