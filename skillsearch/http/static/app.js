@@ -86,7 +86,7 @@ function showIntro() {
 }
 
 function tagList(tags) {
-  return el("ul", { class: "tags", "data-testid": "tags" }, tags.map((t) => el("li", {}, t)));
+  return el("ul", { class: "tags", "data-testid": "tags" }, tags.map((t) => el("li", { dir: "auto" }, t)));
 }
 
 function kindBadge(kind) {
@@ -145,9 +145,9 @@ async function runSearch(state, view) {
     showError(null);
     results.replaceChildren(...data.hits.map((h, i) => el("li", { class: "hit", "data-testid": "result" },
       el("h2", {}, el("span", { class: "rank" }, `${i + 1}.`),
-        el("a", { href: "#/skill/" + encodeURIComponent(h.skill_id), "data-testid": "result-name" }, h.name),
+        el("a", { href: "#/skill/" + encodeURIComponent(h.skill_id), "data-testid": "result-name", dir: "auto" }, h.name),
         kindBadge(h.kind), confidenceBadge(h.confidence)),
-      el("p", { class: "desc" }, h.description),
+      el("p", { class: "desc", dir: "auto" }, h.description),
       tagList(h.tags),
       el("p", { class: "why", "data-testid": "why" }, whyLine(h.explanation)))));
     showAdvice(advice(data));
@@ -226,8 +226,8 @@ async function showSkill(skillId, view) {
     document.title = d.name + " · skillsearch";
     box.replaceChildren(...[
       backLink(),
-      el("h1", { "data-testid": "detail-name", tabindex: "-1" }, d.name), kindBadge(d.kind), tagList(d.tags),
-      el("p", { class: "desc" }, d.description),
+      el("h1", { "data-testid": "detail-name", tabindex: "-1", dir: "auto" }, d.name), kindBadge(d.kind), tagList(d.tags),
+      el("p", { class: "desc", dir: "auto" }, d.description),
       el("p", { class: "meta" }, `slug ${d.slug} · version ${d.version || "–"} · revision ${d.revision_id} · updated ${d.updated_at}`),
       d.kind === "flow_template" ? flowSection(d) : [],
       d.instructions ? [el("h2", {}, d.kind === "flow_template" ? "Notes" : "Instructions"), renderMarkdown(d.instructions)] : [],
