@@ -286,23 +286,36 @@ async function safeRoute() {
   try { await route(); } catch (err) { showError({ code: "ERROR", message: String((err && err.message) || err) }); }
 }
 
-function setToken(value, hint) {
+// The sample catalog's demo token, while the server offers one (/ui/config).
+let demoToken = null;
+
+// What the token box says of the token every call sends: it changes with the token (clearing the demo token
+// left "Using the demo token" beside an empty box, and a pasted one kept it too).
+function tokenHint(token) {
+  if (token && token === demoToken) {
+    return "Using the demo token of the bundled sample catalog: it sees sub:starter-pack and team:data-science, " +
+      "not sub:ops-pro.";
+  }
+  if (token) return "Using the token you pasted, kept in this browser until you clear this box.";
+  return demoToken ? `No token: searches are refused. The sample catalog's demo token is ${demoToken}.`
+    : "No token: searches are refused. Create one with: skillsearch token add NAME --grant sub:<id>";
+}
+
+function setToken(value) {
   const token = keepToken(value);
   $("#token").value = token;
   $("#token-summary").textContent = token ? "token set" : "no token";
-  if (hint !== undefined) $("#token-hint").textContent = hint;
+  $("#token-hint").textContent = tokenHint(token);
 }
 
 async function init() {
   try {
     const config = await (await fetch("/ui/config")).json();
     if (config.demo_token) examples = config.examples || [];
-    if (config.demo_token && !currentToken()) {
-      setToken(config.demo_token, "Using the demo token of the bundled sample catalog: it sees sub:starter-pack and " +
-        "team:data-science, not sub:ops-pro.");
-    }
+    demoToken = config.demo_token || null;
+    if (demoToken && !currentToken()) keepToken(demoToken);
   } catch (_) { /* the page still works with a pasted token */ }
-  setToken(currentToken(), $("#token-hint").textContent || "Create one with: skillsearch token add NAME --grant sub:<id>");
+  setToken(currentToken());
   $("#token-form").addEventListener("submit", (ev) => { ev.preventDefault(); $("#token").blur(); });
   $("#token").addEventListener("change", (ev) => { setToken(ev.target.value); safeRoute(); });
   $("#search-form").addEventListener("submit", (ev) => {
