@@ -205,7 +205,7 @@ def test_a_resolve_error_shows_beside_the_form_readably(page: Page) -> None:
 
 
 @pytest.mark.parametrize(("fragment", "shown"), [
-    ("#/?q=test&mode=%22%5D", "VALIDATION_ERROR"),  # the mode once went into a CSS selector
+    ("#/?q=test&mode=%22%5D", "INVALID_LINK"),  # the mode once went into a CSS selector
     ("#/skill/%E0%A4%A", "INVALID_LINK"),  # malformed percent-encoding: decodeURIComponent threw
 ])
 def test_a_crafted_link_shows_the_error_state_not_a_blank_page(
@@ -224,6 +224,29 @@ def test_a_crafted_link_shows_the_error_state_not_a_blank_page(
     finally:
         context.close()
     assert not errors, errors
+
+
+def test_a_links_unknown_mode_or_kind_is_said_and_the_form_shows_what_it_offers(page: Page) -> None:
+    """#/?mode=bogus&kind=nope after a lexical search: the kind box went blank, "lexical" stayed checked, and the
+    server's VALIDATION_ERROR sat under a form that showed another search than the one refused."""
+    page.check("input[value=lexical]")
+    search(page, "profile slow python code")
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(r.url) if "/v1/search" in r.url else None)
+    for fragment, says in (
+        ("#/?q=deploy&mode=bogus&kind=nope", "this link's mode \"bogus\" is not one of hybrid, lexical, semantic"),
+        ("#/?q=deploy&mode=semantic&kind=nope", "this link's kind \"nope\" is not one of knowledge, flow_template"),
+    ):
+        page.evaluate("f => { location.hash = f; }", fragment)
+        page.locator("#error", has_text="INVALID_LINK").wait_for()
+        assert says in page.locator("#error").inner_text()
+        assert page.input_value("#q") == "deploy"
+        assert page.evaluate("document.querySelector('input[name=mode]:checked').value") == "hybrid"
+        assert page.input_value("#kind") == "" and page.locator("#kind option:checked").inner_text() == "any kind"
+        assert page.locator("[data-testid=result]").count() == 0 and page.inner_text("#status") == ""
+    assert sent == []
+    search(page, "deploy")  # the form as shown searches
+    assert page.locator("#error").is_hidden() and page.locator("[data-testid=result]").count() > 0
 
 
 def test_a_skills_file_opens_in_place_as_text(page: Page, sample: Catalog) -> None:

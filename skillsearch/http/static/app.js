@@ -121,14 +121,33 @@ async function showChanged() {
 // its model and index to load (the server bounds that wait, then answers INDEX_NOT_READY): the status says so.
 const SLOW_MS = 3000;
 
+// Why a link's mode or kind is not one the form offers (#/?mode=bogus, a hand-edited or truncated link), else null.
+function unknownOption(state) {
+  const modes = [...document.querySelectorAll("input[name=mode]")].map((r) => r.value);
+  const kinds = [...$("#kind").options].map((o) => o.value);
+  if (!modes.includes(state.mode)) return `this link's mode "${state.mode}" is not one of ${modes.join(", ")}.`;
+  if (!kinds.includes(state.kind)) return `this link's kind "${state.kind}" is not one of ${kinds.filter(Boolean).join(", ")}.`;
+  return null;
+}
+
 async function runSearch(state, view) {
   $("#detail-view").hidden = true;
   $("#results-view").hidden = false;
   oneHeading();
-  applyState(state);
+  // Said as the link's fault, the form on what it offers: the kind box went blank and the previous view's mode
+  // stayed checked beside the server's refusal, so the form showed another search than the one refused.
+  const wrong = unknownOption(state);
+  applyState(wrong ? { q: state.q } : state);
   const results = $("#results");
   showAdvice("");
   $("#intro").hidden = true;
+  if (wrong) {
+    results.replaceChildren();
+    $("#status").textContent = "";
+    showError({ code: "INVALID_LINK", message: wrong + " Choose one above and search again." });
+    refocus(results);
+    return;
+  }
   if (!state.q) { results.replaceChildren(); $("#status").textContent = ""; showIntro(); refocus(results); return; }
   const params = new URLSearchParams({ q: state.q, mode: state.mode || "hybrid", limit: "10" });
   if (state.kind) params.set("kind", state.kind);
