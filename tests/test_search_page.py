@@ -249,6 +249,32 @@ def test_a_links_unknown_mode_or_kind_is_said_and_the_form_shows_what_it_offers(
     assert page.locator("#error").is_hidden() and page.locator("[data-testid=result]").count() > 0
 
 
+def test_a_search_sent_as_a_query_string_is_run_and_without_script_the_page_says_it_needs_one(
+    browser: Browser, server: str
+) -> None:
+    """Without JavaScript the page showed a form that did nothing (its submit reloaded the page as /?q=...), and
+    with it that /?q=... link showed an empty box."""
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        p = context.new_page()
+        p.goto(server + "/")
+        assert "This page needs JavaScript" in p.locator("[data-testid=noscript]").inner_text()
+    finally:
+        context.close()
+    context = browser.new_context()
+    try:
+        p = context.new_page()
+        p.goto(server + "/?q=profile+slow+python+code&mode=lexical&kind=")
+        p.wait_for_function("Number(document.body.dataset.searches || 0) > 0")
+        assert p.evaluate("location.search + location.hash") == "#/?q=profile+slow+python+code&mode=lexical"
+        assert p.input_value("#q") == "profile slow python code"
+        assert p.evaluate("document.querySelector('input[name=mode]:checked').value") == "lexical"
+        assert p.locator("[data-testid=result-name]").first.inner_text() == "python-profiling"
+        assert p.locator("[data-testid=noscript]").is_hidden()
+    finally:
+        context.close()
+
+
 def test_a_skills_file_opens_in_place_as_text(page: Page, sample: Catalog) -> None:
     """The detail view listed a skill's files with no way to read them. "open" fetches the file with the
     page's token and shows its text in place, as text: the bytes of the stored script, not rendered."""

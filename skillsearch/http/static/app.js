@@ -327,7 +327,18 @@ function setToken(value) {
   $("#token-hint").textContent = tokenHint(token);
 }
 
+// A search as a query string (/?q=...&mode=...: the form sent without script, a link written by hand or by a
+// browser's site search) becomes the page's own link, #/?q=..., so it searches rather than showing an empty box.
+function adoptQueryString() {
+  const given = new URLSearchParams(location.search);
+  if (!given.has("q") || location.hash.length > 1) return;
+  const p = new URLSearchParams({ q: given.get("q").trim(), mode: given.get("mode") || "hybrid" });
+  if (given.get("kind")) p.set("kind", given.get("kind"));
+  history.replaceState(null, "", location.pathname + "#/?" + p);
+}
+
 async function init() {
+  adoptQueryString();
   try {
     const config = await (await fetch("/ui/config")).json();
     if (config.demo_token) examples = config.examples || [];
