@@ -205,7 +205,7 @@ def test_a_resolve_error_shows_beside_the_form_readably(page: Page) -> None:
 
 
 @pytest.mark.parametrize(("fragment", "shown"), [
-    ("#/?q=test&mode=%22%5D", "VALIDATION_ERROR"),  # the mode once went into a CSS selector
+    ("#/?q=test&mode=%22%5D", "INVALID_LINK"),  # the mode once went into a CSS selector
     ("#/skill/%E0%A4%A", "INVALID_LINK"),  # malformed percent-encoding: decodeURIComponent threw
 ])
 def test_a_crafted_link_shows_the_error_state_not_a_blank_page(
@@ -224,6 +224,55 @@ def test_a_crafted_link_shows_the_error_state_not_a_blank_page(
     finally:
         context.close()
     assert not errors, errors
+
+
+def test_a_links_unknown_mode_or_kind_is_said_and_the_form_shows_what_it_offers(page: Page) -> None:
+    """#/?mode=bogus&kind=nope after a lexical search: the kind box went blank, "lexical" stayed checked, and the
+    server's VALIDATION_ERROR sat under a form that showed another search than the one refused."""
+    page.check("input[value=lexical]")
+    search(page, "profile slow python code")
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(r.url) if "/v1/search" in r.url else None)
+    for fragment, says in (
+        ("#/?q=deploy&mode=bogus&kind=nope", "this link's mode \"bogus\" is not one of hybrid, lexical, semantic"),
+        ("#/?q=deploy&mode=semantic&kind=nope", "this link's kind \"nope\" is not one of knowledge, flow_template"),
+    ):
+        page.evaluate("f => { location.hash = f; }", fragment)
+        page.locator("#error", has_text="INVALID_LINK").wait_for()
+        assert says in page.locator("#error").inner_text()
+        assert page.input_value("#q") == "deploy"
+        assert page.evaluate("document.querySelector('input[name=mode]:checked').value") == "hybrid"
+        assert page.input_value("#kind") == "" and page.locator("#kind option:checked").inner_text() == "any kind"
+        assert page.locator("[data-testid=result]").count() == 0 and page.inner_text("#status") == ""
+    assert sent == []
+    search(page, "deploy")  # the form as shown searches
+    assert page.locator("#error").is_hidden() and page.locator("[data-testid=result]").count() > 0
+
+
+def test_a_search_sent_as_a_query_string_is_run_and_without_script_the_page_says_it_needs_one(
+    browser: Browser, server: str
+) -> None:
+    """Without JavaScript the page showed a form that did nothing (its submit reloaded the page as /?q=...), and
+    with it that /?q=... link showed an empty box."""
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        p = context.new_page()
+        p.goto(server + "/")
+        assert "This page needs JavaScript" in p.locator("[data-testid=noscript]").inner_text()
+    finally:
+        context.close()
+    context = browser.new_context()
+    try:
+        p = context.new_page()
+        p.goto(server + "/?q=profile+slow+python+code&mode=lexical&kind=")
+        p.wait_for_function("Number(document.body.dataset.searches || 0) > 0")
+        assert p.evaluate("location.search + location.hash") == "#/?q=profile+slow+python+code&mode=lexical"
+        assert p.input_value("#q") == "profile slow python code"
+        assert p.evaluate("document.querySelector('input[name=mode]:checked').value") == "lexical"
+        assert p.locator("[data-testid=result-name]").first.inner_text() == "python-profiling"
+        assert p.locator("[data-testid=noscript]").is_hidden()
+    finally:
+        context.close()
 
 
 def test_a_skills_file_opens_in_place_as_text(page: Page, sample: Catalog) -> None:

@@ -221,6 +221,21 @@ def test_the_token_box_reads_its_hint_with_the_field(page: Page) -> None:
     expect(page.locator("#token")).to_have_accessible_description(page.locator("#token-hint").inner_text())
 
 
+def test_the_token_hint_follows_the_token_in_use(page: Page) -> None:
+    """Clearing the demo token, or pasting another, left "Using the demo token ..." beside the box: the reader was
+    told a token was in use while every search was refused for want of one."""
+    hint = page.locator("#token-hint")
+    page.click("#token-summary")
+    assert hint.inner_text().startswith("Using the demo token")
+    for value, says in (("", "No token: searches are refused. The sample catalog's demo token is demo-token-not-secret."),
+                        ("sks_some-other-token", "Using the token you pasted"),
+                        ("demo-token-not-secret", "Using the demo token")):
+        page.fill("#token", value)
+        page.keyboard.press("Tab")  # the field's change
+        assert hint.inner_text().startswith(says), (value, hint.inner_text())
+        assert page.locator("#token-summary").inner_text() == ("token set" if value else "no token")
+
+
 def test_a_skill_that_cannot_be_shown_leaves_focus_in_the_query_box(page: Page) -> None:
     """A link to a skill the token does not see (removed since, or another's) hid the focused link and showed
     only the error: focus fell to the body and the next Tab went to the footer."""

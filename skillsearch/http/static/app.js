@@ -86,7 +86,7 @@ function showIntro() {
 }
 
 function tagList(tags) {
-  return el("ul", { class: "tags", "data-testid": "tags" }, tags.map((t) => el("li", {}, t)));
+  return el("ul", { class: "tags", "data-testid": "tags" }, tags.map((t) => el("li", { dir: "auto" }, t)));
 }
 
 function kindBadge(kind) {
@@ -121,14 +121,33 @@ async function showChanged() {
 // its model and index to load (the server bounds that wait, then answers INDEX_NOT_READY): the status says so.
 const SLOW_MS = 3000;
 
+// Why a link's mode or kind is not one the form offers (#/?mode=bogus, a hand-edited or truncated link), else null.
+function unknownOption(state) {
+  const modes = [...document.querySelectorAll("input[name=mode]")].map((r) => r.value);
+  const kinds = [...$("#kind").options].map((o) => o.value);
+  if (!modes.includes(state.mode)) return `this link's mode "${state.mode}" is not one of ${modes.join(", ")}.`;
+  if (!kinds.includes(state.kind)) return `this link's kind "${state.kind}" is not one of ${kinds.filter(Boolean).join(", ")}.`;
+  return null;
+}
+
 async function runSearch(state, view) {
   $("#detail-view").hidden = true;
   $("#results-view").hidden = false;
   oneHeading();
-  applyState(state);
+  // Said as the link's fault, the form on what it offers: the kind box went blank and the previous view's mode
+  // stayed checked beside the server's refusal, so the form showed another search than the one refused.
+  const wrong = unknownOption(state);
+  applyState(wrong ? { q: state.q } : state);
   const results = $("#results");
   showAdvice("");
   $("#intro").hidden = true;
+  if (wrong) {
+    results.replaceChildren();
+    $("#status").textContent = "";
+    showError({ code: "INVALID_LINK", message: wrong + " Choose one above and search again." });
+    refocus(results);
+    return;
+  }
   if (!state.q) { results.replaceChildren(); $("#status").textContent = ""; showIntro(); refocus(results); return; }
   const params = new URLSearchParams({ q: state.q, mode: state.mode || "hybrid", limit: "10" });
   if (state.kind) params.set("kind", state.kind);
@@ -145,9 +164,9 @@ async function runSearch(state, view) {
     showError(null);
     results.replaceChildren(...data.hits.map((h, i) => el("li", { class: "hit", "data-testid": "result" },
       el("h2", {}, el("span", { class: "rank" }, `${i + 1}.`),
-        el("a", { href: "#/skill/" + encodeURIComponent(h.skill_id), "data-testid": "result-name" }, h.name),
+        el("a", { href: "#/skill/" + encodeURIComponent(h.skill_id), "data-testid": "result-name", dir: "auto" }, h.name),
         kindBadge(h.kind), confidenceBadge(h.confidence)),
-      el("p", { class: "desc" }, h.description),
+      el("p", { class: "desc", dir: "auto" }, h.description),
       tagList(h.tags),
       el("p", { class: "why", "data-testid": "why" }, whyLine(h.explanation)))));
     showAdvice(advice(data));
@@ -226,8 +245,8 @@ async function showSkill(skillId, view) {
     document.title = d.name + " · skillsearch";
     box.replaceChildren(...[
       backLink(),
-      el("h1", { "data-testid": "detail-name", tabindex: "-1" }, d.name), kindBadge(d.kind), tagList(d.tags),
-      el("p", { class: "desc" }, d.description),
+      el("h1", { "data-testid": "detail-name", tabindex: "-1", dir: "auto" }, d.name), kindBadge(d.kind), tagList(d.tags),
+      el("p", { class: "desc", dir: "auto" }, d.description),
       el("p", { class: "meta" }, `slug ${d.slug} · version ${d.version || "–"} · revision ${d.revision_id} · updated ${d.updated_at}`),
       d.kind === "flow_template" ? flowSection(d) : [],
       d.instructions ? [el("h2", {}, d.kind === "flow_template" ? "Notes" : "Instructions"), renderMarkdown(d.instructions)] : [],
@@ -286,23 +305,47 @@ async function safeRoute() {
   try { await route(); } catch (err) { showError({ code: "ERROR", message: String((err && err.message) || err) }); }
 }
 
-function setToken(value, hint) {
+// The sample catalog's demo token, while the server offers one (/ui/config).
+let demoToken = null;
+
+// What the token box says of the token every call sends: it changes with the token (clearing the demo token
+// left "Using the demo token" beside an empty box, and a pasted one kept it too).
+function tokenHint(token) {
+  if (token && token === demoToken) {
+    return "Using the demo token of the bundled sample catalog: it sees sub:starter-pack and team:data-science, " +
+      "not sub:ops-pro.";
+  }
+  if (token) return "Using the token you pasted, kept in this browser until you clear this box.";
+  return demoToken ? `No token: searches are refused. The sample catalog's demo token is ${demoToken}.`
+    : "No token: searches are refused. Create one with: skillsearch token add NAME --grant sub:<id>";
+}
+
+function setToken(value) {
   const token = keepToken(value);
   $("#token").value = token;
   $("#token-summary").textContent = token ? "token set" : "no token";
-  if (hint !== undefined) $("#token-hint").textContent = hint;
+  $("#token-hint").textContent = tokenHint(token);
+}
+
+// A search as a query string (/?q=...&mode=...: the form sent without script, a link written by hand or by a
+// browser's site search) becomes the page's own link, #/?q=..., so it searches rather than showing an empty box.
+function adoptQueryString() {
+  const given = new URLSearchParams(location.search);
+  if (!given.has("q") || location.hash.length > 1) return;
+  const p = new URLSearchParams({ q: given.get("q").trim(), mode: given.get("mode") || "hybrid" });
+  if (given.get("kind")) p.set("kind", given.get("kind"));
+  history.replaceState(null, "", location.pathname + "#/?" + p);
 }
 
 async function init() {
+  adoptQueryString();
   try {
     const config = await (await fetch("/ui/config")).json();
     if (config.demo_token) examples = config.examples || [];
-    if (config.demo_token && !currentToken()) {
-      setToken(config.demo_token, "Using the demo token of the bundled sample catalog: it sees sub:starter-pack and " +
-        "team:data-science, not sub:ops-pro.");
-    }
+    demoToken = config.demo_token || null;
+    if (demoToken && !currentToken()) keepToken(demoToken);
   } catch (_) { /* the page still works with a pasted token */ }
-  setToken(currentToken(), $("#token-hint").textContent || "Create one with: skillsearch token add NAME --grant sub:<id>");
+  setToken(currentToken());
   $("#token-form").addEventListener("submit", (ev) => { ev.preventDefault(); $("#token").blur(); });
   $("#token").addEventListener("change", (ev) => { setToken(ev.target.value); safeRoute(); });
   $("#search-form").addEventListener("submit", (ev) => {

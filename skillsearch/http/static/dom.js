@@ -95,6 +95,11 @@ export function renderMarkdown(source) {
     }
   }
   flush();
+  // Each block takes the direction of its own first strong letter (an Arabic or Hebrew paragraph reads right to
+  // left, its final "." and its parentheses where its reader expects them); the page's English stays left to right.
+  // A list takes its first item's (its items, and their bullets, follow it: an item of its own dir would hide its
+  // letters from the list's).
+  for (const block of root.querySelectorAll("p, ul, ol, blockquote, h3, h4, h5, h6")) block.dir = "auto";
   return root;
 }
 

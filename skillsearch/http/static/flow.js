@@ -44,7 +44,7 @@ export function flowSection(d) {
   // reader then, and data-label names each value.
   const columns = ["name", "type", "required", "default", "allowed", "description"];
   const row = (cells) => el("tr", { role: "row" },
-    cells.map((c, i) => el("td", { role: "cell", "data-label": columns[i] }, c)));
+    cells.map((c, i) => el("td", { role: "cell", "data-label": columns[i], dir: columns[i] === "description" ? "auto" : null }, c)));
   out.push(el("table", { class: "params", "data-testid": "parameters", role: "table" },
     el("thead", { role: "rowgroup" },
       el("tr", { role: "row" }, columns.map((h) => el("th", { role: "columnheader" }, h)))),
