@@ -113,8 +113,12 @@ async def test_an_mcp_stdio_server_pulls_its_subscriptions_follows_the_file_and_
                         event = await events.__anext__()
                 assert type(event).__name__ == "ResourcesListChanged"
                 await _until(client, lambda n: "quokka-census" in n, log)
-                found = ok(await client.call_tool("search_skills", {"query": "count the quokkas on the island"}))
-                assert found["hits"][0]["slug"] == "quokka-census"
+                # Searchable once the index has embedded it (the index may lag the store by one batch).
+                with anyio.move_on_after(TIMEOUT):
+                    while not (found := ok(await client.call_tool(
+                            "search_skills", {"query": "count the quokkas on the island"})))["hits"]:
+                        await anyio.sleep(0.2)
+                assert found["hits"][0]["slug"] == "quokka-census", found
 
                 # A subscription added to sync.toml while the server runs: pulled without a restart.
                 _save(data / "sync.toml", _config(url, {TEAM: 0.3, OTHER: 0.3}))
