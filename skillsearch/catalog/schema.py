@@ -19,11 +19,12 @@ change of case) sets them off as well, which costs the next open that one pass (
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
 
 from skillsearch.core.confusables import SKELETON_VERSION, skeleton
+
+if TYPE_CHECKING:
+    from skillsearch.catalog.sync_state import Connected
 
 __all__ = ["NAME_KEY_INDEX", "NAME_KEY_TRIGGERS", "SCHEMA", "ensure_name_keys"]
 
@@ -85,15 +86,13 @@ BEGIN DELETE FROM meta WHERE key = 'name_key_version'; END;
 """
 
 
-def ensure_name_keys(conn: sqlite3.Connection,
-                     transaction: Callable[[], AbstractContextManager[sqlite3.Connection]]) -> None:
-    """Give every skill its ``name_key`` (the look-alike skeleton of its name) when the catalog was written
-    before the column existed or by another version of the skeleton; a no-op otherwise. ``transaction``: the
-    store's write transaction."""
-    if _name_keys_current(conn):
+def ensure_name_keys(store: Connected) -> None:
+    """Give every skill of ``store`` its ``name_key`` (the look-alike skeleton of its name) when the catalog was
+    written before the column existed or by another version of the skeleton; a no-op otherwise."""
+    if _name_keys_current(store):
         return
-    with transaction() as conn:
-        if _name_keys_current(conn):  # another process did it while this one waited
+    with store.transaction() as conn:
+        if _name_keys_current(store):  # another process did it while this one waited
             return
         if "name_key" not in {r[1] for r in conn.execute("PRAGMA table_info(skills)")}:
             conn.execute("ALTER TABLE skills ADD COLUMN name_key TEXT NOT NULL DEFAULT ''")
@@ -107,6 +106,6 @@ def ensure_name_keys(conn: sqlite3.Connection,
         )
 
 
-def _name_keys_current(conn: sqlite3.Connection) -> bool:
-    row = conn.execute("SELECT value FROM meta WHERE key = 'name_key_version'").fetchone()
+def _name_keys_current(store: Connected) -> bool:
+    row = store.connection().execute("SELECT value FROM meta WHERE key = 'name_key_version'").fetchone()
     return row is not None and row[0] == SKELETON_VERSION

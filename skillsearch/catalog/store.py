@@ -91,7 +91,7 @@ class CatalogStore:
 
     def ensure_name_keys(self) -> None:
         """Give every skill its ``name_key`` (``schema.ensure_name_keys``); a no-op when every key is current."""
-        ensure_name_keys(self.connection(), self.transaction)
+        ensure_name_keys(self)
 
     @classmethod
     def in_dir(cls, data_dir: Path, reads_only: bool = False) -> CatalogStore:
