@@ -97,9 +97,9 @@ class Catalog:
         catalog = cls(settings, encoder, stopping, reads_only)
         if (settings.seed_sample if seed is None else seed) and not catalog.store.read_only and catalog.is_empty() \
                 and not default_config_path(catalog.data_dir).exists():
-            # ``index=False``: into the store alone, so that a read (list, get) or a server that opens its index
-            # in the background embeds nothing here: the index is built by its next open.
-            catalog.seeded = sum(len(r.created) for r in catalog.import_sample(progress, index=index))
+            # Into the store alone, whole or not at all: a read (list, get) or a server that opens its index in
+            # the background embeds nothing here; the index is built below, or by its next open.
+            catalog.seeded = sum(len(r.created) for r in catalog.import_sample())
         if index:
             catalog.index(progress)
         if note := legacy_skill_md_note(catalog.store):
@@ -269,14 +269,14 @@ class Catalog:
             report.index = self._holder.open_first(progress)
         return report
 
-    def import_sample(self, progress: ProgressFactory | None = None, *, index: bool = True) -> list[ImportReport]:
-        """Import the bundled sample catalog. ``index=False``: into the store alone, embedding nothing; the
-        index is brought up to the store by its next open (a whole build where there is none)."""
-        if index:
-            reports = [self.import_path(s.path, s.source, s.grant, progress) for s in sample_sources()]
-        else:
-            from skillsearch.catalog.importer import parse_path
+    def import_sample(self) -> list[ImportReport]:
+        """Import the bundled sample catalog into the store, every source in one transaction: a disk that fills
+        part-way keeps none of it, so the catalog stays empty and the next open seeds it again (one left with
+        some of the sources was never seeded again: it was no longer empty). Embeds nothing: the index is
+        brought up to the store by its next open (a whole build where there is none)."""
+        from skillsearch.catalog.importer import parse_path
 
+        with self.store.transaction():  # each source's store_import joins it
             reports = [store_import(self.store, parse_path(s.path, s.source, s.grant), s.source, s.grant)
                        for s in sample_sources()]
         for r in reports:

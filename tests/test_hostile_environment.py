@@ -115,6 +115,8 @@ def test_a_snapshot_whose_folder_cannot_be_made_is_one_line_and_leaves_nothing(t
     assert done.returncode == 1
     line = _one_error_line(done)
     assert line.startswith(f"error: INDEX_NOT_READY: the snapshot {dest} could not be written ("), line
+    # The cause, and its way out: "free space on its disk (or make its folder writable)" helped with neither.
+    assert "that path exists already (a file where a folder is needed?)" in line and "free space" not in line, line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "b.json", "data"]
 
 

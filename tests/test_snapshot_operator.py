@@ -94,6 +94,8 @@ def test_a_restore_past_a_file_size_limit_is_one_line_naming_the_file_and_leaves
         assert len(lines) == 1 and "Traceback" not in done.stderr and "INTERNAL" not in done.stderr, done.stderr
         assert lines[0].startswith(f"error: INDEX_NOT_READY: the snapshot could not be restored into {dest} ("), lines
         assert "catalog.sqlite3: File too large" in lines[0] and f"{dest} is unchanged" in lines[0], lines
+        # The cause is a file size limit, not the disk: "free space" would send the operator the wrong way.
+        assert "a file size limit, `ulimit -f`): raise the limit" in lines[0] and "free space" not in lines[0], lines
         assert tree_digest(target) == before
         assert sorted(target.parent.iterdir()) == siblings  # no staging folder, no new replica
 

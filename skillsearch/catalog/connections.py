@@ -12,6 +12,12 @@ read-only, another user's catalog) opens it ``read_only``: ``mode=ro`` while a `
 writer's ``-shm`` beside it: SQLite reads the WAL through it, locks and all), else ``mode=ro&immutable=1``
 (no ``-shm`` can be created in a folder this user cannot write, and without a WAL the file holds every
 commit). Such a connection writes nothing and sets no journal mode.
+
+So does a read-only command on a catalog whose disk refused its open for writing (``full_disk``: full, or a
+file size limit; SQLite could not make or grow its ``-wal`` and ``-shm``): ``mode=ro`` while the ``-wal``
+holds commits (read through the ``-shm`` a writer left; when SQLite cannot use one, the open fails, with the
+cause, rather than read the file without them), else ``mode=ro&immutable=1`` (an empty ``-wal``, such as the
+failed open itself leaves, holds no commit).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from typing import Any
 
 from skillsearch.core.errors import IndexNotReadyError
 
-__all__ = ["Connections", "close_every_connection", "opens_read_only", "unwritable_reason", "writable"]
+__all__ = ["Connections", "close_every_connection", "disk_refused", "opens_read_only", "unwritable_reason", "writable"]
 
 
 # What the disk or the permissions did when SQLite could not write the catalog (its primary result codes):
@@ -60,6 +66,13 @@ def unwritable_reason(exc: sqlite3.Error) -> str | None:
     return _UNWRITABLE.get(code & 0xFF) if isinstance(code, int) else None
 
 
+def disk_refused(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is SQLite's error for a write the disk refused (full, an I/O error: a file size limit,
+    a ``-shm`` it could not grow), as opposed to the permissions or the file's contents."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR)
+
+
 _LIVE: weakref.WeakSet[Connections] = weakref.WeakSet()
 
 
@@ -75,10 +88,14 @@ class Connections:
     """The connections to the catalog at ``path``; ``functions``: SQL functions of one argument every
     connection gets (deterministic)."""
 
-    def __init__(self, path: Path, functions: Mapping[str, Callable[[Any], Any]], read_only: bool = False) -> None:
+    def __init__(self, path: Path, functions: Mapping[str, Callable[[Any], Any]], read_only: bool = False,
+                 full_disk: bool = False) -> None:
+        """``read_only``: writes nothing (a catalog this user cannot write, or, ``full_disk``, whose disk
+        refused its open for writing)."""
         self.path = path
         self.functions = dict(functions)
-        self.read_only = read_only
+        self.read_only = read_only or full_disk
+        self.full_disk = full_disk
         # Until the schema is in place, the first connection may create the file (never a read-only one).
         self.created = read_only
         self._local = threading.local()
@@ -124,7 +141,7 @@ class Connections:
         mode = "rw"
         if self.read_only:
             wal = self.path.with_name(self.path.name + "-wal")
-            mode = "ro" if wal.exists() else "ro&immutable=1"
+            mode = "ro" if wal.exists() and (not self.full_disk or wal.stat().st_size > 0) else "ro&immutable=1"
         try:
             return sqlite3.connect(f"{self.path.absolute().as_uri()}?mode={mode}", uri=True, timeout=30.0,
                                    isolation_level=None, check_same_thread=False)

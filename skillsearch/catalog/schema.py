@@ -3,7 +3,7 @@
 ``skills.name_key`` is the name's look-alike skeleton (``core.confusables.skeleton``), indexed with the
 grant, so an import finds a look-alike name with one lookup instead of folding every name of the grant.
 A catalog written before the column, or by another version of the skeleton, gets it filled in when it is
-opened (``CatalogStore.ensure_name_keys``).
+opened (:func:`ensure_name_keys`).
 
 ``skills_by_slug`` serves the search's exact-name lookup (a request written as a slug, in any grant): the
 ``UNIQUE (grant_key, slug)`` index starts with the grant, so without it that lookup read the whole table, 0.1
@@ -17,7 +17,16 @@ says every key is current: that skill would then pass the look-alike check. The 
 meta row, and the next open keys every name again. A rename by this version that keeps the skeleton (a
 change of case) sets them off as well, which costs the next open that one pass (1.2 s at 100k skills)."""
 
-__all__ = ["NAME_KEY_INDEX", "NAME_KEY_TRIGGERS", "SCHEMA"]
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from skillsearch.core.confusables import SKELETON_VERSION, skeleton
+
+if TYPE_CHECKING:
+    from skillsearch.catalog.sync_state import Connected
+
+__all__ = ["NAME_KEY_INDEX", "NAME_KEY_TRIGGERS", "SCHEMA", "ensure_name_keys"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS skills (
@@ -75,3 +84,28 @@ CREATE TRIGGER IF NOT EXISTS skills_name_key_kept AFTER UPDATE OF name ON skills
 WHEN NEW.name <> OLD.name AND NEW.name_key = OLD.name_key
 BEGIN DELETE FROM meta WHERE key = 'name_key_version'; END;
 """
+
+
+def ensure_name_keys(store: Connected) -> None:
+    """Give every skill of ``store`` its ``name_key`` (the look-alike skeleton of its name) when the catalog was
+    written before the column existed or by another version of the skeleton; a no-op otherwise."""
+    if _name_keys_current(store):
+        return
+    with store.transaction() as conn:
+        if _name_keys_current(store):  # another process did it while this one waited
+            return
+        if "name_key" not in {r[1] for r in conn.execute("PRAGMA table_info(skills)")}:
+            conn.execute("ALTER TABLE skills ADD COLUMN name_key TEXT NOT NULL DEFAULT ''")
+        rows = conn.execute("SELECT skill_id, name FROM skills").fetchall()
+        conn.executemany("UPDATE skills SET name_key = ? WHERE skill_id = ?", [(skeleton(r[1]), r[0]) for r in rows])
+        conn.execute(NAME_KEY_INDEX)
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('name_key_version', ?)"
+            " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (SKELETON_VERSION,),
+        )
+
+
+def _name_keys_current(store: Connected) -> bool:
+    row = store.connection().execute("SELECT value FROM meta WHERE key = 'name_key_version'").fetchone()
+    return row is not None and row[0] == SKELETON_VERSION

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from skillsearch.catalog.connections import Connections, opens_read_only, unwritable_reason
+from skillsearch.catalog.connections import Connections, disk_refused, opens_read_only, unwritable_reason
 from skillsearch.catalog.rows import (
     SKILL_COLUMNS,
     IndexRow,
@@ -27,11 +27,11 @@ from skillsearch.catalog.rows import (
     revision_from_row,
     skill_from_row,
 )
-from skillsearch.catalog.schema import NAME_KEY_INDEX, NAME_KEY_TRIGGERS
+from skillsearch.catalog.schema import NAME_KEY_TRIGGERS, ensure_name_keys
 from skillsearch.catalog.schema import SCHEMA as CATALOG_SCHEMA
 from skillsearch.catalog.sync_state import SCHEMA as SYNC_SCHEMA
 from skillsearch.catalog.sync_state import SyncLedger
-from skillsearch.core.confusables import SKELETON_VERSION, skeleton
+from skillsearch.core.confusables import skeleton
 from skillsearch.core.domain import Resource, Revision, Skill, SkillContent, tag_key
 from skillsearch.core.errors import IndexNotReadyError
 from skillsearch.core.hashing import canonical_hash, revision_body, sha256_hex, stable_id
@@ -51,15 +51,26 @@ class CatalogStore:
     FILENAME = "catalog.sqlite3"
 
     def __init__(self, path: Path, reads_only: bool = False) -> None:
-        """``reads_only``: the caller only reads (``list``, ``get``, ``resolve``); a catalog this user cannot
-        write (the file, or its folder, where SQLite keeps its ``-wal`` and ``-shm``) is then opened read-only
-        (``read_only``), as it is: no schema upgrade, no name keys given."""
+        """``reads_only``: the caller only reads (``list``, ``get``, ``resolve``, ``search``); a catalog this user
+        cannot write (the file, or its folder, where SQLite keeps its ``-wal`` and ``-shm``) is then opened
+        read-only (``read_only``), as it is: no schema upgrade, no name keys given. So is one whose open for
+        writing the disk refused (full, a file size limit: ``full_disk``), which a read needs no write for."""
         self.path = Path(path)
         self.read_only = reads_only and opens_read_only(self.path)
+        self.full_disk = False
         if not self.read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = Connections(self.path, {"tag_key": _tag_key}, read_only=self.read_only)
         self.sync = SyncLedger(self)
+        try:
+            self._open()
+        except IndexNotReadyError as exc:
+            if not (reads_only and not self.read_only and self.path.is_file() and disk_refused(exc.__cause__)):
+                raise
+            self.read_only = self.full_disk = True
+            self._open()
+
+    def _open(self) -> None:
+        self._db = Connections(self.path, {"tag_key": _tag_key}, read_only=self.read_only, full_disk=self.full_disk)
         try:
             if self.read_only:
                 self.connection().execute("SELECT 1 FROM skills LIMIT 1").fetchall()
@@ -74,32 +85,13 @@ class CatalogStore:
             raise IndexNotReadyError(
                 f"the catalog {self.path} cannot be opened ({exc}); {advice}", {"path": str(self.path)},
             ) from exc
+        except IndexNotReadyError:  # SQLite could not open it, or a write (name keys) was refused
+            self.close()
+            raise
 
     def ensure_name_keys(self) -> None:
-        """Give every skill its ``name_key`` (the look-alike skeleton of its name) when the catalog was
-        written before the column existed or by another version of the skeleton; a no-op otherwise."""
-        conn = self.connection()
-        if self._name_keys_current(conn):
-            return
-        with self.transaction() as conn:
-            if self._name_keys_current(conn):  # another process did it while this one waited
-                return
-            if "name_key" not in {r[1] for r in conn.execute("PRAGMA table_info(skills)")}:
-                conn.execute("ALTER TABLE skills ADD COLUMN name_key TEXT NOT NULL DEFAULT ''")
-            rows = conn.execute("SELECT skill_id, name FROM skills").fetchall()
-            conn.executemany("UPDATE skills SET name_key = ? WHERE skill_id = ?",
-                             [(skeleton(r[1]), r[0]) for r in rows])
-            conn.execute(NAME_KEY_INDEX)
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES ('name_key_version', ?)"
-                " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                (SKELETON_VERSION,),
-            )
-
-    @staticmethod
-    def _name_keys_current(conn: sqlite3.Connection) -> bool:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'name_key_version'").fetchone()
-        return row is not None and row[0] == SKELETON_VERSION
+        """Give every skill its ``name_key`` (``schema.ensure_name_keys``); a no-op when every key is current."""
+        ensure_name_keys(self)
 
     @classmethod
     def in_dir(cls, data_dir: Path, reads_only: bool = False) -> CatalogStore:

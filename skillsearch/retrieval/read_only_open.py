@@ -1,4 +1,5 @@
-"""Opening the index of a data directory this user may read but not write: :func:`open_read_only`.
+"""Opening the index of a data directory this user may read but not write (or whose disk refused the catalog's
+open for writing: full, a file size limit): :func:`open_read_only`.
 
 A catalog folder restored read-only, or another user's that this one may read, is searched as it is: the
 store opens ``mode=ro`` (``catalog/connections.py``), the vectors load from their files, and Tantivy opens
@@ -34,30 +35,37 @@ ADVICE = ("run a search or `skillsearch reindex` there as a user who may write t
 TRIES = 3
 
 
-def _refuse(idx: SearchIndex, why: str, reason: str) -> IndexNotReadyError:
-    return IndexNotReadyError(f"the search index in {idx.data_dir} {why}, and this user cannot write the folder"
-                              f" to bring it up: {ADVICE}", {"path": str(idx.data_dir), "reason": reason})
+def _advice(store: CatalogStore) -> str:
+    """Why this process cannot bring the index up, and what to do."""
+    if store.full_disk:
+        return "its disk refused this process's writes (full, or a file size limit): free space, then run it again"
+    return f"this user cannot write the folder to bring it up: {ADVICE}"
+
+
+def _refuse(idx: SearchIndex, store: CatalogStore, why: str, reason: str) -> IndexNotReadyError:
+    return IndexNotReadyError(f"the search index in {idx.data_dir} {why}, and {_advice(store)}",
+                              {"path": str(idx.data_dir), "reason": reason})
 
 
 def _usable(idx: SearchIndex, store: CatalogStore) -> tuple[dict[str, Any], int, dict[str, Any]]:
     """The manifest, its generation and its calibration, once the index can serve ``store`` as it is."""
     manifest = idx.read_manifest()
     if manifest is None:
-        raise _refuse(idx, "was never built", "read_only_no_index")
+        raise _refuse(idx, store, "was never built", "read_only_no_index")
     built_with(manifest, idx.encoder, idx.data_dir)  # another encoder or model files: IndexMismatchError
     embedded = (manifest.get("embedded_text") or {}).get("instructions_chars")
     if (embedded is not None and embedded != idx.instructions_chars) or manifest.get("lexical") != idx.lexical_config():
-        raise _refuse(idx, "was built with other settings (embedded text or lexical recipe) than this process's",
+        raise _refuse(idx, store, "was built with other settings (embedded text or lexical recipe) than this process's",
                       "read_only_other_settings")
     generation, current = int(manifest.get("store_generation", -1)), store.generation()
     if generation != current:
-        raise _refuse(idx, f"is behind its catalog (index generation {generation}, catalog {current})",
+        raise _refuse(idx, store, f"is behind its catalog (index generation {generation}, catalog {current})",
                       "read_only_behind")
     calibration = dict(manifest.get("calibration") or {})
     if not is_current(calibration, idx.encoder):
         adopted = with_packaged_decisions(calibration, idx.encoder)
         if adopted is None:
-            raise _refuse(idx, "was calibrated by another version", "read_only_other_settings")
+            raise _refuse(idx, store, "was calibrated by another version", "read_only_other_settings")
         calibration = adopted  # this version's packaged decision, in memory only
     return manifest, generation, calibration
 
@@ -77,7 +85,7 @@ def _open(idx: SearchIndex, store: CatalogStore) -> None:
             lexical = LexicalIndex(idx.data_dir / "lexical", french=idx.french, head_chars=idx.head_chars,
                                    read_only=True)
         except IndexNotReadyError as exc:
-            raise IndexNotReadyError(f"{exc.message}: {ADVICE}",
+            raise IndexNotReadyError(f"{exc.message}; {_advice(store)}",
                                      {"path": str(idx.data_dir), "reason": "read_only_unreadable"}) from exc
         after = idx.read_manifest()
         if after is None or after.get("write_id") != before.get("write_id"):
@@ -85,10 +93,10 @@ def _open(idx: SearchIndex, store: CatalogStore) -> None:
             continue  # a write landed while the files loaded: read them again
         if vectors.dim != idx.encoder.dim or lexical.num_docs() != len(vectors):
             lexical.close()
-            raise _refuse(idx, "holds the two sides of different writes", "read_only_unreadable")
+            raise _refuse(idx, store, "holds the two sides of different writes", "read_only_unreadable")
         idx.calibration = calibration
         idx.lexical = lexical
         idx._disk_id = before.get("write_id")
         idx._snapshot = idx._snapshot_of(lexical.searcher(), vectors, generation)
         return
-    raise _refuse(idx, f"was written {TRIES} times while it loaded", "read_only_busy")
+    raise _refuse(idx, store, f"was written {TRIES} times while it loaded", "read_only_busy")

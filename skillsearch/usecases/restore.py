@@ -15,8 +15,9 @@ Nothing in ``D`` changes until the snapshot is proven whole and right for this r
    killed restores left, their process gone, are deleted first) while its sha256 is computed, reading at most its
    recorded size plus one byte, never through a link; a missing or short file is ``incomplete``, a digest
    that differs ``altered``. The copied index manifest and catalog must say what ``snapshot.json`` says, and
-   the index must be in this version's format (``index_format``). A write the disk refuses (full, read-only)
-   is ``IndexNotReadyError`` (``unwritable``) naming the file.
+   the index must be in this version's format (``index_format``). A write the system refuses (a full disk, a
+   file size limit, a read-only folder) is ``IndexNotReadyError`` (``unwritable``) naming the file and saying
+   what to do about that cause (``usecases/disk.py``).
 4. The files of ``D`` that are the replica's own (``principals.toml``, ``sync.toml``, local sources' git
    caches: everything but the catalog and the index) are copied into the new folder, under ``D``'s write
    lock (refused while another process writes ``D``), and the two folders are swapped in one
@@ -59,6 +60,7 @@ from skillsearch.retrieval.inuse import IN_USE_FILE, exclusive
 from skillsearch.retrieval.manifest import FORMAT_VERSION, MANIFEST
 from skillsearch.retrieval.writelock import LOCK_FILE, WriteLock
 from skillsearch.sync.run_lock import sync_runs_held_off
+from skillsearch.usecases.disk import check_room, refusal_advice
 from skillsearch.usecases.snapshots import (
     CATALOG,
     FORMAT,
@@ -304,23 +306,6 @@ def _refuse_if_in_use(data_dir: Path) -> None:
                 raise _in_use(data_dir, users)
 
 
-def _check_room(data_dir: Path, entries: list[FileEntry]) -> None:
-    """Refuse before copying when the recorded sizes do not fit: the copy would fill the disk first."""
-    folder = data_dir.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    try:
-        st = os.statvfs(folder)
-    except OSError:
-        return
-    need, free = sum(e.size for e in entries), st.f_bavail * st.f_frsize
-    if need > free:
-        raise IndexNotReadyError(
-            f"the snapshot's files take {need / 1e6:.1f} MB but the disk of {data_dir} has {free / 1e6:.1f} MB free;"
-            f" nothing was copied and {data_dir} is unchanged: free space there (or restore elsewhere), then run it"
-            " again", {"data_dir": str(data_dir), "reason": "no_space", "bytes_needed": need, "bytes_free": free})
-
-
 def restore_snapshot(src: Path, data_dir: Path, encoder: str) -> RestoreInfo:
     """Verify the snapshot at ``src`` against this replica's ``encoder`` setting and swap it into
     ``data_dir``; any refusal leaves ``data_dir`` as it was. A file the system refuses to write (a full
@@ -331,8 +316,8 @@ def restore_snapshot(src: Path, data_dir: Path, encoder: str) -> RestoreInfo:
         where = f"{os.fsdecode(exc.filename)}: " if exc.filename else ""
         raise IndexNotReadyError(
             f"the snapshot could not be restored into {data_dir} ({where}{exc.strerror or exc}); {data_dir} is unchanged"
-            " and nothing was left behind: free space on its disk (or make its folder writable), then run it again",
-            {"data_dir": str(data_dir), "reason": "unwritable",
+            f" and nothing was left behind: {refusal_advice(exc)}, then run it again",
+            {"data_dir": str(data_dir), "reason": "unwritable", "errno": errno.errorcode.get(exc.errno or 0),
              **({"path": os.fsdecode(exc.filename)} if exc.filename else {})},
         ) from exc
 
@@ -355,7 +340,7 @@ def _restore(src: Path, data_dir: Path, encoder: str) -> RestoreInfo:
             f" beside it, which cannot cross file systems; restore into a folder inside it (say {data_dir / 'data'})"
             " and give that folder as the server's --data-dir", {"data_dir": str(data_dir), "reason": "mount_point"})
     _refuse_if_in_use(data_dir)
-    _check_room(data_dir, entries)
+    check_room(data_dir, sum(e.size for e in entries))
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     removed = remove_stale(data_dir, "restore", run_started)
     stage = work_folder(data_dir, "restore")

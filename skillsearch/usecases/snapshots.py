@@ -27,6 +27,7 @@ local sources' git caches.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -44,6 +45,7 @@ from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.errors import IndexNotReadyError, ValidationError
 from skillsearch.retrieval.manifest import FORMAT_VERSION, MANIFEST
 from skillsearch.retrieval.writelock import WriteLock
+from skillsearch.usecases.disk import refusal_advice
 
 __all__ = [
     "CATALOG",
@@ -310,9 +312,8 @@ def create_snapshot(data_dir: Path, dest: Path, *, wait_s: float = 60.0) -> Snap
         return _create(data_dir, dest, wait_s)
     except OSError as exc:
         raise IndexNotReadyError(
-            f"the snapshot {dest} could not be written ({exc}); nothing was left behind: free space on its disk"
-            " (or make its folder writable), then run it again",
-            {"path": str(dest), "reason": "unwritable"},
+            f"the snapshot {dest} could not be written ({exc}); nothing was left behind: {refusal_advice(exc)},"
+            " then run it again", {"path": str(dest), "reason": "unwritable", "errno": errno.errorcode.get(exc.errno or 0)},
         ) from exc
 
 
