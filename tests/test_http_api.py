@@ -115,16 +115,20 @@ async def test_search_page_and_its_config(client: httpx.AsyncClient, empty_catal
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert "/static/app.js" in page.text and 'id="q"' in page.text
     for asset in ("/static/app.css", "/static/app.js", "/static/api.js", "/static/dom.js", "/static/flow.js",
-                  "/static/focus.js"):
+                  "/static/focus.js", "/static/link.js", "/static/more.js"):
         answer = await client.get(asset)
         assert answer.status_code == 200, asset
         if asset.endswith(".js"):  # a module script of another type is refused by the browser (nosniff too)
             assert answer.headers["content-type"].startswith("text/javascript"), asset
     config = (await client.get("/ui/config")).json()
     assert config["demo_token"] == DEMO_TOKEN and len(config["examples"]) >= 3  # the sample's first screen
-    other = create_app(empty_catalog)
+    # The bounds of a search the page may ask for ("Show more", a link's limit and tags), the API's own.
+    bounds = {"max_limit": 100, "max_tags": 16, "max_tag_chars": 64}
+    assert config["search"] == bounds
+    other = create_app(empty_catalog, limits=Limits(max_tags=3))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=other), base_url="http://t") as c:
-        assert (await c.get("/ui/config")).json() == {"demo_token": None, "examples": []}
+        assert (await c.get("/ui/config")).json() == {"demo_token": None, "examples": [],
+                                                      "search": {**bounds, "max_tags": 3}}
         assert_error(await c.get("/v1/skills", headers=DEMO), 401, "UNAUTHENTICATED")
 
 

@@ -100,6 +100,7 @@ def create_app(
     app.state.principals = registry
     app.state.metrics = metrics
     app.state.operations = operations
+    app.state.limits = limits
     # Inside the request middleware (a request id and a log line for its 400): a target that is not UTF-8.
     app.add_middleware(Utf8Target)
     # Inside the request middleware, which sees (and logs) HEAD as sent; not for the mounts (MCP's GET is a stream).

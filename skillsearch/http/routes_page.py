@@ -1,5 +1,6 @@
 """The search page: ``/`` (static HTML), ``/static`` (its script and style) and ``/ui/config`` (what the
-page needs before its first call: the demo token, only while the server runs on the sample catalog).
+page needs before its first call: the demo token, only while the server runs on the sample catalog, and the
+bounds of a search it may ask for: its largest ``limit``, how many tags and how long a tag).
 
 The page and its files leave with :data:`PAGE_HEADERS`: a Content-Security-Policy that runs only this
 server's script files (no inline script, no inline handler: markup that ever reached the page from catalog
@@ -18,7 +19,8 @@ from fastapi.staticfiles import StaticFiles
 from starlette.types import Scope
 
 from skillsearch.http.auth import DEMO_TOKEN, PrincipalRegistry
-from skillsearch.http.deps import registry_of
+from skillsearch.http.deps import catalog_of, registry_of
+from skillsearch.http.schemas import MAX_TAG_CHARS, Limits
 
 __all__ = ["PAGE_HEADERS", "install_page", "router", "static_dir"]
 
@@ -91,9 +93,15 @@ SAMPLE_EXAMPLES = ("profile slow python code", "clean a messy dataset with panda
 
 
 @router.get("/ui/config")
-def ui_config(registry: Annotated[PrincipalRegistry, Depends(registry_of)]) -> dict[str, Any]:
+def ui_config(request: Request, registry: Annotated[PrincipalRegistry, Depends(registry_of)]) -> dict[str, Any]:
     demo = registry.demo
-    return {"demo_token": DEMO_TOKEN if demo else None, "examples": list(SAMPLE_EXAMPLES) if demo else []}
+    limits: Limits = request.app.state.limits
+    # What /v1/search takes (routes_skills.py): the page offers "Show more" up to max_limit and refuses a link's
+    # limit or tag outside these before it asks.
+    search = {"max_limit": catalog_of(request).settings.max_limit, "max_tags": limits.max_tags,
+              "max_tag_chars": MAX_TAG_CHARS}
+    return {"demo_token": DEMO_TOKEN if demo else None, "examples": list(SAMPLE_EXAMPLES) if demo else [],
+            "search": search}
 
 
 def install_page(app: FastAPI) -> None:

@@ -25,13 +25,13 @@ from skillsearch.core.textual import is_text
 from skillsearch.core.views import ListResponse, ResolvedFlow, SearchResponse, SkillDetail
 from skillsearch.http.deps import CatalogDep, MetricsDep, Reader, Recaller, query_as_declared
 from skillsearch.http.errors import located
-from skillsearch.http.schemas import Limits, RecallBody, ResolveBody, documented_errors
+from skillsearch.http.schemas import MAX_TAG_CHARS, Limits, RecallBody, ResolveBody, documented_errors
 from skillsearch.retrieval.search_types import SearchRequest
 from skillsearch.usecases.recall import CloudSkillEnvelope
 
 __all__ = ["get_resource", "get_skill", "recall", "resolve_skill", "skills_router"]
 
-Tag = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TAG_CHARS)]
 SkillId = Annotated[str, PathParam(min_length=1, max_length=200,
                                    description="A skill_id from list or search (sk_...), or the slug of a skill you"
                                                " can see when only one has it.")]

@@ -15,6 +15,7 @@ from skillsearch.catalog.reads import MAX_PAGE, MAX_TAGS
 from skillsearch.core.integers import JsonInt
 
 __all__ = [
+    "MAX_TAG_CHARS",
     "STATUS_TEXT",
     "ErrorBody",
     "ErrorInfo",
@@ -34,6 +35,10 @@ class Limits:
     max_body_bytes: int = 64 * 1024
     max_tags: int = MAX_TAGS
     max_list_page: int = MAX_PAGE
+
+
+# The longest tag a request may name (``tag=`` on list and search), in characters.
+MAX_TAG_CHARS = 64
 
 
 class ErrorInfo(BaseModel):

@@ -16,9 +16,28 @@ export function keepToken(value) {
   return token;
 }
 
+// Reason phrases, for an answer that came without one (HTTP/2 has none).
+const REASONS = { 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+  408: "Request Timeout", 413: "Content Too Large", 429: "Too Many Requests", 500: "Internal Server Error",
+  502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout" };
+
+// An error answer without the API's error object (a proxy's HTML page for a 502, an empty 500) said in a
+// sentence: "HTTP_502: request failed" told the reader nothing.
+function unexplained(status, reason) {
+  const said = `the server, or a proxy in front of it, answered ${status} ${reason || REASONS[status] || ""}`.trimEnd() +
+    " without saying why.";
+  if ([502, 503, 504].includes(status)) {
+    return said + " The service behind it may be stopped or restarting: try again in a moment, and if it lasts, " +
+      "tell whoever runs it.";
+  }
+  return said + (status >= 500 ? " Try again; if it keeps happening, tell whoever runs this server." : "");
+}
+
 export class ApiError extends Error {
-  constructor(status, body) {
-    const err = (body && body.error) || { code: "HTTP_" + status, message: "request failed" };
+  constructor(status, body, reason = "") {
+    // Only the API's own error object is read as one: a proxy's JSON ({"error": "Bad Gateway"}) is not.
+    const own = body && typeof body.error === "object" && body.error && typeof body.error.code === "string";
+    const err = own ? body.error : { code: "HTTP_" + status, message: unexplained(status, reason) };
     super(err.message);
     this.status = status;
     this.code = err.code;
@@ -41,7 +60,7 @@ export async function call(path, options = {}) {
   if (!resp.ok) {
     let body = null;
     try { body = await resp.json(); } catch (_) { body = null; }
-    throw new ApiError(resp.status, body);
+    throw new ApiError(resp.status, body, resp.statusText);
   }
   return resp;
 }

@@ -5,6 +5,9 @@ import { api, call, currentToken, keepToken, showError } from "./api.js";
 import { $, el, inline, renderMarkdown, visible } from "./dom.js";
 import { flowSection } from "./flow.js";
 import { focusLost, oneHeading, opening, refocus } from "./focus.js";
+import { PAGE, adoptQueryString, applyState, formState, linkOf, linkProblem, offerTags, readLink, searchParams,
+  setBounds } from "./link.js";
+import { focusAfterMore, forgetShown, hideMore, inShownOrder, showMore } from "./more.js";
 
 let searches = 0;  // finished searches, exposed as body[data-searches] so tests can wait for the next one
 
@@ -85,26 +88,18 @@ function showIntro() {
   intro.hidden = false;
 }
 
-function tagList(tags) {
-  return el("ul", { class: "tags", "data-testid": "tags" }, tags.map((t) => el("li", { dir: "auto" }, t)));
+// A skill's tags; on a result, each is a link to the same search with that tag added as a filter. Out of the Tab
+// order (a keyboard user goes from result to result; the tag box filters by any tag), read and followed by a
+// screen reader as links.
+function tagList(tags, state = null) {
+  const item = (t) => !state || state.tags.includes(t) ? t
+    : el("a", { href: linkOf({ ...state, tags: [...state.tags, t], limit: PAGE }), tabindex: "-1",
+      "data-testid": "tag-link", title: `only skills tagged ${t}` }, t);
+  return el("ul", { class: "tags", "data-testid": "tags" }, tags.map((t) => el("li", { dir: "auto" }, item(t))));
 }
 
 function kindBadge(kind) {
   return el("span", { class: "kind " + kind, "data-testid": "kind" }, kind === "flow_template" ? "flow template" : kind);
-}
-
-function formState() {
-  const mode = document.querySelector("input[name=mode]:checked").value;
-  return { q: $("#q").value.trim(), mode, kind: $("#kind").value };
-}
-
-function applyState(state) {
-  $("#q").value = state.q || "";
-  // Compared as a value, never put into a selector: the hash is anyone's text (#/?mode=%22%5D).
-  const mode = state.mode || "hybrid";
-  const radio = [...document.querySelectorAll("input[name=mode]")].find((r) => r.value === mode);
-  if (radio) radio.checked = true;
-  $("#kind").value = state.kind || "";
 }
 
 async function showChanged() {
@@ -121,36 +116,28 @@ async function showChanged() {
 // its model and index to load (the server bounds that wait, then answers INDEX_NOT_READY): the status says so.
 const SLOW_MS = 3000;
 
-// Why a link's mode or kind is not one the form offers (#/?mode=bogus, a hand-edited or truncated link), else null.
-function unknownOption(state) {
-  const modes = [...document.querySelectorAll("input[name=mode]")].map((r) => r.value);
-  const kinds = [...$("#kind").options].map((o) => o.value);
-  if (!modes.includes(state.mode)) return `this link's mode "${state.mode}" is not one of ${modes.join(", ")}.`;
-  if (!kinds.includes(state.kind)) return `this link's kind "${state.kind}" is not one of ${kinds.filter(Boolean).join(", ")}.`;
-  return null;
-}
-
 async function runSearch(state, view) {
   $("#detail-view").hidden = true;
   $("#results-view").hidden = false;
   oneHeading();
   // Said as the link's fault, the form on what it offers: the kind box went blank and the previous view's mode
   // stayed checked beside the server's refusal, so the form showed another search than the one refused.
-  const wrong = unknownOption(state);
+  const wrong = linkProblem(state);
   applyState(wrong ? { q: state.q } : state);
   const results = $("#results");
   showAdvice("");
   $("#intro").hidden = true;
-  if (wrong) {
+  if (wrong || !state.q) {
     results.replaceChildren();
+    hideMore();
+    forgetShown();
     $("#status").textContent = "";
-    showError({ code: "INVALID_LINK", message: wrong + " Choose one above and search again." });
+    if (wrong) showError({ code: "INVALID_LINK", message: wrong }); else showIntro();
     refocus(results);
     return;
   }
-  if (!state.q) { results.replaceChildren(); $("#status").textContent = ""; showIntro(); refocus(results); return; }
-  const params = new URLSearchParams({ q: state.q, mode: state.mode || "hybrid", limit: "10" });
-  if (state.kind) params.set("kind", state.kind);
+  state = { ...state, limit: Number(state.limit) };
+  const params = searchParams(state);
   $("#status").textContent = "searching…";
   const slow = setTimeout(() => {
     if (view === views) {
@@ -162,22 +149,28 @@ async function runSearch(state, view) {
     const data = await api("/v1/search?" + params);
     if (view !== views) return;  // replaced while it waited: shown, it would answer another request
     showError(null);
-    results.replaceChildren(...data.hits.map((h, i) => el("li", { class: "hit", "data-testid": "result" },
+    const hits = inShownOrder(state, data.hits);
+    results.replaceChildren(...hits.map((h, i) => el("li", { class: "hit", "data-testid": "result" },
       el("h2", {}, el("span", { class: "rank" }, `${i + 1}.`),
         el("a", { href: "#/skill/" + encodeURIComponent(h.skill_id), "data-testid": "result-name", dir: "auto" }, h.name),
         kindBadge(h.kind), confidenceBadge(h.confidence)),
       el("p", { class: "desc", dir: "auto" }, h.description),
-      tagList(h.tags),
+      tagList(h.tags, state),
       el("p", { class: "why", "data-testid": "why" }, whyLine(h.explanation)))));
     showAdvice(advice(data));
-    refocus(results);
+    offerTags(hits);
+    showMore(state, data.hits.length, hits.length);
+    if (!focusAfterMore(results)) refocus(results);
     $("#status").textContent = data.no_match
       ? "No good match. " + (data.no_match_message || "Nothing you can see is close enough to this request.")
-      : `${data.hits.length} result${data.hits.length === 1 ? "" : "s"} · ${data.mode}` +
+      : `${hits.length} result${hits.length === 1 ? "" : "s"}` +
+        (state.tags.length ? ` tagged ${state.tags.join(", ")}` : "") + ` · ${data.mode}` +
         (data.fusion ? ` (${data.fusion})` : "") + ` · ${fmt(data.took_ms, 1)} ms`;
   } catch (err) {
     if (view !== views) return;
     results.replaceChildren();
+    hideMore();
+    forgetShown();
     $("#status").textContent = "";
     showError(err);
     refocus(results);
@@ -295,9 +288,8 @@ function route() {
     return showSkill(skillId, view);
   }
   const query = hash.includes("?") ? hash.slice(hash.indexOf("?") + 1) : "";
-  const p = new URLSearchParams(query);
   document.title = "skillsearch";
-  return runSearch({ q: p.get("q") || "", mode: p.get("mode") || "hybrid", kind: p.get("kind") || "" }, view);
+  return runSearch(readLink(query), view);
 }
 
 // route(), with anything it did not expect shown as the page's error rather than left blank.
@@ -327,21 +319,12 @@ function setToken(value) {
   $("#token-hint").textContent = tokenHint(token);
 }
 
-// A search as a query string (/?q=...&mode=...: the form sent without script, a link written by hand or by a
-// browser's site search) becomes the page's own link, #/?q=..., so it searches rather than showing an empty box.
-function adoptQueryString() {
-  const given = new URLSearchParams(location.search);
-  if (!given.has("q") || location.hash.length > 1) return;
-  const p = new URLSearchParams({ q: given.get("q").trim(), mode: given.get("mode") || "hybrid" });
-  if (given.get("kind")) p.set("kind", given.get("kind"));
-  history.replaceState(null, "", location.pathname + "#/?" + p);
-}
-
 async function init() {
   adoptQueryString();
   try {
     const config = await (await fetch("/ui/config")).json();
     if (config.demo_token) examples = config.examples || [];
+    setBounds(config.search);
     demoToken = config.demo_token || null;
     if (demoToken && !currentToken()) keepToken(demoToken);
   } catch (_) { /* the page still works with a pasted token */ }
@@ -350,10 +333,7 @@ async function init() {
   $("#token").addEventListener("change", (ev) => { setToken(ev.target.value); safeRoute(); });
   $("#search-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
-    const s = formState();
-    const p = new URLSearchParams({ q: s.q, mode: s.mode });
-    if (s.kind) p.set("kind", s.kind);
-    const target = "#/?" + p;
+    const target = linkOf(formState());
     if (location.hash === target) safeRoute(); else location.hash = target;
   });
   for (const radio of document.querySelectorAll("input[name=mode]")) {
