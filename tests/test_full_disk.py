@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from fleetsupport import REPO, env
+from test_read_only_catalog import _bundle
 
 pytestmark = pytest.mark.skipif(
     shutil.which("unshare") is None or subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode != 0,
@@ -78,14 +79,6 @@ def _on_a_small_disk(tmp_path: Path, size: str, plan: list[list[str]]) -> list[A
 def _cli(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "skillsearch.cli", "-q", "--encoder", "hashing", "--data-dir", str(data),
                            *args], capture_output=True, text=True, env=env(), cwd=REPO, timeout=240)
-
-
-def _bundle(path: Path, prefix: str, n: int) -> Path:
-    path.write_text(json.dumps([
-        {"slug": f"{prefix}-{i}", "name": f"{prefix}-{i}", "description": f"The {prefix} skill number {i}.",
-         "kind": "knowledge", "instructions": f"Rotate the {prefix} credentials, step {i}."} for i in range(n)
-    ]), encoding="utf-8")
-    return path
 
 
 def _names(result: dict[str, Any]) -> list[str]:

@@ -23,6 +23,7 @@ from mcp.client.stdio import stdio_client
 from mcp_support import ROOT, ok, stdio_params
 from syncsupport import TOKEN, serve
 from test_sources import TIMEOUT, write_skill
+from test_subscriptions_followed import _save
 
 from skillsearch.sync.run_lock import sync_run_lock
 from skillsearch.upstream.app import create_upstream_app
@@ -37,13 +38,6 @@ def _config(url: str, subscriptions: dict[str, float], token: str = TOKEN) -> st
     for sid, interval in subscriptions.items():
         text += f'\n[[subscriptions]]\nid = "{sid}"\ninterval_s = {interval}\n'
     return text
-
-
-def _save(path: Path, text: str) -> None:
-    """As an editor saves: a temporary file renamed over the old one."""
-    tmp = path.with_name(".sync.toml.edit")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _publish(up: ReferenceUpstream, folder: Path, subscription_id: str, slug: str, description: str) -> None:

@@ -7,7 +7,6 @@ files, SQLite and Tantivy, on a hashing-encoder catalog (no model: fast)."""
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import resource
@@ -19,31 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_snapshot import run, tree_digest
 
-from skillsearch.cli.main import main
 from skillsearch.core.settings import Settings
 from skillsearch.retrieval.hashing_encoder import HashingEncoder
 from skillsearch.service import Catalog
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-
-
-def run(*args: str) -> tuple[int, dict[str, Any]]:
-    """The CLI in this process (``main``), with ``--json``: exit code and the one JSON object."""
-    out = io.StringIO()
-    code = main([*args, "--json"], out=out)
-    return code, json.loads(out.getvalue())
-
-
-def tree_digest(root: Path) -> str:
-    h = hashlib.sha256()
-    for path in sorted(root.rglob("*")):
-        st = path.lstat()
-        h.update(f"{path.relative_to(root)}\0{st.st_mode}\0".encode())
-        if path.is_file() and not path.is_symlink():
-            h.update(path.read_bytes())
-    return h.hexdigest()
 
 
 @pytest.fixture(scope="module")
