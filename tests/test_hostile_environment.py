@@ -203,6 +203,14 @@ def _four_saved_vectors(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
     return folder, {p.name: p.read_bytes() for p in folder.iterdir()}
 
 
+def _says_raise_the_limit(answer: dict[str, object]) -> None:
+    """The refusal's advice is the file size limit's, by its error number (``EFBIG``): "free space on its disk"
+    sent the operator of a nearly empty disk the wrong way (``core/refusals.py``)."""
+    message = str(answer["message"])
+    assert "File too large" in message and "a file size limit, `ulimit -f`): raise the limit" in message, answer
+    assert "free space" not in message, answer
+
+
 def _past_a_file_size_limit(script: str, folder: Path, max_bytes: int) -> dict[str, object]:
     """What ``script`` (run on ``folder`` in a real process under ``RLIMIT_FSIZE`` = ``max_bytes``) printed."""
     def limit() -> None:
@@ -225,6 +233,7 @@ def test_vectors_the_disk_refuses_are_a_typed_error_and_the_saved_ones_stay(tmp_
     answer = _past_a_file_size_limit(_SAVE_PAST_THE_LIMIT, folder, 64 << 10)  # the new matrix is 300 KB
     assert answer["code"] == "INDEX_NOT_READY", answer
     assert answer["message"].startswith(f"the vectors in {folder} could not be written ("), answer
+    _says_raise_the_limit(answer)
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # no temporary file left, nothing replaced
     assert [row.skill_id for row in vector_saves.load(folder).rows] == [f"sk_{i}" for i in range(4)]
 
@@ -262,6 +271,7 @@ def test_a_change_log_append_the_disk_refuses_is_typed_and_leaves_no_torn_line(t
     answer = _past_a_file_size_limit(_APPEND_PAST_THE_LIMIT, folder, 16 << 10)  # the batch's line is about 70 KB
     assert answer["code"] == "INDEX_NOT_READY", answer
     assert answer["message"].startswith(f"the vectors in {folder} could not be written ("), answer
+    _says_raise_the_limit(answer)
     assert {p.name: p.read_bytes() for p in folder.iterdir() if p.stat().st_size} == before  # no part of the line
     # the disk has room again: the next batch is appended and the log reads whole
     one = VectorRow("sk_new", "team:a", "knowledge", (), "dn", "en")
@@ -312,6 +322,7 @@ def test_a_write_whose_vectors_the_disk_refuses_leaves_no_lexical_writer_behind(
     answer = json.loads(done.stdout)
     assert answer.get("code") == "INDEX_NOT_READY", answer
     assert answer["message"].startswith(f"the vectors in {data / 'vectors'} could not be written ("), answer
+    _says_raise_the_limit(answer)
     assert answer["writer"] == "free", answer
     again = _run(data, "reindex")
     assert again.returncode == 0, again.stderr
@@ -549,6 +560,7 @@ def test_an_index_manifest_the_disk_refuses_is_one_typed_line_and_the_one_in_pla
     assert answer.get("code") == "INDEX_NOT_READY", answer
     assert str(answer["message"]).startswith(f"the index manifest {tmp_path / 'manifest.json'} could not be written ("), \
         answer
+    _says_raise_the_limit(answer)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]  # no manifest.tmp
     assert (tmp_path / "manifest.json").read_bytes() == before
     assert (read_manifest(tmp_path / "manifest.json") or {}).get("store_generation") == 3

@@ -82,6 +82,32 @@ def test_a_restore_past_a_file_size_limit_is_one_line_naming_the_file_and_leaves
         assert sorted(target.parent.iterdir()) == siblings  # no staging folder, no new replica
 
 
+def test_a_snapshot_created_past_a_file_size_limit_names_the_copy_and_the_limit(tmp_path: Path) -> None:
+    """The catalog's copy (400 KB) past a file size limit was ``the catalog DATA/catalog.sqlite3 cannot be
+    copied (disk I/O error)``: it blamed the catalog being copied, which is whole, and said nothing of the
+    limit on the copy."""
+    data = tmp_path / "data"
+    Catalog.open(Settings(data_dir=data, encoder="hashing"), encoder=HashingEncoder()).close()
+    catalog = (data / "catalog.sqlite3").read_bytes()
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
+
+    dest = tmp_path / "snap"
+    done = subprocess.run(
+        [sys.executable, "-m", "skillsearch.cli", "-q", "--encoder", "hashing", "--data-dir", str(data), "snapshot",
+         "create", str(dest)], capture_output=True, text=True, env=ENV, timeout=300, preexec_fn=limit)
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert lines[0].startswith(f"error: INDEX_NOT_READY: the snapshot {dest} could not be written ("), lines
+    assert "File too large" in lines[0] and "catalog.sqlite3" in lines[0] and "cannot be copied" not in lines[0], lines
+    assert "a file size limit, `ulimit -f`): raise the limit" in lines[0] and "free space" not in lines[0], lines
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]  # no snapshot, no hidden folder left
+    assert (data / "catalog.sqlite3").read_bytes() == catalog
+
+
 def test_a_snapshot_larger_than_the_free_disk_is_refused_before_anything_is_copied(
         snapshot: Path, target: Path, tmp_path: Path) -> None:
     """``snapshot.json``'s sizes carry no signature: a huge recorded member was copied until the disk (a

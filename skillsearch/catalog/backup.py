@@ -5,10 +5,17 @@ of one commit even while another process writes (WAL readers never block writers
 single self-contained file (rollback journal, no ``-wal``) so that one digest covers it; the store turns
 WAL on again when it opens the file. The sync cursors live in the same file, so they come along and match
 the content they describe.
+
+A write of the copy that the system refuses (a full disk, a file size limit) is an ``OSError`` naming the
+copy with the error number SQLite's result code stands for, so that the caller says what to do about that
+cause; only a failure to read the source blames the source.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import resource
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,8 +56,34 @@ def catalog_generation(path: Path) -> int:
         conn.close()
 
 
+# SQLite's extended result codes for a write of the copy that failed ("disk I/O error"); SQLITE_FULL is a full disk.
+_WRITE_FAILED = {sqlite3.SQLITE_IOERR_WRITE, sqlite3.SQLITE_IOERR_FSYNC, sqlite3.SQLITE_IOERR_TRUNCATE}
+
+
+def _refused_write(src: sqlite3.Connection, dest: Path, exc: sqlite3.DatabaseError) -> OSError | None:
+    """The system's refusal of a write of the copy ``dest`` that ``exc`` reports, as the ``OSError`` it was
+    (SQLite keeps the error number to itself): ``ENOSPC`` for a full disk, ``EFBIG`` where the catalog is
+    larger than this process's file size limit (``ulimit -f``), else ``EIO``. None for any other failure."""
+    def refused(number: int) -> OSError:
+        return OSError(number, os.strerror(number), str(dest))
+
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code == sqlite3.SQLITE_FULL:
+        return refused(errno.ENOSPC)
+    if code not in _WRITE_FAILED:
+        return None
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    try:
+        size = int(src.execute("PRAGMA page_count").fetchone()[0]) * int(src.execute("PRAGMA page_size").fetchone()[0])
+    except sqlite3.DatabaseError:
+        size = 0
+    return refused(errno.EFBIG if limit != resource.RLIM_INFINITY and size > limit else errno.EIO)
+
+
 def backup_catalog(source: Path, dest: Path) -> CatalogCopy:
-    """Copy the catalog at ``source`` into a new file ``dest`` while others may write it."""
+    """Copy the catalog at ``source`` into a new file ``dest`` while others may write it. A write of ``dest``
+    the system refuses is an ``OSError`` naming ``dest`` (:func:`_refused_write`); a source that cannot be
+    read, :class:`IndexNotReadyError` naming the source."""
     src = _connect(source)
     try:
         out = sqlite3.connect(dest, isolation_level=None)
@@ -63,6 +96,9 @@ def backup_catalog(source: Path, dest: Path) -> CatalogCopy:
         finally:
             out.close()
     except sqlite3.DatabaseError as exc:
+        refused = _refused_write(src, dest, exc)
+        if refused is not None:
+            raise refused from exc
         raise IndexNotReadyError(f"the catalog {source} cannot be copied ({exc})", {"path": str(source)}) from exc
     finally:
         src.close()

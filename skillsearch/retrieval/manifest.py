@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from skillsearch.core.errors import IndexMismatchError, IndexNotReadyError
+from skillsearch.core.refusals import refusal_advice
 from skillsearch.retrieval.encoder import Encoder
 from skillsearch.retrieval.encoders import encoder_choice
 
@@ -69,7 +70,7 @@ def write_manifest(path: Path, fields: dict[str, Any]) -> str:
         tmp.unlink(missing_ok=True)
         raise IndexNotReadyError(
             f"the index manifest {path} could not be written ({exc.strerror or exc}); the one in place was kept:"
-            " free space on its disk (or make it writable), then run the command again (it repairs the index)",
+            f" {refusal_advice(exc)}, then run the command again (it repairs the index)",
             {"path": str(path), "reason": "unwritable"},
         ) from exc
     return write_id

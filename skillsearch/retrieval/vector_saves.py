@@ -25,6 +25,7 @@ from typing import BinaryIO
 import numpy as np
 
 from skillsearch.core.errors import IndexNotReadyError
+from skillsearch.core.refusals import refusal_advice
 from skillsearch.retrieval.lexical_schema import skill_key
 from skillsearch.retrieval.vector_files import (
     CODES_FILE,
@@ -83,7 +84,7 @@ def save(snapshot: VectorSnapshot, folder: Path) -> VectorSnapshot:
 def _unwritable(folder: Path, exc: OSError) -> IndexNotReadyError:
     return IndexNotReadyError(
         f"the vectors in {folder} could not be written ({exc.strerror or exc}); nothing in use was changed:"
-        " free space on its disk (or make it writable), then run the command again",
+        f" {refusal_advice(exc)}, then run the command again",
         {"path": str(folder), "reason": "unwritable"},
     )
 
@@ -102,16 +103,11 @@ def _save(snapshot: VectorSnapshot, folder: Path) -> VectorSnapshot:
     for name, write in writers.items():
         # A new file, never the old one truncated: a snapshot may map a file of that name (the removal's).
         (folder / (name + ".tmp")).unlink(missing_ok=True)
-        with open(folder / (name + ".tmp"), "xb") as out:
-            write(out)
-            out.flush()
-            os.fsync(out.fileno())
+        _write_new(folder / (name + ".tmp"), write)
     # The rows last: their file names the rows the matrix must hold when the index is opened.
     tmp_rows = folder / (ROWS_FILE + ".tmp")
-    with open(tmp_rows, "wb") as out:
-        write_rows(out, snapshot.dim, snapshot.rows, snapshot.keys)
-        out.flush()
-        os.fsync(out.fileno())
+    tmp_rows.unlink(missing_ok=True)
+    _write_new(tmp_rows, lambda f: write_rows(f, snapshot.dim, snapshot.rows, snapshot.keys))
     for name in [*writers, *named]:
         os.replace(folder / (name + ".tmp"), folder / name)
     if named and snapshot.base is not None:
@@ -128,6 +124,25 @@ def _save(snapshot: VectorSnapshot, folder: Path) -> VectorSnapshot:
     matrix = base.view()
     matrix.setflags(write=False)
     return dataclasses.replace(snapshot, matrix=matrix, base=base, overlay=frozenset())
+
+
+def _write_new(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """Write the new file ``path`` and sync it. numpy reports a short write as ``N requested and M written``,
+    without the system's error number; one byte more at the file's end is refused again for the same cause,
+    whose number says what to do (a full disk: free space; a file size limit: raise it)."""
+    with open(path, "xb") as out:
+        try:
+            write(out)
+            out.flush()
+        except OSError as exc:
+            if exc.errno is not None:
+                raise
+            try:
+                os.pwrite(out.fileno(), b"\0", os.fstat(out.fileno()).st_size)
+            except OSError as cause:
+                raise cause from exc
+            raise
+        os.fsync(out.fileno())
 
 
 def _complete_pending(snapshot: VectorSnapshot, folder: Path) -> bool:

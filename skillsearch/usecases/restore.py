@@ -17,7 +17,7 @@ Nothing in ``D`` changes until the snapshot is proven whole and right for this r
    that differs ``altered``. The copied index manifest and catalog must say what ``snapshot.json`` says, and
    the index must be in this version's format (``index_format``). A write the system refuses (a full disk, a
    file size limit, a read-only folder) is ``IndexNotReadyError`` (``unwritable``) naming the file and saying
-   what to do about that cause (``usecases/disk.py``).
+   what to do about that cause (``core/refusals.py``).
 4. The files of ``D`` that are the replica's own (``principals.toml``, ``sync.toml``, local sources' git
    caches: everything but the catalog and the index) are copied into the new folder, under ``D``'s write
    lock (refused while another process writes ``D``), and the two folders are swapped in one
@@ -55,12 +55,13 @@ from skillsearch.core.errors import (
     SnapshotInvalidError,
     ValidationError,
 )
+from skillsearch.core.refusals import refusal_advice
 from skillsearch.retrieval.encoders import encoder_choice, setting_fingerprint
 from skillsearch.retrieval.inuse import IN_USE_FILE, exclusive
 from skillsearch.retrieval.manifest import FORMAT_VERSION, MANIFEST
 from skillsearch.retrieval.writelock import LOCK_FILE, WriteLock
 from skillsearch.sync.run_lock import sync_runs_held_off
-from skillsearch.usecases.disk import check_room, refusal_advice
+from skillsearch.usecases.disk import check_room
 from skillsearch.usecases.snapshots import (
     CATALOG,
     FORMAT,

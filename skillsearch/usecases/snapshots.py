@@ -43,9 +43,9 @@ from typing import Any
 from skillsearch.catalog.backup import backup_catalog, catalog_generation
 from skillsearch.catalog.store import CatalogStore
 from skillsearch.core.errors import IndexNotReadyError, ValidationError
+from skillsearch.core.refusals import refusal_advice
 from skillsearch.retrieval.manifest import FORMAT_VERSION, MANIFEST
 from skillsearch.retrieval.writelock import WriteLock
-from skillsearch.usecases.disk import refusal_advice
 
 __all__ = [
     "CATALOG",
