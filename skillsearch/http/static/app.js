@@ -2,7 +2,7 @@
 // (the demo token on the sample catalog, otherwise one pasted into the token box and kept in localStorage).
 // Every piece of catalog text is inserted as text or through the escaping Markdown renderer (dom.js).
 import { api, call, currentToken, keepToken, showError } from "./api.js";
-import { $, el, inline, renderMarkdown, visible } from "./dom.js";
+import { $, el, inline, renderMarkdown, textAttrs, visible } from "./dom.js";
 import { flowSection } from "./flow.js";
 import { focusLost, oneHeading, opening, refocus } from "./focus.js";
 import { PAGE, adoptQueryString, applyState, formState, linkOf, linkProblem, offerTags, readLink, searchParams,
@@ -91,11 +91,11 @@ function showIntro() {
 // A skill's tags; on a result, each is a link to the same search with that tag added as a filter. Out of the Tab
 // order (a keyboard user goes from result to result; the tag box filters by any tag), read and followed by a
 // screen reader as links.
-function tagList(tags, state = null) {
+function tagList(tags, state = null, context = "") {
   const item = (t) => !state || state.tags.includes(t) ? t
     : el("a", { href: linkOf({ ...state, tags: [...state.tags, t], limit: PAGE }), tabindex: "-1",
       "data-testid": "tag-link", title: `only skills tagged ${t}` }, t);
-  return el("ul", { class: "tags", "data-testid": "tags" }, tags.map((t) => el("li", { dir: "auto" }, item(t))));
+  return el("ul", { class: "tags", "data-testid": "tags" }, tags.map((t) => el("li", textAttrs(t, context), item(t))));
 }
 
 function kindBadge(kind) {
@@ -152,10 +152,11 @@ async function runSearch(state, view) {
     const hits = inShownOrder(state, data.hits);
     results.replaceChildren(...hits.map((h, i) => el("li", { class: "hit", "data-testid": "result" },
       el("h2", {}, el("span", { class: "rank" }, `${i + 1}.`),
-        el("a", { href: "#/skill/" + encodeURIComponent(h.skill_id), "data-testid": "result-name", dir: "auto" }, h.name),
+        el("a", { href: "#/skill/" + encodeURIComponent(h.skill_id), "data-testid": "result-name", ...textAttrs(h.name, h.description) },
+          h.name),
         kindBadge(h.kind), confidenceBadge(h.confidence)),
-      el("p", { class: "desc", dir: "auto" }, h.description),
-      tagList(h.tags, state),
+      el("p", { class: "desc", ...textAttrs(h.description, h.name) }, h.description),
+      tagList(h.tags, state, h.name + " " + h.description),
       el("p", { class: "why", "data-testid": "why" }, whyLine(h.explanation)))));
     showAdvice(advice(data));
     offerTags(hits);
@@ -238,8 +239,9 @@ async function showSkill(skillId, view) {
     document.title = d.name + " · skillsearch";
     box.replaceChildren(...[
       backLink(),
-      el("h1", { "data-testid": "detail-name", tabindex: "-1", dir: "auto" }, d.name), kindBadge(d.kind), tagList(d.tags),
-      el("p", { class: "desc", dir: "auto" }, d.description),
+      el("h1", { "data-testid": "detail-name", tabindex: "-1", ...textAttrs(d.name, d.description) }, d.name),
+      kindBadge(d.kind), tagList(d.tags, null, d.name + " " + d.description),
+      el("p", { class: "desc", ...textAttrs(d.description, d.name) }, d.description),
       el("p", { class: "meta" }, `slug ${d.slug} · version ${d.version || "–"} · revision ${d.revision_id} · updated ${d.updated_at}`),
       d.kind === "flow_template" ? flowSection(d) : [],
       d.instructions ? [el("h2", {}, d.kind === "flow_template" ? "Notes" : "Instructions"), renderMarkdown(d.instructions)] : [],

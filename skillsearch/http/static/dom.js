@@ -31,6 +31,32 @@ export function visible(text) {
   });
 }
 
+// Catalog text in Japanese, Korean or Chinese, under the page's <html lang="en">, was drawn with another
+// language's glyph shapes (Han characters differ between them) and read by a screen reader's English voice.
+// Each piece is marked with the language its characters show: any kana is Japanese (its kanji are Han too),
+// Hangul Korean, Han without either Chinese; anything else keeps the page's. No API field says the language.
+// A piece in Han alone (a Japanese heading "手順", a name "日本語") takes the language of the skill's other text
+// (its ``context``) where that is Japanese or Korean.
+const KANA = /[\p{Script=Hiragana}\p{Script=Katakana}]/u;
+const HANGUL = /\p{Script=Hangul}/u;
+const HAN = /\p{Script=Han}/u;
+
+function scriptLang(s) {
+  return KANA.test(s) ? "ja" : HANGUL.test(s) ? "ko" : HAN.test(s) ? "zh" : null;
+}
+
+export function langOf(text, context = "") {
+  const own = scriptLang(String(text ?? ""));
+  const around = own === "zh" ? scriptLang(String(context ?? "")) : null;
+  return around === "ja" || around === "ko" ? around : own;
+}
+
+// The attributes of an element holding one piece of catalog text: its own direction (an Arabic description
+// reads right to left on the English page) and, for Japanese, Korean or Chinese, its language.
+export function textAttrs(text, context = "") {
+  return { dir: "auto", lang: langOf(text, context) };
+}
+
 // -- Markdown (a safe subset: headings, lists, code, quotes, emphasis, links) --------------------------
 
 export function inline(text) {
@@ -100,6 +126,10 @@ export function renderMarkdown(source) {
   // A list takes its first item's (its items, and their bullets, follow it: an item of its own dir would hide its
   // letters from the list's).
   for (const block of root.querySelectorAll("p, ul, ol, blockquote, h3, h4, h5, h6")) block.dir = "auto";
+  for (const block of root.querySelectorAll("p, li, blockquote, h3, h4, h5, h6")) {
+    const lang = langOf(block.textContent, source);
+    if (lang) block.lang = lang;
+  }
   return root;
 }
 

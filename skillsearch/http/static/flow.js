@@ -1,7 +1,7 @@
 // A flow template's part of a skill's view: its parameters, its steps, and the form that resolves them
 // (POST /v1/skills/{id}/resolve; nothing is ever executed).
 import { api, errorContent, showError } from "./api.js";
-import { el } from "./dom.js";
+import { el, textAttrs } from "./dom.js";
 
 function parameterInput(p) {
   const id = "param-" + p.name;
@@ -44,7 +44,8 @@ export function flowSection(d) {
   // reader then, and data-label names each value.
   const columns = ["name", "type", "required", "default", "allowed", "description"];
   const row = (cells) => el("tr", { role: "row" },
-    cells.map((c, i) => el("td", { role: "cell", "data-label": columns[i], dir: columns[i] === "description" ? "auto" : null }, c)));
+    cells.map((c, i) => el("td", { role: "cell", "data-label": columns[i],
+      ...(columns[i] === "description" ? textAttrs(c, d.name + " " + d.description) : {}) }, c)));
   out.push(el("table", { class: "params", "data-testid": "parameters", role: "table" },
     el("thead", { role: "rowgroup" },
       el("tr", { role: "row" }, columns.map((h) => el("th", { role: "columnheader" }, h)))),
