@@ -188,6 +188,45 @@ def test_a_tag_as_long_as_the_api_takes_is_asked_for(page: Page) -> None:
     assert page.locator("#error").is_hidden()
 
 
+def test_the_tag_box_counts_characters_as_the_api_does(page: Page) -> None:
+    """The box's ``maxlength="64"`` counted UTF-16 units: 64 emoji, a tag the API takes, were cut to 32 as
+    they were typed, and a longer tag was cut without a word. The box takes 64 characters and says why it
+    holds back a 65th."""
+    search(page, "pandas")
+    sent = sent_searches(page)
+    longest = "\U0001F600" * MAX_TAG_CHARS
+    page.fill("#tag", longest + "\U0001F600")
+    page.keyboard.press("Enter")
+    box = page.locator("#tag")
+    assert box.evaluate("e => e.validity.customError") is True
+    assert f"at most {MAX_TAG_CHARS} characters; this one has {MAX_TAG_CHARS + 1}" in str(
+        box.evaluate("e => e.validationMessage"))
+    page.fill("#tag", longest)
+    assert box.evaluate("e => e.validity.valid") is True
+    before = searches_done(page)
+    page.keyboard.press("Enter")
+    wait_for_search_after(page, before)
+    assert [q["tag"] for q in sent] == [[longest]]  # the 65 characters were never sent
+
+
+def test_a_tag_typed_again_in_another_form_is_not_a_second_filter(page: Page) -> None:
+    """The API compares tags NFKC and case-folded (``core/domain.tag_key``); the box's repeat check only
+    lowercased, so "PYTHON" in full-width letters (U+FF30 ..., as a Japanese input method types it) beside the filter "python"
+    was sent as a second tag and shown as a second chip."""
+    search(page, "pandas")
+    page.fill("#tag", "python")
+    before = searches_done(page)
+    page.keyboard.press("Enter")
+    wait_for_search_after(page, before)
+    sent = sent_searches(page)
+    page.fill("#tag", "\uff30\uff39\uff34\uff28\uff2f\uff2e")
+    before = searches_done(page)
+    page.keyboard.press("Enter")
+    wait_for_search_after(page, before)
+    assert sent[-1]["tag"] == ["python"]
+    assert page.locator("[data-testid=tag-remove]").count() == 1
+
+
 # -- a proxy in front of the server -------------------------------------------------------------------------
 
 PROXY_PAGE = b"<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1><hr>nginx</body></html>"

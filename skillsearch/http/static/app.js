@@ -5,8 +5,8 @@ import { api, call, currentToken, keepToken, showError } from "./api.js";
 import { $, el, inline, renderMarkdown, textAttrs, visible } from "./dom.js";
 import { flowSection } from "./flow.js";
 import { focusLost, oneHeading, opening, refocus } from "./focus.js";
-import { PAGE, adoptQueryString, applyState, formState, linkOf, linkProblem, offerTags, readLink, searchParams,
-  setBounds } from "./link.js";
+import { PAGE, adoptQueryString, applyState, checkTagBox, formState, linkOf, linkProblem, offerTags, readLink,
+  searchParams, setBounds } from "./link.js";
 import { focusAfterMore, forgetShown, hideMore, inShownOrder, showMore } from "./more.js";
 
 let searches = 0;  // finished searches, exposed as body[data-searches] so tests can wait for the next one
@@ -152,8 +152,8 @@ async function runSearch(state, view) {
     const hits = inShownOrder(state, data.hits);
     results.replaceChildren(...hits.map((h, i) => el("li", { class: "hit", "data-testid": "result" },
       el("h2", {}, el("span", { class: "rank" }, `${i + 1}.`),
-        el("a", { href: "#/skill/" + encodeURIComponent(h.skill_id), "data-testid": "result-name", ...textAttrs(h.name, h.description) },
-          h.name),
+        el("a", { href: "#/skill/" + encodeURIComponent(h.skill_id), "data-testid": "result-name",
+          ...textAttrs(h.name, h.description) }, h.name),
         kindBadge(h.kind), confidenceBadge(h.confidence)),
       el("p", { class: "desc", ...textAttrs(h.description, h.name) }, h.description),
       tagList(h.tags, state, h.name + " " + h.description),
@@ -342,6 +342,7 @@ async function init() {
     radio.addEventListener("change", () => { if ($("#q").value.trim()) $("#search-form").requestSubmit(); });
   }
   $("#kind").addEventListener("change", () => { if ($("#q").value.trim()) $("#search-form").requestSubmit(); });
+  $("#tag").addEventListener("input", checkTagBox);
   window.addEventListener("hashchange", () => { movedWithin = true; safeRoute(); });
   await showChanged();
   await safeRoute();

@@ -69,11 +69,25 @@ export function linkProblem(state) {
 // The tags the form filters by (the last link's), each shown with a button that removes it.
 let tags = [];
 
+// A tag as the API compares it (core/domain.tag_key: NFKC, case-folded): "ＰＹＴＨＯＮ" typed beside the filter
+// "python" is the same tag, not a second one. JavaScript has no full case fold (Python's casefold() makes "ß"
+// "ss"); toLowerCase() is the nearest it has.
+const tagKey = (t) => t.normalize("NFKC").toLowerCase();
+
+// The tag box's bound, counted as the API counts it: in characters, an emoji one. The input's maxlength counted
+// UTF-16 units (an emoji two) and cut a tag of 64 emoji to 32; now the form is not sent while the box holds a
+// longer tag, and the browser says why.
+export function checkTagBox() {
+  const box = $("#tag");
+  const n = chars(box.value.trim());
+  const max = bounds.max_tag_chars;
+  box.setCustomValidity(n > max ? `A tag is at most ${max} characters; this one has ${n}.` : "");
+}
+
 export function formState() {
   const mode = document.querySelector("input[name=mode]:checked").value;
   const typed = $("#tag").value.trim();
-  const fold = (t) => t.toLowerCase();
-  const more = typed && !tags.some((t) => fold(t) === fold(typed)) ? [typed] : [];
+  const more = typed && !tags.some((t) => tagKey(t) === tagKey(typed)) ? [typed] : [];
   return { q: $("#q").value.trim(), mode, kind: $("#kind").value, tags: [...tags, ...more], limit: PAGE };
 }
 
@@ -85,6 +99,7 @@ export function applyState(state) {
   if (radio) radio.checked = true;
   $("#kind").value = state.kind || "";
   $("#tag").value = "";
+  checkTagBox();
   tags = state.tags || [];
   const chips = $("#tag-chips");
   chips.replaceChildren(...tags.map((t) => el("li", {}, el("button", {
@@ -99,7 +114,8 @@ export function applyState(state) {
 
 // The tags of the results shown, offered as the tag box's suggestions.
 export function offerTags(hits) {
-  const offered = [...new Set(hits.flatMap((h) => h.tags || []))].filter((t) => !tags.includes(t)).sort();
+  const chosen = new Set(tags.map(tagKey));
+  const offered = [...new Set(hits.flatMap((h) => h.tags || []))].filter((t) => !chosen.has(tagKey(t))).sort();
   $("#tag-options").replaceChildren(...offered.map((t) => el("option", { value: t })));
 }
 
