@@ -74,9 +74,10 @@ def mcp_principal_from_args(args: argparse.Namespace) -> Principal:
 
 
 def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = None,
-                         catalog: Catalog | None = None) -> SkillSearchMCP:
+                         catalog: Catalog | None = None, sync: McpSync | None = None) -> SkillSearchMCP:
     """The server ``skillsearch mcp`` runs: its principal, data directory and host tool names. ``catalog``:
-    one already open (``--http`` opens it before it listens), else the server opens it at start."""
+    one already open (``--http`` opens it before it listens), else the server opens it at start; ``sync``: what
+    of sync.toml it keeps, when the caller has read the file already (else it is read here)."""
     from skillsearch.mcp.changes import ChangeNotifier
     from skillsearch.mcp.server import build_mcp_server
 
@@ -87,7 +88,7 @@ def mcp_server_from_args(args: argparse.Namespace, encoder: Encoder | None = Non
              "every grant" if principal.grants is None else ", ".join(sorted(principal.grants)))
     # Its sources and subscriptions kept as sync.toml changes (cli/mcp_sync.py). A file written after the server
     # started is read at its next start (an MCP host starts one a session): without one, nothing of it is imported.
-    sync = McpSync.from_args(args)
+    sync = sync or McpSync.from_args(args)
     stdio = not getattr(args, "http", False)
 
     def open_store() -> Catalog:
@@ -166,12 +167,13 @@ def cmd_mcp(args: argparse.Namespace, out: TextIO) -> int:
     principal = mcp_principal_from_args(args)
     listen_socket(args.host, args.port).close()  # a busy port fails before the catalog is opened
     in_use(Path(args.data_dir))  # after the port: a server that cannot start leaves no data directory behind
+    sync = McpSync.from_args(args)  # read once: the seed here, the keepers in the server
     catalog = Catalog.open(settings_from_args(args), progress=progress_factory(not args.quiet),
-                           seed=McpSync.from_args(args).seed, index=False, stopping=STOPPING)
+                           seed=sync.seed, index=False, stopping=STOPPING)
     note_new_data_dir(args, catalog.seeded)
     catalog.prepare_in_background()  # answers at once; a search waits for the index's open and the model
     try:
-        server = mcp_server_from_args(args, catalog=catalog)
+        server = mcp_server_from_args(args, catalog=catalog, sync=sync)
 
         def started(url: str) -> None:
             if args.json:  # the one JSON object --json promises (over stdio, stdout is the protocol's)

@@ -334,7 +334,7 @@ def _restore(src: Path, data_dir: Path, encoder: str) -> RestoreInfo:
     _check_encoder(manifest, encoder)
     if data_dir.is_symlink() or (data_dir.exists() and not data_dir.is_dir()):
         raise IndexNotReadyError(f"{data_dir} is not a folder", {"data_dir": str(data_dir)})
-    if data_dir.is_dir() and data_dir.stat().st_dev != data_dir.parent.stat().st_dev:
+    if data_dir.is_dir() and os.path.ismount(data_dir):
         # The new folder is made beside D and swapped with it by a rename, which cannot move a mount point.
         raise ValidationError(
             f"{data_dir} is a mount point (its own file system, a volume): a restore swaps it with a new folder"

@@ -323,7 +323,7 @@ def _create(data_dir: Path, dest: Path, wait_s: float) -> SnapshotInfo:
     if dest.is_symlink() or (dest.exists() and (not dest.is_dir() or any(dest.iterdir()))):
         raise ValidationError(f"{dest} already exists; a snapshot is written into a new (or empty) folder",
                               {"path": str(dest)})
-    if dest.is_dir() and dest.stat().st_dev != dest.parent.stat().st_dev:  # written beside, then renamed
+    if dest.is_dir() and os.path.ismount(dest):  # written beside, then renamed
         raise ValidationError(
             f"{dest} is a mount point (a volume of its own): a snapshot is written beside its folder and renamed to"
             f" it, which cannot cross file systems; give a new folder inside it (say {dest / 'snapshot'})",
