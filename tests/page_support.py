@@ -5,16 +5,20 @@ it that fails its test on any script error (``page``), and waiting for the page'
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
+from skillsearch.core.settings import Settings
 from skillsearch.http.app import create_app
 from skillsearch.http.auth import PrincipalRegistry
 from skillsearch.http.server import ServerThread
+from skillsearch.retrieval.encoder import Encoder
 from skillsearch.service import Catalog
 
 CHROMIUM = "/usr/bin/chromium"
@@ -73,3 +77,19 @@ def search(page: Page, query: str) -> None:
     page.fill("#q", query)
     page.click("#search-form button[type=submit]")
     wait_for_search_after(page, before)
+
+
+@contextmanager
+def demo_server_with(root: Path, encoder: Encoder, skills: list[dict[str, Any]]) -> Iterator[str]:
+    """A real server (the demo caller's registry) on a catalog of ``skills`` alone, imported as one bundle into a
+    grant the demo caller sees; its URL."""
+    bundle = root / "skills.json"
+    bundle.write_text(json.dumps(skills, ensure_ascii=False), encoding="utf-8")
+    catalog = Catalog.open(Settings(data_dir=root / "data", seed_sample=False), encoder=encoder)
+    try:
+        report = catalog.import_path(bundle, root.name, "sub:starter-pack")
+        assert len(report.created) == len(skills), report
+        with ServerThread(create_app(catalog, principals=PrincipalRegistry(None, demo=True))) as url:
+            yield url
+    finally:
+        catalog.close()

@@ -9,19 +9,13 @@ direction of its own first strong letter (``dir=auto``), as the English beside i
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import pytest
-from page_support import search
+from page_support import demo_server_with, search
 from playwright.sync_api import Browser, Page
 
-from skillsearch.core.settings import Settings
-from skillsearch.http.app import create_app
-from skillsearch.http.auth import PrincipalRegistry
-from skillsearch.http.server import ServerThread
 from skillsearch.retrieval.encoder import Encoder
-from skillsearch.service import Catalog
 
 ARABIC = "إنشاء تقرير عن أداء الخادم البطيء (CPU، الذاكرة)؟ استخدمه عند تحليل الأداء."
 SKILLS = [
@@ -36,17 +30,8 @@ SKILLS = [
 
 @pytest.fixture(scope="module")
 def rtl_server(tmp_path_factory: pytest.TempPathFactory, encoder: Encoder) -> Iterator[str]:
-    root = tmp_path_factory.mktemp("rtl-page")
-    bundle = root / "rtl.json"
-    bundle.write_text(json.dumps(SKILLS, ensure_ascii=False), encoding="utf-8")
-    catalog = Catalog.open(Settings(data_dir=root / "data", seed_sample=False), encoder=encoder)
-    try:
-        report = catalog.import_path(bundle, "rtl", "sub:starter-pack")  # a grant the demo caller sees
-        assert len(report.created) == len(SKILLS), report
-        with ServerThread(create_app(catalog, principals=PrincipalRegistry(None, demo=True))) as url:
-            yield url
-    finally:
-        catalog.close()
+    with demo_server_with(tmp_path_factory.mktemp("rtl-page"), encoder, SKILLS) as url:
+        yield url
 
 
 def direction(page: Page, selector: str) -> str:

@@ -9,19 +9,13 @@ direction (``dir=auto``); English text keeps the page's language.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import pytest
-from page_support import search
+from page_support import demo_server_with, search
 from playwright.sync_api import Browser, Locator
 
-from skillsearch.core.settings import Settings
-from skillsearch.http.app import create_app
-from skillsearch.http.auth import PrincipalRegistry
-from skillsearch.http.server import ServerThread
 from skillsearch.retrieval.encoder import Encoder
-from skillsearch.service import Catalog
 
 SKILLS = [
     {"slug": "japanese-logs", "name": "ログ解析", "kind": "knowledge", "version": "1",
@@ -39,17 +33,8 @@ LANG = {"japanese-logs": "ja", "chinese-logs": "zh", "korean-logs": "ko", "engli
 
 @pytest.fixture(scope="module")
 def cjk_server(tmp_path_factory: pytest.TempPathFactory, encoder: Encoder) -> Iterator[str]:
-    root = tmp_path_factory.mktemp("cjk-page")
-    bundle = root / "cjk.json"
-    bundle.write_text(json.dumps(SKILLS, ensure_ascii=False), encoding="utf-8")
-    catalog = Catalog.open(Settings(data_dir=root / "data", seed_sample=False), encoder=encoder)
-    try:
-        report = catalog.import_path(bundle, "cjk", "sub:starter-pack")  # a grant the demo caller sees
-        assert len(report.created) == len(SKILLS), report
-        with ServerThread(create_app(catalog, principals=PrincipalRegistry(None, demo=True))) as url:
-            yield url
-    finally:
-        catalog.close()
+    with demo_server_with(tmp_path_factory.mktemp("cjk-page"), encoder, SKILLS) as url:
+        yield url
 
 
 def language(node: Locator) -> str:
